@@ -1,0 +1,24 @@
+"""Image corruptions: batched, device-agnostic, deterministic per sample."""
+
+from pytest_segrobust.corruptions.base import (
+    Category,
+    Corrupted,
+    Corruption,
+    GeometricCorruption,
+    PhotometricCorruption,
+    SeverityTable,
+)
+from pytest_segrobust.corruptions.registry import DEFAULT_PRESET, PRESETS, REGISTRY, CorruptionRegistry
+
+__all__ = [
+    "DEFAULT_PRESET",
+    "PRESETS",
+    "REGISTRY",
+    "Category",
+    "Corrupted",
+    "Corruption",
+    "CorruptionRegistry",
+    "GeometricCorruption",
+    "PhotometricCorruption",
+    "SeverityTable",
+]

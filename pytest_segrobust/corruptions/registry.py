@@ -1,0 +1,122 @@
+"""Corruptions by name and preset.
+
+A preset is a paper's benchmark: an ordered list of corruption names, each bound to that
+paper's severity table. A bare corruption name in a suite resolves in the default preset.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from pytest_segrobust.corruptions import blur, compression, digital, geometric, noise
+from pytest_segrobust.corruptions.base import Category, Corruption
+from pytest_segrobust.errors import UnknownCorruptionError
+
+DEFAULT_PRESET = "coco-p"
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A benchmark's corruption list, in the paper's order."""
+
+    name: str
+    description: str
+    corruption_names: tuple[str, ...]
+
+
+PRESETS: dict[str, Preset] = {
+    p.name: p
+    for p in (
+        Preset(
+            "coco-p",
+            "Schiappa et al., COCO-P / ADE20K-P: 17 corruptions x 5 severities",
+            (
+                "gaussian_noise", "shot_noise", "impulse_noise", "speckle_noise",
+                "defocus_blur", "motion_blur", "zoom_blur",
+                "jpeg_compression", "pixelate",
+                "contrast", "shear",
+                "rotate", "translate",
+                "brightness", "darkness", "fog", "snow",
+            ),
+        ),
+    )
+}
+
+
+class CorruptionRegistry:
+    """Corruption instances keyed by ``(preset, name)``."""
+
+    def __init__(self) -> None:
+        self._by_preset: dict[str, dict[str, Corruption]] = {}
+
+    def register(self, corruption: Corruption, presets: tuple[str, ...] = (DEFAULT_PRESET,)) -> Corruption:
+        """Make ``corruption`` available under its name in each of ``presets``."""
+        for preset in presets:
+            table = self._by_preset.setdefault(preset, {})
+            if corruption.name in table:
+                raise ValueError(f"corruption {corruption.name!r} is already registered in preset {preset!r}")
+            table[corruption.name] = corruption
+        return corruption
+
+    def get(self, name: str, preset: str = DEFAULT_PRESET) -> Corruption:
+        """The corruption ``name`` with the severity table of ``preset``."""
+        table = self._table(preset)
+        if name not in table:
+            known = ", ".join(sorted(table))
+            raise UnknownCorruptionError(f"unknown corruption {name!r} in preset {preset!r}; known: {known}")
+        return table[name]
+
+    def preset(self, name: str) -> list[Corruption]:
+        """Every corruption of a preset, in the paper's order.
+
+        Raises:
+            UnknownCorruptionError: for an unknown preset, or one whose corruptions are
+                not all implemented yet (naming the missing ones).
+        """
+        table = self._table(name)
+        wanted = PRESETS[name].corruption_names if name in PRESETS else tuple(table)
+        missing = [n for n in wanted if n not in table]
+        if missing:
+            raise UnknownCorruptionError(
+                f"preset {name!r} is incomplete: not implemented yet: {', '.join(missing)}; "
+                f"list the corruptions by name instead"
+            )
+        return [table[n] for n in wanted]
+
+    def available(self, preset: str = DEFAULT_PRESET) -> list[Corruption]:
+        """The implemented corruptions of a preset, in the paper's order."""
+        table = self._table(preset)
+        order = PRESETS[preset].corruption_names if preset in PRESETS else ()
+        ranked = sorted(table.values(), key=lambda c: order.index(c.name) if c.name in order else len(order))
+        return ranked
+
+    def presets(self) -> list[str]:
+        return sorted(set(self._by_preset) | set(PRESETS))
+
+    def __iter__(self) -> Iterator[Corruption]:
+        seen: set[int] = set()
+        for table in self._by_preset.values():
+            for corruption in table.values():
+                if id(corruption) not in seen:
+                    seen.add(id(corruption))
+                    yield corruption
+
+    def _table(self, preset: str) -> dict[str, Corruption]:
+        if preset not in self._by_preset:
+            raise UnknownCorruptionError(f"unknown preset {preset!r}; known: {', '.join(self.presets())}")
+        return self._by_preset[preset]
+
+
+def _default_registry() -> CorruptionRegistry:
+    registry = CorruptionRegistry()
+    registry.register(noise.GaussianNoise("gaussian_noise", Category.NOISE, noise.GAUSSIAN_NOISE))
+    registry.register(noise.ShotNoise("shot_noise", Category.NOISE, noise.SHOT_NOISE_COCO_P))
+    registry.register(blur.DefocusBlur("defocus_blur", Category.BLUR, blur.DEFOCUS_BLUR))
+    registry.register(compression.JpegCompression("jpeg_compression", Category.COMPRESSION, compression.JPEG_COMPRESSION))
+    registry.register(digital.Contrast("contrast", Category.DIGITAL, digital.CONTRAST_COCO_P))
+    registry.register(geometric.Rotate("rotate", Category.CAMERA, geometric.ROTATE))
+    return registry
+
+
+REGISTRY = _default_registry()

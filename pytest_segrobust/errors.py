@@ -1,0 +1,30 @@
+"""Errors the harness raises for bad input. Each message names the file and field at fault."""
+
+from __future__ import annotations
+
+
+class SegRobustError(Exception):
+    """Base class of every error raised for bad input or bad model behaviour."""
+
+
+class SuiteError(SegRobustError):
+    """A suite file is malformed: the message names the file and the field."""
+
+
+class UnknownCorruptionError(SegRobustError, KeyError):
+    """A corruption or preset name is not in the registry."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0])
+
+
+class ModelOutputError(SegRobustError):
+    """A model returned predictions of the wrong shape, dtype or with invalid values."""
+
+
+class DatasetError(SegRobustError):
+    """A dataset sample is malformed (size mismatch, unknown class ids, unreadable file)."""
+
+
+class BaselineError(SegRobustError):
+    """A baseline file cannot be read; it is reported and never overwritten silently."""

@@ -1,0 +1,94 @@
+"""Mean intersection over union from a dataset-level confusion matrix.
+
+The state is the confusion matrix alone (sufficient statistics): ``update`` adds a batch to
+it on the model's device with one ``bincount``, ``compute`` is a pure function of it, and
+two states merge by addition, so partial results from workers combine exactly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from pytest_segrobust.errors import ModelOutputError
+
+
+@dataclass(frozen=True)
+class IoUResult:
+    """mIoU in percent, and IoU per class (``None`` for classes absent from GT and prediction)."""
+
+    miou: float
+    per_class: tuple[float | None, ...]
+
+
+class ConfusionMatrix:
+    """Accumulates ``matrix[gt, pred]`` pixel counts over a dataset.
+
+    Args:
+        num_classes: Number of valid class ids ``0..num_classes-1``.
+        ignore_index: Ground-truth label of pixels that are not scored.
+        device: Where the matrix lives (the model's device).
+    """
+
+    def __init__(self, num_classes: int, ignore_index: int = 255, device: torch.device | str = "cpu") -> None:
+        self.num_classes = num_classes
+        self.ignore_index = ignore_index
+        self.matrix = torch.zeros(num_classes, num_classes, dtype=torch.int64, device=device)
+
+    def reset(self) -> None:
+        self.matrix.zero_()
+
+    def update(self, predictions: torch.Tensor, targets: torch.Tensor) -> None:
+        """Add a batch.
+
+        Shape:
+            predictions, targets: ``(B, H, W)`` integer class ids, on the matrix's device.
+
+        Raises:
+            ModelOutputError: when a prediction is outside ``0..num_classes-1``.
+        """
+        k = self.num_classes
+        valid = targets != self.ignore_index
+        gt = targets[valid].long()
+        pred = predictions[valid].long()
+        if pred.numel() and (pred.min() < 0 or pred.max() >= k):
+            bad = pred[(pred < 0) | (pred >= k)][0].item()
+            raise ModelOutputError(f"model predicted class id {bad}, outside 0..{k - 1}")
+        if gt.numel() and (gt.min() < 0 or gt.max() >= k):
+            bad = gt[(gt < 0) | (gt >= k)][0].item()
+            raise ModelOutputError(f"ground truth holds class id {bad}, outside 0..{k - 1} (ignore {self.ignore_index})")
+        self.matrix += torch.bincount(gt * k + pred, minlength=k * k).view(k, k)
+
+    def merge(self, other: ConfusionMatrix) -> None:
+        self.matrix += other.matrix.to(self.matrix.device)
+
+    def compute(self) -> IoUResult:
+        """IoU per class = TP / (TP + FP + FN); the mean runs over classes seen in GT or prediction."""
+        return iou_from_confusion(self.matrix)
+
+    def state_dict(self) -> list[list[int]]:
+        """JSON-safe state."""
+        return self.matrix.cpu().tolist()
+
+    @classmethod
+    def from_state(cls, state: list[list[int]], ignore_index: int = 255) -> ConfusionMatrix:
+        metric = cls(len(state), ignore_index)
+        metric.matrix = torch.tensor(state, dtype=torch.int64)
+        return metric
+
+
+def iou_from_confusion(matrix: torch.Tensor) -> IoUResult:
+    """IoU per class and their mean over present classes, in percent.
+
+    Shape:
+        matrix: ``(K, K)`` counts, rows ground truth, columns prediction.
+    """
+    m = matrix.double().cpu()
+    tp = m.diagonal()
+    union = m.sum(0) + m.sum(1) - tp
+    present = union > 0
+    iou = torch.where(present, tp / union.clamp(min=1), torch.zeros_like(tp))
+    per_class = tuple(float(v) * 100 if p else None for v, p in zip(iou.tolist(), present.tolist()))
+    miou = float(iou[present].mean()) * 100 if bool(present.any()) else float("nan")
+    return IoUResult(miou=miou, per_class=per_class)

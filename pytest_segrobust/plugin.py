@@ -1,0 +1,89 @@
+"""pytest hooks: each one forwards an event to the run's :class:`SegRobustSession`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pytest_segrobust.harness import Harness
+from pytest_segrobust.items import SuiteFile
+from pytest_segrobust.report import terminal_summary
+from pytest_segrobust.session import PAYLOAD_KEY, SESSION_KEY, Options, SegRobustSession
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("segrobust", "segmentation robustness gate")
+    group.addoption("--segrobust", action="store_true", help="run the robustness suites (YAML in the suites folder)")
+    group.addoption(
+        "--segrobust-update-baselines",
+        action="store_true",
+        help="accept the current numbers as the new baselines (written once, at the end)",
+    )
+    group.addoption("--segrobust-report", metavar="PATH", help="report path without suffix (.md and .json are written)")
+    parser.addini("segrobust_suites", "folder of robustness suites, relative to rootdir", default="suites")
+    parser.addini("segrobust_baselines", "folder of baseline files, relative to rootdir", default="baselines")
+    parser.addini("segrobust_report", "report path without suffix, relative to rootdir", default="segrobust-report")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "segrobust: a robustness cell collected from a suite file")
+    root = config.rootpath
+    options = Options(
+        enabled=config.getoption("segrobust") or config.getoption("segrobust_update_baselines"),
+        update_baselines=config.getoption("segrobust_update_baselines"),
+        suites_dir=root / config.getini("segrobust_suites"),
+        baselines_dir=root / config.getini("segrobust_baselines"),
+        report_path=root / (config.getoption("segrobust_report") or config.getini("segrobust_report")),
+    )
+    config.stash[SESSION_KEY] = SegRobustSession(options, root)
+    # `pytest --segrobust` with no paths means "run the gate": collect the suites folder.
+    if options.enabled and config.args_source != pytest.Config.ArgsSource.ARGS:
+        config.args = [str(options.suites_dir)]
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    options = config.stash[SESSION_KEY].options
+    if not options.enabled:
+        return []
+    mode = "updating baselines" if options.update_baselines else "comparing with baselines"
+    return [f"segrobust: suites in {options.suites_dir}, {mode} in {options.baselines_dir}"]
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> SuiteFile | None:
+    session = parent.config.stash[SESSION_KEY]
+    if session.options.enabled and session.is_suite_file(file_path):
+        return SuiteFile.from_parent(parent, path=file_path)
+    return None
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: object, error: object) -> None:
+    payload = getattr(node, "workeroutput", {}).get(PAYLOAD_KEY)
+    if payload is not None:
+        node.config.stash[SESSION_KEY].absorb(payload)  # type: ignore[attr-defined]
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    config = session.config
+    segrobust = config.stash[SESSION_KEY]
+    if hasattr(config, "workerinput"):
+        config.workeroutput[PAYLOAD_KEY] = segrobust.payload()  # type: ignore[attr-defined]
+    else:
+        segrobust.finish()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    segrobust = config.stash[SESSION_KEY]
+    if segrobust.report is None and not segrobust.written:
+        return
+    terminalreporter.section("segrobust")
+    for line in terminal_summary(segrobust.report) if segrobust.report else []:
+        terminalreporter.write_line(line)
+    for path in segrobust.written:
+        terminalreporter.write_line(f"wrote {path}")
+
+
+@pytest.fixture
+def segrobust(request: pytest.FixtureRequest) -> Harness:
+    """Evaluate a model under a named corruption: ``segrobust.evaluate(model, dataset, corruption, severity)``."""
+    return Harness(request.config.stash[SESSION_KEY])

@@ -1,0 +1,28 @@
+"""What a run learned about one cell, in a form that crosses process boundaries."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class CellRecord:
+    """Everything learned about one cell; JSON-safe so that workers can ship it."""
+
+    nodeid: str
+    suite: str
+    model: str
+    corruption: str
+    category: str
+    severity: int
+    score: float
+    clean_score: float
+    gamma_r: float | None
+    gamma_a: float | None
+    per_class: list[float | None]
+    class_names: list[str]
+    num_images: int
+    seconds: float
+    status: str
+    baseline: dict[str, float] | None = None
+    checks: list[dict[str, float | str]] = field(default_factory=list)

@@ -1,0 +1,342 @@
+"""One object owns a robustness run: suites, models, clean results, records, pending writes.
+
+``plugin.py`` forwards pytest's events here. Items ask the session to run their cell; the
+session evaluates (sharing the clean result of each model x dataset), compares with the
+baseline and records the outcome. Under pytest-xdist each worker sends its records and
+pending baseline writes to the controller as a JSON payload; only the controller (or the
+single process without xdist) writes baselines and the report, once, at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_segrobust.baselines import UPDATE_FLAG, BaselineFile, CellKey, Check, compare, write_baseline
+from pytest_segrobust.corruptions import REGISTRY, Corruption
+from pytest_segrobust.data.base import SegmentationDataset
+from pytest_segrobust.errors import BaselineError, SegRobustError
+from pytest_segrobust.evaluation import CLEAN, CellResult, EvalResult, evaluate
+from pytest_segrobust.models import SegmentationModel, as_segmentation_model
+from pytest_segrobust.records import CellRecord
+from pytest_segrobust.report import build_report, write_report
+from pytest_segrobust.suite import Suite, load_suite
+
+PAYLOAD_KEY = "segrobust"
+
+
+class CellFailure(AssertionError):
+    """A cell fell below its baseline or has none yet; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class Options:
+    """The command-line and ini settings of a run, parsed once."""
+
+    enabled: bool
+    update_baselines: bool
+    suites_dir: Path
+    baselines_dir: Path
+    report_path: Path
+
+
+@dataclass(frozen=True)
+class PendingWrite:
+    """A baseline cell to write at the end of the run."""
+
+    path: str
+    suite: str
+    metric: str
+    key: CellKey
+    values: dict[str, float]
+    replace_all: bool
+
+
+class SegRobustSession:
+    """State of one pytest run with ``--segrobust``.
+
+    Args:
+        options: Parsed settings.
+        rootpath: pytest's rootdir, against which paths in messages are shown.
+    """
+
+    def __init__(self, options: Options, rootpath: Path) -> None:
+        self.options = options
+        self.rootpath = rootpath
+        self.records: list[CellRecord] = []
+        self.pending: list[PendingWrite] = []
+        self.suite_order: dict[str, Suite] = {}
+        self._suites: dict[Path, Suite] = {}
+        self._models: dict[tuple[str, str], SegmentationModel] = {}
+        self._datasets: dict[str, SegmentationDataset] = {}
+        self._clean: dict[tuple[str, ...], EvalResult] = {}
+        self._baselines: dict[Path, BaselineFile] = {}
+        self.report: dict[str, Any] | None = None
+        self.written: list[Path] = []
+
+    # -- collection ---------------------------------------------------------------------
+
+    def is_suite_file(self, path: Path) -> bool:
+        return path.suffix in (".yaml", ".yml") and path.parent.resolve() == self.options.suites_dir.resolve()
+
+    def suite(self, path: Path) -> Suite:
+        """The validated suite at ``path`` (raises :class:`SuiteError`)."""
+        if path not in self._suites:
+            suite = load_suite(path)
+            self._suites[path] = suite
+            self.suite_order[suite.name] = suite
+        return self._suites[path]
+
+    @staticmethod
+    def cells(suite: Suite) -> list[tuple[str, str, int]]:
+        """``(model, corruption, severity)`` of every item of a suite, clean first per model."""
+        cells: list[tuple[str, str, int]] = []
+        for model in suite.models:
+            cells.append((model.name, CLEAN, 0))
+            cells.extend((model.name, c, s) for c in suite.corruptions for s in suite.severities)
+        return cells
+
+    # -- running a cell -----------------------------------------------------------------
+
+    def run_cell(self, suite: Suite, model_name: str, corruption_name: str, severity: int, nodeid: str) -> CellRecord:
+        """Evaluate one cell, compare it with its baseline and record the outcome.
+
+        Raises:
+            CellFailure: when the cell regressed or had no baseline.
+            SegRobustError: for bad input (dataset, model output, broken baseline).
+        """
+        key = CellKey(suite.name, model_name, corruption_name, severity)
+        model = self._model(suite, model_name)
+        dataset = self._dataset(suite)
+        clean = self._clean_result(suite, model_name, model, dataset)
+        if severity == 0:
+            corrupted, category = clean, CLEAN
+        else:
+            corruption = REGISTRY.get(corruption_name, suite.preset)
+            corrupted = self._evaluate(suite, model, dataset, corruption, severity)
+            category = corruption.category.value
+        result = CellResult(corrupted=corrupted, clean=clean)
+        observed = _observed(result, severity)
+        record = CellRecord(
+            nodeid=nodeid,
+            suite=suite.name,
+            model=model_name,
+            corruption=corruption_name,
+            category=category,
+            severity=severity,
+            score=result.score,
+            clean_score=result.clean_score,
+            gamma_r=observed.get("gamma_r"),
+            gamma_a=observed.get("gamma_a"),
+            per_class=list(corrupted.per_class),
+            class_names=list(dataset.class_names),
+            num_images=corrupted.num_images,
+            seconds=corrupted.seconds,
+            status="passed",
+        )
+        self.records.append(record)
+        self._gate(suite, key, observed, record)
+        return record
+
+    def _gate(self, suite: Suite, key: CellKey, observed: dict[str, float], record: CellRecord) -> None:
+        __tracebackhide__ = True
+        baseline = self._baseline_file(suite)
+        shown = self._shown(baseline.path)
+        try:
+            stored = baseline.lookup(key)
+        except BaselineError:
+            if not self.options.update_baselines:
+                record.status = "error"
+                raise
+            stored, broken = None, True
+        else:
+            broken = False
+        if self.options.update_baselines:
+            record.status = "updated"
+            self._queue(suite, baseline.path, key, observed, replace_all=broken)
+            return
+        if stored is None:
+            record.status = "new"
+            self._queue(suite, baseline.path, key, observed, replace_all=False)
+            raise CellFailure(
+                f"{key.label}: no baseline yet in {shown}; recorded {_format(observed)}; "
+                f"it is written at the end of this run, re-run to compare "
+                f"(or accept all current numbers with pytest --segrobust {UPDATE_FLAG})"
+            )
+        record.baseline = dict(stored)
+        tolerances = {"score": suite.tolerance.score}
+        if key.severity > 0:
+            tolerances["gamma_r"] = suite.tolerance.gamma_r
+        checks = compare(observed, stored, tolerances)
+        record.checks = [asdict(c) | {"regressed": c.regressed, "improved": c.improved} for c in checks]
+        regressions = [c for c in checks if c.regressed]
+        if regressions:
+            record.status = "regressed"
+            raise CellFailure(_regression_message(key, regressions, shown))
+        if any(c.improved for c in checks):
+            record.status = "improved"
+
+    def _queue(self, suite: Suite, path: Path, key: CellKey, values: dict[str, float], replace_all: bool) -> None:
+        self.pending.append(PendingWrite(str(path), suite.name, suite.metric, key, values, replace_all))
+
+    # -- shared, lazily built state --------------------------------------------------------
+
+    def _model(self, suite: Suite, name: str) -> SegmentationModel:
+        key = (str(suite.path), name)
+        if key not in self._models:
+            spec = suite.model(name)
+            try:
+                self._models[key] = as_segmentation_model(spec.factory.build())
+            except SegRobustError:
+                raise
+            except Exception as exc:
+                raise SegRobustError(
+                    f"{suite.path}: models[{name}]: factory {spec.factory.target} failed: {type(exc).__name__}: {exc}"
+                ) from exc
+        return self._models[key]
+
+    def _dataset(self, suite: Suite) -> SegmentationDataset:
+        key = str(suite.path)
+        if key not in self._datasets:
+            try:
+                self._datasets[key] = suite.dataset.build()
+            except SegRobustError:
+                raise
+            except Exception as exc:
+                raise SegRobustError(
+                    f"{suite.path}: dataset: factory {suite.dataset.target} failed: {type(exc).__name__}: {exc}"
+                ) from exc
+        return self._datasets[key]
+
+    def _clean_result(
+        self, suite: Suite, model_name: str, model: SegmentationModel, dataset: SegmentationDataset
+    ) -> EvalResult:
+        key = (str(suite.path), model_name)
+        if key not in self._clean:
+            self._clean[key] = self._evaluate(suite, model, dataset, None, 0)
+        return self._clean[key]
+
+    def _evaluate(
+        self,
+        suite: Suite,
+        model: SegmentationModel,
+        dataset: SegmentationDataset,
+        corruption: Corruption | None,
+        severity: int,
+    ) -> EvalResult:
+        return evaluate(
+            model, dataset, corruption, severity, seed=suite.seed, batch_size=suite.batch_size, limit=suite.limit
+        )
+
+    def clean_cached(self, key: tuple[str, ...], compute: Callable[[], EvalResult]) -> EvalResult:
+        """Clean results for users' own tests, computed once per key per process."""
+        if key not in self._clean:
+            self._clean[key] = compute()
+        return self._clean[key]
+
+    def _baseline_file(self, suite: Suite) -> BaselineFile:
+        path = self.options.baselines_dir / f"{suite.name}.json"
+        if path not in self._baselines:
+            self._baselines[path] = BaselineFile(path)
+        return self._baselines[path]
+
+    def _shown(self, path: Path) -> str:
+        try:
+            return str(path.resolve().relative_to(self.rootpath.resolve()))
+        except ValueError:
+            return str(path)
+
+    # -- xdist --------------------------------------------------------------------------
+
+    def payload(self) -> str:
+        """What a worker sends to the controller: every record and pending write."""
+        return json.dumps(
+            {
+                "records": [asdict(r) for r in self.records],
+                "pending": [asdict(p) for p in self.pending],
+                "suites": [str(s.path) for s in self.suite_order.values()],
+            }
+        )
+
+    def absorb(self, payload: str) -> None:
+        """Merge a worker's payload into this (controller) session."""
+        data: dict[str, Any] = json.loads(payload)
+        self.records.extend(CellRecord(**r) for r in data["records"])
+        for p in data["pending"]:
+            self.pending.append(PendingWrite(**(p | {"key": CellKey(**p["key"])})))
+        for path in data["suites"]:
+            self.suite(Path(path))
+
+    # -- the end of the run -------------------------------------------------------------
+
+    def finish(self) -> None:
+        """Write pending baselines and the report; the controller's job alone."""
+        self.written = self._flush_baselines()
+        if self.records:
+            self.report = build_report(self.ordered_records(), self.suite_order)
+            self.written.extend(write_report(self.report, self.options.report_path))
+
+    def _flush_baselines(self) -> list[Path]:
+        by_path: dict[str, list[PendingWrite]] = {}
+        for write in self.pending:
+            by_path.setdefault(write.path, []).append(write)
+        written = []
+        for path, writes in sorted(by_path.items()):
+            first = writes[0]
+            cells = [(w.key, w.values) for w in sorted(writes, key=lambda w: (w.key.model, w.key.corruption, w.key.severity))]
+            write_baseline(Path(path), first.suite, first.metric, cells, replace_all=any(w.replace_all for w in writes))
+            written.append(Path(path))
+        self.pending.clear()
+        return written
+
+    def ordered_records(self) -> list[CellRecord]:
+        """Records in suite order (model, corruption, severity), independent of scheduling."""
+
+        def rank(record: CellRecord) -> tuple[Any, ...]:
+            suite = self.suite_order.get(record.suite)
+            names = list(suite.corruptions) if suite else []
+            models = [m.name for m in suite.models] if suite else []
+            return (
+                list(self.suite_order).index(record.suite) if record.suite in self.suite_order else len(self.suite_order),
+                models.index(record.model) if record.model in models else len(models),
+                -1 if record.severity == 0 else (names.index(record.corruption) if record.corruption in names else len(names)),
+                record.severity,
+                record.nodeid,
+            )
+
+        return sorted(self.records, key=rank)
+
+
+def _observed(result: CellResult, severity: int) -> dict[str, float]:
+    if severity == 0:
+        return {"score": result.score}
+    return {"score": result.score, "gamma_r": result.gamma_r, "gamma_a": result.gamma_a}
+
+
+def _format(values: dict[str, float]) -> str:
+    return ", ".join(f"{k}={_number(v)}" for k, v in values.items())
+
+
+def _number(value: float) -> str:
+    return "nan" if math.isnan(value) else f"{value:.4f}"
+
+
+def _regression_message(key: CellKey, regressions: list[Check], baseline_path: str) -> str:
+    lines = [f"{key.label} regressed:"]
+    for c in regressions:
+        lines.append(
+            f"  {c.metric}: observed {_number(c.observed)}, baseline {_number(c.baseline)}, "
+            f"delta {_number(c.delta)}, tolerance {_number(c.tolerance)}"
+        )
+    lines.append(f"  baseline file: {baseline_path}")
+    lines.append(f"  if the new numbers are intended: pytest --segrobust {UPDATE_FLAG}")
+    return "\n".join(lines)
+
+
+SESSION_KEY = pytest.StashKey[SegRobustSession]()

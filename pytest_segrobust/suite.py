@@ -1,0 +1,274 @@
+"""Robustness suites: the YAML schema, validated into typed objects at the boundary.
+
+A suite names the models, the dataset, the corruptions and severities, the metric and
+the tolerances of its gate. Every error names the file and the field at fault.
+
+Example::
+
+    name: demo
+    task: semantic
+    dataset:
+      factory: pytest_segrobust.data.demo:demo_dataset
+      kwargs: {split: val}
+    models:
+      - name: tiny-unet
+        factory: pytest_segrobust.models.demo:tiny_unet
+    corruptions: [gaussian_noise, defocus_blur, rotate]
+    severities: [1, 2, 3, 4, 5]
+    metric: miou
+    tolerance: {gamma_r: 0.01, score: 1.0}
+    batch_size: 16
+    seed: 0
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from pytest_segrobust.corruptions import DEFAULT_PRESET, REGISTRY
+from pytest_segrobust.corruptions.base import MAX_SEVERITY
+from pytest_segrobust.errors import SegRobustError, SuiteError
+
+TASKS = ("semantic",)
+METRICS = {"semantic": ("miou",)}
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
+_KNOWN_KEYS = {
+    "name", "description", "task", "dataset", "models", "preset", "corruptions", "severities",
+    "metric", "tolerance", "batch_size", "seed", "limit",
+}
+
+
+@dataclass(frozen=True)
+class FactorySpec:
+    """A ``package.module:attribute`` callable and the keyword arguments to call it with."""
+
+    target: str
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+
+    def build(self) -> Any:
+        """Import the target and call it."""
+        return load_object(self.target)(**self.kwargs)
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    name: str
+    factory: FactorySpec
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """How far below its baseline a cell may fall before the gate fails.
+
+    Attributes:
+        gamma_r: Absolute slack on relative robustness (a fraction, e.g. 0.01).
+        score: Absolute slack on the metric, in percentage points.
+    """
+
+    gamma_r: float = 0.01
+    score: float = 1.0
+
+
+@dataclass(frozen=True)
+class Suite:
+    """A validated suite file."""
+
+    path: Path
+    name: str
+    task: str
+    dataset: FactorySpec
+    models: tuple[ModelSpec, ...]
+    preset: str
+    corruptions: tuple[str, ...]
+    severities: tuple[int, ...]
+    metric: str
+    tolerance: Tolerance
+    batch_size: int
+    seed: int
+    limit: int | None
+    description: str = ""
+
+    def model(self, name: str) -> ModelSpec:
+        return next(m for m in self.models if m.name == name)
+
+
+def load_object(target: str) -> Any:
+    """Import ``package.module:attribute`` (the attribute may be dotted)."""
+    module_name, sep, attribute = target.partition(":")
+    if not sep or not module_name or not attribute:
+        raise ValueError(f"{target!r} is not of the form 'package.module:attribute'")
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ValueError(f"cannot import module {module_name!r} ({exc})") from exc
+    for part in attribute.split("."):
+        if not hasattr(obj, part):
+            raise ValueError(f"module {module_name!r} has no attribute {attribute!r}")
+        obj = getattr(obj, part)
+    return obj
+
+
+def load_suite(path: Path) -> Suite:
+    """Read and validate a suite file.
+
+    Raises:
+        SuiteError: naming the file, the field and what was expected.
+    """
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise SuiteError(f"{path}: cannot read the suite ({exc.strerror})") from exc
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise SuiteError(f"{path}: invalid YAML{where}: {problem}") from exc
+    return _Validator(path).suite(raw)
+
+
+class _Validator:
+    """Turns the parsed YAML into a :class:`Suite`, failing on the first bad field."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def fail(self, field_name: str, message: str) -> SuiteError:
+        return SuiteError(f"{self.path}: field '{field_name}': {message}")
+
+    def suite(self, raw: Any) -> Suite:
+        if not isinstance(raw, dict):
+            raise SuiteError(f"{self.path}: a suite is a YAML mapping, got {type(raw).__name__}")
+        unknown = sorted(set(raw) - _KNOWN_KEYS)
+        if unknown:
+            raise self.fail(unknown[0], f"unknown field; expected one of {', '.join(sorted(_KNOWN_KEYS))}")
+        name = self.name("name", raw.get("name", self.path.stem))
+        task = self.choice("task", raw.get("task", "semantic"), TASKS)
+        preset = self.string("preset", raw.get("preset", DEFAULT_PRESET))
+        if preset not in REGISTRY.presets():
+            raise self.fail("preset", f"unknown preset {preset!r}; known: {', '.join(REGISTRY.presets())}")
+        return Suite(
+            path=self.path,
+            name=name,
+            description=self.string("description", raw.get("description", "")),
+            task=task,
+            dataset=self.factory("dataset", self.required(raw, "dataset")),
+            models=self.models(self.required(raw, "models")),
+            preset=preset,
+            corruptions=self.corruptions(raw.get("corruptions"), preset),
+            severities=self.severities(raw.get("severities", list(range(1, MAX_SEVERITY + 1)))),
+            metric=self.choice("metric", raw.get("metric", METRICS[task][0]), METRICS[task]),
+            tolerance=self.tolerance(raw.get("tolerance", {})),
+            batch_size=self.integer("batch_size", raw.get("batch_size", 16), minimum=1),
+            seed=self.integer("seed", raw.get("seed", 0), minimum=0),
+            limit=None if raw.get("limit") is None else self.integer("limit", raw["limit"], minimum=1),
+        )
+
+    def required(self, raw: dict[str, Any], key: str) -> Any:
+        if key not in raw or raw[key] is None:
+            raise self.fail(key, "is required")
+        return raw[key]
+
+    def string(self, field_name: str, value: Any) -> str:
+        if not isinstance(value, str):
+            raise self.fail(field_name, f"expected a string, got {value!r}")
+        return value
+
+    def name(self, field_name: str, value: Any) -> str:
+        text = self.string(field_name, value)
+        if not _NAME.match(text):
+            raise self.fail(field_name, f"{text!r} is not a valid name (letters, digits, '_', '.', '+', '-')")
+        return text
+
+    def choice(self, field_name: str, value: Any, choices: tuple[str, ...]) -> str:
+        if value not in choices:
+            raise self.fail(field_name, f"expected one of {', '.join(choices)}, got {value!r}")
+        return value
+
+    def integer(self, field_name: str, value: Any, minimum: int) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise self.fail(field_name, f"expected an integer >= {minimum}, got {value!r}")
+        return value
+
+    def number(self, field_name: str, value: Any) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            raise self.fail(field_name, f"expected a number >= 0, got {value!r}")
+        return float(value)
+
+    def factory(self, field_name: str, raw: Any) -> FactorySpec:
+        if isinstance(raw, str):
+            raw = {"factory": raw}
+        if not isinstance(raw, dict) or "factory" not in raw:
+            raise self.fail(field_name, "expected a mapping with 'factory: package.module:callable'")
+        target = self.string(f"{field_name}.factory", raw["factory"])
+        try:
+            load_object(target)
+        except ValueError as exc:
+            raise self.fail(f"{field_name}.factory", str(exc)) from exc
+        kwargs = raw.get("kwargs", {}) or {}
+        if not isinstance(kwargs, dict):
+            raise self.fail(f"{field_name}.kwargs", f"expected a mapping, got {kwargs!r}")
+        return FactorySpec(target, kwargs)
+
+    def models(self, raw: Any) -> tuple[ModelSpec, ...]:
+        if not isinstance(raw, list) or not raw:
+            raise self.fail("models", "expected a non-empty list of {name, factory, kwargs}")
+        specs: list[ModelSpec] = []
+        for i, entry in enumerate(raw):
+            where = f"models[{i}]"
+            if not isinstance(entry, dict):
+                raise self.fail(where, f"expected a mapping with name and factory, got {entry!r}")
+            name = self.name(f"{where}.name", self.required_in(entry, where, "name"))
+            if any(s.name == name for s in specs):
+                raise self.fail(f"{where}.name", f"duplicate model name {name!r}")
+            specs.append(ModelSpec(name, self.factory(where, entry)))
+        return tuple(specs)
+
+    def required_in(self, raw: dict[str, Any], where: str, key: str) -> Any:
+        if key not in raw:
+            raise self.fail(f"{where}.{key}", "is required")
+        return raw[key]
+
+    def corruptions(self, raw: Any, preset: str) -> tuple[str, ...]:
+        if raw is None:
+            try:
+                return tuple(c.name for c in REGISTRY.preset(preset))
+            except SegRobustError as exc:
+                raise self.fail("preset", str(exc)) from exc
+        if not isinstance(raw, list) or not raw:
+            raise self.fail("corruptions", "expected a non-empty list of corruption names")
+        for i, name in enumerate(raw):
+            try:
+                REGISTRY.get(name, preset)
+            except SegRobustError as exc:
+                raise self.fail(f"corruptions[{i}]", str(exc)) from exc
+        if len(set(raw)) != len(raw):
+            raise self.fail("corruptions", "lists a corruption twice")
+        return tuple(raw)
+
+    def severities(self, raw: Any) -> tuple[int, ...]:
+        if not isinstance(raw, list) or not raw:
+            raise self.fail("severities", f"expected a non-empty list of integers 1..{MAX_SEVERITY}")
+        for i, s in enumerate(raw):
+            if isinstance(s, bool) or not isinstance(s, int) or not 1 <= s <= MAX_SEVERITY:
+                raise self.fail(f"severities[{i}]", f"expected an integer 1..{MAX_SEVERITY}, got {s!r}")
+        return tuple(sorted(set(raw)))
+
+    def tolerance(self, raw: Any) -> Tolerance:
+        if not isinstance(raw, dict):
+            raise self.fail("tolerance", f"expected a mapping with gamma_r and/or score, got {raw!r}")
+        unknown = sorted(set(raw) - {"gamma_r", "score"})
+        if unknown:
+            raise self.fail(f"tolerance.{unknown[0]}", "unknown field; expected gamma_r or score")
+        defaults = Tolerance()
+        return Tolerance(
+            gamma_r=self.number("tolerance.gamma_r", raw.get("gamma_r", defaults.gamma_r)),
+            score=self.number("tolerance.score", raw.get("score", defaults.score)),
+        )
+

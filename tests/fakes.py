@@ -1,0 +1,104 @@
+"""Test doubles: a synthetic dataset and a model whose robustness can be dialled.
+
+The image's red channel encodes the label (``(label + 0.5) / K``), so a model that bins
+red is exact on clean images and degrades under noise; averaging before binning makes it
+more robust. Used directly and, through ``FAKES_SOURCE``, inside pytester projects.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import torch
+
+from pytest_segrobust.data.base import Sample, SemanticTarget
+
+FAKES_SOURCE = Path(__file__).read_text()
+CLASS_NAMES = ("background", "a", "b", "c")
+
+
+class BandScenes:
+    """Rectangles of random classes; red channel = class code, green/blue = texture."""
+
+    ignore_index = 255
+    class_names = CLASS_NAMES
+
+    def __init__(self, size: int = 8, height: int = 32, width: int = 32, seed: int = 0) -> None:
+        self.size, self.height, self.width, self.seed = size, height, width, seed
+        self.name = f"bands-{size}-{height}x{width}-{seed}"
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, index: int) -> Sample:
+        if not 0 <= index < self.size:
+            raise IndexError(index)
+        g = torch.Generator().manual_seed(self.seed * 100_003 + index)
+        k = len(self.class_names)
+        mask = torch.zeros(self.height, self.width, dtype=torch.int64)
+        for _ in range(4):
+            y0, x0 = (int(v) for v in torch.randint(0, self.height // 2, (2,), generator=g))
+            h, w = (int(v) for v in torch.randint(4, self.height // 2, (2,), generator=g))
+            mask[y0 : y0 + h, x0 : x0 + w] = int(torch.randint(1, k, (1,), generator=g))
+        red = (mask.float() + 0.5) / k
+        texture = torch.rand(2, self.height, self.width, generator=g)
+        image = (torch.cat([red[None], texture]) * 255).round().to(torch.uint8)
+        return Sample(f"bands/{index}", image, SemanticTarget(mask))
+
+    def fingerprint(self) -> str:
+        return self.name
+
+
+class RedBinner(torch.nn.Module):
+    """Logits that peak at ``floor(red * K)``; ``smoothing`` averages red over a window first."""
+
+    def __init__(self, num_classes: int = len(CLASS_NAMES), smoothing: int = 1) -> None:
+        super().__init__()
+        self.num_classes = num_classes
+        self.smoothing = smoothing
+        self.register_buffer("centres", (torch.arange(num_classes) + 0.5) / num_classes)
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        red = images[:, :1]
+        if self.smoothing > 1:
+            red = torch.nn.functional.avg_pool2d(red, self.smoothing, stride=1, padding=self.smoothing // 2)
+            red = red[..., : images.shape[-2], : images.shape[-1]]
+        return -((red - self.centres.view(1, -1, 1, 1)) ** 2)
+
+
+class WrongShapeModel:
+    """Follows the protocol but returns a label map of the wrong size."""
+
+    device = torch.device("cpu")
+
+    def predict(self, images: torch.Tensor) -> torch.Tensor:
+        return torch.zeros(images.shape[0], 3, 3, dtype=torch.int64)
+
+    def fingerprint(self) -> str:
+        return "wrong-shape"
+
+
+class CrashingModel(RedBinner):
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        raise RuntimeError("CUDA out of memory (simulated)")
+
+
+def band_scenes(size: int = 8, height: int = 32, width: int = 32, seed: int = 0) -> BandScenes:
+    return BandScenes(size, height, width, seed)
+
+
+def red_binner(smoothing: int = 1) -> RedBinner:
+    return RedBinner(smoothing=smoothing)
+
+
+def wrong_shape_model() -> WrongShapeModel:
+    return WrongShapeModel()
+
+
+def crashing_model() -> CrashingModel:
+    return CrashingModel()
+
+
+def digest(tensor: torch.Tensor) -> str:
+    return hashlib.blake2b(tensor.contiguous().numpy().tobytes(), digest_size=8).hexdigest()

@@ -1,0 +1,217 @@
+"""Plugin behaviour through pytester, each scenario without xdist, with -n 0 and with -n 2."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+
+from tests.fakes import FAKES_SOURCE
+
+DISTRIBUTIONS = {"no-xdist": [], "n0": ["-n", "0"], "n2": ["-n", "2"]}
+
+SUITE = """\
+name: bands
+dataset: {{factory: segrobust_fakes:band_scenes}}
+models:
+  - {{name: binner, factory: segrobust_fakes:red_binner, kwargs: {{smoothing: {smoothing}}}}}
+corruptions: [gaussian_noise, rotate]
+severities: [1, 5]
+tolerance: {{gamma_r: 0.01, score: 1.0}}
+batch_size: 3
+"""
+CELLS = 5  # clean + 2 corruptions x 2 severities
+
+
+@pytest.fixture(params=list(DISTRIBUTIONS), ids=list(DISTRIBUTIONS))
+def dist(request: pytest.FixtureRequest) -> list[str]:
+    return DISTRIBUTIONS[request.param]
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester) -> pytest.Pytester:
+    """A project with the fake dataset and model importable and a suite of 5 cells."""
+    pytester.makepyfile(segrobust_fakes=FAKES_SOURCE)
+    # As a user would: the project's modules are importable in every process, workers included.
+    pytester.makeini("[pytest]\npythonpath = .\n")
+    write_suite(pytester, smoothing=5)
+    return pytester
+
+
+def write_suite(pytester: pytest.Pytester, smoothing: int, name: str = "bands") -> None:
+    (pytester.path / "suites").mkdir(exist_ok=True)
+    (pytester.path / "suites" / f"{name}.yaml").write_text(SUITE.format(smoothing=smoothing))
+
+
+def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    # In-process keeps torch imported once; with -n 2 xdist still starts real worker processes.
+    return pytester.runpytest("-p", "no:cacheprovider", *args)
+
+
+def baseline(pytester: pytest.Pytester) -> dict:
+    return json.loads((pytester.path / "baselines" / "bands.json").read_text())
+
+
+def test_missing_baseline_is_created_and_fails(project: pytest.Pytester, dist: list[str]) -> None:
+    result = run(project, "--segrobust", *dist)
+    result.assert_outcomes(failed=CELLS)
+    result.stdout.fnmatch_lines(["*bands::binner::gaussian_noise::5: no baseline yet in baselines/bands.json*"])
+    stored = baseline(project)["models"]["binner"]
+    assert set(stored) == {"clean", "gaussian_noise", "rotate"}
+    assert set(stored["gaussian_noise"]) == {"1", "5"}
+    # The second run compares against what the first one wrote.
+    run(project, "--segrobust", *dist).assert_outcomes(passed=CELLS)
+
+
+def test_passing_suite_writes_report(project: pytest.Pytester, dist: list[str]) -> None:
+    run(project, "--segrobust-update-baselines", *dist).assert_outcomes(passed=CELLS)
+    result = run(project, "--segrobust", *dist)
+    result.assert_outcomes(passed=CELLS)
+    result.stdout.fnmatch_lines(["*segrobust*", "suite bands:", "*binner*", "wrote *segrobust-report.md"])
+    report = json.loads((project.path / "segrobust-report.json").read_text())
+    cells = report["suites"]["bands"]["models"]["binner"]["cells"]
+    assert [(c["corruption"], c["severity"]) for c in cells] == [
+        ("clean", 0), ("gaussian_noise", 1), ("gaussian_noise", 5), ("rotate", 1), ("rotate", 5)
+    ]
+    noise5 = cells[2]
+    assert noise5["gamma_r"] == pytest.approx(1 - (noise5["clean_score"] - noise5["score"]) / noise5["clean_score"])
+    assert noise5["gamma_r"] < 0.95  # the fake model really degrades under strong noise
+    markdown = (project.path / "segrobust-report.md").read_text()
+    assert "### Headline" in markdown and "### Baseline comparison" in markdown
+
+
+def test_regressed_model_fails_with_full_message(project: pytest.Pytester, dist: list[str]) -> None:
+    run(project, "--segrobust-update-baselines").assert_outcomes(passed=CELLS)
+    before = baseline(project)
+    write_suite(project, smoothing=1)  # no smoothing: far less robust to noise
+    result = run(project, "--segrobust", *dist)
+    outcomes = result.parseoutcomes()
+    assert outcomes.get("failed", 0) >= 1
+    result.stdout.fnmatch_lines(
+        [
+            "*bands::binner::gaussian_noise::5 regressed:",
+            "*gamma_r: observed *, baseline *, delta -*, tolerance 0.0100",
+            "*baseline file: baselines/bands.json",
+            "*if the new numbers are intended: pytest --segrobust --segrobust-update-baselines",
+        ]
+    )
+    assert baseline(project) == before  # a failing run never rewrites baselines
+    report = json.loads((project.path / "segrobust-report.json").read_text())
+    statuses = {(c["corruption"], c["severity"]): c["status"] for c in report["suites"]["bands"]["models"]["binner"]["cells"]}
+    assert statuses[("gaussian_noise", 5)] == "regressed"
+
+
+def test_update_flag_accepts_new_numbers(project: pytest.Pytester, dist: list[str]) -> None:
+    run(project, "--segrobust-update-baselines").assert_outcomes(passed=CELLS)
+    write_suite(project, smoothing=1)
+    run(project, "--segrobust-update-baselines", *dist).assert_outcomes(passed=CELLS)
+    run(project, "--segrobust", *dist).assert_outcomes(passed=CELLS)
+
+
+def test_k_selection_runs_only_matching_cells_and_keeps_other_baselines(project: pytest.Pytester, dist: list[str]) -> None:
+    run(project, "--segrobust-update-baselines").assert_outcomes(passed=CELLS)
+    before = baseline(project)["models"]["binner"]
+    result = run(project, "--segrobust", "--segrobust-update-baselines", "-k", "rotate", *dist)
+    # xdist deselects inside the workers and does not count them in the summary.
+    result.assert_outcomes(passed=2, deselected=0 if "-n" in dist and dist[1] != "0" else 3)
+    assert baseline(project)["models"]["binner"] == before
+
+
+def test_malformed_suite_is_a_clear_collection_error(project: pytest.Pytester, dist: list[str]) -> None:
+    (project.path / "suites" / "broken.yaml").write_text(
+        textwrap.dedent(
+            """\
+            dataset: {factory: segrobust_fakes:band_scenes}
+            models: [{name: binner, factory: segrobust_fakes:red_binner}]
+            corruptions: [gaussian_noise, gausian_blur]
+            """
+        )
+    )
+    result = run(project, "--segrobust", *dist)
+    assert result.ret != pytest.ExitCode.OK  # xdist runs the valid suites and exits 1; pytest alone stops
+    expected = "broken.yaml: field 'corruptions[1]': unknown corruption 'gausian_blur' in preset 'coco-p'; known: "
+    assert expected in result.stdout.str()
+
+
+def test_invalid_yaml_names_the_line(project: pytest.Pytester) -> None:
+    (project.path / "suites" / "broken.yaml").write_text("models: [unclosed\n")
+    result = run(project, "--segrobust", "--collect-only")
+    result.stdout.fnmatch_lines(["*broken.yaml: invalid YAML at line *"])
+
+
+def test_without_flag_no_suite_is_collected(project: pytest.Pytester) -> None:
+    project.makepyfile(test_plain="def test_ok():\n    assert True\n")
+    result = run(project)
+    result.assert_outcomes(passed=1)
+    assert not (project.path / "segrobust-report.md").exists()
+
+
+def test_node_ids_and_markers(project: pytest.Pytester) -> None:
+    result = run(project, "--segrobust", "--collect-only", "-q", "-m", "segrobust")
+    result.stdout.fnmatch_lines(
+        ["suites/bands.yaml::binner::clean", "suites/bands.yaml::binner::gaussian_noise::1", "*5 tests collected*"]
+    )
+
+
+def test_crashing_model_fails_its_items_not_the_session(project: pytest.Pytester, dist: list[str]) -> None:
+    write_suite(project, smoothing=5)
+    (project.path / "suites" / "crash.yaml").write_text(
+        "dataset: {factory: segrobust_fakes:band_scenes}\n"
+        "models: [{name: crasher, factory: segrobust_fakes:crashing_model}]\n"
+        "corruptions: [gaussian_noise]\nseverities: [1]\n"
+    )
+    run(project, "--segrobust-update-baselines", "suites/bands.yaml")
+    result = run(project, "--segrobust", *dist)
+    result.assert_outcomes(passed=CELLS, failed=2)
+    result.stdout.fnmatch_lines(["*RuntimeError: CUDA out of memory (simulated)*"])
+
+
+def test_wrong_model_output_is_named(project: pytest.Pytester) -> None:
+    (project.path / "suites" / "bands.yaml").write_text(
+        "dataset: {factory: segrobust_fakes:band_scenes}\n"
+        "models: [{name: wrong, factory: segrobust_fakes:wrong_shape_model}]\n"
+        "corruptions: [rotate]\nseverities: [1]\n"
+    )
+    result = run(project, "--segrobust")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(["*model returned predictions of shape (8, 3, 3), expected (8, 32, 32)*"])
+
+
+def test_broken_baseline_is_reported_not_overwritten(project: pytest.Pytester) -> None:
+    (project.path / "baselines").mkdir()
+    broken = project.path / "baselines" / "bands.json"
+    broken.write_text('{"format": 1, "models": {')
+    result = run(project, "--segrobust")
+    result.assert_outcomes(failed=CELLS)
+    result.stdout.fnmatch_lines(["*bands.json: broken baseline file (invalid JSON at line 1)*"])
+    assert broken.read_text() == '{"format": 1, "models": {'
+    run(project, "--segrobust-update-baselines").assert_outcomes(passed=CELLS)
+    assert baseline(project)["format"] == 1
+
+
+def test_distributed_run_matches_single_process(project: pytest.Pytester) -> None:
+    run(project, "--segrobust-update-baselines").assert_outcomes(passed=CELLS)
+    reports = []
+    for args in (["-n", "0"], ["-n", "2"]):
+        run(project, "--segrobust", *args).assert_outcomes(passed=CELLS)
+        report = json.loads((project.path / "segrobust-report.json").read_text())
+        for cell in report["suites"]["bands"]["models"]["binner"]["cells"]:
+            cell.pop("seconds")
+        reports.append(report)
+    assert reports[0] == reports[1]
+
+
+def test_fixture_evaluates_in_users_tests(project: pytest.Pytester) -> None:
+    project.makepyfile(
+        test_user="""
+        from segrobust_fakes import band_scenes, red_binner
+
+        def test_noise(segrobust):
+            result = segrobust.evaluate(red_binner(smoothing=5), band_scenes(), corruption="gaussian_noise", severity=5)
+            assert 0 < result.score < result.clean_score
+            assert result.gamma_r == 1 - (result.clean_score - result.score) / result.clean_score
+            assert result.gamma_a == 1 - (result.clean_score - result.score) / 100
+        """
+    )
+    run(project).assert_outcomes(passed=1)
