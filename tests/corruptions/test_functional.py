@@ -1,0 +1,113 @@
+"""The functional core against independent oracles (PIL, torch.rot90, closed forms)."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image, ImageEnhance
+
+from pytest_segrobust.corruptions import functional as Fn
+from pytest_segrobust.corruptions import REGISTRY
+from tests.strategies import _make
+
+
+def pil_image(seed: int = 0, size: tuple[int, int] = (40, 56)) -> Image.Image:
+    rng = np.random.default_rng(seed)
+    return Image.fromarray(rng.integers(0, 256, (*size, 3), dtype=np.uint8))
+
+
+def as_batch(image: Image.Image) -> torch.Tensor:
+    return torch.from_numpy(np.array(image)).permute(2, 0, 1)[None].float() / 255
+
+
+@pytest.mark.parametrize("factor", [0.5, 1.2, 2.0])
+def test_contrast_matches_pil_image_enhance(factor: float) -> None:
+    image = pil_image()
+    expected = as_batch(ImageEnhance.Contrast(image).enhance(factor))
+    ours = Fn.enhance_contrast(as_batch(image), factor)
+    # PIL rounds the mean grey to an integer and each output pixel to uint8.
+    assert (ours - expected).abs().max() <= 2.5 / 255
+
+
+@pytest.mark.parametrize("quality", [7, 25, 90])
+def test_jpeg_is_pillows_codec(quality: int) -> None:
+    image = pil_image(1)
+    buffer = io.BytesIO()
+    image.save(buffer, format="JPEG", quality=quality)
+    expected = as_batch(Image.open(io.BytesIO(buffer.getvalue())).convert("RGB"))
+    assert torch.equal(Fn.jpeg(as_batch(image), quality), expected)
+
+
+def reference_disk(radius: float, alias_blur: float) -> np.ndarray:
+    """ImageNet-C's disk built independently in numpy: normalised, then blurred, not renormalised."""
+    half, soften = (8, 3) if radius <= 8 else (int(radius), 5)
+    axis = np.arange(-half, half + 1)
+    x, y = np.meshgrid(axis, axis)
+    disk = (x**2 + y**2 <= radius**2).astype(np.float64)
+    disk /= disk.sum()
+    offsets = np.arange(soften) - (soften - 1) / 2
+    g = np.exp(-(offsets**2) / (2 * alias_blur**2))
+    g /= g.sum()
+    padded = np.pad(disk, soften // 2, mode="reflect")  # numpy's reflect is OpenCV's reflect-101
+    rows = np.stack([np.convolve(r, g, mode="valid") for r in padded])
+    return np.stack([np.convolve(c, g, mode="valid") for c in rows.T]).T
+
+
+@pytest.mark.parametrize(("radius", "alias_blur"), [(3, 0.1), (4, 0.5), (8, 0.5), (10, 0.5)])
+def test_disk_kernel_matches_the_reference_construction(radius: float, alias_blur: float) -> None:
+    kernel = Fn.disk_kernel(radius, alias_blur)
+    size = 17 if radius <= 8 else 2 * radius + 1
+    assert kernel.shape == (size, size)
+    np.testing.assert_allclose(kernel.numpy(), reference_disk(radius, alias_blur), atol=1e-12)
+    assert torch.allclose(kernel, kernel.T) and torch.allclose(kernel, kernel.flip(0))
+
+
+def test_filter2d_with_a_delta_kernel_is_identity() -> None:
+    images = _make(2, 20, 30, 3, seed=1).images
+    delta = torch.zeros(5, 5, dtype=torch.float64)
+    delta[2, 2] = 1
+    assert torch.allclose(Fn.filter2d(images, delta), images, atol=1e-6)
+
+
+def test_rotation_by_90_degrees_is_rot90() -> None:
+    labels = torch.arange(36).view(1, 6, 6)
+    matrix = Fn.rotation_about_centre(torch.tensor([90.0], dtype=torch.float64), 6, 6)
+    coords = Fn.affine_coordinates(matrix, 6, 6)
+    rotated = Fn.sample_nearest(labels, coords, fill=255)
+    assert torch.equal(rotated, torch.rot90(labels, 1, dims=(-2, -1)))  # counter-clockwise on screen
+
+
+def test_sample_nearest_fills_outside_and_keeps_dtype() -> None:
+    labels = torch.ones(1, 4, 4, dtype=torch.int64)
+    coords = torch.full((1, 4, 4, 2), -3.0)
+    out = Fn.sample_nearest(labels, coords, fill=255)
+    assert out.dtype == torch.int64 and bool((out == 255).all())
+
+
+def test_sample_bilinear_at_integer_coordinates_is_exact() -> None:
+    images = _make(1, 9, 11, 3, seed=2).images
+    coords = Fn.affine_coordinates(torch.tensor([[[1.0, 0, 0], [0, 1.0, 0]]]), 9, 11)
+    assert torch.allclose(Fn.sample_bilinear(images, coords), images, atol=1e-6)
+
+
+def test_gaussian_noise_has_the_table_standard_deviation() -> None:
+    images = torch.full((4, 3, 64, 64), 0.5)
+    out = REGISTRY.get("gaussian_noise")(images, 1, [1, 2, 3, 4]).images  # std 0.08, little clipping
+    assert float((out - images).std()) == pytest.approx(0.08, rel=0.03)
+
+
+def test_shot_noise_is_unbiased_with_poisson_variance() -> None:
+    images = torch.full((4, 3, 64, 64), 0.5)
+    out = REGISTRY.get("shot_noise")(images, 5, [1, 2, 3, 4]).images  # 15 photons
+    assert float(out.mean()) == pytest.approx(0.5, abs=0.01)
+    assert float(out.var()) == pytest.approx(0.5 / 15, rel=0.05)
+
+
+def test_rotate_sign_is_drawn_per_sample() -> None:
+    images = _make(1, 32, 32, 3, seed=3).images.expand(16, -1, -1, -1)
+    out = REGISTRY.get("rotate")(images, 3, list(range(16))).images
+    distinct = {tuple(o.flatten()[:200].tolist()) for o in out}
+    assert len(distinct) == 2  # +40 and -40 degrees, and nothing else

@@ -1,0 +1,102 @@
+"""Suite validation: every error names the file, the field and what was expected."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pytest_segrobust.errors import SuiteError
+from pytest_segrobust.suite import Tolerance, load_suite
+
+VALID = """\
+dataset: {factory: tests.fakes:band_scenes, kwargs: {size: 4}}
+models:
+  - {name: binner, factory: tests.fakes:red_binner}
+"""
+
+
+def write(tmp_path: Path, text: str, name: str = "s.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_defaults(tmp_path: Path) -> None:
+    suite = load_suite(write(tmp_path, VALID + "corruptions: [rotate]\n", "nightly.yaml"))
+    assert suite.name == "nightly"  # from the file name
+    assert suite.severities == (1, 2, 3, 4, 5)
+    assert suite.tolerance == Tolerance(gamma_r=0.01, score=1.0)
+    assert suite.batch_size == 16 and suite.seed == 0 and suite.limit is None
+    assert suite.models[0].factory.kwargs == {}
+    assert suite.dataset.kwargs == {"size": 4}
+
+
+def test_bare_preset_that_is_incomplete_asks_for_names(tmp_path: Path) -> None:
+    with pytest.raises(SuiteError, match=r"field 'preset': preset 'coco-p' is incomplete: not implemented yet: impulse_noise"):
+        load_suite(write(tmp_path, VALID))
+
+
+@pytest.mark.parametrize(
+    ("extra", "field", "expected"),
+    [
+        ("corruptions: [gaussian_noise, nope]", "corruptions[1]", "unknown corruption 'nope'"),
+        ("corruptions: [rotate]\nseverities: [1, 6]", "severities[1]", "expected an integer 1..5, got 6"),
+        ("corruptions: [rotate]\nbatch_size: 0", "batch_size", "expected an integer >= 1, got 0"),
+        ("corruptions: [rotate]\ntolerance: {gamma_r: -1}", "tolerance.gamma_r", "expected a number >= 0"),
+        ("corruptions: [rotate]\ntolerance: {gama_r: 1}", "tolerance.gama_r", "unknown field"),
+        ("corruptions: [rotate]\nmetric: map", "metric", "expected one of miou, got 'map'"),
+        ("corruptions: [rotate]\ntask: panoptic", "task", "expected one of semantic"),
+        ("corruptions: [rotate]\nseeds: 3", "seeds", "unknown field"),
+        ("corruptions: [rotate, rotate]", "corruptions", "lists a corruption twice"),
+        ("corruptions: [rotate]\npreset: imagenet-x", "preset", "unknown preset 'imagenet-x'"),
+    ],
+)
+def test_bad_field_is_named(tmp_path: Path, extra: str, field: str, expected: str) -> None:
+    path = write(tmp_path, VALID + extra + "\n")
+    with pytest.raises(SuiteError) as info:
+        load_suite(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}: field '{field}': ")
+    assert expected in message
+
+
+@pytest.mark.parametrize(
+    ("text", "field", "expected"),
+    [
+        ("models: []\ndataset: tests.fakes:band_scenes", "models", "non-empty list"),
+        ("models: [{name: a, factory: tests.fakes:red_binner}]", "dataset", "is required"),
+        ("dataset: tests.fakes:band_scenes\nmodels: [{factory: tests.fakes:red_binner}]", "models[0].name", "is required"),
+        ("dataset: tests.fakes:band_scenes\nmodels: [{name: 'a b', factory: x:y}]", "models[0].name", "not a valid name"),
+        ("dataset: tests.fakes:nothing\nmodels: [{name: a, factory: tests.fakes:red_binner}]", "dataset.factory", "has no attribute 'nothing'"),
+        ("dataset: no_such_pkg.mod:f\nmodels: [{name: a, factory: tests.fakes:red_binner}]", "dataset.factory", "cannot import module 'no_such_pkg.mod'"),
+        ("dataset: tests.fakes\nmodels: [{name: a, factory: tests.fakes:red_binner}]", "dataset.factory", "not of the form 'package.module:attribute'"),
+        (
+            "dataset: tests.fakes:band_scenes\nmodels: [{name: a, factory: tests.fakes:red_binner}, {name: a, factory: tests.fakes:red_binner}]",
+            "models[1].name",
+            "duplicate model name 'a'",
+        ),
+    ],
+)
+def test_bad_structure_is_named(tmp_path: Path, text: str, field: str, expected: str) -> None:
+    path = write(tmp_path, text + "\ncorruptions: [rotate]\n")
+    with pytest.raises(SuiteError) as info:
+        load_suite(path)
+    assert str(info.value).startswith(f"{path}: field '{field}': ")
+    assert expected in str(info.value)
+
+
+def test_invalid_yaml_names_line_and_column(tmp_path: Path) -> None:
+    path = write(tmp_path, "models: [a,\n  b: c\n")
+    with pytest.raises(SuiteError, match=rf"^{path}: invalid YAML at line \d+, column \d+"):
+        load_suite(path)
+
+
+def test_not_a_mapping(tmp_path: Path) -> None:
+    with pytest.raises(SuiteError, match="a suite is a YAML mapping, got list"):
+        load_suite(write(tmp_path, "- a\n- b\n"))
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(SuiteError, match="cannot read the suite"):
+        load_suite(tmp_path / "absent.yaml")
