@@ -11,6 +11,8 @@ from dataclasses import dataclass
 import torch
 from hypothesis import strategies as st
 
+from pytest_segrobust.data.base import InstanceTarget
+
 
 @dataclass(frozen=True)
 class Batch:
@@ -23,6 +25,7 @@ class Batch:
     images: torch.Tensor
     masks: torch.Tensor
     seeds: list[int]
+    instances: list[InstanceTarget]
 
 
 def _make(batch: int, height: int, width: int, classes: int, seed: int) -> Batch:
@@ -34,7 +37,18 @@ def _make(batch: int, height: int, width: int, classes: int, seed: int) -> Batch
     blocks = torch.randint(0, classes, (batch, 1, max(height // 4, 1), max(width // 4, 1)), generator=g)
     masks = torch.nn.functional.interpolate(blocks.float(), size=(height, width), mode="nearest")[:, 0].long()
     seeds = torch.randint(0, 2**62, (batch,), generator=g).tolist()
-    return Batch(images, masks, seeds)
+    return Batch(images, masks, seeds, [instances_of(m) for m in masks])
+
+
+def instances_of(mask: torch.Tensor) -> InstanceTarget:
+    """One instance per non-zero class region of a label map (crowd for class 1)."""
+    classes = [int(c) for c in mask.unique() if c != 0]
+    if not classes:
+        empty = torch.zeros(0, *mask.shape, dtype=torch.bool)
+        return InstanceTarget.from_masks(empty, torch.zeros(0, dtype=torch.int64))
+    masks = torch.stack([mask == c for c in classes])
+    labels = torch.tensor(classes)
+    return InstanceTarget.from_masks(masks, labels, iscrowd=labels == 1)
 
 
 @st.composite

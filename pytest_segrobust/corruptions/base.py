@@ -19,7 +19,7 @@ from typing import Any, Generic, NamedTuple, TypeVar
 import torch
 
 from pytest_segrobust.corruptions import functional as Fn
-from pytest_segrobust.data.base import DEFAULT_IGNORE_INDEX
+from pytest_segrobust.data.base import DEFAULT_IGNORE_INDEX, InstanceTarget, boxes_from_masks
 from pytest_segrobust.seeding import generators
 
 Params = TypeVar("Params")
@@ -68,11 +68,13 @@ class Corrupted(NamedTuple):
     """A corrupted batch and its annotations, moved with the image where geometry changed.
 
     Shape:
-        images: ``(B, C, H, W)``; masks: ``(B, H, W)`` or ``None``.
+        images: ``(B, C, H, W)``; masks: ``(B, H, W)`` or ``None``; instances: one
+        :class:`InstanceTarget` per image or ``None``.
     """
 
     images: torch.Tensor
     masks: torch.Tensor | None
+    instances: list[InstanceTarget] | None = None
 
 
 class Corruption(ABC, Generic[Params]):
@@ -104,6 +106,7 @@ class Corruption(ABC, Generic[Params]):
         seeds: Sequence[int],
         masks: torch.Tensor | None = None,
         ignore_index: int = DEFAULT_IGNORE_INDEX,
+        instances: Sequence[InstanceTarget] | None = None,
     ) -> Corrupted:
         """Corrupt a batch.
 
@@ -113,6 +116,7 @@ class Corruption(ABC, Generic[Params]):
             seeds: One seed per image; it alone decides that image's random draws.
             masks: Optional semantic label maps moved along by geometric corruptions.
             ignore_index: Label given to pixels that enter the frame from outside.
+            instances: Optional instance targets, one per image, moved along likewise.
 
         Shape:
             images: ``(B, C, H, W)``; masks: ``(B, H, W)``; return: same shapes.
@@ -121,10 +125,13 @@ class Corruption(ABC, Generic[Params]):
             raise ValueError(f"{self.name}: expected images of shape (B, C, H, W), got {tuple(images.shape)}")
         if len(seeds) != images.shape[0]:
             raise ValueError(f"{self.name}: got {len(seeds)} seeds for a batch of {images.shape[0]}")
+        given = None if instances is None else list(instances)
+        if given is not None and len(given) != images.shape[0]:
+            raise ValueError(f"{self.name}: got {len(given)} instance targets for a batch of {images.shape[0]}")
         if severity == 0:
-            return Corrupted(images, masks)
+            return Corrupted(images, masks, given)
         params = self.table[severity]
-        return self._corrupt(images, params, generators(seeds, images.device), masks, ignore_index)
+        return self._corrupt(images, params, generators(seeds, images.device), masks, ignore_index, given)
 
     @abstractmethod
     def _corrupt(
@@ -134,6 +141,7 @@ class Corruption(ABC, Generic[Params]):
         rngs: list[torch.Generator],
         masks: torch.Tensor | None,
         ignore_index: int,
+        instances: list[InstanceTarget] | None,
     ) -> Corrupted: ...
 
 
@@ -150,8 +158,8 @@ class PhotometricCorruption(Corruption[Params]):
             images: ``(B, C, H, W)``; return: same.
         """
 
-    def _corrupt(self, images, params, rngs, masks, ignore_index):  # type: ignore[no-untyped-def]
-        return Corrupted(self.corrupt_images(images, params, rngs), masks)
+    def _corrupt(self, images, params, rngs, masks, ignore_index, instances):  # type: ignore[no-untyped-def]
+        return Corrupted(self.corrupt_images(images, params, rngs), masks, instances)
 
 
 class GeometricCorruption(Corruption[Params]):
@@ -190,8 +198,24 @@ class GeometricCorruption(Corruption[Params]):
         """
         return Fn.sample_nearest(masks, coords, fill=ignore_index)
 
-    def _corrupt(self, images, params, rngs, masks, ignore_index):  # type: ignore[no-untyped-def]
+    def warp_instances(self, instances: InstanceTarget, coords: torch.Tensor) -> InstanceTarget:
+        """Resample one image's instance masks, recompute tight boxes, drop vanished instances.
+
+        Shape:
+            coords: ``(1, H, W, 2)``, the sampling field of that image.
+        """
+        if len(instances) == 0:
+            return instances
+        masks = Fn.sample_nearest(instances.masks[None].to(torch.uint8), coords, fill=0)[0].bool()
+        kept = masks.flatten(1).any(dim=1)
+        masks = masks[kept]
+        return InstanceTarget(masks, instances.labels[kept], boxes_from_masks(masks), instances.iscrowd[kept])
+
+    def _corrupt(self, images, params, rngs, masks, ignore_index, instances):  # type: ignore[no-untyped-def]
         h, w = images.shape[-2:]
         coords = self.sampling_coordinates(params, rngs, h, w, images.device)
         warped_masks = None if masks is None else self.warp_masks(masks, coords, ignore_index)
-        return Corrupted(self.warp_images(images, coords), warped_masks)
+        warped_instances = (
+            None if instances is None else [self.warp_instances(t, coords[i : i + 1]) for i, t in enumerate(instances)]
+        )
+        return Corrupted(self.warp_images(images, coords), warped_masks, warped_instances)

@@ -9,8 +9,8 @@ import pytest
 import torch
 from PIL import Image, ImageEnhance
 
-from pytest_segrobust.corruptions import functional as Fn
 from pytest_segrobust.corruptions import REGISTRY
+from pytest_segrobust.corruptions import functional as Fn
 from tests.strategies import _make
 
 

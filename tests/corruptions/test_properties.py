@@ -76,8 +76,29 @@ def test_different_seeds_for_different_samples_are_respected(corruption: Corrupt
 @pytest.mark.parametrize("corruption", **by_name(PHOTOMETRIC))
 @given(batch=batches(), severity=severities)
 def test_photometric_corruptions_leave_targets_untouched(corruption: Corruption, batch: Batch, severity: int) -> None:
-    out = corruption(batch.images, severity, batch.seeds, batch.masks)
+    out = corruption(batch.images, severity, batch.seeds, batch.masks, instances=batch.instances)
     assert out.masks is batch.masks
+    assert all(after is before for after, before in zip(out.instances, batch.instances))
+
+
+@pytest.mark.parametrize("corruption", **by_name(GEOMETRIC))
+@given(batch=batches(), severity=severities)
+def test_geometric_instances_move_with_labels_and_boxes_stay_tight(
+    corruption: Corruption, batch: Batch, severity: int
+) -> None:
+    out = corruption(batch.images, severity, batch.seeds, batch.masks, ignore_index=IGNORE, instances=batch.instances)
+    for warped_labels, before, after in zip(out.masks, batch.instances, out.instances):
+        # Instances were the class regions, so each surviving one is its class in the warped map.
+        assert len(after) == len(warped_labels[(warped_labels != 0) & (warped_labels != IGNORE)].unique())
+        for mask, label, crowd in zip(after.masks, after.labels, after.iscrowd):
+            assert torch.equal(mask, warped_labels == label)
+            assert bool(crowd) == (int(label) == 1)
+        # Boxes are tight: every edge row/column of the box touches the mask.
+        for mask, (x0, y0, x1, y1) in zip(after.masks, after.boxes.long().tolist()):
+            assert mask.any()
+            assert mask[y0].any() and mask[y1 - 1].any() and mask[:, x0].any() and mask[:, x1 - 1].any()
+            assert not mask[:y0].any() and not mask[y1:].any() and not mask[:, :x0].any() and not mask[:, x1:].any()
+        assert set(after.labels.tolist()) <= set(before.labels.tolist())
 
 
 @pytest.mark.parametrize("corruption", **by_name(GEOMETRIC))
