@@ -64,6 +64,14 @@ def _describe_row(row: Any) -> str:
     return repr(row)
 
 
+@dataclass(frozen=True)
+class CatalogueEntry:
+    """A corruption and the presets (benchmarks) whose severity table it carries."""
+
+    corruption: Corruption[Any]
+    presets: tuple[str, ...]
+
+
 class Corrupted(NamedTuple):
     """A corrupted batch and its annotations, moved with the image where geometry changed.
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import torch
 
 from pytest_segrobust.corruptions import functional as Fn
-from pytest_segrobust.corruptions.base import PhotometricCorruption, SeverityTable
+from pytest_segrobust.corruptions.base import CatalogueEntry, Category, PhotometricCorruption, SeverityTable
 
 
 @dataclass(frozen=True)
@@ -29,3 +29,6 @@ class DefocusBlur(PhotometricCorruption[DefocusBlurParams]):
     def corrupt_images(self, images: torch.Tensor, params: DefocusBlurParams, rngs: list[torch.Generator]) -> torch.Tensor:
         kernel = Fn.disk_kernel(params.radius, params.alias_blur)
         return Fn.filter2d(images, kernel).clamp_(0.0, 1.0)
+
+
+CATALOGUE = (CatalogueEntry(DefocusBlur("defocus_blur", Category.BLUR, DEFOCUS_BLUR), ("coco-p", "imagenet-c")),)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import torch
 
 from pytest_segrobust.corruptions import functional as Fn
-from pytest_segrobust.corruptions.base import PhotometricCorruption, SeverityTable
+from pytest_segrobust.corruptions.base import CatalogueEntry, Category, PhotometricCorruption, SeverityTable
 
 
 @dataclass(frozen=True)
@@ -25,3 +25,10 @@ class JpegCompression(PhotometricCorruption[JpegParams]):
 
     def corrupt_images(self, images: torch.Tensor, params: JpegParams, rngs: list[torch.Generator]) -> torch.Tensor:
         return Fn.jpeg(images, params.quality)
+
+
+CATALOGUE = (
+    CatalogueEntry(
+        JpegCompression("jpeg_compression", Category.COMPRESSION, JPEG_COMPRESSION), ("coco-p", "imagenet-c")
+    ),
+)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import torch
 
 from pytest_segrobust.corruptions import functional as Fn
-from pytest_segrobust.corruptions.base import PhotometricCorruption, SeverityTable
+from pytest_segrobust.corruptions.base import CatalogueEntry, Category, PhotometricCorruption, SeverityTable
 
 
 @dataclass(frozen=True)
@@ -26,3 +26,6 @@ class Contrast(PhotometricCorruption[ContrastParams]):
 
     def corrupt_images(self, images: torch.Tensor, params: ContrastParams, rngs: list[torch.Generator]) -> torch.Tensor:
         return Fn.enhance_contrast(images, params.factor)
+
+
+CATALOGUE = (CatalogueEntry(Contrast("contrast", Category.DIGITAL, CONTRAST_COCO_P), ("coco-p",)),)

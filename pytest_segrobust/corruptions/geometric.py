@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import torch
 
 from pytest_segrobust.corruptions import functional as Fn
-from pytest_segrobust.corruptions.base import GeometricCorruption, SeverityTable
+from pytest_segrobust.corruptions.base import CatalogueEntry, Category, GeometricCorruption, SeverityTable
 
 
 @dataclass(frozen=True)
@@ -30,3 +30,6 @@ class Rotate(GeometricCorruption[RotateParams]):
         # float64 keeps the sampling grid identical however the batch is composed.
         matrices = Fn.rotation_about_centre(angles, height, width)
         return Fn.affine_coordinates(matrices, height, width).to(torch.float32)
+
+
+CATALOGUE = (CatalogueEntry(Rotate("rotate", Category.CAMERA, ROTATE), ("coco-p",)),)

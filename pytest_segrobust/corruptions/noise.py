@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import torch
 
 from pytest_segrobust.corruptions import functional as Fn
-from pytest_segrobust.corruptions.base import PhotometricCorruption, SeverityTable
+from pytest_segrobust.corruptions.base import CatalogueEntry, Category, PhotometricCorruption, SeverityTable
 
 
 @dataclass(frozen=True)
@@ -42,3 +42,10 @@ class ShotNoise(PhotometricCorruption[ShotNoiseParams]):
 
     def corrupt_images(self, images: torch.Tensor, params: ShotNoiseParams, rngs: list[torch.Generator]) -> torch.Tensor:
         return Fn.shot_noise(images, params.photons, rngs)
+
+
+CATALOGUE = (
+    CatalogueEntry(GaussianNoise("gaussian_noise", Category.NOISE, GAUSSIAN_NOISE), ("coco-p", "imagenet-c")),
+    CatalogueEntry(ShotNoise("shot_noise", Category.NOISE, SHOT_NOISE_COCO_P), ("coco-p",)),
+    CatalogueEntry(ShotNoise("shot_noise", Category.NOISE, SHOT_NOISE_IMAGENET_C), ("imagenet-c",)),
+)

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from pytest_segrobust.corruptions import blur, compression, digital, geometric, noise
-from pytest_segrobust.corruptions.base import Category, Corruption
+from pytest_segrobust.corruptions.base import Corruption
 from pytest_segrobust.errors import UnknownCorruptionError
 
 DEFAULT_PRESET = "coco-p"
@@ -38,6 +38,28 @@ PRESETS: dict[str, Preset] = {
                 "contrast", "shear",
                 "rotate", "translate",
                 "brightness", "darkness", "fog", "snow",
+            ),
+        ),
+        Preset(
+            "imagenet-c",
+            "Hendrycks & Dietterich, ImageNet-C: 15 corruptions + 4 hold-out, published constants",
+            (
+                "gaussian_noise", "shot_noise", "impulse_noise",
+                "defocus_blur", "glass_blur", "motion_blur", "zoom_blur",
+                "snow", "frost", "fog",
+                "brightness", "contrast", "elastic_transform", "pixelate", "jpeg_compression",
+                "speckle_noise", "gaussian_blur", "spatter", "saturate",
+            ),
+        ),
+        Preset(
+            "cityscapes-c",
+            "Kamann & Rother, Cityscapes-C: ImageNet-C plus intensity-dependent noise, PSF blur, geometric distortion",
+            (
+                "motion_blur", "defocus_blur", "glass_blur", "gaussian_blur", "psf_blur",
+                "gaussian_noise", "impulse_noise", "shot_noise", "speckle_noise", "intensity_noise",
+                "brightness", "contrast", "saturate", "jpeg_compression",
+                "snow", "spatter", "fog", "frost",
+                "geometric_distortion",
             ),
         ),
     )
@@ -91,6 +113,17 @@ class CorruptionRegistry:
         ranked = sorted(table.values(), key=lambda c: order.index(c.name) if c.name in order else len(order))
         return ranked
 
+    def labelled(self) -> list[tuple[str, Corruption]]:
+        """Every distinct corruption instance as ``("name@preset", corruption)``, first preset wins."""
+        seen: dict[int, str] = {}
+        out = []
+        for preset, table in self._by_preset.items():
+            for corruption in table.values():
+                if id(corruption) not in seen:
+                    seen[id(corruption)] = preset
+                    out.append((f"{corruption.name}@{preset}", corruption))
+        return out
+
     def presets(self) -> list[str]:
         return sorted(set(self._by_preset) | set(PRESETS))
 
@@ -108,14 +141,14 @@ class CorruptionRegistry:
         return self._by_preset[preset]
 
 
+FAMILIES = (noise, blur, compression, digital, geometric)
+
+
 def _default_registry() -> CorruptionRegistry:
     registry = CorruptionRegistry()
-    registry.register(noise.GaussianNoise("gaussian_noise", Category.NOISE, noise.GAUSSIAN_NOISE))
-    registry.register(noise.ShotNoise("shot_noise", Category.NOISE, noise.SHOT_NOISE_COCO_P))
-    registry.register(blur.DefocusBlur("defocus_blur", Category.BLUR, blur.DEFOCUS_BLUR))
-    registry.register(compression.JpegCompression("jpeg_compression", Category.COMPRESSION, compression.JPEG_COMPRESSION))
-    registry.register(digital.Contrast("contrast", Category.DIGITAL, digital.CONTRAST_COCO_P))
-    registry.register(geometric.Rotate("rotate", Category.CAMERA, geometric.ROTATE))
+    for family in FAMILIES:
+        for entry in family.CATALOGUE:
+            registry.register(entry.corruption, entry.presets)
     return registry
 
 

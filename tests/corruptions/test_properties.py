@@ -10,14 +10,16 @@ from hypothesis import strategies as st
 from pytest_segrobust.corruptions import REGISTRY, Corruption, GeometricCorruption
 from tests.strategies import Batch, _make, batches, severities
 
-ALL = list(REGISTRY)
+LABELLED = REGISTRY.labelled()
+ALL = [c for _, c in LABELLED]
 GEOMETRIC = [c for c in ALL if isinstance(c, GeometricCorruption)]
 PHOTOMETRIC = [c for c in ALL if not isinstance(c, GeometricCorruption)]
 IGNORE = 255
+_LABELS = {id(c): label for label, c in LABELLED}
 
 
 def by_name(corruptions: list[Corruption]) -> dict:
-    return {"argvalues": corruptions, "ids": [c.name for c in corruptions]}
+    return {"argvalues": corruptions, "ids": [_LABELS[id(c)] for c in corruptions]}
 
 
 @pytest.mark.parametrize("corruption", **by_name(ALL))
