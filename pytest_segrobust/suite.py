@@ -243,14 +243,18 @@ class _Validator:
                 raise self.fail("preset", str(exc)) from exc
         if not isinstance(raw, list) or not raw:
             raise self.fail("corruptions", "expected a non-empty list of corruption names")
+        canonical: list[str] = []
         for i, name in enumerate(raw):
+            if not isinstance(name, str):
+                raise self.fail(f"corruptions[{i}]", f"expected a corruption name, got {name!r}")
             try:
-                REGISTRY.get(name, preset)
+                # A composition is stored under its canonical, stage-ordered name.
+                canonical.append(REGISTRY.get(name, preset).name)
             except SegRobustError as exc:
                 raise self.fail(f"corruptions[{i}]", str(exc)) from exc
-        if len(set(raw)) != len(raw):
+        if len(set(canonical)) != len(canonical):
             raise self.fail("corruptions", "lists a corruption twice")
-        return tuple(raw)
+        return tuple(canonical)
 
     def severities(self, raw: Any) -> tuple[int, ...]:
         if not isinstance(raw, list) or not raw:

@@ -100,3 +100,8 @@ def test_not_a_mapping(tmp_path: Path) -> None:
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(SuiteError, match="cannot read the suite"):
         load_suite(tmp_path / "absent.yaml")
+
+
+def test_compositions_are_stored_under_their_stage_ordered_name(tmp_path: Path) -> None:
+    suite = load_suite(write(tmp_path, VALID + "corruptions: [jpeg_compression+rotate, gaussian_noise]\n"))
+    assert suite.corruptions == ("rotate+jpeg_compression", "gaussian_noise")

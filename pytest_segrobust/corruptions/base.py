@@ -36,6 +36,7 @@ class Category(str, Enum):
     DIGITAL = "digital"
     CAMERA = "camera"
     ENVIRONMENT = "environment"
+    COMPOSED = "composed"
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from pytest_segrobust.corruptions import blur, compression, digital, geometric, noise
 from pytest_segrobust.corruptions.base import Corruption
+from pytest_segrobust.corruptions.composition import SEPARATOR, Composition
 from pytest_segrobust.errors import UnknownCorruptionError
 
 DEFAULT_PRESET = "coco-p"
@@ -82,7 +83,16 @@ class CorruptionRegistry:
         return corruption
 
     def get(self, name: str, preset: str = DEFAULT_PRESET) -> Corruption:
-        """The corruption ``name`` with the severity table of ``preset``."""
+        """The corruption ``name`` with the severity table of ``preset``.
+
+        ``"a+b"`` names a composition of two corruptions of the preset (R2-Bench).
+        """
+        if SEPARATOR in name:
+            parts = [self.get(part.strip(), preset) for part in name.split(SEPARATOR)]
+            try:
+                return Composition(parts)
+            except ValueError as exc:
+                raise UnknownCorruptionError(f"invalid composition {name!r}: {exc}") from exc
         table = self._table(preset)
         if name not in table:
             known = ", ".join(sorted(table))

@@ -10,10 +10,14 @@ from hypothesis import strategies as st
 from pytest_segrobust.corruptions import REGISTRY, Corruption, GeometricCorruption
 from tests.strategies import Batch, _make, batches, severities
 
-LABELLED = REGISTRY.labelled()
+# Every registered corruption, plus compositions (one geometric, one photometric).
+LABELLED = REGISTRY.labelled() + [
+    (name, REGISTRY.get(name)) for name in ("gaussian_noise+rotate", "contrast+jpeg_compression")
+]
 ALL = [c for _, c in LABELLED]
+MOVING = [c for c in ALL if c.geometric]
 GEOMETRIC = [c for c in ALL if isinstance(c, GeometricCorruption)]
-PHOTOMETRIC = [c for c in ALL if not isinstance(c, GeometricCorruption)]
+PHOTOMETRIC = [c for c in ALL if not c.geometric]
 IGNORE = 255
 _LABELS = {id(c): label for label, c in LABELLED}
 
@@ -83,7 +87,7 @@ def test_photometric_corruptions_leave_targets_untouched(corruption: Corruption,
     assert all(after is before for after, before in zip(out.instances, batch.instances))
 
 
-@pytest.mark.parametrize("corruption", **by_name(GEOMETRIC))
+@pytest.mark.parametrize("corruption", **by_name(MOVING))
 @given(batch=batches(), severity=severities)
 def test_geometric_instances_move_with_labels_and_boxes_stay_tight(
     corruption: Corruption, batch: Batch, severity: int
@@ -103,7 +107,7 @@ def test_geometric_instances_move_with_labels_and_boxes_stay_tight(
         assert set(after.labels.tolist()) <= set(before.labels.tolist())
 
 
-@pytest.mark.parametrize("corruption", **by_name(GEOMETRIC))
+@pytest.mark.parametrize("corruption", **by_name(MOVING))
 @given(batch=batches(), severity=severities)
 def test_geometric_labels_stay_a_subset_plus_ignore(corruption: Corruption, batch: Batch, severity: int) -> None:
     out = corruption(batch.images, severity, batch.seeds, batch.masks, ignore_index=IGNORE)

@@ -1,0 +1,50 @@
+from __future__ import annotations
+
+import pytest
+import torch
+
+from pytest_segrobust.corruptions import REGISTRY
+from pytest_segrobust.corruptions.composition import Stage, part_seed, stage_of
+from pytest_segrobust.errors import UnknownCorruptionError
+from tests.strategies import _make
+
+
+def test_parts_run_in_stage_order_whatever_the_written_order() -> None:
+    chain = REGISTRY.get("jpeg_compression+rotate")
+    assert chain.name == "rotate+jpeg_compression"
+    assert [stage_of(p) for p in chain.parts] == [Stage.SOURCE, Stage.TRANSMISSION]
+    assert chain.geometric
+
+
+def test_stages_follow_r2bench() -> None:
+    assert stage_of(REGISTRY.get("gaussian_noise")) is Stage.SENSOR
+    assert stage_of(REGISTRY.get("defocus_blur")) is Stage.SENSOR
+    assert stage_of(REGISTRY.get("jpeg_compression")) is Stage.TRANSMISSION
+    assert stage_of(REGISTRY.get("rotate")) is Stage.SOURCE
+
+
+def test_composition_equals_its_parts_applied_in_order() -> None:
+    batch = _make(3, 24, 20, 3, seed=4)
+    chain = REGISTRY.get("gaussian_noise+rotate")
+    out = chain(batch.images, 4, batch.seeds, batch.masks)
+    rotate, noise = REGISTRY.get("rotate"), REGISTRY.get("gaussian_noise")
+    step = rotate(batch.images, 4, [part_seed(s, "rotate") for s in batch.seeds], batch.masks)
+    step = noise(step.images, 4, [part_seed(s, "gaussian_noise") for s in batch.seeds], step.masks)
+    assert torch.equal(out.images, step.images) and torch.equal(out.masks, step.masks)
+
+
+def test_parts_draw_independent_randomness() -> None:
+    assert part_seed(5, "rotate") != part_seed(5, "gaussian_noise")
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("rotate+rotate", "cannot repeat a corruption"),
+        ("rotate+contrast+jpeg_compression", "chains 2 to 2 corruptions, got 3"),
+        ("rotate+fogg", "unknown corruption 'fogg'"),
+    ],
+)
+def test_invalid_compositions_are_named(name: str, message: str) -> None:
+    with pytest.raises(UnknownCorruptionError, match=message):
+        REGISTRY.get(name)
