@@ -1,66 +1,7 @@
-"""Hypothesis strategies for batches of images and label maps.
+"""The tests use the public strategies; this module keeps their historical import path."""
 
-Tensors are generated from a drawn seed rather than drawn element by element: shrinking
-then works on sizes and seeds, and examples stay cheap.
-"""
+from pytest_segrobust.strategies import Batch, batches, instances_of, make_batch, severities
 
-from __future__ import annotations
+_make = make_batch
 
-from dataclasses import dataclass
-
-import torch
-from hypothesis import strategies as st
-
-from pytest_segrobust.data.base import InstanceTarget
-
-
-@dataclass(frozen=True)
-class Batch:
-    """Images with structure (smooth blobs plus texture), label maps and per-sample seeds.
-
-    Shape:
-        images: ``(B, 3, H, W)`` float in ``[0, 1]``; masks: ``(B, H, W)`` int64.
-    """
-
-    images: torch.Tensor
-    masks: torch.Tensor
-    seeds: list[int]
-    instances: list[InstanceTarget]
-
-
-def _make(batch: int, height: int, width: int, classes: int, seed: int) -> Batch:
-    g = torch.Generator().manual_seed(seed)
-    coarse = torch.rand(batch, 3, max(height // 8, 1), max(width // 8, 1), generator=g)
-    smooth = torch.nn.functional.interpolate(coarse, size=(height, width), mode="bilinear", align_corners=False)
-    images = (0.8 * smooth + 0.2 * torch.rand(batch, 3, height, width, generator=g)).clamp(0, 1)
-    images = (images * 255).round() / 255  # like decoded 8-bit images
-    blocks = torch.randint(0, classes, (batch, 1, max(height // 4, 1), max(width // 4, 1)), generator=g)
-    masks = torch.nn.functional.interpolate(blocks.float(), size=(height, width), mode="nearest")[:, 0].long()
-    seeds = torch.randint(0, 2**62, (batch,), generator=g).tolist()
-    return Batch(images, masks, seeds, [instances_of(m) for m in masks])
-
-
-def instances_of(mask: torch.Tensor) -> InstanceTarget:
-    """One instance per non-zero class region of a label map (crowd for class 1)."""
-    classes = [int(c) for c in mask.unique() if c != 0]
-    if not classes:
-        empty = torch.zeros(0, *mask.shape, dtype=torch.bool)
-        return InstanceTarget.from_masks(empty, torch.zeros(0, dtype=torch.int64))
-    masks = torch.stack([mask == c for c in classes])
-    labels = torch.tensor(classes)
-    return InstanceTarget.from_masks(masks, labels, iscrowd=labels == 1)
-
-
-@st.composite
-def batches(draw: st.DrawFn, max_batch: int = 4, min_side: int = 8, max_side: int = 48) -> Batch:
-    """Random batches of random (not necessarily square) size."""
-    return _make(
-        batch=draw(st.integers(1, max_batch)),
-        height=draw(st.integers(min_side, max_side)),
-        width=draw(st.integers(min_side, max_side)),
-        classes=draw(st.integers(2, 6)),
-        seed=draw(st.integers(0, 2**31 - 1)),
-    )
-
-
-severities = st.integers(1, 5)
+__all__ = ["Batch", "_make", "batches", "instances_of", "make_batch", "severities"]

@@ -1,0 +1,172 @@
+"""Property checks for corruptions: the same ones this project runs over its own registry.
+
+A user who registers a custom corruption tests it in one line::
+
+    from pytest_segrobust.testing import check_corruption
+
+    def test_my_corruption():
+        check_corruption(MyCorruption("my_corruption", Category.NOISE, MY_TABLE))
+
+Each property is a plain function ``(corruption, batch, severity) -> None`` that raises
+``AssertionError``; :func:`check_corruption` runs every property that applies under
+hypothesis. Requires ``hypothesis`` (the ``test`` extra).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from hypothesis import HealthCheck, given, settings
+
+from pytest_segrobust.corruptions.base import Corruption, GeometricCorruption
+from pytest_segrobust.seeding import generators
+from pytest_segrobust.strategies import Batch, batches, make_batch, severities
+
+IGNORE = 255
+
+Property = Callable[[Corruption[Any], Batch, int], None]
+
+
+def shape_dtype_and_range_are_kept(corruption: Corruption[Any], batch: Batch, severity: int) -> None:
+    out = corruption(batch.images, severity, batch.seeds, batch.masks, ignore_index=IGNORE)
+    assert out.images.shape == batch.images.shape, f"shape {tuple(out.images.shape)} != {tuple(batch.images.shape)}"
+    assert out.images.dtype == batch.images.dtype, f"dtype {out.images.dtype} != {batch.images.dtype}"
+    assert bool(torch.isfinite(out.images).all()), "non-finite output"
+    assert out.images.min() >= 0 and out.images.max() <= 1, "output outside [0, 1]"
+    assert out.masks is not None and out.masks.shape == batch.masks.shape and out.masks.dtype == batch.masks.dtype
+
+
+def severity_zero_is_identity(corruption: Corruption[Any], batch: Batch, severity: int) -> None:
+    out = corruption(batch.images, 0, batch.seeds, batch.masks)
+    assert torch.equal(out.images, batch.images) and torch.equal(out.masks, batch.masks)
+
+
+def same_seed_gives_bitwise_equal_output(corruption: Corruption[Any], batch: Batch, severity: int) -> None:
+    first = corruption(batch.images, severity, batch.seeds, batch.masks)
+    second = corruption(batch.images.clone(), severity, list(batch.seeds), batch.masks.clone())
+    assert torch.equal(first.images, second.images), "two calls with the same seeds differ"
+    assert torch.equal(first.masks, second.masks)
+
+
+def output_does_not_depend_on_batch_composition(corruption: Corruption[Any], batch: Batch, severity: int) -> None:
+    whole = corruption(batch.images, severity, batch.seeds, batch.masks)
+    order = torch.randperm(len(batch.seeds), generator=torch.Generator().manual_seed(batch.seeds[0] % 2**31)).tolist()
+    shuffled = corruption(batch.images[order], severity, [batch.seeds[i] for i in order], batch.masks[order])
+    for position, i in enumerate(order):
+        alone = corruption(batch.images[i : i + 1], severity, [batch.seeds[i]], batch.masks[i : i + 1])
+        assert torch.equal(alone.images[0], whole.images[i]), f"sample {i} differs when corrupted alone"
+        assert torch.equal(shuffled.images[position], whole.images[i]), f"sample {i} differs at position {position}"
+        assert torch.equal(alone.masks[0], whole.masks[i])
+
+
+def seeds_are_per_sample(corruption: Corruption[Any], batch: Batch, severity: int) -> None:
+    doubled = torch.cat([batch.images[:1], batch.images[:1]])
+    out = corruption(doubled, severity, [1, 2], torch.cat([batch.masks[:1], batch.masks[:1]]))
+    alone = corruption(batch.images[:1], severity, [2], batch.masks[:1])
+    assert torch.equal(out.images[1], alone.images[0]), "a sample's output depends on its neighbour's seed"
+
+
+def photometric_leaves_targets_untouched(corruption: Corruption[Any], batch: Batch, severity: int) -> None:
+    out = corruption(batch.images, severity, batch.seeds, batch.masks, instances=batch.instances)
+    assert out.masks is batch.masks, "a photometric corruption changed the label maps"
+    assert all(after is before for after, before in zip(out.instances, batch.instances))
+
+
+def geometric_labels_stay_a_subset_plus_ignore(corruption: Corruption[Any], batch: Batch, severity: int) -> None:
+    out = corruption(batch.images, severity, batch.seeds, batch.masks, ignore_index=IGNORE)
+    for before, after in zip(batch.masks, out.masks):
+        new = set(after.unique().tolist()) - set(before.unique().tolist()) - {IGNORE}
+        assert not new, f"warped labels contain values {sorted(new)} absent before"
+
+
+def geometric_instances_move_with_labels_and_boxes_stay_tight(
+    corruption: Corruption[Any], batch: Batch, severity: int
+) -> None:
+    out = corruption(batch.images, severity, batch.seeds, batch.masks, ignore_index=IGNORE, instances=batch.instances)
+    for warped_labels, before, after in zip(out.masks, batch.instances, out.instances):
+        # Instances were the class regions, so each surviving one is its class in the warped map.
+        present = warped_labels[(warped_labels != 0) & (warped_labels != IGNORE)].unique()
+        assert len(after) == len(present), "an instance vanished from the masks but not from the labels, or back"
+        for mask, label, crowd in zip(after.masks, after.labels, after.iscrowd):
+            assert torch.equal(mask, warped_labels == label), "instance mask and label map moved differently"
+            assert bool(crowd) == (int(label) == 1), "crowd flag lost"
+        for mask, (x0, y0, x1, y1) in zip(after.masks, after.boxes.long().tolist()):
+            assert mask[y0].any() and mask[y1 - 1].any() and mask[:, x0].any() and mask[:, x1 - 1].any(), "loose box"
+            assert not (mask[:y0].any() or mask[y1:].any() or mask[:, :x0].any() or mask[:, x1:].any()), "box too small"
+        assert set(after.labels.tolist()) <= set(before.labels.tolist())
+
+
+def geometric_image_and_labels_move_together(corruption: Corruption[Any], batch: Batch, severity: int) -> None:
+    # An image whose pixels are the labels, resampled like the labels, must equal the warped labels.
+    assert isinstance(corruption, GeometricCorruption)
+    cpu = torch.device("cpu")
+    h, w = batch.masks.shape[-2:]
+    coords = corruption.sampling_coordinates(corruption.table[severity], generators(batch.seeds, cpu), h, w, cpu)
+    warped = corruption.warp_images(batch.masks[:, None].expand(-1, 3, -1, -1), coords, mode="nearest")
+    out = corruption(batch.images, severity, batch.seeds, batch.masks, ignore_index=IGNORE)
+    inside = out.masks != IGNORE
+    for channel in range(3):
+        assert torch.equal(warped[:, channel][inside], out.masks[inside]), "image and labels moved differently"
+    assert bool((warped[:, 0][~inside] == 0).all()), "pixels from outside the frame are not black"
+
+
+UNIVERSAL: tuple[Property, ...] = (
+    shape_dtype_and_range_are_kept,
+    severity_zero_is_identity,
+    same_seed_gives_bitwise_equal_output,
+    output_does_not_depend_on_batch_composition,
+    seeds_are_per_sample,
+)
+PHOTOMETRIC: tuple[Property, ...] = (photometric_leaves_targets_untouched,)
+MOVING: tuple[Property, ...] = (
+    geometric_labels_stay_a_subset_plus_ignore,
+    geometric_instances_move_with_labels_and_boxes_stay_tight,
+)
+WARPING: tuple[Property, ...] = (geometric_image_and_labels_move_together,)
+
+
+def properties_for(corruption: Corruption[Any]) -> list[Property]:
+    """Every property that applies to ``corruption``."""
+    props = list(UNIVERSAL)
+    props += MOVING if corruption.geometric else PHOTOMETRIC
+    if isinstance(corruption, GeometricCorruption):
+        props += WARPING
+    return props
+
+
+def check_property(prop: Property, corruption: Corruption[Any], max_examples: int | None = None) -> None:
+    """Run one property under hypothesis (the active settings profile, or ``max_examples``)."""
+    overrides = {} if max_examples is None else {"max_examples": max_examples}
+
+    @settings(deadline=None, suppress_health_check=[HealthCheck.too_slow], **overrides)
+    @given(batch=batches(), severity=severities)
+    def run(batch: Batch, severity: int) -> None:
+        prop(corruption, batch, severity)
+
+    run()
+
+
+def check_corruption(corruption: Corruption[Any], max_examples: int | None = None, monotone: bool = False) -> None:
+    """Property-check a corruption; raises ``AssertionError`` with hypothesis' falsifying example.
+
+    Args:
+        corruption: Any corruption instance (registered or not).
+        max_examples: Examples per property (default: the active hypothesis profile).
+        monotone: Also check that the distance from clean grows with severity.
+    """
+    for prop in properties_for(corruption):
+        check_property(prop, corruption, max_examples)
+    if monotone:
+        distance_grows_with_severity(corruption)
+
+
+def distance_grows_with_severity(corruption: Corruption[Any], images: int = 8, side: int = 64) -> None:
+    """Mean absolute distance from the clean images is non-decreasing in severity."""
+    batch = make_batch(batch=images, height=side, width=side, classes=4, seed=7)
+    distances = [
+        float((corruption(batch.images, s, batch.seeds).images - batch.images).abs().mean()) for s in range(1, 6)
+    ]
+    assert distances == sorted(distances), f"{corruption.name}: distance from clean per severity {distances}"
+    assert distances[0] > 0, f"{corruption.name}: severity 1 changes nothing"
