@@ -17,6 +17,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     listing.add_argument("--preset", default=None, help="only this preset (default: every preset)")
     args = parser.parse_args(argv)
     try:
+        REGISTRY.load_entry_points()
         return _list(args.preset)
     except SegRobustError as exc:
         print(f"segrobust: error: {exc}", file=sys.stderr)

@@ -106,7 +106,8 @@ def evaluate(
         masks = torch.stack([s.target.mask for s in batch]).to(model.device, non_blocking=True)
         if corruption is not None and severity > 0:
             seeds = [sample_seed(seed, s.sample_id, name, severity) for s in batch]
-            images, masks = corruption(images, severity, seeds, masks, ignore_index=dataset.ignore_index)
+            corrupted = corruption(images, severity, seeds, masks, ignore_index=dataset.ignore_index)
+            images, masks = corrupted.images, corrupted.masks
         predictions = _checked(model.predict(images), images, batch)
         metric.update(predictions, masks)
         done += len(batch)

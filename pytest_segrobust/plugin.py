@@ -6,10 +6,15 @@ from pathlib import Path
 
 import pytest
 
+from pytest_segrobust import hookspecs
+from pytest_segrobust.corruptions import REGISTRY
 from pytest_segrobust.harness import Harness
 from pytest_segrobust.items import SuiteFile
 from pytest_segrobust.report import terminal_summary
 from pytest_segrobust.session import PAYLOAD_KEY, SESSION_KEY, Options, SegRobustSession
+
+REGISTRY_SNAPSHOT_KEY = pytest.StashKey[dict]()
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("segrobust", "segmentation robustness gate")
@@ -25,8 +30,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("segrobust_report", "report path without suffix, relative to rootdir", default="segrobust-report")
 
 
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    pluginmanager.add_hookspecs(hookspecs)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "segrobust: a robustness cell collected from a suite file")
+    # Registrations from plugins and conftest files last for this session only.
+    config.stash[REGISTRY_SNAPSHOT_KEY] = REGISTRY.snapshot()
+    REGISTRY.load_entry_points()
+    config.hook.pytest_segrobust_register_corruptions(registry=REGISTRY)
     root = config.rootpath
     options = Options(
         enabled=config.getoption("segrobust") or config.getoption("segrobust_update_baselines"),
@@ -39,6 +52,11 @@ def pytest_configure(config: pytest.Config) -> None:
     # `pytest --segrobust` with no paths means "run the gate": collect the suites folder.
     if options.enabled and config.args_source != pytest.Config.ArgsSource.ARGS:
         config.args = [str(options.suites_dir)]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if REGISTRY_SNAPSHOT_KEY in config.stash:
+        REGISTRY.restore(config.stash[REGISTRY_SNAPSHOT_KEY])
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:

@@ -215,3 +215,31 @@ def test_fixture_evaluates_in_users_tests(project: pytest.Pytester) -> None:
         """
     )
     run(project).assert_outcomes(passed=1)
+
+
+def test_conftest_hook_registers_a_custom_corruption(project: pytest.Pytester, dist: list[str]) -> None:
+    project.makeconftest(
+        """
+        from dataclasses import dataclass
+        from pytest_segrobust.corruptions import Category, PhotometricCorruption, SeverityTable
+
+        @dataclass(frozen=True)
+        class DimParams:
+            factor: float
+
+        class Dim(PhotometricCorruption):
+            def corrupt_images(self, images, params, rngs):
+                return images * params.factor
+
+        DIM = SeverityTable(tuple(DimParams(f) for f in (0.9, 0.8, 0.7, 0.6, 0.5)))
+
+        def pytest_segrobust_register_corruptions(registry):
+            registry.register(Dim("dim", Category.DIGITAL, DIM), presets=("coco-p",))
+        """
+    )
+    (project.path / "suites" / "bands.yaml").write_text(
+        SUITE.format(smoothing=5).replace("[gaussian_noise, rotate]", "[dim]")
+    )
+    run(project, "--segrobust-update-baselines", *dist).assert_outcomes(passed=3)
+    stored = baseline(project)["models"]["binner"]
+    assert set(stored["dim"]) == {"1", "5"}

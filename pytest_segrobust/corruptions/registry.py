@@ -6,15 +6,17 @@ paper's severity table. A bare corruption name in a suite resolves in the defaul
 
 from __future__ import annotations
 
+import importlib.metadata
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from pytest_segrobust.corruptions import blur, compression, digital, geometric, noise
+from pytest_segrobust.corruptions import blur, compression, digital, geometric, noise, weather
 from pytest_segrobust.corruptions.base import Corruption
 from pytest_segrobust.corruptions.composition import SEPARATOR, Composition
 from pytest_segrobust.errors import UnknownCorruptionError
 
 DEFAULT_PRESET = "coco-p"
+ENTRY_POINT_GROUP = "segrobust.corruptions"
 
 
 @dataclass(frozen=True)
@@ -74,13 +76,43 @@ class CorruptionRegistry:
         self._by_preset: dict[str, dict[str, Corruption]] = {}
 
     def register(self, corruption: Corruption, presets: tuple[str, ...] = (DEFAULT_PRESET,)) -> Corruption:
-        """Make ``corruption`` available under its name in each of ``presets``."""
+        """Make ``corruption`` available under its name in each of ``presets``.
+
+        Registering an equal corruption (same class, name, category and table) again is a
+        no-op, so hooks may run once per pytest session in the same process.
+
+        Raises:
+            ValueError: when a different corruption already holds the name in a preset.
+        """
+        if SEPARATOR in corruption.name:
+            raise ValueError(f"corruption names cannot contain {SEPARATOR!r}: {corruption.name!r}")
         for preset in presets:
             table = self._by_preset.setdefault(preset, {})
-            if corruption.name in table:
+            existing = table.get(corruption.name)
+            if existing is not None and not _same(existing, corruption):
                 raise ValueError(f"corruption {corruption.name!r} is already registered in preset {preset!r}")
-            table[corruption.name] = corruption
+            table.setdefault(corruption.name, corruption)
         return corruption
+
+    def snapshot(self) -> dict[str, dict[str, Corruption]]:
+        """The current registrations, to :meth:`restore` later."""
+        return {preset: dict(table) for preset, table in self._by_preset.items()}
+
+    def restore(self, state: dict[str, dict[str, Corruption]]) -> None:
+        """Forget every registration made since ``state`` was taken."""
+        self._by_preset = {preset: dict(table) for preset, table in state.items()}
+
+    def load_entry_points(self, group: str = ENTRY_POINT_GROUP) -> None:
+        """Call every ``group`` entry point with this registry (installed corruption plugins)."""
+        for entry_point in importlib.metadata.entry_points(group=group):
+            try:
+                register = entry_point.load()
+                register(self)
+            except Exception as exc:
+                raise UnknownCorruptionError(
+                    f"corruption plugin {entry_point.name!r} ({entry_point.value}) failed to register: "
+                    f"{type(exc).__name__}: {exc}"
+                ) from exc
 
     def get(self, name: str, preset: str = DEFAULT_PRESET) -> Corruption:
         """The corruption ``name`` with the severity table of ``preset``.
@@ -151,7 +183,11 @@ class CorruptionRegistry:
         return self._by_preset[preset]
 
 
-FAMILIES = (noise, blur, compression, digital, geometric)
+def _same(a: Corruption, b: Corruption) -> bool:
+    return type(a) is type(b) and a.name == b.name and a.category == b.category and a.table == b.table
+
+
+FAMILIES = (noise, blur, compression, digital, geometric, weather)
 
 
 def _default_registry() -> CorruptionRegistry:
