@@ -5,9 +5,15 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+from PIL import Image
 
 from pytest_segrobust.corruptions import DEFAULT_PRESET, PRESETS, REGISTRY
 from pytest_segrobust.errors import SegRobustError
+from pytest_segrobust.report.gallery import render_gallery
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -15,13 +21,41 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     listing = commands.add_parser("list", help="list corruptions and presets with their severity parameters")
     listing.add_argument("--preset", default=None, help="only this preset (default: every preset)")
+    gallery = commands.add_parser("gallery", help="one image under every corruption of a preset, as a PNG grid")
+    gallery.add_argument("image", type=Path, help="an image file Pillow can read")
+    gallery.add_argument("--out", type=Path, required=True, help="PNG file to write")
+    gallery.add_argument("--preset", default=DEFAULT_PRESET, help=f"whose corruptions (default {DEFAULT_PRESET})")
+    gallery.add_argument("--severities", type=int, nargs="+", default=[1, 3, 5], help="columns (default 1 3 5)")
+    gallery.add_argument("--size", type=int, default=160, help="longer side of each tile in pixels (default 160)")
+    gallery.add_argument("--seed", type=int, default=0, help="global seed of the random draws (default 0)")
     args = parser.parse_args(argv)
     try:
         REGISTRY.load_entry_points()
+        if args.command == "gallery":
+            return _gallery(args.image, args.out, args.preset, args.severities, args.size, args.seed)
         return _list(args.preset)
     except SegRobustError as exc:
         print(f"segrobust: error: {exc}", file=sys.stderr)
         return 2
+
+
+def _gallery(image_path: Path, out: Path, preset: str, severities: list[int], size: int, seed: int) -> int:
+    bad = [s for s in severities if not 1 <= s <= 5]
+    if bad:
+        raise SegRobustError(f"--severities: expected values 1..5, got {bad}")
+    try:
+        with Image.open(image_path) as opened:
+            picture = opened.convert("RGB")
+    except OSError as exc:
+        raise SegRobustError(f"{image_path}: cannot read the image ({exc})") from exc
+    picture.thumbnail((size, size))
+    image = torch.from_numpy(np.array(picture)).permute(2, 0, 1).contiguous()
+    corruptions = REGISTRY.available(preset)
+    grid = render_gallery(image, corruptions, severities, seed=seed, sample_id=image_path.name)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    grid.save(out, format="PNG")
+    print(f"wrote {out}: {len(corruptions)} corruptions of {preset} at severities {', '.join(map(str, severities))}")
+    return 0
 
 
 def _list(only: str | None) -> int:

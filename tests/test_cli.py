@@ -19,3 +19,29 @@ def test_list_prints_every_corruption_with_category_and_five_rows(capsys: pytest
 def test_unknown_preset_is_an_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["list", "--preset", "nope"]) == 2
     assert "unknown preset 'nope'" in capsys.readouterr().err
+
+
+def test_gallery_writes_a_labelled_grid(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+    import numpy as np
+    from PIL import Image
+
+    from pytest_segrobust.corruptions import REGISTRY
+
+    source = tmp_path / "in.png"
+    Image.fromarray(np.random.default_rng(0).integers(0, 256, (60, 90, 3), dtype=np.uint8)).save(source)
+    out = tmp_path / "gallery.png"
+    assert main(["gallery", str(source), "--out", str(out), "--size", "48"]) == 0
+    grid = Image.open(out)
+    shown = len(REGISTRY.available("coco-p"))
+    assert f"wrote {out}: {shown} corruptions of coco-p at severities 1, 3, 5" in capsys.readouterr().out
+    # 48x32 tiles, 4 columns (clean + 3 severities) in each of 2 blocks, one row per corruption pair
+    assert grid.height >= (shown // 2) * 32 and grid.width >= 2 * 4 * 48
+    first = main(["gallery", str(source), "--out", str(tmp_path / "again.png"), "--size", "48"])
+    assert first == 0 and Image.open(tmp_path / "again.png").tobytes() == grid.tobytes()  # deterministic
+
+
+def test_gallery_of_an_unreadable_image_is_an_error(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.png"
+    bad.write_text("not an image")
+    assert main(["gallery", str(bad), "--out", str(tmp_path / "g.png")]) == 2
+    assert "bad.png: cannot read the image" in capsys.readouterr().err
