@@ -22,6 +22,8 @@ from pytest_segrobust.scores import absolute_robustness, relative_robustness
 from pytest_segrobust.seeding import sample_seed
 
 CLEAN = "clean"
+# Bump when a change to this module can change a result: it invalidates cached clean results.
+EVALUATOR_VERSION = "1"
 
 Progress = Callable[[int, int], None]
 

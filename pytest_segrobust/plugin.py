@@ -5,9 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 
 from pytest_segrobust import hookspecs
 from pytest_segrobust.corruptions import REGISTRY
+from pytest_segrobust.devices import parse_device, worker_index
+from pytest_segrobust.errors import SegRobustError
 from pytest_segrobust.harness import Harness
 from pytest_segrobust.items import SuiteFile
 from pytest_segrobust.report import terminal_summary
@@ -25,6 +28,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="accept the current numbers as the new baselines (written once, at the end)",
     )
     group.addoption("--segrobust-report", metavar="PATH", help="report path without suffix (.md and .json are written)")
+    group.addoption(
+        "--segrobust-device",
+        type=parse_device,
+        default=parse_device("auto"),
+        metavar="DEVICE",
+        help="auto (default: cuda if available), cpu, mps, cuda (xdist workers spread over GPUs) or cuda:N",
+    )
+    group.addoption(
+        "--segrobust-no-cache", action="store_true", help="recompute clean results instead of reading pytest's cache"
+    )
     parser.addini("segrobust_suites", "folder of robustness suites, relative to rootdir", default="suites")
     parser.addini("segrobust_baselines", "folder of baseline files, relative to rootdir", default="baselines")
     parser.addini("segrobust_report", "report path without suffix, relative to rootdir", default="segrobust-report")
@@ -41,12 +54,24 @@ def pytest_configure(config: pytest.Config) -> None:
     REGISTRY.load_entry_points()
     config.hook.pytest_segrobust_register_corruptions(registry=REGISTRY)
     root = config.rootpath
+    enabled = config.getoption("segrobust") or config.getoption("segrobust_update_baselines")
+    choice = config.getoption("segrobust_device")
+    try:
+        device = choice.resolve(worker_index(getattr(config, "workerinput", {}).get("workerid")))
+    except SegRobustError as exc:
+        if enabled:
+            raise pytest.UsageError(str(exc)) from None
+        device = torch.device("cpu")  # the gate is off: the fixture falls back to the CPU
+    cache = getattr(config, "cache", None)  # absent under -p no:cacheprovider
+    use_cache = cache is not None and not config.getoption("segrobust_no_cache")
     options = Options(
-        enabled=config.getoption("segrobust") or config.getoption("segrobust_update_baselines"),
+        enabled=enabled,
         update_baselines=config.getoption("segrobust_update_baselines"),
         suites_dir=root / config.getini("segrobust_suites"),
         baselines_dir=root / config.getini("segrobust_baselines"),
         report_path=root / (config.getoption("segrobust_report") or config.getini("segrobust_report")),
+        device=device,
+        cache_dir=cache.mkdir("segrobust-clean") if use_cache else None,
     )
     config.stash[SESSION_KEY] = SegRobustSession(options, root)
     # `pytest --segrobust` with no paths means "run the gate": collect the suites folder.
@@ -64,7 +89,15 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     if not options.enabled:
         return []
     mode = "updating baselines" if options.update_baselines else "comparing with baselines"
-    return [f"segrobust: suites in {options.suites_dir}, {mode} in {options.baselines_dir}"]
+    cache = (
+        f"clean results cached in {options.cache_dir} (--segrobust-no-cache to recompute)"
+        if options.cache_dir
+        else "clean results not cached"
+    )
+    return [
+        f"segrobust: suites in {options.suites_dir}, {mode} in {options.baselines_dir}",
+        f"segrobust: device {options.device}; {cache}",
+    ]
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> SuiteFile | None:
@@ -96,6 +129,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
         return
     terminalreporter.section("segrobust")
     for line in terminal_summary(segrobust.report) if segrobust.report else []:
+        terminalreporter.write_line(line)
+    if (line := segrobust.cache_summary()) is not None:
         terminalreporter.write_line(line)
     for path in segrobust.written:
         terminalreporter.write_line(f"wrote {path}")

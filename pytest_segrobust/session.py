@@ -17,8 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 
 from pytest_segrobust.baselines import UPDATE_FLAG, BaselineFile, CellKey, Check, compare, write_baseline
+from pytest_segrobust.cache import CleanCache
 from pytest_segrobust.corruptions import REGISTRY, Corruption
 from pytest_segrobust.data.base import SegmentationDataset
 from pytest_segrobust.errors import BaselineError, SegRobustError
@@ -37,13 +39,20 @@ class CellFailure(AssertionError):
 
 @dataclass(frozen=True)
 class Options:
-    """The command-line and ini settings of a run, parsed once."""
+    """The command-line and ini settings of a run, parsed once.
+
+    Attributes:
+        device: Where models, corruptions and metrics run in this process.
+        cache_dir: Folder of cached clean results; ``None`` disables the disk cache.
+    """
 
     enabled: bool
     update_baselines: bool
     suites_dir: Path
     baselines_dir: Path
     report_path: Path
+    device: torch.device = torch.device("cpu")
+    cache_dir: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -79,6 +88,8 @@ class SegRobustSession:
         self._baselines: dict[Path, BaselineFile] = {}
         self.report: dict[str, Any] | None = None
         self.written: list[Path] = []
+        self.cache = CleanCache(options.cache_dir) if options.cache_dir is not None else None
+        self.cache_counts = {"hits": 0, "misses": 0}
 
     # -- collection ---------------------------------------------------------------------
 
@@ -192,7 +203,7 @@ class SegRobustSession:
         if key not in self._models:
             spec = suite.model(name)
             try:
-                self._models[key] = as_segmentation_model(spec.factory.build())
+                self._models[key] = as_segmentation_model(spec.factory.build(), device=self.options.device)
             except SegRobustError:
                 raise
             except Exception as exc:
@@ -219,7 +230,20 @@ class SegRobustSession:
     ) -> EvalResult:
         key = (str(suite.path), model_name)
         if key not in self._clean:
-            self._clean[key] = self._evaluate(suite, model, dataset, None, 0)
+            compute = lambda: self._evaluate(suite, model, dataset, None, 0)  # noqa: E731
+            if self.cache is None:
+                self._clean[key] = compute()
+            else:
+                # The factory call is part of the identity: constructor arguments need not be weights.
+                fingerprint = CleanCache.key(
+                    repr(suite.model(model_name).factory),
+                    model.fingerprint(),
+                    repr(suite.dataset),
+                    dataset.fingerprint(),
+                    str(suite.limit),
+                    model.device.type,
+                )
+                self._clean[key] = self.cache.get_or_compute(fingerprint, compute)
         return self._clean[key]
 
     def _evaluate(
@@ -261,6 +285,7 @@ class SegRobustSession:
                 "records": [asdict(r) for r in self.records],
                 "pending": [asdict(p) for p in self.pending],
                 "suites": [str(s.path) for s in self.suite_order.values()],
+                "cache": self._cache_counts(),
             }
         )
 
@@ -272,6 +297,20 @@ class SegRobustSession:
             self.pending.append(PendingWrite(**(p | {"key": CellKey(**p["key"])})))
         for path in data["suites"]:
             self.suite(Path(path))
+        for name, count in data["cache"].items():
+            self.cache_counts[name] += count
+
+    def _cache_counts(self) -> dict[str, int]:
+        if self.cache is None:
+            return dict(self.cache_counts)
+        return {"hits": self.cache_counts["hits"] + self.cache.hits, "misses": self.cache_counts["misses"] + self.cache.misses}
+
+    def cache_summary(self) -> str | None:
+        """One line on clean results computed versus read from the cache, if there is a cache."""
+        if self.options.cache_dir is None:
+            return None
+        counts = self._cache_counts()
+        return f"clean results: {counts['misses']} computed, {counts['hits']} from cache ({self.options.cache_dir})"
 
     # -- the end of the run -------------------------------------------------------------
 

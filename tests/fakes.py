@@ -102,3 +102,10 @@ def crashing_model() -> CrashingModel:
 
 def digest(tensor: torch.Tensor) -> str:
     return hashlib.blake2b(tensor.contiguous().numpy().tobytes(), digest_size=8).hexdigest()
+
+
+def file_binner(path: str) -> RedBinner:
+    """A binner whose class centres are weights read from a file (to test weight fingerprints)."""
+    model = RedBinner(smoothing=3)
+    model.centres.copy_(torch.load(path, weights_only=True))
+    return model

@@ -6,6 +6,7 @@ import json
 import textwrap
 
 import pytest
+import torch
 
 from tests.fakes import FAKES_SOURCE
 
@@ -243,3 +244,55 @@ def test_conftest_hook_registers_a_custom_corruption(project: pytest.Pytester, d
     run(project, "--segrobust-update-baselines", *dist).assert_outcomes(passed=3)
     stored = baseline(project)["models"]["binner"]
     assert set(stored["dim"]) == {"1", "5"}
+
+
+def test_unknown_device_is_a_usage_error(project: pytest.Pytester) -> None:
+    result = run(project, "--segrobust", "--segrobust-device", "gpu")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--segrobust-device: expected auto, cpu, mps, cuda or cuda:N, got 'gpu'*"])
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error shown where no GPU is present")
+def test_unavailable_device_is_a_usage_error(project: pytest.Pytester) -> None:
+    result = run(project, "--segrobust", "--segrobust-device", "cuda:0")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--segrobust-device cuda:0: no CUDA device is available*"])
+
+
+def cached_run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    """A run with pytest's cache enabled, where clean results are stored."""
+    return pytester.runpytest("--segrobust", *args)
+
+
+def test_clean_results_are_cached_across_runs_and_workers(project: pytest.Pytester, dist: list[str]) -> None:
+    run(project, "--segrobust-update-baselines").assert_outcomes(passed=CELLS)
+    first = cached_run(project, *dist)
+    first.assert_outcomes(passed=CELLS)
+    first.stdout.fnmatch_lines(["*segrobust: device cpu; clean results cached in *segrobust-clean*", "clean results: 1 computed, * from cache*"])
+    second = cached_run(project, *dist)
+    second.assert_outcomes(passed=CELLS)
+    second.stdout.fnmatch_lines(["clean results: 0 computed, * from cache*"])
+    assert "clean results: 0 computed, 0 from cache" not in second.stdout.str()
+    fresh = cached_run(project, "--segrobust-no-cache", *dist)
+    fresh.stdout.fnmatch_lines(["*clean results not cached*"])
+
+
+def test_changed_weights_miss_the_cache(project: pytest.Pytester) -> None:
+    weights = project.path / "centres.pt"
+    torch.save((torch.arange(4) + 0.5) / 4, weights)
+    (project.path / "suites" / "bands.yaml").write_text(
+        SUITE.format(smoothing=3).replace(
+            "factory: segrobust_fakes:red_binner, kwargs: {smoothing: 3}",
+            f"factory: segrobust_fakes:file_binner, kwargs: {{path: '{weights}'}}",
+        )
+    )
+    cached_run(project, "--segrobust-update-baselines").stdout.fnmatch_lines(["clean results: 1 computed, 0 from cache*"])
+    cached_run(project).stdout.fnmatch_lines(["clean results: 0 computed, 1 from cache*"])
+    torch.save((torch.arange(4) + 0.45) / 4, weights)  # same file name and kwargs, new weights
+    cached_run(project, "--segrobust-update-baselines").stdout.fnmatch_lines(["clean results: 1 computed, 0 from cache*"])
+
+
+def test_changed_factory_arguments_miss_the_cache(project: pytest.Pytester) -> None:
+    cached_run(project, "--segrobust-update-baselines").stdout.fnmatch_lines(["clean results: 1 computed, 0 from cache*"])
+    write_suite(project, smoothing=1)  # not a weight: only the factory call differs
+    cached_run(project, "--segrobust-update-baselines").stdout.fnmatch_lines(["clean results: 1 computed, 0 from cache*"])

@@ -1,0 +1,65 @@
+"""Clean results kept on disk across runs and shared between xdist workers.
+
+A clean result depends on the model's weights, the dataset's content, the limit, the
+device type and this evaluator's version; its key is a digest of all of them. The first
+process to need it computes it under a file lock; the others wait and read it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+
+from filelock import FileLock
+
+from pytest_segrobust.baselines import atomic_write_text
+from pytest_segrobust.evaluation import EVALUATOR_VERSION, EvalResult
+
+
+class CleanCache:
+    """Clean results by fingerprint under ``folder``.
+
+    Attributes:
+        hits: Results read from disk in this process.
+        misses: Results computed (and stored) in this process.
+    """
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.hits = 0
+        self.misses = 0
+
+    @staticmethod
+    def key(*parts: str) -> str:
+        """Digest of the evaluator version and every part of a clean evaluation's identity."""
+        digest = hashlib.blake2b(digest_size=20)
+        for part in (EVALUATOR_VERSION, *parts):
+            digest.update(part.encode())
+            digest.update(b"\x1f")
+        return digest.hexdigest()
+
+    def get_or_compute(self, key: str, compute: Callable[[], EvalResult]) -> EvalResult:
+        """The stored result of ``key``, or ``compute()`` stored for next time."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        path = self.folder / f"{key}.json"
+        with FileLock(str(path) + ".lock"):
+            stored = self._read(path)
+            if stored is not None:
+                self.hits += 1
+                return stored
+            result = compute()
+            atomic_write_text(path, json.dumps(asdict(result)))
+            self.misses += 1
+            return result
+
+    @staticmethod
+    def _read(path: Path) -> EvalResult | None:
+        try:
+            data = json.loads(path.read_text())
+            data["per_class"] = tuple(data["per_class"])
+            return EvalResult(**data)
+        except (OSError, ValueError, TypeError, KeyError):
+            return None  # missing or unreadable: recompute and overwrite
