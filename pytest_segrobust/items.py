@@ -39,9 +39,15 @@ class SuiteItem(pytest.Item):
         self.corruption = corruption
         self.severity = severity
         self.add_marker(pytest.mark.segrobust)
+        self.segrobust_payload: str | None = None
 
     def runtest(self) -> None:
-        self.config.stash[SESSION_KEY].run_cell(self.suite, self.model, self.corruption, self.severity, self.nodeid)
+        session = self.config.stash[SESSION_KEY]
+        try:
+            session.run_cell(self.suite, self.model, self.corruption, self.severity, self.nodeid)
+        finally:
+            # Read by the plugin into this item's report, which carries it to the xdist controller.
+            self.segrobust_payload = session.cell_payload(self.nodeid)
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str | Any:
         # Our own failures carry the whole story; a traceback through the harness would bury it.

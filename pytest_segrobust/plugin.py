@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -12,7 +14,7 @@ from pytest_segrobust.corruptions import REGISTRY
 from pytest_segrobust.devices import parse_device, worker_index
 from pytest_segrobust.errors import SegRobustError
 from pytest_segrobust.harness import Harness
-from pytest_segrobust.items import SuiteFile
+from pytest_segrobust.items import SuiteFile, SuiteItem
 from pytest_segrobust.report import terminal_summary
 from pytest_segrobust.session import PAYLOAD_KEY, SESSION_KEY, Options, SegRobustSession
 
@@ -105,6 +107,38 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> SuiteFile 
     if session.options.enabled and session.is_suite_file(file_path):
         return SuiteFile.from_parent(parent, path=file_path)
     return None
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    if not _is_xdist_controller(session.config):
+        session.config.stash[SESSION_KEY].expect([i.nodeid for i in session.items if isinstance(i, SuiteItem)])
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node: Any, ids: list[str]) -> None:
+    segrobust = node.config.stash[SESSION_KEY]
+    segrobust.expect([nodeid for nodeid in ids if segrobust.is_suite_file(node.config.rootpath / nodeid.split("::")[0])])
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    payload = getattr(item, "segrobust_payload", None)
+    if call.when == "call" and payload is not None:
+        report.segrobust = payload  # type: ignore[attr-defined]
+    return report
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    # On the xdist controller, reports arrive from workers (decorated with the worker node).
+    payload = getattr(report, "segrobust", None)
+    node = getattr(report, "node", None)
+    if payload is not None and node is not None:
+        node.config.stash[SESSION_KEY].absorb_cell(payload)
+
+
+def _is_xdist_controller(config: pytest.Config) -> bool:
+    return bool(getattr(config.option, "numprocesses", None)) and not hasattr(config, "workerinput")
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -90,6 +90,7 @@ class SegRobustSession:
         self.written: list[Path] = []
         self.cache = CleanCache(options.cache_dir) if options.cache_dir is not None else None
         self.cache_counts = {"hits": 0, "misses": 0}
+        self.expected: list[str] = []
 
     # -- collection ---------------------------------------------------------------------
 
@@ -276,29 +277,50 @@ class SegRobustSession:
         except ValueError:
             return str(path)
 
-    # -- xdist --------------------------------------------------------------------------
+    # -- xdist ----------------------------------------------------------------------------
 
-    def payload(self) -> str:
-        """What a worker sends to the controller: every record and pending write."""
-        return json.dumps(
-            {
-                "records": [asdict(r) for r in self.records],
-                "pending": [asdict(p) for p in self.pending],
-                "suites": [str(s.path) for s in self.suite_order.values()],
-                "cache": self._cache_counts(),
-            }
-        )
+    def cell_payload(self, nodeid: str) -> str | None:
+        """The record (and pending baseline writes) of one cell, as JSON for its test report.
 
-    def absorb(self, payload: str) -> None:
-        """Merge a worker's payload into this (controller) session."""
+        Each cell's payload travels with its own report, so a worker that crashes loses
+        only the cell it was running.
+        """
+        record = next((r for r in reversed(self.records) if r.nodeid == nodeid), None)
+        if record is None:
+            return None
+        suite = self.suite_order[record.suite]
+        pending = [
+            asdict(p) for p in self.pending if p.key.suite == record.suite and p.key.model == record.model
+            and p.key.corruption == record.corruption and p.key.severity == record.severity
+        ]
+        return json.dumps({"record": asdict(record), "pending": pending, "suite": str(suite.path)})
+
+    def absorb_cell(self, payload: str) -> None:
+        """Merge one cell's payload, sent by a worker, into this (controller) session."""
         data: dict[str, Any] = json.loads(payload)
-        self.records.extend(CellRecord(**r) for r in data["records"])
+        self.suite(Path(data["suite"]))
+        self.records.append(CellRecord(**data["record"]))
         for p in data["pending"]:
             self.pending.append(PendingWrite(**(p | {"key": CellKey(**p["key"])})))
-        for path in data["suites"]:
-            self.suite(Path(path))
-        for name, count in data["cache"].items():
+
+    def payload(self) -> str:
+        """What a worker sends when it finishes: its clean-cache counts."""
+        return json.dumps({"cache": self._cache_counts()})
+
+    def absorb(self, payload: str) -> None:
+        """Merge a finished worker's payload into this (controller) session."""
+        for name, count in json.loads(payload)["cache"].items():
             self.cache_counts[name] += count
+
+    def expect(self, nodeids: list[str]) -> None:
+        """The cells this run means to evaluate (after selection)."""
+        if not self.expected:
+            self.expected = list(nodeids)
+
+    def missing(self) -> list[str]:
+        """Expected cells without a record: a crashed worker, an interrupted run, ``-x``."""
+        done = {r.nodeid for r in self.records}
+        return [nodeid for nodeid in self.expected if nodeid not in done]
 
     def _cache_counts(self) -> dict[str, int]:
         if self.cache is None:
@@ -317,8 +339,8 @@ class SegRobustSession:
     def finish(self) -> None:
         """Write pending baselines and the report; the controller's job alone."""
         self.written = self._flush_baselines()
-        if self.records:
-            self.report = build_report(self.ordered_records(), self.suite_order)
+        if self.records or self.missing():
+            self.report = build_report(self.ordered_records(), self.suite_order, self.missing())
             self.written.extend(write_report(self.report, self.options.report_path))
 
     def _flush_baselines(self) -> list[Path]:

@@ -109,3 +109,18 @@ def file_binner(path: str) -> RedBinner:
     model = RedBinner(smoothing=3)
     model.centres.copy_(torch.load(path, weights_only=True))
     return model
+
+
+class ExitOnBlack(RedBinner):
+    """Kills its process (as a segfault would) when it sees an all-black batch."""
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        if not bool(images.any()):
+            import os
+
+            os._exit(3)
+        return super().forward(images)
+
+
+def exit_on_black() -> ExitOnBlack:
+    return ExitOnBlack(smoothing=5)

@@ -296,3 +296,47 @@ def test_changed_factory_arguments_miss_the_cache(project: pytest.Pytester) -> N
     cached_run(project, "--segrobust-update-baselines").stdout.fnmatch_lines(["clean results: 1 computed, 0 from cache*"])
     write_suite(project, smoothing=1)  # not a weight: only the factory call differs
     cached_run(project, "--segrobust-update-baselines").stdout.fnmatch_lines(["clean results: 1 computed, 0 from cache*"])
+
+
+BLACKOUT_CONFTEST = """
+from dataclasses import dataclass
+from pytest_segrobust.corruptions import Category, PhotometricCorruption, SeverityTable
+
+@dataclass(frozen=True)
+class Gain:
+    factor: float
+
+class Blackout(PhotometricCorruption):
+    def corrupt_images(self, images, params, rngs):
+        return images * params.factor
+
+def pytest_segrobust_register_corruptions(registry):
+    table = SeverityTable(tuple(Gain(f) for f in (0.9, 0.8, 0.7, 0.6, 0.0)))
+    registry.register(Blackout("blackout", Category.DIGITAL, table), presets=("coco-p",))
+"""
+
+
+def test_a_crashed_worker_loses_only_its_cell_and_the_report_names_it(project: pytest.Pytester) -> None:
+    project.makeconftest(BLACKOUT_CONFTEST)
+    (project.path / "suites" / "bands.yaml").write_text(
+        "dataset: {factory: segrobust_fakes:band_scenes}\n"
+        "models: [{name: fragile, factory: segrobust_fakes:exit_on_black}]\n"
+        "corruptions: [rotate, blackout]\nseverities: [1, 2, 5]\nbatch_size: 3\n"
+    )
+    result = run(project, "--segrobust-update-baselines", "-n", "2")
+    result.assert_outcomes(passed=6, failed=1)  # xdist reports the crashed item as failed
+    result.stdout.fnmatch_lines(["*worker 'gw*' crashed while running*blackout::5*", "1 cells have no result*blackout::5*"])
+    report = json.loads((project.path / "segrobust-report.json").read_text())
+    assert report["missing"] == ["suites/bands.yaml::fragile::blackout::5"]
+    cells = report["suites"]["bands"]["models"]["fragile"]["cells"]
+    assert len(cells) == 6  # every other cell made it, including those run by the worker that died
+    assert "blackout" in baseline(project)["models"]["fragile"]
+
+
+def test_interrupted_run_lists_cells_without_result(project: pytest.Pytester) -> None:
+    write_suite(project, smoothing=5)
+    result = run(project, "--segrobust", "-x")  # no baselines: the first cell fails and -x stops
+    result.assert_outcomes(failed=1)
+    report = json.loads((project.path / "segrobust-report.json").read_text())
+    assert len(report["missing"]) == CELLS - 1
+    assert "selected cells have no result" in (project.path / "segrobust-report.md").read_text()

@@ -20,9 +20,17 @@ if TYPE_CHECKING:
 REPORT_FORMAT = 1
 
 
-def build_report(records: Sequence[CellRecord], suites: Mapping[str, Suite]) -> dict[str, Any]:
-    """Group records by suite and model and compute the summaries (JSON-safe)."""
-    report: dict[str, Any] = {"format": REPORT_FORMAT, "suites": {}}
+def build_report(
+    records: Sequence[CellRecord], suites: Mapping[str, Suite], missing: Sequence[str] = ()
+) -> dict[str, Any]:
+    """Group records by suite and model and compute the summaries (JSON-safe).
+
+    Args:
+        records: Every cell evaluated, in report order.
+        suites: The suites by name.
+        missing: Node ids of selected cells that produced no result.
+    """
+    report: dict[str, Any] = {"format": REPORT_FORMAT, "suites": {}, "missing": list(missing)}
     for suite_name in dict.fromkeys(r.suite for r in records):
         suite = suites.get(suite_name)
         suite_records = [r for r in records if r.suite == suite_name]
@@ -58,6 +66,14 @@ def suite_tables(suite_name: str, suite: Mapping[str, Any]) -> list[Table]:
 
 def render_markdown(report: Mapping[str, Any]) -> str:
     lines = ["# Segmentation robustness report", ""]
+    if report.get("missing"):
+        lines += [
+            f"**{len(report['missing'])} selected cells have no result** (a crashed worker or an interrupted run); "
+            "the tables below leave them out:",
+            "",
+            *(f"- `{nodeid}`" for nodeid in report["missing"]),
+            "",
+        ]
     for suite_name, suite in report["suites"].items():
         lines += [f"## Suite `{suite_name}`", ""]
         if suite.get("file"):
@@ -88,6 +104,9 @@ def text_table(table: Table) -> list[str]:
 
 def terminal_summary(report: Mapping[str, Any]) -> list[str]:
     lines: list[str] = []
+    if report.get("missing"):
+        shown = ", ".join(report["missing"][:3]) + (", ..." if len(report["missing"]) > 3 else "")
+        lines.append(f"{len(report['missing'])} cells have no result (crashed worker or interrupted run): {shown}")
     for suite_name, suite in report["suites"].items():
         table = tables.headline({m: v["summary"] for m, v in suite["models"].items()}, suite["metric"])
         lines += [f"suite {suite_name}:", *("  " + row for row in text_table(table))]
