@@ -81,6 +81,7 @@ def evaluate(
     batch_size: int = 16,
     limit: int | None = None,
     progress: Progress | None = None,
+    loader_workers: int = 0,
 ) -> EvalResult:
     """Evaluate ``model`` on ``dataset`` under ``corruption`` at ``severity``.
 
@@ -93,6 +94,7 @@ def evaluate(
         batch_size: Images per forward pass; results do not depend on it.
         limit: Evaluate only the first ``limit`` images.
         progress: Called with ``(images done, total)`` after each batch.
+        loader_workers: Processes that read samples ahead of the model (0: read inline).
 
     Raises:
         DatasetError: for a sample whose mask does not match its image.
@@ -103,7 +105,7 @@ def evaluate(
     metric = ConfusionMatrix(len(dataset.class_names), dataset.ignore_index, device=model.device)
     name = CLEAN if corruption is None or severity == 0 else corruption.name
     done = 0
-    for batch in _batches(dataset, total, batch_size):
+    for batch in _batches(_samples(dataset, total, loader_workers), batch_size, dataset):
         images = torch.stack([s.image for s in batch]).to(model.device, non_blocking=True).float().div_(255.0)
         masks = torch.stack([s.target.mask for s in batch]).to(model.device, non_blocking=True)
         if corruption is not None and severity > 0:
@@ -125,11 +127,28 @@ def evaluate(
     )
 
 
-def _batches(dataset: SegmentationDataset, total: int, batch_size: int) -> Iterator[list[Sample]]:
+def _samples(dataset: SegmentationDataset, total: int, workers: int) -> Iterator[Sample]:
+    """The first ``total`` samples in order, read inline or by ``workers`` loader processes."""
+    if workers == 0:
+        return (dataset[index] for index in range(total))
+    loader = torch.utils.data.DataLoader(
+        torch.utils.data.Subset(dataset, range(total)),  # type: ignore[arg-type]
+        batch_size=None,
+        num_workers=workers,
+        collate_fn=_as_is,
+        prefetch_factor=4,
+    )
+    return iter(loader)
+
+
+def _as_is(sample: Sample) -> Sample:
+    return sample
+
+
+def _batches(samples: Iterator[Sample], batch_size: int, dataset: SegmentationDataset) -> Iterator[list[Sample]]:
     """Consecutive samples grouped into batches of one image size."""
     batch: list[Sample] = []
-    for index in range(total):
-        sample = dataset[index]
+    for sample in samples:
         _check_sample(sample, dataset)
         if batch and (len(batch) == batch_size or batch[0].image.shape != sample.image.shape):
             yield batch

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Generator
 from pathlib import Path
 from typing import Any
@@ -40,9 +41,39 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--segrobust-no-cache", action="store_true", help="recompute clean results instead of reading pytest's cache"
     )
+    group.addoption(
+        "--segrobust-amp", action="store_true", help="run torch modules under autocast (float16 on CUDA, bfloat16 on CPU)"
+    )
+    group.addoption(
+        "--segrobust-batch-size", type=_positive, metavar="N", help="images per forward pass (overrides the suites)"
+    )
+    group.addoption(
+        "--segrobust-loader-workers",
+        type=_non_negative,
+        default=0,
+        metavar="N",
+        help="processes reading samples ahead of the model (default 0: read inline)",
+    )
     parser.addini("segrobust_suites", "folder of robustness suites, relative to rootdir", default="suites")
     parser.addini("segrobust_baselines", "folder of baseline files, relative to rootdir", default="baselines")
     parser.addini("segrobust_report", "report path without suffix, relative to rootdir", default="segrobust-report")
+
+
+def _positive(text: str) -> int:
+    value = _non_negative(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return value
+
+
+def _non_negative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
+    return value
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -74,6 +105,9 @@ def pytest_configure(config: pytest.Config) -> None:
         report_path=root / (config.getoption("segrobust_report") or config.getini("segrobust_report")),
         device=device,
         cache_dir=cache.mkdir("segrobust-clean") if use_cache else None,
+        amp=config.getoption("segrobust_amp"),
+        batch_size=config.getoption("segrobust_batch_size"),
+        loader_workers=config.getoption("segrobust_loader_workers"),
     )
     config.stash[SESSION_KEY] = SegRobustSession(options, root)
     # `pytest --segrobust` with no paths means "run the gate": collect the suites folder.
@@ -98,7 +132,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     )
     return [
         f"segrobust: suites in {options.suites_dir}, {mode} in {options.baselines_dir}",
-        f"segrobust: device {options.device}; {cache}",
+        f"segrobust: device {options.device}{' (autocast)' if options.amp else ''}; {cache}",
     ]
 
 

@@ -10,7 +10,9 @@ single process without xdist) writes baselines and the report, once, at the end.
 from __future__ import annotations
 
 import json
+import logging
 import math
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -31,6 +33,7 @@ from pytest_segrobust.report import build_report, write_report
 from pytest_segrobust.suite import Suite, load_suite
 
 PAYLOAD_KEY = "segrobust"
+logger = logging.getLogger("pytest_segrobust")
 
 
 class CellFailure(AssertionError):
@@ -44,6 +47,9 @@ class Options:
     Attributes:
         device: Where models, corruptions and metrics run in this process.
         cache_dir: Folder of cached clean results; ``None`` disables the disk cache.
+        amp: Run ``nn.Module`` models under autocast.
+        batch_size: Overrides every suite's batch size when set.
+        loader_workers: Processes reading samples ahead of the model.
     """
 
     enabled: bool
@@ -53,6 +59,9 @@ class Options:
     report_path: Path
     device: torch.device = torch.device("cpu")
     cache_dir: Path | None = None
+    amp: bool = False
+    batch_size: int | None = None
+    loader_workers: int = 0
 
 
 @dataclass(frozen=True)
@@ -204,7 +213,9 @@ class SegRobustSession:
         if key not in self._models:
             spec = suite.model(name)
             try:
-                self._models[key] = as_segmentation_model(spec.factory.build(), device=self.options.device)
+                self._models[key] = as_segmentation_model(
+                    spec.factory.build(), device=self.options.device, amp=self.options.amp
+                )
             except SegRobustError:
                 raise
             except Exception as exc:
@@ -255,8 +266,17 @@ class SegRobustSession:
         corruption: Corruption | None,
         severity: int,
     ) -> EvalResult:
+        cell = f"{suite.name}::{corruption.name if corruption and severity else CLEAN}::{severity}"
         return evaluate(
-            model, dataset, corruption, severity, seed=suite.seed, batch_size=suite.batch_size, limit=suite.limit
+            model,
+            dataset,
+            corruption,
+            severity,
+            seed=suite.seed,
+            batch_size=self.options.batch_size or suite.batch_size,
+            limit=suite.limit,
+            progress=_ProgressLog(cell),
+            loader_workers=self.options.loader_workers,
         )
 
     def clean_cached(self, key: tuple[str, ...], compute: Callable[[], EvalResult]) -> EvalResult:
@@ -372,6 +392,23 @@ class SegRobustSession:
             )
 
         return sorted(self.records, key=rank)
+
+
+class _ProgressLog:
+    """Logs a long evaluation's progress every few seconds (shown by pytest's live logging)."""
+
+    interval = 5.0
+
+    def __init__(self, cell: str) -> None:
+        self.cell = cell
+        self.start = self.last = time.perf_counter()
+
+    def __call__(self, done: int, total: int) -> None:
+        now = time.perf_counter()
+        if now - self.last >= self.interval or (done == total and now - self.start >= self.interval):
+            self.last = now
+            rate = done / max(now - self.start, 1e-9)
+            logger.info("%s: %d/%d images (%.1f images/s)", self.cell, done, total, rate)
 
 
 def _observed(result: CellResult, severity: int) -> dict[str, float]:

@@ -340,3 +340,24 @@ def test_interrupted_run_lists_cells_without_result(project: pytest.Pytester) ->
     report = json.loads((project.path / "segrobust-report.json").read_text())
     assert len(report["missing"]) == CELLS - 1
     assert "selected cells have no result" in (project.path / "segrobust-report.md").read_text()
+
+
+def test_batch_size_and_loader_workers_do_not_change_numbers(project: pytest.Pytester) -> None:
+    run(project, "--segrobust-update-baselines").assert_outcomes(passed=CELLS)
+    before = baseline(project)
+    run(project, "--segrobust-update-baselines", "--segrobust-batch-size", "5", "--segrobust-loader-workers", "2")
+    assert baseline(project) == before
+
+
+def test_bad_batch_size_is_a_usage_error(project: pytest.Pytester) -> None:
+    result = run(project, "--segrobust", "--segrobust-batch-size", "0")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--segrobust-batch-size: expected an integer >= 1, got '0'*"])
+
+
+def test_progress_is_logged_for_live_logging(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_segrobust import session
+
+    monkeypatch.setattr(session._ProgressLog, "interval", 0.0)
+    result = run(project, "--segrobust-update-baselines", "--log-cli-level=INFO", "-k", "clean")
+    result.stdout.fnmatch_lines(["*bands::clean::0: 8/8 images (* images/s)*"])

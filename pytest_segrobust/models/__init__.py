@@ -10,11 +10,14 @@ from pytest_segrobust.models.base import SegmentationModel
 from pytest_segrobust.models.torch_module import TorchModuleSegmenter
 
 
-def as_segmentation_model(obj: Any, device: torch.device | str | None = None) -> SegmentationModel:
+def as_segmentation_model(
+    obj: Any, device: torch.device | str | None = None, amp: bool = False
+) -> SegmentationModel:
     """Fit what a factory returned to :class:`SegmentationModel`.
 
-    Objects that already follow the protocol pass through; ``nn.Module`` instances are
-    wrapped by :class:`TorchModuleSegmenter`.
+    Objects that already follow the protocol pass through (they manage their own device
+    and precision); ``nn.Module`` instances are wrapped by :class:`TorchModuleSegmenter`
+    on ``device``, under autocast when ``amp`` is set.
 
     Raises:
         TypeError: for anything else, saying what was expected.
@@ -22,7 +25,7 @@ def as_segmentation_model(obj: Any, device: torch.device | str | None = None) ->
     if isinstance(obj, SegmentationModel):
         return obj
     if isinstance(obj, torch.nn.Module):
-        return TorchModuleSegmenter(obj, device=device)
+        return TorchModuleSegmenter(obj, device=device, amp=amp)
     raise TypeError(
         f"expected a SegmentationModel (predict, device, fingerprint) or a torch.nn.Module, got {type(obj).__name__}"
     )

@@ -19,18 +19,22 @@ class TorchModuleSegmenter:
     Args:
         module: The network; it is put in eval mode and moved to ``device``.
         device: Where inference runs; corruption and metric follow it.
+        amp: Run the forward pass under autocast (float16 on CUDA, bfloat16 elsewhere).
     """
 
-    def __init__(self, module: torch.nn.Module, device: torch.device | str | None = None) -> None:
+    def __init__(self, module: torch.nn.Module, device: torch.device | str | None = None, amp: bool = False) -> None:
         if device is None:
             device = next((p.device for p in module.parameters()), torch.device("cpu"))
         self.device = torch.device(device)
         self.module = module.to(self.device).eval()
+        self.amp = amp
 
     @torch.inference_mode()
     def predict(self, images: torch.Tensor) -> torch.Tensor:
         """Shape: images ``(B, 3, H, W)`` -> class ids ``(B, H, W)``."""
-        output = self.module(images)
+        dtype = torch.float16 if self.device.type == "cuda" else torch.bfloat16
+        with torch.autocast(self.device.type, dtype=dtype, enabled=self.amp):
+            output = self.module(images)
         if isinstance(output, dict):
             if "out" not in output:
                 raise ModelOutputError(f"model returned a mapping without key 'out' (keys: {sorted(output)})")
@@ -46,6 +50,7 @@ class TorchModuleSegmenter:
         """Digest of the module's class and every parameter and buffer."""
         digest = hashlib.blake2b(digest_size=16)
         digest.update(type(self.module).__qualname__.encode())
+        digest.update(b"amp" if self.amp else b"fp32")
         for name, tensor in self.module.state_dict().items():
             digest.update(name.encode())
             digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
