@@ -28,3 +28,29 @@ def mean(values: Iterable[float]) -> float:
     """Arithmetic mean; NaN for no values."""
     items = list(values)
     return math.fsum(items) / len(items) if items else math.nan
+
+
+def corruption_degradation(errors: Iterable[float], reference_errors: Iterable[float]) -> float:
+    """CD_c = sum_s D^f_{s,c} / sum_s D^ref_{s,c} (Kamann & Rother), D = 1 - mIoU.
+
+    Args:
+        errors: The model's errors D at the severities summed over.
+        reference_errors: The reference model's errors at the same severities.
+    """
+    total_reference = math.fsum(reference_errors)
+    return math.fsum(errors) / total_reference if total_reference else math.nan
+
+
+def relative_corruption_degradation(
+    errors: Iterable[float], clean_error: float, reference_errors: Iterable[float], reference_clean_error: float
+) -> float:
+    """rCD_c = sum_s (D^f_{s,c} - D^f_clean) / sum_s (D^ref_{s,c} - D^ref_clean) (Kamann & Rother)."""
+    reference_total = math.fsum(e - reference_clean_error for e in reference_errors)
+    if reference_total == 0:
+        return math.nan
+    return math.fsum(e - clean_error for e in errors) / reference_total
+
+
+def error(score: float) -> float:
+    """D = 1 - A / 100 for a score A in percent."""
+    return 1.0 - score / 100.0

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 import torch
+from PIL import Image
 
 from pytest_segrobust.baselines import UPDATE_FLAG, BaselineFile, CellKey, Check, compare, write_baseline
 from pytest_segrobust.cache import CleanCache
@@ -30,6 +31,7 @@ from pytest_segrobust.evaluation import CLEAN, CellResult, EvalResult, evaluate
 from pytest_segrobust.models import SegmentationModel, as_segmentation_model
 from pytest_segrobust.records import CellRecord
 from pytest_segrobust.report import build_report, write_report
+from pytest_segrobust.report.gallery import render_gallery
 from pytest_segrobust.suite import Suite, load_suite
 
 PAYLOAD_KEY = "segrobust"
@@ -361,7 +363,23 @@ class SegRobustSession:
         self.written = self._flush_baselines()
         if self.records or self.missing():
             self.report = build_report(self.ordered_records(), self.suite_order, self.missing())
-            self.written.extend(write_report(self.report, self.options.report_path))
+            self.written.extend(write_report(self.report, self.options.report_path, self._galleries()))
+
+    def _galleries(self) -> dict[str, Image.Image]:
+        """The first image of each reported suite under its corruptions at severities 1, 3, 5."""
+        galleries = {}
+        for name in self.report["suites"] if self.report else ():
+            suite = self.suite_order.get(name)
+            if suite is None:
+                continue
+            try:
+                sample = self._dataset(suite)[0]
+                corruptions = [REGISTRY.get(c, suite.preset) for c in suite.corruptions]
+            except Exception as exc:  # a figure must never cost the report
+                logger.warning("no gallery for suite %s: %s", name, exc)
+                continue
+            galleries[name] = render_gallery(sample.image, corruptions, seed=suite.seed, sample_id=sample.sample_id)
+        return galleries
 
     def _flush_baselines(self) -> list[Path]:
         by_path: dict[str, list[PendingWrite]] = {}

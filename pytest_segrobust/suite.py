@@ -41,7 +41,7 @@ METRICS = {"semantic": ("miou",)}
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
 _KNOWN_KEYS = {
     "name", "description", "task", "dataset", "models", "preset", "corruptions", "severities",
-    "metric", "tolerance", "batch_size", "seed", "limit",
+    "metric", "tolerance", "batch_size", "seed", "limit", "cd",
 }
 
 
@@ -77,6 +77,19 @@ class Tolerance:
 
 
 @dataclass(frozen=True)
+class DegradationSettings:
+    """Kamann & Rother's corruption degradation against a reference model.
+
+    Attributes:
+        reference: Name of the suite's model that CD and rCD are relative to.
+        noise_severities: Severities summed over for the noise category (the paper: 1..3).
+    """
+
+    reference: str
+    noise_severities: tuple[int, ...] = (1, 2, 3, 4, 5)
+
+
+@dataclass(frozen=True)
 class Suite:
     """A validated suite file."""
 
@@ -94,6 +107,7 @@ class Suite:
     seed: int
     limit: int | None
     description: str = ""
+    degradation: DegradationSettings | None = None
 
     def model(self, name: str) -> ModelSpec:
         return next(m for m in self.models if m.name == name)
@@ -153,13 +167,14 @@ class _Validator:
         preset = self.string("preset", raw.get("preset", DEFAULT_PRESET))
         if preset not in REGISTRY.presets():
             raise self.fail("preset", f"unknown preset {preset!r}; known: {', '.join(REGISTRY.presets())}")
+        models = self.models(self.required(raw, "models"))
         return Suite(
             path=self.path,
             name=name,
             description=self.string("description", raw.get("description", "")),
             task=task,
             dataset=self.factory("dataset", self.required(raw, "dataset")),
-            models=self.models(self.required(raw, "models")),
+            models=models,
             preset=preset,
             corruptions=self.corruptions(raw.get("corruptions"), preset),
             severities=self.severities(raw.get("severities", list(range(1, MAX_SEVERITY + 1)))),
@@ -168,7 +183,20 @@ class _Validator:
             batch_size=self.integer("batch_size", raw.get("batch_size", 16), minimum=1),
             seed=self.integer("seed", raw.get("seed", 0), minimum=0),
             limit=None if raw.get("limit") is None else self.integer("limit", raw["limit"], minimum=1),
+            degradation=None if raw.get("cd") is None else self.degradation(raw["cd"], models),
         )
+
+    def degradation(self, raw: Any, models: tuple[ModelSpec, ...]) -> DegradationSettings:
+        if not isinstance(raw, dict) or "reference" not in raw:
+            raise self.fail("cd", "expected a mapping with 'reference: <model name>' and optional 'noise_severities'")
+        unknown = sorted(set(raw) - {"reference", "noise_severities"})
+        if unknown:
+            raise self.fail(f"cd.{unknown[0]}", "unknown field; expected reference or noise_severities")
+        names = [m.name for m in models]
+        if raw["reference"] not in names:
+            raise self.fail("cd.reference", f"{raw['reference']!r} is not one of the suite's models ({', '.join(names)})")
+        noise = raw.get("noise_severities", [1, 2, 3, 4, 5])
+        return DegradationSettings(raw["reference"], self.severities(noise, "cd.noise_severities"))
 
     def required(self, raw: dict[str, Any], key: str) -> Any:
         if key not in raw or raw[key] is None:
@@ -256,12 +284,12 @@ class _Validator:
             raise self.fail("corruptions", "lists a corruption twice")
         return tuple(canonical)
 
-    def severities(self, raw: Any) -> tuple[int, ...]:
+    def severities(self, raw: Any, field_name: str = "severities") -> tuple[int, ...]:
         if not isinstance(raw, list) or not raw:
-            raise self.fail("severities", f"expected a non-empty list of integers 1..{MAX_SEVERITY}")
+            raise self.fail(field_name, f"expected a non-empty list of integers 1..{MAX_SEVERITY}")
         for i, s in enumerate(raw):
             if isinstance(s, bool) or not isinstance(s, int) or not 1 <= s <= MAX_SEVERITY:
-                raise self.fail(f"severities[{i}]", f"expected an integer 1..{MAX_SEVERITY}, got {s!r}")
+                raise self.fail(f"{field_name}[{i}]", f"expected an integer 1..{MAX_SEVERITY}, got {s!r}")
         return tuple(sorted(set(raw)))
 
     def tolerance(self, raw: Any) -> Tolerance:

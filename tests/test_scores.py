@@ -28,3 +28,14 @@ def test_relative_robustness_of_a_zero_clean_score_is_undefined() -> None:
 def test_mean_of_nothing_is_nan() -> None:
     assert math.isnan(mean([]))
     assert mean([1.0, 2.0]) == 1.5
+
+
+def test_corruption_degradation_matches_kamann_and_rother() -> None:
+    from pytest_segrobust.scores import corruption_degradation, error, relative_corruption_degradation
+
+    model = [error(s) for s in (70.0, 60.0, 50.0)]  # D = 0.3, 0.4, 0.5
+    reference = [error(s) for s in (60.0, 50.0, 40.0)]  # D = 0.4, 0.5, 0.6
+    assert corruption_degradation(model, reference) == pytest.approx(1.2 / 1.5)
+    # clean D: model 0.2, reference 0.3 -> (0.1 + 0.2 + 0.3) / (0.1 + 0.2 + 0.3)
+    assert relative_corruption_degradation(model, error(80.0), reference, error(70.0)) == pytest.approx(1.0)
+    assert math.isnan(corruption_degradation([0.1], [0.0]))

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_segrobust.corruptions import PRESETS
 from pytest_segrobust.errors import SuiteError
 from pytest_segrobust.suite import Tolerance, load_suite
 
@@ -32,9 +33,10 @@ def test_defaults(tmp_path: Path) -> None:
     assert suite.dataset.kwargs == {"size": 4}
 
 
-def test_bare_preset_that_is_incomplete_asks_for_names(tmp_path: Path) -> None:
-    with pytest.raises(SuiteError, match=r"field 'preset': preset 'coco-p' is incomplete: not implemented yet: impulse_noise"):
-        load_suite(write(tmp_path, VALID))
+def test_a_bare_preset_means_all_its_corruptions(tmp_path: Path) -> None:
+    suite = load_suite(write(tmp_path, VALID))
+    assert suite.preset == "coco-p"
+    assert suite.corruptions == PRESETS["coco-p"].corruption_names and len(suite.corruptions) == 17
 
 
 @pytest.mark.parametrize(
@@ -105,3 +107,25 @@ def test_missing_file(tmp_path: Path) -> None:
 def test_compositions_are_stored_under_their_stage_ordered_name(tmp_path: Path) -> None:
     suite = load_suite(write(tmp_path, VALID + "corruptions: [jpeg_compression+rotate, gaussian_noise]\n"))
     assert suite.corruptions == ("rotate+jpeg_compression", "gaussian_noise")
+
+
+def test_cd_settings(tmp_path: Path) -> None:
+    suite = load_suite(write(tmp_path, VALID + "corruptions: [rotate]\ncd: {reference: binner, noise_severities: [1, 2, 3]}\n"))
+    assert suite.degradation is not None
+    assert suite.degradation.reference == "binner" and suite.degradation.noise_severities == (1, 2, 3)
+
+
+@pytest.mark.parametrize(
+    ("cd", "field", "expected"),
+    [
+        ("{reference: nobody}", "cd.reference", "'nobody' is not one of the suite's models (binner)"),
+        ("{reference: binner, noise_severities: [0]}", "cd.noise_severities[0]", "expected an integer 1..5"),
+        ("{reference: binner, noise: [1]}", "cd.noise", "unknown field"),
+        ("binner", "cd", "expected a mapping with 'reference"),
+    ],
+)
+def test_bad_cd_settings_are_named(tmp_path: Path, cd: str, field: str, expected: str) -> None:
+    path = write(tmp_path, VALID + f"corruptions: [rotate]\ncd: {cd}\n")
+    with pytest.raises(SuiteError) as info:
+        load_suite(path)
+    assert str(info.value).startswith(f"{path}: field '{field}': ") and expected in str(info.value)

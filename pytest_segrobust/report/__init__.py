@@ -5,13 +5,15 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from PIL import Image
+
 from pytest_segrobust.baselines import atomic_write_text
 from pytest_segrobust.records import CellRecord
-from pytest_segrobust.report import tables
+from pytest_segrobust.report import plots, tables
 from pytest_segrobust.report.tables import Table
 
 if TYPE_CHECKING:
@@ -41,26 +43,51 @@ def build_report(
                 "summary": tables.model_summary(model_records),
                 "cells": [asdict(r) for r in model_records],
             }
+        degradation = suite.degradation if suite else None
         report["suites"][suite_name] = {
             "metric": suite.metric if suite else "score",
             "file": str(suite.path) if suite else None,
+            "cd": None
+            if degradation is None
+            else {"reference": degradation.reference, "noise_severities": list(degradation.noise_severities)},
             "models": models,
+            "figures": {},
         }
     return report
 
 
-def suite_tables(suite_name: str, suite: Mapping[str, Any]) -> list[Table]:
-    """Every table of one suite, in reading order."""
+@dataclass(frozen=True)
+class Figure:
+    title: str
+    file: str
+
+
+def records_by_model(suite: Mapping[str, Any]) -> dict[str, list[CellRecord]]:
+    return {model: [CellRecord(**c) for c in entry["cells"]] for model, entry in suite["models"].items()}
+
+
+def suite_sections(suite: Mapping[str, Any]) -> list[Table | Figure]:
+    """Every table and figure of one suite, in reading order."""
     metric = suite["metric"]
-    out = [tables.headline({m: v["summary"] for m, v in suite["models"].items()}, metric)]
-    all_records = []
-    for model, entry in suite["models"].items():
-        records = [CellRecord(**c) for c in entry["cells"]]
-        all_records.extend(records)
-        if tables.corrupted(records):
-            out.append(tables.by_corruption(records, "score", f"{model}: {metric} per corruption and severity", 2))
-            out.append(tables.by_corruption(records, "gamma_r", f"{model}: γr per corruption and severity", 3))
-    out.append(tables.baseline_comparison(all_records))
+    models = records_by_model(suite)
+    figures = suite.get("figures", {})
+    out: list[Table | Figure] = [tables.headline({m: v["summary"] for m, v in suite["models"].items()}, metric)]
+    if any(tables.corrupted(records) for records in models.values()):
+        out.append(tables.grouped_by_category(models, "gamma_r", "γr per corruption (mean over severities)", 3))
+        if "heatmap" in figures:
+            out.append(Figure("γr heatmap", figures["heatmap"]))
+        out.append(tables.grouped_by_category(models, "score", f"{metric} per corruption (mean over severities)", 2))
+        out.append(tables.severity_curves(models, metric))
+        if "severity" in figures:
+            out.append(Figure(f"{metric} against severity (plot)", figures["severity"]))
+        for model, records in models.items():
+            if tables.corrupted(records):
+                out.append(tables.by_corruption(records, "gamma_r", f"{model}: γr per corruption and severity", 3))
+        if suite.get("cd") and suite["cd"]["reference"] in models:
+            out.append(tables.degradation(models, suite["cd"]["reference"], suite["cd"]["noise_severities"]))
+    out.append(tables.baseline_comparison([r for records in models.values() for r in records]))
+    if "gallery" in figures:
+        out.append(Figure("One image under every corruption at severities 1, 3, 5", figures["gallery"]))
     return out
 
 
@@ -78,10 +105,13 @@ def render_markdown(report: Mapping[str, Any]) -> str:
         lines += [f"## Suite `{suite_name}`", ""]
         if suite.get("file"):
             lines += [f"Suite file: `{suite['file']}` · metric: {suite['metric']}", ""]
-        for table in suite_tables(suite_name, suite):
-            lines += [f"### {table.title}", "", *markdown_table(table), ""]
-            if table.note:
-                lines += [f"_{table.note}_", ""]
+        for section in suite_sections(suite):
+            if isinstance(section, Figure):
+                lines += [f"### {section.title}", "", f"![{section.title}]({section.file})", ""]
+                continue
+            lines += [f"### {section.title}", "", *markdown_table(section), ""]
+            if section.note:
+                lines += [f"_{section.note}_", ""]
     return "\n".join(lines)
 
 
@@ -113,12 +143,37 @@ def terminal_summary(report: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def write_report(report: Mapping[str, Any], base: Path) -> list[Path]:
-    """Write ``base.md`` and ``base.json``; returns both paths."""
+def write_report(
+    report: dict[str, Any], base: Path, galleries: Mapping[str, Image.Image] | None = None
+) -> list[Path]:
+    """Write ``base.md``, ``base.json`` and the PNG figures next to them; returns the paths.
+
+    Figures are named ``<base>-<suite>-<kind>.png``; plots need matplotlib, and are left
+    out (the tables stay) where it is not installed.
+    """
+    written: list[Path] = []
+    base.parent.mkdir(parents=True, exist_ok=True)
+    for suite_name, suite in report["suites"].items():
+        models = records_by_model(suite)
+        stem = f"{base.name}-{suite_name}"
+        figures: dict[str, str] = {}
+        if any(tables.corrupted(records) for records in models.values()):
+            drawn = {
+                "severity": plots.severity_plot(models, suite["metric"], base.parent / f"{stem}-severity.png"),
+                "heatmap": plots.heatmap(models, base.parent / f"{stem}-heatmap.png"),
+            }
+            figures.update({kind: path.name for kind, path in drawn.items() if path is not None})
+            written.extend(path for path in drawn.values() if path is not None)
+        if galleries and suite_name in galleries:
+            path = base.parent / f"{stem}-gallery.png"
+            galleries[suite_name].save(path, format="PNG")
+            figures["gallery"] = path.name
+            written.append(path)
+        suite["figures"] = figures
     md, js = base.with_suffix(".md"), base.with_suffix(".json")
     atomic_write_text(md, render_markdown(report))
     atomic_write_text(js, json.dumps(_json_safe(report), indent=2) + "\n")
-    return [md, js]
+    return [md, js, *written]
 
 
 def _json_safe(value: Any) -> Any:

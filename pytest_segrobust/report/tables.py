@@ -130,3 +130,70 @@ def baseline_comparison(records: Sequence[CellRecord]) -> Table:
         ("model", "corruption", "sev", "score", "baseline", "Δ", "γr", "baseline γr", "Δγr", "status"),
         tuple(rows),
     )
+
+
+def _columns_by_category(records: Sequence[CellRecord]) -> list[tuple[str, str]]:
+    """``(category, corruption)`` in report order: categories by first appearance, then corruptions."""
+    order: dict[str, list[str]] = {}
+    for r in corrupted(records):
+        names = order.setdefault(r.category, [])
+        if r.corruption not in names:
+            names.append(r.corruption)
+    return [(category, name) for category, names in order.items() for name in names]
+
+
+def grouped_by_category(models: dict[str, list[CellRecord]], value: str, title: str, digits: int) -> Table:
+    """Model x corruption (columns grouped by category), each averaged over severities."""
+    columns = _columns_by_category([r for records in models.values() for r in records])
+    rows = []
+    for model, records in models.items():
+        cells = corrupted(records)
+        means = [mean(getattr(r, value) for r in cells if r.corruption == name) for _, name in columns]
+        rows.append((model, *(fmt(m, digits) for m in means), fmt(mean(getattr(r, value) for r in cells), digits)))
+    header = ("model", *(f"{category}<br>{name}" for category, name in columns), "mean")
+    return Table(title, header, tuple(rows), "Each cell is the mean over severities; columns are grouped by category.")
+
+
+def severity_curves(models: dict[str, list[CellRecord]], metric: str) -> Table:
+    """Score against severity 0 (clean) .. 5 for every model and corruption."""
+    severities = sorted({r.severity for records in models.values() for r in corrupted(records)})
+    rows = []
+    for model, records in models.items():
+        clean = records[0].clean_score if records else math.nan
+        for _, name in _columns_by_category(records):
+            by_severity = {r.severity: r.score for r in corrupted(records) if r.corruption == name}
+            rows.append((model, name, fmt(clean), *(fmt(by_severity.get(s)) for s in severities)))
+    return Table(f"{metric} against severity", ("model", "corruption", "s0 (clean)", *(f"s{s}" for s in severities)), tuple(rows))
+
+
+def degradation(models: dict[str, list[CellRecord]], reference: str, noise_severities: Sequence[int]) -> Table:
+    """CD and rCD per corruption against the reference model (Kamann & Rother), in percent."""
+    from pytest_segrobust.scores import corruption_degradation, error, relative_corruption_degradation
+
+    ref = models.get(reference, [])
+    columns = _columns_by_category(ref)
+    rows = []
+    for model, records in models.items():
+        cds, rcds = [], []
+        for category, name in columns:
+            allowed = set(noise_severities) if category == "noise" else None
+
+            def errors(rs: list[CellRecord], name: str = name, allowed: set[int] | None = allowed) -> dict[int, float]:
+                return {r.severity: error(r.score) for r in corrupted(rs) if r.corruption == name and (allowed is None or r.severity in allowed)}
+
+            mine, theirs = errors(records), errors(ref)
+            shared = sorted(set(mine) & set(theirs))
+            cds.append(100 * corruption_degradation([mine[s] for s in shared], [theirs[s] for s in shared]))
+            rcds.append(
+                100
+                * relative_corruption_degradation(
+                    [mine[s] for s in shared], error(records[0].clean_score), [theirs[s] for s in shared], error(ref[0].clean_score)
+                )
+            )
+        rows.append((model, *(fmt(c, 1) for c in cds), fmt(mean(cds), 1), fmt(mean(rcds), 1)))
+    note = (
+        f"CD_c = Σ_s D_f / Σ_s D_ref and rCD_c = Σ_s (D_f - D_f,clean) / Σ_s (D_ref - D_ref,clean), D = 1 - mIoU, "
+        f"in percent against `{reference}`; noise summed over severities {', '.join(map(str, noise_severities))}."
+    )
+    header = ("model", *(f"{category}<br>{name}" for category, name in columns), "mCD", "rCD")
+    return Table(f"Corruption degradation against {reference}", header, tuple(rows), note)

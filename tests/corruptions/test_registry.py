@@ -72,3 +72,17 @@ def test_a_broken_plugin_is_named(tmp_path, monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.syspath_prepend(str(tmp_path))
     with pytest.raises(UnknownCorruptionError, match="corruption plugin 'broken' .* failed to register: ModuleNotFoundError"):
         CorruptionRegistry().load_entry_points()
+
+
+def test_an_incomplete_preset_names_what_is_missing() -> None:
+    registry = CorruptionRegistry()
+    registry.register(GaussianNoise("gaussian_noise", Category.NOISE, GAUSSIAN_NOISE), presets=("coco-p",))
+    with pytest.raises(UnknownCorruptionError, match="preset 'coco-p' is incomplete: not implemented yet: shot_noise, "):
+        registry.preset("coco-p")
+    assert [c.name for c in registry.available("coco-p")] == ["gaussian_noise"]
+
+
+def test_every_preset_is_complete() -> None:
+    for preset in ("coco-p", "imagenet-c", "cityscapes-c"):
+        names = [c.name for c in REGISTRY.preset(preset)]
+        assert len(names) == len(set(names)) and len(names) in (17, 19), preset

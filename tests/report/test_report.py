@@ -1,0 +1,88 @@
+"""The report: every table and figure the papers show, from records alone."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from pytest_segrobust.records import CellRecord
+from pytest_segrobust.report import build_report, plots, render_markdown, write_report
+from pytest_segrobust.scores import relative_robustness
+
+
+def cells(model: str, clean: float, scores: dict[tuple[str, str, int], float]) -> list[CellRecord]:
+    def record(corruption: str, category: str, severity: int, score: float) -> CellRecord:
+        gamma_r = None if severity == 0 else relative_robustness(clean, score)
+        gamma_a = None if severity == 0 else 1 - (clean - score) / 100
+        return CellRecord(
+            nodeid=f"s.yaml::{model}::{corruption}::{severity}", suite="s", model=model, corruption=corruption,
+            category=category, severity=severity, score=score, clean_score=clean, gamma_r=gamma_r, gamma_a=gamma_a,
+            per_class=[], class_names=[], num_images=4, seconds=0.1, status="passed",
+        )
+
+    return [record("clean", "clean", 0, clean)] + [record(c, cat, s, v) for (c, cat, s), v in scores.items()]
+
+
+SCORES_A = {("gaussian_noise", "noise", 1): 70.0, ("gaussian_noise", "noise", 5): 40.0, ("rotate", "camera", 1): 75.0, ("rotate", "camera", 5): 72.0}
+SCORES_B = {("gaussian_noise", "noise", 1): 60.0, ("gaussian_noise", "noise", 5): 20.0, ("rotate", "camera", 1): 70.0, ("rotate", "camera", 5): 65.0}
+
+
+@pytest.fixture
+def report() -> dict:
+    records = cells("a", 80.0, SCORES_A) + cells("b", 75.0, SCORES_B)
+    built = build_report(records, {})
+    built["suites"]["s"]["cd"] = {"reference": "a", "noise_severities": [1]}
+    return built
+
+
+def test_headline_numbers(report: dict) -> None:
+    summary = report["suites"]["s"]["models"]["a"]["summary"]
+    assert summary["clean_score"] == 80.0
+    assert summary["mpc"] == pytest.approx((70 + 40 + 75 + 72) / 4)
+    assert summary["rpc"] == pytest.approx(summary["mpc"] / 80)
+    assert summary["mean_gamma_r"] == pytest.approx(sum(relative_robustness(80, v) for v in SCORES_A.values()) / 4)
+
+
+def test_markdown_has_every_table(report: dict) -> None:
+    markdown = render_markdown(report)
+    for title in (
+        "### Headline",
+        "### γr per corruption (mean over severities)",
+        "### score per corruption (mean over severities)",
+        "### score against severity",
+        "### a: γr per corruption and severity",
+        "### Corruption degradation against a",
+        "### Baseline comparison",
+    ):
+        assert title in markdown, title
+    assert "| model | noise<br>gaussian_noise | camera<br>rotate | mean |" in markdown
+    # CD of b on noise, severity 1 only: (1 - 0.60) / (1 - 0.70)
+    assert f"| b | {100 * 0.4 / 0.3:.1f} |" in markdown
+
+
+def test_figures_are_written_and_linked(report: dict, tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    gallery = Image.new("RGB", (10, 10))
+    written = write_report(report, tmp_path / "out", galleries={"s": gallery})
+    names = sorted(p.name for p in written)
+    assert names == ["out-s-gallery.png", "out-s-heatmap.png", "out-s-severity.png", "out.json", "out.md"]
+    markdown = (tmp_path / "out.md").read_text()
+    assert "![γr heatmap](out-s-heatmap.png)" in markdown and "(out-s-gallery.png)" in markdown
+    assert Image.open(tmp_path / "out-s-heatmap.png").size[0] > 100
+    assert json.loads((tmp_path / "out.json").read_text())["suites"]["s"]["figures"]["severity"] == "out-s-severity.png"
+
+
+def test_without_matplotlib_the_tables_stay(report: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(plots, "_pyplot", lambda: None)
+    written = write_report(report, tmp_path / "out")
+    assert sorted(p.name for p in written) == ["out.json", "out.md"]
+    assert "### Headline" in (tmp_path / "out.md").read_text()
+
+
+def test_json_is_strict_json(report: dict, tmp_path: Path) -> None:
+    report["suites"]["s"]["models"]["a"]["cells"][0]["score"] = float("nan")
+    write_report(report, tmp_path / "out")
+    json.loads((tmp_path / "out.json").read_text(), parse_constant=lambda c: pytest.fail(f"non-standard {c}"))
