@@ -1,4 +1,4 @@
-"""Compression artefacts: real JPEG coding."""
+"""Compression artefacts: real JPEG coding and pixelation."""
 
 from __future__ import annotations
 
@@ -17,7 +17,15 @@ class JpegParams:
     quality: int
 
 
+@dataclass(frozen=True)
+class PixelateParams:
+    """Down-scale factor of the box resize before the nearest-neighbour resize back."""
+
+    factor: float
+
+
 JPEG_COMPRESSION = SeverityTable(tuple(JpegParams(q) for q in (25, 18, 15, 10, 7)))
+PIXELATE = SeverityTable(tuple(PixelateParams(f) for f in (0.6, 0.5, 0.4, 0.3, 0.25)))
 
 
 class JpegCompression(PhotometricCorruption[JpegParams]):
@@ -27,8 +35,17 @@ class JpegCompression(PhotometricCorruption[JpegParams]):
         return Fn.jpeg(images, params.quality)
 
 
+class Pixelate(PhotometricCorruption[PixelateParams]):
+    """Blocky low resolution: Pillow's box down-scale, then nearest-neighbour up-scale."""
+
+    def corrupt_images(self, images: torch.Tensor, params: PixelateParams, rngs: list[torch.Generator]) -> torch.Tensor:
+        return Fn.pixelate(images, params.factor)
+
+
 CATALOGUE = (
     CatalogueEntry(
-        JpegCompression("jpeg_compression", Category.COMPRESSION, JPEG_COMPRESSION), ("coco-p", "imagenet-c")
+        JpegCompression("jpeg_compression", Category.COMPRESSION, JPEG_COMPRESSION),
+        ("coco-p", "imagenet-c", "cityscapes-c"),
     ),
+    CatalogueEntry(Pixelate("pixelate", Category.COMPRESSION, PIXELATE), ("coco-p", "imagenet-c")),
 )

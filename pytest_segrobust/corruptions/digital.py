@@ -1,4 +1,4 @@
-"""Digital corruptions: global tone changes."""
+"""Tone and colour corruptions: contrast, brightness, darkness, saturation."""
 
 from __future__ import annotations
 
@@ -17,8 +17,42 @@ class ContrastParams:
     factor: float
 
 
+@dataclass(frozen=True)
+class ContrastReductionParams:
+    """ImageNet-C's contrast: each channel keeps ``factor`` of its deviation from its mean."""
+
+    factor: float
+
+
+@dataclass(frozen=True)
+class BrightnessParams:
+    """Amount added to the HSV value channel."""
+
+    amount: float
+
+
+@dataclass(frozen=True)
+class DarknessParams:
+    """Factor of PIL's ``ImageEnhance.Brightness`` (below 1: darker)."""
+
+    factor: float
+
+
+@dataclass(frozen=True)
+class SaturateParams:
+    """HSV saturation becomes ``clip(s * scale + shift)``."""
+
+    scale: float
+    shift: float
+
+
 # Schiappa et al. raise contrast; ImageNet-C's contrast reduces it (a different table and op).
 CONTRAST_COCO_P = SeverityTable(tuple(ContrastParams(f) for f in (1.2, 1.4, 1.6, 1.8, 2.0)))
+CONTRAST_IMAGENET_C = SeverityTable(tuple(ContrastReductionParams(f) for f in (0.4, 0.3, 0.2, 0.1, 0.05)))
+BRIGHTNESS = SeverityTable(tuple(BrightnessParams(a) for a in (0.1, 0.2, 0.3, 0.4, 0.5)))
+DARKNESS = SeverityTable(tuple(DarknessParams(f) for f in (0.9, 0.8, 0.7, 0.6, 0.5)))
+# Not monotone: severities 1-2 desaturate, 3-5 oversaturate.
+SATURATE = SeverityTable(tuple(SaturateParams(a, b) for a, b in ((0.3, 0), (0.1, 0), (2, 0), (5, 0.1), (20, 0.2))))
 
 
 class Contrast(PhotometricCorruption[ContrastParams]):
@@ -28,4 +62,46 @@ class Contrast(PhotometricCorruption[ContrastParams]):
         return Fn.enhance_contrast(images, params.factor)
 
 
-CATALOGUE = (CatalogueEntry(Contrast("contrast", Category.DIGITAL, CONTRAST_COCO_P), ("coco-p",)),)
+class ContrastReduction(PhotometricCorruption[ContrastReductionParams]):
+    """Flatten each channel toward its mean over the image (ImageNet-C's ``contrast``)."""
+
+    def corrupt_images(
+        self, images: torch.Tensor, params: ContrastReductionParams, rngs: list[torch.Generator]
+    ) -> torch.Tensor:
+        return Fn.reduce_contrast(images, params.factor)
+
+
+class Brightness(PhotometricCorruption[BrightnessParams]):
+    """Raise the HSV value of every pixel (ImageNet-C's ``brightness``)."""
+
+    def corrupt_images(
+        self, images: torch.Tensor, params: BrightnessParams, rngs: list[torch.Generator]
+    ) -> torch.Tensor:
+        return Fn.shift_value(images, params.amount)
+
+
+class Darkness(PhotometricCorruption[DarknessParams]):
+    """Blend with black (Schiappa et al.'s darkness, PIL's ``ImageEnhance.Brightness``)."""
+
+    def corrupt_images(self, images: torch.Tensor, params: DarknessParams, rngs: list[torch.Generator]) -> torch.Tensor:
+        return Fn.enhance_brightness(images, params.factor)
+
+
+class Saturate(PhotometricCorruption[SaturateParams]):
+    """Scale and shift the HSV saturation (ImageNet-C's ``saturate``)."""
+
+    def corrupt_images(self, images: torch.Tensor, params: SaturateParams, rngs: list[torch.Generator]) -> torch.Tensor:
+        return Fn.scale_saturation(images, params.scale, params.shift)
+
+
+IMAGENET_C = ("imagenet-c", "cityscapes-c")  # Kamann & Rother reuse ImageNet-C's tables.
+
+CATALOGUE = (
+    CatalogueEntry(Contrast("contrast", Category.DIGITAL, CONTRAST_COCO_P), ("coco-p",)),
+    CatalogueEntry(ContrastReduction("contrast", Category.DIGITAL, CONTRAST_IMAGENET_C), IMAGENET_C),
+    # Schiappa et al. file brightness under environment, ImageNet-C under digital.
+    CatalogueEntry(Brightness("brightness", Category.ENVIRONMENT, BRIGHTNESS), ("coco-p",)),
+    CatalogueEntry(Brightness("brightness", Category.DIGITAL, BRIGHTNESS), IMAGENET_C),
+    CatalogueEntry(Darkness("darkness", Category.ENVIRONMENT, DARKNESS), ("coco-p",)),
+    CatalogueEntry(Saturate("saturate", Category.DIGITAL, SATURATE), IMAGENET_C),
+)

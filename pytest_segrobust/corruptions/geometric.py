@@ -32,4 +32,124 @@ class Rotate(GeometricCorruption[RotateParams]):
         return Fn.affine_coordinates(matrices, height, width).to(torch.float32)
 
 
-CATALOGUE = (CatalogueEntry(Rotate("rotate", Category.CAMERA, ROTATE), ("coco-p",)),)
+@dataclass(frozen=True)
+class ShearParams:
+    """Horizontal shear in degrees (the tilt of vertical lines); the sign is drawn per image."""
+
+    degrees: float
+
+
+SHEAR = SeverityTable(tuple(ShearParams(d) for d in (5, 10, 15, 20, 25)))
+
+
+class Shear(GeometricCorruption[ShearParams]):
+    """imgaug's ``Affine(shear=+/-degrees)``: an x-shear about the image centre.
+
+    Vertical lines tilt by ``angle`` (the source of ``(x, y)`` is ``x + tan(angle) (y - cy)``).
+    imgaug releases differ in the details (older ones went through skimage, whose shear also
+    scales rows by ``cos(angle)``; a later matrix generator uses ``tanh``): we take the plain
+    shear by ``tan(angle)``.
+    """
+
+    def sampling_coordinates(
+        self, params: ShearParams, rngs: list[torch.Generator], height: int, width: int, device: torch.device
+    ) -> torch.Tensor:
+        angles = Fn.random_signs(rngs, device).to(torch.float64) * params.degrees
+        matrices = Fn.shear_x_about_centre(angles, height, width)
+        return Fn.affine_coordinates(matrices, height, width).to(torch.float32)
+
+
+@dataclass(frozen=True)
+class TranslateParams:
+    """Shift in pixels along each axis; each axis draws its own sign per image."""
+
+    pixels: int
+
+
+TRANSLATE = SeverityTable(tuple(TranslateParams(p) for p in (20, 40, 60, 80, 100)))
+
+
+class Translate(GeometricCorruption[TranslateParams]):
+    """Shift by ``+/-pixels`` horizontally and ``+/-pixels`` vertically.
+
+    The shift is in pixels whatever the image size, as in Schiappa et al.: on an image no
+    larger than the shift everything leaves the frame, the image turns black and every
+    label becomes the ignore label.
+    """
+
+    def sampling_coordinates(
+        self, params: TranslateParams, rngs: list[torch.Generator], height: int, width: int, device: torch.device
+    ) -> torch.Tensor:
+        # Both signs come from each image's own generator: x first, then y.
+        signs = torch.stack([Fn.random_signs(rngs, device), Fn.random_signs(rngs, device)], dim=-1)
+        matrices = Fn.translation(signs.to(torch.float64) * params.pixels)
+        return Fn.affine_coordinates(matrices, height, width).to(torch.float32)
+
+
+@dataclass(frozen=True)
+class ElasticParams:
+    """Scale of the smoothed random displacement field (ImageNet-C's ``alpha``)."""
+
+    alpha: float
+
+
+ELASTIC = SeverityTable(tuple(ElasticParams(250 * f) for f in (0.05, 0.065, 0.085, 0.1, 0.12)))
+
+
+class ElasticTransform(GeometricCorruption[ElasticParams]):
+    """ImageNet-C's elastic transform (imagecorruptions 1.1.2), moving the labels too.
+
+    The reference reads beyond the border by mirroring (``map_coordinates(mode="reflect")``)
+    and leaves labels where they were. Here the mirroring is folded into the sampling field
+    itself, so every output pixel reads a point inside the frame: the image is what mirrored
+    bilinear sampling gives, and the labels, resampled through the same field by nearest
+    neighbour, stay aligned with it and never become the ignore label.
+    """
+
+    def sampling_coordinates(
+        self, params: ElasticParams, rngs: list[torch.Generator], height: int, width: int, device: torch.device
+    ) -> torch.Tensor:
+        coords = Fn.elastic_coordinates(rngs, height, width, params.alpha, device, dtype=torch.float32)
+        return Fn.reflect_coordinates(coords, height, width)
+
+
+@dataclass(frozen=True)
+class RadialDistortionParams:
+    """Coefficients of ``r_src = r * (1 + k1 r^2 + k2 r^4)``, ``r`` over the half-diagonal.
+
+    Kamann & Rother publish no constants. Ours run from mild to strong barrel distortion:
+    a corner reads 4%, 8%, 13%, 20% and 28% of the half-diagonal beyond itself.
+    """
+
+    k1: float
+    k2: float
+
+
+RADIAL_DISTORTION = SeverityTable(
+    tuple(RadialDistortionParams(a, b) for a, b in ((0.03, 0.01), (0.06, 0.02), (0.10, 0.03), (0.15, 0.05), (0.20, 0.08)))
+)
+
+
+class GeometricDistortion(GeometricCorruption[RadialDistortionParams]):
+    """Radially symmetric barrel lens distortion about the image centre (no randomness).
+
+    The corners and the middle of the edges read from outside the frame: black in the
+    image, the ignore label in the annotations.
+    """
+
+    def sampling_coordinates(
+        self, params: RadialDistortionParams, rngs: list[torch.Generator], height: int, width: int, device: torch.device
+    ) -> torch.Tensor:
+        coords = Fn.radial_distortion_coordinates(params.k1, params.k2, height, width, device)
+        return coords.to(torch.float32).expand(len(rngs), -1, -1, -1)
+
+
+CATALOGUE = (
+    CatalogueEntry(Rotate("rotate", Category.CAMERA, ROTATE), ("coco-p",)),
+    CatalogueEntry(Shear("shear", Category.DIGITAL, SHEAR), ("coco-p",)),
+    CatalogueEntry(Translate("translate", Category.CAMERA, TRANSLATE), ("coco-p",)),
+    CatalogueEntry(ElasticTransform("elastic_transform", Category.DIGITAL, ELASTIC), ("imagenet-c",)),
+    CatalogueEntry(
+        GeometricDistortion("geometric_distortion", Category.CAMERA, RADIAL_DISTORTION), ("cityscapes-c",)
+    ),
+)

@@ -29,7 +29,20 @@ def test_property(prop: testing.Property, corruption: Corruption) -> None:
 
 # Where the definition implies it. Not rotate: the pixel distance of a rotated image need not
 # grow with the angle (50 degrees can land closer to the original than 40 on real content).
-MONOTONE = ["gaussian_noise", "shot_noise", "defocus_blur", "jpeg_compression", "contrast"]
+MONOTONE = [
+    "gaussian_noise",
+    "shot_noise",
+    "defocus_blur",
+    "jpeg_compression",
+    "contrast",
+    "impulse_noise",
+    "speckle_noise",
+    "motion_blur",
+    "zoom_blur",
+    "pixelate",
+    "brightness",
+    "darkness",
+]
 
 
 @pytest.mark.parametrize("name", MONOTONE)

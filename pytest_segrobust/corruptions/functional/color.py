@@ -37,3 +37,109 @@ def to_uint8(images: torch.Tensor) -> torch.Tensor:
         images: any; return: same.
     """
     return (images.clamp(0.0, 1.0) * 255.0).round_().to(torch.uint8)
+
+
+def enhance_brightness(images: torch.Tensor, factor: float) -> torch.Tensor:
+    """PIL's ``ImageEnhance.Brightness``: blend with black, i.e. scale every value by ``factor``.
+
+    Shape:
+        images: ``(B, C, H, W)``; return: same.
+    """
+    return (images * factor).clamp_(0.0, 1.0)
+
+
+def reduce_contrast(images: torch.Tensor, factor: float) -> torch.Tensor:
+    """ImageNet-C's contrast: pull each channel toward its own mean, ``(x - m) * factor + m``.
+
+    Shape:
+        images: ``(B, C, H, W)``; return: same.
+    """
+    # One reduction per image: a batched mean may split a large image's sum across
+    # threads differently depending on the batch size, which would change its last bit.
+    means = torch.stack([image.mean(dim=(-2, -1), keepdim=True) for image in images])
+    return ((images - means) * factor + means).clamp_(0.0, 1.0)
+
+
+def rgb_to_hsv(images: torch.Tensor) -> torch.Tensor:
+    """``skimage.color.rgb2hsv``: hue, saturation, value, each in ``[0, 1]``.
+
+    Where channels tie for the maximum, blue's hue formula wins over green's over red's,
+    as in scikit-image. Grey pixels get hue 0 and black ones saturation 0.
+
+    Shape:
+        images: ``(B, 3, H, W)``; return: same.
+    """
+    r, g, b = images.unbind(1)
+    value = images.amax(dim=1)
+    delta = value - images.amin(dim=1)
+    grey = delta == 0
+    safe_delta = torch.where(grey, torch.ones_like(delta), delta)
+    saturation = torch.where(grey, torch.zeros_like(delta), delta / torch.where(grey, torch.ones_like(value), value))
+    hue = torch.where(
+        b == value,
+        4.0 + (r - g) / safe_delta,
+        torch.where(g == value, 2.0 + (b - r) / safe_delta, (g - b) / safe_delta),
+    )
+    hue = torch.where(grey, torch.zeros_like(hue), torch.remainder(hue / 6.0, 1.0))
+    return torch.stack([hue, saturation, value], dim=1)
+
+
+def hsv_to_rgb(hsv: torch.Tensor) -> torch.Tensor:
+    """``skimage.color.hsv2rgb``, the inverse of :func:`rgb_to_hsv`.
+
+    Shape:
+        hsv: ``(B, 3, H, W)``; return: same.
+    """
+    hue, saturation, value = hsv.unbind(1)
+    sector = torch.floor(hue * 6.0)
+    f = hue * 6.0 - sector
+    p = value * (1.0 - saturation)
+    q = value * (1.0 - f * saturation)
+    t = value * (1.0 - (1.0 - f) * saturation)
+    index = torch.remainder(sector, 6).long().unsqueeze(1)
+    # Per sector, which of (v, t, p, q) each channel takes.
+    red = torch.stack([value, q, p, p, t, value], dim=1).gather(1, index)
+    green = torch.stack([t, value, value, q, p, p], dim=1).gather(1, index)
+    blue = torch.stack([p, p, t, value, value, q], dim=1).gather(1, index)
+    return torch.cat([red, green, blue], dim=1)
+
+
+def shift_value(images: torch.Tensor, amount: float) -> torch.Tensor:
+    """ImageNet-C's brightness: add ``amount`` to the HSV value, clip, convert back.
+
+    Hue and saturation stay, so every channel of a pixel scales by ``V' / V`` with
+    ``V' = min(V + amount, 1)``: the same result as the round trip through
+    :func:`rgb_to_hsv` and :func:`hsv_to_rgb`, in a few elementwise operations. Black
+    (hue and saturation 0) becomes grey ``V'``.
+
+    Shape:
+        images: ``(B, 3, H, W)``; return: same.
+    """
+    value = images.amax(dim=1, keepdim=True)
+    brighter = (value + amount).clamp_(0.0, 1.0)
+    black = value == 0
+    scale = brighter / torch.where(black, torch.ones_like(value), value)
+    return torch.where(black, brighter, images * scale).clamp_(0.0, 1.0)
+
+
+def scale_saturation(images: torch.Tensor, scale: float, shift: float) -> torch.Tensor:
+    """ImageNet-C's saturate: HSV saturation becomes ``clip(s * scale + shift)``.
+
+    Hue and value stay, so each channel's distance below the pixel's maximum scales by
+    ``S' / S``: the same result as the round trip through :func:`rgb_to_hsv` and
+    :func:`hsv_to_rgb`, in a few elementwise operations. Grey pixels have hue 0 (red) in
+    scikit-image, so a positive ``shift`` tints them red, as in the reference.
+
+    Shape:
+        images: ``(B, 3, H, W)``; return: same.
+    """
+    value = images.amax(dim=1, keepdim=True)
+    delta = value - images.amin(dim=1, keepdim=True)
+    grey = delta == 0
+    saturation = delta / torch.where(grey, torch.ones_like(value), value)
+    saturated = (saturation * scale + shift).clamp_(0.0, 1.0)
+    ratio = saturated / torch.where(grey, torch.ones_like(saturation), saturation)
+    coloured = value - (value - images) * ratio
+    # Hue 0 at saturation S': red keeps V, green and blue drop to V (1 - S').
+    red_tint = torch.cat([value, value * (1.0 - saturated), value * (1.0 - saturated)], dim=1)
+    return torch.where(grey, red_tint, coloured).clamp_(0.0, 1.0)

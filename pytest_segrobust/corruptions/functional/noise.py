@@ -25,3 +25,53 @@ def shot_noise(images: torch.Tensor, photons: float, rngs: Sequence[torch.Genera
     rate = images * photons
     counts = torch.stack([torch.poisson(rate[i], generator=g) for i, g in enumerate(rngs)])
     return (counts / photons).clamp_(0.0, 1.0)
+
+
+def salt_and_pepper(
+    images: torch.Tensor, flip_draw: torch.Tensor, salt_draw: torch.Tensor, amount: float
+) -> torch.Tensor:
+    """``skimage.util.random_noise(mode="s&p", amount=amount)``: impulse noise per element.
+
+    Each value (every channel on its own) is replaced with probability ``amount``: by 1
+    (salt) where ``salt_draw < 0.5``, else by 0 (pepper).
+
+    Shape:
+        images, flip_draw, salt_draw: ``(B, C, H, W)``, the draws ``U[0, 1)``; return: same.
+    """
+    flipped = flip_draw < amount
+    salted = salt_draw < 0.5
+    out = torch.where(flipped & salted, torch.ones_like(images), images)
+    return torch.where(flipped & ~salted, torch.zeros_like(images), out)
+
+
+def speckle_noise(images: torch.Tensor, noise: torch.Tensor, std: float) -> torch.Tensor:
+    """Multiplicative noise ``x + x * std * n``, clipped: brighter values get more.
+
+    Shape:
+        images, noise: ``(B, C, H, W)``, noise standard normal; return: same.
+    """
+    return (images + images * (noise * std)).clamp_(0.0, 1.0)
+
+
+def intensity_noise(
+    images: torch.Tensor, luminance: torch.Tensor, chrominance: torch.Tensor, weight: float
+) -> torch.Tensor:
+    """Kamann & Rother's eq. 1: ``log2(2^x + weight * (n_lum + n_chrom))``, clipped.
+
+    Noise is added in a linearised space (``2^x``), so after the log it is largest where
+    the image is dark. ``n_lum`` is one value per pixel shared by its channels (grey
+    noise), ``n_chrom`` one per channel (colour noise).
+
+    Shape:
+        images, chrominance: ``(B, C, H, W)``; luminance: ``(B, 1, H, W)``, both standard
+        normal; return: same as images.
+    """
+    noise = (luminance + chrominance) * weight
+    # exp2 and log2 round differently in the vectorised body and the scalar tail of a CPU
+    # kernel, so each sample goes through them alone, always in the same layout.
+    out = []
+    for image, sample_noise in zip(images, noise):
+        # Arguments below 1 map below 0, which the final clip sends to 0 anyway: clamping
+        # at 1 keeps log2 finite without changing any output.
+        out.append(torch.log2((torch.exp2(image) + sample_noise).clamp_(min=1.0)))
+    return torch.stack(out).clamp_(0.0, 1.0)

@@ -1,0 +1,127 @@
+"""Weather corruptions: fog, frost, snow and spatter (ImageNet-C semantics, per-image layers)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+
+from pytest_segrobust.corruptions import functional as Fn
+from pytest_segrobust.corruptions.base import CatalogueEntry, Category, PhotometricCorruption, SeverityTable
+
+
+@dataclass(frozen=True)
+class FogParams:
+    """Weight of the plasma layer and how fast its roughness decays with finer scales."""
+
+    strength: float
+    wibble_decay: float
+
+
+@dataclass(frozen=True)
+class FrostParams:
+    """Weights of the image and of the frost layer in their (unnormalised) sum."""
+
+    image_weight: float
+    frost_weight: float
+
+
+@dataclass(frozen=True)
+class SnowParams:
+    """Flake field ``N(loc, scale)``, its zoom and cut-off, streak blur, and scene whitening.
+
+    ``blend`` is the weight kept by the original scene against its whitened version.
+    """
+
+    loc: float
+    scale: float
+    zoom: float
+    threshold: float
+    motion_radius: int
+    motion_sigma: float
+    blend: float
+
+
+@dataclass(frozen=True)
+class SpatterParams:
+    """Liquid field ``N(loc, scale)`` blurred by ``sigma`` and cut at ``threshold``.
+
+    ``intensity`` is the peak opacity for water and the mask blur sigma for mud.
+    """
+
+    loc: float
+    scale: float
+    sigma: float
+    threshold: float
+    intensity: float
+    liquid: Literal["water", "mud"]
+
+
+# ImageNet-C's constants; COCO-P and Cityscapes-C use them unchanged.
+FOG = SeverityTable(tuple(FogParams(c, d) for c, d in ((1.5, 2.0), (2.0, 2.0), (2.5, 1.7), (2.5, 1.5), (3.0, 1.4))))
+FROST = SeverityTable(tuple(FrostParams(a, b) for a, b in ((1, 0.4), (0.8, 0.6), (0.7, 0.7), (0.65, 0.7), (0.6, 0.75))))
+SNOW = SeverityTable(
+    (
+        SnowParams(0.1, 0.3, 3, 0.5, 10, 4, 0.8),
+        SnowParams(0.2, 0.3, 2, 0.5, 12, 4, 0.7),
+        SnowParams(0.55, 0.3, 4, 0.9, 12, 8, 0.7),
+        SnowParams(0.55, 0.3, 4.5, 0.85, 12, 8, 0.65),
+        SnowParams(0.55, 0.3, 2.5, 0.85, 12, 12, 0.55),
+    )
+)
+SPATTER = SeverityTable(
+    (
+        SpatterParams(0.65, 0.3, 4, 0.69, 0.6, "water"),
+        SpatterParams(0.65, 0.3, 3, 0.68, 0.6, "water"),
+        SpatterParams(0.65, 0.3, 2, 0.68, 0.5, "water"),
+        SpatterParams(0.65, 0.3, 1, 0.65, 1.5, "mud"),
+        SpatterParams(0.67, 0.4, 1, 0.65, 1.5, "mud"),
+    )
+)
+
+
+class Fog(PhotometricCorruption[FogParams]):
+    """A diamond-square plasma haze over a contrast-compressed image."""
+
+    def corrupt_images(self, images: torch.Tensor, params: FogParams, rngs: list[torch.Generator]) -> torch.Tensor:
+        return Fn.fog(images, params.strength, params.wibble_decay, rngs)
+
+
+class Frost(PhotometricCorruption[FrostParams]):
+    """Ice crystals on the lens: the image dimmed and a frost layer added.
+
+    The frost layer is procedural (see :func:`~pytest_segrobust.corruptions.functional.frost_layer`):
+    ImageNet-C crops one of six frost photographs, which this package does not ship.
+    """
+
+    def corrupt_images(self, images: torch.Tensor, params: FrostParams, rngs: list[torch.Generator]) -> torch.Tensor:
+        return Fn.frost(images, params.image_weight, params.frost_weight, rngs)
+
+
+class Snow(PhotometricCorruption[SnowParams]):
+    """Falling snow: streaked flakes over a whitened scene."""
+
+    def corrupt_images(self, images: torch.Tensor, params: SnowParams, rngs: list[torch.Generator]) -> torch.Tensor:
+        p = params
+        return Fn.snow(images, p.loc, p.scale, p.zoom, p.threshold, p.motion_radius, p.motion_sigma, p.blend, rngs)
+
+
+class Spatter(PhotometricCorruption[SpatterParams]):
+    """Water drops (severities 1-3) or mud splashes (4-5) on the lens.
+
+    Water shading approximates the reference's Canny edges by the liquid mask's boundary
+    (see :func:`~pytest_segrobust.corruptions.functional.weather.water_shading`).
+    """
+
+    def corrupt_images(self, images: torch.Tensor, params: SpatterParams, rngs: list[torch.Generator]) -> torch.Tensor:
+        p = params
+        return Fn.spatter(images, p.loc, p.scale, p.sigma, p.threshold, p.intensity, p.liquid, rngs)
+
+
+CATALOGUE = (
+    CatalogueEntry(Fog("fog", Category.ENVIRONMENT, FOG), ("coco-p", "imagenet-c", "cityscapes-c")),
+    CatalogueEntry(Frost("frost", Category.ENVIRONMENT, FROST), ("imagenet-c", "cityscapes-c")),
+    CatalogueEntry(Snow("snow", Category.ENVIRONMENT, SNOW), ("coco-p", "imagenet-c", "cityscapes-c")),
+    CatalogueEntry(Spatter("spatter", Category.ENVIRONMENT, SPATTER), ("imagenet-c", "cityscapes-c")),
+)
