@@ -361,3 +361,33 @@ def test_progress_is_logged_for_live_logging(project: pytest.Pytester, monkeypat
     monkeypatch.setattr(session._ProgressLog, "interval", 0.0)
     result = run(project, "--segrobust-update-baselines", "--log-cli-level=INFO", "-k", "clean")
     result.stdout.fnmatch_lines(["*bands::clean::0: 8/8 images (* images/s)*"])
+
+
+def test_an_ade20k_layout_suite_runs_from_yaml(project: pytest.Pytester) -> None:
+    """ADE20K stores class k as k + 1 and 0 as 'other' (ignored); the fake model reads red = class."""
+    import numpy as np
+    from PIL import Image
+
+    from tests.fakes import band_scenes
+
+    images, masks = project.path / "ade" / "images" / "validation", project.path / "ade" / "annotations" / "validation"
+    images.mkdir(parents=True)
+    masks.mkdir(parents=True)
+    for index in range(6):
+        sample = band_scenes(size=6)[index]
+        Image.fromarray(sample.image.permute(1, 2, 0).numpy()).save(images / f"ADE_val_{index:08d}.jpg", quality=100)
+        ade = sample.target.mask.numpy().astype(np.uint8) + 1
+        ade[:2] = 0  # a strip of 'other'
+        Image.fromarray(ade).save(masks / f"ADE_val_{index:08d}.png")
+    (project.path / "suites" / "bands.yaml").write_text(
+        "name: ade\n"
+        "dataset:\n"
+        "  factory: pytest_segrobust.data.semantic_folder:SemanticFolder\n"
+        f"  kwargs: {{images_dir: '{images}', masks_dir: '{masks}', layout: ade20k, class_names: [background, a, b, c]}}\n"
+        "models: [{name: binner, factory: segrobust_fakes:red_binner, kwargs: {smoothing: 1}}]\n"
+        "corruptions: [gaussian_noise]\nseverities: [3]\n"
+    )
+    run(project, "--segrobust-update-baselines").assert_outcomes(passed=2)
+    report = json.loads((project.path / "segrobust-report.json").read_text())
+    clean = report["suites"]["ade"]["models"]["binner"]["cells"][0]
+    assert clean["num_images"] == 6 and clean["score"] > 90  # near-lossless JPEG keeps the red code
