@@ -1,0 +1,278 @@
+"""An embedded demo dataset: procedurally generated scenes of textured shapes.
+
+No files are read or written: every image is drawn on the fly from a random generator
+seeded by ``(split, index)`` through a stable hash, so the same index yields the same
+pixels on every call, process and machine.
+
+Each scene is a textured background with several overlapping shapes (disks, ellipses,
+rectangles, triangles) of four object classes. An object's class shows only in its local
+appearance: a texture family with fine, few-pixel structure plus a loosely class-related
+colour range (neighbouring classes share hues). Shape and size carry no class information.
+A small CNN learns the classes from clean images, while Gaussian noise and blur wash out
+exactly the fine structure it relies on, which is what a robustness demo needs.
+
+Reproducibility across machines: pixel arrays are computed with ``+ - * /``, ``floor``
+and comparisons only (all exactly rounded under IEEE 754). Transcendental functions,
+whose vectorised implementations differ between CPUs, are applied only to scalars.
+"""
+
+from __future__ import annotations
+
+import colorsys
+import hashlib
+import math
+
+import numpy as np
+import torch
+
+from pytest_segrobust.data.base import DEFAULT_IGNORE_INDEX, Sample, SemanticTarget
+
+# Bump whenever a change to this module changes any generated pixel or label.
+GENERATOR_VERSION = "1"
+
+CLASS_NAMES: tuple[str, ...] = ("background", "striped", "checkered", "dotted", "smooth")
+DEFAULT_SIZES: dict[str, int] = {"train": 512, "val": 64}
+
+_STRIPED, _CHECKERED, _DOTTED, _SMOOTH = 1, 2, 3, 4
+# Centre hue (fraction of the colour wheel) of each object class. Hues are drawn within
+# +-_HUE_SPREAD of the centre, wide enough that neighbouring classes overlap: colour
+# narrows the class down but only the texture settles it.
+_CLASS_HUE: dict[int, float] = {_STRIPED: 0.0, _CHECKERED: 0.25, _DOTTED: 0.5, _SMOOTH: 0.75}
+_HUE_SPREAD = 0.2
+_MIN_OBJECTS, _MAX_OBJECTS = 4, 9
+# Object radii as fractions of the image side, drawn log-uniformly so that small
+# objects (4 px at 128 px) are as common as large ones.
+_MIN_RADIUS, _MAX_RADIUS = 0.03, 0.3
+# Texture periods in pixels, not relative to the image: corruptions act in pixels too.
+_MIN_PERIOD, _MAX_PERIOD = 4.0, 8.0
+_MIN_IMAGE_SIZE = 16
+
+
+def _scene_seed(split: str, index: int) -> int:
+    # Python's hash() is salted per process; blake2b is stable everywhere.
+    key = f"demo\x1f{split}\x1f{index}".encode()
+    return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "little")
+
+
+def _hsv(hue: float, saturation: float, value: float) -> np.ndarray:
+    """One RGB colour as a ``(3, 1, 1)`` float32 array, ready to broadcast over pixels."""
+    return np.asarray(colorsys.hsv_to_rgb(hue % 1.0, saturation, value), dtype=np.float32).reshape(3, 1, 1)
+
+
+def _value_noise(rng: np.random.Generator, cells: int, height: int, width: int) -> np.ndarray:
+    """Smooth random field: a coarse random grid, interpolated with smoothstep weights.
+
+    Shape:
+        return: ``(3, height, width)``, float32 in ``[0, 1)``.
+    """
+    grid = rng.random((3, cells + 1, cells + 1), dtype=np.float32)
+
+    def axis(n: int) -> tuple[np.ndarray, np.ndarray]:
+        position = (np.arange(n, dtype=np.float32) + 0.5) * np.float32(cells / n)
+        lower = np.minimum(np.floor(position).astype(np.int64), cells - 1)
+        frac = position - lower.astype(np.float32)
+        # Smoothstep hides the grid lines that plain bilinear weights would show.
+        return lower, frac * frac * (3.0 - 2.0 * frac)
+
+    y0, wy = axis(height)
+    x0, wx = axis(width)
+    wy, wx = wy[None, :, None], wx[None, None, :]
+    top = grid[:, y0][:, :, x0] * (1 - wx) + grid[:, y0][:, :, x0 + 1] * wx
+    bottom = grid[:, y0 + 1][:, :, x0] * (1 - wx) + grid[:, y0 + 1][:, :, x0 + 1] * wx
+    return top * (1 - wy) + bottom * wy
+
+
+def _shape_mask(
+    rng: np.random.Generator, u: np.ndarray, v: np.ndarray, dx: np.ndarray, dy: np.ndarray, radius: float
+) -> np.ndarray:
+    """Pixels covered by a random shape centred at the origin of the local frame.
+
+    Args:
+        rng: The scene's generator.
+        u: Rotated x offsets from the centre.
+        v: Rotated y offsets from the centre.
+        dx: Unrotated x offsets from the centre.
+        dy: Unrotated y offsets from the centre.
+        radius: Overall size of the shape in pixels.
+
+    Shape:
+        u, v: ``(H, W)``; dx: ``(1, W)``; dy: ``(H, 1)``; return: ``(H, W)``, bool.
+    """
+    kind = int(rng.integers(4))
+    if kind == 0:  # disk
+        return dx * dx + dy * dy <= radius * radius
+    if kind == 1:  # ellipse
+        a, b = radius, radius * float(rng.uniform(0.4, 0.9))
+        return (u * u) / (a * a) + (v * v) / (b * b) <= 1.0
+    if kind == 2:  # rectangle
+        a, b = radius * float(rng.uniform(0.6, 1.0)), radius * float(rng.uniform(0.4, 1.0))
+        return (np.abs(u) <= a) & (np.abs(v) <= b)
+    # Triangle: vertices near three evenly spaced directions, jittered so shapes vary.
+    angles = rng.uniform(0.0, 2.0 * math.pi) + np.arange(3) * (2.0 * math.pi / 3) + rng.uniform(-0.4, 0.4, 3)
+    vertices = [(radius * math.cos(float(a)), radius * math.sin(float(a))) for a in angles]
+    inside = np.ones(np.broadcast_shapes(dx.shape, dy.shape), dtype=bool)
+    for (x1, y1), (x2, y2) in zip(vertices, vertices[1:] + vertices[:1], strict=True):
+        # Vertices go counter-clockwise in (x, y), so the interior is left of each edge.
+        inside &= (x2 - x1) * (dy - y1) - (y2 - y1) * (dx - x1) >= 0
+    return inside
+
+
+def _texture(rng: np.random.Generator, class_id: int, u: np.ndarray, v: np.ndarray, radius: float) -> np.ndarray:
+    """Mixing weight between an object's two colours: its class's texture family.
+
+    Args:
+        rng: The scene's generator.
+        class_id: Object class, one of the non-background classes.
+        u: Rotated x offsets from the object centre.
+        v: Rotated y offsets from the object centre.
+        radius: Object size in pixels, the length scale of the smooth gradient.
+
+    Shape:
+        u, v: ``(H, W)``; return: ``(H, W)``, float32 in ``[0, 1]``.
+    """
+    period = np.float32(rng.uniform(_MIN_PERIOD, _MAX_PERIOD))
+    phase = np.float32(rng.random())
+    if class_id == _STRIPED:
+        # Triangle wave sharpened into near-square stripes with soft edges.
+        cycle = u / period + phase
+        wave = np.abs(cycle - np.floor(cycle) - 0.5) * 4.0 - 1.0
+        return np.clip(0.5 + 1.5 * wave, 0.0, 1.0)
+    if class_id == _CHECKERED:
+        cell = period / 2
+        parity = np.floor(u / cell + phase) + np.floor(v / cell + phase)
+        return (parity - 2.0 * np.floor(parity / 2.0)).astype(np.float32)
+    if class_id == _DOTTED:
+        spacing = period * np.float32(1.1)
+        dot_radius = np.float32(rng.uniform(0.18, 0.28)) * spacing
+        cu = u / spacing + phase
+        cv = v / spacing + phase
+        du = (cu - np.floor(cu) - 0.5) * spacing
+        dv = (cv - np.floor(cv) - 0.5) * spacing
+        return (du * du + dv * dv <= dot_radius * dot_radius).astype(np.float32)
+    # Smooth: one linear ramp across the whole object, no fine structure at all.
+    return np.clip(0.5 + u / np.float32(2.0 * radius), 0.0, 1.0)
+
+
+def generate_scene(split: str, index: int, image_size: int = 128) -> tuple[np.ndarray, np.ndarray]:
+    """Draw one demo scene, a pure function of its arguments.
+
+    Args:
+        split: Dataset split; different splits draw different scenes.
+        index: Scene index within the split.
+        image_size: Side of the square image in pixels.
+
+    Returns:
+        The RGB image and its per-pixel class ids.
+
+    Shape:
+        return: image ``(3, image_size, image_size)`` uint8; labels
+        ``(image_size, image_size)`` uint8.
+    """
+    rng = np.random.Generator(np.random.PCG64(_scene_seed(split, index)))
+    size = image_size
+
+    # Background: a desaturated base colour, broad light/colour variation and a little
+    # grain, so that "no object" is not the same as "flat".
+    base = _hsv(float(rng.random()), float(rng.uniform(0.0, 0.3)), float(rng.uniform(0.3, 0.8)))
+    broad = _value_noise(rng, int(rng.integers(2, 5)), size, size)
+    detail = _value_noise(rng, max(2, size // 12), size, size)
+    grain = rng.random((1, size, size), dtype=np.float32)
+    image = (
+        base
+        + np.float32(rng.uniform(0.15, 0.35)) * (broad - 0.5)
+        + np.float32(rng.uniform(0.03, 0.1)) * (detail - 0.5)
+        + np.float32(0.04) * (grain - 0.5)
+    )
+    labels = np.zeros((size, size), dtype=np.uint8)
+
+    coordinates = np.arange(size, dtype=np.float32) + np.float32(0.5)
+    ys, xs = coordinates[:, None], coordinates[None, :]
+    for _ in range(int(rng.integers(_MIN_OBJECTS, _MAX_OBJECTS + 1))):
+        class_id = int(rng.integers(1, len(CLASS_NAMES)))
+        radius = size * math.exp(rng.uniform(math.log(_MIN_RADIUS), math.log(_MAX_RADIUS)))
+        dx = xs - np.float32(rng.uniform(0.0, size))
+        dy = ys - np.float32(rng.uniform(0.0, size))
+        angle = rng.uniform(0.0, math.pi)
+        cos_a, sin_a = np.float32(math.cos(angle)), np.float32(math.sin(angle))
+        u = dx * cos_a + dy * sin_a
+        v = dy * cos_a - dx * sin_a
+        covered = _shape_mask(rng, u, v, dx, dy, radius)
+
+        hue = _CLASS_HUE[class_id] + float(rng.uniform(-_HUE_SPREAD, _HUE_SPREAD))
+        value = float(rng.uniform(0.55, 0.95))
+        primary = _hsv(hue, float(rng.uniform(0.5, 1.0)), value)
+        # Secondary colour: same hue, clearly darker, so the texture is a luminance
+        # pattern of fixed-ish contrast that strong noise can bury.
+        secondary = _hsv(hue, float(rng.uniform(0.4, 1.0)), value * float(rng.uniform(0.35, 0.6)))
+        weight = _texture(rng, class_id, u, v, radius)
+        painted = primary + (secondary - primary) * weight
+        # Later objects occlude earlier ones, in pixels and in labels alike.
+        image = np.where(covered, painted, image)
+        labels[covered] = class_id
+
+    pixels = np.floor(np.clip(image, 0.0, 1.0) * 255.0 + 0.5).astype(np.uint8)
+    return pixels, labels
+
+
+class DemoScenes:
+    """Procedurally generated textured-shape scenes; implements ``SegmentationDataset``.
+
+    Args:
+        split: ``"train"`` (512 scenes by default) or ``"val"`` (64 scenes by default).
+        size: Number of scenes; defaults per split as above.
+        image_size: Side of the square images in pixels, at least 16.
+
+    Raises:
+        ValueError: On an unknown split, a negative size or too small an image size.
+    """
+
+    class_names: tuple[str, ...] = CLASS_NAMES
+    ignore_index: int = DEFAULT_IGNORE_INDEX
+
+    def __init__(self, split: str = "val", size: int | None = None, image_size: int = 128) -> None:
+        if split not in DEFAULT_SIZES:
+            raise ValueError(f"unknown demo split {split!r}; expected one of {sorted(DEFAULT_SIZES)}")
+        if size is not None and size < 0:
+            raise ValueError(f"size must be non-negative, got {size}")
+        if image_size < _MIN_IMAGE_SIZE:
+            raise ValueError(f"image_size must be at least {_MIN_IMAGE_SIZE}, got {image_size}")
+        self.split = split
+        self.size = DEFAULT_SIZES[split] if size is None else size
+        self.image_size = image_size
+        self.name = f"demo-{split}"
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, index: int) -> Sample:
+        """Generate scene ``index``; negative indices count from the end.
+
+        Raises:
+            IndexError: When ``index`` is out of range, which also ends plain iteration.
+        """
+        if not -self.size <= index < self.size:
+            raise IndexError(f"index {index} out of range for {self.name} of size {self.size}")
+        index %= self.size
+        pixels, labels = generate_scene(self.split, index, self.image_size)
+        return Sample(
+            sample_id=f"demo/{self.split}/{index:05d}",
+            image=torch.from_numpy(pixels),
+            target=SemanticTarget(mask=torch.from_numpy(labels.astype(np.int64))),
+        )
+
+    def fingerprint(self) -> str:
+        """Identify the content: generator version, split, size and image size."""
+        return f"demo-scenes:v{GENERATOR_VERSION}:split={self.split}:size={self.size}:image_size={self.image_size}"
+
+    def __repr__(self) -> str:
+        return f"DemoScenes(split={self.split!r}, size={self.size}, image_size={self.image_size})"
+
+
+def demo_dataset(split: str = "val", size: int | None = None) -> DemoScenes:
+    """Build the demo dataset; the entry point suites name as ``...data.demo:demo_dataset``.
+
+    Args:
+        split: ``"train"`` or ``"val"``.
+        size: Number of scenes, or ``None`` for the split's default.
+    """
+    return DemoScenes(split=split, size=size)
