@@ -16,6 +16,7 @@ from pytest_segrobust.devices import parse_device, worker_index
 from pytest_segrobust.errors import SegRobustError
 from pytest_segrobust.harness import Harness
 from pytest_segrobust.items import SuiteFile, SuiteItem
+from pytest_segrobust.progress import TerminalProgress
 from pytest_segrobust.report import terminal_summary
 from pytest_segrobust.session import PAYLOAD_KEY, SESSION_KEY, Options, SegRobustSession
 
@@ -113,6 +114,19 @@ def pytest_configure(config: pytest.Config) -> None:
     # `pytest --segrobust` with no paths means "run the gate": collect the suites folder.
     if options.enabled and config.args_source != pytest.Config.ArgsSource.ARGS:
         config.args = [str(options.suites_dir)]
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    config = session.config
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    capture = config.pluginmanager.get_plugin("capturemanager")
+    xdist = hasattr(config, "workerinput") or _is_xdist_controller(config)
+    if reporter is None or capture is None or xdist or not reporter.isatty or config.get_verbosity() < 0:
+        return
+    writer = config.get_terminal_writer()
+    config.stash[SESSION_KEY].progress_bar = TerminalProgress(
+        writer, capture.global_and_fixture_disabled, room=lambda: writer.fullwidth - writer.width_of_current_line
+    )
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

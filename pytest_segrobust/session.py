@@ -29,6 +29,7 @@ from pytest_segrobust.data.base import SegmentationDataset
 from pytest_segrobust.errors import BaselineError, SegRobustError
 from pytest_segrobust.evaluation import CLEAN, CellResult, EvalResult, evaluate
 from pytest_segrobust.models import SegmentationModel, as_segmentation_model
+from pytest_segrobust.progress import TerminalProgress
 from pytest_segrobust.records import CellRecord
 from pytest_segrobust.report import build_report, write_report
 from pytest_segrobust.report.gallery import render_gallery
@@ -102,6 +103,8 @@ class SegRobustSession:
         self.cache = CleanCache(options.cache_dir) if options.cache_dir is not None else None
         self.cache_counts = {"hits": 0, "misses": 0}
         self.expected: list[str] = []
+        # Set by the plugin when a terminal shows this process's output (not under xdist).
+        self.progress_bar: TerminalProgress | None = None
 
     # -- collection ---------------------------------------------------------------------
 
@@ -142,7 +145,7 @@ class SegRobustSession:
             corrupted, category = clean, CLEAN
         else:
             corruption = REGISTRY.get(corruption_name, suite.preset)
-            corrupted = self._evaluate(suite, model, dataset, corruption, severity)
+            corrupted = self._evaluate(suite, model, dataset, corruption, severity, key.label)
             category = corruption.category.value
         result = CellResult(corrupted=corrupted, clean=clean)
         observed = _observed(result, severity)
@@ -244,7 +247,8 @@ class SegRobustSession:
     ) -> EvalResult:
         key = (str(suite.path), model_name)
         if key not in self._clean:
-            compute = lambda: self._evaluate(suite, model, dataset, None, 0)  # noqa: E731
+            label = CellKey(suite.name, model_name, CLEAN, 0).label
+            compute = lambda: self._evaluate(suite, model, dataset, None, 0, label)  # noqa: E731
             if self.cache is None:
                 self._clean[key] = compute()
             else:
@@ -267,19 +271,32 @@ class SegRobustSession:
         dataset: SegmentationDataset,
         corruption: Corruption | None,
         severity: int,
+        cell: str,
     ) -> EvalResult:
-        cell = f"{suite.name}::{corruption.name if corruption and severity else CLEAN}::{severity}"
-        return evaluate(
-            model,
-            dataset,
-            corruption,
-            severity,
-            seed=suite.seed,
-            batch_size=self.options.batch_size or suite.batch_size,
-            limit=suite.limit,
-            progress=_ProgressLog(cell),
-            loader_workers=self.options.loader_workers,
-        )
+        log, bar = _ProgressLog(cell), self.progress_bar
+
+        def progress(done: int, total: int) -> None:
+            log(done, total)
+            if bar is not None:
+                bar.update(done, total)
+
+        if bar is not None:
+            bar.begin(cell)
+        try:
+            return evaluate(
+                model,
+                dataset,
+                corruption,
+                severity,
+                seed=suite.seed,
+                batch_size=self.options.batch_size or suite.batch_size,
+                limit=suite.limit,
+                progress=progress,
+                loader_workers=self.options.loader_workers,
+            )
+        finally:
+            if bar is not None:
+                bar.close()
 
     def clean_cached(self, key: tuple[str, ...], compute: Callable[[], EvalResult]) -> EvalResult:
         """Clean results for users' own tests, computed once per key per process."""

@@ -360,7 +360,7 @@ def test_progress_is_logged_for_live_logging(project: pytest.Pytester, monkeypat
 
     monkeypatch.setattr(session._ProgressLog, "interval", 0.0)
     result = run(project, "--segrobust-update-baselines", "--log-cli-level=INFO", "-k", "clean")
-    result.stdout.fnmatch_lines(["*bands::clean::0: 8/8 images (* images/s)*"])
+    result.stdout.fnmatch_lines(["*bands::binner::clean: 8/8 images (* images/s)*"])
 
 
 def test_an_ade20k_layout_suite_runs_from_yaml(project: pytest.Pytester) -> None:
