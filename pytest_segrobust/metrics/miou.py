@@ -49,16 +49,20 @@ class ConfusionMatrix:
             ModelOutputError: when a prediction is outside ``0..num_classes-1``.
         """
         k = self.num_classes
-        valid = targets != self.ignore_index
-        gt = targets[valid].long()
-        pred = predictions[valid].long()
-        if pred.numel() and (pred.min() < 0 or pred.max() >= k):
+        pred, gt = predictions.long(), targets.long()
+        valid = gt != self.ignore_index
+        low, high = torch.aminmax(pred)
+        if low < 0 or high >= k:
             bad = pred[(pred < 0) | (pred >= k)][0].item()
             raise ModelOutputError(f"model predicted class id {bad}, outside 0..{k - 1}")
-        if gt.numel() and (gt.min() < 0 or gt.max() >= k):
+        # Ignored pixels go to one extra bin that is dropped: no boolean gathers on the hot path.
+        gt = torch.where(valid, gt, 0)
+        low, high = torch.aminmax(gt)
+        if low < 0 or high >= k:
             bad = gt[(gt < 0) | (gt >= k)][0].item()
             raise ModelOutputError(f"ground truth holds class id {bad}, outside 0..{k - 1} (ignore {self.ignore_index})")
-        self.matrix += torch.bincount(gt * k + pred, minlength=k * k).view(k, k)
+        index = torch.where(valid, gt * k + pred, k * k)
+        self.matrix += torch.bincount(index.flatten(), minlength=k * k + 1)[: k * k].view(k, k)
 
     def merge(self, other: ConfusionMatrix) -> None:
         self.matrix += other.matrix.to(self.matrix.device)
