@@ -6,7 +6,7 @@ import torch
 from pytest_segrobust.corruptions import REGISTRY
 from pytest_segrobust.corruptions.composition import Stage, part_seed, stage_of
 from pytest_segrobust.errors import UnknownCorruptionError
-from tests.strategies import _make
+from pytest_segrobust.strategies import make_batch
 
 
 def test_parts_run_in_stage_order_whatever_the_written_order() -> None:
@@ -24,7 +24,7 @@ def test_stages_follow_r2bench() -> None:
 
 
 def test_composition_equals_its_parts_applied_in_order() -> None:
-    batch = _make(3, 24, 20, 3, seed=4)
+    batch = make_batch(3, 24, 20, 3, seed=4)
     chain = REGISTRY.get("gaussian_noise+rotate")
     out = chain(batch.images, 4, batch.seeds, batch.masks)
     rotate, noise = REGISTRY.get("rotate"), REGISTRY.get("gaussian_noise")

@@ -11,7 +11,7 @@ from PIL import Image, ImageEnhance
 
 from pytest_segrobust.corruptions import REGISTRY
 from pytest_segrobust.corruptions import functional as Fn
-from tests.strategies import _make
+from pytest_segrobust.strategies import make_batch
 
 
 def pil_image(seed: int = 0, size: tuple[int, int] = (40, 56)) -> Image.Image:
@@ -66,7 +66,7 @@ def test_disk_kernel_matches_the_reference_construction(radius: float, alias_blu
 
 
 def test_filter2d_with_a_delta_kernel_is_identity() -> None:
-    images = _make(2, 20, 30, 3, seed=1).images
+    images = make_batch(2, 20, 30, 3, seed=1).images
     delta = torch.zeros(5, 5, dtype=torch.float64)
     delta[2, 2] = 1
     assert torch.allclose(Fn.filter2d(images, delta), images, atol=1e-6)
@@ -88,7 +88,7 @@ def test_sample_nearest_fills_outside_and_keeps_dtype() -> None:
 
 
 def test_sample_bilinear_at_integer_coordinates_is_exact() -> None:
-    images = _make(1, 9, 11, 3, seed=2).images
+    images = make_batch(1, 9, 11, 3, seed=2).images
     coords = Fn.affine_coordinates(torch.tensor([[[1.0, 0, 0], [0, 1.0, 0]]]), 9, 11)
     assert torch.allclose(Fn.sample_bilinear(images, coords), images, atol=1e-6)
 
@@ -107,7 +107,7 @@ def test_shot_noise_is_unbiased_with_poisson_variance() -> None:
 
 
 def test_rotate_sign_is_drawn_per_sample() -> None:
-    images = _make(1, 32, 32, 3, seed=3).images.expand(16, -1, -1, -1)
+    images = make_batch(1, 32, 32, 3, seed=3).images.expand(16, -1, -1, -1)
     out = REGISTRY.get("rotate")(images, 3, list(range(16))).images
     distinct = {tuple(o.flatten()[:200].tolist()) for o in out}
     assert len(distinct) == 2  # +40 and -40 degrees, and nothing else
