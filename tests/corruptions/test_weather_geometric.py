@@ -18,7 +18,7 @@ from pytest_segrobust.corruptions import functional as Fn
 from pytest_segrobust.corruptions.functional import weather as W
 from pytest_segrobust.corruptions.geometric import ElasticParams, ElasticTransform
 from pytest_segrobust.seeding import generators
-from tests.strategies import _make
+from pytest_segrobust.strategies import make_batch as _make
 
 CPU = torch.device("cpu")
 IGNORE = 255
