@@ -1,0 +1,76 @@
+"""Corruption throughput: ours (batched torch) against the reference (per-image numpy), side by side.
+
+Images of 512x512, severity 3. Ours runs a batch of 16 on the chosen device; the reference
+runs image by image (as it must). Run in the throwaway environment of
+benchmarks/_reference.py (``--no-reference`` runs ours alone, anywhere):
+
+    python benchmarks/corruptions.py [--device cpu|cuda] [--batch 16] [--size 512]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+import torch
+
+from pytest_segrobust.corruptions import REGISTRY
+
+
+def timed(fn, repeats: int) -> float:  # type: ignore[no-untyped-def]
+    fn()  # warm-up: kernels, caches, lazy imports
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(repeats):
+        fn()
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    return (time.perf_counter() - start) / repeats
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--size", type=int, default=512)
+    parser.add_argument("--severity", type=int, default=3)
+    parser.add_argument("--preset", default="imagenet-c")
+    parser.add_argument("--no-reference", action="store_true")
+    args = parser.parse_args()
+
+    device = torch.device(args.device)
+    g = torch.Generator().manual_seed(0)
+    coarse = torch.rand(args.batch, 3, args.size // 16, args.size // 16, generator=g)
+    images = torch.nn.functional.interpolate(coarse, size=(args.size, args.size), mode="bilinear")
+    images = ((0.8 * images + 0.2 * torch.rand(images.shape, generator=g)) * 255).round() / 255
+    images = images.to(device)
+    seeds = list(range(args.batch))
+    reference = None if args.no_reference else __import__("_reference").load_reference()
+    host = (images[0].permute(1, 2, 0).cpu().numpy() * 255).astype(np.uint8)
+
+    print(f"{args.preset}, {args.size}x{args.size}, severity {args.severity}, ours: batch {args.batch} on {device}\n")
+    print("| corruption | ours ms/image | ours images/s | reference ms/image | speed-up |")
+    print("|---|---:|---:|---:|---:|")
+    ours_total = reference_total = 0.0
+    for corruption in REGISTRY.available(args.preset):
+        per_batch = timed(lambda: corruption(images, args.severity, seeds), repeats=2)
+        ours = per_batch / args.batch
+        ours_total += ours
+        if reference is None:
+            print(f"| {corruption.name} | {ours * 1e3:.2f} | {1 / ours:.0f} | – | – |")
+            continue
+        repeats = 1 if corruption.name == "glass_blur" else 3
+        theirs = timed(lambda: reference(host, corruption.name, args.severity), repeats=repeats)
+        reference_total += theirs
+        print(f"| {corruption.name} | {ours * 1e3:.2f} | {1 / ours:.0f} | {theirs * 1e3:.1f} | {theirs / ours:.1f}x |")
+    if reference is not None:
+        print(f"| **all** | {ours_total * 1e3:.1f} | {1 / ours_total:.1f} | {reference_total * 1e3:.0f} | "
+              f"{reference_total / ours_total:.1f}x |")
+    else:
+        print(f"| **all** | {ours_total * 1e3:.1f} | {1 / ours_total:.1f} | – | – |")
+
+
+if __name__ == "__main__":
+    main()
