@@ -85,9 +85,7 @@ class ImpulseNoise(PhotometricCorruption[ImpulseNoiseParams]):
     def corrupt_images(
         self, images: torch.Tensor, params: ImpulseNoiseParams, rngs: list[torch.Generator]
     ) -> torch.Tensor:
-        c = images.shape[1]
-        draws = Fn.uniform_like(images, rngs, channels=2 * c)
-        return Fn.salt_and_pepper(images, draws[:, :c], draws[:, c:], params.amount)
+        return Fn.salt_and_pepper(images, params.amount, rngs)
 
 
 class SpeckleNoise(PhotometricCorruption[SpeckleNoiseParams]):

@@ -92,7 +92,8 @@ class Frost(PhotometricCorruption[FrostParams]):
     """Ice crystals on the lens: the image dimmed and a frost layer added.
 
     The frost layer is procedural (see :func:`~pytest_segrobust.corruptions.functional.frost_layer`):
-    ImageNet-C crops one of six frost photographs, which this package does not ship.
+    ImageNet-C crops one of six frost photographs, which this package does not ship; each
+    image here crops one of six procedural textures, built once per size and cached.
     """
 
     def corrupt_images(self, images: torch.Tensor, params: FrostParams, rngs: list[torch.Generator]) -> torch.Tensor:

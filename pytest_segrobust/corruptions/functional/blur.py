@@ -14,7 +14,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from pytest_segrobust.corruptions.functional.filters import SMALL_IMAGE, gaussian_blur, pad_edges
+from pytest_segrobust.corruptions.functional.filters import SMALL_IMAGE, _fast_length, gaussian_blur, pad_edges
 
 Tap = tuple[int, int, float]
 """One tap of a sparse kernel: the image shifted down by ``dy`` and right by ``dx``, times a weight."""
@@ -184,19 +184,6 @@ def shift_sum(image: torch.Tensor, taps: Sequence[Tap], border: str) -> torch.Te
     spectrum = torch.fft.rfft2(padded) * torch.fft.rfft2(kernel.to(device=image.device, dtype=work))
     full = torch.fft.irfft2(spectrum, s=(hp, wp))
     return full[:, top : top + h, left : left + w].to(image.dtype)
-
-
-def _fast_length(n: int) -> int:
-    # The smallest m >= n with no prime factor above 5.
-    m = n
-    while True:
-        k = m
-        for p in (2, 3, 5):
-            while k % p == 0:
-                k //= p
-        if k == 1:
-            return m
-        m += 1
 
 
 def zoom_blur(images: torch.Tensor, factors: Sequence[float]) -> torch.Tensor:

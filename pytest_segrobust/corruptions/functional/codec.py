@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import functools
 import io
+import os
+from concurrent.futures import ThreadPoolExecutor
+from typing import IO
 
 import numpy as np
 import torch
@@ -17,19 +20,75 @@ def jpeg(images: torch.Tensor, quality: int) -> torch.Tensor:
     """Encode and decode each image as baseline JPEG with Pillow at ``quality``.
 
     Real codec, so it round-trips through host memory; the only corruption that does.
+    Images go to Pillow as three 8-bit planes (Pillow interleaves and splits them in C,
+    far faster than a transposed copy) and are coded on up to ``torch.get_num_threads()``
+    threads: Pillow releases the GIL while it codes, and every image is coded alone, so
+    the result does not depend on the threads or the batch.
 
     Shape:
         images: ``(B, 3, H, W)``; return: same, quantised to multiples of 1/255.
     """
-    host = to_uint8(images).permute(0, 2, 3, 1).cpu().numpy()
-    decoded = []
-    for pixels in host:
-        buffer = io.BytesIO()
-        Image.fromarray(pixels).save(buffer, format="JPEG", quality=quality)
-        buffer.seek(0)
-        decoded.append(np.asarray(Image.open(buffer).convert("RGB")))
-    batch = torch.from_numpy(np.stack(decoded)).permute(0, 3, 1, 2)
-    return batch.to(device=images.device, dtype=images.dtype) / 255.0
+    b, c, h, w = images.shape
+    on_host = images.device.type == "cpu" and images.dtype in (torch.float32, torch.float64)
+    if on_host:
+        source = images.detach().numpy()
+        out = torch.empty((b, c, h, w), dtype=images.dtype)
+        target = out.numpy()
+    else:
+        source = np.ascontiguousarray(to_uint8(images).cpu().numpy())
+        decoded = np.empty((b, c, h, w), dtype=np.uint8)
+
+    def code(i: int) -> None:
+        planes = _quantise(source[i]) if on_host else source[i]
+        bands = [Image.frombuffer("L", (w, h), plane, "raw", "L", 0, 1) for plane in planes]
+        with _scratch_file() as buffer:
+            Image.merge("RGB", bands).save(buffer, format="JPEG", quality=quality)
+            buffer.seek(0)
+            result = Image.open(buffer)
+            result.load()
+        if result.mode != "RGB":
+            result = result.convert("RGB")
+        for k, band in enumerate(result.split()):
+            plane = np.frombuffer(band.tobytes(), dtype=np.uint8).reshape(h, w)
+            if on_host:
+                target[i, k] = plane  # exact: integers to float
+            else:
+                decoded[i, k] = plane
+        if on_host:
+            target[i] /= 255.0  # the same IEEE division as torch's ``/ 255.0``
+
+    workers = min(b, torch.get_num_threads())
+    if workers > 1:
+        # A pool per call: a pool kept across calls would not survive a fork (DataLoader workers).
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            list(pool.map(code, range(b)))
+    else:
+        for i in range(b):
+            code(i)
+    if on_host:
+        return out
+    return torch.from_numpy(decoded).to(device=images.device, dtype=images.dtype) / 255.0
+
+
+def _scratch_file() -> IO[bytes]:
+    # Pillow holds the GIL while it encodes into a Python buffer but releases it while it
+    # writes to a real file descriptor, so the threads only code in parallel into a file:
+    # an anonymous in-memory one where the OS has them. The bytes are the same either way.
+    if hasattr(os, "memfd_create"):
+        try:
+            return os.fdopen(os.memfd_create("segrobust-jpeg", getattr(os, "MFD_CLOEXEC", 0)), "w+b")
+        except OSError:
+            pass
+    return io.BytesIO()
+
+
+def _quantise(image: np.ndarray) -> np.ndarray:
+    # ``to_uint8`` on one image in numpy: clip, scale, round half to even, cast; the same
+    # IEEE operations in the same order, so the same bytes, without starting torch threads.
+    scaled = np.clip(image, 0.0, 1.0)
+    scaled *= 255.0
+    np.round(scaled, out=scaled)
+    return scaled.astype(np.uint8, order="C")
 
 
 def pixelate(images: torch.Tensor, factor: float) -> torch.Tensor:
@@ -46,21 +105,53 @@ def pixelate(images: torch.Tensor, factor: float) -> torch.Tensor:
     """
     h, w = images.shape[-2:]
     small_h, small_w = max(int(h * factor), 1), max(int(w * factor), 1)
-    # Pillow filters horizontally first; rows first is the same average, and shrinks the
-    # image before the slower column pass.
-    small = _box_average(images, *_box_windows(h, small_h), dim=-2)
-    small = _box_average(small, *_box_windows(w, small_w), dim=-1)
+    # Horizontally first, as Pillow does (and on the CPU the faster pass: it shrinks the
+    # image before the rows are summed).
+    small = _box_mean(images, w, small_w, dim=-1)
+    small = _box_mean(small, h, small_h, dim=-2)
     rows = torch.tensor(_nearest_index(small_h, h), device=images.device)
     cols = torch.tensor(_nearest_index(small_w, w), device=images.device)
-    # Columns first, on the small image: gathers along the last axis are the slow ones.
+    # Columns first, on the short image; the rows are then whole-row copies.
     return _take_columns(small, cols).index_select(-2, rows)
 
 
 def _take_columns(images: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-    # Advanced indexing gathers columns faster than index_select on large images but
-    # always starts worker threads, which costs milliseconds on small ones on a busy
-    # machine. Both copy exactly the same values.
-    return images[..., index] if images.numel() > SMALL_IMAGE else images.index_select(-1, index)
+    # A gather with the index broadcast over the other axes takes columns several times
+    # faster than index_select or advanced indexing on large images, but starts worker
+    # threads, which costs milliseconds on small ones on a busy machine. All copy exactly
+    # the same values.
+    if images.numel() <= SMALL_IMAGE:
+        return images.index_select(-1, index)
+    return images.gather(-1, index.expand(*images.shape[:-1], -1))
+
+
+def _box_mean(images: torch.Tensor, in_size: int, out_size: int, dim: int) -> torch.Tensor:
+    # Pillow's box windows do not overlap, so on the CPU one index_add sums every window,
+    # each output value accumulated serially in pixel order whatever the batch or the
+    # threads, then scaled by 1 / its pixel count. Pixels that float rounding leaves out of
+    # every window (Pillow drops them too) go to one extra output slot, cut off after. On
+    # an accelerator index_add accumulates with atomics, in no fixed order: gathers there.
+    first, last = _box_windows(in_size, out_size)
+    if images.device.type != "cpu" or any(f <= previous for f, previous in zip(first[1:], last[:-1])):
+        return _box_average(images, first, last, dim)
+    segment, weight = _box_segments(in_size, out_size)
+    shape = list(images.shape)
+    shape[dim] = out_size + 1
+    source = images.narrow(dim, first[0], last[-1] - first[0] + 1)
+    sums = images.new_zeros(shape).index_add_(dim, segment, source).narrow(dim, 0, out_size)
+    return sums.mul_(weight.to(images.dtype).view((-1, 1) if dim == -2 else (-1,)))
+
+
+@functools.lru_cache(maxsize=256)
+def _box_segments(in_size: int, out_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    # The window of each pixel from the first window's first pixel to the last one's last
+    # (``out_size`` for pixels in none), and 1 / pixel count of each window, in float64.
+    first, last = _box_windows(in_size, out_size)
+    segment = torch.full((last[-1] - first[0] + 1,), out_size, dtype=torch.int64)
+    for window, (lo, hi) in enumerate(zip(first, last)):
+        segment[lo - first[0] : hi - first[0] + 1] = window
+    count = torch.tensor(last) - torch.tensor(first) + 1
+    return segment, 1.0 / count.to(torch.float64)
 
 
 def _box_average(images: torch.Tensor, first: list[int], last: list[int], dim: int) -> torch.Tensor:

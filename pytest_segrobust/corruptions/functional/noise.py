@@ -27,21 +27,28 @@ def shot_noise(images: torch.Tensor, photons: float, rngs: Sequence[torch.Genera
     return (counts / photons).clamp_(0.0, 1.0)
 
 
-def salt_and_pepper(
-    images: torch.Tensor, flip_draw: torch.Tensor, salt_draw: torch.Tensor, amount: float
-) -> torch.Tensor:
-    """``skimage.util.random_noise(mode="s&p", amount=amount)``: impulse noise per element.
+def salt_and_pepper(images: torch.Tensor, amount: float, rngs: Sequence[torch.Generator]) -> torch.Tensor:
+    """``skimage.util.random_noise(mode="s&p", amount=amount)``: impulse noise per element, clipped.
 
-    Each value (every channel on its own) is replaced with probability ``amount``: by 1
-    (salt) where ``salt_draw < 0.5``, else by 0 (pepper).
+    Each value (every channel on its own) is replaced with probability ``amount``, half of
+    the time by 0 (pepper), half by 1 (salt): one ``U[0, 1)`` draw per value from the
+    sample's generator, pepper below ``amount / 2``, salt from ``1 - amount / 2`` on.
 
     Shape:
-        images, flip_draw, salt_draw: ``(B, C, H, W)``, the draws ``U[0, 1)``; return: same.
+        images: ``(B, C, H, W)``; return: same.
     """
-    flipped = flip_draw < amount
-    salted = salt_draw < 0.5
-    out = torch.where(flipped & salted, torch.ones_like(images), images)
-    return torch.where(flipped & ~salted, torch.zeros_like(images), out)
+    out = torch.empty_like(images, memory_format=torch.contiguous_format)
+    # Sample by sample through buffers allocated once: the batch's draws are never held at
+    # once, and nothing is allocated per sample.
+    draw, floor, ceiling = (torch.empty(images.shape[1:], device=images.device, dtype=images.dtype) for _ in range(3))
+    for image, rng, target in zip(images, rngs, out):
+        draw.uniform_(0.0, 1.0, generator=rng)
+        # Each value is clipped to [floor, ceiling]: [1, 1] for salt, [0, 0] for pepper,
+        # [0, 1] otherwise.
+        torch.ge(draw, 1.0 - amount / 2, out=floor)
+        torch.ge(draw, amount / 2, out=ceiling)
+        torch.clamp(image, min=floor, max=ceiling, out=target)
+    return out
 
 
 def speckle_noise(images: torch.Tensor, noise: torch.Tensor, std: float) -> torch.Tensor:

@@ -1,12 +1,13 @@
 """Weather: fog, frost, snow and spatter layers, after ImageNet-C (imagecorruptions 1.1.2).
 
 Each layer is drawn per sample from that sample's generator and built from that sample alone
-(one small loop over the batch, never over pixels), so a sample's layer is bitwise the same
-whatever batch it travels in. The image is then blended with its layer elementwise.
+(one small loop over the batch, never over pixels; frost crops a cached bank of fixed
+textures), so a sample's layer is bitwise the same whatever batch it travels in. The image is then blended with its layer elementwise.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from typing import Literal
@@ -203,25 +204,74 @@ def fog(images: torch.Tensor, strength: float, wibble_decay: float, rngs: Sequen
 # --------------------------------------------------------------------------- frost
 
 
+FROST_TEXTURES = 6
+"""Frost textures in a bank, as ImageNet-C has six frost photographs."""
+
+_FROST_BANK_SEED = 20_190_401
+"""Seeds the bank's textures (``_FROST_BANK_SEED + k`` for texture ``k``): fixed, so the bank
+is the same in every process, on every device, whatever the samples' seeds."""
+
+
 def frost_layer(
     rngs: Sequence[torch.Generator], height: int, width: int, device: torch.device | None = None
 ) -> torch.Tensor:
     """Procedural frost: bright ice dendrites over a patchy haze, tinted cool white.
 
-    Stands in for ImageNet-C's six frost photographs, which we neither ship nor copy. Per
-    image: a low-frequency plasma haze (where frost is thick); a few hundred crystals, each a
-    straight spine with side branches at +/-60 degrees (hexagonal ice), drawn as thin
-    antialiased strokes with a soft glow, brighter where the haze is thick; a fine grain.
-    Values lie in ``[0, 1]`` with a mean near 0.45 and bright streaks near 1, like the photos.
+    Stands in for ImageNet-C's six frost photographs, which we neither ship nor copy, and is
+    used the same way: a bank of :data:`FROST_TEXTURES` square textures a tenth larger than
+    the image (built once per size and device, from fixed seeds, and cached), of which each
+    image takes one at random, flipped at random along either axis, and a random crop, all
+    drawn from that image's generator. A texture: a low-frequency plasma haze (where frost
+    is thick); a few hundred crystals, each a straight spine with side branches at +/-60
+    degrees (hexagonal ice), drawn as thin antialiased strokes with a soft glow, brighter
+    where the haze is thick; a fine grain; stored, like the photographs, with 8 bits. Values
+    lie in ``[0, 1]`` with a mean near 0.45 and bright streaks near 1, like the photos.
 
     Shape:
         return: ``(B, 3, H, W)``, float32.
     """
-    tint = torch.tensor(_FROST_TINT_RGB, dtype=torch.float32, device=device).view(3, 1, 1)
-    return torch.stack([tint * _frost_one(g, height, width, device) for g in rngs])
+    device = torch.device("cpu") if device is None else torch.device(device)
+    tint = torch.tensor(_FROST_TINT_RGB, dtype=torch.float32, device=device).view(3, 1, 1) / 255
+    return torch.stack([tint * _frost_crop(g, height, width, device) for g in rngs])
 
 
-def _frost_one(rng: torch.Generator, height: int, width: int, device: torch.device | None) -> torch.Tensor:
+def _frost_crop(rng: torch.Generator, height: int, width: int, device: torch.device) -> torch.Tensor:
+    # One image's frost, uint8 (1, H, W): a texture of the bank, flips and crop offsets
+    # drawn from the image's generator in one call.
+    bank = _frost_bank(_frost_side(height, width), device)
+    side = bank.shape[-1]
+    pick, top, left, flip_rows, flip_cols = torch.rand(5, generator=rng, device=device).tolist()
+    # int(u * n) < n for u < 1 in float32 and n < 2^24.
+    texture = bank[int(pick * len(bank))]
+    top, left = int(top * (side - height + 1)), int(left * (side - width + 1))
+    crop = texture[None, top : top + height, left : left + width]
+    flips = [dim for dim, u in ((-2, flip_rows), (-1, flip_cols)) if u < 0.5]
+    return crop.flip(flips) if flips else crop
+
+
+def _frost_side(height: int, width: int) -> int:
+    # Textures a tenth larger than the image's longer side (the reference scales its photos
+    # to 1.1 times the image), on a 64-pixel grid so that nearby sizes share a bank.
+    return 64 * math.ceil(1.1 * max(height, width) / 64)
+
+
+@functools.lru_cache(maxsize=4)
+def _frost_bank(side: int, device: torch.device) -> torch.Tensor:
+    # (FROST_TEXTURES, side, side) uint8. Built on the CPU with CPU generators, so every
+    # device gets the same bank; a copy per device is cached besides.
+    if device.type != "cpu":
+        return _frost_bank(side, torch.device("cpu")).to(device)
+    textures = [
+        _frost_one(torch.Generator().manual_seed(_FROST_BANK_SEED + k), side, side, None, side / 1.1)
+        for k in range(FROST_TEXTURES)
+    ]
+    return (torch.stack(textures) * 255).round_().to(torch.uint8)
+
+
+def _frost_one(
+    rng: torch.Generator, height: int, width: int, device: torch.device | None, scale: float
+) -> torch.Tensor:
+    # One texture; its crystals are sized for an image whose longer side is ``scale``.
     def uniform(*shape: int) -> torch.Tensor:
         return torch.rand(shape, generator=rng, device=device)
 
@@ -234,7 +284,7 @@ def _frost_one(rng: torch.Generator, height: int, width: int, device: torch.devi
     crystals, branches = max(4, round(height * width / 400)), 6
     origin = uniform(crystals, 2) * torch.tensor([width, height], dtype=torch.float32, device=device)
     angle = uniform(crystals) * math.pi
-    arm = side * (0.015 + 0.06 * uniform(crystals))  # half the spine
+    arm = scale * (0.015 + 0.06 * uniform(crystals))  # half the spine
     brightness = 0.55 + 0.45 * uniform(crystals)
     # Side branches leave the spine at +/-60 degrees, shorter towards the spine's tips.
     along = (uniform(crystals, branches) * 2 - 1) * arm[:, None]
@@ -290,15 +340,23 @@ def frost(
 ) -> torch.Tensor:
     """ImageNet-C frost: ``clip(image_weight * x + frost_weight * frost)``, procedural frost.
 
-    Single-channel images get the frost's luma.
+    The frost is :func:`frost_layer`'s. Single-channel images get the frost's luma.
 
     Shape:
         images: ``(B, C, H, W)``; return: same.
     """
-    layer = frost_layer(rngs, *images.shape[-2:], device=images.device).to(images.dtype)
+    height, width = images.shape[-2:]
     if images.shape[1] != 3:
-        layer = luma(layer)
-    return (image_weight * images + frost_weight * layer).clamp_(0.0, 1.0)
+        layer = luma(frost_layer(rngs, height, width, device=images.device).to(images.dtype))
+        return (image_weight * images + frost_weight * layer).clamp_(0.0, 1.0)
+    tint = torch.tensor(_FROST_TINT_RGB, dtype=torch.float64).view(3, 1, 1)
+    colour = (frost_weight / 255 * tint).to(device=images.device, dtype=images.dtype)
+    out = torch.empty_like(images, memory_format=torch.contiguous_format)
+    # Image by image, straight into the output: the layer of the batch is never built.
+    for image, rng, target in zip(images, rngs, out):
+        torch.mul(_frost_crop(rng, height, width, images.device), colour, out=target)
+        target.add_(image * image_weight).clamp_(0.0, 1.0)
+    return out
 
 
 # --------------------------------------------------------------------------- snow
