@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from collections.abc import Generator
 from pathlib import Path
 from typing import Any
@@ -111,9 +112,23 @@ def pytest_configure(config: pytest.Config) -> None:
         loader_workers=config.getoption("segrobust_loader_workers"),
     )
     config.stash[SESSION_KEY] = SegRobustSession(options, root)
+    _share_cores_between_workers(config)
     # `pytest --segrobust` with no paths means "run the gate": collect the suites folder.
     if options.enabled and config.args_source != pytest.Config.ArgsSource.ARGS:
         config.args = [str(options.suites_dir)]
+
+
+def _share_cores_between_workers(config: pytest.Config) -> None:
+    """Give each xdist worker its share of the cores, unless the user chose a thread count.
+
+    N workers each running torch's default of one thread per core oversubscribe the CPU
+    N-fold, which made ``-n 2`` twice as slow as ``-n 0`` on two cores.
+    """
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is None or "OMP_NUM_THREADS" in os.environ:
+        return
+    workers = int(workerinput.get("workercount", 1))
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
