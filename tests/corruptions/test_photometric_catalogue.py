@@ -16,6 +16,7 @@ from pytest_segrobust.corruptions import REGISTRY, Category
 from pytest_segrobust.corruptions import functional as Fn
 from pytest_segrobust.corruptions.blur import ZOOM_BLUR_COCO_P, ZOOM_BLUR_IMAGENET_C
 from pytest_segrobust.strategies import make_batch
+from tests.corruptions.reference import reference_motion_blur
 
 
 def uint8_image(seed: int, height: int, width: int) -> np.ndarray:
@@ -211,41 +212,6 @@ def test_gaussian_blur_matches_scipy_semantics(sigma: float, side: int) -> None:
     expected = scipy_gaussian_nearest(images.numpy(), sigma)
     np.testing.assert_allclose(Fn.gaussian_blur(images, sigma).numpy(), expected, atol=1e-12)
     assert Fn.truncated_gaussian_kernel1d(sigma).numel() == 2 * int(4 * sigma + 0.5) + 1
-
-
-def reference_motion_blur(image: np.ndarray, radius: int, sigma: float, angle: float) -> np.ndarray:
-    """imagecorruptions' _motion_blur with its np.roll-based shift, on an (H, W, C) array."""
-
-    def shift(img: np.ndarray, dx: int, dy: int) -> np.ndarray:
-        if dx < 0:
-            shifted = np.roll(img, shift=img.shape[1] + dx, axis=1)
-            shifted[:, dx:] = shifted[:, dx - 1 : dx]
-        elif dx > 0:
-            shifted = np.roll(img, shift=dx, axis=1)
-            shifted[:, :dx] = shifted[:, dx : dx + 1]
-        else:
-            shifted = img
-        if dy < 0:
-            shifted = np.roll(shifted, shift=img.shape[0] + dy, axis=0)
-            shifted[dy:, :] = shifted[dy - 1 : dy, :]
-        elif dy > 0:
-            shifted = np.roll(shifted, shift=dy, axis=0)
-            shifted[:dy, :] = shifted[dy : dy + 1, :]
-        return shifted
-
-    width = radius * 2 + 1
-    kernel = np.exp(-(np.arange(width) ** 2) / (2 * sigma**2))
-    kernel /= kernel.sum()
-    point = (width * np.sin(np.deg2rad(angle)), width * np.cos(np.deg2rad(angle)))
-    hypot = math.hypot(point[0], point[1])
-    blurred = np.zeros_like(image)
-    for i in range(width):
-        dy = -math.ceil(((i * point[0]) / hypot) - 0.5)
-        dx = -math.ceil(((i * point[1]) / hypot) - 0.5)
-        if np.abs(dy) >= image.shape[0] or np.abs(dx) >= image.shape[1]:
-            break
-        blurred = blurred + kernel[i] * shift(image, dx, dy)
-    return blurred
 
 
 @pytest.mark.parametrize(

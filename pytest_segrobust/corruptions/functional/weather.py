@@ -15,6 +15,7 @@ from typing import Literal
 import torch
 import torch.nn.functional as F
 
+from pytest_segrobust.corruptions.functional.blur import motion_trail_taps
 from pytest_segrobust.corruptions.functional.color import luma
 
 BorderMode = Literal["nearest", "reflect", "mirror"]
@@ -112,18 +113,8 @@ def streak_blur(field: torch.Tensor, radius: int, sigma: float, angle_deg: float
         field: ``(..., H, W)``; return: same.
     """
     height, width = field.shape[-2:]
-    taps = 2 * radius + 1
-    weights = [math.exp(-(i**2) / (2 * sigma**2)) for i in range(taps)]
-    total = sum(weights)
-    # The reference's arithmetic to the last bit, since ceil() flips on exact halves.
-    point = (taps * math.sin(math.radians(angle_deg)), taps * math.cos(math.radians(angle_deg)))
-    hypot = math.hypot(*point)
-    shifts = []
-    for i in range(taps):
-        dy, dx = -math.ceil(i * point[0] / hypot - 0.5), -math.ceil(i * point[1] / hypot - 0.5)
-        if abs(dy) >= height or abs(dx) >= width:
-            break  # the streak left the frame: the reference drops the remaining taps
-        shifts.append((weights[i] / total, dy, dx))
+    # One definition of the reference's taps (shift rounding, weights, early stop) serves both.
+    shifts = [(weight, dy, dx) for dy, dx, weight in motion_trail_taps(radius, sigma, angle_deg, height, width)]
     reach = max(max(abs(dy), abs(dx)) for _, dy, dx in shifts)
     padded = pad_axis(pad_axis(field, -2, reach, reach, "nearest"), -1, reach, reach, "nearest")
     blurred = torch.zeros_like(field)
