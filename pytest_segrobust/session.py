@@ -33,7 +33,7 @@ from pytest_segrobust.progress import TerminalProgress
 from pytest_segrobust.records import CellRecord
 from pytest_segrobust.report import build_report, write_report
 from pytest_segrobust.report.gallery import render_gallery
-from pytest_segrobust.suite import Suite, load_suite
+from pytest_segrobust.suite import FactorySpec, Suite, load_suite
 
 PAYLOAD_KEY = "segrobust"
 logger = logging.getLogger("pytest_segrobust")
@@ -91,6 +91,7 @@ class SegRobustSession:
         self.options = options
         self.rootpath = rootpath
         self.records: list[CellRecord] = []
+        self._suites_dir = options.suites_dir.resolve()  # asked for every file pytest visits
         self.pending: list[PendingWrite] = []
         self.suite_order: dict[str, Suite] = {}
         self._suites: dict[Path, Suite] = {}
@@ -109,7 +110,7 @@ class SegRobustSession:
     # -- collection ---------------------------------------------------------------------
 
     def is_suite_file(self, path: Path) -> bool:
-        return path.suffix in (".yaml", ".yml") and path.parent.resolve() == self.options.suites_dir.resolve()
+        return path.suffix in (".yaml", ".yml") and path.parent.resolve() == self._suites_dir
 
     def suite(self, path: Path) -> Suite:
         """The validated suite at ``path`` (raises :class:`SuiteError`)."""
@@ -216,30 +217,18 @@ class SegRobustSession:
     def _model(self, suite: Suite, name: str) -> SegmentationModel:
         key = (str(suite.path), name)
         if key not in self._models:
-            spec = suite.model(name)
-            try:
-                self._models[key] = as_segmentation_model(
-                    spec.factory.build(), device=self.options.device, amp=self.options.amp
-                )
-            except SegRobustError:
-                raise
-            except Exception as exc:
-                raise SegRobustError(
-                    f"{suite.path}: models[{name}]: factory {spec.factory.target} failed: {type(exc).__name__}: {exc}"
-                ) from exc
+            self._models[key] = _build(
+                suite,
+                suite.model(name).factory,
+                f"models[{name}]",
+                lambda obj: as_segmentation_model(obj, device=self.options.device, amp=self.options.amp),
+            )
         return self._models[key]
 
     def _dataset(self, suite: Suite) -> SegmentationDataset:
         key = str(suite.path)
         if key not in self._datasets:
-            try:
-                self._datasets[key] = suite.dataset.build()
-            except SegRobustError:
-                raise
-            except Exception as exc:
-                raise SegRobustError(
-                    f"{suite.path}: dataset: factory {suite.dataset.target} failed: {type(exc).__name__}: {exc}"
-                ) from exc
+            self._datasets[key] = _build(suite, suite.dataset, "dataset", lambda obj: obj)
         return self._datasets[key]
 
     def _clean_result(
@@ -427,6 +416,16 @@ class SegRobustSession:
             )
 
         return sorted(self.records, key=rank)
+
+
+def _build(suite: Suite, spec: FactorySpec, where: str, convert: Callable[[Any], Any]) -> Any:
+    """Call a suite's factory; any failure but our own becomes an error naming file, field and target."""
+    try:
+        return convert(spec.build())
+    except SegRobustError:
+        raise
+    except Exception as exc:
+        raise SegRobustError(f"{suite.path}: {where}: factory {spec.target} failed: {type(exc).__name__}: {exc}") from exc
 
 
 class _ProgressLog:

@@ -392,3 +392,14 @@ def test_an_ade20k_layout_suite_runs_from_yaml(project: pytest.Pytester) -> None
     report = json.loads((project.path / "segrobust-report.json").read_text())
     clean = report["suites"]["ade"]["models"]["binner"]["cells"][0]
     assert clean["num_images"] == 6 and clean["score"] == 100.0  # the red code maps every pixel to its class
+
+
+def test_a_failing_factory_fails_its_items_naming_file_field_and_target(project: pytest.Pytester) -> None:
+    (project.path / "suites" / "bands.yaml").write_text(
+        "dataset: {factory: segrobust_fakes:band_scenes}\n"
+        "models: [{name: binner, factory: segrobust_fakes:red_binner, kwargs: {nope: 1}}]\n"
+        "corruptions: [rotate]\nseverities: [1]\n"
+    )
+    result = run(project, "--segrobust")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(["*bands.yaml: models[[]binner[]]: factory segrobust_fakes:red_binner failed: TypeError:*"])
