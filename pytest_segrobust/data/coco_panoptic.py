@@ -1,0 +1,345 @@
+"""COCO panoptic annotations read as semantic label maps.
+
+The panoptic format is a json (``images``, ``categories``, one entry in ``annotations`` per
+image) and a folder of RGB PNGs in which each pixel stores its segment id as
+``R + 256 * G + 256 ** 2 * B``; id 0 is unlabeled. ``segments_info`` gives each segment's
+category. Semantic evaluation of panoptic data forgets the instances: every pixel takes the
+class of its segment's category, so all instances of a thing class merge into one region.
+
+Classes are numbered contiguously: label ``k`` (0-based) is the ``k``-th category in id
+order, things and stuff alike. There is no background class; unlabeled pixels are
+``ignore_index``. Crowd segments keep the label of their category: a crowd of people is
+people, and scoring it tests the model where the class is; this follows panopticapi's
+``panoptic2semantic_segmentation`` converter. (Instance metrics ignore crowds because they
+cannot be matched to single instances, a reason that has no meaning for a label map.)
+
+The json is read, checked and indexed once; the image and the PNG are decoded one sample at a
+time in ``__getitem__``, where the checks that need pixels run. Every error names the file
+and entry at fault. The class is its own factory in a suite file::
+
+    dataset:
+      factory: pytest_segrobust.data.coco_panoptic:CocoPanopticSemantic
+      images_dir: coco/val2017
+      annotation_file: coco/annotations/panoptic_val2017.json
+      panoptic_dir: coco/annotations/panoptic_val2017
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from PIL import Image
+
+from pytest_segrobust.data.base import DEFAULT_IGNORE_INDEX, Sample, SemanticTarget
+from pytest_segrobust.data.io import read_rgb
+from pytest_segrobust.errors import DatasetError
+
+VOID_SEGMENT_ID = 0
+# Three 8-bit channels hold a segment id.
+_MAX_SEGMENT_ID = 256**3 - 1
+# Unknown ids named in an error message; the count of the rest follows.
+_IDS_IN_MESSAGE = 5
+
+
+@dataclass(frozen=True)
+class _PanopticImage:
+    """What ``__getitem__`` needs of one image, taken from the json."""
+
+    image_id: int
+    file_name: str
+    height: int
+    width: int
+    panoptic_file_name: str
+    annotation_position: int  # index in the json's annotations, for messages
+    segment_ids: tuple[int, ...]
+    segment_labels: tuple[int, ...]
+
+
+class CocoPanopticSemantic:
+    """Semantic label maps of a COCO panoptic dataset (see the module docstring for the numbering).
+
+    Args:
+        images_dir: Folder that the ``file_name`` of every image is relative to.
+        annotation_file: Panoptic json with ``images``, ``annotations`` and ``categories``.
+        panoptic_dir: Folder that the ``file_name`` of every annotation (its PNG) is relative to.
+        name: Name in reports; the json's stem by default.
+        limit: Use only the first ``limit`` images (in id order).
+
+    Attributes:
+        categories: COCO category dicts in id order, as given (with ``supercategory``, ``isthing``).
+        class_names: Category names in id order: ``class_names[k] == categories[k]["name"]``.
+        label_to_category_id: Contiguous label ``0..K-1`` to COCO category id.
+        image_ids: COCO image id of each sample, in sample order.
+
+    Raises:
+        DatasetError: when the json cannot be read, lacks a field, or is inconsistent (an image
+            without annotation, an unknown category, a repeated segment id), naming file and entry.
+    """
+
+    ignore_index: int = DEFAULT_IGNORE_INDEX
+
+    def __init__(
+        self,
+        images_dir: str | os.PathLike[str],
+        annotation_file: str | os.PathLike[str],
+        panoptic_dir: str | os.PathLike[str],
+        name: str | None = None,
+        limit: int | None = None,
+    ) -> None:
+        self.images_dir = Path(images_dir)
+        self.annotation_file = Path(annotation_file)
+        self.panoptic_dir = Path(panoptic_dir)
+        self.name = name if name is not None else self.annotation_file.stem
+        raw = self._read_annotation_file()
+        self._annotation_digest = hashlib.sha256(raw).hexdigest()
+        try:
+            document = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError) as error:
+            raise DatasetError(f"{self.annotation_file}: not valid JSON ({error})") from error
+        if not isinstance(document, dict):
+            raise DatasetError(f"{self.annotation_file}: expected a JSON object with images, annotations, categories")
+        categories = self._list_field(document, "categories")
+        images = self._list_field(document, "images")
+        annotations = self._list_field(document, "annotations")
+
+        for position, category in enumerate(categories):
+            self._require(category, ("id", "name"), f"categories[{position}]")
+        self.categories: tuple[dict[str, Any], ...] = tuple(
+            dict(category) for category in sorted(categories, key=lambda category: category["id"])
+        )
+        for before, after in itertools.pairwise(self.categories):
+            if before["id"] == after["id"]:
+                raise DatasetError(f"{self.annotation_file}: category id {after['id']} appears twice in categories")
+        if len(self.categories) > self.ignore_index:
+            raise DatasetError(
+                f"{self.annotation_file}: {len(self.categories)} categories do not fit below ignore index "
+                f"{self.ignore_index}"
+            )
+        self.class_names: tuple[str, ...] = tuple(str(category["name"]) for category in self.categories)
+        self.label_to_category_id: dict[int, int] = {
+            label: category["id"] for label, category in enumerate(self.categories)
+        }
+        label_of_category = {category_id: label for label, category_id in self.label_to_category_id.items()}
+
+        for position, image in enumerate(images):
+            self._require(image, ("id", "file_name", "height", "width"), f"images[{position}]")
+        images = sorted(images, key=lambda image: image["id"])
+        for before, after in itertools.pairwise(images):
+            if before["id"] == after["id"]:
+                raise DatasetError(f"{self.annotation_file}: image id {after['id']} appears twice in images")
+        known_images = {image["id"] for image in images}
+
+        annotation_of_image: dict[Any, tuple[int, dict[str, Any]]] = {}
+        for position, annotation in enumerate(annotations):
+            where = f"annotations[{position}]"
+            self._require(annotation, ("image_id", "file_name", "segments_info"), where)
+            image_id = annotation["image_id"]
+            if image_id not in known_images:
+                raise DatasetError(f"{self.annotation_file}: {where}: image_id {image_id} is not in images")
+            if image_id in annotation_of_image:
+                earlier = annotation_of_image[image_id][0]
+                raise DatasetError(
+                    f"{self.annotation_file}: {where}: image {image_id} is already annotated by annotations[{earlier}]"
+                )
+            annotation_of_image[image_id] = (position, annotation)
+
+        entries = []
+        for image in images:
+            if image["id"] not in annotation_of_image:
+                raise DatasetError(
+                    f"{self.annotation_file}: image {image['id']} ({image['file_name']}) has no panoptic annotation"
+                )
+            position, annotation = annotation_of_image[image["id"]]
+            segment_ids, segment_labels = self._segments(annotation["segments_info"], label_of_category, position)
+            entries.append(
+                _PanopticImage(
+                    image_id=image["id"],
+                    file_name=str(image["file_name"]),
+                    height=int(image["height"]),
+                    width=int(image["width"]),
+                    panoptic_file_name=str(annotation["file_name"]),
+                    annotation_position=position,
+                    segment_ids=segment_ids,
+                    segment_labels=segment_labels,
+                )
+            )
+        self._images: list[_PanopticImage] = entries if limit is None else entries[: max(limit, 0)]
+        self.image_ids: tuple[int, ...] = tuple(entry.image_id for entry in self._images)
+
+    def __len__(self) -> int:
+        return len(self._images)
+
+    def __getitem__(self, index: int) -> Sample:
+        if not -len(self) <= index < len(self):
+            raise IndexError(f"index {index} out of range for {self.name} of size {len(self)}")
+        entry = self._images[index]
+        image = self._load_image(entry)
+        return Sample(
+            sample_id=entry.file_name,
+            image=torch.from_numpy(image.copy()).permute(2, 0, 1).contiguous(),
+            target=SemanticTarget(torch.from_numpy(self._label_map(entry))),
+        )
+
+    def fingerprint(self) -> str:
+        """Digest of the annotation file's bytes and of the name and size of every image and PNG used.
+
+        Raises:
+            DatasetError: when an image or PNG file is missing.
+        """
+        digest = hashlib.sha256(f"coco-panoptic\x1f{self._annotation_digest}".encode())
+        for entry in self._images:
+            files = (
+                ("image", entry.file_name, self._image_path(entry)),
+                ("panoptic PNG", entry.panoptic_file_name, self._panoptic_path(entry)),
+            )
+            for kind, file_name, path in files:
+                try:
+                    size = path.stat().st_size
+                except OSError as error:
+                    raise DatasetError(
+                        f"{path}: {kind} listed in {self.annotation_file} cannot be read ({error})"
+                    ) from error
+                digest.update(f"\x1f{file_name}\x1f{size}".encode())
+        return digest.hexdigest()
+
+    def _read_annotation_file(self) -> bytes:
+        try:
+            return self.annotation_file.read_bytes()
+        except OSError as error:
+            raise DatasetError(f"{self.annotation_file}: cannot read the annotation file ({error})") from error
+
+    def _list_field(self, document: dict[str, Any], field: str) -> list[dict[str, Any]]:
+        value = document.get(field)
+        if not isinstance(value, list) or not all(isinstance(entry, dict) for entry in value):
+            raise DatasetError(f"{self.annotation_file}: field {field!r} must be a list of objects")
+        return value
+
+    def _require(self, entry: dict[str, Any], keys: Sequence[str], where: str) -> None:
+        missing = [key for key in keys if key not in entry]
+        if missing:
+            raise DatasetError(f"{self.annotation_file}: {where} lacks {', '.join(missing)}")
+
+    def _segments(
+        self, segments_info: Any, label_of_category: dict[int, int], position: int
+    ) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """Segment ids of one annotation, sorted, with the contiguous label of each."""
+        where = f"annotations[{position}].segments_info"
+        if not isinstance(segments_info, list) or not all(isinstance(segment, dict) for segment in segments_info):
+            raise DatasetError(f"{self.annotation_file}: {where} must be a list of objects")
+        label_of_segment: dict[int, int] = {}
+        for row, segment in enumerate(segments_info):
+            self._require(segment, ("id", "category_id"), f"{where}[{row}]")
+            segment_id, category_id = segment["id"], segment["category_id"]
+            if (
+                not isinstance(segment_id, int)
+                or isinstance(segment_id, bool)
+                or not VOID_SEGMENT_ID < segment_id <= _MAX_SEGMENT_ID
+            ):
+                raise DatasetError(
+                    f"{self.annotation_file}: {where}[{row}]: segment id {segment_id!r} is not an integer in "
+                    f"1..{_MAX_SEGMENT_ID} (0 marks unlabeled pixels)"
+                )
+            if category_id not in label_of_category:
+                raise DatasetError(
+                    f"{self.annotation_file}: {where}[{row}]: category_id {category_id} is not in categories"
+                )
+            if segment_id in label_of_segment:
+                raise DatasetError(f"{self.annotation_file}: {where}[{row}]: segment id {segment_id} appears twice")
+            label_of_segment[segment_id] = label_of_category[category_id]
+        ordered = sorted(label_of_segment)
+        return tuple(ordered), tuple(label_of_segment[segment_id] for segment_id in ordered)
+
+    def _image_path(self, entry: _PanopticImage) -> Path:
+        return self.images_dir / entry.file_name
+
+    def _panoptic_path(self, entry: _PanopticImage) -> Path:
+        return self.panoptic_dir / entry.panoptic_file_name
+
+    def _load_image(self, entry: _PanopticImage) -> np.ndarray:
+        """The image as ``uint8`` RGB, checked against the json's size.
+
+        Shape:
+            return: ``(height, width, 3)``.
+        """
+        path = self._image_path(entry)
+        if not path.is_file():
+            raise DatasetError(f"{path}: image file listed in {self.annotation_file} does not exist")
+        pixels = read_rgb(path)
+        if pixels.shape[:2] != (entry.height, entry.width):
+            raise DatasetError(
+                f"{path}: image is {pixels.shape[1]}x{pixels.shape[0]} (width x height) but "
+                f"{self.annotation_file} says {entry.width}x{entry.height}"
+            )
+        return pixels
+
+    def _label_map(self, entry: _PanopticImage) -> np.ndarray:
+        """The panoptic PNG of ``entry`` as contiguous class labels, void as ``ignore_index``.
+
+        Shape:
+            return: ``(height, width)``, int64.
+        """
+        path = self._panoptic_path(entry)
+        segment_ids = decode_segment_ids(self._read_panoptic_png(path, entry))
+        known = np.asarray((VOID_SEGMENT_ID, *entry.segment_ids), dtype=np.int64)  # sorted: ids are positive
+        labels = np.asarray((self.ignore_index, *entry.segment_labels), dtype=np.int64)
+        slot = np.minimum(np.searchsorted(known, segment_ids), len(known) - 1)
+        found = known[slot] == segment_ids
+        if not bool(found.all()):
+            unknown = np.unique(segment_ids[~found])
+            shown = ", ".join(str(v) for v in unknown[:_IDS_IN_MESSAGE].tolist())
+            more = f" and {len(unknown) - _IDS_IN_MESSAGE} more" if len(unknown) > _IDS_IN_MESSAGE else ""
+            raise DatasetError(
+                f"{path}: segment ids {shown}{more} are not in the segments_info of "
+                f"annotations[{entry.annotation_position}] in {self.annotation_file}"
+            )
+        return labels[slot]
+
+    def _read_panoptic_png(self, path: Path, entry: _PanopticImage) -> np.ndarray:
+        """The stored RGB pixels of a panoptic PNG, checked against the json's image size.
+
+        Shape:
+            return: ``(height, width, 3)``, uint8.
+        """
+        if not path.is_file():
+            raise DatasetError(
+                f"{path}: panoptic PNG of image {entry.file_name} (annotations[{entry.annotation_position}] "
+                f"in {self.annotation_file}) does not exist"
+            )
+        try:
+            with Image.open(path) as opened:
+                # A grey or palette rendering would decode to wrong ids without complaint.
+                if opened.mode != "RGB":
+                    raise DatasetError(
+                        f"{path}: panoptic PNG has mode {opened.mode}; expected RGB "
+                        f"(segment id = R + 256 * G + 256 ** 2 * B)"
+                    )
+                pixels = np.asarray(opened)
+        except DatasetError:
+            raise
+        except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as error:
+            raise DatasetError(f"{path}: cannot read panoptic PNG ({error})") from error
+        if pixels.shape[:2] != (entry.height, entry.width):
+            raise DatasetError(
+                f"{path}: panoptic PNG is {pixels.shape[1]}x{pixels.shape[0]} (width x height) but its image "
+                f"{entry.file_name} is {entry.width}x{entry.height} in {self.annotation_file}"
+            )
+        return pixels
+
+
+def decode_segment_ids(rgb: np.ndarray) -> np.ndarray:
+    """Segment ids of a panoptic PNG's pixels: ``R + 256 * G + 256 ** 2 * B``.
+
+    Shape:
+        rgb: ``(H, W, 3)``, uint8; return: ``(H, W)``, int64.
+    """
+    channels = rgb.astype(np.int64)
+    return channels[..., 0] + 256 * channels[..., 1] + 256 * 256 * channels[..., 2]
