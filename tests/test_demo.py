@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from importlib import resources
 
@@ -9,16 +10,18 @@ import pytest
 import torch
 
 from pytest_segrobust.corruptions import REGISTRY
-from pytest_segrobust.data.demo import DemoScenes, demo_dataset
+from pytest_segrobust.data.demo import GENERATOR_VERSION, DemoScenes, demo_dataset, generate_scene
 from pytest_segrobust.evaluation import evaluate
-from pytest_segrobust.models import as_segmentation_model
-from pytest_segrobust.models.demo import tiny_unet
+from pytest_segrobust.models import as_instance_model, as_segmentation_model
+from pytest_segrobust.models.demo import tiny_unet, tiny_unet_instances
 from pytest_segrobust.scores import relative_robustness
 
 
 def test_scenes_are_deterministic_and_identified_stably() -> None:
     first, second = DemoScenes("val")[7], DemoScenes("val")[7]
     assert torch.equal(first.image, second.image) and torch.equal(first.target.mask, second.target.mask)
+    assert first.instances is not None and second.instances is not None
+    assert torch.equal(first.instances.masks, second.instances.masks)
     assert first.sample_id == "demo/val/00007"
     assert not torch.equal(DemoScenes("train")[7].image, first.image)
 
@@ -32,6 +35,62 @@ def test_val_split_meets_the_demo_contract() -> None:
     assert set(range(len(val.class_names))) <= set(seen)
     with pytest.raises(IndexError):
         val[len(val)]
+
+
+# (split, index, image size) of the scenes whose digest pins the generator's output.
+PINNED_SCENES = [("val", 0, 128), ("val", 1, 128), ("val", 2, 128), ("train", 3, 128), ("val", 5, 37)]
+
+
+def test_pixels_and_labels_are_those_of_this_generator_version() -> None:
+    digest = hashlib.sha256()
+    for split, index, image_size in PINNED_SCENES:
+        scene = generate_scene(split, index, image_size)
+        digest.update(scene.pixels.tobytes())
+        digest.update(scene.labels.tobytes())
+    # A change here changes every stored demo baseline: bump GENERATOR_VERSION with the digest.
+    assert (GENERATOR_VERSION, digest.hexdigest()) == (
+        "1",
+        "d08d039f7895e88d67d0d926a4d1d9b337fbff39edd68be12f12c49d1cd791ef",
+    )
+
+
+@pytest.mark.parametrize("split", ["val", "train"])
+def test_instances_are_the_visible_parts_of_the_objects(split: str) -> None:
+    scenes = DemoScenes(split, size=12)
+    for sample in scenes:
+        instances = sample.instances
+        assert instances is not None and len(instances) >= 1
+        masks, labels = instances.masks, instances.labels
+        assert masks.shape[1:] == sample.image.shape[1:] and masks.flatten(1).any(dim=1).all()
+        assert int(masks.sum(dim=0).max()) <= 1  # disjoint
+        painted = torch.zeros_like(sample.target.mask)
+        for mask, label in zip(masks, labels, strict=True):
+            painted[mask] = label
+        assert torch.equal(painted, sample.target.mask)
+        assert not instances.iscrowd.any() and 1 <= int(labels.min()) and int(labels.max()) < len(scenes.class_names)
+
+
+def test_categories_number_the_classes_as_coco_labels_do() -> None:
+    categories = DemoScenes.categories
+    assert [c["id"] for c in categories] == [1, 2, 3, 4]
+    assert tuple(c["name"] for c in categories) == DemoScenes.class_names[1:]
+    assert [c["supercategory"] for c in categories] == ["pattern", "pattern", "pattern", "plain"]
+
+
+def test_the_demo_instance_model_finds_the_objects() -> None:
+    pytest.importorskip("faster_coco_eval")
+    from pytest_segrobust.metrics.coco_map import CocoMAP
+
+    model, val = as_instance_model(tiny_unet_instances()), demo_dataset("val")
+    metric = CocoMAP(val.categories, ("segm", "bbox"))
+    for start in range(0, len(val), 16):
+        samples = [val[index] for index in range(start, min(start + 16, len(val)))]
+        images = torch.stack([sample.image for sample in samples]).float() / 255
+        for offset, (sample, predictions) in enumerate(zip(samples, model.predict(images), strict=True)):
+            assert sample.instances is not None
+            metric.update(start + offset, *sample.image.shape[1:], sample.instances, predictions)
+    result = metric.compute()
+    assert result.ap >= 50 and result.bbox is not None and result.bbox.ap >= 45
 
 
 def test_weights_ship_in_the_package_and_are_small() -> None:

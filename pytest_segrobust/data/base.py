@@ -8,9 +8,11 @@ evaluator converts them to float on the model's device.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import torch
+
+from pytest_segrobust.errors import DatasetError
 
 DEFAULT_IGNORE_INDEX = 255
 
@@ -51,6 +53,12 @@ class InstanceTarget:
 
     def __len__(self) -> int:
         return int(self.labels.numel())
+
+    def to(self, device: torch.device | str, non_blocking: bool = False) -> InstanceTarget:
+        """The same instances on ``device``."""
+        return InstanceTarget(
+            *(t.to(device, non_blocking=non_blocking) for t in (self.masks, self.labels, self.boxes, self.iscrowd))
+        )
 
 
 def boxes_from_masks(masks: torch.Tensor) -> torch.Tensor:
@@ -94,7 +102,12 @@ class Sample:
 
 @runtime_checkable
 class SegmentationDataset(Protocol):
-    """A sized, indexable collection of :class:`Sample`."""
+    """A sized, indexable collection of :class:`Sample`.
+
+    A dataset may also have a ``categories`` attribute: COCO category dicts (``id``,
+    ``name``, optional ``supercategory``). The report groups per-class robustness by
+    supercategory through it, and instance evaluation takes its COCO category ids from it.
+    """
 
     name: str
     class_names: tuple[str, ...]
@@ -107,3 +120,32 @@ class SegmentationDataset(Protocol):
     def fingerprint(self) -> str:
         """A string that changes whenever the content of the dataset changes."""
         ...
+
+
+def instance_categories(dataset: SegmentationDataset) -> tuple[dict[str, Any], ...]:
+    """COCO category dicts of labels ``1..K``, in label order.
+
+    Label ``k`` is ``class_names[k]`` (0 is background). A dataset's own ``categories``
+    are used when it has them (their names must then be ``class_names[1:]``); otherwise
+    the classes become categories with ids ``1..K``.
+
+    Raises:
+        DatasetError: when the dataset's categories do not match its class names.
+    """
+    names = tuple(dataset.class_names[1:])
+    given = getattr(dataset, "categories", None)
+    if given is None:
+        return tuple({"id": label, "name": name} for label, name in enumerate(names, 1))
+    categories = tuple(sorted((dict(c) for c in given), key=lambda c: c["id"]))
+    if tuple(c["name"] for c in categories) != names:
+        raise DatasetError(
+            f"{dataset.name}: categories in id order ({', '.join(c['name'] for c in categories)}) are not "
+            f"class_names[1:] ({', '.join(names)}); instance labels would be ambiguous"
+        )
+    return categories
+
+
+def supercategories(dataset: SegmentationDataset) -> list[str | None]:
+    """The COCO supercategory of each of ``class_names`` (``None`` where there is none)."""
+    of_name = {c["name"]: c.get("supercategory") for c in getattr(dataset, "categories", None) or ()}
+    return [of_name.get(name) for name in dataset.class_names]

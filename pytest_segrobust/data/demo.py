@@ -5,11 +5,13 @@ seeded by ``(split, index)`` through a stable hash, so the same index yields the
 pixels on every call, process and machine.
 
 Each scene is a textured background with several overlapping shapes (disks, ellipses,
-rectangles, triangles) of four object classes. An object's class shows only in its local
-appearance: a texture family with fine, few-pixel structure plus a loosely class-related
-colour range (neighbouring classes share hues). Shape and size carry no class information.
-A small CNN learns the classes from clean images, while Gaussian noise and blur wash out
-exactly the fine structure it relies on, which is what a robustness demo needs.
+rectangles, triangles) of four object classes; the visible part of every shape is also an
+instance, so the same scenes serve semantic and instance segmentation. An object's class
+shows only in its local appearance: a texture family with fine, few-pixel structure plus a
+loosely class-related colour range (neighbouring classes share hues). Shape and size carry
+no class information. A small CNN learns the classes from clean images, while Gaussian noise
+and blur wash out exactly the fine structure it relies on, which is what a robustness demo
+needs.
 
 Reproducibility across machines: pixel arrays are computed with ``+ - * /``, ``floor``
 and comparisons only (all exactly rounded under IEEE 754). Transcendental functions,
@@ -21,11 +23,13 @@ from __future__ import annotations
 import colorsys
 import hashlib
 import math
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
 
-from pytest_segrobust.data.base import DEFAULT_IGNORE_INDEX, Sample, SemanticTarget
+from pytest_segrobust.data.base import DEFAULT_IGNORE_INDEX, InstanceTarget, Sample, SemanticTarget
 
 # Bump whenever a change to this module changes any generated pixel or label.
 GENERATOR_VERSION = "1"
@@ -34,6 +38,11 @@ CLASS_NAMES: tuple[str, ...] = ("background", "striped", "checkered", "dotted", 
 DEFAULT_SIZES: dict[str, int] = {"train": 512, "val": 64}
 
 _STRIPED, _CHECKERED, _DOTTED, _SMOOTH = 1, 2, 3, 4
+# COCO categories of the object classes: id k is class k, so labels need no translation.
+CATEGORIES: tuple[dict[str, Any], ...] = tuple(
+    {"id": class_id, "name": CLASS_NAMES[class_id], "supercategory": "plain" if class_id == _SMOOTH else "pattern"}
+    for class_id in (_STRIPED, _CHECKERED, _DOTTED, _SMOOTH)
+)
 # Centre hue (fraction of the colour wheel) of each object class. Hues are drawn within
 # +-_HUE_SPREAD of the centre, wide enough that neighbouring classes overlap: colour
 # narrows the class down but only the texture settles it.
@@ -153,7 +162,39 @@ def _texture(rng: np.random.Generator, class_id: int, u: np.ndarray, v: np.ndarr
     return np.clip(0.5 + u / np.float32(2.0 * radius), 0.0, 1.0)
 
 
-def generate_scene(split: str, index: int, image_size: int = 128) -> tuple[np.ndarray, np.ndarray]:
+@dataclass(frozen=True)
+class Scene:
+    """One generated scene: its pixels and which object each pixel shows.
+
+    Attributes:
+        pixels: The RGB image.
+        labels: Class id per pixel, 0 for background.
+        objects: Per pixel, the 1-based drawing-order index of the object it shows; 0 for
+            background. Later objects occlude earlier ones.
+        object_classes: Class id of every drawn object, in drawing order (hidden ones too).
+
+    Shape:
+        pixels: ``(3, S, S)`` uint8; labels, objects: ``(S, S)`` uint8;
+        object_classes: ``(N,)`` uint8.
+    """
+
+    pixels: np.ndarray
+    labels: np.ndarray
+    objects: np.ndarray
+    object_classes: np.ndarray
+
+    def instances(self) -> InstanceTarget:
+        """The visible part of every object that shows at all, in drawing order; none is crowd.
+
+        Painting the masks in order over a background of zeros gives ``labels`` back.
+        """
+        pixel_counts = np.bincount(self.objects.ravel(), minlength=len(self.object_classes) + 1)
+        shown = np.flatnonzero(pixel_counts[1:])  # 0-based drawing order of the objects that show
+        masks = self.objects[None] == (shown + 1).astype(self.objects.dtype)[:, None, None]
+        return InstanceTarget.from_masks(torch.from_numpy(masks), torch.from_numpy(self.object_classes[shown]))
+
+
+def generate_scene(split: str, index: int, image_size: int = 128) -> Scene:
     """Draw one demo scene, a pure function of its arguments.
 
     Args:
@@ -162,11 +203,11 @@ def generate_scene(split: str, index: int, image_size: int = 128) -> tuple[np.nd
         image_size: Side of the square image in pixels.
 
     Returns:
-        The RGB image and its per-pixel class ids.
+        The RGB image, its per-pixel class ids and the object shown at each pixel.
 
     Shape:
-        return: image ``(3, image_size, image_size)`` uint8; labels
-        ``(image_size, image_size)`` uint8.
+        return: image ``(3, image_size, image_size)``; label and object maps
+        ``(image_size, image_size)``.
     """
     rng = np.random.Generator(np.random.PCG64(_scene_seed(split, index)))
     size = image_size
@@ -183,11 +224,12 @@ def generate_scene(split: str, index: int, image_size: int = 128) -> tuple[np.nd
         + np.float32(rng.uniform(0.03, 0.1)) * (detail - 0.5)
         + np.float32(0.04) * (grain - 0.5)
     )
-    labels = np.zeros((size, size), dtype=np.uint8)
+    objects = np.zeros((size, size), dtype=np.uint8)
+    object_classes: list[int] = []
 
     coordinates = np.arange(size, dtype=np.float32) + np.float32(0.5)
     ys, xs = coordinates[:, None], coordinates[None, :]
-    for _ in range(int(rng.integers(_MIN_OBJECTS, _MAX_OBJECTS + 1))):
+    for number in range(1, int(rng.integers(_MIN_OBJECTS, _MAX_OBJECTS + 1)) + 1):
         class_id = int(rng.integers(1, len(CLASS_NAMES)))
         radius = size * math.exp(rng.uniform(math.log(_MIN_RADIUS), math.log(_MAX_RADIUS)))
         dx = xs - np.float32(rng.uniform(0.0, size))
@@ -208,14 +250,21 @@ def generate_scene(split: str, index: int, image_size: int = 128) -> tuple[np.nd
         painted = primary + (secondary - primary) * weight
         # Later objects occlude earlier ones, in pixels and in labels alike.
         image = np.where(covered, painted, image)
-        labels[covered] = class_id
+        objects[covered] = number
+        object_classes.append(class_id)
 
     pixels = np.floor(np.clip(image, 0.0, 1.0) * 255.0 + 0.5).astype(np.uint8)
-    return pixels, labels
+    # Class of each object index; index 0, background, is class 0.
+    class_of_object = np.asarray([0, *object_classes], dtype=np.uint8)
+    return Scene(pixels, class_of_object[objects], objects, class_of_object[1:])
 
 
 class DemoScenes:
     """Procedurally generated textured-shape scenes; implements ``SegmentationDataset``.
+
+    Every sample carries both targets: class ids per pixel and the visible part of each
+    object as an instance, labelled with its class id (so label ``k`` is ``class_names[k]``
+    and the ``k``-th of :attr:`categories`).
 
     Args:
         split: ``"train"`` (512 scenes by default) or ``"val"`` (64 scenes by default).
@@ -228,6 +277,8 @@ class DemoScenes:
 
     class_names: tuple[str, ...] = CLASS_NAMES
     ignore_index: int = DEFAULT_IGNORE_INDEX
+    #: COCO category dicts of the object classes in id order, e.g. for ``CocoMAP``.
+    categories: tuple[dict[str, Any], ...] = CATEGORIES
 
     def __init__(self, split: str = "val", size: int | None = None, image_size: int = 128) -> None:
         if split not in DEFAULT_SIZES:
@@ -253,11 +304,12 @@ class DemoScenes:
         if not -self.size <= index < self.size:
             raise IndexError(f"index {index} out of range for {self.name} of size {self.size}")
         index %= self.size
-        pixels, labels = generate_scene(self.split, index, self.image_size)
+        scene = generate_scene(self.split, index, self.image_size)
         return Sample(
             sample_id=f"demo/{self.split}/{index:05d}",
-            image=torch.from_numpy(pixels),
-            target=SemanticTarget(mask=torch.from_numpy(labels.astype(np.int64))),
+            image=torch.from_numpy(scene.pixels),
+            target=SemanticTarget(mask=torch.from_numpy(scene.labels.astype(np.int64))),
+            instances=scene.instances(),
         )
 
     def fingerprint(self) -> str:

@@ -29,6 +29,7 @@ import torch
 
 from pytest_segrobust.data.base import InstanceTarget, boxes_from_masks
 from pytest_segrobust.errors import DatasetError, ModelOutputError
+from pytest_segrobust.models.base import InstancePredictions
 
 _LOG = logging.getLogger(__name__)
 
@@ -47,42 +48,6 @@ def _coco_libraries() -> tuple[ModuleType, ModuleType]:
     except ImportError as error:
         raise ImportError(f"{_INSTALL_HINT} ({error})") from error
     return faster_coco_eval, mask_utils
-
-
-@dataclass(frozen=True)
-class InstancePredictions:
-    """What an instance segmentation model returns for one image.
-
-    Labels follow the dataset's contiguous numbering (``1..K``, 0 is background and never
-    predicted).
-
-    Shape:
-        masks: ``(N, H, W)``, bool; labels: ``(N,)``, int64; scores: ``(N,)``, float.
-    """
-
-    masks: torch.Tensor
-    labels: torch.Tensor
-    scores: torch.Tensor
-
-    def __post_init__(self) -> None:
-        if self.masks.dim() != 3 or self.masks.dtype != torch.bool:
-            raise ModelOutputError(
-                f"instance masks must be a bool tensor of shape (N, H, W), got {self.masks.dtype} "
-                f"of shape {tuple(self.masks.shape)} (threshold mask probabilities in the adapter)"
-            )
-        count = self.masks.shape[0]
-        if tuple(self.labels.shape) != (count,) or tuple(self.scores.shape) != (count,):
-            raise ModelOutputError(
-                f"{count} instance masks need labels and scores of shape ({count},), got "
-                f"{tuple(self.labels.shape)} and {tuple(self.scores.shape)}"
-            )
-        if self.labels.is_floating_point() or self.labels.is_complex() or self.labels.dtype == torch.bool:
-            raise ModelOutputError(f"instance labels must be integer class ids, got {self.labels.dtype}")
-        if not self.scores.is_floating_point():
-            raise ModelOutputError(f"instance scores must be floating point, got {self.scores.dtype}")
-
-    def __len__(self) -> int:
-        return int(self.labels.numel())
 
 
 @dataclass(frozen=True)

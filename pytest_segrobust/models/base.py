@@ -1,19 +1,25 @@
-"""What a model is to the harness: something that maps images to label maps."""
+"""What a model is to the harness: something that maps images to label maps or instances.
+
+The suite's task says which protocol its models follow: a ``semantic`` suite calls
+:class:`SegmentationModel`, an ``instance`` suite :class:`InstanceSegmentationModel`. Both
+take float images in ``[0, 1]`` on the model's ``device``; normalisation and resizing are
+the model's business.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 import torch
 
+from pytest_segrobust.errors import ModelOutputError
+
 
 @runtime_checkable
 class SegmentationModel(Protocol):
-    """A semantic segmentation model.
-
-    ``predict`` receives float images in ``[0, 1]`` on ``device`` and returns one class id
-    per pixel. Normalisation and resizing are the model's business.
-    """
+    """A semantic segmentation model: one class id per pixel."""
 
     device: torch.device
 
@@ -23,6 +29,65 @@ class SegmentationModel(Protocol):
         Shape:
             images: ``(B, 3, H, W)``, float in ``[0, 1]``.
             return: ``(B, H, W)``, integer class ids.
+        """
+        ...
+
+    def fingerprint(self) -> str:
+        """A string that changes whenever the model's behaviour may change (weights, config)."""
+        ...
+
+
+@dataclass(frozen=True)
+class InstancePredictions:
+    """What an instance segmentation model returns for one image.
+
+    Labels follow the dataset's contiguous numbering (``1..K``, 0 is background and never
+    predicted).
+
+    Shape:
+        masks: ``(N, H, W)``, bool; labels: ``(N,)``, int64; scores: ``(N,)``, float.
+    """
+
+    masks: torch.Tensor
+    labels: torch.Tensor
+    scores: torch.Tensor
+
+    def __post_init__(self) -> None:
+        if self.masks.dim() != 3 or self.masks.dtype != torch.bool:
+            raise ModelOutputError(
+                f"instance masks must be a bool tensor of shape (N, H, W), got {self.masks.dtype} "
+                f"of shape {tuple(self.masks.shape)} (threshold mask probabilities in the adapter)"
+            )
+        count = self.masks.shape[0]
+        if tuple(self.labels.shape) != (count,) or tuple(self.scores.shape) != (count,):
+            raise ModelOutputError(
+                f"{count} instance masks need labels and scores of shape ({count},), got "
+                f"{tuple(self.labels.shape)} and {tuple(self.scores.shape)}"
+            )
+        if self.labels.is_floating_point() or self.labels.is_complex() or self.labels.dtype == torch.bool:
+            raise ModelOutputError(f"instance labels must be integer class ids, got {self.labels.dtype}")
+        if not self.scores.is_floating_point():
+            raise ModelOutputError(f"instance scores must be floating point, got {self.scores.dtype}")
+
+    def __len__(self) -> int:
+        return int(self.labels.numel())
+
+
+@runtime_checkable
+class InstanceSegmentationModel(Protocol):
+    """An instance segmentation model: scored masks with class labels, per image."""
+
+    device: torch.device
+
+    def predict(self, images: torch.Tensor) -> Sequence[InstancePredictions]:
+        """Detect instances.
+
+        Labels follow the dataset's contiguous numbering: label ``k`` is ``class_names[k]``
+        (for COCO data, the ``k``-th category in id order; 0 is background).
+
+        Shape:
+            images: ``(B, 3, H, W)``, float in ``[0, 1]``.
+            return: ``B`` predictions, masks ``(N_i, H, W)``.
         """
         ...
 

@@ -3,6 +3,9 @@
 Its weights ship with the package (``models/weights/tiny_unet.pt``, produced by
 ``scripts/train_demo_model.py``), so the demo runs with no downloads. It is trained on
 clean images only, so it is deliberately fragile under noise and blur.
+
+:func:`tiny_unet_instances` turns the same network into an instance segmentation model
+(one instance per connected region of a predicted class), for the demo's instance suite.
 """
 
 from __future__ import annotations
@@ -14,12 +17,17 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from pytest_segrobust.corruptions.functional.filters import gaussian_blur
 from pytest_segrobust.data.demo import CLASS_NAMES
+from pytest_segrobust.models.components import ComponentInstances
 
 # Located relative to this package, so the weights folder needs no __init__.py.
 WEIGHTS_PACKAGE = "pytest_segrobust.models"
 WEIGHTS_PATH = ("weights", "tiny_unet.pt")
 DEFAULT_WIDTHS: tuple[int, ...] = (16, 32, 48, 64)
+# Regions smaller than this are mostly specks of misclassified texture, not objects. Clean AP
+# is the same for 1 to 16; under noise, 4 keeps about half as many specks as 1 does.
+DEMO_MIN_AREA = 4
 
 # Rough per-channel statistics of the demo scenes; the exact values matter little, they
 # only centre the inputs so the first layer trains quickly.
@@ -125,3 +133,52 @@ def tiny_unet(weights: str | None = None, device: str = "cpu") -> TinyUNet:
         state = torch.load(weights, map_location="cpu", weights_only=True)
     model.load_state_dict(state)
     return model.eval().to(device)
+
+
+def tiny_unet_instances(
+    weights: str | None = None, device: str = "cpu", min_area: int = DEMO_MIN_AREA
+) -> ComponentInstances:
+    """The demo model as an instance segmentation model: one instance per predicted region.
+
+    Args:
+        weights: Path of a state dict file; ``None`` loads the weights shipped with
+            the package.
+        device: Device to put the model on.
+        min_area: Predicted regions of fewer pixels are dropped.
+
+    Returns:
+        The model, ready for inference.
+
+    Raises:
+        FileNotFoundError: When the weights file does not exist.
+    """
+    return ComponentInstances(tiny_unet(weights, device), min_area=min_area).eval()
+
+
+class InputSmoothing(nn.Module):
+    """A model behind a Gaussian pre-filter: the classic test-time defence against noise.
+
+    It trades detail for noise robustness, which makes it the demo's second model: next to
+    the bare network, the report shows corruption degradation both below and above 100.
+
+    Args:
+        module: The network that sees the smoothed images.
+        sigma: Standard deviation of the Gaussian in pixels.
+    """
+
+    def __init__(self, module: nn.Module, sigma: float) -> None:
+        super().__init__()
+        self.module = module
+        self.sigma = sigma
+
+    def extra_repr(self) -> str:
+        return f"sigma={self.sigma}"
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        """Shape: images ``(B, 3, H, W)`` -> the module's output."""
+        return self.module(gaussian_blur(images, self.sigma))
+
+
+def tiny_unet_smoothed(sigma: float = 1.0, weights: str | None = None, device: str = "cpu") -> InputSmoothing:
+    """The demo model behind a Gaussian pre-filter of ``sigma`` pixels (see :class:`InputSmoothing`)."""
+    return InputSmoothing(tiny_unet(weights, device), sigma).eval()

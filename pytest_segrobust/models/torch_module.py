@@ -1,15 +1,77 @@
-"""Adapter for plain PyTorch modules that return per-class logits."""
+"""Adapters for plain PyTorch modules: per-class logits, or instances per image."""
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import torch
 
 from pytest_segrobust.errors import ModelOutputError
+from pytest_segrobust.models.base import InstancePredictions
+
+_INSTANCE_KEYS = ("masks", "labels", "scores")
 
 
-class TorchModuleSegmenter:
+def logits_at_input_size(output: Any, images: torch.Tensor) -> torch.Tensor:
+    """The per-class logits a segmentation module returned, at the resolution of its input.
+
+    Accepts a tensor or a mapping with key ``"out"`` (torchvision's segmentation models);
+    logits at another resolution are resized bilinearly.
+
+    Raises:
+        ModelOutputError: When the output is neither, or not ``(B, K, h, w)``.
+
+    Shape:
+        images: ``(B, 3, H, W)``; return: ``(B, K, H, W)``.
+    """
+    if isinstance(output, Mapping):
+        if "out" not in output:
+            raise ModelOutputError(f"model returned a mapping without key 'out' (keys: {sorted(output)})")
+        output = output["out"]
+    if not isinstance(output, torch.Tensor) or output.dim() != 4 or output.shape[0] != images.shape[0]:
+        shape = tuple(output.shape) if isinstance(output, torch.Tensor) else type(output).__name__
+        raise ModelOutputError(f"expected logits of shape (B, K, H, W) for B={images.shape[0]}, got {shape}")
+    if output.shape[-2:] != images.shape[-2:]:
+        output = torch.nn.functional.interpolate(output, size=images.shape[-2:], mode="bilinear", align_corners=False)
+    return output
+
+
+def module_fingerprint(module: torch.nn.Module, *settings: str) -> str:
+    """Digest of a module's class, an adapter's settings and every parameter and buffer.
+
+    Configuration that lives outside the state dict (a threshold, a size) must reach
+    ``settings``, or a changed setting would reuse results computed with the old one.
+    """
+    digest = hashlib.blake2b(digest_size=16)
+    digest.update(type(module).__qualname__.encode())
+    for setting in settings:
+        digest.update(setting.encode())
+    for name, tensor in module.state_dict().items():
+        digest.update(name.encode())
+        digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+    return digest.hexdigest()
+
+
+class _TorchModuleAdapter:
+    """What both adapters share: device placement, eval mode and mixed precision."""
+
+    def __init__(self, module: torch.nn.Module, device: torch.device | str | None, amp: bool) -> None:
+        if device is None:
+            device = next((p.device for p in module.parameters()), torch.device("cpu"))
+        self.device = torch.device(device)
+        self.module = module.to(self.device).eval()
+        self.amp = amp
+
+    def _forward(self, images: torch.Tensor) -> Any:
+        """Run the module under autocast (float16 on CUDA, bfloat16 elsewhere) when ``amp`` is set."""
+        dtype = torch.float16 if self.device.type == "cuda" else torch.bfloat16
+        with torch.autocast(self.device.type, dtype=dtype, enabled=self.amp):
+            return self.module(images)
+
+
+class TorchModuleSegmenter(_TorchModuleAdapter):
     """Wraps an ``nn.Module`` mapping ``(B, 3, H, W)`` images in ``[0, 1]`` to logits.
 
     The module may return a tensor ``(B, K, H, W)`` or a mapping with key ``"out"``
@@ -23,35 +85,111 @@ class TorchModuleSegmenter:
     """
 
     def __init__(self, module: torch.nn.Module, device: torch.device | str | None = None, amp: bool = False) -> None:
-        if device is None:
-            device = next((p.device for p in module.parameters()), torch.device("cpu"))
-        self.device = torch.device(device)
-        self.module = module.to(self.device).eval()
-        self.amp = amp
+        super().__init__(module, device, amp)
 
     @torch.inference_mode()
     def predict(self, images: torch.Tensor) -> torch.Tensor:
         """Shape: images ``(B, 3, H, W)`` -> class ids ``(B, H, W)``."""
-        dtype = torch.float16 if self.device.type == "cuda" else torch.bfloat16
-        with torch.autocast(self.device.type, dtype=dtype, enabled=self.amp):
-            output = self.module(images)
-        if isinstance(output, dict):
-            if "out" not in output:
-                raise ModelOutputError(f"model returned a mapping without key 'out' (keys: {sorted(output)})")
-            output = output["out"]
-        if not isinstance(output, torch.Tensor) or output.dim() != 4 or output.shape[0] != images.shape[0]:
-            shape = tuple(output.shape) if isinstance(output, torch.Tensor) else type(output).__name__
-            raise ModelOutputError(f"expected logits of shape (B, K, H, W) for B={images.shape[0]}, got {shape}")
-        if output.shape[-2:] != images.shape[-2:]:
-            output = torch.nn.functional.interpolate(output, size=images.shape[-2:], mode="bilinear", align_corners=False)
-        return output.argmax(dim=1)
+        return logits_at_input_size(self._forward(images), images).argmax(dim=1)
 
     def fingerprint(self) -> str:
-        """Digest of the module's class and every parameter and buffer."""
-        digest = hashlib.blake2b(digest_size=16)
-        digest.update(type(self.module).__qualname__.encode())
-        digest.update(b"amp" if self.amp else b"fp32")
-        for name, tensor in self.module.state_dict().items():
-            digest.update(name.encode())
-            digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
-        return digest.hexdigest()
+        """Digest of the module's class, the precision and every parameter and buffer."""
+        return module_fingerprint(self.module, "amp" if self.amp else "fp32")
+
+
+class TorchModuleInstanceSegmenter(_TorchModuleAdapter):
+    """Wraps an ``nn.Module`` mapping ``(B, 3, H, W)`` images in ``[0, 1]`` to instances.
+
+    The module returns one item per image (a list, as torchvision's Mask R-CNN does in eval
+    mode): an :class:`InstancePredictions` or a mapping with ``masks``, ``labels`` and
+    ``scores``. Masks are bool ``(N, H, W)`` or probabilities ``(N, 1, H, W)`` / ``(N, H, W)``,
+    which are thresholded at ``mask_threshold``; other keys (``boxes``) are ignored. Labels
+    must follow the dataset's contiguous numbering (see
+    :class:`~pytest_segrobust.models.base.InstanceSegmentationModel`).
+
+    Args:
+        module: The network; it is put in eval mode and moved to ``device``.
+        device: Where inference runs; corruption and metric follow it.
+        amp: Run the forward pass under autocast (float16 on CUDA, bfloat16 elsewhere).
+        mask_threshold: Probability from which a pixel belongs to a soft mask.
+    """
+
+    def __init__(
+        self,
+        module: torch.nn.Module,
+        device: torch.device | str | None = None,
+        amp: bool = False,
+        mask_threshold: float = 0.5,
+    ) -> None:
+        super().__init__(module, device, amp)
+        self.mask_threshold = mask_threshold
+
+    @torch.inference_mode()
+    def predict(self, images: torch.Tensor) -> list[InstancePredictions]:
+        """Shape: images ``(B, 3, H, W)`` -> ``B`` predictions with masks ``(N, H, W)``."""
+        output = self._forward(images)
+        batch = images.shape[0]
+        if not isinstance(output, Sequence) or isinstance(output, str) or len(output) != batch:
+            found = f"a sequence of {len(output)}" if isinstance(output, Sequence) else type(output).__name__
+            raise ModelOutputError(
+                f"expected a list of {batch} per-image instance predictions (dicts with {', '.join(_INSTANCE_KEYS)}), "
+                f"got {found}"
+            )
+        return [self._instances(item, index, tuple(images.shape[-2:])) for index, item in enumerate(output)]
+
+    def _instances(self, item: Any, index: int, size: tuple[int, int]) -> InstancePredictions:
+        """One image's output as :class:`InstancePredictions`, checked against the image size."""
+        where = f"image {index} of the batch"
+        if isinstance(item, InstancePredictions):
+            predictions = item
+        elif isinstance(item, Mapping):
+            missing = [key for key in _INSTANCE_KEYS if key not in item]
+            if missing:
+                raise ModelOutputError(
+                    f"{where}: instance predictions need keys {', '.join(_INSTANCE_KEYS)}; "
+                    f"missing {', '.join(missing)} (keys: {sorted(item)})"
+                )
+            masks, labels, scores = (item[key] for key in _INSTANCE_KEYS)
+            if not all(isinstance(value, torch.Tensor) for value in (masks, labels, scores)):
+                raise ModelOutputError(f"{where}: masks, labels and scores must be tensors")
+            masks = self._binary(masks, where)
+            try:  # checks the dtypes as the model returned them, before any conversion
+                InstancePredictions(masks, labels, scores)
+            except ModelOutputError as error:
+                raise ModelOutputError(f"{where}: {error}") from None
+            predictions = InstancePredictions(masks, labels.long(), scores.float())
+        else:
+            raise ModelOutputError(
+                f"{where}: expected a dict with {', '.join(_INSTANCE_KEYS)} or InstancePredictions, "
+                f"got {type(item).__name__}"
+            )
+        if tuple(predictions.masks.shape[1:]) != size:
+            raise ModelOutputError(
+                f"{where}: instance masks of shape {tuple(predictions.masks.shape)}, expected (N, {size[0]}, {size[1]}) "
+                "at the input resolution"
+            )
+        return predictions
+
+    def _binary(self, masks: torch.Tensor, where: str) -> torch.Tensor:
+        """Bool ``(N, H, W)`` masks from bool masks or ``(N, [1,] H, W)`` probabilities."""
+        if masks.dim() == 4 and masks.shape[1] == 1:
+            masks = masks[:, 0]
+        if masks.dim() != 3:
+            raise ModelOutputError(
+                f"{where}: instance masks must be (N, H, W) or (N, 1, H, W), got shape {tuple(masks.shape)}"
+            )
+        if masks.dtype == torch.bool:
+            return masks
+        if not masks.is_floating_point():
+            raise ModelOutputError(f"{where}: instance masks must be bool or float probabilities, got {masks.dtype}")
+        return masks >= self.mask_threshold
+
+    def fingerprint(self) -> str:
+        """Digest of the module's class, its configuration, the adapter's settings and the weights.
+
+        The module's repr joins in, so that settings a module shows there (as
+        :class:`~pytest_segrobust.models.components.ComponentInstances` shows ``min_area``)
+        change the fingerprint; settings kept only in plain attributes do not.
+        """
+        precision = "amp" if self.amp else "fp32"
+        return module_fingerprint(self.module, precision, f"mask_threshold={self.mask_threshold!r}", repr(self.module))
