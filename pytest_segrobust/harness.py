@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from pytest_segrobust.corruptions import DEFAULT_PRESET, REGISTRY
 from pytest_segrobust.data.base import SegmentationDataset
 from pytest_segrobust.evaluation import CellResult, evaluate
-from pytest_segrobust.models import as_segmentation_model
+from pytest_segrobust.models import as_instance_model, as_segmentation_model
 
 if TYPE_CHECKING:
     from pytest_segrobust.session import SegRobustSession
@@ -34,6 +34,7 @@ class Harness:
         severity: int,
         *,
         preset: str = DEFAULT_PRESET,
+        metric: str = "miou",
         seed: int = 0,
         batch_size: int = 16,
         limit: int | None = None,
@@ -41,11 +42,15 @@ class Harness:
         """Score ``model`` on ``dataset`` under ``corruption`` at ``severity``.
 
         Args:
-            model: A :class:`~pytest_segrobust.models.SegmentationModel` or an ``nn.Module``.
-            dataset: Any :class:`~pytest_segrobust.data.base.SegmentationDataset`.
+            model: A :class:`~pytest_segrobust.models.SegmentationModel` or an ``nn.Module``
+                returning logits; for ``metric="map"`` an instance model, or an ``nn.Module``
+                returning instances per image.
+            dataset: Any :class:`~pytest_segrobust.data.base.SegmentationDataset` (with
+                instances, for ``map``).
             corruption: A corruption name of ``preset``.
             severity: 1 to 5 (0 gives the clean result).
             preset: Whose severity table to use.
+            metric: ``"miou"`` (semantic) or ``"map"`` (instance, COCO mask AP).
             seed: Global seed of the corruptions.
             batch_size: Images per forward pass.
             limit: Use only the first ``limit`` images.
@@ -53,10 +58,10 @@ class Harness:
         Returns:
             A result with ``.score``, ``.clean_score``, ``.gamma_r`` and ``.gamma_a``.
         """
-        segmenter = as_segmentation_model(model)
+        segmenter = as_instance_model(model) if metric == "map" else as_segmentation_model(model)
         chosen = REGISTRY.get(corruption, preset)
-        options = {"seed": seed, "batch_size": batch_size, "limit": limit}
-        key = ("fixture", segmenter.fingerprint(), dataset.fingerprint(), str(limit))
+        options = {"metric": metric, "seed": seed, "batch_size": batch_size, "limit": limit}
+        key = ("fixture", metric, segmenter.fingerprint(), dataset.fingerprint(), str(limit))
         clean = self._session.clean_cached(key, lambda: evaluate(segmenter, dataset, **options))
         corrupted = evaluate(segmenter, dataset, chosen, severity, **options)
         return CellResult(corrupted=corrupted, clean=clean)

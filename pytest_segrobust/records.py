@@ -7,7 +7,13 @@ from dataclasses import dataclass, field
 
 @dataclass
 class CellRecord:
-    """Everything learned about one cell; JSON-safe so that workers can ship it."""
+    """Everything learned about one cell; JSON-safe so that workers can ship it.
+
+    ``per_class``, ``clean_per_class`` and ``supercategories`` are aligned with
+    ``class_names``; ``details`` and ``clean_details`` hold the metric's further numbers
+    (AP50, AP75, box AP for ``map``). Each record carries its clean numbers, so that any
+    selection of cells can be reported on its own.
+    """
 
     nodeid: str
     suite: str
@@ -26,3 +32,7 @@ class CellRecord:
     status: str
     baseline: dict[str, float] | None = None
     checks: list[dict[str, float | str]] = field(default_factory=list)
+    clean_per_class: list[float | None] = field(default_factory=list)
+    supercategories: list[str | None] = field(default_factory=list)
+    details: dict[str, float] = field(default_factory=dict)
+    clean_details: dict[str, float] = field(default_factory=dict)

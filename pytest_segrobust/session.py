@@ -25,10 +25,11 @@ from PIL import Image
 from pytest_segrobust.baselines import UPDATE_FLAG, BaselineFile, CellKey, Check, compare, write_baseline
 from pytest_segrobust.cache import CleanCache
 from pytest_segrobust.corruptions import REGISTRY, Corruption
-from pytest_segrobust.data.base import SegmentationDataset
+from pytest_segrobust.data.base import SegmentationDataset, supercategories
 from pytest_segrobust.errors import BaselineError, SegRobustError
 from pytest_segrobust.evaluation import CLEAN, CellResult, EvalResult, evaluate
-from pytest_segrobust.models import SegmentationModel, as_segmentation_model
+from pytest_segrobust.models import as_instance_model, as_segmentation_model
+from pytest_segrobust.models.base import InstanceSegmentationModel, SegmentationModel
 from pytest_segrobust.progress import TerminalProgress
 from pytest_segrobust.records import CellRecord
 from pytest_segrobust.report import build_report, write_report
@@ -36,6 +37,7 @@ from pytest_segrobust.report.gallery import render_gallery
 from pytest_segrobust.suite import FactorySpec, Suite, load_suite
 
 PAYLOAD_KEY = "segrobust"
+Model = SegmentationModel | InstanceSegmentationModel
 logger = logging.getLogger("pytest_segrobust")
 
 
@@ -95,7 +97,7 @@ class SegRobustSession:
         self.pending: list[PendingWrite] = []
         self.suite_order: dict[str, Suite] = {}
         self._suites: dict[Path, Suite] = {}
-        self._models: dict[tuple[str, str], SegmentationModel] = {}
+        self._models: dict[tuple[str, str], Model] = {}
         self._datasets: dict[str, SegmentationDataset] = {}
         self._clean: dict[tuple[str, ...], EvalResult] = {}
         self._baselines: dict[Path, BaselineFile] = {}
@@ -166,6 +168,10 @@ class SegRobustSession:
             num_images=corrupted.num_images,
             seconds=corrupted.seconds,
             status="passed",
+            clean_per_class=list(clean.per_class),
+            supercategories=supercategories(dataset),
+            details=dict(corrupted.details),
+            clean_details=dict(clean.details),
         )
         self.records.append(record)
         self._gate(suite, key, observed, record)
@@ -214,14 +220,15 @@ class SegRobustSession:
 
     # -- shared, lazily built state --------------------------------------------------------
 
-    def _model(self, suite: Suite, name: str) -> SegmentationModel:
+    def _model(self, suite: Suite, name: str) -> Model:
         key = (str(suite.path), name)
         if key not in self._models:
+            adapt = as_instance_model if suite.task == "instance" else as_segmentation_model
             self._models[key] = _build(
                 suite,
                 suite.model(name).factory,
                 f"models[{name}]",
-                lambda obj: as_segmentation_model(obj, device=self.options.device, amp=self.options.amp),
+                lambda obj: adapt(obj, device=self.options.device, amp=self.options.amp),
             )
         return self._models[key]
 
@@ -232,7 +239,7 @@ class SegRobustSession:
         return self._datasets[key]
 
     def _clean_result(
-        self, suite: Suite, model_name: str, model: SegmentationModel, dataset: SegmentationDataset
+        self, suite: Suite, model_name: str, model: Model, dataset: SegmentationDataset
     ) -> EvalResult:
         key = (str(suite.path), model_name)
         if key not in self._clean:
@@ -248,6 +255,7 @@ class SegRobustSession:
                     repr(suite.dataset),
                     dataset.fingerprint(),
                     str(suite.limit),
+                    suite.metric,
                     model.device.type,
                 )
                 self._clean[key] = self.cache.get_or_compute(fingerprint, compute)
@@ -256,7 +264,7 @@ class SegRobustSession:
     def _evaluate(
         self,
         suite: Suite,
-        model: SegmentationModel,
+        model: Model,
         dataset: SegmentationDataset,
         corruption: Corruption | None,
         severity: int,
@@ -277,6 +285,7 @@ class SegRobustSession:
                 dataset,
                 corruption,
                 severity,
+                metric=suite.metric,
                 seed=suite.seed,
                 batch_size=self.options.batch_size or suite.batch_size,
                 limit=suite.limit,
@@ -368,7 +377,7 @@ class SegRobustSession:
         """Write pending baselines and the report; the controller's job alone."""
         self.written = self._flush_baselines()
         if self.records or self.missing():
-            self.report = build_report(self.ordered_records(), self.suite_order, self.missing())
+            self.report = build_report(self.ordered_records(), self.suite_order, self.missing(), self.rootpath)
             self.written.extend(write_report(self.report, self.options.report_path, self._galleries()))
 
     def _galleries(self) -> dict[str, Image.Image]:

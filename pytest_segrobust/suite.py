@@ -1,7 +1,8 @@
 """Robustness suites: the YAML schema, validated into typed objects at the boundary.
 
-A suite names the models, the dataset, the corruptions and severities, the metric and
-the tolerances of its gate. Every error names the file and the field at fault.
+A suite names the task (``semantic``, scored by mIoU, or ``instance``, scored by COCO
+mask AP), the models, the dataset, the corruptions and severities, the metric and the
+tolerances of its gate. Every error names the file and the field at fault.
 
 Example::
 
@@ -15,7 +16,7 @@ Example::
         factory: pytest_segrobust.models.demo:tiny_unet
     corruptions: [gaussian_noise, defocus_blur, rotate]
     severities: [1, 2, 3, 4, 5]
-    metric: miou
+    metric: miou              # the task's default; an instance suite uses map
     tolerance: {gamma_r: 0.01, score: 1.0}
     batch_size: 16
     seed: 0
@@ -35,9 +36,9 @@ import yaml
 from pytest_segrobust.corruptions import DEFAULT_PRESET, REGISTRY
 from pytest_segrobust.corruptions.base import MAX_SEVERITY
 from pytest_segrobust.errors import SegRobustError, SuiteError
+from pytest_segrobust.evaluation import METRICS
 
-TASKS = ("semantic",)
-METRICS = {"semantic": ("miou",)}
+TASKS = tuple(METRICS)
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
 _KNOWN_KEYS = {
     "name", "description", "task", "dataset", "models", "preset", "corruptions", "severities",
@@ -69,7 +70,7 @@ class Tolerance:
 
     Attributes:
         gamma_r: Absolute slack on relative robustness (a fraction, e.g. 0.01).
-        score: Absolute slack on the metric, in percentage points.
+        score: Absolute slack on the metric (mIoU or AP), in percentage points.
     """
 
     gamma_r: float = 0.01
@@ -178,7 +179,7 @@ class _Validator:
             preset=preset,
             corruptions=self.corruptions(raw.get("corruptions"), preset),
             severities=self.severities(raw.get("severities", list(range(1, MAX_SEVERITY + 1)))),
-            metric=self.choice("metric", raw.get("metric", METRICS[task][0]), METRICS[task]),
+            metric=self.metric(raw.get("metric", METRICS[task][0]), task),
             tolerance=self.tolerance(raw.get("tolerance", {})),
             batch_size=self.integer("batch_size", raw.get("batch_size", 16), minimum=1),
             seed=self.integer("seed", raw.get("seed", 0), minimum=0),
@@ -217,6 +218,11 @@ class _Validator:
     def choice(self, field_name: str, value: Any, choices: tuple[str, ...]) -> str:
         if value not in choices:
             raise self.fail(field_name, f"expected one of {', '.join(choices)}, got {value!r}")
+        return value
+
+    def metric(self, value: Any, task: str) -> str:
+        if value not in METRICS[task]:
+            raise self.fail("metric", f"task {task} is scored by {' or '.join(METRICS[task])}, got {value!r}")
         return value
 
     def integer(self, field_name: str, value: Any, minimum: int) -> int:

@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 
 from pytest_segrobust.data.base import Sample, SemanticTarget
+from pytest_segrobust.models.base import InstancePredictions
 
 FAKES_SOURCE = Path(__file__).read_text()
 CLASS_NAMES = ("background", "a", "b", "c")
@@ -65,6 +66,82 @@ class RedBinner(torch.nn.Module):
             red = torch.nn.functional.avg_pool2d(red, self.smoothing, stride=1, padding=self.smoothing // 2)
             red = red[..., : images.shape[-2], : images.shape[-1]]
         return -((red - self.centres.view(1, -1, 1, 1)) ** 2)
+
+
+class InstanceBinner:
+    """An instance model from :class:`RedBinner`: one instance per class present, scored by its area share."""
+
+    device = torch.device("cpu")
+
+    def __init__(self, smoothing: int = 1) -> None:
+        self.smoothing = smoothing
+        self.binner = RedBinner(smoothing=smoothing)
+
+    def predict(self, images: torch.Tensor) -> list[InstancePredictions]:
+        out = []
+        for label_map in self.binner(images).argmax(dim=1):
+            classes = [k for k in range(1, self.binner.num_classes) if bool((label_map == k).any())]
+            masks = torch.stack([label_map == k for k in classes]) if classes else torch.zeros(0, *label_map.shape, dtype=torch.bool)
+            scores = masks.flatten(1).float().mean(dim=1)
+            out.append(InstancePredictions(masks, torch.tensor(classes, dtype=torch.int64), scores))
+        return out
+
+    def fingerprint(self) -> str:
+        return f"instance-binner-{self.smoothing}"
+
+
+def instance_binner(smoothing: int = 1) -> InstanceBinner:
+    return InstanceBinner(smoothing)
+
+
+def write_coco_bands(root: Path, size: int = 6) -> tuple[Path, Path]:
+    """BandScenes written as a COCO dataset: PNG images, one RLE instance per class present.
+
+    Category ids are 10, 20, 30 (not contiguous) under two supercategories; image 1 shows no
+    object and has no annotation, and image 0 has a crowd region.
+    """
+    import json
+
+    import numpy as np
+    from PIL import Image
+    from pycocotools import mask as mask_utils
+
+    images_dir = root / "images"
+    images_dir.mkdir(parents=True, exist_ok=True)
+    scenes = BandScenes(size)
+    images, annotations = [], []
+    for index in range(size):
+        sample = scenes[index]
+        pixels = sample.image.permute(1, 2, 0).numpy().copy()
+        if index == 1:  # an image without objects: background's red code everywhere, no annotation
+            pixels[..., 0] = round(0.5 / len(CLASS_NAMES) * 255)
+        name = f"{index:04d}.png"
+        Image.fromarray(pixels).save(images_dir / name)
+        images.append({"id": 100 + index, "file_name": name, "height": scenes.height, "width": scenes.width})
+        if index == 1:
+            continue
+        if index == 0:  # a crowd region on background, where the model predicts nothing: it must not count
+            crowd = (sample.target.mask == 0).numpy() & (np.arange(scenes.height)[:, None] < 3)
+            annotations.append(_coco_annotation(mask_utils, len(annotations) + 1, 100 + index, 10, crowd, 1))
+        for label in range(1, len(CLASS_NAMES)):
+            region = (sample.target.mask == label).numpy()
+            if region.any():
+                annotations.append(_coco_annotation(mask_utils, len(annotations) + 1, 100 + index, 10 * label, region, 0))
+    categories = [
+        {"id": 10 * k, "name": name, "supercategory": "vowel" if name in "aeiou" else "consonant"}
+        for k, name in enumerate(CLASS_NAMES[1:], 1)
+    ]
+    annotation_file = root / "instances.json"
+    annotation_file.write_text(json.dumps({"images": images, "annotations": annotations, "categories": categories}))
+    return images_dir, annotation_file
+
+
+def _coco_annotation(mask_utils, annotation_id, image_id, category_id, region, iscrowd):  # type: ignore[no-untyped-def]
+    import numpy as np
+
+    rle = mask_utils.encode(np.asfortranarray(region.astype(np.uint8)))
+    segmentation = {"size": [int(v) for v in rle["size"]], "counts": rle["counts"].decode("ascii")}
+    return {"id": annotation_id, "image_id": image_id, "category_id": category_id, "segmentation": segmentation, "iscrowd": iscrowd}
 
 
 class WrongShapeModel:

@@ -5,7 +5,7 @@ from pathlib import Path
 from pytest_segrobust.cache import CleanCache
 from pytest_segrobust.evaluation import EvalResult
 
-RESULT = EvalResult(score=81.5, per_class=(90.0, None, 73.0), confusion=[[1, 0], [0, 1]], num_images=2, seconds=0.5)
+RESULT = EvalResult(score=81.5, per_class=(90.0, None, 73.0), num_images=2, seconds=0.5, details={"ap50": 90.5})
 
 
 def test_computes_once_then_reads(tmp_path: Path) -> None:

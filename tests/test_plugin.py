@@ -8,7 +8,7 @@ import textwrap
 import pytest
 import torch
 
-from tests.fakes import FAKES_SOURCE
+from tests.fakes import FAKES_SOURCE, write_coco_bands
 
 DISTRIBUTIONS = {"no-xdist": [], "n0": ["-n", "0"], "n2": ["-n", "2"]}
 
@@ -403,3 +403,80 @@ def test_a_failing_factory_fails_its_items_naming_file_field_and_target(project:
     result = run(project, "--segrobust")
     result.assert_outcomes(failed=2)
     result.stdout.fnmatch_lines(["*bands.yaml: models[[]binner[]]: factory segrobust_fakes:red_binner failed: TypeError:*"])
+
+
+COCO_SUITE = """\
+name: coco
+task: instance
+metric: map
+dataset:
+  factory: pytest_segrobust.data.coco:CocoInstances
+  kwargs: {{images_dir: '{images}', annotation_file: '{annotations}'}}
+models:
+  - {{name: binner, factory: segrobust_fakes:instance_binner, kwargs: {{smoothing: 1}}}}
+corruptions: [gaussian_noise, rotate]
+severities: [1, 5]
+batch_size: 4
+"""
+
+
+def test_a_coco_format_instance_suite_runs_from_yaml(project: pytest.Pytester, dist: list[str]) -> None:
+    """COCO json + PNGs with crowd, an empty image and sparse category ids, scored by mask AP."""
+    images, annotations = write_coco_bands(project.path / "coco")
+    (project.path / "suites" / "bands.yaml").write_text(COCO_SUITE.format(images=images, annotations=annotations))
+    run(project, "--segrobust", *dist).assert_outcomes(failed=CELLS)  # no baseline yet: recorded
+    run(project, "--segrobust", *dist).assert_outcomes(passed=CELLS)  # and then the gate holds
+
+    stored = json.loads((project.path / "baselines" / "coco.json").read_text())
+    assert stored["metric"] == "map" and set(stored["models"]["binner"]) == {"clean", "gaussian_noise", "rotate"}
+    report = json.loads((project.path / "segrobust-report.json").read_text())["suites"]["coco"]
+    assert report["task"] == "instance"
+    cells = {(c["corruption"], c["severity"]): c for c in report["models"]["binner"]["cells"]}
+    clean = cells[("clean", 0)]
+    # The red code gives every instance exactly; the crowd region and the empty image cost nothing.
+    assert clean["score"] == 100.0 and clean["details"]["ap50"] == 100.0 and clean["details"]["bbox_ap"] == 100.0
+    assert clean["class_names"] == ["background", "a", "b", "c"] and clean["per_class"][0] is None
+    assert clean["supercategories"] == [None, "vowel", "consonant", "consonant"]
+    assert cells[("gaussian_noise", 5)]["score"] < cells[("gaussian_noise", 1)]["score"] <= 100.0
+    assert cells[("rotate", 5)]["gamma_r"] == pytest.approx(cells[("rotate", 5)]["score"] / 100.0)
+    summary = report["models"]["binner"]["summary"]
+    assert set(summary["supercategory_gamma_r"]) == {"vowel", "consonant"}
+    markdown = (project.path / "segrobust-report.md").read_text()
+    for title in ("mask AP and its companions", "γr per supercategory", "Per class: clean score and γr"):
+        assert title in markdown, title
+
+
+def test_an_instance_suite_needs_instance_annotations(project: pytest.Pytester) -> None:
+    (project.path / "suites" / "bands.yaml").write_text(
+        "task: instance\ndataset: {factory: segrobust_fakes:band_scenes}\n"
+        "models: [{name: binner, factory: segrobust_fakes:instance_binner}]\ncorruptions: [rotate]\nseverities: [1]\n"
+    )
+    result = run(project, "--segrobust")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(["*sample bands/0 has no instance annotations*"])
+
+
+def test_an_instance_suite_rejects_a_semantic_model(project: pytest.Pytester) -> None:
+    images, annotations = write_coco_bands(project.path / "coco")
+    suite = COCO_SUITE.format(images=images, annotations=annotations).replace("instance_binner", "red_binner")
+    (project.path / "suites" / "bands.yaml").write_text(suite)
+    result = run(project, "--segrobust")
+    result.assert_outcomes(failed=CELLS)
+    result.stdout.fnmatch_lines(["*expected a list of 4 per-image instance predictions*got Tensor*"])
+
+
+def test_fixture_evaluates_instance_models_by_mask_ap(project: pytest.Pytester) -> None:
+    images, annotations = write_coco_bands(project.path / "coco")
+    project.makepyfile(
+        test_user=f"""
+        from pytest_segrobust.data.coco import CocoInstances
+        from segrobust_fakes import instance_binner
+
+        def test_rotation(segrobust):
+            dataset = CocoInstances({str(images)!r}, {str(annotations)!r})
+            result = segrobust.evaluate(instance_binner(), dataset, corruption="rotate", severity=5, metric="map")
+            assert result.clean_score == 100.0 and 0 < result.score < 100.0
+            assert set(result.corrupted.details) == {{"ap50", "ap75", "bbox_ap", "bbox_ap50", "bbox_ap75"}}
+        """
+    )
+    run(project).assert_outcomes(passed=1)
