@@ -6,7 +6,7 @@ Neither robustness is clipped: a corrupted score above the clean one gives a val
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 
 def relative_robustness(clean: float, corrupted: float) -> float:
@@ -54,3 +54,18 @@ def relative_corruption_degradation(
 def error(score: float) -> float:
     """D = 1 - A / 100 for a score A in percent."""
     return 1.0 - score / 100.0
+
+
+def per_class_relative_robustness(
+    clean: Sequence[float | None], corrupted: Sequence[float | None]
+) -> list[float | None]:
+    """gamma_r of every class from its clean and corrupted per-class metric (Schiappa Table 4).
+
+    A class whose clean or corrupted value is undefined (``None``), or whose clean value is
+    0, has no gamma_r (``None``).
+    """
+    if len(clean) != len(corrupted):
+        raise ValueError(f"{len(clean)} clean per-class values against {len(corrupted)} corrupted ones")
+    return [
+        None if c is None or p is None or c == 0 else relative_robustness(c, p) for c, p in zip(clean, corrupted)
+    ]

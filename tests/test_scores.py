@@ -39,3 +39,12 @@ def test_corruption_degradation_matches_kamann_and_rother() -> None:
     # clean D: model 0.2, reference 0.3 -> (0.1 + 0.2 + 0.3) / (0.1 + 0.2 + 0.3)
     assert relative_corruption_degradation(model, error(80.0), reference, error(70.0)) == pytest.approx(1.0)
     assert math.isnan(corruption_degradation([0.1], [0.0]))
+
+
+def test_per_class_relative_robustness_skips_undefined_classes() -> None:
+    from pytest_segrobust.scores import per_class_relative_robustness
+
+    gammas = per_class_relative_robustness([None, 80.0, 0.0, 50.0, 40.0], [None, 60.0, 10.0, None, 50.0])
+    assert gammas == [None, pytest.approx(0.75), None, None, pytest.approx(1.25)]
+    with pytest.raises(ValueError, match="2 clean per-class values against 1"):
+        per_class_relative_robustness([1.0, 2.0], [1.0])

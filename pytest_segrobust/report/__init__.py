@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from PIL import Image
 
 from pytest_segrobust.baselines import atomic_write_text
+from pytest_segrobust.evaluation import METRIC_LABELS
 from pytest_segrobust.records import CellRecord
 from pytest_segrobust.report import plots, tables
 from pytest_segrobust.report.tables import Table
@@ -23,7 +24,7 @@ REPORT_FORMAT = 1
 
 
 def build_report(
-    records: Sequence[CellRecord], suites: Mapping[str, Suite], missing: Sequence[str] = ()
+    records: Sequence[CellRecord], suites: Mapping[str, Suite], missing: Sequence[str] = (), root: Path | None = None
 ) -> dict[str, Any]:
     """Group records by suite and model and compute the summaries (JSON-safe).
 
@@ -31,6 +32,7 @@ def build_report(
         records: Every cell evaluated, in report order.
         suites: The suites by name.
         missing: Node ids of selected cells that produced no result.
+        root: Suite files are shown relative to this folder (the project's root) when under it.
     """
     report: dict[str, Any] = {"format": REPORT_FORMAT, "suites": {}, "missing": list(missing)}
     for suite_name in dict.fromkeys(r.suite for r in records):
@@ -45,8 +47,9 @@ def build_report(
             }
         degradation = suite.degradation if suite else None
         report["suites"][suite_name] = {
+            "task": suite.task if suite else None,
             "metric": suite.metric if suite else "score",
-            "file": str(suite.path) if suite else None,
+            "file": _shown(suite.path, root) if suite else None,
             "cd": None
             if degradation is None
             else {"reference": degradation.reference, "noise_severities": list(degradation.noise_severities)},
@@ -54,6 +57,11 @@ def build_report(
             "figures": {},
         }
     return report
+
+
+def metric_label(metric: str) -> str:
+    """How a metric is named in tables: ``miou`` -> mIoU, ``map`` -> mask AP."""
+    return METRIC_LABELS.get(metric, metric)
 
 
 @dataclass(frozen=True)
@@ -68,10 +76,12 @@ def records_by_model(suite: Mapping[str, Any]) -> dict[str, list[CellRecord]]:
 
 def suite_sections(suite: Mapping[str, Any]) -> list[Table | Figure]:
     """Every table and figure of one suite, in reading order."""
-    metric = suite["metric"]
+    metric = metric_label(suite["metric"])
     models = records_by_model(suite)
     figures = suite.get("figures", {})
     out: list[Table | Figure] = [tables.headline({m: v["summary"] for m, v in suite["models"].items()}, metric)]
+    if tables.has_details(models):
+        out.append(tables.metric_details(models, metric))
     if any(tables.corrupted(records) for records in models.values()):
         out.append(tables.grouped_by_category(models, "gamma_r", "γr per corruption (mean over severities)", 3))
         if "heatmap" in figures:
@@ -83,6 +93,10 @@ def suite_sections(suite: Mapping[str, Any]) -> list[Table | Figure]:
         for model, records in models.items():
             if tables.corrupted(records):
                 out.append(tables.by_corruption(records, "gamma_r", f"{model}: γr per corruption and severity", 3))
+        if tables.has_supercategories(models):
+            out.append(tables.supercategories(models))
+            out.append(tables.supercategory_by_category(models))
+        out.append(tables.per_class(models, metric))
         if suite.get("cd") and suite["cd"]["reference"] in models:
             out.append(tables.degradation(models, suite["cd"]["reference"], suite["cd"]["noise_severities"]))
     out.append(tables.baseline_comparison([r for records in models.values() for r in records]))
@@ -104,7 +118,8 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     for suite_name, suite in report["suites"].items():
         lines += [f"## Suite `{suite_name}`", ""]
         if suite.get("file"):
-            lines += [f"Suite file: `{suite['file']}` · metric: {suite['metric']}", ""]
+            task = f"task: {suite['task']} · " if suite.get("task") else ""
+            lines += [f"Suite file: `{suite['file']}` · {task}metric: {metric_label(suite['metric'])}", ""]
         for section in suite_sections(suite):
             if isinstance(section, Figure):
                 lines += [f"### {section.title}", "", f"![{section.title}]({section.file})", ""]
@@ -138,7 +153,7 @@ def terminal_summary(report: Mapping[str, Any]) -> list[str]:
         shown = ", ".join(report["missing"][:3]) + (", ..." if len(report["missing"]) > 3 else "")
         lines.append(f"{len(report['missing'])} cells have no result (crashed worker or interrupted run): {shown}")
     for suite_name, suite in report["suites"].items():
-        table = tables.headline({m: v["summary"] for m, v in suite["models"].items()}, suite["metric"])
+        table = tables.headline({m: v["summary"] for m, v in suite["models"].items()}, metric_label(suite["metric"]))
         lines += [f"suite {suite_name}:", *("  " + row for row in text_table(table))]
     return lines
 
@@ -159,7 +174,7 @@ def write_report(
         figures: dict[str, str] = {}
         if any(tables.corrupted(records) for records in models.values()):
             drawn = {
-                "severity": plots.severity_plot(models, suite["metric"], base.parent / f"{stem}-severity.png"),
+                "severity": plots.severity_plot(models, metric_label(suite["metric"]), base.parent / f"{stem}-severity.png"),
                 "heatmap": plots.heatmap(models, base.parent / f"{stem}-heatmap.png"),
             }
             figures.update({kind: path.name for kind, path in drawn.items() if path is not None})
@@ -174,6 +189,15 @@ def write_report(
     atomic_write_text(md, render_markdown(report))
     atomic_write_text(js, json.dumps(_json_safe(report), indent=2) + "\n")
     return [md, js, *written]
+
+
+def _shown(path: Path, root: Path | None) -> str:
+    if root is not None:
+        try:
+            return path.resolve().relative_to(root.resolve()).as_posix()
+        except ValueError:
+            pass
+    return str(path)
 
 
 def _json_safe(value: Any) -> Any:

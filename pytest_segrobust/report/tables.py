@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pytest_segrobust.scores import mean
+from pytest_segrobust.scores import mean, per_class_relative_robustness
 
 if TYPE_CHECKING:
     from pytest_segrobust.records import CellRecord
@@ -85,7 +85,38 @@ def model_summary(records: Sequence[CellRecord]) -> dict[str, Any]:
         "mpc": mpc,
         "rpc": mpc / clean if clean else math.nan,
         "cells": len(cells),
+        "per_class_gamma_r": class_gamma_r(cells),
+        "supercategory_gamma_r": supercategory_gamma_r(cells),
     }
+
+
+def class_gamma_r(records: Iterable[CellRecord]) -> dict[str, float]:
+    """Mean per-class gamma_r over the given corrupted cells, by class (classes with any value)."""
+    values: dict[str, list[float]] = {}
+    for r in records:
+        for name, g in zip(r.class_names, per_class_relative_robustness(r.clean_per_class, r.per_class)):
+            if g is not None:
+                values.setdefault(name, []).append(g)
+    return {name: mean(v) for name, v in values.items()}
+
+
+def _cell_supercategories(record: CellRecord) -> dict[str, float]:
+    """One cell's gamma_r per supercategory: the mean over its classes that have a gamma_r."""
+    groups: dict[str, list[float]] = {}
+    gammas = per_class_relative_robustness(record.clean_per_class, record.per_class)
+    for supercategory, g in zip(record.supercategories, gammas):
+        if supercategory is not None and g is not None:
+            groups.setdefault(supercategory, []).append(g)
+    return {name: mean(v) for name, v in groups.items()}
+
+
+def supercategory_gamma_r(records: Iterable[CellRecord]) -> dict[str, float]:
+    """Mean over cells of each cell's per-supercategory gamma_r (Schiappa et al., Table 4)."""
+    values: dict[str, list[float]] = {}
+    for r in records:
+        for name, g in _cell_supercategories(r).items():
+            values.setdefault(name, []).append(g)
+    return {name: mean(v) for name, v in values.items()}
 
 
 def by_corruption(records: Sequence[CellRecord], value: str, title: str, digits: int) -> Table:
@@ -192,8 +223,114 @@ def degradation(models: dict[str, list[CellRecord]], reference: str, noise_sever
             )
         rows.append((model, *(fmt(c, 1) for c in cds), fmt(mean(cds), 1), fmt(mean(rcds), 1)))
     note = (
-        f"CD_c = Σ_s D_f / Σ_s D_ref and rCD_c = Σ_s (D_f - D_f,clean) / Σ_s (D_ref - D_ref,clean), D = 1 - mIoU, "
+        f"CD_c = Σ_s D_f / Σ_s D_ref and rCD_c = Σ_s (D_f - D_f,clean) / Σ_s (D_ref - D_ref,clean), D = 1 - score, "
         f"in percent against `{reference}`; noise summed over severities {', '.join(map(str, noise_severities))}."
     )
     header = ("model", *(f"{category}<br>{name}" for category, name in columns), "mCD", "rCD")
     return Table(f"Corruption degradation against {reference}", header, tuple(rows), note)
+
+
+def per_class(models: dict[str, list[CellRecord]], metric: str) -> Table:
+    """Per class: the clean metric and the mean gamma_r over every corrupted cell, per model."""
+    names: list[str] = []
+    supercategory: dict[str, str | None] = {}
+    for records in models.values():
+        for r in records:
+            for name, group in zip(r.class_names, r.supercategories or [None] * len(r.class_names)):
+                if name not in supercategory:
+                    names.append(name)
+                    supercategory[name] = group
+    grouped = any(group is not None for group in supercategory.values())
+    clean = {model: _clean_per_class(records) for model, records in models.items()}
+    gammas = {model: class_gamma_r(corrupted(records)) for model, records in models.items()}
+    rows = []
+    for name in names:
+        if all(clean[m].get(name) is None and name not in gammas[m] for m in models):
+            continue  # never defined: e.g. background under mAP
+        row = [name, *([supercategory[name] or "–"] if grouped else [])]
+        for model in models:
+            row += [fmt(clean[model].get(name)), fmt(gammas[model].get(name), 3)]
+        rows.append(tuple(row))
+    header = ("class", *(["supercategory"] if grouped else []))
+    for model in models:
+        header += (f"{model}<br>clean {metric}", f"{model}<br>γr")
+    return Table(
+        "Per class: clean score and γr (mean over corruptions and severities)",
+        header,
+        tuple(rows),
+        "Per-class γr = 1 - (A_c,k - A_ps,k)/A_c,k from the class's own clean and corrupted score; "
+        "classes without a clean score (or with 0) have none.",
+    )
+
+
+def _clean_per_class(records: Sequence[CellRecord]) -> dict[str, float | None]:
+    first = next(iter(records), None)
+    if first is None:
+        return {}
+    return dict(zip(first.class_names, first.clean_per_class or [None] * len(first.class_names)))
+
+
+def has_supercategories(models: dict[str, list[CellRecord]]) -> bool:
+    return any(g is not None for records in models.values() for r in corrupted(records) for g in r.supercategories)
+
+
+def supercategories(models: dict[str, list[CellRecord]]) -> Table:
+    """Model x supercategory: mean gamma_r over every corruption and severity (Schiappa Table 4)."""
+    per_model = {model: supercategory_gamma_r(corrupted(records)) for model, records in models.items()}
+    names = list(dict.fromkeys(name for values in per_model.values() for name in values))
+    rows = [(model, *(fmt(values.get(name), 3) for name in names)) for model, values in per_model.items()]
+    return Table(
+        "γr per supercategory (mean over corruptions and severities)",
+        ("model", *names),
+        tuple(rows),
+        "A cell's supercategory γr is the mean per-class γr of its classes; the table averages it over cells.",
+    )
+
+
+def supercategory_by_category(models: dict[str, list[CellRecord]]) -> Table:
+    """Per model and supercategory: mean gamma_r per corruption category, then over all cells."""
+    categories = list(dict.fromkeys(r.category for records in models.values() for r in corrupted(records)))
+    rows = []
+    for model, records in models.items():
+        cells = corrupted(records)
+        overall = supercategory_gamma_r(cells)
+        by_category = {c: supercategory_gamma_r(r for r in cells if r.category == c) for c in categories}
+        for name, value in overall.items():
+            rows.append((model, name, *(fmt(by_category[c].get(name), 3) for c in categories), fmt(value, 3)))
+    return Table(
+        "γr per supercategory and corruption category",
+        ("model", "supercategory", *categories, "all"),
+        tuple(rows),
+    )
+
+
+DETAIL_LABELS = {
+    "ap50": "AP50",
+    "ap75": "AP75",
+    "bbox_ap": "box AP",
+    "bbox_ap50": "box AP50",
+    "bbox_ap75": "box AP75",
+}
+
+
+def has_details(models: dict[str, list[CellRecord]]) -> bool:
+    return any(r.details or r.clean_details for records in models.values() for r in records)
+
+
+def metric_details(models: dict[str, list[CellRecord]], metric: str) -> Table:
+    """The metric with its further numbers (AP50, AP75, box AP), clean and per corruption."""
+    keys = list(dict.fromkeys(k for records in models.values() for r in records for k in (*r.clean_details, *r.details)))
+    rows = []
+    for model, records in models.items():
+        if records:
+            first = records[0]
+            rows.append((model, "clean", fmt(first.clean_score), *(fmt(first.clean_details.get(k)) for k in keys)))
+        for _, name in _columns_by_category(records):
+            cells = [r for r in corrupted(records) if r.corruption == name]
+            means = [mean(r.details[k] for r in cells if k in r.details) for k in keys]
+            rows.append((model, name, fmt(mean(r.score for r in cells)), *(fmt(m) for m in means)))
+    return Table(
+        f"{metric} and its companions (mean over severities)",
+        ("model", "corruption", metric, *(DETAIL_LABELS.get(k, k) for k in keys)),
+        tuple(rows),
+    )

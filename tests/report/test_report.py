@@ -86,3 +86,54 @@ def test_json_is_strict_json(report: dict, tmp_path: Path) -> None:
     report["suites"]["s"]["models"]["a"]["cells"][0]["score"] = float("nan")
     write_report(report, tmp_path / "out")
     json.loads((tmp_path / "out.json").read_text(), parse_constant=lambda c: pytest.fail(f"non-standard {c}"))
+
+
+def instance_cells() -> dict[str, list[CellRecord]]:
+    """Two corrupted cells of one model with per-class AP: classes x, y (animal) and z (vehicle)."""
+    names = ["background", "x", "y", "z"]
+    groups = [None, "animal", "animal", "vehicle"]
+    clean = [None, 80.0, 40.0, 50.0]
+
+    def record(corruption: str, category: str, per_class: list[float | None], score: float) -> CellRecord:
+        return CellRecord(
+            nodeid=f"s.yaml::m::{corruption}::1", suite="s", model="m", corruption=corruption, category=category,
+            severity=1, score=score, clean_score=60.0, gamma_r=relative_robustness(60.0, score),
+            gamma_a=1 - (60.0 - score) / 100, per_class=per_class, class_names=names, num_images=4, seconds=0.1,
+            status="passed", clean_per_class=clean, supercategories=groups,
+            details={"ap50": 70.0, "bbox_ap": 30.0}, clean_details={"ap50": 90.0, "bbox_ap": 50.0},
+        )
+
+    clean_record = record("clean", "clean", clean, 60.0)
+    clean_record.severity, clean_record.gamma_r, clean_record.gamma_a = 0, None, None
+    return {
+        "m": [
+            clean_record,
+            record("gaussian_noise", "noise", [None, 40.0, 40.0, 25.0], 35.0),  # x .5, y 1, z .5
+            record("rotate", "camera", [None, 60.0, 20.0, None], 40.0),  # x .75, y .5, z undefined
+        ]
+    }
+
+
+def test_per_class_and_supercategory_gamma_r() -> None:
+    from pytest_segrobust.report import tables
+
+    models = instance_cells()
+    cells = tables.corrupted(models["m"])
+    assert tables.class_gamma_r(cells) == pytest.approx({"x": 0.625, "y": 0.75, "z": 0.5})
+    # per cell: noise animal (0.5 + 1) / 2 = 0.75, vehicle 0.5; rotate animal (0.75 + 0.5) / 2 = 0.625
+    assert tables.supercategory_gamma_r(cells) == pytest.approx({"animal": 0.6875, "vehicle": 0.5})
+    table = tables.supercategory_by_category(models)
+    assert table.header == ("model", "supercategory", "noise", "camera", "all")
+    assert table.rows == (("m", "animal", "0.750", "0.625", "0.688"), ("m", "vehicle", "0.500", "–", "0.500"))
+    per_class = tables.per_class(models, "mask AP")
+    assert per_class.rows[0] == ("x", "animal", "80.00", "0.625")  # background has no AP: left out
+    assert len(per_class.rows) == 3
+
+
+def test_metric_details_table_shows_clean_and_mean_companions() -> None:
+    from pytest_segrobust.report import tables
+
+    table = tables.metric_details(instance_cells(), "mask AP")
+    assert table.header == ("model", "corruption", "mask AP", "AP50", "box AP")
+    assert table.rows[0] == ("m", "clean", "60.00", "90.00", "50.00")
+    assert table.rows[1] == ("m", "gaussian_noise", "35.00", "70.00", "30.00")
