@@ -6,8 +6,10 @@
 The overhead is (b - a) / a. Components are also timed alone: reading samples, corrupting,
 the metric. ``--model wide`` uses a TinyUNet 8x wider (about 64x the compute per pixel) as
 a stand-in for a real-size network; the demo's tiny U-Net is the worst case.
+``--task instance`` wraps the network in connected components (part of the model, so of
+the bare time) and scores COCO mask and box AP.
 
-    python benchmarks/overhead.py [--images 64] [--model tiny|wide] [--device cpu|cuda]
+    python benchmarks/overhead.py [--images 64] [--model tiny|wide] [--task semantic|instance] [--device cpu|cuda]
 """
 
 from __future__ import annotations
@@ -18,10 +20,12 @@ import time
 import torch
 
 from pytest_segrobust.corruptions import REGISTRY
+from pytest_segrobust.data.base import instance_categories
 from pytest_segrobust.data.demo import DemoScenes
 from pytest_segrobust.evaluation import evaluate
 from pytest_segrobust.metrics import ConfusionMatrix
-from pytest_segrobust.models import as_segmentation_model
+from pytest_segrobust.metrics.coco_map import CocoMAP
+from pytest_segrobust.models import ComponentInstances, as_instance_model, as_segmentation_model
 from pytest_segrobust.models.demo import DEFAULT_WIDTHS, TinyUNet, tiny_unet
 from pytest_segrobust.seeding import sample_seed
 
@@ -39,12 +43,15 @@ def main() -> None:
     parser.add_argument("--images", type=int, default=64)
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--model", choices=("tiny", "wide"), default="tiny")
+    parser.add_argument("--task", choices=("semantic", "instance"), default="semantic")
     parser.add_argument("--device", default="cpu")
     args = parser.parse_args()
 
     device = torch.device(args.device)
     module = tiny_unet() if args.model == "tiny" else TinyUNet(widths=tuple(8 * w for w in DEFAULT_WIDTHS))
-    model = as_segmentation_model(module, device=device)
+    instance = args.task == "instance"
+    model = as_instance_model(ComponentInstances(module), device) if instance else as_segmentation_model(module, device)
+    metric_name = "map" if instance else "miou"
     dataset = DemoScenes("val", size=args.images)
     samples = [dataset[i] for i in range(args.images)]
     batches = [
@@ -52,9 +59,9 @@ def main() -> None:
         for i in range(0, args.images, args.batch)
     ]
     masks = [torch.stack([s.target.mask for s in samples[i : i + args.batch]]).to(device) for i in range(0, args.images, args.batch)]
-    evaluate(model, dataset, REGISTRY.get("rotate"), 1, batch_size=args.batch, limit=args.batch)  # warm-up
+    evaluate(model, dataset, REGISTRY.get("rotate"), 1, metric=metric_name, batch_size=args.batch, limit=args.batch)
 
-    print(f"model {args.model} on {device}, {args.images} demo images of 128x128, batch {args.batch}, severity 3\n")
+    print(f"{args.task} model {args.model} on {device}, {args.images} demo images of 128x128, batch {args.batch}, severity 3\n")
     print("| cell | bare inference s | harness s | overhead | read samples s | corrupt s | metric s |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     total_bare = total_harness = 0.0
@@ -65,7 +72,7 @@ def main() -> None:
         bare = clock(device) - start
 
         start = clock(device)
-        evaluate(model, dataset, corruption, severity, batch_size=args.batch)
+        evaluate(model, dataset, corruption, severity, metric=metric_name, batch_size=args.batch)
         harness = clock(device) - start
 
         start = clock(device)
@@ -79,11 +86,17 @@ def main() -> None:
             corruption(b, severity, [sample_seed(0, s.sample_id, name, severity) for s in ids], masks[k])
         corrupt = clock(device) - start
 
-        metric = ConfusionMatrix(len(dataset.class_names), device=device)
         start = clock(device)
-        for p, m in zip(predictions, masks):
-            metric.update(p, m)
-        metric.compute()
+        if instance:
+            coco = CocoMAP(instance_categories(dataset), ("segm", "bbox"))
+            for index, (sample, predicted) in enumerate(zip(samples, (p for batch in predictions for p in batch))):
+                coco.update(index, *sample.image.shape[1:], sample.instances, predicted)
+            coco.compute()
+        else:
+            metric = ConfusionMatrix(len(dataset.class_names), device=device)
+            for p, m in zip(predictions, masks):
+                metric.update(p, m)
+            metric.compute()
         metric_time = clock(device) - start
 
         total_bare += bare
