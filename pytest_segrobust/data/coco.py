@@ -14,10 +14,8 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import json
 import os
 import warnings
-from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -26,6 +24,7 @@ import numpy as np
 import torch
 
 from pytest_segrobust.data.base import DEFAULT_IGNORE_INDEX, InstanceTarget, Sample, SemanticTarget
+from pytest_segrobust.data.coco_json import CocoJson, require
 from pytest_segrobust.data.io import read_rgb
 from pytest_segrobust.errors import DatasetError
 
@@ -79,20 +78,12 @@ class CocoInstances:
         self.images_dir = Path(images_dir)
         self.annotation_file = Path(annotation_file)
         self.name = name if name is not None else self.annotation_file.stem
-        raw = self._read_annotation_file()
-        self._annotation_digest = hashlib.sha256(raw).hexdigest()
-        try:
-            document = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError) as error:
-            raise DatasetError(f"{self.annotation_file}: not valid JSON ({error})") from error
-        if not isinstance(document, dict):
-            raise DatasetError(f"{self.annotation_file}: expected a JSON object with images, annotations, categories")
-        categories = self._list_field(document, "categories")
-        images = self._list_field(document, "images")
-        annotations = self._list_field(document, "annotations")
+        document = CocoJson.read(self.annotation_file)
+        self._annotation_digest = document.digest
+        categories, images, annotations = document.categories, document.images, document.annotations
 
         for position, category in enumerate(categories):
-            self._require(category, ("id", "name"), f"categories[{position}]")
+            require(self.annotation_file, category, ("id", "name"), f"categories[{position}]")
         self.categories: tuple[dict[str, Any], ...] = tuple(sorted(categories, key=lambda category: category["id"]))
         if len(self.categories) >= self.ignore_index:
             raise DatasetError(
@@ -106,7 +97,7 @@ class CocoInstances:
         self._label_of_category = {category_id: label for label, category_id in self.label_to_category_id.items()}
 
         for position, image in enumerate(images):
-            self._require(image, ("id", "file_name", "height", "width"), f"images[{position}]")
+            require(self.annotation_file, image, ("id", "file_name", "height", "width"), f"images[{position}]")
         images = sorted(images, key=lambda image: image["id"])
         for before, after in itertools.pairwise(images):
             if before["id"] == after["id"]:
@@ -119,7 +110,7 @@ class CocoInstances:
         self._annotations_by_image: dict[int, list[tuple[int, dict[str, Any]]]] = {}
         for position, annotation in enumerate(annotations):
             where = f"annotations[{position}]"
-            self._require(annotation, ("image_id", "category_id", "segmentation"), where)
+            require(self.annotation_file, annotation, ("image_id", "category_id", "segmentation"), where)
             if annotation["image_id"] not in known_images:
                 raise DatasetError(
                     f"{self.annotation_file}: {where}: image_id {annotation['image_id']} is not in images"
@@ -180,23 +171,6 @@ class CocoInstances:
                 ) from error
             digest.update(f"\x1f{info['file_name']}\x1f{size}".encode())
         return digest.hexdigest()
-
-    def _read_annotation_file(self) -> bytes:
-        try:
-            return self.annotation_file.read_bytes()
-        except OSError as error:
-            raise DatasetError(f"{self.annotation_file}: cannot read the annotation file ({error})") from error
-
-    def _list_field(self, document: dict[str, Any], field: str) -> list[dict[str, Any]]:
-        value = document.get(field)
-        if not isinstance(value, list) or not all(isinstance(entry, dict) for entry in value):
-            raise DatasetError(f"{self.annotation_file}: field {field!r} must be a list of objects")
-        return value
-
-    def _require(self, entry: dict[str, Any], keys: Sequence[str], where: str) -> None:
-        missing = [key for key in keys if key not in entry]
-        if missing:
-            raise DatasetError(f"{self.annotation_file}: {where} lacks {', '.join(missing)}")
 
     def _load_image(self, info: dict[str, Any], height: int, width: int) -> torch.Tensor:
         """The image as ``uint8`` RGB, checked against the json's size.

@@ -28,9 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import json
 import os
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,6 +38,7 @@ import torch
 from PIL import Image
 
 from pytest_segrobust.data.base import DEFAULT_IGNORE_INDEX, Sample, SemanticTarget
+from pytest_segrobust.data.coco_json import CocoJson, require
 from pytest_segrobust.data.io import read_rgb
 from pytest_segrobust.errors import DatasetError
 
@@ -99,20 +98,12 @@ class CocoPanopticSemantic:
         self.annotation_file = Path(annotation_file)
         self.panoptic_dir = Path(panoptic_dir)
         self.name = name if name is not None else self.annotation_file.stem
-        raw = self._read_annotation_file()
-        self._annotation_digest = hashlib.sha256(raw).hexdigest()
-        try:
-            document = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError) as error:
-            raise DatasetError(f"{self.annotation_file}: not valid JSON ({error})") from error
-        if not isinstance(document, dict):
-            raise DatasetError(f"{self.annotation_file}: expected a JSON object with images, annotations, categories")
-        categories = self._list_field(document, "categories")
-        images = self._list_field(document, "images")
-        annotations = self._list_field(document, "annotations")
+        document = CocoJson.read(self.annotation_file)
+        self._annotation_digest = document.digest
+        categories, images, annotations = document.categories, document.images, document.annotations
 
         for position, category in enumerate(categories):
-            self._require(category, ("id", "name"), f"categories[{position}]")
+            require(self.annotation_file, category, ("id", "name"), f"categories[{position}]")
         self.categories: tuple[dict[str, Any], ...] = tuple(
             dict(category) for category in sorted(categories, key=lambda category: category["id"])
         )
@@ -131,7 +122,7 @@ class CocoPanopticSemantic:
         label_of_category = {category_id: label for label, category_id in self.label_to_category_id.items()}
 
         for position, image in enumerate(images):
-            self._require(image, ("id", "file_name", "height", "width"), f"images[{position}]")
+            require(self.annotation_file, image, ("id", "file_name", "height", "width"), f"images[{position}]")
         images = sorted(images, key=lambda image: image["id"])
         for before, after in itertools.pairwise(images):
             if before["id"] == after["id"]:
@@ -141,7 +132,7 @@ class CocoPanopticSemantic:
         annotation_of_image: dict[Any, tuple[int, dict[str, Any]]] = {}
         for position, annotation in enumerate(annotations):
             where = f"annotations[{position}]"
-            self._require(annotation, ("image_id", "file_name", "segments_info"), where)
+            require(self.annotation_file, annotation, ("image_id", "file_name", "segments_info"), where)
             image_id = annotation["image_id"]
             if image_id not in known_images:
                 raise DatasetError(f"{self.annotation_file}: {where}: image_id {image_id} is not in images")
@@ -211,23 +202,6 @@ class CocoPanopticSemantic:
                 digest.update(f"\x1f{file_name}\x1f{size}".encode())
         return digest.hexdigest()
 
-    def _read_annotation_file(self) -> bytes:
-        try:
-            return self.annotation_file.read_bytes()
-        except OSError as error:
-            raise DatasetError(f"{self.annotation_file}: cannot read the annotation file ({error})") from error
-
-    def _list_field(self, document: dict[str, Any], field: str) -> list[dict[str, Any]]:
-        value = document.get(field)
-        if not isinstance(value, list) or not all(isinstance(entry, dict) for entry in value):
-            raise DatasetError(f"{self.annotation_file}: field {field!r} must be a list of objects")
-        return value
-
-    def _require(self, entry: dict[str, Any], keys: Sequence[str], where: str) -> None:
-        missing = [key for key in keys if key not in entry]
-        if missing:
-            raise DatasetError(f"{self.annotation_file}: {where} lacks {', '.join(missing)}")
-
     def _segments(
         self, segments_info: Any, label_of_category: dict[int, int], position: int
     ) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -237,7 +211,7 @@ class CocoPanopticSemantic:
             raise DatasetError(f"{self.annotation_file}: {where} must be a list of objects")
         label_of_segment: dict[int, int] = {}
         for row, segment in enumerate(segments_info):
-            self._require(segment, ("id", "category_id"), f"{where}[{row}]")
+            require(self.annotation_file, segment, ("id", "category_id"), f"{where}[{row}]")
             segment_id, category_id = segment["id"], segment["category_id"]
             if (
                 not isinstance(segment_id, int)

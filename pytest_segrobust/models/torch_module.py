@@ -131,9 +131,14 @@ class TorchModuleInstanceSegmenter(_TorchModuleAdapter):
         batch = images.shape[0]
         if not isinstance(output, Sequence) or isinstance(output, str) or len(output) != batch:
             found = f"a sequence of {len(output)}" if isinstance(output, Sequence) else type(output).__name__
+            hint = (
+                "; a semantic network's logits become instances with pytest_segrobust.models.ComponentInstances"
+                if isinstance(output, torch.Tensor)
+                else ""
+            )
             raise ModelOutputError(
                 f"expected a list of {batch} per-image instance predictions (dicts with {', '.join(_INSTANCE_KEYS)}), "
-                f"got {found}"
+                f"got {found}{hint}"
             )
         return [self._instances(item, index, tuple(images.shape[-2:])) for index, item in enumerate(output)]
 

@@ -1,0 +1,67 @@
+"""Reading a COCO-style annotation json: what the instance and panoptic formats share.
+
+Both formats are a JSON object with ``images``, ``annotations`` and ``categories`` lists of
+objects; every error names the file and the entry at fault.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pytest_segrobust.errors import DatasetError
+
+
+@dataclass(frozen=True)
+class CocoJson:
+    """The three lists of a COCO annotation file, and a digest of its bytes.
+
+    Attributes:
+        path: The json file, named in every error.
+        digest: sha256 of the file's bytes (for dataset fingerprints).
+    """
+
+    path: Path
+    digest: str
+    images: list[dict[str, Any]]
+    annotations: list[dict[str, Any]]
+    categories: list[dict[str, Any]]
+
+    @classmethod
+    def read(cls, path: Path) -> CocoJson:
+        """Read and parse ``path``.
+
+        Raises:
+            DatasetError: when the file cannot be read, is not JSON, or lacks one of the lists.
+        """
+        try:
+            raw = path.read_bytes()
+        except OSError as error:
+            raise DatasetError(f"{path}: cannot read the annotation file ({error})") from error
+        try:
+            document = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError) as error:
+            raise DatasetError(f"{path}: not valid JSON ({error})") from error
+        if not isinstance(document, dict):
+            raise DatasetError(f"{path}: expected a JSON object with images, annotations, categories")
+
+        def objects(field: str) -> list[dict[str, Any]]:
+            value = document.get(field)
+            if not isinstance(value, list) or not all(isinstance(entry, dict) for entry in value):
+                raise DatasetError(f"{path}: field {field!r} must be a list of objects")
+            return value
+
+        return cls(
+            path, hashlib.sha256(raw).hexdigest(), objects("images"), objects("annotations"), objects("categories")
+        )
+
+
+def require(path: Path, entry: dict[str, Any], keys: Sequence[str], where: str) -> None:
+    """Fail naming the file and ``where`` (e.g. ``images[3]``) unless ``entry`` has every key."""
+    missing = [key for key in keys if key not in entry]
+    if missing:
+        raise DatasetError(f"{path}: {where} lacks {', '.join(missing)}")
