@@ -13,7 +13,6 @@ expects. pycocotools is an optional dependency (``pip install pytest-segrobust[c
 from __future__ import annotations
 
 import hashlib
-import itertools
 import os
 import warnings
 from pathlib import Path
@@ -24,7 +23,7 @@ import numpy as np
 import torch
 
 from pytest_segrobust.data.base import DEFAULT_IGNORE_INDEX, InstanceTarget, Sample, SemanticTarget
-from pytest_segrobust.data.coco_json import CocoJson, require
+from pytest_segrobust.data.coco_json import CocoJson, digest_file_sizes, require
 from pytest_segrobust.data.io import read_rgb
 from pytest_segrobust.errors import DatasetError
 
@@ -80,11 +79,8 @@ class CocoInstances:
         self.name = name if name is not None else self.annotation_file.stem
         document = CocoJson.read(self.annotation_file)
         self._annotation_digest = document.digest
-        categories, images, annotations = document.categories, document.images, document.annotations
 
-        for position, category in enumerate(categories):
-            require(self.annotation_file, category, ("id", "name"), f"categories[{position}]")
-        self.categories: tuple[dict[str, Any], ...] = tuple(sorted(categories, key=lambda category: category["id"]))
+        self.categories: tuple[dict[str, Any], ...] = tuple(document.sorted_categories())
         if len(self.categories) >= self.ignore_index:
             raise DatasetError(
                 f"{self.annotation_file}: {len(self.categories)} categories do not fit below ignore index "
@@ -96,19 +92,14 @@ class CocoInstances:
         }
         self._label_of_category = {category_id: label for label, category_id in self.label_to_category_id.items()}
 
-        for position, image in enumerate(images):
-            require(self.annotation_file, image, ("id", "file_name", "height", "width"), f"images[{position}]")
-        images = sorted(images, key=lambda image: image["id"])
-        for before, after in itertools.pairwise(images):
-            if before["id"] == after["id"]:
-                raise DatasetError(f"{self.annotation_file}: image id {after['id']} appears twice in images")
+        images = document.sorted_images()
         self._images: list[dict[str, Any]] = images if limit is None else images[: max(limit, 0)]
         self.image_ids: tuple[int, ...] = tuple(image["id"] for image in self._images)
 
         known_images = {image["id"] for image in images}
         # Each annotation keeps its position in the json, so that a message can point at it.
         self._annotations_by_image: dict[int, list[tuple[int, dict[str, Any]]]] = {}
-        for position, annotation in enumerate(annotations):
+        for position, annotation in enumerate(document.annotations):
             where = f"annotations[{position}]"
             require(self.annotation_file, annotation, ("image_id", "category_id", "segmentation"), where)
             if annotation["image_id"] not in known_images:
@@ -161,15 +152,8 @@ class CocoInstances:
             DatasetError: when an image file is missing.
         """
         digest = hashlib.sha256(f"coco\x1f{self._annotation_digest}".encode())
-        for info in self._images:
-            path = self.images_dir / info["file_name"]
-            try:
-                size = path.stat().st_size
-            except OSError as error:
-                raise DatasetError(
-                    f"{path}: image listed in {self.annotation_file} cannot be read ({error})"
-                ) from error
-            digest.update(f"\x1f{info['file_name']}\x1f{size}".encode())
+        files = (("image", info["file_name"], self.images_dir / info["file_name"]) for info in self._images)
+        digest_file_sizes(digest, self.annotation_file, files)
         return digest.hexdigest()
 
     def _load_image(self, info: dict[str, Any], height: int, width: int) -> torch.Tensor:

@@ -7,8 +7,9 @@ objects; every error names the file and the entry at fault.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -59,9 +60,50 @@ class CocoJson:
             path, hashlib.sha256(raw).hexdigest(), objects("images"), objects("annotations"), objects("categories")
         )
 
+    def sorted_categories(self) -> list[dict[str, Any]]:
+        """Copies of the categories in id order, each with an id and a name; ids are unique.
+
+        Raises:
+            DatasetError: naming the entry without id or name, or the repeated id.
+        """
+        for position, category in enumerate(self.categories):
+            require(self.path, category, ("id", "name"), f"categories[{position}]")
+        return self._sorted_by_id([dict(category) for category in self.categories], "category", "categories")
+
+    def sorted_images(self) -> list[dict[str, Any]]:
+        """The images in id order, each with id, file name and size; ids are unique.
+
+        Raises:
+            DatasetError: naming the entry without a field, or the repeated id.
+        """
+        for position, image in enumerate(self.images):
+            require(self.path, image, ("id", "file_name", "height", "width"), f"images[{position}]")
+        return self._sorted_by_id(self.images, "image", "images")
+
+    def _sorted_by_id(self, entries: list[dict[str, Any]], kind: str, field: str) -> list[dict[str, Any]]:
+        ordered = sorted(entries, key=lambda entry: entry["id"])
+        for before, after in itertools.pairwise(ordered):
+            if before["id"] == after["id"]:
+                raise DatasetError(f"{self.path}: {kind} id {after['id']} appears twice in {field}")
+        return ordered
+
 
 def require(path: Path, entry: dict[str, Any], keys: Sequence[str], where: str) -> None:
     """Fail naming the file and ``where`` (e.g. ``images[3]``) unless ``entry`` has every key."""
     missing = [key for key in keys if key not in entry]
     if missing:
         raise DatasetError(f"{path}: {where} lacks {', '.join(missing)}")
+
+
+def digest_file_sizes(digest: Any, annotation_file: Path, files: Iterable[tuple[str, str, Path]]) -> None:
+    """Add the name and size of every ``(kind, file name, path)`` to ``digest`` (a hashlib object).
+
+    Raises:
+        DatasetError: naming a file that cannot be read, of ``kind`` (``image``, ``panoptic PNG``).
+    """
+    for kind, file_name, path in files:
+        try:
+            size = path.stat().st_size
+        except OSError as error:
+            raise DatasetError(f"{path}: {kind} listed in {annotation_file} cannot be read ({error})") from error
+        digest.update(f"\x1f{file_name}\x1f{size}".encode())

@@ -27,7 +27,6 @@ and entry at fault. The class is its own factory in a suite file::
 from __future__ import annotations
 
 import hashlib
-import itertools
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,7 +37,7 @@ import torch
 from PIL import Image
 
 from pytest_segrobust.data.base import DEFAULT_IGNORE_INDEX, Sample, SemanticTarget
-from pytest_segrobust.data.coco_json import CocoJson, require
+from pytest_segrobust.data.coco_json import CocoJson, digest_file_sizes, require
 from pytest_segrobust.data.io import read_rgb
 from pytest_segrobust.errors import DatasetError
 
@@ -100,16 +99,8 @@ class CocoPanopticSemantic:
         self.name = name if name is not None else self.annotation_file.stem
         document = CocoJson.read(self.annotation_file)
         self._annotation_digest = document.digest
-        categories, images, annotations = document.categories, document.images, document.annotations
 
-        for position, category in enumerate(categories):
-            require(self.annotation_file, category, ("id", "name"), f"categories[{position}]")
-        self.categories: tuple[dict[str, Any], ...] = tuple(
-            dict(category) for category in sorted(categories, key=lambda category: category["id"])
-        )
-        for before, after in itertools.pairwise(self.categories):
-            if before["id"] == after["id"]:
-                raise DatasetError(f"{self.annotation_file}: category id {after['id']} appears twice in categories")
+        self.categories: tuple[dict[str, Any], ...] = tuple(document.sorted_categories())
         if len(self.categories) > self.ignore_index:
             raise DatasetError(
                 f"{self.annotation_file}: {len(self.categories)} categories do not fit below ignore index "
@@ -121,16 +112,11 @@ class CocoPanopticSemantic:
         }
         label_of_category = {category_id: label for label, category_id in self.label_to_category_id.items()}
 
-        for position, image in enumerate(images):
-            require(self.annotation_file, image, ("id", "file_name", "height", "width"), f"images[{position}]")
-        images = sorted(images, key=lambda image: image["id"])
-        for before, after in itertools.pairwise(images):
-            if before["id"] == after["id"]:
-                raise DatasetError(f"{self.annotation_file}: image id {after['id']} appears twice in images")
+        images = document.sorted_images()
         known_images = {image["id"] for image in images}
 
         annotation_of_image: dict[Any, tuple[int, dict[str, Any]]] = {}
-        for position, annotation in enumerate(annotations):
+        for position, annotation in enumerate(document.annotations):
             where = f"annotations[{position}]"
             require(self.annotation_file, annotation, ("image_id", "file_name", "segments_info"), where)
             image_id = annotation["image_id"]
@@ -187,19 +173,15 @@ class CocoPanopticSemantic:
             DatasetError: when an image or PNG file is missing.
         """
         digest = hashlib.sha256(f"coco-panoptic\x1f{self._annotation_digest}".encode())
-        for entry in self._images:
-            files = (
+        files = (
+            file
+            for entry in self._images
+            for file in (
                 ("image", entry.file_name, self._image_path(entry)),
                 ("panoptic PNG", entry.panoptic_file_name, self._panoptic_path(entry)),
             )
-            for kind, file_name, path in files:
-                try:
-                    size = path.stat().st_size
-                except OSError as error:
-                    raise DatasetError(
-                        f"{path}: {kind} listed in {self.annotation_file} cannot be read ({error})"
-                    ) from error
-                digest.update(f"\x1f{file_name}\x1f{size}".encode())
+        )
+        digest_file_sizes(digest, self.annotation_file, files)
         return digest.hexdigest()
 
     def _segments(

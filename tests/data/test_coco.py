@@ -206,6 +206,17 @@ def test_bad_json_is_reported_at_construction(tmp_path: Path) -> None:
         CocoInstances(images_dir, tmp_path / "missing.json")
 
 
+def test_a_repeated_category_id_is_reported(tmp_path: Path) -> None:
+    """Two categories with one id would make labels ambiguous; the shared COCO reader refuses them."""
+    images_dir, annotation_file = write_dataset(tmp_path)
+    document = json.loads(annotation_file.read_text())
+    document["categories"].append(dict(document["categories"][0], name="twin"))
+    annotation_file.write_text(json.dumps(document))
+    duplicated = document["categories"][0]["id"]
+    with pytest.raises(DatasetError, match=rf"instances\.json: category id {duplicated} appears twice in categories"):
+        CocoInstances(images_dir, annotation_file)
+
+
 def test_missing_pycocotools_says_what_to_install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     images_dir, annotation_file = write_dataset(tmp_path)
     monkeypatch.setitem(sys.modules, "pycocotools", None)
