@@ -211,9 +211,8 @@ class _MAPScorer:
 
     def update(self, predictions, images, masks, instances, batch, first_index):  # type: ignore[no-untyped-def]
         height, width = images.shape[-2:]
-        for offset, (sample, target, predicted) in enumerate(
-            zip(batch, instances, _checked_instances(predictions, batch), strict=True)
-        ):
+        checked = _checked_instances(predictions, batch)
+        for offset, (target, predicted) in enumerate(zip(instances, checked, strict=True)):
             self.metric.update(first_index + offset, height, width, target, predicted)
 
     def compute(self) -> tuple[float, tuple[float | None, ...], dict[str, float]]:
@@ -305,5 +304,3 @@ def _checked(predictions: torch.Tensor, images: torch.Tensor, batch: list[Sample
         if not bool((predictions == predictions.round()).all()):
             raise ModelOutputError("model returned fractional values; expected integer class ids")
     return predictions
-
-

@@ -57,7 +57,7 @@ def module_fingerprint(module: torch.nn.Module, *settings: str) -> str:
 class _TorchModuleAdapter:
     """What both adapters share: device placement, eval mode and mixed precision."""
 
-    def __init__(self, module: torch.nn.Module, device: torch.device | str | None, amp: bool) -> None:
+    def __init__(self, module: torch.nn.Module, device: torch.device | str | None = None, amp: bool = False) -> None:
         if device is None:
             device = next((p.device for p in module.parameters()), torch.device("cpu"))
         self.device = torch.device(device)
@@ -83,9 +83,6 @@ class TorchModuleSegmenter(_TorchModuleAdapter):
         device: Where inference runs; corruption and metric follow it.
         amp: Run the forward pass under autocast (float16 on CUDA, bfloat16 elsewhere).
     """
-
-    def __init__(self, module: torch.nn.Module, device: torch.device | str | None = None, amp: bool = False) -> None:
-        super().__init__(module, device, amp)
 
     @torch.inference_mode()
     def predict(self, images: torch.Tensor) -> torch.Tensor:
