@@ -2,9 +2,17 @@
 
 A file looks like::
 
-    {"format": 1, "suite": "demo", "metric": "miou",
+    {"format": 2, "suite": "demo",
+     "conditions": {"task": "semantic", "metric": "miou", "preset": "coco-p", "seed": 0,
+                    "limit": null, "dataset": "demo-scenes:v1:...",
+                    "severity_tables": {"gaussian_noise": ["std=0.08", "std=0.12", ...]}},
      "models": {"tiny-unet": {"clean": {"score": 91.2},
                               "gaussian_noise": {"3": {"score": 60.1, "gamma_r": 0.66, "gamma_a": 0.69}}}}}
+
+The conditions say what the numbers were measured under; a run under other conditions
+(another seed, dataset, severity table, metric, ...) is not compared with them but fails,
+naming the field. Every stored value is a finite number: a file with anything else is
+reported as broken, and ``--segrobust-update-baselines`` rewrites it.
 
 Reading happens in any process; writing happens once, at the end of the run, in the one
 process that owns the run's output (the xdist controller, or the only process).
@@ -14,17 +22,17 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from pytest_segrobust.errors import BaselineError
+from pytest_segrobust.files import atomic_write_text
 
-FORMAT = 1
+FORMAT = 2
 UPDATE_FLAG = "--segrobust-update-baselines"
+CLEAN = "clean"
 
 
 @dataclass(frozen=True)
@@ -43,6 +51,89 @@ class CellKey:
 
 
 @dataclass(frozen=True)
+class Conditions:
+    """What a suite's numbers are measured under; baselines are only comparable under equal ones.
+
+    Attributes:
+        task: The suite's task (``semantic``, ``instance``).
+        metric: What the scores are (``miou``, ``map``).
+        preset: Whose severity tables the corruption names refer to.
+        seed: Global seed of the corruptions' random draws.
+        limit: Images evaluated (``None``: the whole dataset).
+        dataset: The dataset's fingerprint.
+        severity_tables: Each corruption's five parameter rows, as text.
+    """
+
+    task: str
+    metric: str
+    preset: str
+    seed: int
+    limit: int | None
+    dataset: str
+    severity_tables: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "task": self.task,
+            "metric": self.metric,
+            "preset": self.preset,
+            "seed": self.seed,
+            "limit": self.limit,
+            "dataset": self.dataset,
+            "severity_tables": {name: list(rows) for name, rows in sorted(self.severity_tables.items())},
+        }
+
+    @classmethod
+    def from_json(cls, data: Any, where: str) -> Conditions:
+        """Parse a file's ``conditions``; ``where`` prefixes the error messages.
+
+        Raises:
+            BaselineError: naming the field that is missing or of the wrong type.
+        """
+        if not isinstance(data, dict):
+            raise BaselineError(f"{where}: 'conditions' must be a mapping, got {data!r}")
+        expected = {"task": str, "metric": str, "preset": str, "seed": int, "dataset": str}
+        for name, kind in expected.items():
+            if not isinstance(data.get(name), kind) or isinstance(data.get(name), bool):
+                raise BaselineError(f"{where}: conditions.{name}: expected a {kind.__name__}, got {data.get(name)!r}")
+        limit = data.get("limit")
+        if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool)):
+            raise BaselineError(f"{where}: conditions.limit: expected an integer or null, got {limit!r}")
+        tables = data.get("severity_tables", {})
+        if not isinstance(tables, dict) or not all(
+            isinstance(rows, list) and all(isinstance(row, str) for row in rows) for rows in tables.values()
+        ):
+            raise BaselineError(f"{where}: conditions.severity_tables: expected lists of strings by corruption")
+        return cls(
+            task=data["task"],
+            metric=data["metric"],
+            preset=data["preset"],
+            seed=data["seed"],
+            limit=limit,
+            dataset=data["dataset"],
+            severity_tables={name: tuple(rows) for name, rows in tables.items()},
+        )
+
+    def general_differences(self, stored: Conditions) -> list[str]:
+        """``field: baseline X, this run Y`` for each condition shared by all cells that differs."""
+        return [
+            f"{name}: baseline {getattr(stored, name)!r}, this run {getattr(self, name)!r}"
+            for name in ("task", "metric", "preset", "seed", "limit", "dataset")
+            if getattr(stored, name) != getattr(self, name)
+        ]
+
+    def table_difference(self, stored: Conditions, corruption: str) -> str | None:
+        """How ``corruption``'s severity table differs from the stored one, if it does."""
+        mine, theirs = self.severity_tables.get(corruption), stored.severity_tables.get(corruption)
+        if mine is None or theirs is None or mine == theirs:
+            return None
+        for severity, (old, new) in enumerate(zip(theirs, mine), start=1):
+            if old != new:
+                return f"severity_tables.{corruption}: severity {severity} was {old!r}, this run {new!r}"
+        return f"severity_tables.{corruption}: baseline {list(theirs)!r}, this run {list(mine)!r}"
+
+
+@dataclass(frozen=True)
 class Check:
     """One number compared with its baseline."""
 
@@ -56,13 +147,31 @@ class Check:
         return self.observed - self.baseline
 
     @property
+    def problem(self) -> str | None:
+        """Why the comparison cannot be made: a NaN or infinite value on either side."""
+        if not math.isfinite(self.observed):
+            return f"observed {self.metric} is {self.observed}, not a finite number"
+        if not math.isfinite(self.baseline):
+            return f"stored {self.metric} is {self.baseline}, not a finite number"
+        return None
+
+    @property
     def regressed(self) -> bool:
-        # NaN never passes silently: a cell that lost its score is a regression.
-        return math.isnan(self.observed) or self.observed < self.baseline - self.tolerance
+        # A NaN compares false with everything: it must fail, never pass as "not below".
+        return self.problem is not None or self.observed < self.baseline - self.tolerance
 
     @property
     def improved(self) -> bool:
-        return self.observed > self.baseline + self.tolerance
+        return self.problem is None and self.observed > self.baseline + self.tolerance
+
+
+@dataclass(frozen=True)
+class StoredBaselines:
+    """A parsed baseline file: its conditions and its numbers by model."""
+
+    suite: str
+    conditions: Conditions
+    models: dict[str, dict[str, Any]]
 
 
 class BaselineFile:
@@ -74,34 +183,57 @@ class BaselineFile:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._models: dict[str, dict[str, Any]] | None = None
+        self._stored: StoredBaselines | None = None
+        self._read = False
 
-    def load(self) -> dict[str, dict[str, Any]]:
-        """The stored values by model, read once.
+    def load(self) -> StoredBaselines | None:
+        """The stored file, read once; ``None`` if there is none yet.
 
         Raises:
-            BaselineError: when the file exists but is not a readable baseline.
+            BaselineError: when the file exists but is not a valid baseline.
         """
-        if self._models is None:
-            self._models = read_baseline(self.path)
-        return self._models
+        if not self._read:
+            self._stored = read_baseline(self.path)
+            self._read = True
+        return self._stored
 
-    def lookup(self, key: CellKey) -> dict[str, float] | None:
-        """Stored numbers of a cell, or ``None`` if it has none yet."""
-        model = self.load().get(key.model, {})
+    def lookup(self, key: CellKey, conditions: Conditions) -> dict[str, float] | None:
+        """Stored numbers of a cell, or ``None`` if it has none yet.
+
+        Raises:
+            BaselineError: when the file is broken, or was recorded under other conditions
+                than ``conditions`` (for this cell: the general ones and its corruption's table).
+        """
+        stored = self.load()
+        if stored is None:
+            return None
+        differences = conditions.general_differences(stored.conditions)
+        table = None if key.severity == 0 else conditions.table_difference(stored.conditions, key.corruption)
+        if table is not None:
+            differences.append(table)
+        if differences:
+            raise BaselineError(
+                f"{self.path}: recorded under other conditions than this run ({'; '.join(differences)}); "
+                f"its numbers are not comparable. Re-record them with {UPDATE_FLAG}"
+            )
+        model = stored.models.get(key.model, {})
         if key.severity == 0:
             return model.get(key.corruption)
         return model.get(key.corruption, {}).get(str(key.severity))
 
 
-def read_baseline(path: Path) -> dict[str, dict[str, Any]]:
-    """Parse a baseline file; a missing file is an empty baseline."""
+def read_baseline(path: Path) -> StoredBaselines | None:
+    """Parse and validate a baseline file; ``None`` where there is no file.
+
+    Raises:
+        BaselineError: naming the file and the first field that is wrong.
+    """
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        return {}
-    except OSError as exc:
-        raise BaselineError(f"{path}: cannot read baseline ({exc.strerror})") from exc
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BaselineError(f"{path}: cannot read baseline ({getattr(exc, 'strerror', None) or exc})") from exc
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -109,12 +241,48 @@ def read_baseline(path: Path) -> dict[str, dict[str, Any]]:
             f"{path}: broken baseline file (invalid JSON at line {exc.lineno}); fix or delete it, "
             f"or rewrite it with {UPDATE_FLAG}"
         ) from exc
-    if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("models"), dict):
+    if not isinstance(data, dict) or not isinstance(data.get("models"), dict):
+        raise BaselineError(f"{path}: not a baseline file (expected keys 'format' and 'models'); rewrite it with {UPDATE_FLAG}")
+    if data.get("format") != FORMAT:
         raise BaselineError(
-            f"{path}: not a baseline of format {FORMAT} (expected keys 'format' and 'models'); "
-            f"rewrite it with {UPDATE_FLAG}"
+            f"{path}: baseline of format {data.get('format')!r}, expected {FORMAT} (format 1 recorded no conditions, "
+            f"so its numbers cannot be checked against this run's); rewrite it with {UPDATE_FLAG}"
         )
-    return data["models"]
+    try:
+        if not isinstance(data.get("suite"), str):
+            raise BaselineError(f"{path}: 'suite' must be a string, got {data.get('suite')!r}")
+        conditions = Conditions.from_json(data.get("conditions"), str(path))
+        _validate_models(data["models"], str(path))
+    except BaselineError as exc:
+        raise BaselineError(f"{exc}; fix it or rewrite it with {UPDATE_FLAG}") from None
+    return StoredBaselines(data["suite"], conditions, data["models"])
+
+
+def _validate_models(models: dict[str, Any], where: str) -> None:
+    for model, cells in models.items():
+        if not isinstance(cells, dict):
+            raise BaselineError(f"{where}: models.{model}: expected a mapping of corruptions, got {cells!r}")
+        for corruption, entry in cells.items():
+            at = f"models.{model}.{corruption}"
+            if corruption == CLEAN:
+                _validate_values(entry, at, where)
+                continue
+            if not isinstance(entry, dict):
+                raise BaselineError(f"{where}: {at}: expected a mapping of severities, got {entry!r}")
+            for severity, values in entry.items():
+                if not severity.isdigit() or not 1 <= int(severity) <= 5:
+                    raise BaselineError(f"{where}: {at}: expected severities '1'..'5', got {severity!r}")
+                _validate_values(values, f"{at}.{severity}", where)
+
+
+def _validate_values(values: Any, at: str, where: str) -> None:
+    if not isinstance(values, dict) or "score" not in values:
+        raise BaselineError(f"{where}: {at}: expected a mapping with at least 'score', got {values!r}")
+    for metric, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise BaselineError(f"{where}: {at}.{metric}: expected a number, got {value!r}")
+        if not math.isfinite(value):
+            raise BaselineError(f"{where}: {at}.{metric} is {value}: a baseline stores finite numbers only")
 
 
 def compare(
@@ -129,22 +297,45 @@ def compare(
 
 
 def write_baseline(
-    path: Path, suite: str, metric: str, cells: Iterable[tuple[CellKey, Mapping[str, float]]], replace_all: bool
+    path: Path,
+    suite: str,
+    conditions: Conditions,
+    cells: Iterable[tuple[CellKey, Mapping[str, float]]],
+    replace_all: bool,
 ) -> None:
     """Merge ``cells`` into the file at ``path`` and write it atomically.
 
-    Cells not given keep their stored values (a ``-k`` run does not forget the rest),
-    unless ``replace_all`` is set because the stored file is broken.
+    Stored cells not given keep their values (a ``-k`` run does not forget the rest) as long
+    as they were measured under the same conditions: a change of seed, dataset, metric, ...
+    drops them all, a changed severity table drops that corruption's. ``replace_all`` (set
+    when the stored file is broken) starts from an empty file.
+
+    Raises:
+        ValueError: for a value that is not a finite number (a baseline never stores NaN).
+        WriteError: when the file cannot be written.
     """
-    models = {} if replace_all else read_baseline(path)
+    models: dict[str, dict[str, Any]] = {}
+    tables = dict(conditions.severity_tables)
+    stored = None if replace_all else read_baseline(path)
+    if stored is not None and not conditions.general_differences(stored.conditions):
+        stale = {c for c in stored.conditions.severity_tables if conditions.table_difference(stored.conditions, c)}
+        tables = {c: rows for c, rows in stored.conditions.severity_tables.items() if c not in stale} | tables
+        models = {
+            model: {corruption: entry for corruption, entry in cells_.items() if corruption not in stale}
+            for model, cells_ in stored.models.items()
+        }
     for key, values in cells:
+        bad = {metric: value for metric, value in values.items() if not math.isfinite(value)}
+        if bad:
+            raise ValueError(f"{key.label}: refusing to store non-finite values {bad}")
         model = models.setdefault(key.model, {})
         if key.severity == 0:
             model[key.corruption] = dict(values)
         else:
             model.setdefault(key.corruption, {})[str(key.severity)] = dict(values)
-    document = {"format": FORMAT, "suite": suite, "metric": metric, "models": _sorted(models)}
-    atomic_write_text(path, json.dumps(document, indent=2, allow_nan=True) + "\n")
+    header = replace(conditions, severity_tables=tables)
+    document = {"format": FORMAT, "suite": suite, "conditions": header.to_json(), "models": _sorted(models)}
+    atomic_write_text(path, json.dumps(document, indent=2, allow_nan=False) + "\n")
 
 
 def _sorted(models: dict[str, Any]) -> dict[str, Any]:
@@ -155,22 +346,7 @@ def _sorted(models: dict[str, Any]) -> dict[str, Any]:
     for model in sorted(models):
         cells = models[model]
         out[model] = {
-            name: dict(sorted(value.items(), key=by_severity)) if name != "clean" else value
-            for name, value in sorted(cells.items(), key=lambda kv: (kv[0] != "clean", kv[0]))
+            name: dict(sorted(value.items(), key=by_severity)) if name != CLEAN else value
+            for name, value in sorted(cells.items(), key=lambda kv: (kv[0] != CLEAN, kv[0]))
         }
     return out
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` so that readers see the old file or the new one, never half."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

@@ -1,7 +1,8 @@
 """Clean results kept on disk across runs and shared between xdist workers.
 
-A clean result depends on the model's weights, the dataset's content, the limit, the
-device type and this evaluator's version; its key is a digest of all of them. The first
+A clean result depends on the model's weights and code (see :mod:`pytest_segrobust.identity`),
+the factory call, the dataset's content, the limit, the metric, the device type and this
+evaluator's version; its key is a digest of all of them. The first
 process to need it computes it under a file lock; the others wait and read it.
 """
 
@@ -9,13 +10,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
 from filelock import FileLock
 
-from pytest_segrobust.baselines import atomic_write_text
+from pytest_segrobust.files import atomic_write_text
 from pytest_segrobust.evaluation import EVALUATOR_VERSION, EvalResult
 
 
@@ -51,8 +53,9 @@ class CleanCache:
                 self.hits += 1
                 return stored
             result = compute()
-            atomic_write_text(path, json.dumps(asdict(result)))
             self.misses += 1
+            if math.isfinite(result.score):  # a NaN is never reused: the next run must see it afresh
+                atomic_write_text(path, json.dumps(asdict(result)))
             return result
 
     @staticmethod

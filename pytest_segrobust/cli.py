@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,7 +27,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     gallery.add_argument("--out", type=Path, required=True, help="PNG file to write")
     gallery.add_argument("--preset", default=DEFAULT_PRESET, help=f"whose corruptions (default {DEFAULT_PRESET})")
     gallery.add_argument("--severities", type=int, nargs="+", default=[1, 3, 5], help="columns (default 1 3 5)")
-    gallery.add_argument("--size", type=int, default=160, help="longer side of each tile in pixels (default 160)")
+    gallery.add_argument(
+        "--size", type=int, default=160, help="longer side of each shown tile in pixels (default 160); corruption runs at full size"
+    )
     gallery.add_argument("--seed", type=int, default=0, help="global seed of the random draws (default 0)")
     args = parser.parse_args(argv)
     try:
@@ -37,9 +40,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SegRobustError as exc:
         print(f"segrobust: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # The reader went away (`segrobust list | head`): stop quietly, as cat or ls do. Pointing
+        # stdout at devnull keeps the interpreter's final flush from raising again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE: what a shell reports for a writer the closed pipe ended
 
 
 def _gallery(image_path: Path, out: Path, preset: str, severities: list[int], size: int, seed: int) -> int:
+    if size < 1:
+        raise SegRobustError(f"--size: expected a number of pixels >= 1, got {size}")
     bad = [s for s in severities if not 1 <= s <= 5]
     if bad:
         raise SegRobustError(f"--severities: expected values 1..5, got {bad}")
@@ -48,10 +58,10 @@ def _gallery(image_path: Path, out: Path, preset: str, severities: list[int], si
             picture = opened.convert("RGB")
     except OSError as exc:
         raise SegRobustError(f"{image_path}: cannot read the image ({exc})") from exc
-    picture.thumbnail((size, size))
     image = torch.from_numpy(np.array(picture)).permute(2, 0, 1).contiguous()
     corruptions = REGISTRY.available(preset)
-    grid = render_gallery(image, corruptions, severities, seed=seed, sample_id=image_path.name)
+    # Corrupted at full resolution, as a model sees the image; shrunk to --size only for display.
+    grid = render_gallery(image, corruptions, severities, seed=seed, sample_id=image_path.name, tile=size)
     out.parent.mkdir(parents=True, exist_ok=True)
     grid.save(out, format="PNG")
     print(f"wrote {out}: {len(corruptions)} corruptions of {preset} at severities {', '.join(map(str, severities))}")

@@ -20,7 +20,7 @@ from pytest_segrobust.data.base import InstanceTarget, Sample, SegmentationDatas
 from pytest_segrobust.errors import DatasetError, ModelOutputError
 from pytest_segrobust.metrics import ConfusionMatrix
 from pytest_segrobust.metrics.coco_map import CocoMAP
-from pytest_segrobust.models.base import InstancePredictions, InstanceSegmentationModel, SegmentationModel
+from pytest_segrobust.models.base import InstancePredictions, InstanceSegmentationModel, SegmentationModel, model_device
 from pytest_segrobust.scores import absolute_robustness, relative_robustness
 from pytest_segrobust.seeding import sample_seed
 
@@ -113,21 +113,28 @@ def evaluate(
         ModelOutputError: for predictions of the wrong type, shape, dtype or class range.
     """
     start = time.perf_counter()
+    device = model_device(model)
     total = len(dataset) if limit is None else min(limit, len(dataset))
-    scorer = _scorer(metric, dataset, model.device)
+    if total == 0:
+        raise DatasetError(f"{dataset.name}: the dataset has no samples; there is nothing to evaluate")
+    scorer = _scorer(metric, dataset, device)
     name = CLEAN if corruption is None or severity == 0 else corruption.name
     done = 0
     for batch in _batches(_samples(dataset, total, loader_workers), batch_size, dataset):
-        images = torch.stack([s.image for s in batch]).to(model.device, non_blocking=True).float().div_(255.0)
-        masks = torch.stack([s.target.mask for s in batch]).to(model.device, non_blocking=True)
-        instances = scorer.instances(batch, model.device)
+        images = torch.stack([s.image for s in batch]).to(device, non_blocking=True).float().div_(255.0)
+        masks = torch.stack([s.target.mask for s in batch]).to(device, non_blocking=True)
+        instances = scorer.instances(batch, device)
         if corruption is not None and severity > 0:
             seeds = [sample_seed(seed, s.sample_id, name, severity) for s in batch]
             corrupted = corruption(
                 images, severity, seeds, masks, ignore_index=dataset.ignore_index, instances=instances
             )
             images, masks, instances = corrupted.images, corrupted.masks, corrupted.instances
-        scorer.update(model.predict(images), images, masks, instances, batch, first_index=done)
+        try:
+            predictions = model.predict(images)
+        except ModelOutputError as exc:
+            raise ModelOutputError(f"{exc} (batch starting at sample {batch[0].sample_id})") from None
+        scorer.update(predictions, images, masks, instances, batch, first_index=done)
         done += len(batch)
         if progress is not None:
             progress(done, total)

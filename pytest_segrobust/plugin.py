@@ -56,6 +56,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="N",
         help="processes reading samples ahead of the model (default 0: read inline)",
     )
+    group.addoption(
+        "--segrobust-timeout",
+        type=_seconds,
+        metavar="SECONDS",
+        help="fail a cell that runs longer than this (overrides the suites' 'timeout'; default: no limit)",
+    )
     parser.addini("segrobust_suites", "folder of robustness suites, relative to rootdir", default="suites")
     parser.addini("segrobust_baselines", "folder of baseline files, relative to rootdir", default="baselines")
     parser.addini("segrobust_report", "report path without suffix, relative to rootdir", default="segrobust-report")
@@ -65,6 +71,16 @@ def _positive(text: str) -> int:
     value = _non_negative(text)
     if value == 0:
         raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text!r}")
     return value
 
 
@@ -110,6 +126,7 @@ def pytest_configure(config: pytest.Config) -> None:
         amp=config.getoption("segrobust_amp"),
         batch_size=config.getoption("segrobust_batch_size"),
         loader_workers=config.getoption("segrobust_loader_workers"),
+        timeout=config.getoption("segrobust_timeout"),
     )
     config.stash[SESSION_KEY] = SegRobustSession(options, root)
     _share_cores_between_workers(config)
@@ -147,6 +164,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     if REGISTRY_SNAPSHOT_KEY in config.stash:
         REGISTRY.restore(config.stash[REGISTRY_SNAPSHOT_KEY])
+    if SESSION_KEY in config.stash:
+        config.stash[SESSION_KEY].close()
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -216,15 +235,19 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     segrobust = config.stash[SESSION_KEY]
     if hasattr(config, "workerinput"):
         config.workeroutput[PAYLOAD_KEY] = segrobust.payload()  # type: ignore[attr-defined]
-    else:
-        segrobust.finish()
+        return
+    segrobust.finish()
+    if segrobust.problems and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED  # what was not written must not go unnoticed
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
     segrobust = config.stash[SESSION_KEY]
-    if segrobust.report is None and not segrobust.written:
+    if segrobust.report is None and not segrobust.written and not segrobust.problems:
         return
     terminalreporter.section("segrobust")
+    for problem in segrobust.problems:
+        terminalreporter.write_line(f"error: {problem}", red=True, bold=True)
     for line in terminal_summary(segrobust.report) if segrobust.report else []:
         terminalreporter.write_line(line)
     if (line := segrobust.cache_summary()) is not None:

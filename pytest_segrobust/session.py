@@ -12,8 +12,11 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -22,19 +25,30 @@ import pytest
 import torch
 from PIL import Image
 
-from pytest_segrobust.baselines import UPDATE_FLAG, BaselineFile, CellKey, Check, compare, write_baseline
+from pytest_segrobust.baselines import (
+    UPDATE_FLAG,
+    BaselineFile,
+    CellKey,
+    Check,
+    Conditions,
+    compare,
+    write_baseline,
+)
 from pytest_segrobust.cache import CleanCache
 from pytest_segrobust.corruptions import REGISTRY, Corruption
 from pytest_segrobust.data.base import SegmentationDataset, supercategories
-from pytest_segrobust.errors import BaselineError, SegRobustError
-from pytest_segrobust.evaluation import CLEAN, CellResult, EvalResult, evaluate
+from pytest_segrobust.errors import BaselineError, SegRobustError, SuiteError
+from pytest_segrobust.evaluation import CLEAN, METRIC_LABELS, CellResult, EvalResult, evaluate
+from pytest_segrobust.files import remove_stale_temporaries
+from pytest_segrobust.identity import UnknownIdentity, code_identity
+from pytest_segrobust.limits import time_limit
 from pytest_segrobust.models import as_instance_model, as_segmentation_model
-from pytest_segrobust.models.base import InstanceSegmentationModel, SegmentationModel
+from pytest_segrobust.models.base import InstanceSegmentationModel, SegmentationModel, model_device
 from pytest_segrobust.progress import TerminalProgress
 from pytest_segrobust.records import CellRecord
-from pytest_segrobust.report import build_report, write_report
-from pytest_segrobust.report.gallery import render_gallery
-from pytest_segrobust.suite import FactorySpec, Suite, load_suite
+from pytest_segrobust.report import ReportIncomplete, build_report, write_report
+from pytest_segrobust.report.gallery import REPORT_TILE, render_gallery
+from pytest_segrobust.suite import FactorySpec, Suite, declared_name, load_object, load_suite
 
 PAYLOAD_KEY = "segrobust"
 Model = SegmentationModel | InstanceSegmentationModel
@@ -55,6 +69,7 @@ class Options:
         amp: Run ``nn.Module`` models under autocast.
         batch_size: Overrides every suite's batch size when set.
         loader_workers: Processes reading samples ahead of the model.
+        timeout: Seconds a cell may take; overrides every suite's ``timeout`` when set.
     """
 
     enabled: bool
@@ -67,15 +82,16 @@ class Options:
     amp: bool = False
     batch_size: int | None = None
     loader_workers: int = 0
+    timeout: float | None = None
 
 
 @dataclass(frozen=True)
 class PendingWrite:
-    """A baseline cell to write at the end of the run."""
+    """A baseline cell to write at the end of the run, with the conditions it was measured under."""
 
     path: str
     suite: str
-    metric: str
+    conditions: dict[str, Any]
     key: CellKey
     values: dict[str, float]
     replace_all: bool
@@ -86,26 +102,33 @@ class SegRobustSession:
 
     Args:
         options: Parsed settings.
-        rootpath: pytest's rootdir, against which paths in messages are shown.
+        rootpath: pytest's rootdir: relative paths in suites mean paths under it, its modules
+            and those beside the suites are importable, and messages show paths relative to it.
     """
 
     def __init__(self, options: Options, rootpath: Path) -> None:
         self.options = options
         self.rootpath = rootpath
         self.records: list[CellRecord] = []
+        # Cells that raised instead of producing a result: node id -> what went wrong.
+        self.errors: dict[str, str] = {}
         self._suites_dir = options.suites_dir.resolve()  # asked for every file pytest visits
         self.pending: list[PendingWrite] = []
         self.suite_order: dict[str, Suite] = {}
         self._suites: dict[Path, Suite] = {}
         self._models: dict[tuple[str, str], Model] = {}
         self._datasets: dict[str, SegmentationDataset] = {}
+        self._conditions: dict[str, Conditions] = {}
         self._clean: dict[tuple[str, ...], EvalResult] = {}
         self._baselines: dict[Path, BaselineFile] = {}
         self.report: dict[str, Any] | None = None
         self.written: list[Path] = []
+        # What went wrong while writing at the end of the run; each fails the run.
+        self.problems: list[str] = []
         self.cache = CleanCache(options.cache_dir) if options.cache_dir is not None else None
-        self.cache_counts = {"hits": 0, "misses": 0}
+        self.cache_counts = {"hits": 0, "misses": 0, "uncached": 0}
         self.expected: list[str] = []
+        self._import_paths: list[str] = []
         # Set by the plugin when a terminal shows this process's output (not under xdist).
         self.progress_bar: TerminalProgress | None = None
 
@@ -117,10 +140,43 @@ class SegRobustSession:
     def suite(self, path: Path) -> Suite:
         """The validated suite at ``path`` (raises :class:`SuiteError`)."""
         if path not in self._suites:
+            self._make_project_importable()
             suite = load_suite(path)
+            self._check_unique_name(suite)
             self._suites[path] = suite
             self.suite_order[suite.name] = suite
         return self._suites[path]
+
+    def _make_project_importable(self) -> None:
+        """Factories in modules beside the suites or in the rootdir import without ``pythonpath``."""
+        if self._import_paths:
+            return
+        for folder in (str(self._suites_dir), str(self.rootpath.resolve())):
+            if folder not in sys.path:
+                sys.path.insert(0, folder)
+                self._import_paths.append(folder)
+
+    def _check_unique_name(self, suite: Suite) -> None:
+        """Two suite files with one name would share, and overwrite, one baseline file."""
+        folder = suite.path.parent
+        others = sorted(
+            other
+            for other in [*folder.glob("*.yaml"), *folder.glob("*.yml")]
+            if other.resolve() != suite.path.resolve() and declared_name(other) == suite.name
+        )
+        if others:
+            raise SuiteError(
+                f"{suite.path}: field 'name': suite name {suite.name!r} is also the name of "
+                f"{', '.join(self._shown(o) for o in others)}; both would share baselines/{suite.name}.json. "
+                "Give each suite its own name"
+            )
+
+    def close(self) -> None:
+        """Undo what the run changed in this process (the import path)."""
+        for folder in self._import_paths:
+            if folder in sys.path:
+                sys.path.remove(folder)
+        self._import_paths.clear()
 
     @staticmethod
     def cells(suite: Suite) -> list[tuple[str, str, int]]:
@@ -137,28 +193,55 @@ class SegRobustSession:
         """Evaluate one cell, compare it with its baseline and record the outcome.
 
         Raises:
-            CellFailure: when the cell regressed or had no baseline.
-            SegRobustError: for bad input (dataset, model output, broken baseline).
+            CellFailure: when the cell regressed, had no baseline or produced no finite score.
+            SegRobustError: for bad input (dataset, model output, broken baseline, time limit).
         """
+        __tracebackhide__ = True
         key = CellKey(suite.name, model_name, corruption_name, severity)
-        model = self._model(suite, model_name)
+        try:
+            with self.in_project(), time_limit(self.options.timeout or suite.timeout, key.label):
+                record, observed = self._measure(suite, key, nodeid)
+        except BaseException as exc:
+            if isinstance(exc, Exception):
+                self.errors[nodeid] = f"{type(exc).__name__}: {exc}" if not isinstance(exc, SegRobustError) else str(exc)
+            raise
+        self.records.append(record)
+        self._gate(suite, key, observed, record)
+        return record
+
+    @contextmanager
+    def in_project(self) -> Iterator[None]:
+        """Run user code (factories, datasets) with the rootdir as the working directory.
+
+        Relative paths in a suite then mean the same wherever pytest was started, as the
+        baselines and the report, which also live under the rootdir.
+        """
+        previous = os.getcwd()
+        os.chdir(self.rootpath)
+        try:
+            yield
+        finally:
+            os.chdir(previous)
+
+    def _measure(self, suite: Suite, key: CellKey, nodeid: str) -> tuple[CellRecord, dict[str, float]]:
+        model = self._model(suite, key.model)
         dataset = self._dataset(suite)
-        clean = self._clean_result(suite, model_name, model, dataset)
-        if severity == 0:
+        clean = self._clean_result(suite, key.model, model, dataset)
+        if key.severity == 0:
             corrupted, category = clean, CLEAN
         else:
-            corruption = REGISTRY.get(corruption_name, suite.preset)
-            corrupted = self._evaluate(suite, model, dataset, corruption, severity, key.label)
+            corruption = REGISTRY.get(key.corruption, suite.preset)
+            corrupted = self._evaluate(suite, model, dataset, corruption, key.severity, key.label)
             category = corruption.category.value
         result = CellResult(corrupted=corrupted, clean=clean)
-        observed = _observed(result, severity)
+        observed = _observed(result, key.severity)
         record = CellRecord(
             nodeid=nodeid,
             suite=suite.name,
-            model=model_name,
-            corruption=corruption_name,
+            model=key.model,
+            corruption=key.corruption,
             category=category,
-            severity=severity,
+            severity=key.severity,
             score=result.score,
             clean_score=result.clean_score,
             gamma_r=observed.get("gamma_r"),
@@ -173,16 +256,20 @@ class SegRobustSession:
             details=dict(corrupted.details),
             clean_details=dict(clean.details),
         )
-        self.records.append(record)
-        self._gate(suite, key, observed, record)
-        return record
+        return record, observed
 
     def _gate(self, suite: Suite, key: CellKey, observed: dict[str, float], record: CellRecord) -> None:
         __tracebackhide__ = True
+        invalid = _non_finite(observed, suite.metric, record.clean_score)
+        if invalid:
+            # Neither compared nor stored: a NaN compares false with every baseline and would pass.
+            record.status = "error"
+            raise CellFailure(f"{key.label}: {invalid}; the cell has no valid result, and nothing is written to the baseline")
         baseline = self._baseline_file(suite)
         shown = self._shown(baseline.path)
+        conditions = self._conditions[suite.name]
         try:
-            stored = baseline.lookup(key)
+            stored = baseline.lookup(key, conditions)
         except BaselineError:
             if not self.options.update_baselines:
                 record.status = "error"
@@ -216,7 +303,8 @@ class SegRobustSession:
             record.status = "improved"
 
     def _queue(self, suite: Suite, path: Path, key: CellKey, values: dict[str, float], replace_all: bool) -> None:
-        self.pending.append(PendingWrite(str(path), suite.name, suite.metric, key, values, replace_all))
+        conditions = self._conditions[suite.name].to_json()
+        self.pending.append(PendingWrite(str(path), suite.name, conditions, key, values, replace_all))
 
     # -- shared, lazily built state --------------------------------------------------------
 
@@ -235,7 +323,19 @@ class SegRobustSession:
     def _dataset(self, suite: Suite) -> SegmentationDataset:
         key = str(suite.path)
         if key not in self._datasets:
-            self._datasets[key] = _build(suite, suite.dataset, "dataset", lambda obj: obj)
+            dataset = _build(suite, suite.dataset, "dataset", lambda obj: obj)
+            self._conditions[suite.name] = Conditions(
+                task=suite.task,
+                metric=suite.metric,
+                preset=suite.preset,
+                seed=suite.seed,
+                limit=suite.limit,
+                dataset=dataset.fingerprint(),
+                severity_tables={
+                    name: tuple(REGISTRY.get(name, suite.preset).table.describe()) for name in suite.corruptions
+                },
+            )
+            self._datasets[key] = dataset
         return self._datasets[key]
 
     def _clean_result(
@@ -245,21 +345,35 @@ class SegRobustSession:
         if key not in self._clean:
             label = CellKey(suite.name, model_name, CLEAN, 0).label
             compute = lambda: self._evaluate(suite, model, dataset, None, 0, label)  # noqa: E731
-            if self.cache is None:
+            fingerprint = None if self.cache is None else self._clean_fingerprint(suite, model_name, model, dataset)
+            if self.cache is None or fingerprint is None:
                 self._clean[key] = compute()
             else:
-                # The factory call is part of the identity: constructor arguments need not be weights.
-                fingerprint = CleanCache.key(
-                    repr(suite.model(model_name).factory),
-                    model.fingerprint(),
-                    repr(suite.dataset),
-                    dataset.fingerprint(),
-                    str(suite.limit),
-                    suite.metric,
-                    model.device.type,
-                )
                 self._clean[key] = self.cache.get_or_compute(fingerprint, compute)
         return self._clean[key]
+
+    def _clean_fingerprint(
+        self, suite: Suite, model_name: str, model: Model, dataset: SegmentationDataset
+    ) -> str | None:
+        """The identity of a clean evaluation, or ``None`` where the model's code cannot be identified."""
+        factory = suite.model(model_name).factory
+        try:
+            code = code_identity(load_object(factory.target), model)
+        except UnknownIdentity as exc:
+            self.cache_counts["uncached"] += 1
+            logger.warning("%s: the clean result is not cached across runs: %s", suite.path, exc)
+            return None
+        # The factory call is part of the identity: constructor arguments need not be weights.
+        return CleanCache.key(
+            repr(factory),
+            model.fingerprint(),
+            code,
+            repr(suite.dataset),
+            self._conditions[suite.name].dataset,
+            str(suite.limit),
+            suite.metric,
+            model_device(model).type,
+        )
 
     def _evaluate(
         self,
@@ -317,14 +431,15 @@ class SegRobustSession:
     # -- xdist ----------------------------------------------------------------------------
 
     def cell_payload(self, nodeid: str) -> str | None:
-        """The record (and pending baseline writes) of one cell, as JSON for its test report.
+        """The record (and pending baseline writes) of one cell, or its error, as JSON for its test report.
 
         Each cell's payload travels with its own report, so a worker that crashes loses
         only the cell it was running.
         """
         record = next((r for r in reversed(self.records) if r.nodeid == nodeid), None)
         if record is None:
-            return None
+            error = self.errors.get(nodeid)
+            return None if error is None else json.dumps({"error": {"nodeid": nodeid, "message": error}})
         suite = self.suite_order[record.suite]
         pending = [
             asdict(p) for p in self.pending if p.key.suite == record.suite and p.key.model == record.model
@@ -335,6 +450,9 @@ class SegRobustSession:
     def absorb_cell(self, payload: str) -> None:
         """Merge one cell's payload, sent by a worker, into this (controller) session."""
         data: dict[str, Any] = json.loads(payload)
+        if "error" in data:
+            self.errors[data["error"]["nodeid"]] = data["error"]["message"]
+            return
         self.suite(Path(data["suite"]))
         self.records.append(CellRecord(**data["record"]))
         for p in data["pending"]:
@@ -347,7 +465,7 @@ class SegRobustSession:
     def absorb(self, payload: str) -> None:
         """Merge a finished worker's payload into this (controller) session."""
         for name, count in json.loads(payload)["cache"].items():
-            self.cache_counts[name] += count
+            self.cache_counts[name] = self.cache_counts.get(name, 0) + count
 
     def expect(self, nodeids: list[str]) -> None:
         """The cells this run means to evaluate (after selection)."""
@@ -355,30 +473,56 @@ class SegRobustSession:
             self.expected = list(nodeids)
 
     def missing(self) -> list[str]:
-        """Expected cells without a record: a crashed worker, an interrupted run, ``-x``."""
-        done = {r.nodeid for r in self.records}
+        """Expected cells with neither a record nor an error: a crashed worker, an interrupted run, ``-x``."""
+        done = {r.nodeid for r in self.records} | set(self.errors)
         return [nodeid for nodeid in self.expected if nodeid not in done]
 
     def _cache_counts(self) -> dict[str, int]:
-        if self.cache is None:
-            return dict(self.cache_counts)
-        return {"hits": self.cache_counts["hits"] + self.cache.hits, "misses": self.cache_counts["misses"] + self.cache.misses}
+        counts = dict(self.cache_counts)
+        if self.cache is not None:
+            counts["hits"] += self.cache.hits
+            counts["misses"] += self.cache.misses
+        return counts
 
     def cache_summary(self) -> str | None:
         """One line on clean results computed versus read from the cache, if there is a cache."""
         if self.options.cache_dir is None:
             return None
         counts = self._cache_counts()
-        return f"clean results: {counts['misses']} computed, {counts['hits']} from cache ({self.options.cache_dir})"
+        line = f"clean results: {counts['misses']} computed, {counts['hits']} from cache ({self.options.cache_dir})"
+        if counts.get("uncached"):
+            line += f"; {counts['uncached']} not cacheable (model code without readable source)"
+        return line
 
     # -- the end of the run -------------------------------------------------------------
 
     def finish(self) -> None:
-        """Write pending baselines and the report; the controller's job alone."""
-        self.written = self._flush_baselines()
-        if self.records or self.missing():
-            self.report = build_report(self.ordered_records(), self.suite_order, self.missing(), self.rootpath)
+        """Write the report and the pending baselines; the controller's job alone.
+
+        Each step runs whatever happened to the others: a failing plot, an unwritable
+        baseline folder or a bad report path costs only itself, is named in
+        :attr:`problems`, and fails the run.
+        """
+        self.problems = []
+        if self.records or self.missing() or self.errors:
+            try:
+                self.report = build_report(
+                    self.ordered_records(), self.suite_order, self.missing(), self.rootpath, errors=self.errors
+                )
+            except Exception as exc:  # noqa: BLE001 - the baselines must still be written
+                self.problems.append(f"the report could not be built: {type(exc).__name__}: {exc}")
+            else:
+                self._write_report()
+        self._flush_baselines()
+
+    def _write_report(self) -> None:
+        assert self.report is not None
+        remove_stale_temporaries(self.options.report_path.parent)
+        try:
             self.written.extend(write_report(self.report, self.options.report_path, self._galleries()))
+        except ReportIncomplete as exc:
+            self.written.extend(exc.written)
+            self.problems.extend(exc.problems)
 
     def _galleries(self) -> dict[str, Image.Image]:
         """The first image of each reported suite under its corruptions at severities 1, 3, 5."""
@@ -388,26 +532,33 @@ class SegRobustSession:
             if suite is None:
                 continue
             try:
-                sample = self._dataset(suite)[0]
+                with self.in_project():
+                    sample = self._dataset(suite)[0]
                 corruptions = [REGISTRY.get(c, suite.preset) for c in suite.corruptions]
-            except Exception as exc:  # a figure must never cost the report
-                logger.warning("no gallery for suite %s: %s", name, exc)
-                continue
-            galleries[name] = render_gallery(sample.image, corruptions, seed=suite.seed, sample_id=sample.sample_id)
+                galleries[name] = render_gallery(
+                    sample.image, corruptions, seed=suite.seed, sample_id=sample.sample_id, tile=REPORT_TILE
+                )
+            except Exception as exc:  # noqa: BLE001 - a figure must never cost the report
+                self.problems.append(f"no gallery for suite {name}: {type(exc).__name__}: {exc}")
         return galleries
 
-    def _flush_baselines(self) -> list[Path]:
+    def _flush_baselines(self) -> None:
         by_path: dict[str, list[PendingWrite]] = {}
         for write in self.pending:
             by_path.setdefault(write.path, []).append(write)
-        written = []
+        if by_path:
+            remove_stale_temporaries(self.options.baselines_dir)
         for path, writes in sorted(by_path.items()):
             first = writes[0]
             cells = [(w.key, w.values) for w in sorted(writes, key=lambda w: (w.key.model, w.key.corruption, w.key.severity))]
-            write_baseline(Path(path), first.suite, first.metric, cells, replace_all=any(w.replace_all for w in writes))
-            written.append(Path(path))
+            conditions = Conditions.from_json(first.conditions, path)
+            try:
+                write_baseline(Path(path), first.suite, conditions, cells, replace_all=any(w.replace_all for w in writes))
+            except SegRobustError as exc:
+                self.problems.append(f"baselines not written, the stored ones are unchanged: {exc}")
+            else:
+                self.written.append(Path(path))
         self.pending.clear()
-        return written
 
     def ordered_records(self) -> list[CellRecord]:
         """Records in suite order (model, corruption, severity), independent of scheduling."""
@@ -452,6 +603,20 @@ class _ProgressLog:
             self.last = now
             rate = done / max(now - self.start, 1e-9)
             logger.info("%s: %d/%d images (%.1f images/s)", self.cell, done, total, rate)
+
+
+def _non_finite(observed: dict[str, float], metric: str, clean_score: float) -> str | None:
+    """Why the observed numbers cannot be gated, if any of them is NaN or infinite."""
+    bad = {name: value for name, value in observed.items() if not math.isfinite(value)}
+    if not bad:
+        return None
+    label = METRIC_LABELS.get(metric, metric)
+    shown = ", ".join(f"{'score (' + label + ')' if name == 'score' else name} is {value}" for name, value in bad.items())
+    if "score" not in bad and clean_score == 0:
+        shown += f" (the clean {label} is 0, so relative robustness is undefined)"
+    elif "score" not in bad and not math.isfinite(clean_score):
+        shown += f" (the clean {label} is {clean_score})"
+    return shown
 
 
 def _observed(result: CellResult, severity: int) -> dict[str, float]:

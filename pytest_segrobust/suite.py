@@ -20,6 +20,12 @@ Example::
     tolerance: {gamma_r: 0.01, score: 1.0}
     batch_size: 16
     seed: 0
+    timeout: 600              # seconds a cell may take (optional; no limit by default)
+
+Relative paths in factory arguments (dataset folders, weight files) mean the same from any
+working directory: factories run, and datasets read, with the pytest rootdir as the current
+directory, where baselines and the report go too. Modules next to the suite file or in the
+rootdir are importable as factories without any ``pythonpath`` setting.
 """
 
 from __future__ import annotations
@@ -42,8 +48,10 @@ TASKS = tuple(METRICS)
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
 _KNOWN_KEYS = {
     "name", "description", "task", "dataset", "models", "preset", "corruptions", "severities",
-    "metric", "tolerance", "batch_size", "seed", "limit", "cd",
+    "metric", "tolerance", "batch_size", "seed", "limit", "cd", "timeout",
 }
+# The keys of a factory mapping, by where it appears.
+_FACTORY_KEYS = {"dataset": ("factory", "kwargs"), "models": ("name", "factory", "kwargs")}
 
 
 @dataclass(frozen=True)
@@ -109,6 +117,7 @@ class Suite:
     limit: int | None
     description: str = ""
     degradation: DegradationSettings | None = None
+    timeout: float | None = None
 
     def model(self, name: str) -> ModelSpec:
         return next(m for m in self.models if m.name == name)
@@ -128,6 +137,16 @@ def load_object(target: str) -> Any:
             raise ValueError(f"module {module_name!r} has no attribute {attribute!r}")
         obj = getattr(obj, part)
     return obj
+
+
+def declared_name(path: Path) -> str | None:
+    """The name a suite file declares (its stem by default); ``None`` if it cannot be read."""
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+    name = raw.get("name", path.stem) if isinstance(raw, dict) else path.stem
+    return name if isinstance(name, str) else None
 
 
 def load_suite(path: Path) -> Suite:
@@ -185,6 +204,7 @@ class _Validator:
             seed=self.integer("seed", raw.get("seed", 0), minimum=0),
             limit=None if raw.get("limit") is None else self.integer("limit", raw["limit"], minimum=1),
             degradation=None if raw.get("cd") is None else self.degradation(raw["cd"], models),
+            timeout=None if raw.get("timeout") is None else self.positive("timeout", raw["timeout"]),
         )
 
     def degradation(self, raw: Any, models: tuple[ModelSpec, ...]) -> DegradationSettings:
@@ -235,11 +255,20 @@ class _Validator:
             raise self.fail(field_name, f"expected a number >= 0, got {value!r}")
         return float(value)
 
-    def factory(self, field_name: str, raw: Any) -> FactorySpec:
+    def positive(self, field_name: str, value: Any) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
+            raise self.fail(field_name, f"expected a number of seconds > 0, got {value!r}")
+        return float(value)
+
+    def factory(self, field_name: str, raw: Any, keys: tuple[str, ...] = _FACTORY_KEYS["dataset"]) -> FactorySpec:
         if isinstance(raw, str):
             raw = {"factory": raw}
         if not isinstance(raw, dict) or "factory" not in raw:
             raise self.fail(field_name, "expected a mapping with 'factory: package.module:callable'")
+        # A misspelt key (kwarg: for kwargs:) would build the model with its defaults: never drop one.
+        unknown = sorted(str(key) for key in raw if key not in keys)
+        if unknown:
+            raise self.fail(f"{field_name}.{unknown[0]}", f"unknown field; expected {' or '.join(keys)}")
         target = self.string(f"{field_name}.factory", raw["factory"])
         try:
             load_object(target)
@@ -261,7 +290,7 @@ class _Validator:
             name = self.name(f"{where}.name", self.required_in(entry, where, "name"))
             if any(s.name == name for s in specs):
                 raise self.fail(f"{where}.name", f"duplicate model name {name!r}")
-            specs.append(ModelSpec(name, self.factory(where, entry)))
+            specs.append(ModelSpec(name, self.factory(where, entry, _FACTORY_KEYS["models"])))
         return tuple(specs)
 
     def required_in(self, raw: dict[str, Any], where: str, key: str) -> Any:
@@ -296,7 +325,9 @@ class _Validator:
         for i, s in enumerate(raw):
             if isinstance(s, bool) or not isinstance(s, int) or not 1 <= s <= MAX_SEVERITY:
                 raise self.fail(f"{field_name}[{i}]", f"expected an integer 1..{MAX_SEVERITY}, got {s!r}")
-        return tuple(sorted(set(raw)))
+            if s in raw[:i]:
+                raise self.fail(f"{field_name}[{i}]", f"severity {s} is listed twice")
+        return tuple(sorted(raw))
 
     def tolerance(self, raw: Any) -> Tolerance:
         if not isinstance(raw, dict):

@@ -201,3 +201,58 @@ class ExitOnBlack(RedBinner):
 
 def exit_on_black() -> ExitOnBlack:
     return ExitOnBlack(smoothing=5)
+
+
+class NanBinner(RedBinner):
+    """A broken network: its logits are NaN, which an argmax would quietly turn into class 0."""
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        return super().forward(images) * float("nan")
+
+
+def nan_binner() -> NanBinner:
+    return NanBinner()
+
+
+class WrongClassBinner(RedBinner):
+    """Reads every pixel's class and answers the next one: no pixel right, a clean mIoU of 0."""
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        return super().forward(images).roll(1, dims=1)
+
+
+def wrong_class_binner() -> WrongClassBinner:
+    return WrongClassBinner()
+
+
+class StringDeviceBinner:
+    """Follows the protocol with ``device = "cpu"``, a string, as many hand-written wrappers do."""
+
+    device = "cpu"
+
+    def __init__(self) -> None:
+        self.binner = RedBinner(smoothing=5)
+
+    def predict(self, images: torch.Tensor) -> torch.Tensor:
+        return self.binner(images).argmax(dim=1)
+
+    def fingerprint(self) -> str:
+        return "string-device-binner"
+
+
+def string_device_binner() -> StringDeviceBinner:
+    return StringDeviceBinner()
+
+
+class SleepyBinner(RedBinner):
+    """Hangs (sleeps far longer than any test) on the first batch it sees."""
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        import time
+
+        time.sleep(60)
+        return super().forward(images)
+
+
+def sleepy_binner() -> SleepyBinner:
+    return SleepyBinner()

@@ -188,7 +188,7 @@ def test_broken_baseline_is_reported_not_overwritten(project: pytest.Pytester) -
     result.stdout.fnmatch_lines(["*bands.json: broken baseline file (invalid JSON at line 1)*"])
     assert broken.read_text() == '{"format": 1, "models": {'
     run(project, "--segrobust-update-baselines").assert_outcomes(passed=CELLS)
-    assert baseline(project)["format"] == 1
+    assert baseline(project)["format"] == 2
 
 
 def test_distributed_run_matches_single_process(project: pytest.Pytester) -> None:
@@ -428,7 +428,7 @@ def test_a_coco_format_instance_suite_runs_from_yaml(project: pytest.Pytester, d
     run(project, "--segrobust", *dist).assert_outcomes(passed=CELLS)  # and then the gate holds
 
     stored = json.loads((project.path / "baselines" / "coco.json").read_text())
-    assert stored["metric"] == "map" and set(stored["models"]["binner"]) == {"clean", "gaussian_noise", "rotate"}
+    assert stored["conditions"]["metric"] == "map" and set(stored["models"]["binner"]) == {"clean", "gaussian_noise", "rotate"}
     report = json.loads((project.path / "segrobust-report.json").read_text())["suites"]["coco"]
     assert report["task"] == "instance"
     cells = {(c["corruption"], c["severity"]): c for c in report["models"]["binner"]["cells"]}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -53,6 +54,10 @@ def test_a_bare_preset_means_all_its_corruptions(tmp_path: Path) -> None:
         ("corruptions: [rotate]\nseeds: 3", "seeds", "unknown field"),
         ("corruptions: [rotate, rotate]", "corruptions", "lists a corruption twice"),
         ("corruptions: [rotate]\npreset: imagenet-x", "preset", "unknown preset 'imagenet-x'"),
+        ("corruptions: [rotate]\nseverities: [3, 3]", "severities[1]", "severity 3 is listed twice"),
+        ("corruptions: [rotate]\ncd: {reference: binner, noise_severities: [1, 1]}", "cd.noise_severities[1]", "listed twice"),
+        ("corruptions: [rotate]\ntimeout: 0", "timeout", "expected a number of seconds > 0, got 0"),
+        ("corruptions: [rotate]\ntimeout: .inf", "timeout", "expected a number of seconds > 0, got inf"),
     ],
 )
 def test_bad_field_is_named(tmp_path: Path, extra: str, field: str, expected: str) -> None:
@@ -130,3 +135,21 @@ def test_bad_cd_settings_are_named(tmp_path: Path, cd: str, field: str, expected
     with pytest.raises(SuiteError) as info:
         load_suite(path)
     assert str(info.value).startswith(f"{path}: field '{field}': ") and expected in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "field"),
+    [
+        (VALID.replace("kwargs: {size: 4}}", "kwarg: {size: 4}}"), "dataset.kwarg"),
+        (VALID.replace("factory: tests.fakes:red_binner}", "factory: tests.fakes:red_binner, kwarg: {smoothing: 3}}"), "models[0].kwarg"),
+        (VALID.replace("kwargs: {size: 4}}", "kwargs: {size: 4}, split: val}"), "dataset.split"),
+    ],
+)
+def test_an_unknown_factory_key_is_never_dropped(tmp_path: Path, text: str, field: str) -> None:
+    with pytest.raises(SuiteError, match=rf"field '{re.escape(field)}': unknown field; expected "):
+        load_suite(write(tmp_path, text + "corruptions: [rotate]\n"))
+
+
+def test_timeout_is_read(tmp_path: Path) -> None:
+    assert load_suite(write(tmp_path, VALID + "corruptions: [rotate]\ntimeout: 90\n")).timeout == 90.0
+    assert load_suite(write(tmp_path, VALID + "corruptions: [rotate]\n")).timeout is None

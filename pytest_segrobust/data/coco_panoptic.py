@@ -19,9 +19,10 @@ and entry at fault. The class is its own factory in a suite file::
 
     dataset:
       factory: pytest_segrobust.data.coco_panoptic:CocoPanopticSemantic
-      images_dir: coco/val2017
-      annotation_file: coco/annotations/panoptic_val2017.json
-      panoptic_dir: coco/annotations/panoptic_val2017
+      kwargs:
+        images_dir: coco/val2017
+        annotation_file: coco/annotations/panoptic_val2017.json
+        panoptic_dir: coco/annotations/panoptic_val2017
 """
 
 from __future__ import annotations

@@ -94,3 +94,21 @@ class InstanceSegmentationModel(Protocol):
     def fingerprint(self) -> str:
         """A string that changes whenever the model's behaviour may change (weights, config)."""
         ...
+
+
+def model_device(model: object) -> torch.device:
+    """The device a model says it runs on, from a ``torch.device`` or a string such as ``"cpu"``.
+
+    Raises:
+        ModelOutputError: naming the model's type when ``device`` is missing or not a device.
+    """
+    device = getattr(model, "device", None)
+    if isinstance(device, torch.device):
+        return device
+    try:
+        return torch.device(device)  # type: ignore[arg-type]
+    except (TypeError, RuntimeError, ValueError):
+        raise ModelOutputError(
+            f"model {type(model).__name__}: attribute 'device' must be a torch.device or a device string "
+            f"such as 'cpu' or 'cuda:0', got {device!r}"
+        ) from None

@@ -38,6 +38,14 @@ def logits_at_input_size(output: Any, images: torch.Tensor) -> torch.Tensor:
     return output
 
 
+def require_finite(values: torch.Tensor, what: str) -> None:
+    """Raise :class:`ModelOutputError` when ``values`` hold NaN or infinity, saying how many."""
+    finite = torch.isfinite(values)
+    if not bool(finite.all()):
+        bad = int(finite.numel() - finite.sum())
+        raise ModelOutputError(f"model returned NaN or infinite {what} ({bad} of {values.numel()} values)")
+
+
 def module_fingerprint(module: torch.nn.Module, *settings: str) -> str:
     """Digest of a module's class, an adapter's settings and every parameter and buffer.
 
@@ -86,8 +94,14 @@ class TorchModuleSegmenter(_TorchModuleAdapter):
 
     @torch.inference_mode()
     def predict(self, images: torch.Tensor) -> torch.Tensor:
-        """Shape: images ``(B, 3, H, W)`` -> class ids ``(B, H, W)``."""
-        return logits_at_input_size(self._forward(images), images).argmax(dim=1)
+        """Shape: images ``(B, 3, H, W)`` -> class ids ``(B, H, W)``.
+
+        Raises:
+            ModelOutputError: for NaN or infinite logits, which the argmax would turn into class 0.
+        """
+        logits = logits_at_input_size(self._forward(images), images)
+        require_finite(logits, "logits")
+        return logits.argmax(dim=1)
 
     def fingerprint(self) -> str:
         """Digest of the module's class, the precision and every parameter and buffer."""
@@ -184,6 +198,7 @@ class TorchModuleInstanceSegmenter(_TorchModuleAdapter):
             return masks
         if not masks.is_floating_point():
             raise ModelOutputError(f"{where}: instance masks must be bool or float probabilities, got {masks.dtype}")
+        require_finite(masks, f"{where}: mask probabilities")
         return masks >= self.mask_threshold
 
     def fingerprint(self) -> str:

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from PIL import Image
 
-from pytest_segrobust.baselines import atomic_write_text
+from pytest_segrobust.files import atomic_write_text, why_not_written
+from pytest_segrobust.errors import SegRobustError
 from pytest_segrobust.evaluation import METRIC_LABELS
 from pytest_segrobust.records import CellRecord
 from pytest_segrobust.report import plots, tables
@@ -23,18 +24,43 @@ if TYPE_CHECKING:
 REPORT_FORMAT = 1
 
 
+class ReportIncomplete(SegRobustError):
+    """Some files of the report could not be written; the others were.
+
+    Attributes:
+        written: The files that were written.
+        problems: One line per file or figure that was not.
+    """
+
+    def __init__(self, written: list[Path], problems: list[str]) -> None:
+        super().__init__("; ".join(problems))
+        self.written = written
+        self.problems = problems
+
+
 def build_report(
-    records: Sequence[CellRecord], suites: Mapping[str, Suite], missing: Sequence[str] = (), root: Path | None = None
+    records: Sequence[CellRecord],
+    suites: Mapping[str, Suite],
+    missing: Sequence[str] = (),
+    root: Path | None = None,
+    errors: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """Group records by suite and model and compute the summaries (JSON-safe).
 
     Args:
         records: Every cell evaluated, in report order.
         suites: The suites by name.
-        missing: Node ids of selected cells that produced no result.
+        missing: Node ids of selected cells that produced no result and no error (a crashed
+            worker, an interrupted run).
         root: Suite files are shown relative to this folder (the project's root) when under it.
+        errors: Cells that raised instead of producing a result: node id -> message.
     """
-    report: dict[str, Any] = {"format": REPORT_FORMAT, "suites": {}, "missing": list(missing)}
+    report: dict[str, Any] = {
+        "format": REPORT_FORMAT,
+        "suites": {},
+        "missing": list(missing),
+        "errors": dict(sorted((errors or {}).items())),
+    }
     for suite_name in dict.fromkeys(r.suite for r in records):
         suite = suites.get(suite_name)
         suite_records = [r for r in records if r.suite == suite_name]
@@ -107,6 +133,13 @@ def suite_sections(suite: Mapping[str, Any]) -> list[Table | Figure]:
 
 def render_markdown(report: Mapping[str, Any]) -> str:
     lines = ["# Segmentation robustness report", ""]
+    if report.get("errors"):
+        lines += [
+            f"**{len(report['errors'])} cells failed with an error and have no result**; the tables below leave them out:",
+            "",
+            *(f"- `{nodeid}`: {_one_line(message)}" for nodeid, message in report["errors"].items()),
+            "",
+        ]
     if report.get("missing"):
         lines += [
             f"**{len(report['missing'])} selected cells have no result** (a crashed worker or an interrupted run); "
@@ -149,6 +182,9 @@ def text_table(table: Table) -> list[str]:
 
 def terminal_summary(report: Mapping[str, Any]) -> list[str]:
     lines: list[str] = []
+    if report.get("errors"):
+        shown = ", ".join(list(report["errors"])[:3]) + (", ..." if len(report["errors"]) > 3 else "")
+        lines.append(f"{len(report['errors'])} cells failed with an error (no result): {shown}")
     if report.get("missing"):
         shown = ", ".join(report["missing"][:3]) + (", ..." if len(report["missing"]) > 3 else "")
         lines.append(f"{len(report['missing'])} cells have no result (crashed worker or interrupted run): {shown}")
@@ -164,31 +200,59 @@ def write_report(
     """Write ``base.md``, ``base.json`` and the PNG figures next to them; returns the paths.
 
     Figures are named ``<base>-<suite>-<kind>.png``; plots need matplotlib, and are left
-    out (the tables stay) where it is not installed.
+    out (the tables stay) where it is not installed. Every file is attempted whatever
+    happened to the others.
+
+    Raises:
+        ReportIncomplete: naming what could not be written, and listing what was.
     """
-    written: list[Path] = []
-    base.parent.mkdir(parents=True, exist_ok=True)
+    documents: list[Path] = []
+    figures_written: list[Path] = []
+    problems: list[str] = []
     for suite_name, suite in report["suites"].items():
         models = records_by_model(suite)
         stem = f"{base.name}-{suite_name}"
         figures: dict[str, str] = {}
+        drawers: dict[str, Callable[[Path], Path | None]] = {}
         if any(tables.corrupted(records) for records in models.values()):
-            drawn = {
-                "severity": plots.severity_plot(models, metric_label(suite["metric"]), base.parent / f"{stem}-severity.png"),
-                "heatmap": plots.heatmap(models, base.parent / f"{stem}-heatmap.png"),
-            }
-            figures.update({kind: path.name for kind, path in drawn.items() if path is not None})
-            written.extend(path for path in drawn.values() if path is not None)
+            drawers["severity"] = lambda path: plots.severity_plot(models, metric_label(suite["metric"]), path)
+            drawers["heatmap"] = lambda path: plots.heatmap(models, path)
         if galleries and suite_name in galleries:
-            path = base.parent / f"{stem}-gallery.png"
-            galleries[suite_name].save(path, format="PNG")
-            figures["gallery"] = path.name
-            written.append(path)
+            drawers["gallery"] = lambda path: _save_png(galleries[suite_name], path)
+        for kind, draw in drawers.items():
+            path = base.parent / f"{stem}-{kind}.png"
+            try:
+                drawn = draw(path)
+            except Exception as exc:  # noqa: BLE001 - a figure must never cost the report
+                problems.append(f"figure {path} not drawn: {_reason(path, exc)}")
+                continue
+            if drawn is not None:
+                figures[kind] = drawn.name
+                figures_written.append(drawn)
         suite["figures"] = figures
-    md, js = base.with_suffix(".md"), base.with_suffix(".json")
-    atomic_write_text(md, render_markdown(report))
-    atomic_write_text(js, json.dumps(_json_safe(report), indent=2) + "\n")
-    return [md, js, *written]
+    for path, render in (
+        (base.with_suffix(".md"), lambda: render_markdown(report)),
+        (base.with_suffix(".json"), lambda: json.dumps(_json_safe(report), indent=2) + "\n"),
+    ):
+        try:
+            atomic_write_text(path, render())
+        except Exception as exc:  # noqa: BLE001 - the other file must still be written
+            problems.append(str(exc) if isinstance(exc, SegRobustError) else f"{path} not written: {_reason(path, exc)}")
+        else:
+            documents.append(path)
+    if problems:
+        raise ReportIncomplete(documents + figures_written, problems)
+    return documents + figures_written
+
+
+def _save_png(image: Image.Image, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    image.save(path, format="PNG")
+    return path
+
+
+def _reason(path: Path, exc: BaseException) -> str:
+    return why_not_written(path, exc) if isinstance(exc, OSError) else f"{type(exc).__name__}: {exc}"
 
 
 def _shown(path: Path, root: Path | None) -> str:
@@ -200,9 +264,13 @@ def _shown(path: Path, root: Path | None) -> str:
     return str(path)
 
 
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
 def _json_safe(value: Any) -> Any:
-    # Strict JSON has no NaN: an undefined score is written as null.
-    if isinstance(value, float) and math.isnan(value):
+    # Strict JSON has no NaN or infinity: an undefined score is written as null.
+    if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, dict):
         return {k: _json_safe(v) for k, v in value.items()}

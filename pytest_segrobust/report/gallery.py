@@ -13,6 +13,8 @@ from pytest_segrobust.corruptions.functional import to_uint8
 from pytest_segrobust.seeding import sample_seed
 
 GALLERY_SEVERITIES = (1, 3, 5)
+# Longest side of a tile in the report's gallery: corrupted at full size, shown at this one.
+REPORT_TILE = 256
 _BACKGROUND = (255, 255, 255)
 _INK = (20, 20, 20)
 
@@ -24,8 +26,13 @@ def render_gallery(
     seed: int = 0,
     sample_id: str = "gallery",
     columns: int = 2,
+    tile: int | None = None,
 ) -> Image.Image:
     """One row per corruption (clean, then each severity), laid out in ``columns`` blocks.
+
+    The image is corrupted at its own resolution, as a model would see it, and only then
+    shrunk for display: pixel-sized parameters (a translation, a blur radius) look as strong
+    as they are.
 
     Args:
         image: The image to corrupt.
@@ -34,11 +41,14 @@ def render_gallery(
         seed: Global seed; with ``sample_id`` it fixes every random draw, as in a suite.
         sample_id: Identifier the per-image seed is derived from.
         columns: Side-by-side blocks of rows, to keep the figure readable.
+        tile: Longest side of each shown tile in pixels (``None``: the image's own size).
 
     Shape:
         image: ``(3, H, W)``, ``uint8``.
     """
-    _, h, w = image.shape
+    full_h, full_w = image.shape[-2:]
+    scale = 1.0 if tile is None else min(1.0, tile / max(full_h, full_w))
+    h, w = max(1, round(full_h * scale)), max(1, round(full_w * scale))
     font = _font(max(11, h // 12))
     pad, label_width, header = 4, _label_width(corruptions, font), max(16, h // 8)
     cells = 1 + len(severities)
@@ -59,9 +69,11 @@ def render_gallery(
         tiles = [batch] + [
             corruption(batch, s, [sample_seed(seed, sample_id, corruption.name, s)]).images for s in severities
         ]
-        for column, tile in enumerate(tiles):
-            pixels = to_uint8(tile[0]).permute(1, 2, 0).cpu().numpy()
-            canvas.paste(Image.fromarray(pixels), (left + label_width + column * (w + pad), top))
+        for column, corrupted in enumerate(tiles):
+            shown = Image.fromarray(to_uint8(corrupted[0]).permute(1, 2, 0).cpu().numpy())
+            if shown.size != (w, h):
+                shown = shown.resize((w, h), Image.Resampling.LANCZOS)
+            canvas.paste(shown, (left + label_width + column * (w + pad), top))
     return canvas
 
 

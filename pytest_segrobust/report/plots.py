@@ -63,7 +63,8 @@ def heatmap(models: dict[str, list[CellRecord]], path: Path) -> Path | None:
         for records in models.values()
     ]
     fig, ax = plt.subplots(figsize=(max(4.0, 0.55 * len(names) + 2), 0.6 * len(models) + 1.8))
-    image = ax.imshow(grid, cmap="RdYlGn", vmin=min(0.0, *(v for row in grid for v in row if not math.isnan(v))), vmax=1.0, aspect="auto")
+    lowest = min([0.0, *(v for row in grid for v in row if math.isfinite(v))])
+    image = ax.imshow(grid, cmap="RdYlGn", vmin=lowest, vmax=1.0, aspect="auto")
     ax.set_xticks(range(len(names)), names, rotation=45, ha="right", fontsize=8)
     ax.set_yticks(range(len(models)), list(models), fontsize=8)
     for i, row in enumerate(grid):
