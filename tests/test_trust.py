@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pytest
 
-from pytest_segrobust import files
 from tests.test_plugin import CELLS, SUITE, baseline, cached_run, dist, project, run, write_suite  # noqa: F401
 
 ONE_CELL_SUITE = (
@@ -193,6 +192,8 @@ def test_a_model_whose_device_is_a_string_runs(project: pytest.Pytester) -> None
 def test_an_unwritable_baseline_folder_fails_the_run_but_keeps_the_report(
     project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from pytest_segrobust import files
+
     real_replace = os.replace
 
     def read_only_baselines(source, target):  # what a read-only folder does to the atomic rename
