@@ -504,6 +504,9 @@ class SegRobustSession:
         :attr:`problems`, and fails the run.
         """
         self.problems = []
+        for folder in (self.options.report_path.parent, self.options.baselines_dir, self.options.cache_dir):
+            if folder is not None:  # what writes killed in an earlier run left behind
+                remove_stale_temporaries(folder)
         if self.records or self.missing() or self.errors:
             try:
                 self.report = build_report(
@@ -517,7 +520,6 @@ class SegRobustSession:
 
     def _write_report(self) -> None:
         assert self.report is not None
-        remove_stale_temporaries(self.options.report_path.parent)
         try:
             self.written.extend(write_report(self.report, self.options.report_path, self._galleries()))
         except ReportIncomplete as exc:
@@ -546,8 +548,6 @@ class SegRobustSession:
         by_path: dict[str, list[PendingWrite]] = {}
         for write in self.pending:
             by_path.setdefault(write.path, []).append(write)
-        if by_path:
-            remove_stale_temporaries(self.options.baselines_dir)
         for path, writes in sorted(by_path.items()):
             first = writes[0]
             cells = [(w.key, w.values) for w in sorted(writes, key=lambda w: (w.key.model, w.key.corruption, w.key.severity))]
