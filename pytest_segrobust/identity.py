@@ -48,7 +48,11 @@ def code_identity(*objects: Any) -> str:
     digest.update(sys.version.encode())
     roots = sorted({name for obj in objects for name in _defining_modules(obj)})
     for root in roots:
-        if _locate(root) is None and _kind(root, None) == "project":
+        if _locate(root) is not None or _kind(root, None) == "stdlib":
+            continue
+        # A class may name its package's public module rather than the file it lives in.
+        top = root.partition(".")[0]
+        if top == root or _kind(top, _locate(top)) != "installed":
             raise UnknownIdentity(f"module {root!r} has no source file to identify it by")
     for entry in _walk(roots):
         digest.update(entry.encode())
@@ -88,8 +92,13 @@ def _walk(roots: Iterable[str]) -> list[str]:
         seen.add(name)
         origin = _locate(name)
         kind = _kind(name, origin)
-        if kind == "stdlib" or origin is None:
-            continue  # the Python version stands for the standard library; unfindable imports are optional ones
+        if kind == "stdlib":
+            continue  # the Python version stands for the standard library
+        if origin is None:
+            # An optional import that is not installed, or a module its package makes at run
+            # time: the package's own version stands for it.
+            queue.append(name.partition(".")[0])
+            continue
         if kind == "installed":
             entries.add(_distribution(name) or f"file {name} {_file_digest(origin)}")
             continue

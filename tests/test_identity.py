@@ -83,3 +83,10 @@ def test_wrapped_networks_count_with_their_submodules(project: Path) -> None:
     before = code_identity(wrapped)
     (project / "helpers.py").write_text("SCALE = 2.0\n")
     assert code_identity(wrapped) != before
+
+
+def test_a_class_naming_its_packages_public_module_counts_by_the_packages_version() -> None:
+    module = types.ModuleType("made_at_run_time")
+    exec("import torch\nclass Net(torch.nn.Module):\n    pass\n", module.__dict__)
+    module.Net.__module__ = "torch.not_a_file"  # as compiled libraries name their public module
+    assert code_identity(module.Net()) == code_identity(module.Net())
