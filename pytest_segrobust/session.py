@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 import sys
 import time
@@ -25,21 +24,14 @@ import pytest
 import torch
 from PIL import Image
 
-from pytest_segrobust.baselines import (
-    UPDATE_FLAG,
-    BaselineFile,
-    CellKey,
-    Check,
-    Conditions,
-    compare,
-    write_baseline,
-)
+from pytest_segrobust.baselines import BaselineFile, CellKey, Conditions, write_baseline
 from pytest_segrobust.cache import CleanCache
 from pytest_segrobust.corruptions import REGISTRY, Corruption
 from pytest_segrobust.data.base import SegmentationDataset, supercategories
 from pytest_segrobust.errors import BaselineError, SegRobustError, SuiteError
 from pytest_segrobust.evaluation import CLEAN, METRIC_LABELS, CellResult, EvalResult, evaluate
 from pytest_segrobust.files import remove_stale_temporaries
+from pytest_segrobust.gate import judge
 from pytest_segrobust.identity import UnknownIdentity, code_identity
 from pytest_segrobust.limits import time_limit
 from pytest_segrobust.models import as_instance_model, as_segmentation_model
@@ -148,12 +140,15 @@ class SegRobustSession:
         return self._suites[path]
 
     def _make_project_importable(self) -> None:
-        """Factories in modules beside the suites or in the rootdir import without ``pythonpath``."""
+        """Factories in modules beside the suites or in the rootdir import without ``pythonpath``.
+
+        The folders go to the end of the path: they add modules, never shadow installed ones.
+        """
         if self._import_paths:
             return
         for folder in (str(self._suites_dir), str(self.rootpath.resolve())):
             if folder not in sys.path:
-                sys.path.insert(0, folder)
+                sys.path.append(folder)
                 self._import_paths.append(folder)
 
     def _check_unique_name(self, suite: Suite) -> None:
@@ -260,47 +255,33 @@ class SegRobustSession:
 
     def _gate(self, suite: Suite, key: CellKey, observed: dict[str, float], record: CellRecord) -> None:
         __tracebackhide__ = True
-        invalid = _non_finite(observed, suite.metric, record.clean_score)
-        if invalid:
-            # Neither compared nor stored: a NaN compares false with every baseline and would pass.
-            record.status = "error"
-            raise CellFailure(f"{key.label}: {invalid}; the cell has no valid result, and nothing is written to the baseline")
         baseline = self._baseline_file(suite)
-        shown = self._shown(baseline.path)
-        conditions = self._conditions[suite.name]
         try:
-            stored = baseline.lookup(key, conditions)
-        except BaselineError:
-            if not self.options.update_baselines:
-                record.status = "error"
-                raise
-            stored, broken = None, True
-        else:
-            broken = False
-        if self.options.update_baselines:
-            record.status = "updated"
-            self._queue(suite, baseline.path, key, observed, replace_all=broken)
-            return
-        if stored is None:
-            record.status = "new"
-            self._queue(suite, baseline.path, key, observed, replace_all=False)
-            raise CellFailure(
-                f"{key.label}: no baseline yet in {shown}; recorded {_format(observed)}; "
-                f"it is written at the end of this run, re-run to compare "
-                f"(or accept all current numbers with pytest --segrobust {UPDATE_FLAG})"
-            )
-        record.baseline = dict(stored)
+            stored, problem = baseline.lookup(key, self._conditions[suite.name]), None
+        except BaselineError as exc:
+            stored, problem = None, str(exc)
         tolerances = {"score": suite.tolerance.score}
         if key.severity > 0:
             tolerances["gamma_r"] = suite.tolerance.gamma_r
-        checks = compare(observed, stored, tolerances)
-        record.checks = [asdict(c) | {"regressed": c.regressed, "improved": c.improved} for c in checks]
-        regressions = [c for c in checks if c.regressed]
-        if regressions:
-            record.status = "regressed"
-            raise CellFailure(_regression_message(key, regressions, shown))
-        if any(c.improved for c in checks):
-            record.status = "improved"
+        verdict = judge(
+            key,
+            observed,
+            stored,
+            tolerances,
+            update=self.options.update_baselines,
+            baseline_problem=problem,
+            baseline_file=self._shown(baseline.path),
+            metric_label=METRIC_LABELS.get(suite.metric, suite.metric),
+            clean_score=record.clean_score,
+        )
+        record.status = verdict.status.value
+        if verdict.checks:
+            record.baseline = dict(stored or {})
+            record.checks = [asdict(c) | {"regressed": c.regressed, "improved": c.improved} for c in verdict.checks]
+        if verdict.write:
+            self._queue(suite, baseline.path, key, observed, replace_all=verdict.replace_all)
+        if not verdict.passed:
+            raise CellFailure(verdict.message)
 
     def _queue(self, suite: Suite, path: Path, key: CellKey, values: dict[str, float], replace_all: bool) -> None:
         conditions = self._conditions[suite.name].to_json()
@@ -605,44 +586,10 @@ class _ProgressLog:
             logger.info("%s: %d/%d images (%.1f images/s)", self.cell, done, total, rate)
 
 
-def _non_finite(observed: dict[str, float], metric: str, clean_score: float) -> str | None:
-    """Why the observed numbers cannot be gated, if any of them is NaN or infinite."""
-    bad = {name: value for name, value in observed.items() if not math.isfinite(value)}
-    if not bad:
-        return None
-    label = METRIC_LABELS.get(metric, metric)
-    shown = ", ".join(f"{'score (' + label + ')' if name == 'score' else name} is {value}" for name, value in bad.items())
-    if "score" not in bad and clean_score == 0:
-        shown += f" (the clean {label} is 0, so relative robustness is undefined)"
-    elif "score" not in bad and not math.isfinite(clean_score):
-        shown += f" (the clean {label} is {clean_score})"
-    return shown
-
-
 def _observed(result: CellResult, severity: int) -> dict[str, float]:
     if severity == 0:
         return {"score": result.score}
     return {"score": result.score, "gamma_r": result.gamma_r, "gamma_a": result.gamma_a}
-
-
-def _format(values: dict[str, float]) -> str:
-    return ", ".join(f"{k}={_number(v)}" for k, v in values.items())
-
-
-def _number(value: float) -> str:
-    return "nan" if math.isnan(value) else f"{value:.4f}"
-
-
-def _regression_message(key: CellKey, regressions: list[Check], baseline_path: str) -> str:
-    lines = [f"{key.label} regressed:"]
-    for c in regressions:
-        lines.append(
-            f"  {c.metric}: observed {_number(c.observed)}, baseline {_number(c.baseline)}, "
-            f"delta {_number(c.delta)}, tolerance {_number(c.tolerance)}"
-        )
-    lines.append(f"  baseline file: {baseline_path}")
-    lines.append(f"  if the new numbers are intended: pytest --segrobust {UPDATE_FLAG}")
-    return "\n".join(lines)
 
 
 SESSION_KEY = pytest.StashKey[SegRobustSession]()

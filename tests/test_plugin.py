@@ -8,51 +8,8 @@ import textwrap
 import pytest
 import torch
 
-from tests.fakes import FAKES_SOURCE, write_coco_bands
-
-DISTRIBUTIONS = {"no-xdist": [], "n0": ["-n", "0"], "n2": ["-n", "2"]}
-
-SUITE = """\
-name: bands
-dataset: {{factory: segrobust_fakes:band_scenes}}
-models:
-  - {{name: binner, factory: segrobust_fakes:red_binner, kwargs: {{smoothing: {smoothing}}}}}
-corruptions: [gaussian_noise, rotate]
-severities: [1, 5]
-tolerance: {{gamma_r: 0.01, score: 1.0}}
-batch_size: 3
-"""
-CELLS = 5  # clean + 2 corruptions x 2 severities
-
-
-@pytest.fixture(params=list(DISTRIBUTIONS), ids=list(DISTRIBUTIONS))
-def dist(request: pytest.FixtureRequest) -> list[str]:
-    return DISTRIBUTIONS[request.param]
-
-
-@pytest.fixture
-def project(pytester: pytest.Pytester) -> pytest.Pytester:
-    """A project with the fake dataset and model importable and a suite of 5 cells."""
-    pytester.makepyfile(segrobust_fakes=FAKES_SOURCE)
-    # As a user would: the project's modules are importable in every process, workers included.
-    pytester.makeini("[pytest]\npythonpath = .\n")
-    write_suite(pytester, smoothing=5)
-    return pytester
-
-
-def write_suite(pytester: pytest.Pytester, smoothing: int, name: str = "bands") -> None:
-    (pytester.path / "suites").mkdir(exist_ok=True)
-    (pytester.path / "suites" / f"{name}.yaml").write_text(SUITE.format(smoothing=smoothing))
-
-
-def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    # In-process keeps torch imported once; with -n 2 xdist still starts real worker processes.
-    return pytester.runpytest("-p", "no:cacheprovider", *args)
-
-
-def baseline(pytester: pytest.Pytester) -> dict:
-    return json.loads((pytester.path / "baselines" / "bands.json").read_text())
-
+from tests.fakes import write_coco_bands
+from tests.plugin_project import CELLS, SUITE, baseline, cached_run, run, write_suite
 
 def test_missing_baseline_is_created_and_fails(project: pytest.Pytester, dist: list[str]) -> None:
     result = run(project, "--segrobust", *dist)
@@ -257,11 +214,6 @@ def test_unavailable_device_is_a_usage_error(project: pytest.Pytester) -> None:
     result = run(project, "--segrobust", "--segrobust-device", "cuda:0")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--segrobust-device cuda:0: no CUDA device is available*"])
-
-
-def cached_run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    """A run with pytest's cache enabled, where clean results are stored."""
-    return pytester.runpytest("--segrobust", *args)
 
 
 def test_clean_results_are_cached_across_runs_and_workers(project: pytest.Pytester, dist: list[str]) -> None:

@@ -12,13 +12,12 @@ import math
 import os
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.test_plugin import CELLS, SUITE, baseline, cached_run, dist, project, run, write_suite  # noqa: F401
+from tests.plugin_project import CELLS, SUITE, baseline, cached_run, run, write_suite
 
 ONE_CELL_SUITE = (
     "dataset: {{factory: segrobust_fakes:band_scenes{dataset_kwargs}}}\n"

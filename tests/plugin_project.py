@@ -1,0 +1,40 @@
+"""A pytester project for plugin tests: the fake dataset and model, a suite of 5 cells, helpers."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+DISTRIBUTIONS = {"no-xdist": [], "n0": ["-n", "0"], "n2": ["-n", "2"]}
+
+SUITE = """\
+name: bands
+dataset: {{factory: segrobust_fakes:band_scenes}}
+models:
+  - {{name: binner, factory: segrobust_fakes:red_binner, kwargs: {{smoothing: {smoothing}}}}}
+corruptions: [gaussian_noise, rotate]
+severities: [1, 5]
+tolerance: {{gamma_r: 0.01, score: 1.0}}
+batch_size: 3
+"""
+CELLS = 5  # clean + 2 corruptions x 2 severities
+
+
+def write_suite(pytester: pytest.Pytester, smoothing: int, name: str = "bands") -> None:
+    (pytester.path / "suites").mkdir(exist_ok=True)
+    (pytester.path / "suites" / f"{name}.yaml").write_text(SUITE.format(smoothing=smoothing))
+
+
+def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    # In-process keeps torch imported once; with -n 2 xdist still starts real worker processes.
+    return pytester.runpytest("-p", "no:cacheprovider", *args)
+
+
+def cached_run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    """A run with pytest's cache enabled, where clean results are stored."""
+    return pytester.runpytest("--segrobust", *args)
+
+
+def baseline(pytester: pytest.Pytester) -> dict:
+    return json.loads((pytester.path / "baselines" / "bands.json").read_text())

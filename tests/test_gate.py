@@ -1,0 +1,76 @@
+"""The verdict on a cell, as a pure function: no pytest, no files."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from pytest_segrobust.baselines import CellKey
+from pytest_segrobust.gate import Status, judge
+
+NOISE = CellKey("demo", "m", "gaussian_noise", 3)
+TOLERANCES = {"score": 1.0, "gamma_r": 0.01}
+OBSERVED = {"score": 60.0, "gamma_r": 0.66, "gamma_a": 0.7}
+
+
+def test_within_tolerance_passes_and_compares_every_toleranced_number() -> None:
+    verdict = judge(NOISE, OBSERVED, {"score": 60.5, "gamma_r": 0.665}, TOLERANCES, update=False)
+    assert verdict.status is Status.PASSED and verdict.passed and not verdict.write
+    assert {c.metric for c in verdict.checks} == {"score", "gamma_r"}
+
+
+def test_above_tolerance_is_an_improvement_that_passes() -> None:
+    verdict = judge(NOISE, OBSERVED, {"score": 50.0, "gamma_r": 0.5}, TOLERANCES, update=False)
+    assert verdict.status is Status.IMPROVED and verdict.passed
+
+
+def test_a_regression_fails_with_the_full_message() -> None:
+    verdict = judge(NOISE, OBSERVED, {"score": 60.0, "gamma_r": 0.7}, TOLERANCES, update=False, baseline_file="b/demo.json")
+    assert verdict.status is Status.REGRESSED and not verdict.passed and not verdict.write
+    assert verdict.message.splitlines() == [
+        "demo::m::gaussian_noise::3 regressed:",
+        "  gamma_r: observed 0.6600, baseline 0.7000, delta -0.0400, tolerance 0.0100",
+        "  baseline file: b/demo.json",
+        "  if the new numbers are intended: pytest --segrobust --segrobust-update-baselines",
+    ]
+
+
+def test_no_baseline_fails_and_records() -> None:
+    verdict = judge(NOISE, OBSERVED, None, TOLERANCES, update=False, baseline_file="b/demo.json")
+    assert verdict.status is Status.NEW and verdict.write and not verdict.replace_all and not verdict.passed
+    assert "no baseline yet in b/demo.json; recorded score=60.0000, gamma_r=0.6600" in verdict.message
+
+
+@pytest.mark.parametrize("stored", [None, {"score": 90.0, "gamma_r": 0.9}])
+def test_an_update_records_whatever_is_stored(stored) -> None:
+    verdict = judge(NOISE, OBSERVED, stored, TOLERANCES, update=True)
+    assert verdict.status is Status.UPDATED and verdict.passed and verdict.write and not verdict.replace_all
+
+
+def test_an_unusable_baseline_fails_or_is_rewritten_by_an_update() -> None:
+    problem = "b/demo.json: recorded under other conditions than this run (seed: baseline 0, this run 7)"
+    failing = judge(NOISE, OBSERVED, None, TOLERANCES, update=False, baseline_problem=problem)
+    assert failing.status is Status.ERROR and failing.message == problem and not failing.write
+    rewriting = judge(NOISE, OBSERVED, None, TOLERANCES, update=True, baseline_problem=problem)
+    assert rewriting.status is Status.UPDATED and rewriting.write and rewriting.replace_all
+
+
+@pytest.mark.parametrize("update", [False, True])
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_a_non_finite_observation_is_never_compared_nor_stored(update: bool, bad: float) -> None:
+    observed = OBSERVED | {"gamma_r": bad}
+    verdict = judge(NOISE, observed, {"score": 60.0, "gamma_r": 0.66}, TOLERANCES, update=update, metric_label="mIoU")
+    assert verdict.status is Status.ERROR and not verdict.write and not verdict.passed
+    assert f"gamma_r is {bad}" in verdict.message and "nothing is written to the baseline" in verdict.message
+
+
+def test_an_undefined_gamma_r_says_why() -> None:
+    verdict = judge(NOISE, OBSERVED | {"gamma_r": math.nan}, None, TOLERANCES, update=True, metric_label="mIoU", clean_score=0.0)
+    assert "(the clean mIoU is 0, so relative robustness is undefined)" in verdict.message
+
+
+def test_a_non_finite_stored_number_is_a_regression_that_says_so() -> None:
+    verdict = judge(NOISE, OBSERVED, {"score": 60.0, "gamma_r": math.nan}, TOLERANCES, update=False)
+    assert verdict.status is Status.REGRESSED
+    assert "(stored gamma_r is nan, not a finite number)" in verdict.message
