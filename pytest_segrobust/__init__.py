@@ -1,17 +1,30 @@
-"""pytest-segrobust: gate segmentation models on robustness, the way unit tests gate code."""
+"""pytest-segrobust: gate segmentation models on robustness, the way unit tests gate code.
 
-from pytest_segrobust.corruptions import REGISTRY
-from pytest_segrobust.evaluation import CellResult, EvalResult, evaluate
-from pytest_segrobust.scores import absolute_robustness, relative_robustness
+The package's names load on first use: importing the pytest plugin (which pytest does in
+every project where the package is installed) must not import torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "REGISTRY",
-    "CellResult",
-    "EvalResult",
-    "__version__",
-    "absolute_robustness",
-    "evaluate",
-    "relative_robustness",
-]
+_LAZY = {
+    "REGISTRY": "pytest_segrobust.corruptions",
+    "CellResult": "pytest_segrobust.evaluation",
+    "EvalResult": "pytest_segrobust.evaluation",
+    "evaluate": "pytest_segrobust.evaluation",
+    "absolute_robustness": "pytest_segrobust.scores",
+    "relative_robustness": "pytest_segrobust.scores",
+}
+
+__all__ = ["__version__", *_LAZY]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'pytest_segrobust' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

@@ -1,14 +1,19 @@
-"""Which device a run uses: parsed once from ``--segrobust-device``, resolved per process."""
+"""Which device a run uses: parsed once from ``--segrobust-device``, resolved per process.
+
+Parsing needs no torch (pytest parses options in every project the plugin is installed in).
+"""
 
 from __future__ import annotations
 
 import argparse
 import re
 from dataclasses import dataclass
-
-import torch
+from typing import TYPE_CHECKING
 
 from pytest_segrobust.errors import SegRobustError
+
+if TYPE_CHECKING:
+    import torch
 
 _PATTERN = re.compile(r"^(auto|cpu|cuda|mps)(?::(\d+))?$")
 
@@ -32,6 +37,8 @@ class DeviceChoice:
         Raises:
             SegRobustError: when the requested device is not available here.
         """
+        import torch  # only a run that evaluates pays for it
+
         kind = self.kind
         if kind == "auto":
             kind = "cuda" if torch.cuda.is_available() else "cpu"

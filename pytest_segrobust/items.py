@@ -9,7 +9,8 @@ import pytest
 
 from pytest_segrobust.errors import SegRobustError
 from pytest_segrobust.evaluation import CLEAN
-from pytest_segrobust.session import SESSION_KEY, CellFailure
+from pytest_segrobust.session import CellFailure
+from pytest_segrobust.stash import SESSION_KEY
 from pytest_segrobust.suite import Suite
 
 

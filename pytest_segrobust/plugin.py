@@ -1,4 +1,9 @@
-"""pytest hooks: each one forwards an event to the run's :class:`SegRobustSession`."""
+"""pytest hooks: each one forwards an event to the run's :class:`SegRobustSession`.
+
+pytest loads this module in every project where the package is installed, so it imports
+nothing heavy: torch, the corruption catalogue and the session load only when ``--segrobust``
+is given or a test requests the ``segrobust`` fixture. Without either, every hook returns at once.
+"""
 
 from __future__ import annotations
 
@@ -6,22 +11,19 @@ import argparse
 import os
 from collections.abc import Generator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
-import torch
 
 from pytest_segrobust import hookspecs
-from pytest_segrobust.corruptions import REGISTRY
 from pytest_segrobust.devices import parse_device, worker_index
 from pytest_segrobust.errors import SegRobustError
-from pytest_segrobust.harness import Harness
-from pytest_segrobust.items import SuiteFile, SuiteItem
-from pytest_segrobust.progress import TerminalProgress
-from pytest_segrobust.report import terminal_summary
-from pytest_segrobust.session import PAYLOAD_KEY, SESSION_KEY, Options, SegRobustSession
+from pytest_segrobust.stash import PAYLOAD_KEY, REGISTRY_SNAPSHOT_KEY, SESSION_KEY
 
-REGISTRY_SNAPSHOT_KEY = pytest.StashKey[dict]()
+if TYPE_CHECKING:
+    from pytest_segrobust.harness import Harness
+    from pytest_segrobust.items import SuiteFile
+    from pytest_segrobust.session import SegRobustSession
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -100,12 +102,35 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "segrobust: a robustness cell collected from a suite file")
+    if _enabled(config):
+        segrobust = _start(config)
+        # `pytest --segrobust` with no paths means "run the gate": collect the suites folder.
+        if config.args_source != pytest.Config.ArgsSource.ARGS:
+            config.args = [str(segrobust.options.suites_dir)]
+
+
+def _enabled(config: pytest.Config) -> bool:
+    return bool(config.getoption("segrobust") or config.getoption("segrobust_update_baselines"))
+
+
+def _session(config: pytest.Config) -> SegRobustSession | None:
+    """The run's session, if the gate is on or the fixture started one."""
+    return config.stash.get(SESSION_KEY, None)
+
+
+def _start(config: pytest.Config) -> SegRobustSession:
+    """Load torch and the catalogue, run the registration hooks and create the session."""
+    import torch
+
+    from pytest_segrobust.corruptions import REGISTRY
+    from pytest_segrobust.session import Options, SegRobustSession
+
     # Registrations from plugins and conftest files last for this session only.
     config.stash[REGISTRY_SNAPSHOT_KEY] = REGISTRY.snapshot()
     REGISTRY.load_entry_points()
     config.hook.pytest_segrobust_register_corruptions(registry=REGISTRY)
     root = config.rootpath
-    enabled = config.getoption("segrobust") or config.getoption("segrobust_update_baselines")
+    enabled = _enabled(config)
     choice = config.getoption("segrobust_device")
     try:
         device = choice.resolve(worker_index(getattr(config, "workerinput", {}).get("workerid")))
@@ -128,11 +153,9 @@ def pytest_configure(config: pytest.Config) -> None:
         loader_workers=config.getoption("segrobust_loader_workers"),
         timeout=config.getoption("segrobust_timeout"),
     )
-    config.stash[SESSION_KEY] = SegRobustSession(options, root)
+    segrobust = config.stash[SESSION_KEY] = SegRobustSession(options, root)
     _share_cores_between_workers(config)
-    # `pytest --segrobust` with no paths means "run the gate": collect the suites folder.
-    if options.enabled and config.args_source != pytest.Config.ArgsSource.ARGS:
-        config.args = [str(options.suites_dir)]
+    return segrobust
 
 
 def _share_cores_between_workers(config: pytest.Config) -> None:
@@ -144,34 +167,44 @@ def _share_cores_between_workers(config: pytest.Config) -> None:
     workerinput = getattr(config, "workerinput", None)
     if workerinput is None or "OMP_NUM_THREADS" in os.environ:
         return
+    import torch
+
     workers = int(workerinput.get("workercount", 1))
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     config = session.config
+    segrobust = _session(config)
+    if segrobust is None:
+        return
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     capture = config.pluginmanager.get_plugin("capturemanager")
     xdist = hasattr(config, "workerinput") or _is_xdist_controller(config)
     if reporter is None or capture is None or xdist or not reporter.isatty or config.get_verbosity() < 0:
         return
+    from pytest_segrobust.progress import TerminalProgress
+
     writer = config.get_terminal_writer()
-    config.stash[SESSION_KEY].progress_bar = TerminalProgress(
+    segrobust.progress_bar = TerminalProgress(
         writer, capture.global_and_fixture_disabled, room=lambda: writer.fullwidth - writer.width_of_current_line
     )
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     if REGISTRY_SNAPSHOT_KEY in config.stash:
+        from pytest_segrobust.corruptions import REGISTRY
+
         REGISTRY.restore(config.stash[REGISTRY_SNAPSHOT_KEY])
-    if SESSION_KEY in config.stash:
-        config.stash[SESSION_KEY].close()
+    if (segrobust := _session(config)) is not None:
+        segrobust.close()
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    options = config.stash[SESSION_KEY].options
-    if not options.enabled:
+    segrobust = _session(config)
+    if segrobust is None or not segrobust.options.enabled:
         return []
+    options = segrobust.options
     mode = "updating baselines" if options.update_baselines else "comparing with baselines"
     cache = (
         f"clean results cached in {options.cache_dir} (--segrobust-no-cache to recompute)"
@@ -185,21 +218,27 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> SuiteFile | None:
-    session = parent.config.stash[SESSION_KEY]
-    if session.options.enabled and session.is_suite_file(file_path):
+    segrobust = _session(parent.config)
+    if segrobust is not None and segrobust.options.enabled and segrobust.is_suite_file(file_path):
+        from pytest_segrobust.items import SuiteFile
+
         return SuiteFile.from_parent(parent, path=file_path)
     return None
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    if not _is_xdist_controller(session.config):
-        session.config.stash[SESSION_KEY].expect([i.nodeid for i in session.items if isinstance(i, SuiteItem)])
+    segrobust = _session(session.config)
+    if segrobust is not None and segrobust.options.enabled and not _is_xdist_controller(session.config):
+        from pytest_segrobust.items import SuiteItem
+
+        segrobust.expect([i.nodeid for i in session.items if isinstance(i, SuiteItem)])
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_node_collection_finished(node: Any, ids: list[str]) -> None:
-    segrobust = node.config.stash[SESSION_KEY]
-    segrobust.expect([nodeid for nodeid in ids if segrobust.is_suite_file(node.config.rootpath / nodeid.split("::")[0])])
+    segrobust = _session(node.config)
+    if segrobust is not None and segrobust.options.enabled:
+        segrobust.expect([nodeid for nodeid in ids if segrobust.is_suite_file(node.config.rootpath / nodeid.split("::")[0])])
 
 
 @pytest.hookimpl(wrapper=True)
@@ -215,8 +254,8 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     # On the xdist controller, reports arrive from workers (decorated with the worker node).
     payload = getattr(report, "segrobust", None)
     node = getattr(report, "node", None)
-    if payload is not None and node is not None:
-        node.config.stash[SESSION_KEY].absorb_cell(payload)
+    if payload is not None and node is not None and (segrobust := _session(node.config)) is not None:
+        segrobust.absorb_cell(payload)
 
 
 def _is_xdist_controller(config: pytest.Config) -> bool:
@@ -226,13 +265,15 @@ def _is_xdist_controller(config: pytest.Config) -> bool:
 @pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node: object, error: object) -> None:
     payload = getattr(node, "workeroutput", {}).get(PAYLOAD_KEY)
-    if payload is not None:
-        node.config.stash[SESSION_KEY].absorb(payload)  # type: ignore[attr-defined]
+    if payload is not None and (segrobust := _session(node.config)) is not None:  # type: ignore[attr-defined]
+        segrobust.absorb(payload)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     config = session.config
-    segrobust = config.stash[SESSION_KEY]
+    segrobust = _session(config)
+    if segrobust is None:
+        return
     if hasattr(config, "workerinput"):
         config.workeroutput[PAYLOAD_KEY] = segrobust.payload()  # type: ignore[attr-defined]
         return
@@ -242,9 +283,11 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
-    segrobust = config.stash[SESSION_KEY]
-    if segrobust.report is None and not segrobust.written and not segrobust.problems:
+    segrobust = _session(config)
+    if segrobust is None or (segrobust.report is None and not segrobust.written and not segrobust.problems):
         return
+    from pytest_segrobust.report import terminal_summary
+
     terminalreporter.section("segrobust")
     for problem in segrobust.problems:
         terminalreporter.write_line(f"error: {problem}", red=True, bold=True)
@@ -259,4 +302,6 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
 @pytest.fixture
 def segrobust(request: pytest.FixtureRequest) -> Harness:
     """Evaluate a model under a named corruption: ``segrobust.evaluate(model, dataset, corruption, severity)``."""
-    return Harness(request.config.stash[SESSION_KEY])
+    from pytest_segrobust.harness import Harness
+
+    return Harness(_session(request.config) or _start(request.config))

@@ -20,7 +20,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import pytest
 import torch
 from PIL import Image
 
@@ -42,7 +41,6 @@ from pytest_segrobust.report import ReportIncomplete, build_report, write_report
 from pytest_segrobust.report.gallery import REPORT_TILE, render_gallery
 from pytest_segrobust.suite import FactorySpec, Suite, declared_name, load_object, load_suite
 
-PAYLOAD_KEY = "segrobust"
 Model = SegmentationModel | InstanceSegmentationModel
 logger = logging.getLogger("pytest_segrobust")
 
@@ -591,5 +589,3 @@ def _observed(result: CellResult, severity: int) -> dict[str, float]:
         return {"score": result.score}
     return {"score": result.score, "gamma_r": result.gamma_r, "gamma_a": result.gamma_a}
 
-
-SESSION_KEY = pytest.StashKey[SegRobustSession]()

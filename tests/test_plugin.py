@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import textwrap
 
@@ -308,8 +309,8 @@ def test_bad_batch_size_is_a_usage_error(project: pytest.Pytester) -> None:
 
 
 def test_progress_is_logged_for_live_logging(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_segrobust import session
-
+    # Through sys.modules: the package attribute may still name a copy an earlier in-process run unloaded.
+    session = importlib.import_module("pytest_segrobust.session")
     monkeypatch.setattr(session._ProgressLog, "interval", 0.0)
     result = run(project, "--segrobust-update-baselines", "--log-cli-level=INFO", "-k", "clean")
     result.stdout.fnmatch_lines(["*bands::binner::clean: 8/8 images (* images/s)*"])
@@ -429,6 +430,26 @@ def test_fixture_evaluates_instance_models_by_mask_ap(project: pytest.Pytester) 
             result = segrobust.evaluate(instance_binner(), dataset, corruption="rotate", severity=5, metric="map")
             assert result.clean_score == 100.0 and 0 < result.score < 100.0
             assert set(result.corrupted.details) == {{"ap50", "ap75", "bbox_ap", "bbox_ap50", "bbox_ap75"}}
+        """
+    )
+    run(project).assert_outcomes(passed=1)
+
+
+def test_plain_pytest_never_imports_torch(pytester: pytest.Pytester) -> None:
+    """Installed, the plugin loads in every project: without --segrobust it must cost nothing."""
+    pytester.makepyfile(test_plain="import sys\n\ndef test_no_torch():\n    assert 'torch' not in sys.modules\n")
+    pytester.runpytest_subprocess("-p", "no:cacheprovider").assert_outcomes(passed=1)
+
+
+def test_the_fixture_starts_the_engine_on_first_use(project: pytest.Pytester) -> None:
+    project.makeconftest(BLACKOUT_CONFTEST)  # the registration hook runs when the fixture starts
+    project.makepyfile(
+        test_user="""
+        from segrobust_fakes import band_scenes, red_binner
+
+        def test_blackout(segrobust):
+            result = segrobust.evaluate(red_binner(), band_scenes(), corruption="blackout", severity=5)
+            assert result.score < result.clean_score
         """
     )
     run(project).assert_outcomes(passed=1)
