@@ -108,6 +108,7 @@ class SegRobustSession:
         self._suites: dict[Path, Suite] = {}
         self._models: dict[tuple[str, str], Model] = {}
         self._datasets: dict[str, SegmentationDataset] = {}
+        # Per suite file, set when its dataset is built: what its numbers are measured under.
         self._conditions: dict[str, Conditions] = {}
         self._clean: dict[tuple[str, ...], EvalResult] = {}
         self._baselines: dict[Path, BaselineFile] = {}
@@ -255,7 +256,7 @@ class SegRobustSession:
         __tracebackhide__ = True
         baseline = self._baseline_file(suite)
         try:
-            stored, problem = baseline.lookup(key, self._conditions[suite.name]), None
+            stored, problem = baseline.lookup(key, self._conditions[str(suite.path)]), None
         except BaselineError as exc:
             stored, problem = None, str(exc)
         tolerances = {"score": suite.tolerance.score}
@@ -282,7 +283,7 @@ class SegRobustSession:
             raise CellFailure(verdict.message)
 
     def _queue(self, suite: Suite, path: Path, key: CellKey, values: dict[str, float], replace_all: bool) -> None:
-        conditions = self._conditions[suite.name].to_json()
+        conditions = self._conditions[str(suite.path)].to_json()
         self.pending.append(PendingWrite(str(path), suite.name, conditions, key, values, replace_all))
 
     # -- shared, lazily built state --------------------------------------------------------
@@ -303,7 +304,7 @@ class SegRobustSession:
         key = str(suite.path)
         if key not in self._datasets:
             dataset = _build(suite, suite.dataset, "dataset", lambda obj: obj)
-            self._conditions[suite.name] = Conditions(
+            self._conditions[key] = Conditions(
                 task=suite.task,
                 metric=suite.metric,
                 preset=suite.preset,
@@ -324,16 +325,14 @@ class SegRobustSession:
         if key not in self._clean:
             label = CellKey(suite.name, model_name, CLEAN, 0).label
             compute = lambda: self._evaluate(suite, model, dataset, None, 0, label)  # noqa: E731
-            fingerprint = None if self.cache is None else self._clean_fingerprint(suite, model_name, model, dataset)
+            fingerprint = None if self.cache is None else self._clean_fingerprint(suite, model_name, model)
             if self.cache is None or fingerprint is None:
                 self._clean[key] = compute()
             else:
                 self._clean[key] = self.cache.get_or_compute(fingerprint, compute)
         return self._clean[key]
 
-    def _clean_fingerprint(
-        self, suite: Suite, model_name: str, model: Model, dataset: SegmentationDataset
-    ) -> str | None:
+    def _clean_fingerprint(self, suite: Suite, model_name: str, model: Model) -> str | None:
         """The identity of a clean evaluation, or ``None`` where the model's code cannot be identified."""
         factory = suite.model(model_name).factory
         try:
@@ -348,7 +347,7 @@ class SegRobustSession:
             model.fingerprint(),
             code,
             repr(suite.dataset),
-            self._conditions[suite.name].dataset,
+            self._conditions[str(suite.path)].dataset,
             str(suite.limit),
             suite.metric,
             model_device(model).type,
