@@ -120,6 +120,7 @@ class SegRobustSession:
         self.cache_counts = {"hits": 0, "misses": 0, "uncached": 0}
         self.expected: list[str] = []
         self._import_paths: list[str] = []
+        self._declared_names: dict[Path, dict[Path, str | None]] = {}
         # Set by the plugin when a terminal shows this process's output (not under xdist).
         self.progress_bar: TerminalProgress | None = None
 
@@ -153,11 +154,14 @@ class SegRobustSession:
     def _check_unique_name(self, suite: Suite) -> None:
         """Two suite files with one name would share, and overwrite, one baseline file."""
         folder = suite.path.parent
-        others = sorted(
+        if folder not in self._declared_names:  # read once per folder, not once per suite
+            files = sorted([*folder.glob("*.yaml"), *folder.glob("*.yml")])
+            self._declared_names[folder] = {path.resolve(): declared_name(path) for path in files}
+        others = [
             other
-            for other in [*folder.glob("*.yaml"), *folder.glob("*.yml")]
-            if other.resolve() != suite.path.resolve() and declared_name(other) == suite.name
-        )
+            for other, name in self._declared_names[folder].items()
+            if other != suite.path.resolve() and name == suite.name
+        ]
         if others:
             raise SuiteError(
                 f"{suite.path}: field 'name': suite name {suite.name!r} is also the name of "
@@ -197,7 +201,7 @@ class SegRobustSession:
                 record, observed = self._measure(suite, key, nodeid)
         except BaseException as exc:
             if isinstance(exc, Exception):
-                self.errors[nodeid] = f"{type(exc).__name__}: {exc}" if not isinstance(exc, SegRobustError) else str(exc)
+                self.errors[nodeid] = str(exc) if isinstance(exc, SegRobustError) else f"{type(exc).__name__}: {exc}"
             raise
         self.records.append(record)
         self._gate(suite, key, observed, record)

@@ -209,6 +209,10 @@ def write_report(
     documents: list[Path] = []
     figures_written: list[Path] = []
     problems: list[str] = []
+    try:
+        base.parent.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        pass  # each write below fails then, and says why
     for suite_name, suite in report["suites"].items():
         models = records_by_model(suite)
         stem = f"{base.name}-{suite_name}"
@@ -246,7 +250,6 @@ def write_report(
 
 
 def _save_png(image: Image.Image, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
     image.save(path, format="PNG")
     return path
 

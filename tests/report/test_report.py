@@ -75,6 +75,12 @@ def test_figures_are_written_and_linked(report: dict, tmp_path: Path) -> None:
     assert json.loads((tmp_path / "out.json").read_text())["suites"]["s"]["figures"]["severity"] == "out-s-severity.png"
 
 
+def test_figures_go_into_a_folder_made_for_them(report: dict, tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    written = write_report(report, tmp_path / "new" / "deeper" / "out")
+    assert sorted(p.name for p in written) == ["out-s-heatmap.png", "out-s-severity.png", "out.json", "out.md"]
+
+
 def test_without_matplotlib_the_tables_stay(report: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(plots, "_pyplot", lambda: None)
     written = write_report(report, tmp_path / "out")
