@@ -28,6 +28,7 @@ from pytest_segrobust.metrics.coco_map import CocoMAP
 from pytest_segrobust.models import ComponentInstances, as_instance_model, as_segmentation_model
 from pytest_segrobust.models.demo import DEFAULT_WIDTHS, TinyUNet, tiny_unet
 from pytest_segrobust.seeding import sample_seed
+from pytest_segrobust.types import Image, SemanticMask
 
 CELLS = [("gaussian_noise", 3), ("shot_noise", 3), ("defocus_blur", 3), ("jpeg_compression", 3), ("contrast", 3), ("rotate", 3)]
 
@@ -83,7 +84,7 @@ def main() -> None:
         start = clock(device)
         for k, b in enumerate(batches):
             ids = samples[k * args.batch : (k + 1) * args.batch]
-            corruption(b, severity, [sample_seed(0, s.sample_id, name, severity) for s in ids], masks[k])
+            corruption({"image": Image(b), "mask": SemanticMask(masks[k])}, severity, [sample_seed(0, s.sample_id, name, severity) for s in ids])
         corrupt = clock(device) - start
 
         start = clock(device)

@@ -23,6 +23,7 @@ from pytest_segrobust.metrics.coco_map import CocoMAP
 from pytest_segrobust.models.base import InstancePredictions, InstanceSegmentationModel, SegmentationModel, model_device
 from pytest_segrobust.scores import absolute_robustness, relative_robustness
 from pytest_segrobust.seeding import sample_seed
+from pytest_segrobust.types import Field, Image, InstanceMasks, SemanticMask
 
 CLEAN = "clean"
 # Bump when a change to this module can change a result: it invalidates cached clean results.
@@ -126,10 +127,12 @@ def evaluate(
         instances = scorer.instances(batch, device)
         if corruption is not None and severity > 0:
             seeds = [sample_seed(seed, s.sample_id, name, severity) for s in batch]
-            corrupted = corruption(
-                images, severity, seeds, masks, ignore_index=dataset.ignore_index, instances=instances
-            )
-            images, masks, instances = corrupted.images, corrupted.masks, corrupted.instances
+            fields: dict[str, Field] = {"image": Image(images), "mask": SemanticMask(masks, dataset.ignore_index)}
+            if instances is not None:
+                fields["instances"] = InstanceMasks(tuple(instances), *images.shape[-2:])
+            corrupted = corruption(fields, severity, seeds)
+            images, masks = corrupted["image"].data, corrupted["mask"].data
+            instances = None if instances is None else list(corrupted["instances"].targets)
         try:
             predictions = model.predict(images)
         except ModelOutputError as exc:

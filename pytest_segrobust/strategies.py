@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import torch
 from hypothesis import strategies as st
 
-from pytest_segrobust.data.base import InstanceTarget
+from pytest_segrobust.types import DEFAULT_IGNORE_INDEX, Field, Image, InstanceMasks, InstanceTarget, SemanticMask
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,15 @@ class Batch:
     masks: torch.Tensor
     seeds: list[int]
     instances: list[InstanceTarget]
+
+    def fields(self, ignore_index: int = DEFAULT_IGNORE_INDEX) -> dict[str, Field]:
+        """The batch as typed fields, as a corruption takes it: ``image``, ``mask``, ``instances``."""
+        height, width = self.masks.shape[-2:]
+        return {
+            "image": Image(self.images),
+            "mask": SemanticMask(self.masks, ignore_index),
+            "instances": InstanceMasks(tuple(self.instances), int(height), int(width)),
+        }
 
 
 def make_batch(batch: int, height: int, width: int, classes: int, seed: int) -> Batch:

@@ -15,67 +15,86 @@ hypothesis. Requires ``hypothesis`` (the ``test`` extra).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from hypothesis import HealthCheck, given, settings
 
 from pytest_segrobust.corruptions.base import Corruption, GeometricCorruption
+from pytest_segrobust.corruptions.functional import sample_nearest
 from pytest_segrobust.seeding import generators
 from pytest_segrobust.strategies import Batch, batches, make_batch, severities
+from pytest_segrobust.types import Field, InstanceTarget
 
 IGNORE = 255
 
 Property = Callable[[Corruption[Any], Batch, int], None]
 
 
+class Corrupted(NamedTuple):
+    """A corrupted test batch, field by field, and the typed fields it came from."""
+
+    images: torch.Tensor
+    masks: torch.Tensor
+    instances: list[InstanceTarget]
+    fields: dict[str, Field]
+
+
+def corrupt_batch(corruption: Corruption[Any], batch: Batch, severity: int, **changes: Any) -> Corrupted:
+    """Corrupt the batch's typed fields (``changes`` replace its images, masks, seeds, instances)."""
+    given = Batch(**{"images": batch.images, "masks": batch.masks, "seeds": batch.seeds, "instances": batch.instances} | changes)
+    out = corruption(given.fields(IGNORE), severity, given.seeds)
+    return Corrupted(out["image"].data, out["mask"].data, list(out["instances"].targets), out)
+
+
 def shape_dtype_and_range_are_kept(corruption: Corruption[Any], batch: Batch, severity: int) -> None:
-    out = corruption(batch.images, severity, batch.seeds, batch.masks, ignore_index=IGNORE)
+    out = corrupt_batch(corruption, batch, severity)
     assert out.images.shape == batch.images.shape, f"shape {tuple(out.images.shape)} != {tuple(batch.images.shape)}"
     assert out.images.dtype == batch.images.dtype, f"dtype {out.images.dtype} != {batch.images.dtype}"
     assert bool(torch.isfinite(out.images).all()), "non-finite output"
     assert out.images.min() >= 0 and out.images.max() <= 1, "output outside [0, 1]"
-    assert out.masks is not None and out.masks.shape == batch.masks.shape and out.masks.dtype == batch.masks.dtype
+    assert out.masks.shape == batch.masks.shape and out.masks.dtype == batch.masks.dtype
+    assert set(out.fields) == {"image", "mask", "instances"}, "a field was lost or added"
 
 
 def severity_zero_is_identity(corruption: Corruption[Any], batch: Batch, severity: int) -> None:
-    out = corruption(batch.images, 0, batch.seeds, batch.masks)
+    out = corrupt_batch(corruption, batch, 0)
     assert torch.equal(out.images, batch.images) and torch.equal(out.masks, batch.masks)
 
 
 def same_seed_gives_bitwise_equal_output(corruption: Corruption[Any], batch: Batch, severity: int) -> None:
-    first = corruption(batch.images, severity, batch.seeds, batch.masks)
-    second = corruption(batch.images.clone(), severity, list(batch.seeds), batch.masks.clone())
+    first = corrupt_batch(corruption, batch, severity)
+    second = corrupt_batch(corruption, batch, severity, images=batch.images.clone(), masks=batch.masks.clone())
     assert torch.equal(first.images, second.images), "two calls with the same seeds differ"
     assert torch.equal(first.masks, second.masks)
 
 
 def output_does_not_depend_on_batch_composition(corruption: Corruption[Any], batch: Batch, severity: int) -> None:
-    whole = corruption(batch.images, severity, batch.seeds, batch.masks)
+    whole = corrupt_batch(corruption, batch, severity)
     order = torch.randperm(len(batch.seeds), generator=torch.Generator().manual_seed(batch.seeds[0] % 2**31)).tolist()
-    shuffled = corruption(batch.images[order], severity, [batch.seeds[i] for i in order], batch.masks[order])
+    shuffled = corrupt_batch(corruption, _subset(batch, order), severity)
     for position, i in enumerate(order):
-        alone = corruption(batch.images[i : i + 1], severity, [batch.seeds[i]], batch.masks[i : i + 1])
+        alone = corrupt_batch(corruption, _subset(batch, [i]), severity)
         assert torch.equal(alone.images[0], whole.images[i]), f"sample {i} differs when corrupted alone"
         assert torch.equal(shuffled.images[position], whole.images[i]), f"sample {i} differs at position {position}"
         assert torch.equal(alone.masks[0], whole.masks[i])
 
 
 def seeds_are_per_sample(corruption: Corruption[Any], batch: Batch, severity: int) -> None:
-    doubled = torch.cat([batch.images[:1], batch.images[:1]])
-    out = corruption(doubled, severity, [1, 2], torch.cat([batch.masks[:1], batch.masks[:1]]))
-    alone = corruption(batch.images[:1], severity, [2], batch.masks[:1])
+    out = corrupt_batch(corruption, _subset(batch, [0, 0]), severity, seeds=[1, 2])
+    alone = corrupt_batch(corruption, _subset(batch, [0]), severity, seeds=[2])
     assert torch.equal(out.images[1], alone.images[0]), "a sample's output depends on its neighbour's seed"
 
 
 def photometric_leaves_targets_untouched(corruption: Corruption[Any], batch: Batch, severity: int) -> None:
-    out = corruption(batch.images, severity, batch.seeds, batch.masks, instances=batch.instances)
-    assert out.masks is batch.masks, "a photometric corruption changed the label maps"
-    assert all(after is before for after, before in zip(out.instances, batch.instances))
+    fields = batch.fields(IGNORE)
+    out = corruption(fields, severity, batch.seeds)
+    assert out["mask"] is fields["mask"], "a photometric corruption changed the label maps"
+    assert out["instances"] is fields["instances"], "a photometric corruption changed the instances"
 
 
 def geometric_labels_stay_a_subset_plus_ignore(corruption: Corruption[Any], batch: Batch, severity: int) -> None:
-    out = corruption(batch.images, severity, batch.seeds, batch.masks, ignore_index=IGNORE)
+    out = corrupt_batch(corruption, batch, severity)
     for before, after in zip(batch.masks, out.masks):
         new = set(after.unique().tolist()) - set(before.unique().tolist()) - {IGNORE}
         assert not new, f"warped labels contain values {sorted(new)} absent before"
@@ -84,7 +103,7 @@ def geometric_labels_stay_a_subset_plus_ignore(corruption: Corruption[Any], batc
 def geometric_instances_move_with_labels_and_boxes_stay_tight(
     corruption: Corruption[Any], batch: Batch, severity: int
 ) -> None:
-    out = corruption(batch.images, severity, batch.seeds, batch.masks, ignore_index=IGNORE, instances=batch.instances)
+    out = corrupt_batch(corruption, batch, severity)
     for warped_labels, before, after in zip(out.masks, batch.instances, out.instances):
         # Instances were the class regions, so each surviving one is its class in the warped map.
         present = warped_labels[(warped_labels != 0) & (warped_labels != IGNORE)].unique()
@@ -104,12 +123,18 @@ def geometric_image_and_labels_move_together(corruption: Corruption[Any], batch:
     cpu = torch.device("cpu")
     h, w = batch.masks.shape[-2:]
     coords = corruption.sampling_coordinates(corruption.table[severity], generators(batch.seeds, cpu), h, w, cpu)
-    warped = corruption.warp_images(batch.masks[:, None].expand(-1, 3, -1, -1), coords, mode="nearest")
-    out = corruption(batch.images, severity, batch.seeds, batch.masks, ignore_index=IGNORE)
+    warped = sample_nearest(batch.masks[:, None].expand(-1, 3, -1, -1), coords, fill=0)
+    out = corrupt_batch(corruption, batch, severity)
     inside = out.masks != IGNORE
     for channel in range(3):
         assert torch.equal(warped[:, channel][inside], out.masks[inside]), "image and labels moved differently"
     assert bool((warped[:, 0][~inside] == 0).all()), "pixels from outside the frame are not black"
+
+
+def _subset(batch: Batch, indices: list[int]) -> Batch:
+    return Batch(
+        batch.images[indices], batch.masks[indices], [batch.seeds[i] for i in indices], [batch.instances[i] for i in indices]
+    )
 
 
 UNIVERSAL: tuple[Property, ...] = (
@@ -166,7 +191,7 @@ def distance_grows_with_severity(corruption: Corruption[Any], images: int = 8, s
     """Mean absolute distance from the clean images is non-decreasing in severity."""
     batch = make_batch(batch=images, height=side, width=side, classes=4, seed=7)
     distances = [
-        float((corruption(batch.images, s, batch.seeds).images - batch.images).abs().mean()) for s in range(1, 6)
+        float((corruption(batch.images, s, batch.seeds) - batch.images).abs().mean()) for s in range(1, 6)
     ]
     assert distances == sorted(distances), f"{corruption.name}: distance from clean per severity {distances}"
     assert distances[0] > 0, f"{corruption.name}: severity 1 changes nothing"

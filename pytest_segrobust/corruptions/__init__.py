@@ -2,7 +2,6 @@
 
 from pytest_segrobust.corruptions.base import (
     Category,
-    Corrupted,
     Corruption,
     GeometricCorruption,
     PhotometricCorruption,
@@ -15,7 +14,6 @@ __all__ = [
     "PRESETS",
     "REGISTRY",
     "Category",
-    "Corrupted",
     "Corruption",
     "CorruptionRegistry",
     "GeometricCorruption",

@@ -1,10 +1,12 @@
 """The corruption model: typed severity tables, photometric vs geometric classes.
 
 A corruption is a class that binds a :class:`SeverityTable` (five typed parameter rows)
-to a pure function in :mod:`pytest_segrobust.corruptions.functional`. The class says which
-targets it may touch: a :class:`PhotometricCorruption` returns the annotations it was given,
-untouched, by construction; a :class:`GeometricCorruption` computes one sampling field per
-image and resamples the image (bilinear) and every annotation (nearest) through it.
+to a pure function in :mod:`pytest_segrobust.corruptions.functional`. It takes and returns a
+batch of typed fields (:mod:`pytest_segrobust.types`) and dispatches on their types
+(:mod:`pytest_segrobust.corruptions.kernels`): a :class:`PhotometricCorruption` changes
+image-like fields and returns every other field untouched, by construction; a
+:class:`GeometricCorruption` computes one sampling field per image and resamples every
+field through it (bilinear for images, nearest for masks, instances and segments).
 """
 
 from __future__ import annotations
@@ -14,13 +16,13 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Generic, NamedTuple, TypeVar
+from typing import Any, Generic, TypeVar, overload
 
 import torch
 
-from pytest_segrobust.corruptions import functional as Fn
-from pytest_segrobust.data.base import DEFAULT_IGNORE_INDEX, InstanceTarget, boxes_from_masks
+from pytest_segrobust.corruptions import kernels
 from pytest_segrobust.seeding import generators
+from pytest_segrobust.types import Batch, Field, Image
 
 Params = TypeVar("Params")
 
@@ -73,19 +75,6 @@ class CatalogueEntry:
     presets: tuple[str, ...]
 
 
-class Corrupted(NamedTuple):
-    """A corrupted batch and its annotations, moved with the image where geometry changed.
-
-    Shape:
-        images: ``(B, C, H, W)``; masks: ``(B, H, W)`` or ``None``; instances: one
-        :class:`InstanceTarget` per image or ``None``.
-    """
-
-    images: torch.Tensor
-    masks: torch.Tensor | None
-    instances: list[InstanceTarget] | None = None
-
-
 class Corruption(ABC, Generic[Params]):
     """A named corruption with a five-row severity table.
 
@@ -108,54 +97,68 @@ class Corruption(ABC, Generic[Params]):
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, category={self.category.value!r})"
 
-    def __call__(
-        self,
-        images: torch.Tensor,
-        severity: int,
-        seeds: Sequence[int],
-        masks: torch.Tensor | None = None,
-        ignore_index: int = DEFAULT_IGNORE_INDEX,
-        instances: Sequence[InstanceTarget] | None = None,
-    ) -> Corrupted:
-        """Corrupt a batch.
+    @overload
+    def __call__(self, inputs: torch.Tensor, severity: int, seeds: Sequence[int]) -> torch.Tensor: ...
+
+    @overload
+    def __call__(self, inputs: Batch, severity: int, seeds: Sequence[int]) -> dict[str, Field]: ...
+
+    def __call__(self, inputs: torch.Tensor | Batch, severity: int, seeds: Sequence[int]) -> torch.Tensor | dict[str, Field]:
+        """Corrupt a batch: images alone, or a mapping of typed fields that move together.
+
+        A tensor is taken as images and a tensor is returned. A mapping (a sample batch, see
+        :mod:`pytest_segrobust.types`) returns a mapping with the same names: image-like
+        fields corrupted, annotations moved with the image by geometric corruptions and
+        untouched by photometric ones.
 
         Args:
-            images: Float images in ``[0, 1]``.
-            severity: 0 (clean) to 5.
+            inputs: Float images in ``[0, 1]``, or a batch of typed fields.
+            severity: 0 (clean: the inputs are returned as given) to 5.
             seeds: One seed per image; it alone decides that image's random draws.
-            masks: Optional semantic label maps moved along by geometric corruptions.
-            ignore_index: Label given to pixels that enter the frame from outside.
-            instances: Optional instance targets, one per image, moved along likewise.
 
         Shape:
-            images: ``(B, C, H, W)``; masks: ``(B, H, W)``; return: same shapes.
+            inputs: images ``(B, C, H, W)``; return: the same shapes.
         """
-        if images.dim() != 4:
-            raise ValueError(f"{self.name}: expected images of shape (B, C, H, W), got {tuple(images.shape)}")
-        if len(seeds) != images.shape[0]:
-            raise ValueError(f"{self.name}: got {len(seeds)} seeds for a batch of {images.shape[0]}")
-        given = None if instances is None else list(instances)
-        if given is not None and len(given) != images.shape[0]:
-            raise ValueError(f"{self.name}: got {len(given)} instance targets for a batch of {images.shape[0]}")
+        if isinstance(inputs, torch.Tensor):
+            return self(to_batch(inputs), severity, seeds)["image"].data  # type: ignore[union-attr]
+        batch = dict(inputs)
+        size = self._check(batch, seeds)
         if severity == 0:
-            return Corrupted(images, masks, given)
-        params = self.table[severity]
-        return self._corrupt(images, params, generators(seeds, images.device), masks, ignore_index, given)
+            return batch
+        device = next(f for f in batch.values() if isinstance(f, Image)).data.device
+        self.table[severity]  # fails for a severity outside 1..5
+        return self._corrupt(batch, severity, seeds, size, device)
+
+    def _check(self, batch: dict[str, Field], seeds: Sequence[int]) -> tuple[int, int]:
+        images = [f for f in batch.values() if isinstance(f, Image)]
+        if not images:
+            raise ValueError(f"{self.name}: the batch has no Image field ({', '.join(batch) or 'no fields'})")
+        if images[0].data.dim() != 4:
+            raise ValueError(f"{self.name}: expected images of shape (B, C, H, W), got {tuple(images[0].data.shape)}")
+        size, count = images[0].size(), images[0].batch_size()
+        if len(seeds) != count:
+            raise ValueError(f"{self.name}: got {len(seeds)} seeds for a batch of {count}")
+        for name, field in batch.items():
+            if field.batch_size() != count:
+                raise ValueError(f"{self.name}: field {name!r} holds {field.batch_size()} samples, the images {count}")
+            if field.size() not in (None, size):
+                raise ValueError(f"{self.name}: field {name!r} has size {field.size()}, the images {size}")
+        return size
 
     @abstractmethod
     def _corrupt(
-        self,
-        images: torch.Tensor,
-        params: Params,
-        rngs: list[torch.Generator],
-        masks: torch.Tensor | None,
-        ignore_index: int,
-        instances: list[InstanceTarget] | None,
-    ) -> Corrupted: ...
+        self, batch: dict[str, Field], severity: int, seeds: Sequence[int], size: tuple[int, int], device: torch.device
+    ) -> dict[str, Field]:
+        """Corrupt a checked batch at a severity 1..5; ``size`` is its ``(H, W)``."""
+
+
+def to_batch(images: torch.Tensor) -> dict[str, Field]:
+    """A batch of images alone."""
+    return {"image": Image(images)}
 
 
 class PhotometricCorruption(Corruption[Params]):
-    """Changes pixel values only; annotations pass through untouched."""
+    """Changes pixel values only; every annotation passes through untouched (:func:`kernels.photometric`)."""
 
     geometric = False
 
@@ -167,12 +170,15 @@ class PhotometricCorruption(Corruption[Params]):
             images: ``(B, C, H, W)``; return: same.
         """
 
-    def _corrupt(self, images, params, rngs, masks, ignore_index, instances):  # type: ignore[no-untyped-def]
-        return Corrupted(self.corrupt_images(images, params, rngs), masks, instances)
+    def _corrupt(self, batch, severity, seeds, size, device):  # type: ignore[no-untyped-def]
+        params = self.table[severity]
+        # Every image-like field draws from fresh generators: the same seeds give the same draws.
+        change = lambda images: self.corrupt_images(images, params, generators(seeds, device))  # noqa: E731
+        return {name: kernels.photometric(field, change) for name, field in batch.items()}
 
 
 class GeometricCorruption(Corruption[Params]):
-    """Moves pixels; the same sampling field moves every annotation with the image."""
+    """Moves pixels; one sampling field moves every field of the batch (:func:`kernels.warp`)."""
 
     geometric = True
 
@@ -186,45 +192,6 @@ class GeometricCorruption(Corruption[Params]):
             return: ``(B, H, W, 2)``, float, pixel centres at integers.
         """
 
-    def warp_images(self, images: torch.Tensor, coords: torch.Tensor, mode: str = "bilinear") -> torch.Tensor:
-        """Resample images through ``coords``; outside the frame becomes black.
-
-        ``mode="nearest"`` resamples exactly like the annotations, which is how tests
-        check that image and annotations move together.
-
-        Shape:
-            images: ``(B, C, H, W)``; coords: ``(B, H, W, 2)``; return: same as images.
-        """
-        if mode == "nearest":
-            return Fn.sample_nearest(images, coords, fill=0)
-        return Fn.sample_bilinear(images, coords, fill=0.0).clamp_(0.0, 1.0)
-
-    def warp_masks(self, masks: torch.Tensor, coords: torch.Tensor, ignore_index: int) -> torch.Tensor:
-        """Resample label maps by nearest neighbour; outside the frame becomes ``ignore_index``.
-
-        Shape:
-            masks: ``(B, H, W)``; coords: ``(B, H, W, 2)``; return: same as masks.
-        """
-        return Fn.sample_nearest(masks, coords, fill=ignore_index)
-
-    def warp_instances(self, instances: InstanceTarget, coords: torch.Tensor) -> InstanceTarget:
-        """Resample one image's instance masks, recompute tight boxes, drop vanished instances.
-
-        Shape:
-            coords: ``(1, H, W, 2)``, the sampling field of that image.
-        """
-        if len(instances) == 0:
-            return instances
-        masks = Fn.sample_nearest(instances.masks[None].to(torch.uint8), coords, fill=0)[0].bool()
-        kept = masks.flatten(1).any(dim=1)
-        masks = masks[kept]
-        return InstanceTarget(masks, instances.labels[kept], boxes_from_masks(masks), instances.iscrowd[kept])
-
-    def _corrupt(self, images, params, rngs, masks, ignore_index, instances):  # type: ignore[no-untyped-def]
-        h, w = images.shape[-2:]
-        coords = self.sampling_coordinates(params, rngs, h, w, images.device)
-        warped_masks = None if masks is None else self.warp_masks(masks, coords, ignore_index)
-        warped_instances = (
-            None if instances is None else [self.warp_instances(t, coords[i : i + 1]) for i, t in enumerate(instances)]
-        )
-        return Corrupted(self.warp_images(images, coords), warped_masks, warped_instances)
+    def _corrupt(self, batch, severity, seeds, size, device):  # type: ignore[no-untyped-def]
+        coords = self.sampling_coordinates(self.table[severity], generators(seeds, device), *size, device)
+        return {name: kernels.warp(field, coords) for name, field in batch.items()}

@@ -14,13 +14,7 @@ from typing import Any
 
 import torch
 
-from pytest_segrobust.corruptions.base import (
-    Category,
-    Corrupted,
-    Corruption,
-    SeverityTable,
-)
-from pytest_segrobust.data.base import DEFAULT_IGNORE_INDEX, InstanceTarget
+from pytest_segrobust.corruptions.base import Category, Corruption, SeverityTable
 
 MAX_PARTS = 2
 SEPARATOR = "+"
@@ -79,20 +73,7 @@ class Composition(Corruption[tuple[Any, ...]]):
         super().__init__(SEPARATOR.join(p.name for p in self.parts), Category.COMPOSED, SeverityTable(rows))
         self.geometric = any(p.geometric for p in self.parts)
 
-    def __call__(
-        self,
-        images: torch.Tensor,
-        severity: int,
-        seeds: Sequence[int],
-        masks: torch.Tensor | None = None,
-        ignore_index: int = DEFAULT_IGNORE_INDEX,
-        instances: Sequence[InstanceTarget] | None = None,
-    ) -> Corrupted:
-        out = Corrupted(images, masks, None if instances is None else list(instances))
+    def _corrupt(self, batch, severity, seeds, size, device):  # type: ignore[no-untyped-def]
         for part in self.parts:
-            part_seeds = [part_seed(s, part.name) for s in seeds]
-            out = part(out.images, severity, part_seeds, out.masks, ignore_index, out.instances)
-        return out
-
-    def _corrupt(self, images, params, rngs, masks, ignore_index, instances):  # type: ignore[no-untyped-def]
-        raise NotImplementedError("a composition delegates to its parts in __call__")
+            batch = part(batch, severity, [part_seed(s, part.name) for s in seeds])
+        return batch

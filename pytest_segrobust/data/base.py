@@ -13,8 +13,19 @@ from typing import Any, Protocol, runtime_checkable
 import torch
 
 from pytest_segrobust.errors import DatasetError
+from pytest_segrobust.types import DEFAULT_IGNORE_INDEX, InstanceTarget, PanopticTarget, boxes_from_masks
 
-DEFAULT_IGNORE_INDEX = 255
+__all__ = [
+    "DEFAULT_IGNORE_INDEX",
+    "InstanceTarget",
+    "PanopticTarget",
+    "Sample",
+    "SegmentationDataset",
+    "SemanticTarget",
+    "boxes_from_masks",
+    "instance_categories",
+    "supercategories",
+]
 
 
 @dataclass(frozen=True)
@@ -26,60 +37,6 @@ class SemanticTarget:
     """
 
     mask: torch.Tensor
-
-
-@dataclass(frozen=True)
-class InstanceTarget:
-    """Object instances of one image.
-
-    Boxes are ``(x0, y0, x1, y1)`` in pixels with exclusive ends: a mask covering columns
-    3..5 has ``x0 = 3, x1 = 6``, so ``x1 - x0`` is the COCO width.
-
-    Shape:
-        masks: ``(N, H, W)``, bool; labels: ``(N,)``, int64; boxes: ``(N, 4)``, float32;
-        iscrowd: ``(N,)``, bool.
-    """
-
-    masks: torch.Tensor
-    labels: torch.Tensor
-    boxes: torch.Tensor
-    iscrowd: torch.Tensor
-
-    @classmethod
-    def from_masks(cls, masks: torch.Tensor, labels: torch.Tensor, iscrowd: torch.Tensor | None = None) -> InstanceTarget:
-        """Build a target whose boxes are tight around ``masks``."""
-        crowd = torch.zeros(len(labels), dtype=torch.bool, device=masks.device) if iscrowd is None else iscrowd
-        return cls(masks.bool(), labels.long(), boxes_from_masks(masks), crowd.bool())
-
-    def __len__(self) -> int:
-        return int(self.labels.numel())
-
-    def to(self, device: torch.device | str, non_blocking: bool = False) -> InstanceTarget:
-        """The same instances on ``device``."""
-        return InstanceTarget(
-            *(t.to(device, non_blocking=non_blocking) for t in (self.masks, self.labels, self.boxes, self.iscrowd))
-        )
-
-
-def boxes_from_masks(masks: torch.Tensor) -> torch.Tensor:
-    """Tight ``(x0, y0, x1, y1)`` boxes (exclusive ends) of binary masks; empty masks give zeros.
-
-    Shape:
-        masks: ``(N, H, W)``; return: ``(N, 4)``, float32.
-    """
-    n, h, w = masks.shape
-    if n == 0:
-        return torch.zeros(0, 4, dtype=torch.float32, device=masks.device)
-    rows, cols = masks.any(dim=2), masks.any(dim=1)  # (N, H), (N, W)
-    y = torch.arange(h, device=masks.device)
-    x = torch.arange(w, device=masks.device)
-    big = max(h, w) + 1
-    y0 = torch.where(rows, y, big).amin(dim=1)
-    y1 = torch.where(rows, y, -1).amax(dim=1) + 1
-    x0 = torch.where(cols, x, big).amin(dim=1)
-    x1 = torch.where(cols, x, -1).amax(dim=1) + 1
-    boxes = torch.stack([x0, y0, x1, y1], dim=1).float()
-    return torch.where(rows.any(dim=1, keepdim=True), boxes, torch.zeros_like(boxes))
 
 
 @dataclass(frozen=True)
@@ -98,6 +55,7 @@ class Sample:
     image: torch.Tensor
     target: SemanticTarget
     instances: InstanceTarget | None = None
+    panoptic: PanopticTarget | None = None
 
 
 @runtime_checkable

@@ -67,7 +67,7 @@ def render_gallery(
         left = block * block_width
         draw.text((left + 4, top + h // 2 - font.size // 2), corruption.name, fill=_INK, font=font)
         tiles = [batch] + [
-            corruption(batch, s, [sample_seed(seed, sample_id, corruption.name, s)]).images for s in severities
+            corruption(batch, s, [sample_seed(seed, sample_id, corruption.name, s)]) for s in severities
         ]
         for column, corrupted in enumerate(tiles):
             shown = Image.fromarray(to_uint8(corrupted[0]).permute(1, 2, 0).cpu().numpy())

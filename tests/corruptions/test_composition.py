@@ -26,11 +26,14 @@ def test_stages_follow_r2bench() -> None:
 def test_composition_equals_its_parts_applied_in_order() -> None:
     batch = make_batch(3, 24, 20, 3, seed=4)
     chain = REGISTRY.get("gaussian_noise+rotate")
-    out = chain(batch.images, 4, batch.seeds, batch.masks)
+    out = chain(batch.fields(), 4, batch.seeds)
     rotate, noise = REGISTRY.get("rotate"), REGISTRY.get("gaussian_noise")
-    step = rotate(batch.images, 4, [part_seed(s, "rotate") for s in batch.seeds], batch.masks)
-    step = noise(step.images, 4, [part_seed(s, "gaussian_noise") for s in batch.seeds], step.masks)
-    assert torch.equal(out.images, step.images) and torch.equal(out.masks, step.masks)
+    step = rotate(batch.fields(), 4, [part_seed(s, "rotate") for s in batch.seeds])
+    step = noise(step, 4, [part_seed(s, "gaussian_noise") for s in batch.seeds])
+    assert out.keys() == step.keys()
+    assert torch.equal(out["image"].data, step["image"].data) and torch.equal(out["mask"].data, step["mask"].data)
+    for warped, expected in zip(out["instances"].targets, step["instances"].targets):
+        assert torch.equal(warped.masks, expected.masks) and torch.equal(warped.boxes, expected.boxes)
 
 
 def test_parts_draw_independent_randomness() -> None:

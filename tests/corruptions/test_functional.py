@@ -95,19 +95,19 @@ def test_sample_bilinear_at_integer_coordinates_is_exact() -> None:
 
 def test_gaussian_noise_has_the_table_standard_deviation() -> None:
     images = torch.full((4, 3, 64, 64), 0.5)
-    out = REGISTRY.get("gaussian_noise")(images, 1, [1, 2, 3, 4]).images  # std 0.08, little clipping
+    out = REGISTRY.get("gaussian_noise")(images, 1, [1, 2, 3, 4])  # std 0.08, little clipping
     assert float((out - images).std()) == pytest.approx(0.08, rel=0.03)
 
 
 def test_shot_noise_is_unbiased_with_poisson_variance() -> None:
     images = torch.full((4, 3, 64, 64), 0.5)
-    out = REGISTRY.get("shot_noise")(images, 5, [1, 2, 3, 4]).images  # 15 photons
+    out = REGISTRY.get("shot_noise")(images, 5, [1, 2, 3, 4])  # 15 photons
     assert float(out.mean()) == pytest.approx(0.5, abs=0.01)
     assert float(out.var()) == pytest.approx(0.5 / 15, rel=0.05)
 
 
 def test_rotate_sign_is_drawn_per_sample() -> None:
     images = make_batch(1, 32, 32, 3, seed=3).images.expand(16, -1, -1, -1)
-    out = REGISTRY.get("rotate")(images, 3, list(range(16))).images
+    out = REGISTRY.get("rotate")(images, 3, list(range(16)))
     distinct = {tuple(o.flatten()[:200].tolist()) for o in out}
     assert len(distinct) == 2  # +40 and -40 degrees, and nothing else

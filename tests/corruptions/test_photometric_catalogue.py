@@ -130,7 +130,7 @@ def test_imagenet_c_contrast_pulls_each_channel_to_its_own_mean() -> None:
     images = smooth_images().double()
     means = images.mean(dim=(2, 3), keepdim=True)
     expected = ((images - means) * 0.3 + means).clamp(0, 1)
-    out = REGISTRY.get("contrast", "imagenet-c")(images, 2, [1, 2]).images
+    out = REGISTRY.get("contrast", "imagenet-c")(images, 2, [1, 2])
     assert torch.allclose(out, expected, atol=1e-12)
     assert torch.allclose(out.mean(dim=(2, 3)), images.mean(dim=(2, 3)), atol=1e-12)
 
@@ -148,7 +148,7 @@ def test_reductions_are_batch_invariant_on_large_images() -> None:
 
 def test_impulse_noise_replaces_the_table_fraction_per_value() -> None:
     images = torch.full((4, 3, 64, 64), 0.5)
-    out = REGISTRY.get("impulse_noise")(images, 5, [1, 2, 3, 4]).images  # amount 0.27
+    out = REGISTRY.get("impulse_noise")(images, 5, [1, 2, 3, 4])  # amount 0.27
     changed = out != 0.5
     assert float(changed.float().mean()) == pytest.approx(0.27, abs=0.01)
     assert float((out == 1).float().mean()) == pytest.approx(0.135, abs=0.01)
@@ -161,7 +161,7 @@ def test_impulse_noise_replaces_the_table_fraction_per_value() -> None:
 def test_speckle_noise_is_multiplicative_with_the_table_std() -> None:
     images = torch.zeros(4, 3, 64, 64)
     images[:, :, :32] = 0.4
-    out = REGISTRY.get("speckle_noise", "imagenet-c")(images, 1, [1, 2, 3, 4]).images  # std 0.15
+    out = REGISTRY.get("speckle_noise", "imagenet-c")(images, 1, [1, 2, 3, 4])  # std 0.15
     assert bool((out[:, :, 32:] == 0).all())  # x * noise vanishes on black
     relative = (out[:, :, :32] - 0.4) / 0.4
     assert float(relative.std()) == pytest.approx(0.15, rel=0.03)
@@ -173,7 +173,7 @@ def test_intensity_noise_is_stronger_in_the_dark_and_partly_grey() -> None:
     weight = corruption.table[2].weight
     images = torch.full((4, 3, 64, 64), 0.7)
     images[:, :, :32] = 0.3
-    noise = corruption(images, 2, [1, 2, 3, 4]).images - images
+    noise = corruption(images, 2, [1, 2, 3, 4]) - images
     dark, bright = noise[:, :, :32], noise[:, :, 32:]
     # Linearised: d log2(2^x + n) = n / (2^x ln 2), with n of std weight * sqrt(2).
     for part, level in ((dark, 0.3), (bright, 0.7)):
@@ -336,7 +336,7 @@ def test_psf_blur_is_sharper_at_the_centre_than_in_the_corners() -> None:
     blocks = torch.rand(1, 3, 10, 10, generator=torch.Generator().manual_seed(4))
     texture = torch.nn.functional.interpolate(blocks, size=(60, 60), mode="nearest")  # sharp 6-pixel blocks
     for severity in range(1, 6):
-        out = REGISTRY.get("psf_blur", "cityscapes-c")(texture, severity, [0]).images
+        out = REGISTRY.get("psf_blur", "cityscapes-c")(texture, severity, [0])
         change = (out - texture).abs()
         centre = float(change[..., 24:36, 24:36].mean())
         corners = [

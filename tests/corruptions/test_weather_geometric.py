@@ -19,6 +19,7 @@ from pytest_segrobust.corruptions.functional import weather as W
 from pytest_segrobust.corruptions.geometric import ElasticParams, ElasticTransform
 from pytest_segrobust.seeding import generators
 from pytest_segrobust.strategies import make_batch as _make
+from pytest_segrobust.testing import corrupt_batch
 from tests.corruptions.reference import reference_motion_blur
 
 CPU = torch.device("cpu")
@@ -100,8 +101,8 @@ def test_fog_compresses_the_contrast_of_the_scene() -> None:
     mirrored = batch.images.flip(-1)
     fog = REGISTRY.get("fog")
     for severity in range(1, 6):
-        out = fog(batch.images, severity, batch.seeds).images
-        out_mirrored = fog(mirrored, severity, batch.seeds).images
+        out = fog(batch.images, severity, batch.seeds)
+        out_mirrored = fog(mirrored, severity, batch.seeds)
         before = (batch.images - mirrored).abs().sum()
         assert float((out - out_mirrored).abs().sum()) <= 0.4 * float(before) + 1e-3
 
@@ -134,7 +135,7 @@ def test_snow_brightens_and_adds_flakes_symmetrically() -> None:
     batch = _make(batch=3, height=48, width=64, classes=3, seed=3)
     snow = REGISTRY.get("snow")
     for severity in range(1, 6):
-        out = snow(batch.images, severity, batch.seeds).images
+        out = snow(batch.images, severity, batch.seeds)
         assert bool((out.mean(dim=(1, 2, 3)) > batch.images.mean(dim=(1, 2, 3))).all())
         assert bool((out >= batch.images - 1e-6).all())  # whitening and flakes only ever add light
 
@@ -216,13 +217,13 @@ def test_equalize_hist_spreads_levels_like_opencv() -> None:
 def test_spatter_water_adds_turquoise_and_mud_paints_brown() -> None:
     batch = _make(batch=2, height=64, width=64, classes=3, seed=5)
     spatter = REGISTRY.get("spatter", "imagenet-c")
-    water = spatter(batch.images, 2, batch.seeds).images
+    water = spatter(batch.images, 2, batch.seeds)
     added = water - batch.images
     assert bool((added >= 0).all()) and float(added.max()) > 0
     wet = added.sum(dim=1) > 0.05
     # Pale turquoise: more green and blue than red wherever water was added (before clipping).
     assert float(added[:, 1][wet].mean()) > float(added[:, 0][wet].mean())
-    mud = spatter(batch.images, 5, batch.seeds).images
+    mud = spatter(batch.images, 5, batch.seeds)
     muddy = (mud - batch.images).abs().sum(dim=1) > 1e-6
     assert bool(muddy.any())
     brown = torch.tensor([63, 42, 20]) / 255
@@ -237,7 +238,7 @@ def test_spatter_water_adds_turquoise_and_mud_paints_brown() -> None:
 def test_translate_is_a_roll_inside_the_frame_and_ignore_outside() -> None:
     batch = _make(batch=4, height=60, width=70, classes=4, seed=6)
     translate = REGISTRY.get("translate")
-    out = translate(batch.images, 1, batch.seeds, batch.masks, ignore_index=IGNORE)
+    out = corrupt_batch(translate, batch, 1)
     coords = translate.sampling_coordinates(translate.table[1], rngs(*batch.seeds), 60, 70, CPU)
     for i in range(4):
         dx, dy = int(-coords[i, 0, 0, 0]), int(-coords[i, 0, 0, 1])
@@ -263,7 +264,7 @@ def test_translate_draws_each_axis_sign_independently() -> None:
 
 def test_translate_beyond_the_image_leaves_black_and_ignore() -> None:
     batch = _make(batch=2, height=16, width=16, classes=3, seed=7)
-    out = REGISTRY.get("translate")(batch.images, 1, batch.seeds, batch.masks, ignore_index=IGNORE)
+    out = corrupt_batch(REGISTRY.get("translate"), batch, 1)
     assert float(out.images.abs().max()) < 1e-5 and bool((out.masks == IGNORE).all())
 
 
@@ -277,7 +278,7 @@ def test_shear_tilts_a_vertical_line_by_the_angle_about_the_centre_row() -> None
     shear = REGISTRY.get("shear")
     for severity in range(1, 6):
         degrees = shear.table[severity].degrees
-        out = shear(image, severity, [severity]).images[0, 0]
+        out = shear(image, severity, [severity])[0, 0]
         centroid = (out * torch.arange(width)).sum(dim=1) / out.sum(dim=1)
         rows = torch.arange(height, dtype=torch.float32) - (height - 1) / 2
         slope = float((centroid - column) @ rows / (rows @ rows))
@@ -300,7 +301,7 @@ def test_elastic_with_zero_alpha_is_the_identity() -> None:
     batch = _make(batch=2, height=32, width=40, classes=4, seed=8)
     still = ElasticTransform("elastic_still", REGISTRY.get("elastic_transform", "imagenet-c").category,
                              SeverityTable(tuple(ElasticParams(0.0) for _ in range(5))))
-    out = still(batch.images, 3, batch.seeds, batch.masks, ignore_index=IGNORE)
+    out = corrupt_batch(still, batch, 3)
     torch.testing.assert_close(out.images, batch.images, rtol=0, atol=1e-6)
     assert torch.equal(out.masks, batch.masks)
 
@@ -341,7 +342,7 @@ def test_elastic_never_ignores_labels() -> None:
     batch = _make(batch=3, height=24, width=24, classes=4, seed=10)
     elastic = REGISTRY.get("elastic_transform", "imagenet-c")
     for severity in range(1, 6):
-        out = elastic(batch.images, severity, batch.seeds, batch.masks, ignore_index=IGNORE)
+        out = corrupt_batch(elastic, batch, severity)
         assert not bool((out.masks == IGNORE).any())
         assert not torch.equal(out.masks, batch.masks) or severity == 1
 
@@ -367,7 +368,7 @@ def test_barrel_distortion_fixes_the_centre_and_pulls_in_the_corners() -> None:
         previous = radius_src
 
     batch = _make(batch=1, height=height, width=width, classes=3, seed=11)
-    out = distortion(batch.images, 3, batch.seeds, batch.masks, ignore_index=IGNORE)
+    out = corrupt_batch(distortion, batch, 3)
     for y, x in ((0, 0), (0, width - 1), (height - 1, 0), (height - 1, width - 1)):
         assert int(out.masks[0, y, x]) == IGNORE and bool((out.images[0, :, y, x] == 0).all())
     assert int(out.masks[0, 16, 24]) == int(batch.masks[0, 16, 24])

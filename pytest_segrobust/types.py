@@ -1,0 +1,198 @@
+"""Typed targets: what a batch of samples holds, field by field.
+
+A batch is a mapping of names to typed fields (``{"image": Image(...), "mask":
+SemanticMask(...)}``). Corruptions dispatch on the type of each field (see
+:mod:`pytest_segrobust.corruptions.kernels`): a photometric corruption changes image-like
+fields and passes every other one through; a geometric corruption moves every field with one
+sampling field. Metrics find their ground truth by type (:func:`field_of`), never by name or
+position. A new kind of target is one new field class here or in its own module, plus its
+kernels.
+
+This module is neutral: it knows tensors, not tasks, metrics or corruptions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TypeVar
+
+import torch
+
+DEFAULT_IGNORE_INDEX = 255
+# Segment id of unlabelled (void) pixels in a panoptic map.
+VOID = 0
+
+
+class Field:
+    """A batch-level target: every field knows its batch size and its image size."""
+
+    def batch_size(self) -> int:
+        raise NotImplementedError
+
+    def size(self) -> tuple[int, int] | None:
+        """``(H, W)`` of the images the field belongs to; ``None`` for a field without pixels."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Image(Field):
+    """Float images in ``[0, 1]``.
+
+    Shape:
+        data: ``(B, C, H, W)``.
+    """
+
+    data: torch.Tensor
+
+    def batch_size(self) -> int:
+        return int(self.data.shape[0])
+
+    def size(self) -> tuple[int, int]:
+        return int(self.data.shape[-2]), int(self.data.shape[-1])
+
+
+@dataclass(frozen=True)
+class SemanticMask(Field):
+    """Class ids per pixel; ``ignore_index`` marks pixels that are not scored.
+
+    Shape:
+        data: ``(B, H, W)``, integer.
+    """
+
+    data: torch.Tensor
+    ignore_index: int = DEFAULT_IGNORE_INDEX
+
+    def batch_size(self) -> int:
+        return int(self.data.shape[0])
+
+    def size(self) -> tuple[int, int]:
+        return int(self.data.shape[-2]), int(self.data.shape[-1])
+
+
+@dataclass(frozen=True)
+class InstanceTarget:
+    """Object instances of one image.
+
+    Boxes are ``(x0, y0, x1, y1)`` in pixels with exclusive ends: a mask covering columns
+    3..5 has ``x0 = 3, x1 = 6``, so ``x1 - x0`` is the COCO width.
+
+    Shape:
+        masks: ``(N, H, W)``, bool; labels: ``(N,)``, int64; boxes: ``(N, 4)``, float32;
+        iscrowd: ``(N,)``, bool.
+    """
+
+    masks: torch.Tensor
+    labels: torch.Tensor
+    boxes: torch.Tensor
+    iscrowd: torch.Tensor
+
+    @classmethod
+    def from_masks(cls, masks: torch.Tensor, labels: torch.Tensor, iscrowd: torch.Tensor | None = None) -> InstanceTarget:
+        """Build a target whose boxes are tight around ``masks``."""
+        crowd = torch.zeros(len(labels), dtype=torch.bool, device=masks.device) if iscrowd is None else iscrowd
+        return cls(masks.bool(), labels.long(), boxes_from_masks(masks), crowd.bool())
+
+    def __len__(self) -> int:
+        return int(self.labels.numel())
+
+    def to(self, device: torch.device | str, non_blocking: bool = False) -> InstanceTarget:
+        """The same instances on ``device``."""
+        return InstanceTarget(
+            *(t.to(device, non_blocking=non_blocking) for t in (self.masks, self.labels, self.boxes, self.iscrowd))
+        )
+
+
+@dataclass(frozen=True)
+class InstanceMasks(Field):
+    """Instances of every image of a batch; an image's masks have the image's size."""
+
+    targets: tuple[InstanceTarget, ...]
+    height: int
+    width: int
+
+    def batch_size(self) -> int:
+        return len(self.targets)
+
+    def size(self) -> tuple[int, int]:
+        return self.height, self.width
+
+
+@dataclass(frozen=True)
+class PanopticTarget:
+    """One image's panoptic segmentation: a segment id per pixel and each segment's class.
+
+    Segment ids are arbitrary positive integers (``VOID`` = 0 is unlabelled). ``labels[i]``
+    and ``iscrowd[i]`` describe segment ``ids[i]``.
+
+    Shape:
+        segments: ``(H, W)``, int64; ids, labels: ``(S,)``, int64; iscrowd: ``(S,)``, bool.
+    """
+
+    segments: torch.Tensor
+    ids: torch.Tensor
+    labels: torch.Tensor
+    iscrowd: torch.Tensor
+
+    def to(self, device: torch.device | str, non_blocking: bool = False) -> PanopticTarget:
+        """The same segmentation on ``device``."""
+        return PanopticTarget(
+            *(t.to(device, non_blocking=non_blocking) for t in (self.segments, self.ids, self.labels, self.iscrowd))
+        )
+
+    def present(self) -> PanopticTarget:
+        """The segments that still cover a pixel (a warp may move others out of the frame)."""
+        kept = torch.isin(self.ids, self.segments.unique())
+        return PanopticTarget(self.segments, self.ids[kept], self.labels[kept], self.iscrowd[kept])
+
+
+@dataclass(frozen=True)
+class PanopticMap(Field):
+    """Panoptic segmentations of every image of a batch."""
+
+    targets: tuple[PanopticTarget, ...]
+
+    def batch_size(self) -> int:
+        return len(self.targets)
+
+    def size(self) -> tuple[int, int]:
+        height, width = self.targets[0].segments.shape
+        return int(height), int(width)
+
+
+Batch = Mapping[str, Field]
+F = TypeVar("F", bound=Field)
+
+
+def field_of(batch: Batch, kind: type[F]) -> F:
+    """The one field of type ``kind`` in ``batch``.
+
+    Raises:
+        KeyError: when the batch has no such field, or more than one.
+    """
+    found = [value for value in batch.values() if isinstance(value, kind)]
+    if len(found) != 1:
+        have = ", ".join(f"{name}: {type(value).__name__}" for name, value in batch.items())
+        raise KeyError(f"expected exactly one {kind.__name__} field, the batch has {len(found)} ({have})")
+    return found[0]
+
+
+def boxes_from_masks(masks: torch.Tensor) -> torch.Tensor:
+    """Tight ``(x0, y0, x1, y1)`` boxes (exclusive ends) of binary masks; empty masks give zeros.
+
+    Shape:
+        masks: ``(N, H, W)``; return: ``(N, 4)``, float32.
+    """
+    n, h, w = masks.shape
+    if n == 0:
+        return torch.zeros(0, 4, dtype=torch.float32, device=masks.device)
+    rows, cols = masks.any(dim=2), masks.any(dim=1)  # (N, H), (N, W)
+    y = torch.arange(h, device=masks.device)
+    x = torch.arange(w, device=masks.device)
+    big = max(h, w) + 1
+    y0 = torch.where(rows, y, big).amin(dim=1)
+    y1 = torch.where(rows, y, -1).amax(dim=1) + 1
+    x0 = torch.where(cols, x, big).amin(dim=1)
+    x1 = torch.where(cols, x, -1).amax(dim=1) + 1
+    boxes = torch.stack([x0, y0, x1, y1], dim=1).float()
+    return torch.where(rows.any(dim=1, keepdim=True), boxes, torch.zeros_like(boxes))
