@@ -151,7 +151,7 @@ class MotionTrailBlur(PhotometricCorruption[MotionTrailParams]):
         angles = _uniform(rngs, -45.0, 45.0, 1, images.device)
         return torch.stack(
             [
-                Fn.shift_sum(image, Fn.motion_trail_taps(params.radius, params.sigma, angle, h, w), "replicate")
+                Fn.motion_blur(image, Fn.motion_trail_taps(params.radius, params.sigma, angle, h, w), Fn.Border.NEAREST)
                 for image, (angle,) in zip(images, angles)
             ]
         ).clamp_(0.0, 1.0)
@@ -162,8 +162,8 @@ class MotionLineBlur(PhotometricCorruption[MotionLineParams]):
 
     Per image: angle ``U(0, 360)``, direction ``U(-1, 1)`` (a weight ramp along the line; 0
     is uniform), kernel from
-    :func:`~pytest_segrobust.corruptions.functional.blur.motion_line_kernel`, reflect-101
-    borders as OpenCV's ``filter2D``.
+    :func:`~pytest_segrobust.corruptions.functional.blur.motion_line_kernel`, ``Border.MIRROR``
+    (reflect-101) as OpenCV's ``filter2D``.
     """
 
     def corrupt_images(
@@ -172,8 +172,8 @@ class MotionLineBlur(PhotometricCorruption[MotionLineParams]):
         draws = [(360.0 * a, 2.0 * d - 1.0) for a, d in _uniform(rngs, 0.0, 1.0, 2, images.device)]
         return torch.stack(
             [
-                Fn.shift_sum(
-                    image, Fn.kernel_taps(Fn.motion_line_kernel(params.kernel_size, angle, direction)), "reflect"
+                Fn.motion_blur(
+                    image, Fn.kernel_taps(Fn.motion_line_kernel(params.kernel_size, angle, direction)), Fn.Border.MIRROR
                 )
                 for image, (angle, direction) in zip(images, draws)
             ]

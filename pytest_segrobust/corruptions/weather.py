@@ -2,60 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
-
 import torch
 
 from pytest_segrobust.corruptions import functional as Fn
 from pytest_segrobust.corruptions.base import CatalogueEntry, Category, PhotometricCorruption, SeverityTable
-
-
-@dataclass(frozen=True)
-class FogParams:
-    """Weight of the plasma layer and how fast its roughness decays with finer scales."""
-
-    strength: float
-    wibble_decay: float
-
-
-@dataclass(frozen=True)
-class FrostParams:
-    """Weights of the image and of the frost layer in their (unnormalised) sum."""
-
-    image_weight: float
-    frost_weight: float
-
-
-@dataclass(frozen=True)
-class SnowParams:
-    """Flake field ``N(loc, scale)``, its zoom and cut-off, streak blur, and scene whitening.
-
-    ``blend`` is the weight kept by the original scene against its whitened version.
-    """
-
-    loc: float
-    scale: float
-    zoom: float
-    threshold: float
-    motion_radius: int
-    motion_sigma: float
-    blend: float
-
-
-@dataclass(frozen=True)
-class SpatterParams:
-    """Liquid field ``N(loc, scale)`` blurred by ``sigma`` and cut at ``threshold``.
-
-    ``intensity`` is the peak opacity for water and the mask blur sigma for mud.
-    """
-
-    loc: float
-    scale: float
-    sigma: float
-    threshold: float
-    intensity: float
-    liquid: Literal["water", "mud"]
+from pytest_segrobust.corruptions.functional.weather import FogParams, FrostParams, SnowParams, SpatterParams
 
 
 # ImageNet-C's constants; COCO-P and Cityscapes-C use them unchanged.
@@ -85,7 +36,7 @@ class Fog(PhotometricCorruption[FogParams]):
     """A diamond-square plasma haze over a contrast-compressed image."""
 
     def corrupt_images(self, images: torch.Tensor, params: FogParams, rngs: list[torch.Generator]) -> torch.Tensor:
-        return Fn.fog(images, params.strength, params.wibble_decay, rngs)
+        return Fn.fog(images, params, rngs)
 
 
 class Frost(PhotometricCorruption[FrostParams]):
@@ -97,15 +48,14 @@ class Frost(PhotometricCorruption[FrostParams]):
     """
 
     def corrupt_images(self, images: torch.Tensor, params: FrostParams, rngs: list[torch.Generator]) -> torch.Tensor:
-        return Fn.frost(images, params.image_weight, params.frost_weight, rngs)
+        return Fn.frost(images, params, rngs)
 
 
 class Snow(PhotometricCorruption[SnowParams]):
     """Falling snow: streaked flakes over a whitened scene."""
 
     def corrupt_images(self, images: torch.Tensor, params: SnowParams, rngs: list[torch.Generator]) -> torch.Tensor:
-        p = params
-        return Fn.snow(images, p.loc, p.scale, p.zoom, p.threshold, p.motion_radius, p.motion_sigma, p.blend, rngs)
+        return Fn.snow(images, params, rngs)
 
 
 class Spatter(PhotometricCorruption[SpatterParams]):
@@ -116,8 +66,7 @@ class Spatter(PhotometricCorruption[SpatterParams]):
     """
 
     def corrupt_images(self, images: torch.Tensor, params: SpatterParams, rngs: list[torch.Generator]) -> torch.Tensor:
-        p = params
-        return Fn.spatter(images, p.loc, p.scale, p.sigma, p.threshold, p.intensity, p.liquid, rngs)
+        return Fn.spatter(images, params, rngs)
 
 
 CATALOGUE = (

@@ -221,7 +221,7 @@ def test_motion_trail_matches_the_reference_shift_and_sum(size: tuple[int, int],
     pixels = uint8_image(7, *size).astype(np.float64) / 255
     expected = reference_motion_blur(pixels, 15, 5, angle)
     taps = Fn.motion_trail_taps(15, 5, angle, *size)
-    ours = Fn.shift_sum(torch.from_numpy(pixels).permute(2, 0, 1), taps, "replicate")
+    ours = Fn.motion_blur(torch.from_numpy(pixels).permute(2, 0, 1), taps, Fn.Border.NEAREST)
     np.testing.assert_allclose(ours.permute(1, 2, 0).numpy(), expected, atol=1e-10)
 
 
@@ -264,7 +264,8 @@ def test_motion_line_blur_is_opencv_filter2d_with_reflect_101(size: tuple[int, i
     expected = sum(
         kernel[a, b] * padded[a : a + h, b : b + w] for a in range(13) for b in range(13) if kernel[a, b] != 0
     )
-    ours = Fn.shift_sum(torch.from_numpy(pixels).permute(2, 0, 1), Fn.kernel_taps(torch.from_numpy(kernel)), "reflect")
+    taps = Fn.kernel_taps(torch.from_numpy(kernel))
+    ours = Fn.motion_blur(torch.from_numpy(pixels).permute(2, 0, 1), taps, Fn.Border.MIRROR)
     np.testing.assert_allclose(ours.permute(1, 2, 0).numpy(), expected, atol=1e-10)
 
 

@@ -15,7 +15,8 @@ import torch
 
 from pytest_segrobust.corruptions import REGISTRY, SeverityTable
 from pytest_segrobust.corruptions import functional as Fn
-from pytest_segrobust.corruptions.functional import weather as W
+from pytest_segrobust.corruptions.functional.weather import FogParams, FrostParams, SnowParams
+from pytest_segrobust.corruptions.functional.weather import _spatter as spatter_internals
 from pytest_segrobust.corruptions.geometric import ElasticParams, ElasticTransform
 from pytest_segrobust.seeding import generators
 from pytest_segrobust.strategies import make_batch as _make
@@ -87,7 +88,7 @@ def test_plasma_fractal_needs_a_power_of_two() -> None:
 
 def test_fog_is_the_closed_form_over_its_plasma() -> None:
     batch = _make(batch=2, height=20, width=36, classes=3, seed=1)
-    out = Fn.fog(batch.images, 2.5, 1.7, rngs(5, 6))
+    out = Fn.fog(batch.images, FogParams(2.5, 1.7), rngs(5, 6))
     plasma = Fn.plasma_fractal(64, 1.7, rngs(5, 6))[:, None, :20, :36].float()
     peak = batch.images.amax(dim=(1, 2, 3), keepdim=True)
     expected = ((batch.images + 2.5 * plasma) * peak / (peak + 2.5)).clamp(0, 1)
@@ -141,7 +142,8 @@ def test_snow_brightens_and_adds_flakes_symmetrically() -> None:
 
 
 def test_snow_layer_is_quantised_and_in_range() -> None:
-    layer = W.snow_layer(torch.Generator().manual_seed(0), 40, 50, 0.55, 0.3, 2.5, 0.85, 12, 12)
+    params = SnowParams(0.55, 0.3, 2.5, 0.85, 12, 12, 0.55)
+    layer = Fn.snow_layer(torch.Generator().manual_seed(0), 40, 50, params)
     assert 0 <= float(layer.min()) and float(layer.max()) <= 1
     assert torch.equal((layer * 255).round() / 255, layer)
     assert float(layer.max()) > 0
@@ -163,7 +165,7 @@ def test_frost_layer_looks_like_frost() -> None:
 
 def test_frost_is_the_weighted_sum_of_image_and_layer() -> None:
     batch = _make(batch=2, height=24, width=30, classes=3, seed=4)
-    out = Fn.frost(batch.images, 0.65, 0.7, rngs(7, 8))
+    out = Fn.frost(batch.images, FrostParams(0.65, 0.7), rngs(7, 8))
     expected = (0.65 * batch.images + 0.7 * Fn.frost_layer(rngs(7, 8), 24, 30)).clamp(0, 1)
     torch.testing.assert_close(out, expected, rtol=0, atol=1e-6)
 
@@ -192,7 +194,7 @@ def scipy_gaussian_filter(field: np.ndarray, sigma: tuple[float, float], truncat
 @pytest.mark.parametrize(("sigma", "truncate", "mode"), [((4, 4), 4.0, "nearest"), ((0.48, 0.64), 3.0, "reflect"), ((2, 1), 4.0, "mirror")])
 def test_gaussian_filter_is_scipys(sigma: tuple[float, float], truncate: float, mode: str) -> None:
     field = np.random.default_rng(2).random((37, 51))
-    ours = Fn.gaussian_filter(torch.from_numpy(field), sigma, truncate, mode).numpy()  # type: ignore[arg-type]
+    ours = Fn.gaussian_filter(torch.from_numpy(field), sigma, Fn.Border(mode), truncate).numpy()
     np.testing.assert_allclose(ours, scipy_gaussian_filter(field, sigma, truncate, mode), rtol=0, atol=1e-12)
 
 
@@ -201,17 +203,17 @@ def test_truncated_distance_is_the_brute_force_euclidean_distance() -> None:
     ys, xs = np.nonzero(edges.numpy())
     gy, gx = np.mgrid[0:40, 0:50]
     brute = np.sqrt((gy[..., None] - ys) ** 2 + (gx[..., None] - xs) ** 2).min(axis=-1)
-    ours = W._truncated_distance(edges, cap=20).numpy()
+    ours = spatter_internals._truncated_distance(edges, cap=20).numpy()
     np.testing.assert_allclose(ours, np.minimum(brute, 20), rtol=0, atol=1e-5)
-    assert float(W._truncated_distance(torch.zeros(5, 5, dtype=torch.bool), cap=20).min()) == 20
+    assert float(spatter_internals._truncated_distance(torch.zeros(5, 5, dtype=torch.bool), cap=20).min()) == 20
 
 
 def test_equalize_hist_spreads_levels_like_opencv() -> None:
     levels = torch.tensor([[3.0, 3.0, 7.0, 7.0], [7.0, 9.0, 9.0, 9.0]])
     # Lowest level -> 0; then round(255 * pixels in (3, v] / pixels above 3): 7 -> 3/6, 9 -> 6/6.
     expected = torch.tensor([[0.0, 0.0, 128.0, 128.0], [128.0, 255.0, 255.0, 255.0]])
-    assert torch.equal(W._equalize_hist(levels), expected)
-    assert torch.equal(W._equalize_hist(torch.full((3, 3), 5.0)), torch.full((3, 3), 5.0))
+    assert torch.equal(spatter_internals._equalize_hist(levels), expected)
+    assert torch.equal(spatter_internals._equalize_hist(torch.full((3, 3), 5.0)), torch.full((3, 3), 5.0))
 
 
 def test_spatter_water_adds_turquoise_and_mud_paints_brown() -> None:

@@ -14,10 +14,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from pytest_segrobust.corruptions.functional.filters import SMALL_IMAGE, _fast_length, gaussian_blur, pad_edges
-
-Tap = tuple[int, int, float]
-"""One tap of a sparse kernel: the image shifted down by ``dy`` and right by ``dx``, times a weight."""
+from pytest_segrobust.corruptions.functional.filters import Tap, fft_shift_sum, gaussian_blur, shift_sum
+from pytest_segrobust.corruptions.functional.padding import SMALL_IMAGE, Border
 
 
 def glass_blur(
@@ -135,55 +133,32 @@ def motion_line_kernel(size: int, angle_deg: float, direction: float) -> torch.T
     return torch.from_numpy(rotated / rotated.sum())
 
 
-def kernel_taps(kernel: torch.Tensor) -> list[Tap]:
-    """The non-zero entries of a centred correlation kernel as shift taps.
+def motion_blur(image: torch.Tensor, taps: Sequence[Tap], border: Border) -> torch.Tensor:
+    """Correlate one image with a motion kernel's taps, reading beyond the frame from ``border``.
 
-    Correlating with ``kernel`` (OpenCV's ``filter2D``) reads pixel ``(y + a - c, x + b - c)``
-    for entry ``(a, b)``, i.e. shifts the image by ``(c - a, c - b)``.
-
-    Shape:
-        kernel: ``(K, K)`` with K odd.
-    """
-    c = kernel.shape[-1] // 2
-    values = kernel.cpu().numpy()
-    rows, cols = np.nonzero(values)
-    return [(c - a, c - b, float(values[a, b])) for a, b in zip(rows.tolist(), cols.tolist())]
-
-
-def shift_sum(image: torch.Tensor, taps: Sequence[Tap], border: str) -> torch.Tensor:
-    """``sum_i w_i * image[y - dy_i, x - dx_i]``, reading outside the frame from ``border``.
-
-    ``border`` is ``"replicate"`` (the reference motion blur's edge handling) or
-    ``"reflect"`` (reflect-101, OpenCV's ``filter2D`` default). Large images take one FFT
-    product on the padded image (a 41-tap trail costs what a 3-tap one does), small ones
-    a plain sum of shifted views.
+    ``Border.NEAREST`` is the reference trail's edge handling, ``Border.MIRROR`` OpenCV's
+    ``filter2D`` default. Small images take :func:`~.filters.shift_sum`, large ones
+    :func:`~.filters.fft_shift_sum` (a 41-tap trail then costs what a 3-tap one does).
 
     Shape:
         image: ``(C, H, W)``, one image; return: same.
     """
-    _, h, w = image.shape
-    dys, dxs = [t[0] for t in taps], [t[1] for t in taps]
-    top, bottom = max(0, *dys), max(0, *(-d for d in dys))
-    left, right = max(0, *dxs), max(0, *(-d for d in dxs))
     if image.numel() <= SMALL_IMAGE:
-        padded = pad_edges(image, (left, right, top, bottom), border)
-        out = padded[:, top - taps[0][0] : top - taps[0][0] + h, left - taps[0][1] : left - taps[0][1] + w] * taps[0][2]
-        for dy, dx, weight in taps[1:]:
-            out = out + padded[:, top - dy : top - dy + h, left - dx : left - dx + w] * weight
-        return out
-    # Padding on to a 5-smooth size keeps the FFT fast; the extra rows are never read back.
-    hp, wp = _fast_length(h + top + bottom), _fast_length(w + left + right)
-    work = torch.float64 if image.dtype == torch.float64 else torch.float32
-    padded = pad_edges(image, (left, wp - w - left, top, hp - h - top), border).to(work)
-    weights: dict[tuple[int, int], float] = {}
-    for dy, dx, weight in taps:
-        key = (dy % hp, dx % wp)
-        weights[key] = weights.get(key, 0.0) + weight
-    kernel = torch.zeros(hp, wp, dtype=torch.float64)
-    kernel[[k[0] for k in weights], [k[1] for k in weights]] = torch.tensor(list(weights.values()), dtype=torch.float64)
-    spectrum = torch.fft.rfft2(padded) * torch.fft.rfft2(kernel.to(device=image.device, dtype=work))
-    full = torch.fft.irfft2(spectrum, s=(hp, wp))
-    return full[:, top : top + h, left : left + w].to(image.dtype)
+        return shift_sum(image, taps, border)
+    return fft_shift_sum(image[None], taps, border)[0]
+
+
+def streak_blur(field: torch.Tensor, radius: int, sigma: float, angle_deg: float) -> torch.Tensor:
+    """ImageNet-C's ``_motion_blur`` of a layer: its :func:`motion_trail_taps`, ``Border.NEAREST``.
+
+    Always shifted sums (:func:`~.filters.shift_sum`), whatever the size, as the snow layers
+    were made.
+
+    Shape:
+        field: ``(..., H, W)``; return: same.
+    """
+    height, width = field.shape[-2:]
+    return shift_sum(field, motion_trail_taps(radius, sigma, angle_deg, height, width), Border.NEAREST)
 
 
 def zoom_blur(images: torch.Tensor, factors: Sequence[float]) -> torch.Tensor:

@@ -13,7 +13,7 @@ import torch
 from PIL import Image
 
 from pytest_segrobust.corruptions.functional.color import to_uint8
-from pytest_segrobust.corruptions.functional.filters import SMALL_IMAGE
+from pytest_segrobust.corruptions.functional.padding import SMALL_IMAGE
 
 
 def jpeg(images: torch.Tensor, quality: int) -> torch.Tensor:

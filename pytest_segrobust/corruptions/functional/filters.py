@@ -1,17 +1,32 @@
-"""Convolution kernels and per-channel filtering with reflect-101 or edge-replicated borders."""
+"""The filter toolkit: kernels, and the correlations every blur and weather layer runs.
+
+* Kernels: OpenCV's and scipy's 1-D Gaussians, ImageNet-C's defocus disk, dense kernels as taps.
+* :func:`shift_sum`: a sparse kernel (a few taps) as a weighted sum of shifted copies;
+  :func:`fft_shift_sum`: the same sum as one FFT product, for wide kernels on large images.
+* :func:`filter2d`: a dense 2-D kernel (OpenCV's ``filter2D``).
+* :func:`separable_filter`: two 1-D kernels, along H then W; :func:`gaussian_filter`
+  (scipy) and :func:`gaussian_blur` (scikit-image) build on it.
+
+All of them correlate (OpenCV's and scipy's sense: output ``(y, x)`` reads input
+``(y + a, x + b)`` with weight ``kernel[a, b]``) and read beyond the frame from an explicit
+:class:`~pytest_segrobust.corruptions.functional.padding.Border`.
+"""
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
 
-SMALL_IMAGE = 16384
-"""Values per image (C x H x W) up to which filters work image by image with plain
-elementwise sums: a multithreaded convolution or FFT costs more than it saves there, and
-stalls badly when the CPU is shared. The choice depends on one image's size only, never on
-the batch, so a sample takes the same path in any batch."""
+from pytest_segrobust.corruptions.functional.padding import SMALL_IMAGE, Border, pad
+
+Tap = tuple[int, int, float]
+"""One tap of a sparse kernel: the image shifted down by ``dy`` and right by ``dx``, times a weight."""
+
+# --------------------------------------------------------------------------- kernels
 
 
 def gaussian_kernel1d(size: int, sigma: float, device: torch.device | None = None) -> torch.Tensor:
@@ -25,12 +40,34 @@ def gaussian_kernel1d(size: int, sigma: float, device: torch.device | None = Non
     return kernel / kernel.sum()
 
 
+def truncated_gaussian_kernel1d(sigma: float, truncate: float = 4.0) -> torch.Tensor:
+    """scipy.ndimage's Gaussian: radius ``int(truncate * sigma + 0.5)``, normalised to sum 1.
+
+    Radius 0 (sigma below ``0.5 / truncate``, zero included) is the identity ``[1.0]``.
+
+    Shape:
+        return: ``(2 * radius + 1,)``, float64.
+    """
+    return torch.tensor(_truncated_gaussian_weights(sigma, truncate), dtype=torch.float64)
+
+
+@functools.lru_cache(maxsize=256)
+def _truncated_gaussian_weights(sigma: float, truncate: float) -> tuple[float, ...]:
+    # Cached: every layer of a batch asks for the same few kernels.
+    radius = int(truncate * sigma + 0.5)
+    if radius == 0:
+        return (1.0,)
+    offsets = torch.arange(-radius, radius + 1, dtype=torch.float64)
+    kernel = torch.exp(-0.5 / (sigma * sigma) * offsets**2)
+    return tuple((kernel / kernel.sum()).tolist())
+
+
 def disk_kernel(radius: float, alias_blur: float) -> torch.Tensor:
     """The defocus kernel of ImageNet-C: an aliased disk softened by a small Gaussian.
 
     The support is 17x17 up to radius 8 and ``2 * radius + 1`` beyond, softened with a 3x3
-    (5x5 beyond radius 8) Gaussian of sigma ``alias_blur`` under reflect-101 borders, as in
-    the reference implementation.
+    (5x5 beyond radius 8) Gaussian of sigma ``alias_blur`` under ``Border.MIRROR`` (OpenCV's
+    default), as in the reference implementation.
 
     Shape:
         return: ``(K, K)``, float64, sums to 1.
@@ -42,55 +79,203 @@ def disk_kernel(radius: float, alias_blur: float) -> torch.Tensor:
     disk = (x**2 + y**2 <= radius**2).to(torch.float64)
     disk /= disk.sum()
     g = gaussian_kernel1d(soften, alias_blur)
-    return separable_filter(disk[None, None], g, g)[0, 0]
+    return separable_filter(disk[None, None], g, g, Border.MIRROR)[0, 0]
 
 
-def separable_filter(images: torch.Tensor, kernel_y: torch.Tensor, kernel_x: torch.Tensor) -> torch.Tensor:
-    """Correlate every channel with ``kernel_y`` along H then ``kernel_x`` along W.
+def kernel_taps(kernel: torch.Tensor) -> list[Tap]:
+    """The non-zero entries of a centred correlation kernel as shift taps, row by row.
 
-    Borders are reflect-101 (OpenCV's default, torch's ``"reflect"``).
+    Correlating with ``kernel`` reads pixel ``(y + a - c, x + b - c)`` for entry ``(a, b)``,
+    i.e. shifts the image by ``(c - a, c - b)``.
 
     Shape:
-        images: ``(B, C, H, W)``; kernels: ``(K,)``; return: same as images.
+        kernel: ``(K, K)`` with K odd.
     """
-    c = images.shape[1]
-    ky, kx = kernel_y.to(images), kernel_x.to(images)
-    py, px = ky.numel() // 2, kx.numel() // 2
-    out = F.conv2d(_pad(images, (0, 0, py, py)), ky.view(1, 1, -1, 1).expand(c, 1, -1, 1), groups=c)
-    return F.conv2d(_pad(out, (px, px, 0, 0)), kx.view(1, 1, 1, -1).expand(c, 1, 1, -1), groups=c)
+    return [tap for tap in _all_taps(kernel) if tap[2] != 0]
+
+
+def _all_taps(kernel: torch.Tensor) -> list[Tap]:
+    # Every entry, zeros included, row by row.
+    c = kernel.shape[-1] // 2
+    rows = kernel.to(device="cpu", dtype=torch.float64).tolist()
+    return [(c - a, c - b, weight) for a, row in enumerate(rows) for b, weight in enumerate(row)]
+
+
+# --------------------------------------------------------------------------- correlations
+
+
+def shift_sum(fields: torch.Tensor, taps: Sequence[Tap], border: Border, *, fused: bool = False) -> torch.Tensor:
+    """``sum_i w_i * fields[..., y - dy_i, x - dx_i]``, in the order of ``taps``.
+
+    Elementwise arithmetic on shifted views, so a pixel's value never depends on what else
+    is in the tensor. Two ways of adding, each kept where a corruption's baselines were
+    computed with it (they differ in the last bits): ``out = out + shifted * w`` (product and
+    sum each rounded), or with ``fused`` torch's ``out.add_(shifted, alpha=w)``, which
+    rounds once per tap where its vector loop multiplies and adds in one instruction.
+
+    Shape:
+        fields: ``(..., H, W)``; return: same.
+    """
+    h, w = fields.shape[-2:]
+    left, right, top, bottom = reach = _reach(taps)
+    padded = pad(fields, reach, border)
+
+    def shifted(dy: int, dx: int) -> torch.Tensor:
+        return padded[..., top - dy : top - dy + h, left - dx : left - dx + w]
+
+    (dy, dx, weight), *rest = taps
+    out = shifted(dy, dx) * weight
+    for dy, dx, weight in rest:
+        if fused:
+            out.add_(shifted(dy, dx), alpha=weight)
+        else:
+            out = out + shifted(dy, dx) * weight
+    return out
+
+
+def fft_shift_sum(
+    images: torch.Tensor,
+    taps: Sequence[Tap],
+    border: Border,
+    reach: tuple[int, int, int, int] | None = None,
+) -> torch.Tensor:
+    """:func:`shift_sum` as one FFT product per image: a 41-tap kernel costs what a 3-tap one does.
+
+    Each image is padded by ``reach = (left, right, top, bottom)`` (by default the taps'
+    own reach) from ``border``, then on to a 5-smooth size for a fast transform, and
+    correlated circularly; the rows and columns past the padding are never read back.
+    Float64 images are transformed in float64, all others in float32.
+
+    Shape:
+        images: ``(B, C, H, W)``; return: same.
+    """
+    _, _, h, w = images.shape
+    left, right, top, bottom = _reach(taps) if reach is None else reach
+    hp, wp = _fast_length(h + top + bottom), _fast_length(w + left + right)
+    work = torch.float64 if images.dtype == torch.float64 else torch.float32
+    # The kernel is the taps placed at their shifts, wrapped around the origin.
+    weights: dict[tuple[int, int], float] = {}
+    for dy, dx, weight in taps:
+        key = (dy % hp, dx % wp)
+        weights[key] = weights[key] + weight if key in weights else weight
+    kernel = torch.zeros(hp, wp, dtype=torch.float64)
+    kernel[[k[0] for k in weights], [k[1] for k in weights]] = torch.tensor(list(weights.values()), dtype=torch.float64)
+    spectrum = torch.fft.rfft2(kernel.to(device=images.device, dtype=work))
+    out = torch.empty_like(images, memory_format=torch.contiguous_format)
+    # Image by image: the same transform of the same data whatever the batch.
+    for image, target in zip(images, out):
+        padded = pad(image, (left, wp - w - left, top, hp - h - top), border).to(work)
+        product = torch.fft.rfft2(padded).mul_(spectrum)
+        target.copy_(torch.fft.irfft2(product, s=(hp, wp))[:, top : top + h, left : left + w])
+    return out
 
 
 def filter2d(images: torch.Tensor, kernel: torch.Tensor) -> torch.Tensor:
-    """Correlate every channel with one 2-D ``kernel`` under reflect-101 borders.
+    """OpenCV's ``filter2D``: correlate every channel with one dense 2-D ``kernel``, ``Border.MIRROR``.
 
-    Large images go through the FFT, one image at a time (the same transform of the same
-    data whatever the batch): on the CPU a direct 17x17 convolution costs several times
-    more. Small ones take a depthwise convolution.
+    Small images take a depthwise convolution. There a kernel reaching past the image reads
+    ``Border.NEAREST`` instead (OpenCV would go on mirroring), as it always has here, so that
+    results do not move. Large images go through :func:`fft_shift_sum`: on the CPU a direct
+    17x17 convolution costs several times more.
 
     Shape:
         images: ``(B, C, H, W)``; kernel: ``(K, K)`` with K odd; return: same as images.
     """
     c, h, w = images.shape[1:]
-    pad = kernel.shape[-1] // 2
+    reach = kernel.shape[-1] // 2
     if c * h * w <= SMALL_IMAGE:
-        k = kernel.to(images)
-        return F.conv2d(_pad(images, (pad, pad, pad, pad)), k.expand(c, 1, -1, -1), groups=c)
-    # The padded image is correlated circularly on a 5-smooth size; the rows and columns
-    # past the reflect-101 border are never read back, so they need no particular content.
-    hp, wp = _fast_length(h + 2 * pad), _fast_length(w + 2 * pad)
-    work = torch.float64 if images.dtype == torch.float64 else torch.float32
-    # Correlation: output (y, x) reads input (y + a, x + b) with weight kernel[a, b], so the
-    # kernel goes in flipped, wrapped around the origin.
-    offsets = torch.arange(-pad, pad + 1)
-    wrapped = torch.zeros(hp, wp, dtype=torch.float64)
-    wrapped[((-offsets) % hp)[:, None], ((-offsets) % wp)[None, :]] = kernel.to(torch.float64).cpu()
-    spectrum = torch.fft.rfft2(wrapped.to(device=images.device, dtype=work))
-    out = torch.empty_like(images, memory_format=torch.contiguous_format)
-    for image, target in zip(images, out):
-        padded = pad_edges(image, (pad, wp - w - pad, pad, hp - h - pad), "reflect").to(work)
-        product = torch.fft.rfft2(padded).mul_(spectrum)
-        target.copy_(torch.fft.irfft2(product, s=(hp, wp))[:, pad : pad + h, pad : pad + w])
+        border = Border.MIRROR if reach < min(h, w) else Border.NEAREST
+        padded = pad(images, (reach,) * 4, border)
+        return F.conv2d(padded, kernel.to(images).expand(c, 1, -1, -1), groups=c)
+    # Every entry, zeros too, and the kernel's full reach: the transform size stays K's.
+    return fft_shift_sum(images, _all_taps(kernel), Border.MIRROR, (reach,) * 4)
+
+
+def separable_filter(
+    fields: torch.Tensor, kernel_y: torch.Tensor, kernel_x: torch.Tensor, border: Border, *, fused: bool = False
+) -> torch.Tensor:
+    """Correlate every ``(H, W)`` plane with ``kernel_y`` along H, then ``kernel_x`` along W.
+
+    Batches ``(B, C, H, W)`` of images larger than :data:`SMALL_IMAGE` values take a depthwise
+    convolution, channels-last (about 7x faster on the CPU at 512x512, and still a per-pixel
+    sum in a fixed order, so a sample's result does not depend on its batch); all else takes
+    one :func:`shift_sum` per axis, batches image by image, so that no intermediate grows
+    past torch's threading threshold; there a 1-tap identity kernel ``[1.0]`` skips its axis.
+    ``fused`` selects :func:`shift_sum`'s fused adding, always with shifted sums.
+
+    Shape:
+        fields: ``(..., H, W)``, ``(B, C, H, W)`` for the convolution; kernels: ``(K,)``; return: same as fields.
+    """
+    if fields.dim() == 4 and not fused and math.prod(fields.shape[1:]) > SMALL_IMAGE:
+        return _depthwise_separable(fields, kernel_y, kernel_x, border)
+    if fields.dim() == 4:
+        return torch.stack([separable_filter(image, kernel_y, kernel_x, border, fused=fused) for image in fields])
+    out = fields
+    for kernel, dim in ((kernel_y, -2), (kernel_x, -1)):
+        weights = kernel.tolist()
+        if weights == [1.0]:
+            continue
+        radius = len(weights) // 2
+        shifts = [radius - k for k in range(len(weights))]
+        taps = [(s, 0, wk) if dim == -2 else (0, s, wk) for s, wk in zip(shifts, weights)]
+        out = shift_sum(out, taps, border, fused=fused)
     return out
+
+
+def _depthwise_separable(
+    images: torch.Tensor, kernel_y: torch.Tensor, kernel_x: torch.Tensor, border: Border
+) -> torch.Tensor:
+    c = images.shape[1]
+    ky, kx = kernel_y.to(images), kernel_x.to(images)
+    py, px = ky.numel() // 2, kx.numel() // 2
+    padded = pad(images, (0, 0, py, py), border).contiguous(memory_format=torch.channels_last)
+    out = F.conv2d(padded, ky.view(1, 1, -1, 1).expand(c, 1, -1, 1), groups=c)
+    padded = pad(out, (px, px, 0, 0), border).contiguous(memory_format=torch.channels_last)
+    out = F.conv2d(padded, kx.view(1, 1, 1, -1).expand(c, 1, 1, -1), groups=c)
+    return out.contiguous()
+
+
+# --------------------------------------------------------------------------- Gaussians
+
+
+def gaussian_filter(
+    fields: torch.Tensor, sigma: float | tuple[float, float], border: Border, truncate: float = 4.0
+) -> torch.Tensor:
+    """``scipy.ndimage.gaussian_filter`` over the last two axes, ``sigma`` one or ``(sigma_y, sigma_x)``.
+
+    The kernel is :func:`truncated_gaussian_kernel1d` per axis; sums are :func:`shift_sum`'s
+    fused ones, whatever the size (the weather layers and elastic fields were made so).
+
+    Shape:
+        fields: ``(..., H, W)`` float; return: same shape and dtype.
+    """
+    sigma_y, sigma_x = (sigma, sigma) if isinstance(sigma, (int, float)) else sigma
+    kernel_y = truncated_gaussian_kernel1d(float(sigma_y), truncate)
+    kernel_x = truncated_gaussian_kernel1d(float(sigma_x), truncate)
+    return separable_filter(fields, kernel_y, kernel_x, border, fused=True)
+
+
+def gaussian_blur(images: torch.Tensor, sigma: float, truncate: float = 4.0) -> torch.Tensor:
+    """``skimage.filters.gaussian(image, sigma, channel_axis=-1)``: scipy's Gaussian, ``Border.NEAREST``.
+
+    Each channel is blurred over H and W only (truncate 4.0), by :func:`separable_filter`.
+
+    Shape:
+        images: ``(B, C, H, W)``; return: same.
+    """
+    if sigma <= 0:
+        return images.clone()
+    kernel = truncated_gaussian_kernel1d(sigma, truncate)
+    return separable_filter(images, kernel, kernel, Border.NEAREST)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _reach(taps: Sequence[Tap]) -> tuple[int, int, int, int]:
+    # How far the taps read beyond each edge: (left, right, top, bottom).
+    dys, dxs = [t[0] for t in taps], [t[1] for t in taps]
+    return max(0, *dxs), max(0, *(-d for d in dxs)), max(0, *dys), max(0, *(-d for d in dys))
 
 
 def _fast_length(n: int) -> int:
@@ -104,95 +289,3 @@ def _fast_length(n: int) -> int:
         if k == 1:
             return m
         m += 1
-
-
-def _pad(images: torch.Tensor, pad: tuple[int, int, int, int]) -> torch.Tensor:
-    # torch's reflect padding cannot exceed the image size; tiny images fall back to
-    # edge replication, which is what reflection converges to on them anyway.
-    left, right, top, bottom = pad
-    h, w = images.shape[-2:]
-    mode = "reflect" if max(left, right) < w and max(top, bottom) < h else "replicate"
-    return F.pad(images, pad, mode=mode)
-
-
-def pad_edges(images: torch.Tensor, pad: tuple[int, int, int, int], mode: str) -> torch.Tensor:
-    """Pad the last two axes by ``(left, right, top, bottom)``, any width, even wider than the image.
-
-    ``mode`` is ``"replicate"`` (scipy's ``"nearest"``: repeat the edge pixel) or
-    ``"reflect"`` (reflect-101: mirror about the edge pixel, OpenCV's default border).
-
-    Shape:
-        images: ``(..., H, W)``; return: ``(..., H + top + bottom, W + left + right)``.
-    """
-    left, right, top, bottom = pad
-    h, w = images.shape[-2:]
-    fits = mode == "replicate" or (max(left, right) < w and max(top, bottom) < h)
-    # F.pad is faster on large images, but always starts worker threads, which costs
-    # milliseconds on a busy machine; index arithmetic also handles pads wider than the image.
-    if fits and images.dim() in (3, 4) and images.numel() > SMALL_IMAGE:
-        return F.pad(images, pad, mode=mode)
-    rows = _border_index(h, top, bottom, mode, images.device)
-    cols = _border_index(w, left, right, mode, images.device)
-    return images.index_select(-2, rows).index_select(-1, cols)
-
-
-def _border_index(n: int, before: int, after: int, mode: str, device: torch.device) -> torch.Tensor:
-    index = torch.arange(-before, n + after, device=device)
-    if mode == "replicate" or n == 1:
-        return index.clamp(0, n - 1)
-    period = 2 * n - 2
-    index = index.remainder(period)
-    return torch.where(index >= n, period - index, index)
-
-
-def truncated_gaussian_kernel1d(sigma: float, truncate: float = 4.0) -> torch.Tensor:
-    """scipy.ndimage's Gaussian: radius ``int(truncate * sigma + 0.5)``, normalised to sum 1.
-
-    Shape:
-        return: ``(2 * radius + 1,)``, float64.
-    """
-    radius = int(truncate * sigma + 0.5)
-    offsets = torch.arange(-radius, radius + 1, dtype=torch.float64)
-    kernel = torch.exp(-0.5 / (sigma * sigma) * offsets**2)
-    return kernel / kernel.sum()
-
-
-def gaussian_blur(images: torch.Tensor, sigma: float, truncate: float = 4.0) -> torch.Tensor:
-    """``skimage.filters.gaussian(image, sigma, channel_axis=-1)``: scipy's Gaussian, edge-replicated borders.
-
-    Each channel is blurred over H and W only (truncate 4.0, mode ``"nearest"``).
-
-    Shape:
-        images: ``(B, C, H, W)``; return: same.
-    """
-    if sigma <= 0:
-        return images.clone()
-    if math.prod(images.shape[1:]) <= SMALL_IMAGE:
-        weights = truncated_gaussian_kernel1d(sigma, truncate).tolist()
-        # Image by image, so that no intermediate grows past torch's threading threshold.
-        return torch.stack([_separable_shift_sum(image, weights) for image in images])
-    kernel = truncated_gaussian_kernel1d(sigma, truncate).to(device=images.device, dtype=images.dtype)
-    radius = kernel.numel() // 2
-    c = images.shape[1]
-    # Depthwise conv is far faster channels-last on CPU (about 7x at 512x512), and it stays
-    # a per-pixel sum in a fixed order, so a sample's result does not depend on its batch.
-    padded = pad_edges(images, (0, 0, radius, radius), "replicate").contiguous(memory_format=torch.channels_last)
-    out = F.conv2d(padded, kernel.view(1, 1, -1, 1).expand(c, 1, -1, 1), groups=c)
-    padded = pad_edges(out, (radius, radius, 0, 0), "replicate").contiguous(memory_format=torch.channels_last)
-    out = F.conv2d(padded, kernel.view(1, 1, 1, -1).expand(c, 1, 1, -1), groups=c)
-    return out.contiguous()
-
-
-def _separable_shift_sum(images: torch.Tensor, weights: list[float]) -> torch.Tensor:
-    # Weighted sums of shifted views, one multiply and one add per tap (never fused, so
-    # every element rounds the same way wherever it sits in the tensor).
-    radius = len(weights) // 2
-    out = images
-    for dim, pad in ((-2, (0, 0, radius, radius)), (-1, (radius, radius, 0, 0))):
-        padded = pad_edges(out, pad, "replicate")
-        n = out.shape[dim]
-        acc = padded.narrow(dim, 0, n) * weights[0]
-        for k in range(1, len(weights)):
-            acc = acc + padded.narrow(dim, k, n) * weights[k]
-        out = acc
-    return out

@@ -10,7 +10,8 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 
-from pytest_segrobust.corruptions.functional.weather import gaussian_filter
+from pytest_segrobust.corruptions.functional.filters import gaussian_filter
+from pytest_segrobust.corruptions.functional.padding import Border
 
 
 def rotation_about_centre(angles_deg: torch.Tensor, height: int, width: int) -> torch.Tensor:
@@ -150,7 +151,7 @@ def elastic_coordinates(
     """ImageNet-C's (imagecorruptions 1.1.2) elastic field, one per generator, unreflected.
 
     Per image, ``dx`` then ``dy`` are ``U(-0.005 H, 0.005 H)`` fields smoothed by a Gaussian
-    of sigma ``(0.01 H, 0.01 W)`` (scipy ``reflect`` border, truncate 3) and scaled by
+    of sigma ``(0.01 H, 0.01 W)`` (``Border.REFLECT``, truncate 3) and scaled by
     ``alpha``; the output pixel ``(x, y)`` reads ``(x + dx, y + dy)``. Each field is built
     from its own image's draws alone, with elementwise operations only, so it is the same
     whatever batch it is computed in; float32 keeps it well below a thousandth of a pixel
@@ -164,7 +165,7 @@ def elastic_coordinates(
     coords = pixel_grid(height, width, device).to(dtype).expand(len(rngs), -1, -1, -1).clone()
     for i, g in enumerate(rngs):
         raw = torch.rand(2, height, width, generator=g, dtype=dtype, device=device) * (2 * max_shift) - max_shift
-        smooth = gaussian_filter(raw, sigma, truncate=3.0, mode="reflect")
+        smooth = gaussian_filter(raw, sigma, Border.REFLECT, truncate=3.0)
         coords[i] += smooth.permute(1, 2, 0) * alpha
     return coords
 
@@ -172,10 +173,11 @@ def elastic_coordinates(
 def reflect_coordinates(coords: torch.Tensor, height: int, width: int) -> torch.Tensor:
     """Fold source coordinates back into the frame by half-sample mirroring, then clamp.
 
-    This is scipy's ``mode="reflect"`` (``d c b a | a b c d``): a point beyond an edge reads
-    its mirror image. The final clamp to ``[0, n - 1]`` changes no bilinear value, because
-    that extension repeats the edge pixel across the half pixel beyond it, and it keeps every
-    coordinate inside the frame so annotations never meet "outside".
+    This is scipy's ``mode="reflect"`` (``d c b a | a b c d``, ``Border.REFLECT`` applied to
+    coordinates): a point beyond an edge reads its mirror image. The final clamp to
+    ``[0, n - 1]`` changes no bilinear value, because that extension repeats the edge pixel
+    across the half pixel beyond it, and it keeps every coordinate inside the frame so
+    annotations never meet "outside".
 
     Shape:
         coords: ``(..., 2)`` holding ``(x, y)``; return: same.

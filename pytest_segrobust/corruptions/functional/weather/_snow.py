@@ -1,0 +1,100 @@
+"""Snow: ImageNet-C's zoomed, thresholded and streaked flakes over a whitened scene."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from pytest_segrobust.corruptions.functional.blur import streak_blur
+from pytest_segrobust.corruptions.functional.color import luma
+
+
+@dataclass(frozen=True)
+class SnowParams:
+    """Flake field ``N(loc, scale)``, its zoom and cut-off, streak blur, and scene whitening.
+
+    ``blend`` is the weight kept by the original scene against its whitened version.
+    """
+
+    loc: float
+    scale: float
+    zoom: float
+    threshold: float
+    motion_radius: int
+    motion_sigma: float
+    blend: float
+
+
+def clipped_zoom(field: torch.Tensor, zoom: float) -> torch.Tensor:
+    """ImageNet-C's ``clipped_zoom`` of one map: centre crop, linear upscale, top-left trim.
+
+    The crop is ``ceil(H / zoom)`` by ``ceil(W / zoom)``; scipy's ``zoom(order=1)`` maps
+    output index ``i`` to input ``i * (n_in - 1) / (n_out - 1)`` with
+    ``n_out = round(n_in * zoom)``; the first ``H`` rows and ``W`` columns are kept.
+
+    Shape:
+        field: ``(H, W)``; return: same.
+    """
+    height, width = field.shape
+    crop_h, crop_w = math.ceil(height / zoom), math.ceil(width / zoom)
+    top, left = (height - crop_h) // 2, (width - crop_w) // 2
+    crop = field[top : top + crop_h, left : left + crop_w]
+    rows = _linear_resampler(crop_h, round(crop_h * zoom), height, field)
+    cols = _linear_resampler(crop_w, round(crop_w * zoom), width, field)
+    return rows @ crop @ cols.T
+
+
+def _linear_resampler(n_in: int, n_out: int, keep: int, like: torch.Tensor) -> torch.Tensor:
+    # Row i holds the linear-interpolation weights of output sample i over the inputs.
+    scale = (n_in - 1) / (n_out - 1) if n_out > 1 else 1.0
+    position = torch.arange(keep, dtype=torch.float64, device=like.device) * scale
+    lower = position.floor().long().clamp(0, n_in - 1)
+    upper = (lower + 1).clamp(max=n_in - 1)
+    frac = position - lower
+    weights = torch.zeros(keep, n_in, dtype=torch.float64, device=like.device)
+    rows = torch.arange(keep, device=like.device)
+    weights.index_put_((rows, lower), 1 - frac, accumulate=True)
+    weights.index_put_((rows, upper), frac, accumulate=True)
+    return weights.to(like.dtype)
+
+
+def snow_layer(
+    rng: torch.Generator, height: int, width: int, params: SnowParams, device: torch.device | None = None
+) -> torch.Tensor:
+    """One image's ImageNet-C snow layer: zoomed, thresholded Gaussian flakes, streaked.
+
+    The streak angle is drawn from ``U(-135, -45)`` degrees after the flakes; the result is
+    quantised to 8-bit steps like the reference. ``params.blend`` is not used here.
+
+    Shape:
+        return: ``(H, W)``, float32.
+    """
+    p = params
+    flakes = torch.randn(height, width, generator=rng, device=device) * p.scale + p.loc
+    flakes = clipped_zoom(flakes, p.zoom)
+    flakes = torch.where(flakes < p.threshold, torch.zeros_like(flakes), flakes).clamp(0.0, 1.0)
+    angle = float(torch.rand(1, generator=rng, dtype=torch.float64, device=device)) * 90 - 135
+    streaks = streak_blur(flakes, p.motion_radius, p.motion_sigma, angle)
+    return (streaks * 255).round() / 255
+
+
+def snow(images: torch.Tensor, params: SnowParams, rngs: Sequence[torch.Generator]) -> torch.Tensor:
+    """ImageNet-C snow: whiten the scene towards ``1.5 * luma + 0.5``, add flakes twice.
+
+    ``x' = blend * x + (1 - blend) * max(x, 1.5 * gray + 0.5)``, then
+    ``clip(x' + snow + rot180(snow))``. Gray is ITU-R 601 luma (the image itself if it is
+    not RGB).
+
+    Shape:
+        images: ``(B, C, H, W)``; return: same.
+    """
+    height, width = images.shape[-2:]
+    layers = torch.stack([snow_layer(g, height, width, params, images.device) for g in rngs])
+    layers = layers[:, None].to(images.dtype)
+    gray = luma(images) if images.shape[1] == 3 else images
+    blend = params.blend
+    whitened = blend * images + (1 - blend) * torch.maximum(images, gray * 1.5 + 0.5)
+    return (whitened + layers + layers.flip(-2, -1)).clamp_(0.0, 1.0)
