@@ -13,6 +13,20 @@ no class information. A small CNN learns the classes from clean images, while Ga
 and blur wash out exactly the fine structure it relies on, which is what a robustness demo
 needs.
 
+Besides ``train`` and ``val``, two splits model a natural distribution shift in the manner
+of SOOD-ImageNet (train on one distribution, test on an "easy" and a "hard" shift away from
+it), not a synthetic corruption of ``val`` images: the scenes themselves are drawn from
+another distribution, described by a :class:`SceneStyle` per split.
+
+* ``ood-easy``: the training texture families and backgrounds under other conditions: more
+  and mostly smaller objects, slightly coarser textures, hues a little outside the training
+  spread, and uneven scene lighting, dimmer or brighter than in training.
+* ``ood-hard``: texture geometries the model never saw (zigzag stripes, diagonal checks of
+  oblong cells, rings on a staggered lattice for dots, radial shading for smooth), at coarser
+  scales, on more saturated and cloudier backgrounds, with every class's hue moved half way
+  towards its neighbour's. The class is still defined by the same texture family, so a
+  person labels it the same way.
+
 Reproducibility across machines: pixel arrays are computed with ``+ - * /``, ``floor``
 and comparisons only (all exactly rounded under IEEE 754). Transcendental functions,
 whose vectorised implementations differ between CPUs, are applied only to scalars.
@@ -31,11 +45,15 @@ import torch
 
 from pytest_segrobust.data.base import DEFAULT_IGNORE_INDEX, InstanceTarget, Sample, SemanticTarget
 
-# Bump whenever a change to this module changes any generated pixel or label.
+# Bump whenever a change to this module changes any generated pixel or label of the
+# in-distribution splits (train, val and any split name not in SHIFTED_STYLES).
 GENERATOR_VERSION = "1"
+# Bump whenever a change changes a pixel or label of the natural-shift splits only; it is
+# in their fingerprints, so their baselines go stale without touching those of val.
+SHIFT_VERSION = "1"
 
 CLASS_NAMES: tuple[str, ...] = ("background", "striped", "checkered", "dotted", "smooth")
-DEFAULT_SIZES: dict[str, int] = {"train": 512, "val": 64}
+DEFAULT_SIZES: dict[str, int] = {"train": 512, "val": 64, "ood-easy": 64, "ood-hard": 64}
 
 _STRIPED, _CHECKERED, _DOTTED, _SMOOTH = 1, 2, 3, 4
 # COCO categories of the object classes: id k is class k, so labels need no translation.
@@ -44,17 +62,70 @@ CATEGORIES: tuple[dict[str, Any], ...] = tuple(
     for class_id in (_STRIPED, _CHECKERED, _DOTTED, _SMOOTH)
 )
 # Centre hue (fraction of the colour wheel) of each object class. Hues are drawn within
-# +-_HUE_SPREAD of the centre, wide enough that neighbouring classes overlap: colour
-# narrows the class down but only the texture settles it.
+# +-SceneStyle.hue_spread of the centre, wide enough that neighbouring classes overlap:
+# colour narrows the class down but only the texture settles it.
 _CLASS_HUE: dict[int, float] = {_STRIPED: 0.0, _CHECKERED: 0.25, _DOTTED: 0.5, _SMOOTH: 0.75}
-_HUE_SPREAD = 0.2
-_MIN_OBJECTS, _MAX_OBJECTS = 4, 9
-# Object radii as fractions of the image side, drawn log-uniformly so that small
-# objects (4 px at 128 px) are as common as large ones.
-_MIN_RADIUS, _MAX_RADIUS = 0.03, 0.3
-# Texture periods in pixels, not relative to the image: corruptions act in pixels too.
-_MIN_PERIOD, _MAX_PERIOD = 4.0, 8.0
 _MIN_IMAGE_SIZE = 16
+
+Range = tuple[float, float]
+
+
+@dataclass(frozen=True)
+class SceneStyle:
+    """The distribution one split's scenes are drawn from; the defaults are the training one.
+
+    Ranges are ``(low, high)`` and drawn uniformly unless said otherwise.
+
+    Attributes:
+        object_count: Objects per scene, both ends included.
+        radius: Object radius as a fraction of the image side, drawn log-uniformly so that
+            small objects (4 px at 128 px) are as common as large ones.
+        hue_spread: Object hues lie within this distance of their class's centre hue.
+        hue_shift: Added to every class's centre hue (fraction of the colour wheel).
+        object_value: Brightness of an object's primary colour.
+        period: Texture period in pixels, not relative to the image: corruptions act in
+            pixels too.
+        novel_textures: Draw each class's texture family with geometry unseen in training.
+        background_saturation: Saturation of the background's base colour.
+        background_value: Brightness of the background's base colour.
+        background_cells: Cells across the broad background variation, both ends included.
+        background_contrast: Amplitude of the broad background variation.
+        lighting: Mean illumination level of the scene, which also falls off linearly
+            across it; ``None`` for the even lighting of training, which draws nothing.
+    """
+
+    object_count: tuple[int, int] = (4, 9)
+    radius: Range = (0.03, 0.3)
+    hue_spread: float = 0.2
+    hue_shift: float = 0.0
+    object_value: Range = (0.55, 0.95)
+    period: Range = (4.0, 8.0)
+    novel_textures: bool = False
+    background_saturation: Range = (0.0, 0.3)
+    background_value: Range = (0.3, 0.8)
+    background_cells: tuple[int, int] = (2, 4)
+    background_contrast: Range = (0.15, 0.35)
+    lighting: Range | None = None
+
+
+IN_DISTRIBUTION = SceneStyle()
+# The natural-shift splits; every other split name draws from IN_DISTRIBUTION.
+SHIFTED_STYLES: dict[str, SceneStyle] = {
+    # Clean mIoU of the shipped demo model (benchmarks/natural_shift.py): val 92.5,
+    # ood-easy 82.2, ood-hard 51.6.
+    "ood-easy": SceneStyle(
+        object_count=(7, 13), radius=(0.025, 0.2), hue_spread=0.26, period=(4.0, 9.0), lighting=(0.65, 1.3)
+    ),
+    "ood-hard": SceneStyle(
+        # Half way to the neighbouring class's hue: colour now points the wrong way as often as not.
+        hue_shift=0.125,
+        period=(8.0, 13.0),
+        novel_textures=True,
+        background_saturation=(0.3, 0.6),
+        background_cells=(3, 7),
+        background_contrast=(0.3, 0.5),
+    ),
+}
 
 
 def _scene_seed(split: str, index: int) -> int:
@@ -126,7 +197,18 @@ def _shape_mask(
     return inside
 
 
-def _texture(rng: np.random.Generator, class_id: int, u: np.ndarray, v: np.ndarray, radius: float) -> np.ndarray:
+def _triangle_wave(x: np.ndarray) -> np.ndarray:
+    """Triangle wave of period 1, from -1 at integers to 1 half way between them.
+
+    Shape:
+        x: any; return: same.
+    """
+    return np.abs(x - np.floor(x) - 0.5) * 4.0 - 1.0
+
+
+def _texture(
+    rng: np.random.Generator, class_id: int, u: np.ndarray, v: np.ndarray, radius: float, style: SceneStyle
+) -> np.ndarray:
     """Mixing weight between an object's two colours: its class's texture family.
 
     Args:
@@ -135,17 +217,18 @@ def _texture(rng: np.random.Generator, class_id: int, u: np.ndarray, v: np.ndarr
         u: Rotated x offsets from the object centre.
         v: Rotated y offsets from the object centre.
         radius: Object size in pixels, the length scale of the smooth gradient.
+        style: The split's distribution, which sets the period and the geometry.
 
     Shape:
         u, v: ``(H, W)``; return: ``(H, W)``, float32 in ``[0, 1]``.
     """
-    period = np.float32(rng.uniform(_MIN_PERIOD, _MAX_PERIOD))
+    period = np.float32(rng.uniform(*style.period))
     phase = np.float32(rng.random())
+    if style.novel_textures:
+        return _novel_texture(rng, class_id, u, v, radius, period, phase)
     if class_id == _STRIPED:
         # Triangle wave sharpened into near-square stripes with soft edges.
-        cycle = u / period + phase
-        wave = np.abs(cycle - np.floor(cycle) - 0.5) * 4.0 - 1.0
-        return np.clip(0.5 + 1.5 * wave, 0.0, 1.0)
+        return np.clip(0.5 + 1.5 * _triangle_wave(u / period + phase), 0.0, 1.0)
     if class_id == _CHECKERED:
         cell = period / 2
         parity = np.floor(u / cell + phase) + np.floor(v / cell + phase)
@@ -160,6 +243,72 @@ def _texture(rng: np.random.Generator, class_id: int, u: np.ndarray, v: np.ndarr
         return (du * du + dv * dv <= dot_radius * dot_radius).astype(np.float32)
     # Smooth: one linear ramp across the whole object, no fine structure at all.
     return np.clip(0.5 + u / np.float32(2.0 * radius), 0.0, 1.0)
+
+
+def _novel_texture(
+    rng: np.random.Generator,
+    class_id: int,
+    u: np.ndarray,
+    v: np.ndarray,
+    radius: float,
+    period: np.float32,
+    phase: np.float32,
+) -> np.ndarray:
+    """The same texture families as :func:`_texture`, in geometries training never shows.
+
+    Stripes bend into zigzags, checks turn diagonal with oblong cells, dots become rings on
+    a staggered lattice and smooth shading turns radial. Each is still unmistakably its
+    family to a person, which keeps the shifted task well posed.
+
+    Args:
+        rng: The scene's generator.
+        class_id: Object class, one of the non-background classes.
+        u: Rotated x offsets from the object centre.
+        v: Rotated y offsets from the object centre.
+        radius: Object size in pixels, the length scale of the smooth gradient.
+        period: Texture period in pixels.
+        phase: Offset of the pattern, in periods.
+
+    Shape:
+        u, v: ``(H, W)``; return: ``(H, W)``, float32 in ``[0, 1]``.
+    """
+    if class_id == _STRIPED:
+        wavelength = period * np.float32(rng.uniform(2.0, 4.0))
+        amplitude = period * np.float32(rng.uniform(0.4, 0.8))
+        cycle = (u + amplitude * _triangle_wave(v / wavelength)) / period + phase
+        return np.clip(0.5 + 1.5 * _triangle_wave(cycle), 0.0, 1.0)
+    if class_id == _CHECKERED:
+        cell = period / 2
+        long_cell = cell * np.float32(rng.uniform(1.5, 2.5))
+        parity = np.floor((u + v) / cell + phase) + np.floor((u - v) / long_cell + phase)
+        return (parity - 2.0 * np.floor(parity / 2.0)).astype(np.float32)
+    if class_id == _DOTTED:
+        spacing = period * np.float32(1.1)
+        outer = np.float32(rng.uniform(0.3, 0.4)) * spacing
+        inner = outer * np.float32(0.55)
+        cv = v / spacing + phase
+        row = np.floor(cv)
+        # Every other row shifts by half a spacing: a staggered, near-hexagonal lattice.
+        cu = u / spacing + phase + 0.5 * (row - 2.0 * np.floor(row / 2.0))
+        du = (cu - np.floor(cu) - 0.5) * spacing
+        dv = (cv - row - 0.5) * spacing
+        distance2 = du * du + dv * dv
+        return ((distance2 <= outer * outer) & (distance2 >= inner * inner)).astype(np.float32)
+    # Smooth: shading from the centre outwards, still without fine structure.
+    return np.clip((u * u + v * v) / np.float32(radius * radius), 0.0, 1.0)
+
+
+def _lighting(rng: np.random.Generator, level: Range, ys: np.ndarray, xs: np.ndarray, size: int) -> np.ndarray:
+    """Illumination of the scene: a mean level that falls off linearly towards one side.
+
+    Shape:
+        ys: ``(S, 1)``; xs: ``(1, S)``; return: ``(S, S)``, float32.
+    """
+    mean = np.float32(rng.uniform(*level))
+    direction = rng.uniform(0.0, 2.0 * math.pi)
+    falloff = rng.uniform(0.2, 0.6)
+    slope_x, slope_y = np.float32(falloff * math.cos(direction)), np.float32(falloff * math.sin(direction))
+    return mean * (1.0 + slope_x * (xs / np.float32(size) - 0.5) + slope_y * (ys / np.float32(size) - 0.5))
 
 
 @dataclass(frozen=True)
@@ -210,17 +359,23 @@ def generate_scene(split: str, index: int, image_size: int = 128) -> Scene:
         ``(image_size, image_size)``.
     """
     rng = np.random.Generator(np.random.PCG64(_scene_seed(split, index)))
+    style = SHIFTED_STYLES.get(split, IN_DISTRIBUTION)
     size = image_size
 
-    # Background: a desaturated base colour, broad light/colour variation and a little
-    # grain, so that "no object" is not the same as "flat".
-    base = _hsv(float(rng.random()), float(rng.uniform(0.0, 0.3)), float(rng.uniform(0.3, 0.8)))
-    broad = _value_noise(rng, int(rng.integers(2, 5)), size, size)
+    # Background: a base colour (desaturated in training), broad light/colour variation
+    # and a little grain, so that "no object" is not the same as "flat".
+    base = _hsv(
+        float(rng.random()),
+        float(rng.uniform(*style.background_saturation)),
+        float(rng.uniform(*style.background_value)),
+    )
+    broad_cells = int(rng.integers(style.background_cells[0], style.background_cells[1] + 1))
+    broad = _value_noise(rng, broad_cells, size, size)
     detail = _value_noise(rng, max(2, size // 12), size, size)
     grain = rng.random((1, size, size), dtype=np.float32)
     image = (
         base
-        + np.float32(rng.uniform(0.15, 0.35)) * (broad - 0.5)
+        + np.float32(rng.uniform(*style.background_contrast)) * (broad - 0.5)
         + np.float32(rng.uniform(0.03, 0.1)) * (detail - 0.5)
         + np.float32(0.04) * (grain - 0.5)
     )
@@ -229,9 +384,11 @@ def generate_scene(split: str, index: int, image_size: int = 128) -> Scene:
 
     coordinates = np.arange(size, dtype=np.float32) + np.float32(0.5)
     ys, xs = coordinates[:, None], coordinates[None, :]
-    for number in range(1, int(rng.integers(_MIN_OBJECTS, _MAX_OBJECTS + 1)) + 1):
+    min_objects, max_objects = style.object_count
+    min_radius, max_radius = style.radius
+    for number in range(1, int(rng.integers(min_objects, max_objects + 1)) + 1):
         class_id = int(rng.integers(1, len(CLASS_NAMES)))
-        radius = size * math.exp(rng.uniform(math.log(_MIN_RADIUS), math.log(_MAX_RADIUS)))
+        radius = size * math.exp(rng.uniform(math.log(min_radius), math.log(max_radius)))
         dx = xs - np.float32(rng.uniform(0.0, size))
         dy = ys - np.float32(rng.uniform(0.0, size))
         angle = rng.uniform(0.0, math.pi)
@@ -240,19 +397,21 @@ def generate_scene(split: str, index: int, image_size: int = 128) -> Scene:
         v = dy * cos_a - dx * sin_a
         covered = _shape_mask(rng, u, v, dx, dy, radius)
 
-        hue = _CLASS_HUE[class_id] + float(rng.uniform(-_HUE_SPREAD, _HUE_SPREAD))
-        value = float(rng.uniform(0.55, 0.95))
+        hue = _CLASS_HUE[class_id] + style.hue_shift + float(rng.uniform(-style.hue_spread, style.hue_spread))
+        value = float(rng.uniform(*style.object_value))
         primary = _hsv(hue, float(rng.uniform(0.5, 1.0)), value)
         # Secondary colour: same hue, clearly darker, so the texture is a luminance
         # pattern of fixed-ish contrast that strong noise can bury.
         secondary = _hsv(hue, float(rng.uniform(0.4, 1.0)), value * float(rng.uniform(0.35, 0.6)))
-        weight = _texture(rng, class_id, u, v, radius)
+        weight = _texture(rng, class_id, u, v, radius, style)
         painted = primary + (secondary - primary) * weight
         # Later objects occlude earlier ones, in pixels and in labels alike.
         image = np.where(covered, painted, image)
         objects[covered] = number
         object_classes.append(class_id)
 
+    if style.lighting is not None:
+        image = image * _lighting(rng, style.lighting, ys, xs, size)
     pixels = np.floor(np.clip(image, 0.0, 1.0) * 255.0 + 0.5).astype(np.uint8)
     # Class of each object index; index 0, background, is class 0.
     class_of_object = np.asarray([0, *object_classes], dtype=np.uint8)
@@ -267,7 +426,8 @@ class DemoScenes:
     and the ``k``-th of :attr:`categories`).
 
     Args:
-        split: ``"train"`` (512 scenes by default) or ``"val"`` (64 scenes by default).
+        split: ``"train"`` (512 scenes by default), ``"val"``, or one of the natural-shift
+            splits ``"ood-easy"`` and ``"ood-hard"`` (64 scenes each by default).
         size: Number of scenes; defaults per split as above.
         image_size: Side of the square images in pixels, at least 16.
 
@@ -313,8 +473,12 @@ class DemoScenes:
         )
 
     def fingerprint(self) -> str:
-        """Identify the content: generator version, split, size and image size."""
-        return f"demo-scenes:v{GENERATOR_VERSION}:split={self.split}:size={self.size}:image_size={self.image_size}"
+        """Identify the content: generator version(s), split, size and image size."""
+        version = f"v{GENERATOR_VERSION}"
+        # Only the shifted splits name SHIFT_VERSION: committed baselines store the others' form.
+        if self.split in SHIFTED_STYLES:
+            version += f".{SHIFT_VERSION}"
+        return f"demo-scenes:{version}:split={self.split}:size={self.size}:image_size={self.image_size}"
 
     def __repr__(self) -> str:
         return f"DemoScenes(split={self.split!r}, size={self.size}, image_size={self.image_size})"
@@ -324,7 +488,7 @@ def demo_dataset(split: str = "val", size: int | None = None) -> DemoScenes:
     """Build the demo dataset; the entry point suites name as ``...data.demo:demo_dataset``.
 
     Args:
-        split: ``"train"`` or ``"val"``.
+        split: ``"train"``, ``"val"``, ``"ood-easy"`` or ``"ood-hard"``.
         size: Number of scenes, or ``None`` for the split's default.
     """
     return DemoScenes(split=split, size=size)
