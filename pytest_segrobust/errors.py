@@ -28,3 +28,10 @@ class DatasetError(SegRobustError):
 
 class BaselineError(SegRobustError):
     """A baseline file cannot be read; it is reported and never overwritten silently."""
+
+
+class UnknownNameError(SegRobustError, KeyError):
+    """A suite names a metric, task or other registered thing that does not exist."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""

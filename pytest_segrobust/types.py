@@ -160,6 +160,24 @@ class PanopticMap(Field):
         return int(height), int(width)
 
 
+@dataclass(frozen=True)
+class SampleIndex(Field):
+    """Where each image of a batch comes from: its position in the dataset and its sample id.
+
+    It has no pixels, so corruptions carry it through unchanged; metrics that record
+    images (COCO) number them by position.
+    """
+
+    positions: tuple[int, ...]
+    sample_ids: tuple[str, ...]
+
+    def batch_size(self) -> int:
+        return len(self.positions)
+
+    def size(self) -> None:
+        return None
+
+
 Batch = Mapping[str, Field]
 F = TypeVar("F", bound=Field)
 

@@ -27,6 +27,7 @@ from pytest_segrobust.types import (
     InstanceTarget,
     PanopticMap,
     PanopticTarget,
+    SampleIndex,
     SemanticMask,
     boxes_from_masks,
 )
@@ -88,6 +89,11 @@ def _warp_instances(target: InstanceTarget, coords: torch.Tensor) -> InstanceTar
     kept = masks.flatten(1).any(dim=1)
     masks = masks[kept]
     return InstanceTarget(masks, target.labels[kept], boxes_from_masks(masks), target.iscrowd[kept])
+
+
+@warp.register
+def _(field: SampleIndex, coords: torch.Tensor) -> SampleIndex:
+    return field  # no pixels: nothing moves
 
 
 @warp.register

@@ -27,9 +27,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from pytest_segrobust.data.base import InstanceTarget, boxes_from_masks
+from pytest_segrobust.data.base import instance_categories
 from pytest_segrobust.errors import DatasetError, ModelOutputError
+from pytest_segrobust.metrics.base import Metric, MetricResult, Reduction
+from pytest_segrobust.metrics.registry import register_metric
 from pytest_segrobust.models.base import InstancePredictions
+from pytest_segrobust.types import Batch, InstanceMasks, InstanceTarget, SampleIndex, boxes_from_masks, field_of
 
 _LOG = logging.getLogger(__name__)
 
@@ -315,3 +318,47 @@ def _encode(mask_utils: ModuleType, masks: torch.Tensor) -> list[dict[str, Any]]
 
 def _copy_geometry(geometry: Any) -> Any:
     return dict(geometry) if isinstance(geometry, dict) else list(geometry)
+
+
+@register_metric
+class MaskAP(Metric):
+    """COCO mask AP@[.50:.95] in percent; AP50, AP75 and box AP as details.
+
+    Images are numbered by their position in the dataset, so that the records of any
+    split of the dataset (batches, workers) merge into the records of the whole.
+    """
+
+    name = "map"
+    label = "mask AP"
+    accepts = (InstanceMasks,)
+    states = {"images": Reduction.CONCAT, "ground_truths": Reduction.CONCAT, "detections": Reduction.CONCAT}
+
+    def reset(self) -> None:
+        self.categories = instance_categories(self.context)
+        self.coco = CocoMAP(self.categories, ("segm", "bbox"))
+
+    # The declared states are the COCO records' lists.
+    images = property(lambda self: self.coco.images, lambda self, value: self._set("images", value))
+    ground_truths = property(lambda self: self.coco.ground_truths, lambda self, v: self._set("ground_truths", v))
+    detections = property(lambda self: self.coco.detections, lambda self, value: self._set("detections", value))
+
+    def _set(self, name: str, value: list[dict[str, Any]]) -> None:
+        setattr(self.coco, name, list(value))
+        if name == "images":
+            ids = [image["id"] for image in self.coco.images]
+            if len(set(ids)) != len(ids):
+                raise ValueError("merged COCO records share image ids; each image may be added once")
+            self.coco._image_ids = set(ids)
+
+    def update(self, predictions: Sequence[InstancePredictions], batch: Batch) -> None:
+        instances, index = field_of(batch, InstanceMasks), field_of(batch, SampleIndex)
+        for position, target, predicted in zip(index.positions, instances.targets, predictions, strict=True):
+            self.coco.update(position, instances.height, instances.width, target, predicted)
+
+    def compute(self) -> MetricResult:
+        result = self.coco.compute()
+        per_class = (None, *(result.per_class[c["name"]] for c in self.categories))
+        details = {"ap50": result.ap50, "ap75": result.ap75}
+        if result.bbox is not None:
+            details |= {"bbox_ap": result.bbox.ap, "bbox_ap50": result.bbox.ap50, "bbox_ap75": result.bbox.ap75}
+        return MetricResult(result.ap, per_class, details)

@@ -12,6 +12,9 @@ from dataclasses import dataclass
 import torch
 
 from pytest_segrobust.errors import ModelOutputError
+from pytest_segrobust.metrics.base import Metric, MetricResult, Reduction
+from pytest_segrobust.metrics.registry import register_metric
+from pytest_segrobust.types import Batch, SemanticMask, field_of
 
 
 @dataclass(frozen=True)
@@ -48,21 +51,7 @@ class ConfusionMatrix:
         Raises:
             ModelOutputError: when a prediction is outside ``0..num_classes-1``.
         """
-        k = self.num_classes
-        pred, gt = predictions.long(), targets.long()
-        valid = gt != self.ignore_index
-        low, high = torch.aminmax(pred)
-        if low < 0 or high >= k:
-            bad = pred[(pred < 0) | (pred >= k)][0].item()
-            raise ModelOutputError(f"model predicted class id {bad}, outside 0..{k - 1}")
-        # Ignored pixels go to one extra bin that is dropped: no boolean gathers on the hot path.
-        gt = torch.where(valid, gt, 0)
-        low, high = torch.aminmax(gt)
-        if low < 0 or high >= k:
-            bad = gt[(gt < 0) | (gt >= k)][0].item()
-            raise ModelOutputError(f"ground truth holds class id {bad}, outside 0..{k - 1} (ignore {self.ignore_index})")
-        index = torch.where(valid, gt * k + pred, k * k)
-        self.matrix += torch.bincount(index.flatten(), minlength=k * k + 1)[: k * k].view(k, k)
+        self.matrix += confusion_counts(predictions, targets, self.num_classes, self.ignore_index)
 
     def merge(self, other: ConfusionMatrix) -> None:
         self.matrix += other.matrix.to(self.matrix.device)
@@ -80,6 +69,54 @@ class ConfusionMatrix:
         metric = cls(len(state), ignore_index)
         metric.matrix = torch.tensor(state, dtype=torch.int64)
         return metric
+
+
+def confusion_counts(predictions: torch.Tensor, targets: torch.Tensor, num_classes: int, ignore_index: int) -> torch.Tensor:
+    """``counts[gt, pred]`` of one batch, on the inputs' device.
+
+    Shape:
+        predictions, targets: ``(B, H, W)`` integer class ids; return: ``(K, K)``, int64.
+
+    Raises:
+        ModelOutputError: when a prediction or a ground-truth label is outside ``0..K-1``.
+    """
+    k = num_classes
+    pred, gt = predictions.long(), targets.long()
+    valid = gt != ignore_index
+    low, high = torch.aminmax(pred)
+    if low < 0 or high >= k:
+        bad = pred[(pred < 0) | (pred >= k)][0].item()
+        raise ModelOutputError(f"model predicted class id {bad}, outside 0..{k - 1}")
+    # Ignored pixels go to one extra bin that is dropped: no boolean gathers on the hot path.
+    gt = torch.where(valid, gt, 0)
+    low, high = torch.aminmax(gt)
+    if low < 0 or high >= k:
+        bad = gt[(gt < 0) | (gt >= k)][0].item()
+        raise ModelOutputError(f"ground truth holds class id {bad}, outside 0..{k - 1} (ignore {ignore_index})")
+    index = torch.where(valid, gt * k + pred, k * k)
+    return torch.bincount(index.flatten(), minlength=k * k + 1)[: k * k].view(k, k)
+
+
+@register_metric
+class MeanIoU(Metric):
+    """Mean intersection over union (percent) from the dataset's confusion matrix."""
+
+    name = "miou"
+    label = "mIoU"
+    accepts = (SemanticMask,)
+    states = {"matrix": Reduction.SUM}
+
+    def reset(self) -> None:
+        k = len(self.context.class_names)
+        self.matrix = torch.zeros(k, k, dtype=torch.int64, device=self.context.device)
+
+    def update(self, predictions: torch.Tensor, batch: Batch) -> None:
+        mask = field_of(batch, SemanticMask)
+        self.matrix += confusion_counts(predictions, mask.data, len(self.context.class_names), mask.ignore_index)
+
+    def compute(self) -> MetricResult:
+        iou = iou_from_confusion(self.matrix)
+        return MetricResult(iou.miou, iou.per_class)
 
 
 def iou_from_confusion(matrix: torch.Tensor) -> IoUResult:

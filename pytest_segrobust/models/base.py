@@ -73,6 +73,37 @@ class InstancePredictions:
         return int(self.labels.numel())
 
 
+@dataclass(frozen=True)
+class PanopticPredictions:
+    """What a panoptic segmentation model returns for one image.
+
+    Every pixel carries a segment id (``0`` = void: the model abstains there); segment
+    ``ids[i]`` has class ``labels[i]`` in the dataset's numbering (label ``k`` is
+    ``class_names[k]``). Stuff classes have one segment per image, thing classes one per
+    instance.
+
+    Shape:
+        segments: ``(H, W)``, int64; ids, labels: ``(S,)``, int64.
+    """
+
+    segments: torch.Tensor
+    ids: torch.Tensor
+    labels: torch.Tensor
+
+    def __post_init__(self) -> None:
+        if self.segments.dim() != 2 or self.segments.is_floating_point() or self.segments.dtype == torch.bool:
+            raise ModelOutputError(
+                f"panoptic segments must be an integer tensor of shape (H, W), got {self.segments.dtype} "
+                f"of shape {tuple(self.segments.shape)}"
+            )
+        if self.ids.dim() != 1 or tuple(self.labels.shape) != tuple(self.ids.shape):
+            raise ModelOutputError(
+                f"panoptic ids and labels must have one shape (S,), got {tuple(self.ids.shape)} and {tuple(self.labels.shape)}"
+            )
+        if self.ids.is_floating_point() or self.labels.is_floating_point():
+            raise ModelOutputError("panoptic ids and labels must be integers")
+
+
 @runtime_checkable
 class InstanceSegmentationModel(Protocol):
     """An instance segmentation model: scored masks with class labels, per image."""
@@ -88,6 +119,25 @@ class InstanceSegmentationModel(Protocol):
         Shape:
             images: ``(B, 3, H, W)``, float in ``[0, 1]``.
             return: ``B`` predictions, masks ``(N_i, H, W)``.
+        """
+        ...
+
+    def fingerprint(self) -> str:
+        """A string that changes whenever the model's behaviour may change (weights, config)."""
+        ...
+
+
+@runtime_checkable
+class PanopticSegmentationModel(Protocol):
+    """A panoptic segmentation model: a segment id per pixel and a class per segment, per image."""
+
+    device: torch.device
+
+    def predict(self, images: torch.Tensor) -> Sequence[PanopticPredictions]:
+        """Segment each image into things (one segment per instance) and stuff.
+
+        Shape:
+            images: ``(B, 3, H, W)``, float in ``[0, 1]``; return: ``B`` predictions of ``(H, W)``.
         """
         ...
 

@@ -193,3 +193,68 @@ class ComponentInstances(nn.Module):
                 }
             )
         return outputs
+
+
+class ComponentPanoptic(nn.Module):
+    """Panoptic segmentation from a semantic segmentation module.
+
+    Each stuff class present in an image's argmax map is one segment; each 8-connected
+    region of a thing class is one instance. Thing regions smaller than ``min_area`` pixels
+    become void (segment 0): the model abstains there rather than claiming a speck.
+
+    Args:
+        module: The semantic network (logits ``(B, K, H, W)`` or a mapping with ``"out"``).
+        stuff: The stuff classes; every other class is a thing.
+        min_area: Thing regions of fewer pixels are dropped.
+    """
+
+    def __init__(self, module: nn.Module, stuff: tuple[int, ...] = (0,), min_area: int = 4) -> None:
+        super().__init__()
+        if min_area < 1:
+            raise ValueError(f"min_area must be at least 1, got {min_area}")
+        self.module = module
+        self.stuff = tuple(int(c) for c in stuff)
+        self.min_area = min_area
+
+    def extra_repr(self) -> str:
+        return f"stuff={self.stuff}, min_area={self.min_area}"
+
+    def forward(self, images: torch.Tensor) -> list[dict[str, torch.Tensor]]:
+        """Segments of every image.
+
+        Shape:
+            images: ``(B, 3, H, W)``; return: ``B`` dicts with ``segments`` ``(H, W)`` int64,
+            ``ids`` ``(S,)`` and ``labels`` ``(S,)`` int64.
+        """
+        classes = logits_at_input_size(self.module(images), images).argmax(dim=1)
+        stuff = torch.tensor(self.stuff, dtype=torch.int64, device=classes.device)
+        is_stuff = torch.isin(classes, stuff)
+        # Stuff pixels are background to the components, so only thing regions get ids.
+        regions = connected_components(torch.where(is_stuff, 0, classes + 1), background=0)
+        height, width = classes.shape[-2:]
+        outputs = []
+        for image in range(classes.shape[0]):
+            segments = torch.zeros(height, width, dtype=torch.int64, device=classes.device)
+            ids, labels = [], []
+            region_ids, areas = regions[image][regions[image] > 0].unique(return_counts=True)
+            for number, (region, area) in enumerate(zip(region_ids.tolist(), areas.tolist()), start=1):
+                if area >= self.min_area:
+                    where = regions[image] == region
+                    segments[where] = number
+                    ids.append(number)
+                    labels.append(int(classes[image][where][0]))
+            first_stuff = len(region_ids) + 1
+            for offset, label in enumerate(self.stuff):
+                where = classes[image] == label
+                if bool(where.any()):
+                    segments[where] = first_stuff + offset
+                    ids.append(first_stuff + offset)
+                    labels.append(label)
+            outputs.append(
+                {
+                    "segments": segments,
+                    "ids": torch.tensor(ids, dtype=torch.int64, device=classes.device),
+                    "labels": torch.tensor(labels, dtype=torch.int64, device=classes.device),
+                }
+            )
+        return outputs

@@ -9,7 +9,8 @@ from typing import Any
 import torch
 
 from pytest_segrobust.errors import ModelOutputError
-from pytest_segrobust.models.base import InstancePredictions
+from pytest_segrobust.models.adapters import register_adapter
+from pytest_segrobust.models.base import InstancePredictions, PanopticPredictions
 
 _INSTANCE_KEYS = ("masks", "labels", "scores")
 
@@ -92,6 +93,8 @@ class TorchModuleSegmenter(_TorchModuleAdapter):
         amp: Run the forward pass under autocast (float16 on CUDA, bfloat16 elsewhere).
     """
 
+    task = "semantic"
+
     @torch.inference_mode()
     def predict(self, images: torch.Tensor) -> torch.Tensor:
         """Shape: images ``(B, 3, H, W)`` -> class ids ``(B, H, W)``.
@@ -124,6 +127,8 @@ class TorchModuleInstanceSegmenter(_TorchModuleAdapter):
         amp: Run the forward pass under autocast (float16 on CUDA, bfloat16 elsewhere).
         mask_threshold: Probability from which a pixel belongs to a soft mask.
     """
+
+    task = "instance"
 
     def __init__(
         self,
@@ -210,3 +215,54 @@ class TorchModuleInstanceSegmenter(_TorchModuleAdapter):
         """
         precision = "amp" if self.amp else "fp32"
         return module_fingerprint(self.module, precision, f"mask_threshold={self.mask_threshold!r}", repr(self.module))
+
+
+class TorchModulePanopticSegmenter(_TorchModuleAdapter):
+    """Wraps an ``nn.Module`` mapping ``(B, 3, H, W)`` images in ``[0, 1]`` to panoptic segments.
+
+    The module returns one item per image: a :class:`PanopticPredictions` or a mapping with
+    ``segments`` ``(H, W)``, ``ids`` and ``labels`` (as
+    :class:`~pytest_segrobust.models.components.ComponentPanoptic` does).
+
+    Args:
+        module: The network; it is put in eval mode and moved to ``device``.
+        device: Where inference runs; corruption and metric follow it.
+        amp: Run the forward pass under autocast (float16 on CUDA, bfloat16 elsewhere).
+    """
+
+    task = "panoptic"
+
+    @torch.inference_mode()
+    def predict(self, images: torch.Tensor) -> list[PanopticPredictions]:
+        """Shape: images ``(B, 3, H, W)`` -> ``B`` predictions with segments ``(H, W)``."""
+        output = self._forward(images)
+        batch = images.shape[0]
+        if not isinstance(output, Sequence) or isinstance(output, str) or len(output) != batch:
+            found = f"a sequence of {len(output)}" if isinstance(output, Sequence) else type(output).__name__
+            raise ModelOutputError(
+                f"expected a list of {batch} per-image panoptic predictions (segments, ids, labels), got {found}"
+            )
+        predictions = []
+        for index, item in enumerate(output):
+            if isinstance(item, Mapping):
+                missing = [k for k in ("segments", "ids", "labels") if k not in item]
+                if missing:
+                    raise ModelOutputError(f"image {index} of the batch: panoptic output lacks {', '.join(missing)}")
+                item = PanopticPredictions(item["segments"], item["ids"], item["labels"])
+            if not isinstance(item, PanopticPredictions):
+                raise ModelOutputError(f"image {index} of the batch: expected PanopticPredictions or a mapping, got {type(item).__name__}")
+            predictions.append(item)
+        return predictions
+
+    def fingerprint(self) -> str:
+        """Digest of the module's class, its configuration (repr), the precision and the weights."""
+        return module_fingerprint(self.module, "amp" if self.amp else "fp32", repr(self.module))
+
+
+def _is_module(obj: Any) -> bool:
+    return isinstance(obj, torch.nn.Module)
+
+
+register_adapter("semantic", _is_module, "torch.nn.Module returning logits")(TorchModuleSegmenter)
+register_adapter("instance", _is_module, "torch.nn.Module returning instances per image")(TorchModuleInstanceSegmenter)
+register_adapter("panoptic", _is_module, "torch.nn.Module returning segments per image")(TorchModulePanopticSegmenter)

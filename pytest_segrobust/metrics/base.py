@@ -1,0 +1,175 @@
+"""What a metric is to the engine: declared states, ``update`` on a batch, pure ``compute``.
+
+A metric accumulates sufficient statistics over a dataset. Its states are declared with
+their reduction (as torchmetrics does), so that merging two partial states (workers,
+shards) and serialising them to JSON are generic: a ``SUM`` state is a tensor added
+elementwise, a ``CONCAT`` state a list extended. ``compute`` is a pure function of the
+states.
+
+The class says what the gate and the scores need to know about its numbers: the direction
+(``higher_is_better``) and the scale (``bounds``): gamma_a divides by the width of the
+scale, and a score outside the bounds is a bug, not a result.
+
+A metric is registered by name with :func:`pytest_segrobust.metrics.register_metric` or
+through the ``segrobust.metrics`` entry point group, and a suite names it in ``metrics:``.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, ClassVar
+
+import torch
+
+from pytest_segrobust.types import Batch, Field
+
+
+class Reduction(str, Enum):
+    """How two partial values of a state combine."""
+
+    SUM = "sum"  # a tensor (or number): added
+    CONCAT = "concat"  # a list: extended
+
+
+@dataclass(frozen=True)
+class MetricResult:
+    """A metric's numbers on one (possibly corrupted) dataset.
+
+    Attributes:
+        score: The headline number, on the metric's scale (``bounds``); NaN when undefined.
+        per_class: The metric per class of the dataset's ``class_names``; ``None`` where it is
+            undefined for that class.
+        details: Further numbers by name (e.g. AP50 for mask AP, SQ and RQ for PQ).
+    """
+
+    score: float
+    per_class: tuple[float | None, ...]
+    details: dict[str, float] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"score": self.score, "per_class": list(self.per_class), "details": dict(self.details)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> MetricResult:
+        return cls(float(data["score"]), tuple(data["per_class"]), {k: float(v) for k, v in data["details"].items()})
+
+
+@dataclass(frozen=True)
+class MetricContext:
+    """What a metric may know about the dataset it scores.
+
+    Attributes:
+        class_names: Label ``k`` is ``class_names[k]``.
+        ignore_index: Semantic label of pixels that are not scored.
+        categories: The dataset's COCO category dicts (``id``, ``name``, optional
+            ``supercategory``, ``isthing``), or ``None``.
+        device: Where states that follow the model live.
+        name: The dataset's name, for messages.
+    """
+
+    class_names: tuple[str, ...]
+    ignore_index: int
+    categories: tuple[dict[str, Any], ...] | None = None
+    device: torch.device = torch.device("cpu")
+    name: str = "dataset"
+
+    @classmethod
+    def of(cls, dataset: Any, device: torch.device) -> MetricContext:
+        categories = getattr(dataset, "categories", None)
+        return cls(
+            class_names=tuple(dataset.class_names),
+            ignore_index=int(dataset.ignore_index),
+            categories=None if categories is None else tuple(dict(c) for c in categories),
+            device=device,
+            name=str(dataset.name),
+        )
+
+
+class Metric(ABC):
+    """A dataset-level metric built from sufficient statistics.
+
+    Subclasses set the class attributes, create every declared state in :meth:`reset`
+    (tensors for ``SUM``, lists for ``CONCAT``), add a batch in :meth:`update` and derive
+    the numbers in :meth:`compute` without changing the states.
+
+    Attributes:
+        name: Registry name, as written in suites (``"miou"``).
+        label: How tables show it (``"mIoU"``).
+        higher_is_better: Direction of the score; the gate and the robustness scores follow it.
+        bounds: ``(worst, best)`` ends of the scale for ``higher_is_better`` metrics,
+            ``(best, worst)`` otherwise; percent metrics use ``(0, 100)``.
+        accepts: The ground-truth field types :meth:`update` reads from a batch.
+        states: Name and reduction of every state attribute.
+    """
+
+    name: ClassVar[str]
+    label: ClassVar[str]
+    higher_is_better: ClassVar[bool] = True
+    bounds: ClassVar[tuple[float, float]] = (0.0, 100.0)
+    accepts: ClassVar[tuple[type[Field], ...]] = ()
+    states: ClassVar[dict[str, Reduction]] = {}
+
+    def __init__(self, context: MetricContext) -> None:
+        self.context = context
+        self.reset()
+
+    @abstractmethod
+    def reset(self) -> None:
+        """Create every declared state, empty."""
+
+    @abstractmethod
+    def update(self, predictions: Any, batch: Batch) -> None:
+        """Add a batch: the model's (checked) predictions and the batch's typed ground truth."""
+
+    @abstractmethod
+    def compute(self) -> MetricResult:
+        """The numbers of everything added so far; the states are left as they are."""
+
+    @classmethod
+    def scale(cls) -> float:
+        """Width of the metric's scale (100 for a percentage)."""
+        return abs(cls.bounds[1] - cls.bounds[0])
+
+    def merge(self, other: Metric) -> None:
+        """Add ``other``'s states (e.g. a worker's share of the dataset) to this metric's."""
+        if type(other) is not type(self):
+            raise TypeError(f"cannot merge {type(other).__name__} into {type(self).__name__}")
+        for name, reduction in self.states.items():
+            mine, theirs = getattr(self, name), getattr(other, name)
+            if reduction is Reduction.SUM:
+                setattr(self, name, mine + (theirs.to(mine.device) if isinstance(mine, torch.Tensor) else theirs))
+            else:
+                setattr(self, name, [*mine, *theirs])
+
+    def state_dict(self) -> dict[str, Any]:
+        """JSON-safe states (tensors as nested lists with their dtype)."""
+        out: dict[str, Any] = {}
+        for name in self.states:
+            value = getattr(self, name)
+            if isinstance(value, torch.Tensor):
+                out[name] = {"dtype": str(value.dtype).removeprefix("torch."), "values": value.cpu().tolist()}
+            else:
+                out[name] = value
+        return out
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Replace the states by ``state`` (from :meth:`state_dict`)."""
+        missing = sorted(set(self.states) - set(state))
+        if missing:
+            raise ValueError(f"{self.name}: state lacks {', '.join(missing)}")
+        for name in self.states:
+            value = state[name]
+            if isinstance(value, dict) and set(value) == {"dtype", "values"}:
+                value = torch.tensor(value["values"], dtype=getattr(torch, value["dtype"]), device=self.context.device)
+            setattr(self, name, value)
+
+
+def check_score(metric: type[Metric], score: float) -> None:
+    """Raise when a finite score lies outside the metric's scale (a metric bug, never a result)."""
+    low, high = sorted(metric.bounds)
+    if math.isfinite(score) and not low - 1e-9 <= score <= high + 1e-9:
+        raise ValueError(f"metric {metric.name} computed {score}, outside its scale {low}..{high}")

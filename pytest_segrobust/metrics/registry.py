@@ -1,0 +1,19 @@
+"""Metrics by name: the built-ins and those of installed plugins (entry point group ``segrobust.metrics``)."""
+
+from __future__ import annotations
+
+from pytest_segrobust.plugins import NamedRegistry
+
+ENTRY_POINT_GROUP = "segrobust.metrics"
+
+METRICS: NamedRegistry = NamedRegistry(
+    "metric",
+    ENTRY_POINT_GROUP,
+    (
+        "pytest_segrobust.metrics.miou",
+        "pytest_segrobust.metrics.coco_map",
+        "pytest_segrobust.metrics.boundary_iou",
+        "pytest_segrobust.metrics.panoptic_quality",
+    ),
+)
+register_metric = METRICS.register

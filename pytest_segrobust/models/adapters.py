@@ -1,0 +1,105 @@
+"""Model adapters: fit what a suite's factory returned to its task's model protocol.
+
+An adapter is registered for a task with a predicate saying which objects it wraps
+(``isinstance(obj, torch.nn.Module)``, a Hugging Face model class, an ONNX session); a new
+kind of model is one module that registers its adapter. Before the registry, the
+``pytest_segrobust_adapt_model`` hook asks plugins and ``conftest.py`` files; after it, an
+object that already follows the task's protocol passes through as it is.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+if TYPE_CHECKING:
+    from pytest_segrobust.tasks.base import Task
+
+Build = Callable[..., Any]
+# Modules whose import registers the built-in adapters.
+_BUILTINS = ("pytest_segrobust.models.torch_module",)
+
+
+@dataclass(frozen=True)
+class Adapter:
+    """Wraps objects that ``matches`` accepts into models of ``task`` with ``build(obj, device=, amp=)``."""
+
+    task: str
+    name: str
+    matches: Callable[[Any], bool]
+    build: Build
+
+
+_ADAPTERS: list[Adapter] = []
+_loaded = False
+
+
+def register_adapter(task: str, matches: Callable[[Any], bool], name: str | None = None) -> Callable[[Build], Build]:
+    """Register ``build`` as the adapter of ``task`` for objects ``matches`` accepts (a decorator).
+
+    Adapters registered later are tried first, so a specific adapter registered by a plugin
+    wins over a generic built-in one (``nn.Module``).
+    """
+
+    def decorate(build: Build) -> Build:
+        _ADAPTERS.insert(0, Adapter(task, name or getattr(build, "__qualname__", repr(build)), matches, build))
+        return build
+
+    return decorate
+
+
+def adapters(task: str) -> list[Adapter]:
+    """The adapters of ``task``, in the order they are tried."""
+    global _loaded
+    if not _loaded:
+        _loaded = True
+        for module in _BUILTINS:
+            importlib.import_module(module)
+    return [a for a in _ADAPTERS if a.task == task]
+
+
+def adapt_model(
+    obj: Any,
+    task: Task,
+    device: torch.device | str | None = None,
+    amp: bool = False,
+    hook: Callable[..., Any] | None = None,
+) -> Any:
+    """``obj`` as a model of ``task``.
+
+    Args:
+        obj: What a factory returned.
+        task: The suite's task.
+        device: Where adapted modules run (objects that follow the protocol manage their own).
+        amp: Run adapted modules under autocast.
+        hook: pytest's ``pytest_segrobust_adapt_model`` hook caller, asked first.
+
+    Raises:
+        TypeError: when nothing fits ``obj`` to the task, saying what was expected.
+    """
+    if hook is not None:
+        adapted = hook(obj=obj, task=task.name, device=device, amp=amp)
+        if adapted is not None:
+            return _checked(adapted, task, f"the pytest_segrobust_adapt_model hook for {type(obj).__name__}")
+    if task.accepts_model(obj):
+        return obj
+    for adapter in adapters(task.name):
+        if adapter.matches(obj):
+            return _checked(adapter.build(obj, device=device, amp=amp), task, f"adapter {adapter.name}")
+    declared = getattr(obj, "task", None)
+    why = f" (it declares task {declared!r})" if declared not in (None, task.name) else ""
+    kinds = ", ".join(a.name for a in adapters(task.name))
+    raise TypeError(
+        f"expected {task.model_description} or an object an adapter wraps ({kinds}), "
+        f"got {type(obj).__name__}{why}"
+    )
+
+
+def _checked(model: Any, task: Task, source: str) -> Any:
+    if not task.accepts_model(model):
+        raise TypeError(f"{source} returned {type(model).__name__}, which is not {task.model_description}")
+    return model

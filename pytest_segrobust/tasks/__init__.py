@@ -1,0 +1,29 @@
+"""Tasks by name: semantic, instance, panoptic, and those of installed plugins (``segrobust.tasks``)."""
+
+from __future__ import annotations
+
+from pytest_segrobust.plugins import NamedRegistry
+from pytest_segrobust.tasks.base import Task
+
+ENTRY_POINT_GROUP = "segrobust.tasks"
+
+TASKS: NamedRegistry = NamedRegistry(
+    "task",
+    ENTRY_POINT_GROUP,
+    ("pytest_segrobust.tasks.semantic", "pytest_segrobust.tasks.instance", "pytest_segrobust.tasks.panoptic"),
+    make=lambda cls: cls(),  # an entry point names the class
+)
+
+
+def register_task(cls: type[Task]) -> type[Task]:
+    """Register a task class (its instance is what the engine uses)."""
+    TASKS.register(cls())
+    return cls
+
+
+def get_task(name: str) -> Task:
+    """The task called ``name`` (raises :class:`~pytest_segrobust.errors.UnknownNameError`)."""
+    return TASKS.get(name)
+
+
+__all__ = ["TASKS", "Task", "get_task", "register_task"]

@@ -1,0 +1,80 @@
+"""What a task is to the engine: a sample schema, a model protocol and its output checks.
+
+A task turns dataset samples into a batch of typed fields (:mod:`pytest_segrobust.types`),
+says which model protocol its models follow, validates what a model returned (in one place),
+and names its default metrics. Suites name a task; the engine looks it up in
+:data:`pytest_segrobust.tasks.TASKS` and never branches on it.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import torch
+
+from pytest_segrobust.data.base import Sample, SegmentationDataset
+from pytest_segrobust.errors import DatasetError
+from pytest_segrobust.types import Batch, Field, Image, SampleIndex
+
+
+class Task(ABC):
+    """A segmentation task.
+
+    Attributes:
+        name: Registry name, as written in suites (``task: semantic``).
+        default_metrics: Metric names used when a suite lists none; the first is the headline.
+        model_protocol: The runtime-checkable protocol a model of this task follows.
+        model_description: What such a model is, for error messages.
+    """
+
+    name: ClassVar[str]
+    default_metrics: ClassVar[tuple[str, ...]]
+    model_protocol: ClassVar[type]
+    model_description: ClassVar[str]
+
+    def collate(self, samples: Sequence[Sample], positions: Sequence[int], dataset: SegmentationDataset,
+                device: torch.device) -> dict[str, Field]:
+        """The batch of ``samples`` on ``device``: images in ``[0, 1]``, their index and the task's targets.
+
+        Raises:
+            DatasetError: for an image that is not ``uint8`` ``(3, H, W)`` or a target that does not fit it.
+        """
+        for sample in samples:
+            image = sample.image
+            if image.dim() != 3 or image.shape[0] != 3 or image.dtype != torch.uint8:
+                raise DatasetError(
+                    f"{dataset.name}: sample {sample.sample_id}: expected a uint8 image of shape (3, H, W), "
+                    f"got {image.dtype} {tuple(image.shape)}"
+                )
+        images = torch.stack([s.image for s in samples]).to(device, non_blocking=True).float().div_(255.0)
+        fields: dict[str, Field] = {
+            "image": Image(images),
+            "index": SampleIndex(tuple(positions), tuple(s.sample_id for s in samples)),
+        }
+        return fields | self.targets(samples, dataset, device)
+
+    @abstractmethod
+    def targets(self, samples: Sequence[Sample], dataset: SegmentationDataset, device: torch.device) -> dict[str, Field]:
+        """The ground truth of ``samples`` as typed fields, checked against their images."""
+
+    @abstractmethod
+    def check_predictions(self, predictions: Any, batch: Batch) -> Any:
+        """What the model returned for ``batch``, validated; raises :class:`ModelOutputError`."""
+
+    def accepts_model(self, obj: object) -> bool:
+        """Whether ``obj`` is a model of this task as it is.
+
+        The protocol is checked by structure, and a model that declares its task (a ``task``
+        attribute, as every adapter here does) must declare this one: an instance model
+        cannot pass as a semantic one.
+        """
+        declared = getattr(obj, "task", None)
+        return isinstance(obj, self.model_protocol) and declared in (None, self.name)
+
+
+def first_id(batch: Batch) -> str:
+    """The sample id of the batch's first image, for messages."""
+    index = next((f for f in batch.values() if isinstance(f, SampleIndex)), None)
+    return index.sample_ids[0] if index is not None and index.sample_ids else "?"

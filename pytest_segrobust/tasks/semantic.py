@@ -1,0 +1,50 @@
+"""Semantic segmentation: a class id per pixel, scored by mIoU by default."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from pytest_segrobust.data.base import Sample, SegmentationDataset
+from pytest_segrobust.errors import DatasetError, ModelOutputError
+from pytest_segrobust.models.base import SegmentationModel
+from pytest_segrobust.tasks import register_task
+from pytest_segrobust.tasks.base import Task, first_id
+from pytest_segrobust.types import Batch, Field, Image, SemanticMask, field_of
+
+
+@register_task
+class SemanticTask(Task):
+    name = "semantic"
+    default_metrics = ("miou",)
+    model_protocol = SegmentationModel
+    model_description = "a SegmentationModel (predict -> (B, H, W) class ids, device, fingerprint)"
+
+    def targets(self, samples: Sequence[Sample], dataset: SegmentationDataset, device: torch.device) -> dict[str, Field]:
+        for sample in samples:
+            if sample.target.mask.shape != sample.image.shape[1:]:
+                raise DatasetError(
+                    f"{dataset.name}: sample {sample.sample_id}: mask size {tuple(sample.target.mask.shape)} differs "
+                    f"from image size {tuple(sample.image.shape[1:])}"
+                )
+        masks = torch.stack([s.target.mask for s in samples]).to(device, non_blocking=True)
+        return {"mask": SemanticMask(masks, dataset.ignore_index)}
+
+    def check_predictions(self, predictions: Any, batch: Batch) -> torch.Tensor:
+        images = field_of(batch, Image).data
+        expected = (images.shape[0], *images.shape[-2:])
+        if not isinstance(predictions, torch.Tensor):
+            raise ModelOutputError(f"model returned {type(predictions).__name__}, expected a tensor of shape {expected}")
+        if tuple(predictions.shape) != expected:
+            raise ModelOutputError(
+                f"model returned predictions of shape {tuple(predictions.shape)}, expected {expected} "
+                f"(class ids per pixel; first sample {first_id(batch)})"
+            )
+        if predictions.is_floating_point():
+            if not bool(torch.isfinite(predictions).all()):
+                raise ModelOutputError(f"model returned NaN or infinite values (batch starting at {first_id(batch)})")
+            if not bool((predictions == predictions.round()).all()):
+                raise ModelOutputError("model returned fractional values; expected integer class ids")
+        return predictions
