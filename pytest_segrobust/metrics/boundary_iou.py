@@ -35,8 +35,8 @@ from typing import ClassVar
 
 import torch
 
-from pytest_segrobust.errors import ModelOutputError
 from pytest_segrobust.metrics.base import Metric, MetricResult, Reduction
+from pytest_segrobust.metrics.miou import checked_class_ids
 from pytest_segrobust.metrics.registry import register_metric
 from pytest_segrobust.types import Batch, SemanticMask, field_of
 
@@ -112,16 +112,7 @@ def boundary_counts(
         ModelOutputError: when a prediction or a ground-truth label is outside ``0..K-1``.
     """
     k = num_classes
-    pred, gt = predictions.long(), targets.long()
-    valid = gt != ignore_index
-    low, high = torch.aminmax(pred)
-    if low < 0 or high >= k:
-        bad = pred[(pred < 0) | (pred >= k)][0].item()
-        raise ModelOutputError(f"model predicted class id {bad}, outside 0..{k - 1}")
-    low, high = torch.aminmax(torch.where(valid, gt, 0))
-    if low < 0 or high >= k:
-        bad = gt[valid & ((gt < 0) | (gt >= k))][0].item()
-        raise ModelOutputError(f"ground truth holds class id {bad}, outside 0..{k - 1} (ignore {ignore_index})")
+    pred, gt, valid = checked_class_ids(predictions, targets, k, ignore_index)
     # Ignored pixels get label k: outside every class for the bands, one bin dropped below.
     gt = torch.where(valid, gt, k)
     height, width = gt.shape[-2:]

@@ -71,6 +71,28 @@ class ConfusionMatrix:
         return metric
 
 
+def checked_class_ids(
+    predictions: torch.Tensor, targets: torch.Tensor, num_classes: int, ignore_index: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Predictions and targets as int64, and the mask of scored (not ignored) pixels.
+
+    Raises:
+        ModelOutputError: when a prediction, or a scored ground-truth label, is outside ``0..K-1``.
+    """
+    k = num_classes
+    pred, gt = predictions.long(), targets.long()
+    valid = gt != ignore_index
+    low, high = torch.aminmax(pred)
+    if low < 0 or high >= k:
+        bad = pred[(pred < 0) | (pred >= k)][0].item()
+        raise ModelOutputError(f"model predicted class id {bad}, outside 0..{k - 1}")
+    low, high = torch.aminmax(torch.where(valid, gt, 0))
+    if low < 0 or high >= k:
+        bad = gt[valid & ((gt < 0) | (gt >= k))][0].item()
+        raise ModelOutputError(f"ground truth holds class id {bad}, outside 0..{k - 1} (ignore {ignore_index})")
+    return pred, gt, valid
+
+
 def confusion_counts(predictions: torch.Tensor, targets: torch.Tensor, num_classes: int, ignore_index: int) -> torch.Tensor:
     """``counts[gt, pred]`` of one batch, on the inputs' device.
 
@@ -81,18 +103,9 @@ def confusion_counts(predictions: torch.Tensor, targets: torch.Tensor, num_class
         ModelOutputError: when a prediction or a ground-truth label is outside ``0..K-1``.
     """
     k = num_classes
-    pred, gt = predictions.long(), targets.long()
-    valid = gt != ignore_index
-    low, high = torch.aminmax(pred)
-    if low < 0 or high >= k:
-        bad = pred[(pred < 0) | (pred >= k)][0].item()
-        raise ModelOutputError(f"model predicted class id {bad}, outside 0..{k - 1}")
+    pred, gt, valid = checked_class_ids(predictions, targets, k, ignore_index)
     # Ignored pixels go to one extra bin that is dropped: no boolean gathers on the hot path.
     gt = torch.where(valid, gt, 0)
-    low, high = torch.aminmax(gt)
-    if low < 0 or high >= k:
-        bad = gt[(gt < 0) | (gt >= k)][0].item()
-        raise ModelOutputError(f"ground truth holds class id {bad}, outside 0..{k - 1} (ignore {ignore_index})")
     index = torch.where(valid, gt * k + pred, k * k)
     return torch.bincount(index.flatten(), minlength=k * k + 1)[: k * k].view(k, k)
 
