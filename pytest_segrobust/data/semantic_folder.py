@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, get_args
@@ -67,6 +67,22 @@ class _Pair:
     key: str  # relative path without suffix (and without the Cityscapes tag): the sample id
     image: Path
     mask: Path
+
+
+def read_pair(pair: _Pair, read_mask: Callable[[Path], np.ndarray]) -> tuple[torch.Tensor, SemanticTarget]:
+    """Decode an image ``(3, H, W)`` uint8 and its label map, checking that their sizes agree.
+
+    Raises:
+        DatasetError: naming both files when the mask's size differs from the image's.
+    """
+    image = read_rgb(pair.image)
+    mask = read_mask(pair.mask)
+    if mask.shape != image.shape[:2]:
+        raise DatasetError(
+            f"{pair.mask}: mask is {mask.shape[1]}x{mask.shape[0]} (width x height) but its image "
+            f"{pair.image} is {image.shape[1]}x{image.shape[0]}"
+        )
+    return torch.from_numpy(image.copy()).permute(2, 0, 1).contiguous(), SemanticTarget(torch.from_numpy(mask))
 
 
 class SemanticFolder:
@@ -131,18 +147,8 @@ class SemanticFolder:
         if not -len(self) <= index < len(self):
             raise IndexError(f"index {index} out of range for {self.name} of size {len(self)}")
         pair = self._pairs[index]
-        image = read_rgb(pair.image)
-        mask = self._read_mask(pair.mask)
-        if mask.shape != image.shape[:2]:
-            raise DatasetError(
-                f"{pair.mask}: mask is {mask.shape[1]}x{mask.shape[0]} (width x height) but its image "
-                f"{pair.image} is {image.shape[1]}x{image.shape[0]}"
-            )
-        return Sample(
-            sample_id=pair.key,
-            image=torch.from_numpy(image.copy()).permute(2, 0, 1).contiguous(),
-            target=SemanticTarget(torch.from_numpy(mask)),
-        )
+        image, target = read_pair(pair, self._read_mask)
+        return Sample(sample_id=pair.key, image=image, target=target)
 
     def fingerprint(self) -> str:
         """Digest of layout, classes and the relative name and size of every file used.

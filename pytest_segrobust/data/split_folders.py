@@ -36,14 +36,12 @@ from pathlib import Path
 from typing import Literal, get_args
 
 import numpy as np
-import torch
 from PIL import Image
 
-from pytest_segrobust.data.base import DEFAULT_IGNORE_INDEX, Sample, SemanticTarget
-from pytest_segrobust.data.io import read_rgb
+from pytest_segrobust.data.base import DEFAULT_IGNORE_INDEX, Sample
 
 # Shared with SemanticFolder, so both readers accept the same files in the same way.
-from pytest_segrobust.data.semantic_folder import _LABEL_MODES, IMAGE_SUFFIXES, MASK_SUFFIXES, _Pair, _with_suffix
+from pytest_segrobust.data.semantic_folder import _LABEL_MODES, IMAGE_SUFFIXES, MASK_SUFFIXES, _Pair, _with_suffix, read_pair
 from pytest_segrobust.errors import DatasetError
 
 ListedBy = Literal["images", "masks"]
@@ -127,18 +125,8 @@ class SplitFolders:
         if not -len(self) <= index < len(self):
             raise IndexError(f"index {index} out of range for {self.name} of size {len(self)}")
         pair = self._pairs[index]
-        image = read_rgb(pair.image)
-        mask = self._read_mask(pair.mask)
-        if mask.shape != image.shape[:2]:
-            raise DatasetError(
-                f"{pair.mask}: mask is {mask.shape[1]}x{mask.shape[0]} (width x height) but its image "
-                f"{pair.image} is {image.shape[1]}x{image.shape[0]}"
-            )
-        return Sample(
-            sample_id=f"{self.split}/{pair.key}",
-            image=torch.from_numpy(image.copy()).permute(2, 0, 1).contiguous(),
-            target=SemanticTarget(torch.from_numpy(mask)),
-        )
+        image, target = read_pair(pair, self._read_mask)
+        return Sample(sample_id=f"{self.split}/{pair.key}", image=image, target=target)
 
     def fingerprint(self) -> str:
         """Digest of split, classes, the bytes of every mask and the name and size of every image.
