@@ -1,24 +1,32 @@
-"""COCO panoptic annotations read as semantic label maps.
+"""COCO panoptic annotations, read as semantic label maps and as panoptic segments.
 
 The panoptic format is a json (``images``, ``categories``, one entry in ``annotations`` per
 image) and a folder of RGB PNGs in which each pixel stores its segment id as
 ``R + 256 * G + 256 ** 2 * B``; id 0 is unlabeled. ``segments_info`` gives each segment's
-category. Semantic evaluation of panoptic data forgets the instances: every pixel takes the
-class of its segment's category, so all instances of a thing class merge into one region.
+category.
 
-Classes are numbered contiguously: label ``k`` (0-based) is the ``k``-th category in id
-order, things and stuff alike. There is no background class; unlabeled pixels are
-``ignore_index``. Crowd segments keep the label of their category: a crowd of people is
-people, and scoring it tests the model where the class is; this follows panopticapi's
-``panoptic2semantic_segmentation`` converter. (Instance metrics ignore crowds because they
-cannot be matched to single instances, a reason that has no meaning for a label map.)
+:class:`CocoPanopticSemantic` yields label maps. Semantic evaluation of panoptic data forgets
+the instances: every pixel takes the class of its segment's category, so all instances of a
+thing class merge into one region. Classes are numbered contiguously: label ``k`` (0-based) is
+the ``k``-th category in id order, things and stuff alike. There is no background class;
+unlabeled pixels are ``ignore_index``. Crowd segments keep the label of their category: a
+crowd of people is people, and scoring it tests the model where the class is; this follows
+panopticapi's ``panoptic2semantic_segmentation`` converter. (Instance metrics ignore crowds
+because they cannot be matched to single instances, a reason that has no meaning for a label
+map.)
+
+:class:`CocoPanoptic` yields the same label maps and also each image's segments as a
+:class:`~pytest_segrobust.types.PanopticTarget`: the PNG's segment ids as stored (0 is void),
+each segment's label in the numbering above (the one ``class_names`` gives) and its
+``iscrowd``. Whether a class is a thing or stuff is its category's ``isthing``, which panoptic
+quality reads from ``categories``.
 
 The json is read, checked and indexed once; the image and the PNG are decoded one sample at a
 time in ``__getitem__``, where the checks that need pixels run. Every error names the file
-and entry at fault. The class is its own factory in a suite file::
+and entry at fault. Each class is its own factory in a suite file::
 
     dataset:
-      factory: pytest_segrobust.data.coco_panoptic:CocoPanopticSemantic
+      factory: pytest_segrobust.data.coco_panoptic:CocoPanoptic  # or CocoPanopticSemantic
       kwargs:
         images_dir: coco/val2017
         annotation_file: coco/annotations/panoptic_val2017.json
@@ -29,7 +37,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +45,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from pytest_segrobust.data.base import DEFAULT_IGNORE_INDEX, Sample, SemanticTarget
+from pytest_segrobust.data.base import DEFAULT_IGNORE_INDEX, PanopticTarget, Sample, SemanticTarget
 from pytest_segrobust.data.coco_json import CocoJson, digest_file_sizes, require
 from pytest_segrobust.data.io import read_rgb
 from pytest_segrobust.errors import DatasetError
@@ -59,8 +67,9 @@ class _PanopticImage:
     width: int
     panoptic_file_name: str
     annotation_position: int  # index in the json's annotations, for messages
-    segment_ids: tuple[int, ...]
+    segment_ids: tuple[int, ...]  # ascending
     segment_labels: tuple[int, ...]
+    segment_crowd: tuple[bool, ...]
 
 
 class CocoPanopticSemantic:
@@ -81,7 +90,8 @@ class CocoPanopticSemantic:
 
     Raises:
         DatasetError: when the json cannot be read, lacks a field, or is inconsistent (an image
-            without annotation, an unknown category, a repeated segment id), naming file and entry.
+            without annotation, an unknown category, a repeated segment id, an ``iscrowd``
+            other than 0 or 1), naming file and entry.
     """
 
     ignore_index: int = DEFAULT_IGNORE_INDEX
@@ -137,7 +147,9 @@ class CocoPanopticSemantic:
                     f"{self.annotation_file}: image {image['id']} ({image['file_name']}) has no panoptic annotation"
                 )
             position, annotation = annotation_of_image[image["id"]]
-            segment_ids, segment_labels = self._segments(annotation["segments_info"], label_of_category, position)
+            segment_ids, segment_labels, segment_crowd = self._segments(
+                annotation["segments_info"], label_of_category, position
+            )
             entries.append(
                 _PanopticImage(
                     image_id=image["id"],
@@ -148,6 +160,7 @@ class CocoPanopticSemantic:
                     annotation_position=position,
                     segment_ids=segment_ids,
                     segment_labels=segment_labels,
+                    segment_crowd=segment_crowd,
                 )
             )
         self._images: list[_PanopticImage] = entries if limit is None else entries[: max(limit, 0)]
@@ -161,11 +174,8 @@ class CocoPanopticSemantic:
             raise IndexError(f"index {index} out of range for {self.name} of size {len(self)}")
         entry = self._images[index]
         image = self._load_image(entry)
-        return Sample(
-            sample_id=entry.file_name,
-            image=torch.from_numpy(image.copy()).permute(2, 0, 1).contiguous(),
-            target=SemanticTarget(torch.from_numpy(self._label_map(entry))),
-        )
+        segment_ids = self._segment_id_map(entry)
+        return self._sample(entry, image, segment_ids)
 
     def fingerprint(self) -> str:
         """Digest of the annotation file's bytes and of the name and size of every image and PNG used.
@@ -185,14 +195,30 @@ class CocoPanopticSemantic:
         digest_file_sizes(digest, self.annotation_file, files)
         return digest.hexdigest()
 
+    def _sample(self, entry: _PanopticImage, image: np.ndarray, segment_ids: np.ndarray) -> Sample:
+        """The sample of ``entry`` from its decoded image and checked segment-id map.
+
+        Shape:
+            image: ``(height, width, 3)``, uint8; segment_ids: ``(height, width)``, int64.
+        """
+        return Sample(
+            sample_id=entry.file_name,
+            image=torch.from_numpy(image.copy()).permute(2, 0, 1).contiguous(),
+            target=SemanticTarget(torch.from_numpy(self._label_map(entry, segment_ids))),
+        )
+
     def _segments(
         self, segments_info: Any, label_of_category: dict[int, int], position: int
-    ) -> tuple[tuple[int, ...], tuple[int, ...]]:
-        """Segment ids of one annotation, sorted, with the contiguous label of each."""
+    ) -> tuple[tuple[int, ...], tuple[int, ...], tuple[bool, ...]]:
+        """Segment ids of one annotation, sorted, with the contiguous label and crowd flag of each.
+
+        ``iscrowd`` may be left out (not crowd), as COCO allows.
+        """
         where = f"annotations[{position}].segments_info"
         if not isinstance(segments_info, list) or not all(isinstance(segment, dict) for segment in segments_info):
             raise DatasetError(f"{self.annotation_file}: {where} must be a list of objects")
         label_of_segment: dict[int, int] = {}
+        crowd_of_segment: dict[int, bool] = {}
         for row, segment in enumerate(segments_info):
             require(self.annotation_file, segment, ("id", "category_id"), f"{where}[{row}]")
             segment_id, category_id = segment["id"], segment["category_id"]
@@ -211,9 +237,18 @@ class CocoPanopticSemantic:
                 )
             if segment_id in label_of_segment:
                 raise DatasetError(f"{self.annotation_file}: {where}[{row}]: segment id {segment_id} appears twice")
+            iscrowd = segment.get("iscrowd", 0)
+            # bool is an int: True and False pass as 1 and 0, as json writers may emit them.
+            if not isinstance(iscrowd, int) or iscrowd not in (0, 1):
+                raise DatasetError(f"{self.annotation_file}: {where}[{row}]: iscrowd {iscrowd!r} is not 0 or 1")
             label_of_segment[segment_id] = label_of_category[category_id]
+            crowd_of_segment[segment_id] = bool(iscrowd)
         ordered = sorted(label_of_segment)
-        return tuple(ordered), tuple(label_of_segment[segment_id] for segment_id in ordered)
+        return (
+            tuple(ordered),
+            tuple(label_of_segment[segment_id] for segment_id in ordered),
+            tuple(crowd_of_segment[segment_id] for segment_id in ordered),
+        )
 
     def _image_path(self, entry: _PanopticImage) -> Path:
         return self.images_dir / entry.file_name
@@ -238,16 +273,15 @@ class CocoPanopticSemantic:
             )
         return pixels
 
-    def _label_map(self, entry: _PanopticImage) -> np.ndarray:
-        """The panoptic PNG of ``entry`` as contiguous class labels, void as ``ignore_index``.
+    def _segment_id_map(self, entry: _PanopticImage) -> np.ndarray:
+        """The segment id of every pixel of ``entry``'s PNG, each checked against its segments_info.
 
         Shape:
-            return: ``(height, width)``, int64.
+            return: ``(height, width)``, int64; ``VOID_SEGMENT_ID`` on unlabeled pixels.
         """
         path = self._panoptic_path(entry)
         segment_ids = decode_segment_ids(self._read_panoptic_png(path, entry))
         known = np.asarray((VOID_SEGMENT_ID, *entry.segment_ids), dtype=np.int64)  # sorted: ids are positive
-        labels = np.asarray((self.ignore_index, *entry.segment_labels), dtype=np.int64)
         slot = np.minimum(np.searchsorted(known, segment_ids), len(known) - 1)
         found = known[slot] == segment_ids
         if not bool(found.all()):
@@ -258,7 +292,17 @@ class CocoPanopticSemantic:
                 f"{path}: segment ids {shown}{more} are not in the segments_info of "
                 f"annotations[{entry.annotation_position}] in {self.annotation_file}"
             )
-        return labels[slot]
+        return segment_ids
+
+    def _label_map(self, entry: _PanopticImage, segment_ids: np.ndarray) -> np.ndarray:
+        """Contiguous class labels of a checked segment-id map of ``entry``, void as ``ignore_index``.
+
+        Shape:
+            segment_ids: ``(height, width)``, int64; return: same.
+        """
+        known = np.asarray((VOID_SEGMENT_ID, *entry.segment_ids), dtype=np.int64)  # sorted: ids are positive
+        labels = np.asarray((self.ignore_index, *entry.segment_labels), dtype=np.int64)
+        return labels[np.searchsorted(known, segment_ids)]
 
     def _read_panoptic_png(self, path: Path, entry: _PanopticImage) -> np.ndarray:
         """The stored RGB pixels of a panoptic PNG, checked against the json's image size.
@@ -300,3 +344,34 @@ def decode_segment_ids(rgb: np.ndarray) -> np.ndarray:
     """
     channels = rgb.astype(np.int64)
     return channels[..., 0] + 256 * channels[..., 1] + 256 * 256 * channels[..., 2]
+
+
+class CocoPanoptic(CocoPanopticSemantic):
+    """Segments of a COCO panoptic dataset, with the semantic label maps of :class:`CocoPanopticSemantic`.
+
+    Every sample's ``panoptic`` holds the PNG's segment ids as stored (``VOID_SEGMENT_ID`` on
+    unlabeled pixels) and, for each segment of the image's ``segments_info`` in id order, its
+    contiguous label (``class_names[label]`` is its category's name) and ``iscrowd``. A
+    segment listed without a pixel stays listed; panoptic quality counts it as absent. The
+    json, its checks, ``categories`` (with ``isthing``), ``class_names`` and the fingerprint
+    are those of :class:`CocoPanopticSemantic`: the files are the same, more is read from them.
+
+    Args:
+        images_dir: Folder that the ``file_name`` of every image is relative to.
+        annotation_file: Panoptic json with ``images``, ``annotations`` and ``categories``.
+        panoptic_dir: Folder that the ``file_name`` of every annotation (its PNG) is relative to.
+        name: Name in reports; the json's stem by default.
+        limit: Use only the first ``limit`` images (in id order).
+
+    Raises:
+        DatasetError: as :class:`CocoPanopticSemantic`, naming file and entry.
+    """
+
+    def _sample(self, entry: _PanopticImage, image: np.ndarray, segment_ids: np.ndarray) -> Sample:
+        panoptic = PanopticTarget(
+            segments=torch.from_numpy(segment_ids),
+            ids=torch.tensor(entry.segment_ids, dtype=torch.int64),
+            labels=torch.tensor(entry.segment_labels, dtype=torch.int64),
+            iscrowd=torch.tensor(entry.segment_crowd, dtype=torch.bool),
+        )
+        return replace(super()._sample(entry, image, segment_ids), panoptic=panoptic)

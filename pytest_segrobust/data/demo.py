@@ -6,7 +6,8 @@ pixels on every call, process and machine.
 
 Each scene is a textured background with several overlapping shapes (disks, ellipses,
 rectangles, triangles) of four object classes; the visible part of every shape is also an
-instance, so the same scenes serve semantic and instance segmentation. An object's class
+instance and a thing segment, and the background one stuff segment, so the same scenes serve
+semantic, instance and panoptic segmentation. An object's class
 shows only in its local appearance: a texture family with fine, few-pixel structure plus a
 loosely class-related colour range (neighbouring classes share hues). Shape and size carry
 no class information. A small CNN learns the classes from clean images, while Gaussian noise
@@ -43,7 +44,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from pytest_segrobust.data.base import DEFAULT_IGNORE_INDEX, InstanceTarget, Sample, SemanticTarget
+from pytest_segrobust.data.base import DEFAULT_IGNORE_INDEX, InstanceTarget, PanopticTarget, Sample, SemanticTarget
 
 # Bump whenever a change to this module changes any generated pixel or label of the
 # in-distribution splits (train, val and any split name not in SHIFTED_STYLES).
@@ -55,10 +56,20 @@ SHIFT_VERSION = "1"
 CLASS_NAMES: tuple[str, ...] = ("background", "striped", "checkered", "dotted", "smooth")
 DEFAULT_SIZES: dict[str, int] = {"train": 512, "val": 64, "ood-easy": 64, "ood-hard": 64}
 
+BACKGROUND = 0
 _STRIPED, _CHECKERED, _DOTTED, _SMOOTH = 1, 2, 3, 4
+# The panoptic stuff classes; every object class is a thing.
+STUFF_CLASSES: tuple[int, ...] = (BACKGROUND,)
 # COCO categories of the object classes: id k is class k, so labels need no translation.
+# The background has none (instance labels start at 1), so panoptic quality, which counts a
+# class without a category as stuff, sees the same split as STUFF_CLASSES.
 CATEGORIES: tuple[dict[str, Any], ...] = tuple(
-    {"id": class_id, "name": CLASS_NAMES[class_id], "supercategory": "plain" if class_id == _SMOOTH else "pattern"}
+    {
+        "id": class_id,
+        "name": CLASS_NAMES[class_id],
+        "supercategory": "plain" if class_id == _SMOOTH else "pattern",
+        "isthing": 1,
+    }
     for class_id in (_STRIPED, _CHECKERED, _DOTTED, _SMOOTH)
 )
 # Centre hue (fraction of the colour wheel) of each object class. Hues are drawn within
@@ -337,10 +348,40 @@ class Scene:
 
         Painting the masks in order over a background of zeros gives ``labels`` back.
         """
-        pixel_counts = np.bincount(self.objects.ravel(), minlength=len(self.object_classes) + 1)
-        shown = np.flatnonzero(pixel_counts[1:])  # 0-based drawing order of the objects that show
+        shown = self._shown_objects()
         masks = self.objects[None] == (shown + 1).astype(self.objects.dtype)[:, None, None]
         return InstanceTarget.from_masks(torch.from_numpy(masks), torch.from_numpy(self.object_classes[shown]))
+
+    def panoptic(self) -> PanopticTarget:
+        """Every visible object as a thing segment, the visible background as one stuff segment.
+
+        A thing's segment id is its 1-based drawing-order index (as in ``objects``), so its
+        pixels are exactly its instance mask; the background's id is one past the last
+        object's. Segments are listed things first, in drawing order. No pixel is void and no
+        segment is crowd; each pixel's segment has the pixel's class in ``labels``.
+
+        Shape:
+            segments: ``(S, S)``, int64; ids, labels, iscrowd: ``(number of segments,)``.
+        """
+        shown = self._shown_objects()
+        ids, labels = (shown + 1).astype(np.int64), self.object_classes[shown].astype(np.int64)
+        background = self.objects == 0
+        segments = self.objects.astype(np.int64)
+        if background.any():
+            background_id = len(self.object_classes) + 1
+            segments[background] = background_id
+            ids, labels = np.append(ids, background_id), np.append(labels, BACKGROUND)
+        return PanopticTarget(
+            segments=torch.from_numpy(segments),
+            ids=torch.from_numpy(ids),
+            labels=torch.from_numpy(labels),
+            iscrowd=torch.zeros(len(ids), dtype=torch.bool),
+        )
+
+    def _shown_objects(self) -> np.ndarray:
+        """0-based drawing-order indices of the objects that cover at least one pixel, ascending."""
+        pixel_counts = np.bincount(self.objects.ravel(), minlength=len(self.object_classes) + 1)
+        return np.flatnonzero(pixel_counts[1:])
 
 
 def generate_scene(split: str, index: int, image_size: int = 128) -> Scene:
@@ -421,9 +462,11 @@ def generate_scene(split: str, index: int, image_size: int = 128) -> Scene:
 class DemoScenes:
     """Procedurally generated textured-shape scenes; implements ``SegmentationDataset``.
 
-    Every sample carries both targets: class ids per pixel and the visible part of each
-    object as an instance, labelled with its class id (so label ``k`` is ``class_names[k]``
-    and the ``k``-th of :attr:`categories`).
+    Every sample carries three targets: class ids per pixel, the visible part of each object
+    as an instance, labelled with its class id (so label ``k`` is ``class_names[k]`` and the
+    ``k``-th of :attr:`categories`), and the panoptic segmentation of :meth:`Scene.panoptic`:
+    each object a thing segment, the background (class 0, which has no category and is the
+    only class of :data:`STUFF_CLASSES`) one stuff segment.
 
     Args:
         split: ``"train"`` (512 scenes by default), ``"val"``, or one of the natural-shift
@@ -437,7 +480,7 @@ class DemoScenes:
 
     class_names: tuple[str, ...] = CLASS_NAMES
     ignore_index: int = DEFAULT_IGNORE_INDEX
-    #: COCO category dicts of the object classes in id order, e.g. for ``CocoMAP``.
+    #: COCO category dicts of the object classes in id order (``isthing`` 1), e.g. for ``CocoMAP``.
     categories: tuple[dict[str, Any], ...] = CATEGORIES
 
     def __init__(self, split: str = "val", size: int | None = None, image_size: int = 128) -> None:
@@ -470,6 +513,7 @@ class DemoScenes:
             image=torch.from_numpy(scene.pixels),
             target=SemanticTarget(mask=torch.from_numpy(scene.labels.astype(np.int64))),
             instances=scene.instances(),
+            panoptic=scene.panoptic(),
         )
 
     def fingerprint(self) -> str:

@@ -5,7 +5,9 @@ Its weights ship with the package (``models/weights/tiny_unet.pt``, produced by
 clean images only, so it is deliberately fragile under noise and blur.
 
 :func:`tiny_unet_instances` turns the same network into an instance segmentation model
-(one instance per connected region of a predicted class), for the demo's instance suite.
+(one instance per connected region of a predicted class), for the demo's instance suite, and
+:func:`tiny_unet_panoptic` into a panoptic one (those regions as things, the background as
+stuff).
 """
 
 from __future__ import annotations
@@ -18,8 +20,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from pytest_segrobust.corruptions.functional.filters import gaussian_blur
-from pytest_segrobust.data.demo import CLASS_NAMES
-from pytest_segrobust.models.components import ComponentInstances
+from pytest_segrobust.data.demo import CLASS_NAMES, STUFF_CLASSES
+from pytest_segrobust.models.components import ComponentInstances, ComponentPanoptic
 
 # Located relative to this package, so the weights folder needs no __init__.py.
 WEIGHTS_PACKAGE = "pytest_segrobust.models"
@@ -153,6 +155,28 @@ def tiny_unet_instances(
         FileNotFoundError: When the weights file does not exist.
     """
     return ComponentInstances(tiny_unet(weights, device), min_area=min_area).eval()
+
+
+def tiny_unet_panoptic(weights: str | None = None, device: str = "cpu", min_area: int = DEMO_MIN_AREA) -> ComponentPanoptic:
+    """The demo model as a panoptic segmentation module (the panoptic task's adapter wraps it).
+
+    Each 8-connected region of a predicted object class is a thing segment, the predicted
+    background one stuff segment (see :class:`ComponentPanoptic`), matching the demo data's
+    panoptic targets.
+
+    Args:
+        weights: Path of a state dict file; ``None`` loads the weights shipped with
+            the package.
+        device: Where inference runs.
+        min_area: Predicted object regions of fewer pixels are left void.
+
+    Returns:
+        The model, ready for inference.
+
+    Raises:
+        FileNotFoundError: When the weights file does not exist.
+    """
+    return ComponentPanoptic(tiny_unet(weights, device), stuff=STUFF_CLASSES, min_area=min_area).eval()
 
 
 class InputSmoothing(nn.Module):

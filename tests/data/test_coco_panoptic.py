@@ -1,4 +1,4 @@
-"""CocoPanopticSemantic on a tiny panoptic dataset written to tmp_path: label maps, bad input, evaluation."""
+"""CocoPanopticSemantic and CocoPanoptic on a tiny dataset written to tmp_path: targets, bad input, evaluation."""
 
 from __future__ import annotations
 
@@ -14,9 +14,14 @@ import torch
 from PIL import Image
 
 from pytest_segrobust.data.base import SegmentationDataset
-from pytest_segrobust.data.coco_panoptic import CocoPanopticSemantic, decode_segment_ids
+from pytest_segrobust.data.coco_panoptic import CocoPanoptic, CocoPanopticSemantic, decode_segment_ids
 from pytest_segrobust.errors import DatasetError
 from pytest_segrobust.evaluation import evaluate
+from pytest_segrobust.metrics.base import MetricContext
+from pytest_segrobust.metrics.panoptic_quality import PanopticQuality, thing_classes
+from pytest_segrobust.models.base import PanopticPredictions
+from pytest_segrobust.tasks import get_task
+from pytest_segrobust.types import VOID
 
 HEIGHT, WIDTH = 6, 8
 # Ids out of order and not contiguous: labels follow the id order (person=0, cat=1, grass=2, sky=3).
@@ -27,6 +32,7 @@ CATEGORIES = [
     {"id": 125, "name": "grass-merged", "supercategory": "plant", "isthing": 0},
 ]
 PERSON, CAT, SKY, IGNORE = 0, 1, 3, 255
+READERS = [CocoPanopticSemantic, CocoPanoptic]
 
 # Image 7: sky on top; below it two people, a crowd of cats and an unlabeled strip.
 # Segment ids use all three channels: 0x030201 needs blue, 5000 needs green.
@@ -286,13 +292,20 @@ JSON_ERRORS = {
         lambda d: d["categories"][3].update(id=17),
         r"panoptic_val\.json: category id 17 appears twice in categories",
     ),
+    "iscrowd not 0 or 1": (
+        lambda d: d["annotations"][1]["segments_info"][1].update(iscrowd=2),
+        r"panoptic_val\.json: annotations\[1\]\.segments_info\[1\]: iscrowd 2 is not 0 or 1",
+    ),
 }
 
 
+@pytest.mark.parametrize("reader", READERS)
 @pytest.mark.parametrize("edit, message", JSON_ERRORS.values(), ids=JSON_ERRORS.keys())
-def test_json_errors_name_file_and_entry(tmp_path: Path, edit: Callable[[dict[str, Any]], None], message: str) -> None:
+def test_json_errors_name_file_and_entry(
+    tmp_path: Path, edit: Callable[[dict[str, Any]], None], message: str, reader: type[CocoPanopticSemantic]
+) -> None:
     with pytest.raises(DatasetError, match=message):
-        CocoPanopticSemantic(*write_dataset(tmp_path, _edit(edit)))
+        reader(*write_dataset(tmp_path, _edit(edit)))
 
 
 def test_unreadable_or_invalid_json(tmp_path: Path) -> None:
@@ -342,12 +355,13 @@ def test_png_size_differs_from_image(tmp_path: Path) -> None:
         dataset[0]
 
 
-def test_png_segment_missing_from_segments_info(tmp_path: Path) -> None:
+@pytest.mark.parametrize("reader", READERS)
+def test_png_segment_missing_from_segments_info(tmp_path: Path, reader: type[CocoPanopticSemantic]) -> None:
     images_dir, annotation_file, panoptic_dir = write_dataset(tmp_path)
     segment_ids = SEGMENTS_7.copy()
     segment_ids[0, :7] = [11, 12, 13, 14, 15, 16, 70000]  # seven ids the json does not know
     write_panoptic_png(panoptic_dir / "000000000007_panoptic.png", segment_ids)
-    dataset = CocoPanopticSemantic(images_dir, annotation_file, panoptic_dir)
+    dataset = reader(images_dir, annotation_file, panoptic_dir)
     with pytest.raises(
         DatasetError,
         match=r"000000000007_panoptic\.png: segment ids 11, 12, 13, 14, 15 and 2 more are not in the "
@@ -363,3 +377,67 @@ def test_png_that_is_not_rgb(tmp_path: Path) -> None:
     dataset = CocoPanopticSemantic(images_dir, annotation_file, panoptic_dir)
     with pytest.raises(DatasetError, match=r"000000000003_panoptic\.png: panoptic PNG has mode L; expected RGB"):
         dataset[0]
+
+
+# CocoPanoptic: the same files read as segments.
+
+
+def test_panoptic_samples_hold_segments_labels_crowd_and_void(tmp_path: Path) -> None:
+    dataset = CocoPanoptic(*write_dataset(tmp_path))
+    assert isinstance(dataset, SegmentationDataset) and len(dataset) == 2
+    sample = dataset[1]  # image 7
+    target = sample.panoptic
+    assert target is not None and sample.instances is None
+    assert target.segments.dtype == torch.int64 and np.array_equal(target.segments.numpy(), SEGMENTS_7)
+    assert bool((target.segments[2:, 6:] == VOID).all())  # unlabeled pixels are void
+    assert target.ids.tolist() == [PERSON_B, CAT_CROWD, SKY_7, PERSON_A]  # id order
+    assert target.labels.tolist() == [PERSON, CAT, SKY, PERSON]
+    assert target.iscrowd.tolist() == [False, True, False, False]
+    assert np.array_equal(sample.target.mask.numpy(), LABELS_7)  # the semantic target is still there
+
+    other = dataset[0]  # image 3
+    assert other.panoptic is not None and np.array_equal(other.panoptic.segments.numpy(), SEGMENTS_3)
+    assert other.panoptic.ids.tolist() == [SKY_3, CAT_3] and other.panoptic.labels.tolist() == [SKY, CAT]
+    assert not other.panoptic.iscrowd.any()
+
+
+def test_panoptic_reader_shares_images_classes_and_fingerprint_with_the_semantic_one(tmp_path: Path) -> None:
+    files = write_dataset(tmp_path)
+    panoptic, semantic = CocoPanoptic(*files, limit=1), CocoPanopticSemantic(*files, limit=1)
+    assert panoptic.class_names == semantic.class_names and panoptic.categories == semantic.categories
+    assert panoptic.image_ids == semantic.image_ids == (3,)
+    assert panoptic.fingerprint() == semantic.fingerprint()
+    assert torch.equal(panoptic[0].image, semantic[0].image)
+    assert torch.equal(panoptic[0].target.mask, semantic[0].target.mask) and semantic[0].panoptic is None
+    # Panoptic quality sees label k as class_names[k], a thing or stuff by its category's isthing.
+    assert thing_classes(MetricContext.of(panoptic, torch.device("cpu"))) == (True, True, False, False)
+
+
+def test_missing_iscrowd_is_not_crowd_and_segments_without_pixels_stay_listed(tmp_path: Path) -> None:
+    document = panoptic_document()
+    del document["annotations"][0]["segments_info"][3]["iscrowd"]  # the cat crowd
+    document["annotations"][1]["segments_info"].append({"id": 77, "category_id": 125})  # grass, no pixel
+    target = CocoPanoptic(*write_dataset(tmp_path, document))[0].panoptic
+    assert target is not None
+    assert target.ids.tolist() == [42, 77, CAT_3] and target.labels.tolist() == [SKY, 2, CAT]
+    assert not target.iscrowd.any()
+    assert target.present().ids.tolist() == [42, CAT_3]
+    crowd = CocoPanoptic(*write_dataset(tmp_path / "again", document))[1].panoptic
+    assert crowd is not None and not crowd.iscrowd.any()
+
+
+def test_ground_truth_as_prediction_scores_pq_100(tmp_path: Path) -> None:
+    dataset = CocoPanoptic(*write_dataset(tmp_path))
+    task = get_task("panoptic")
+    cpu = torch.device("cpu")
+    metric = PanopticQuality(MetricContext.of(dataset, cpu))
+    samples = [dataset[0], dataset[1]]
+    batch = task.collate(samples, [0, 1], dataset, cpu)
+    targets = [s.panoptic for s in samples if s.panoptic is not None]
+    # The crowd of cats is predicted as one cat: it lies on a crowd of its own class, so it is no FP.
+    truth = [PanopticPredictions(t.segments, t.ids, t.labels) for t in targets]
+    metric.update(task.check_predictions(truth, batch), batch)
+    result = metric.compute()
+    assert result.score == pytest.approx(100.0)
+    assert result.per_class == pytest.approx((100.0, 100.0, None, 100.0))  # no grass anywhere
+    assert result.details["pq_things"] == pytest.approx(100.0) and result.details["pq_stuff"] == pytest.approx(100.0)

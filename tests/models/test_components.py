@@ -10,7 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_segrobust.models import as_instance_model
-from pytest_segrobust.models.components import ComponentInstances, connected_components
+from pytest_segrobust.models.adapters import adapt_model
+from pytest_segrobust.models.components import ComponentInstances, ComponentPanoptic, connected_components
+from pytest_segrobust.tasks import get_task
 
 
 def bfs_components(labels: list[list[int]], background: int) -> list[list[int]]:
@@ -167,3 +169,36 @@ def test_settings_are_checked_and_reach_the_fingerprint() -> None:
     module = FixedLogits(classes, torch.ones(classes.shape))
     prints = {as_instance_model(ComponentInstances(module, min_area=area)).fingerprint() for area in (4, 4, 8)}
     assert len(prints) == 2
+
+
+def test_panoptic_stuff_is_one_segment_per_class_and_thing_regions_are_instances() -> None:
+    # Class 0 is stuff in two disconnected parts; class 1 has two regions, one of them a speck.
+    classes = torch.tensor([[[1, 1, 0, 2, 2], [1, 1, 0, 2, 2], [0, 0, 0, 0, 0], [0, 1, 0, 0, 0], [0, 0, 0, 1, 1]]])
+    classes[0, 2, 1:4] = 2  # splits the class-0 pixels into an upper and a lower part
+    module = ComponentPanoptic(FixedLogits(classes, torch.full(classes.shape, 3.0)), stuff=(0,), min_area=2)
+    (result,) = module(images_like(classes))
+    segments, ids, labels = result["segments"], result["ids"], result["labels"]
+    assert segments.dtype == ids.dtype == labels.dtype == torch.int64 and segments.shape == (5, 5)
+    assert len(ids.unique()) == len(ids) and int(ids.min()) > 0
+    assert labels.tolist().count(0) == 1  # both class-0 parts are one stuff segment
+    stuff_id = int(ids[labels == 0])
+    assert torch.equal(segments == stuff_id, classes[0] == 0)
+    assert sorted(labels.tolist()) == [0, 1, 1, 2]  # the one-pixel class-1 speck is dropped
+    assert int(segments[3, 1]) == 0  # and left void
+    painted = torch.full_like(segments, -1)
+    for segment_id, label in zip(ids.tolist(), labels.tolist(), strict=True):
+        painted[segments == segment_id] = label
+    assert torch.equal(painted[segments > 0], classes[0][segments > 0])
+
+
+def test_panoptic_module_adapts_to_the_panoptic_task_and_settings_reach_the_fingerprint() -> None:
+    with pytest.raises(ValueError, match="min_area"):
+        ComponentPanoptic(torch.nn.Identity(), min_area=0)
+    classes = torch.tensor([[[0, 1], [2, 2]]])
+    module = FixedLogits(classes, torch.ones(classes.shape))
+    task = get_task("panoptic")
+    models = [adapt_model(ComponentPanoptic(module, stuff=stuff), task) for stuff in ((0,), (0,), (0, 2))]
+    assert all(task.accepts_model(model) for model in models)
+    assert len({model.fingerprint() for model in models}) == 2
+    (predicted,) = models[2].predict(images_like(classes))
+    assert sorted(predicted.labels.tolist()) == [0, 2]  # class 1 is one pixel, below min_area 4
