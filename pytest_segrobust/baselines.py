@@ -9,6 +9,11 @@ A file looks like::
      "models": {"tiny-unet": {"clean": {"score": 91.2},
                               "gaussian_noise": {"3": {"score": 60.1, "gamma_r": 0.66, "gamma_a": 0.69}}}}}
 
+A suite with further metrics stores them beside the headline's as ``<metric>.score``,
+``<metric>.gamma_r`` and ``<metric>.gamma_a`` and names them in ``conditions.metrics``. A
+suite over dataset splits (natural shifts) lists them in ``conditions.splits`` and nests each
+model's cells one level deeper, by split: ``models.<model>.<split>.<corruption>``.
+
 The conditions say what the numbers were measured under; a run under other conditions
 (another seed, dataset, severity table, metric, ...) is not compared with them but fails,
 naming the field. Every stored value is a finite number: a file with anything else is
@@ -37,17 +42,19 @@ CLEAN = "clean"
 
 @dataclass(frozen=True)
 class CellKey:
-    """Address of one cell in a suite: model x corruption x severity (0 for clean)."""
+    """Address of one cell in a suite: model x [split x] corruption x severity (0 for clean)."""
 
     suite: str
     model: str
     corruption: str
     severity: int
+    split: str | None = None
 
     @property
     def label(self) -> str:
         cell = self.corruption if self.severity == 0 else f"{self.corruption}::{self.severity}"
-        return f"{self.suite}::{self.model}::{cell}"
+        split = "" if self.split is None else f"{self.split}::"
+        return f"{self.suite}::{self.model}::{split}{cell}"
 
 
 @dataclass(frozen=True)
@@ -55,8 +62,10 @@ class Conditions:
     """What a suite's numbers are measured under; baselines are only comparable under equal ones.
 
     Attributes:
-        task: The suite's task (``semantic``, ``instance``).
-        metric: What the scores are (``miou``, ``map``).
+        task: The suite's task (``semantic``, ``instance``, ``panoptic``).
+        metric: What the scores are (``miou``, ``map``): the headline metric.
+        metrics: The further metrics stored beside it (``boundary_iou``).
+        splits: The dataset splits of a natural-shift suite, in order.
         preset: Whose severity tables the corruption names refer to.
         seed: Global seed of the corruptions' random draws.
         limit: Images evaluated (``None``: the whole dataset).
@@ -71,11 +80,15 @@ class Conditions:
     limit: int | None
     dataset: str
     severity_tables: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    metrics: tuple[str, ...] = ()
+    splits: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
+        optional = {"metrics": list(self.metrics), "splits": list(self.splits)}
         return {
             "task": self.task,
             "metric": self.metric,
+            **{name: value for name, value in optional.items() if value},
             "preset": self.preset,
             "seed": self.seed,
             "limit": self.limit,
@@ -104,6 +117,12 @@ class Conditions:
             isinstance(rows, list) and all(isinstance(row, str) for row in rows) for rows in tables.values()
         ):
             raise BaselineError(f"{where}: conditions.severity_tables: expected lists of strings by corruption")
+        names = {}
+        for name in ("metrics", "splits"):
+            value = data.get(name, [])
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise BaselineError(f"{where}: conditions.{name}: expected a list of names, got {value!r}")
+            names[name] = tuple(value)
         return cls(
             task=data["task"],
             metric=data["metric"],
@@ -112,13 +131,14 @@ class Conditions:
             limit=limit,
             dataset=data["dataset"],
             severity_tables={name: tuple(rows) for name, rows in tables.items()},
+            **names,
         )
 
     def general_differences(self, stored: Conditions) -> list[str]:
         """``field: baseline X, this run Y`` for each condition shared by all cells that differs."""
         return [
             f"{name}: baseline {getattr(stored, name)!r}, this run {getattr(self, name)!r}"
-            for name in ("task", "metric", "preset", "seed", "limit", "dataset")
+            for name in ("task", "metric", "metrics", "splits", "preset", "seed", "limit", "dataset")
             if getattr(stored, name) != getattr(self, name)
         ]
 
@@ -141,6 +161,7 @@ class Check:
     observed: float
     baseline: float
     tolerance: float
+    higher_is_better: bool = True
 
     @property
     def delta(self) -> float:
@@ -158,11 +179,16 @@ class Check:
     @property
     def regressed(self) -> bool:
         # A NaN compares false with everything: it must fail, never pass as "not below".
-        return self.problem is not None or self.observed < self.baseline - self.tolerance
+        return self.problem is not None or self._gain < -self.tolerance
 
     @property
     def improved(self) -> bool:
-        return self.problem is None and self.observed > self.baseline + self.tolerance
+        return self.problem is None and self._gain > self.tolerance
+
+    @property
+    def _gain(self) -> float:
+        """How much better than its baseline the observation is (negative: worse)."""
+        return self.delta if self.higher_is_better else -self.delta
 
 
 @dataclass(frozen=True)
@@ -217,6 +243,8 @@ class BaselineFile:
                 f"its numbers are not comparable. Re-record them with {UPDATE_FLAG}"
             )
         model = stored.models.get(key.model, {})
+        if key.split is not None:
+            model = model.get(key.split, {})
         if key.severity == 0:
             return model.get(key.corruption)
         return model.get(key.corruption, {}).get(str(key.severity))
@@ -252,27 +280,39 @@ def read_baseline(path: Path) -> StoredBaselines | None:
         if not isinstance(data.get("suite"), str):
             raise BaselineError(f"{path}: 'suite' must be a string, got {data.get('suite')!r}")
         conditions = Conditions.from_json(data.get("conditions"), str(path))
-        _validate_models(data["models"], str(path))
+        _validate_models(data["models"], str(path), conditions.splits)
     except BaselineError as exc:
         raise BaselineError(f"{exc}; fix it or rewrite it with {UPDATE_FLAG}") from None
     return StoredBaselines(data["suite"], conditions, data["models"])
 
 
-def _validate_models(models: dict[str, Any], where: str) -> None:
+def _validate_models(models: dict[str, Any], where: str, splits: tuple[str, ...]) -> None:
     for model, cells in models.items():
         if not isinstance(cells, dict):
             raise BaselineError(f"{where}: models.{model}: expected a mapping of corruptions, got {cells!r}")
-        for corruption, entry in cells.items():
-            at = f"models.{model}.{corruption}"
-            if corruption == CLEAN:
-                _validate_values(entry, at, where)
-                continue
+        if not splits:
+            _validate_cells(cells, f"models.{model}", where)
+            continue
+        for split, entry in cells.items():
+            if split not in splits:
+                raise BaselineError(f"{where}: models.{model}.{split}: not one of conditions.splits ({', '.join(splits)})")
             if not isinstance(entry, dict):
-                raise BaselineError(f"{where}: {at}: expected a mapping of severities, got {entry!r}")
-            for severity, values in entry.items():
-                if not severity.isdigit() or not 1 <= int(severity) <= 5:
-                    raise BaselineError(f"{where}: {at}: expected severities '1'..'5', got {severity!r}")
-                _validate_values(values, f"{at}.{severity}", where)
+                raise BaselineError(f"{where}: models.{model}.{split}: expected a mapping of corruptions, got {entry!r}")
+            _validate_cells(entry, f"models.{model}.{split}", where)
+
+
+def _validate_cells(cells: dict[str, Any], prefix: str, where: str) -> None:
+    for corruption, entry in cells.items():
+        at = f"{prefix}.{corruption}"
+        if corruption == CLEAN:
+            _validate_values(entry, at, where)
+            continue
+        if not isinstance(entry, dict):
+            raise BaselineError(f"{where}: {at}: expected a mapping of severities, got {entry!r}")
+        for severity, values in entry.items():
+            if not severity.isdigit() or not 1 <= int(severity) <= 5:
+                raise BaselineError(f"{where}: {at}: expected severities '1'..'5', got {severity!r}")
+            _validate_values(values, f"{at}.{severity}", where)
 
 
 def _validate_values(values: Any, at: str, where: str) -> None:
@@ -286,13 +326,20 @@ def _validate_values(values: Any, at: str, where: str) -> None:
 
 
 def compare(
-    observed: Mapping[str, float], stored: Mapping[str, float], tolerances: Mapping[str, float]
+    observed: Mapping[str, float],
+    stored: Mapping[str, float],
+    tolerances: Mapping[str, float],
+    lower_is_better: Iterable[str] = (),
 ) -> list[Check]:
-    """Checks of every toleranced metric present in both ``observed`` and ``stored``."""
+    """Checks of every toleranced number present in both ``observed`` and ``stored``.
+
+    ``lower_is_better`` names the numbers that regress by rising (the score of an error metric).
+    """
+    falling = set(lower_is_better)
     return [
-        Check(metric, float(observed[metric]), float(stored[metric]), tolerance)
-        for metric, tolerance in tolerances.items()
-        if metric in observed and metric in stored
+        Check(name, float(observed[name]), float(stored[name]), tolerance, higher_is_better=name not in falling)
+        for name, tolerance in tolerances.items()
+        if name in observed and name in stored
     ]
 
 
@@ -320,8 +367,11 @@ def write_baseline(
     if stored is not None and not conditions.general_differences(stored.conditions):
         stale = {c for c in stored.conditions.severity_tables if conditions.table_difference(stored.conditions, c)}
         tables = {c: rows for c, rows in stored.conditions.severity_tables.items() if c not in stale} | tables
+        def fresh(cells_: dict[str, Any]) -> dict[str, Any]:
+            return {corruption: entry for corruption, entry in cells_.items() if corruption not in stale}
+
         models = {
-            model: {corruption: entry for corruption, entry in cells_.items() if corruption not in stale}
+            model: fresh(cells_) if not conditions.splits else {split: fresh(c) for split, c in cells_.items()}
             for model, cells_ in stored.models.items()
         }
     for key, values in cells:
@@ -329,24 +379,28 @@ def write_baseline(
         if bad:
             raise ValueError(f"{key.label}: refusing to store non-finite values {bad}")
         model = models.setdefault(key.model, {})
+        if key.split is not None:
+            model = model.setdefault(key.split, {})
         if key.severity == 0:
             model[key.corruption] = dict(values)
         else:
             model.setdefault(key.corruption, {})[str(key.severity)] = dict(values)
     header = replace(conditions, severity_tables=tables)
-    document = {"format": FORMAT, "suite": suite, "conditions": header.to_json(), "models": _sorted(models)}
+    document = {"format": FORMAT, "suite": suite, "conditions": header.to_json(), "models": _sorted(models, bool(conditions.splits))}
     atomic_write_text(path, json.dumps(document, indent=2, allow_nan=False) + "\n")
 
 
-def _sorted(models: dict[str, Any]) -> dict[str, Any]:
+def _sorted(models: dict[str, Any], splits: bool) -> dict[str, Any]:
     def by_severity(item: tuple[str, Any]) -> tuple[int, str]:
         return (int(item[0]) if item[0].isdigit() else -1, item[0])
 
-    out: dict[str, Any] = {}
-    for model in sorted(models):
-        cells = models[model]
-        out[model] = {
+    def cells_sorted(cells: dict[str, Any]) -> dict[str, Any]:
+        return {
             name: dict(sorted(value.items(), key=by_severity)) if name != CLEAN else value
             for name, value in sorted(cells.items(), key=lambda kv: (kv[0] != CLEAN, kv[0]))
         }
-    return out
+
+    return {
+        model: cells_sorted(models[model]) if not splits else {s: cells_sorted(models[model][s]) for s in sorted(models[model])}
+        for model in sorted(models)
+    }

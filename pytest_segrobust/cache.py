@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from collections.abc import Callable
-from dataclasses import asdict
 from pathlib import Path
 
 from filelock import FileLock
 
 from pytest_segrobust.files import atomic_write_text
-from pytest_segrobust.evaluation import EVALUATOR_VERSION, EvalResult
+from pytest_segrobust.evaluation import EVALUATOR_VERSION, EvalResult, is_finite
 
 
 class CleanCache:
@@ -54,15 +52,13 @@ class CleanCache:
                 return stored
             result = compute()
             self.misses += 1
-            if math.isfinite(result.score):  # a NaN is never reused: the next run must see it afresh
-                atomic_write_text(path, json.dumps(asdict(result)))
+            if is_finite(result):  # a NaN is never reused: the next run must see it afresh
+                atomic_write_text(path, json.dumps(result.to_json()))
             return result
 
     @staticmethod
     def _read(path: Path) -> EvalResult | None:
         try:
-            data = json.loads(path.read_text())
-            data["per_class"] = tuple(data["per_class"])
-            return EvalResult(**data)
-        except (OSError, ValueError, TypeError, KeyError):
+            return EvalResult.from_json(json.loads(path.read_text()))
+        except (OSError, ValueError, TypeError, KeyError, AttributeError):
             return None  # missing or unreadable: recompute and overwrite

@@ -14,7 +14,7 @@ failure). Every rule of the gate lives here:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 
@@ -66,6 +66,7 @@ def judge(
     baseline_file: str = "",
     metric_label: str = "score",
     clean_score: float | None = None,
+    lower_is_better: Iterable[str] = (),
 ) -> Verdict:
     """Decide one cell.
 
@@ -79,6 +80,8 @@ def judge(
         baseline_file: The file, as shown in messages.
         metric_label: How the score is named in messages (mIoU, mask AP).
         clean_score: The model's clean score, to explain an undefined gamma_r.
+        lower_is_better: The observed numbers that regress by rising (an error metric's score);
+            every other number regresses by falling.
     """
     invalid = _non_finite(observed, metric_label, clean_score)
     if invalid:
@@ -102,7 +105,7 @@ def judge(
                 f"(or accept all current numbers with pytest --segrobust {UPDATE_FLAG})"
             ),
         )
-    checks = tuple(compare(observed, stored, tolerances))
+    checks = tuple(compare(observed, stored, tolerances, lower_is_better))
     regressions = [c for c in checks if c.regressed]
     if regressions:
         return Verdict(Status.REGRESSED, checks, message=_regression_message(key, regressions, baseline_file))

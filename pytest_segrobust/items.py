@@ -1,4 +1,4 @@
-"""Collection nodes: a suite file becomes one item per model x corruption x severity."""
+"""Collection nodes: a suite file becomes one item per model x [split x] corruption x severity."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from pytest_segrobust.baselines import CellKey
 from pytest_segrobust.errors import SegRobustError
-from pytest_segrobust.evaluation import CLEAN
 from pytest_segrobust.session import CellFailure
 from pytest_segrobust.stash import SESSION_KEY
 from pytest_segrobust.suite import Suite
@@ -23,29 +23,24 @@ class SuiteFile(pytest.File):
             suite = session.suite(self.path)
         except SegRobustError as exc:
             raise self.CollectError(str(exc)) from None
-        for model, corruption, severity in session.cells(suite):
-            name = f"{model}::{CLEAN}" if severity == 0 else f"{model}::{corruption}::{severity}"
-            yield SuiteItem.from_parent(
-                self, name=name, suite=suite, model=model, corruption=corruption, severity=severity
-            )
+        for key in session.cells(suite):
+            yield SuiteItem.from_parent(self, name=key.label.removeprefix(f"{suite.name}::"), suite=suite, key=key)
 
 
 class SuiteItem(pytest.Item):
     """One cell of a suite: evaluate, compare with the baseline, record."""
 
-    def __init__(self, *, suite: Suite, model: str, corruption: str, severity: int, **kwargs: Any) -> None:
+    def __init__(self, *, suite: Suite, key: CellKey, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.suite = suite
-        self.model = model
-        self.corruption = corruption
-        self.severity = severity
+        self.key = key
         self.add_marker(pytest.mark.segrobust)
         self.segrobust_payload: str | None = None
 
     def runtest(self) -> None:
         session = self.config.stash[SESSION_KEY]
         try:
-            session.run_cell(self.suite, self.model, self.corruption, self.severity, self.nodeid)
+            session.run_cell(self.suite, self.key, self.nodeid)
         finally:
             # Read by the plugin into this item's report, which carries it to the xdist controller.
             self.segrobust_payload = session.cell_payload(self.nodeid)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass
@@ -12,7 +13,10 @@ class CellRecord:
     ``per_class``, ``clean_per_class`` and ``supercategories`` are aligned with
     ``class_names``; ``details`` and ``clean_details`` hold the metric's further numbers
     (AP50, AP75, box AP for ``map``). Each record carries its clean numbers, so that any
-    selection of cells can be reported on its own.
+    selection of cells can be reported on its own. These fields are the headline metric's;
+    ``metrics`` holds every further metric's numbers by name (``score``, ``clean_score``,
+    ``gamma_r``, ``gamma_a``, ``per_class``, ``clean_per_class``, ``details``). ``split`` is
+    the dataset split of a natural-shift suite's cell.
     """
 
     nodeid: str
@@ -36,3 +40,5 @@ class CellRecord:
     supercategories: list[str | None] = field(default_factory=list)
     details: dict[str, float] = field(default_factory=dict)
     clean_details: dict[str, float] = field(default_factory=dict)
+    split: str | None = None
+    metrics: dict[str, dict[str, Any]] = field(default_factory=dict)

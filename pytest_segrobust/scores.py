@@ -1,6 +1,11 @@
-"""Robustness scores from the papers; metric values are in percent (0..100).
+"""Robustness scores from the papers.
 
-Neither robustness is clipped: a corrupted score above the clean one gives a value above 1.
+The papers state them for a percentage where higher is better (mIoU, AP); here the direction
+and the scale come from the metric: a degradation is how far the corrupted score moved
+towards the metric's worst end, gamma_r divides it by the clean score's distance from that
+end and gamma_a by the width of the scale. For mIoU (0..100, higher is better) these are the
+papers' formulas exactly. Neither robustness is clipped: a corrupted score better than the
+clean one gives a value above 1.
 """
 
 from __future__ import annotations
@@ -9,19 +14,24 @@ import math
 from collections.abc import Iterable, Sequence
 
 
-def relative_robustness(clean: float, corrupted: float) -> float:
-    """gamma_r = 1 - (A_c - A_ps) / A_c (Schiappa et al.).
+def relative_robustness(clean: float, corrupted: float, *, higher_is_better: bool = True, worst: float = 0.0) -> float:
+    """gamma_r = 1 - (A_c - A_ps) / A_c (Schiappa et al.), for a metric whose worst value is ``worst``.
 
-    Returns NaN when the clean score is 0, where the ratio has no meaning.
+    Returns NaN when the clean score is at the worst end, where the ratio has no meaning.
     """
-    if clean == 0:
+    room = clean - worst if higher_is_better else worst - clean
+    if room == 0:
         return math.nan
-    return 1.0 - (clean - corrupted) / clean
+    return 1.0 - _degradation(clean, corrupted, higher_is_better) / room
 
 
-def absolute_robustness(clean: float, corrupted: float) -> float:
-    """gamma_a = 1 - (A_c - A_ps) / 100 (Schiappa et al.)."""
-    return 1.0 - (clean - corrupted) / 100.0
+def absolute_robustness(clean: float, corrupted: float, *, higher_is_better: bool = True, scale: float = 100.0) -> float:
+    """gamma_a = 1 - (A_c - A_ps) / 100 (Schiappa et al.), for a metric on a scale of width ``scale``."""
+    return 1.0 - _degradation(clean, corrupted, higher_is_better) / scale
+
+
+def _degradation(clean: float, corrupted: float, higher_is_better: bool) -> float:
+    return clean - corrupted if higher_is_better else corrupted - clean
 
 
 def mean(values: Iterable[float]) -> float:

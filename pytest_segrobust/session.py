@@ -13,7 +13,6 @@ import json
 import logging
 import os
 import sys
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -24,24 +23,21 @@ import torch
 from PIL import Image
 
 from pytest_segrobust.baselines import BaselineFile, CellKey, Conditions, write_baseline
-from pytest_segrobust.cache import CleanCache
-from pytest_segrobust.corruptions import REGISTRY, Corruption
-from pytest_segrobust.data.base import SegmentationDataset, supercategories
+from pytest_segrobust.corruptions import REGISTRY
+from pytest_segrobust.data.base import supercategories
 from pytest_segrobust.errors import BaselineError, SegRobustError, SuiteError
-from pytest_segrobust.evaluation import CLEAN, METRIC_LABELS, CellResult, EvalResult, evaluate
+from pytest_segrobust.evaluation import CLEAN, CellResult
 from pytest_segrobust.files import remove_stale_temporaries
 from pytest_segrobust.gate import judge
-from pytest_segrobust.identity import UnknownIdentity, code_identity
 from pytest_segrobust.limits import time_limit
-from pytest_segrobust.models import as_instance_model, as_segmentation_model
-from pytest_segrobust.models.base import InstanceSegmentationModel, SegmentationModel, model_device
+from pytest_segrobust.metrics import METRICS
 from pytest_segrobust.progress import TerminalProgress
 from pytest_segrobust.records import CellRecord
 from pytest_segrobust.report import ReportIncomplete, build_report, write_report
 from pytest_segrobust.report.gallery import REPORT_TILE, render_gallery
-from pytest_segrobust.suite import FactorySpec, Suite, declared_name, load_object, load_suite
+from pytest_segrobust.suite import Suite, declared_name, load_suite
+from pytest_segrobust.workbench import Workbench
 
-Model = SegmentationModel | InstanceSegmentationModel
 logger = logging.getLogger("pytest_segrobust")
 
 
@@ -94,9 +90,10 @@ class SegRobustSession:
         options: Parsed settings.
         rootpath: pytest's rootdir: relative paths in suites mean paths under it, its modules
             and those beside the suites are importable, and messages show paths relative to it.
+        adapt_hook: pytest's ``pytest_segrobust_adapt_model`` hook caller.
     """
 
-    def __init__(self, options: Options, rootpath: Path) -> None:
+    def __init__(self, options: Options, rootpath: Path, adapt_hook: Callable[..., Any] | None = None) -> None:
         self.options = options
         self.rootpath = rootpath
         self.records: list[CellRecord] = []
@@ -106,23 +103,26 @@ class SegRobustSession:
         self.pending: list[PendingWrite] = []
         self.suite_order: dict[str, Suite] = {}
         self._suites: dict[Path, Suite] = {}
-        self._models: dict[tuple[str, str], Model] = {}
-        self._datasets: dict[str, SegmentationDataset] = {}
-        # Per suite file, set when its dataset is built: what its numbers are measured under.
-        self._conditions: dict[str, Conditions] = {}
-        self._clean: dict[tuple[str, ...], EvalResult] = {}
+        # Models, datasets and clean results, shared with the segrobust fixture.
+        self.bench = Workbench(options, adapt_hook)
         self._baselines: dict[Path, BaselineFile] = {}
         self.report: dict[str, Any] | None = None
         self.written: list[Path] = []
         # What went wrong while writing at the end of the run; each fails the run.
         self.problems: list[str] = []
-        self.cache = CleanCache(options.cache_dir) if options.cache_dir is not None else None
         self.cache_counts = {"hits": 0, "misses": 0, "uncached": 0}
         self.expected: list[str] = []
         self._import_paths: list[str] = []
         self._declared_names: dict[Path, dict[Path, str | None]] = {}
-        # Set by the plugin when a terminal shows this process's output (not under xdist).
-        self.progress_bar: TerminalProgress | None = None
+
+    @property
+    def progress_bar(self) -> TerminalProgress | None:
+        """Set by the plugin when a terminal shows this process's output (not under xdist)."""
+        return self.bench.progress_bar
+
+    @progress_bar.setter
+    def progress_bar(self, bar: TerminalProgress | None) -> None:
+        self.bench.progress_bar = bar
 
     # -- collection ---------------------------------------------------------------------
 
@@ -177,17 +177,20 @@ class SegRobustSession:
         self._import_paths.clear()
 
     @staticmethod
-    def cells(suite: Suite) -> list[tuple[str, str, int]]:
-        """``(model, corruption, severity)`` of every item of a suite, clean first per model."""
-        cells: list[tuple[str, str, int]] = []
+    def cells(suite: Suite) -> list[CellKey]:
+        """Every cell of a suite: per model (and split), clean first, then corruption x severity."""
+        cells: list[CellKey] = []
         for model in suite.models:
-            cells.append((model.name, CLEAN, 0))
-            cells.extend((model.name, c, s) for c in suite.corruptions for s in suite.severities)
+            for split in suite.splits:
+                cells.append(CellKey(suite.name, model.name, CLEAN, 0, split))
+                cells.extend(
+                    CellKey(suite.name, model.name, c, s, split) for c in suite.corruptions for s in suite.severities
+                )
         return cells
 
     # -- running a cell -----------------------------------------------------------------
 
-    def run_cell(self, suite: Suite, model_name: str, corruption_name: str, severity: int, nodeid: str) -> CellRecord:
+    def run_cell(self, suite: Suite, key: CellKey, nodeid: str) -> CellRecord:
         """Evaluate one cell, compare it with its baseline and record the outcome.
 
         Raises:
@@ -195,7 +198,6 @@ class SegRobustSession:
             SegRobustError: for bad input (dataset, model output, broken baseline, time limit).
         """
         __tracebackhide__ = True
-        key = CellKey(suite.name, model_name, corruption_name, severity)
         try:
             with self.in_project(), time_limit(self.options.timeout or suite.timeout, key.label):
                 record, observed = self._measure(suite, key, nodeid)
@@ -222,16 +224,9 @@ class SegRobustSession:
             os.chdir(previous)
 
     def _measure(self, suite: Suite, key: CellKey, nodeid: str) -> tuple[CellRecord, dict[str, float]]:
-        model = self._model(suite, key.model)
-        dataset = self._dataset(suite)
-        clean = self._clean_result(suite, key.model, model, dataset)
-        if key.severity == 0:
-            corrupted, category = clean, CLEAN
-        else:
-            corruption = REGISTRY.get(key.corruption, suite.preset)
-            corrupted = self._evaluate(suite, model, dataset, corruption, key.severity, key.label)
-            category = corruption.category.value
-        result = CellResult(corrupted=corrupted, clean=clean)
+        self.bench.conditions(suite)  # fingerprints the datasets: what the baseline is compared under
+        result, dataset, category = self.bench.cell(suite, key)
+        corrupted, clean = result.corrupted, result.clean
         observed = _observed(result, key.severity)
         record = CellRecord(
             nodeid=nodeid,
@@ -253,6 +248,19 @@ class SegRobustSession:
             supercategories=supercategories(dataset),
             details=dict(corrupted.details),
             clean_details=dict(clean.details),
+            split=key.split,
+            metrics={
+                name: {
+                    "score": corrupted.metrics[name].score,
+                    "clean_score": clean.metrics[name].score,
+                    "gamma_r": observed.get(f"{name}.gamma_r"),
+                    "gamma_a": observed.get(f"{name}.gamma_a"),
+                    "per_class": list(corrupted.metrics[name].per_class),
+                    "clean_per_class": list(clean.metrics[name].per_class),
+                    "details": dict(corrupted.metrics[name].details),
+                }
+                for name in suite.metrics[1:]
+            },
         )
         return record, observed
 
@@ -260,12 +268,16 @@ class SegRobustSession:
         __tracebackhide__ = True
         baseline = self._baseline_file(suite)
         try:
-            stored, problem = baseline.lookup(key, self._conditions[str(suite.path)]), None
+            stored, problem = baseline.lookup(key, self.bench.conditions(suite)), None
         except BaselineError as exc:
             stored, problem = None, str(exc)
-        tolerances = {"score": suite.tolerance.score}
-        if key.severity > 0:
-            tolerances["gamma_r"] = suite.tolerance.gamma_r
+        tolerances, lower_is_better = {}, []
+        for prefix, name in zip(("", *(f"{m}." for m in suite.metrics[1:])), suite.metrics):
+            tolerances[f"{prefix}score"] = suite.tolerance.score
+            if key.severity > 0:
+                tolerances[f"{prefix}gamma_r"] = suite.tolerance.gamma_r
+            if not METRICS.get(name).higher_is_better:
+                lower_is_better.append(f"{prefix}score")
         verdict = judge(
             key,
             observed,
@@ -274,8 +286,9 @@ class SegRobustSession:
             update=self.options.update_baselines,
             baseline_problem=problem,
             baseline_file=self._shown(baseline.path),
-            metric_label=METRIC_LABELS.get(suite.metric, suite.metric),
+            metric_label=METRICS.get(suite.metric).label,
             clean_score=record.clean_score,
+            lower_is_better=lower_is_better,
         )
         record.status = verdict.status.value
         if verdict.checks:
@@ -287,116 +300,10 @@ class SegRobustSession:
             raise CellFailure(verdict.message)
 
     def _queue(self, suite: Suite, path: Path, key: CellKey, values: dict[str, float], replace_all: bool) -> None:
-        conditions = self._conditions[str(suite.path)].to_json()
+        conditions = self.bench.conditions(suite).to_json()
         self.pending.append(PendingWrite(str(path), suite.name, conditions, key, values, replace_all))
 
-    # -- shared, lazily built state --------------------------------------------------------
-
-    def _model(self, suite: Suite, name: str) -> Model:
-        key = (str(suite.path), name)
-        if key not in self._models:
-            adapt = as_instance_model if suite.task == "instance" else as_segmentation_model
-            self._models[key] = _build(
-                suite,
-                suite.model(name).factory,
-                f"models[{name}]",
-                lambda obj: adapt(obj, device=self.options.device, amp=self.options.amp),
-            )
-        return self._models[key]
-
-    def _dataset(self, suite: Suite) -> SegmentationDataset:
-        key = str(suite.path)
-        if key not in self._datasets:
-            dataset = _build(suite, suite.dataset, "dataset", lambda obj: obj)
-            self._conditions[key] = Conditions(
-                task=suite.task,
-                metric=suite.metric,
-                preset=suite.preset,
-                seed=suite.seed,
-                limit=suite.limit,
-                dataset=dataset.fingerprint(),
-                severity_tables={
-                    name: tuple(REGISTRY.get(name, suite.preset).table.describe()) for name in suite.corruptions
-                },
-            )
-            self._datasets[key] = dataset
-        return self._datasets[key]
-
-    def _clean_result(
-        self, suite: Suite, model_name: str, model: Model, dataset: SegmentationDataset
-    ) -> EvalResult:
-        key = (str(suite.path), model_name)
-        if key not in self._clean:
-            label = CellKey(suite.name, model_name, CLEAN, 0).label
-            compute = lambda: self._evaluate(suite, model, dataset, None, 0, label)  # noqa: E731
-            fingerprint = None if self.cache is None else self._clean_fingerprint(suite, model_name, model)
-            if self.cache is None or fingerprint is None:
-                self._clean[key] = compute()
-            else:
-                self._clean[key] = self.cache.get_or_compute(fingerprint, compute)
-        return self._clean[key]
-
-    def _clean_fingerprint(self, suite: Suite, model_name: str, model: Model) -> str | None:
-        """The identity of a clean evaluation, or ``None`` where the model's code cannot be identified."""
-        factory = suite.model(model_name).factory
-        try:
-            code = code_identity(load_object(factory.target), model)
-        except UnknownIdentity as exc:
-            self.cache_counts["uncached"] += 1
-            logger.warning("%s: the clean result is not cached across runs: %s", suite.path, exc)
-            return None
-        # The factory call is part of the identity: constructor arguments need not be weights.
-        return CleanCache.key(
-            repr(factory),
-            model.fingerprint(),
-            code,
-            repr(suite.dataset),
-            self._conditions[str(suite.path)].dataset,
-            str(suite.limit),
-            suite.metric,
-            model_device(model).type,
-        )
-
-    def _evaluate(
-        self,
-        suite: Suite,
-        model: Model,
-        dataset: SegmentationDataset,
-        corruption: Corruption | None,
-        severity: int,
-        cell: str,
-    ) -> EvalResult:
-        log, bar = _ProgressLog(cell), self.progress_bar
-
-        def progress(done: int, total: int) -> None:
-            log(done, total)
-            if bar is not None:
-                bar.update(done, total)
-
-        if bar is not None:
-            bar.begin(cell)
-        try:
-            return evaluate(
-                model,
-                dataset,
-                corruption,
-                severity,
-                metric=suite.metric,
-                seed=suite.seed,
-                batch_size=self.options.batch_size or suite.batch_size,
-                limit=suite.limit,
-                progress=progress,
-                loader_workers=self.options.loader_workers,
-            )
-        finally:
-            if bar is not None:
-                bar.close()
-
-    def clean_cached(self, key: tuple[str, ...], compute: Callable[[], EvalResult]) -> EvalResult:
-        """Clean results for users' own tests, computed once per key per process."""
-        if key not in self._clean:
-            self._clean[key] = compute()
-        return self._clean[key]
+    # -- shared state -----------------------------------------------------------------------
 
     def _baseline_file(self, suite: Suite) -> BaselineFile:
         path = self.options.baselines_dir / f"{suite.name}.json"
@@ -423,10 +330,8 @@ class SegRobustSession:
             error = self.errors.get(nodeid)
             return None if error is None else json.dumps({"error": {"nodeid": nodeid, "message": error}})
         suite = self.suite_order[record.suite]
-        pending = [
-            asdict(p) for p in self.pending if p.key.suite == record.suite and p.key.model == record.model
-            and p.key.corruption == record.corruption and p.key.severity == record.severity
-        ]
+        key = CellKey(record.suite, record.model, record.corruption, record.severity, record.split)
+        pending = [asdict(p) for p in self.pending if p.key == key]
         return json.dumps({"record": asdict(record), "pending": pending, "suite": str(suite.path)})
 
     def absorb_cell(self, payload: str) -> None:
@@ -461,9 +366,10 @@ class SegRobustSession:
 
     def _cache_counts(self) -> dict[str, int]:
         counts = dict(self.cache_counts)
-        if self.cache is not None:
-            counts["hits"] += self.cache.hits
-            counts["misses"] += self.cache.misses
+        counts["uncached"] = counts.get("uncached", 0) + self.bench.uncached
+        if self.bench.cache is not None:
+            counts["hits"] += self.bench.cache.hits
+            counts["misses"] += self.bench.cache.misses
         return counts
 
     def cache_summary(self) -> str | None:
@@ -517,7 +423,7 @@ class SegRobustSession:
                 continue
             try:
                 with self.in_project():
-                    sample = self._dataset(suite)[0]
+                    sample = self.bench.dataset(suite, suite.shifts.reference if suite.shifts else None)[0]
                 corruptions = [REGISTRY.get(c, suite.preset) for c in suite.corruptions]
                 galleries[name] = render_gallery(
                     sample.image, corruptions, seed=suite.seed, sample_id=sample.sample_id, tile=REPORT_TILE
@@ -532,7 +438,7 @@ class SegRobustSession:
             by_path.setdefault(write.path, []).append(write)
         for path, writes in sorted(by_path.items()):
             first = writes[0]
-            cells = [(w.key, w.values) for w in sorted(writes, key=lambda w: (w.key.model, w.key.corruption, w.key.severity))]
+            cells = [(w.key, w.values) for w in sorted(writes, key=lambda w: (w.key.model, str(w.key.split), w.key.corruption, w.key.severity))]
             conditions = Conditions.from_json(first.conditions, path)
             try:
                 write_baseline(Path(path), first.suite, conditions, cells, replace_all=any(w.replace_all for w in writes))
@@ -549,9 +455,11 @@ class SegRobustSession:
             suite = self.suite_order.get(record.suite)
             names = list(suite.corruptions) if suite else []
             models = [m.name for m in suite.models] if suite else []
+            splits = list(suite.splits) if suite else []
             return (
                 list(self.suite_order).index(record.suite) if record.suite in self.suite_order else len(self.suite_order),
                 models.index(record.model) if record.model in models else len(models),
+                splits.index(record.split) if record.split in splits else len(splits),
                 -1 if record.severity == 0 else (names.index(record.corruption) if record.corruption in names else len(names)),
                 record.severity,
                 record.nodeid,
@@ -560,35 +468,12 @@ class SegRobustSession:
         return sorted(self.records, key=rank)
 
 
-def _build(suite: Suite, spec: FactorySpec, where: str, convert: Callable[[Any], Any]) -> Any:
-    """Call a suite's factory; any failure but our own becomes an error naming file, field and target."""
-    try:
-        return convert(spec.build())
-    except SegRobustError:
-        raise
-    except Exception as exc:
-        raise SegRobustError(f"{suite.path}: {where}: factory {spec.target} failed: {type(exc).__name__}: {exc}") from exc
-
-
-class _ProgressLog:
-    """Logs a long evaluation's progress every few seconds (shown by pytest's live logging)."""
-
-    interval = 5.0
-
-    def __init__(self, cell: str) -> None:
-        self.cell = cell
-        self.start = self.last = time.perf_counter()
-
-    def __call__(self, done: int, total: int) -> None:
-        now = time.perf_counter()
-        if now - self.last >= self.interval or (done == total and now - self.start >= self.interval):
-            self.last = now
-            rate = done / max(now - self.start, 1e-9)
-            logger.info("%s: %d/%d images (%.1f images/s)", self.cell, done, total, rate)
-
-
 def _observed(result: CellResult, severity: int) -> dict[str, float]:
-    if severity == 0:
-        return {"score": result.score}
-    return {"score": result.score, "gamma_r": result.gamma_r, "gamma_a": result.gamma_a}
-
+    """The gated numbers of a cell: the headline's unprefixed, every further metric's as ``<name>.<number>``."""
+    observed: dict[str, float] = {}
+    for index, name in enumerate(result.corrupted.metrics):
+        prefix = "" if index == 0 else f"{name}."
+        observed[f"{prefix}score"] = result.corrupted.metrics[name].score
+        if severity > 0:
+            observed[f"{prefix}gamma_r"], observed[f"{prefix}gamma_a"] = result.robustness(name)
+    return observed

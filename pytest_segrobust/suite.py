@@ -41,14 +41,14 @@ import yaml
 
 from pytest_segrobust.corruptions import DEFAULT_PRESET, REGISTRY
 from pytest_segrobust.corruptions.base import MAX_SEVERITY
-from pytest_segrobust.errors import SegRobustError, SuiteError
-from pytest_segrobust.evaluation import METRICS
+from pytest_segrobust.errors import SegRobustError, SuiteError, UnknownNameError
+from pytest_segrobust.metrics import METRICS
+from pytest_segrobust.tasks import TASKS, get_task
 
-TASKS = tuple(METRICS)
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
 _KNOWN_KEYS = {
     "name", "description", "task", "dataset", "models", "preset", "corruptions", "severities",
-    "metric", "tolerance", "batch_size", "seed", "limit", "cd", "timeout",
+    "metric", "metrics", "tolerance", "batch_size", "seed", "limit", "cd", "timeout", "shifts",
 }
 # The keys of a factory mapping, by where it appears.
 _FACTORY_KEYS = {"dataset": ("factory", "kwargs"), "models": ("name", "factory", "kwargs")}
@@ -99,8 +99,26 @@ class DegradationSettings:
 
 
 @dataclass(frozen=True)
+class Shifts:
+    """Natural distribution shifts: the same task on other splits of the data (SOOD-ImageNet).
+
+    Attributes:
+        reference: The split the others are compared with (Delta% = (A_split - A_ref) / A_ref).
+        splits: Each split's dataset factory, in the suite's order (the reference among them).
+    """
+
+    reference: str
+    splits: Mapping[str, FactorySpec]
+
+
+@dataclass(frozen=True)
 class Suite:
-    """A validated suite file."""
+    """A validated suite file.
+
+    ``metrics`` lists the metric names, the headline first; ``shifts``, when set, replaces the
+    single ``dataset`` by one dataset per split and makes every cell a split x corruption x
+    severity.
+    """
 
     path: Path
     name: str
@@ -110,7 +128,7 @@ class Suite:
     preset: str
     corruptions: tuple[str, ...]
     severities: tuple[int, ...]
-    metric: str
+    metrics: tuple[str, ...]
     tolerance: Tolerance
     batch_size: int
     seed: int
@@ -118,6 +136,20 @@ class Suite:
     description: str = ""
     degradation: DegradationSettings | None = None
     timeout: float | None = None
+    shifts: Shifts | None = None
+
+    @property
+    def metric(self) -> str:
+        """The headline metric."""
+        return self.metrics[0]
+
+    @property
+    def splits(self) -> tuple[str | None, ...]:
+        """The splits cells run on; ``(None,)`` for a suite of one dataset."""
+        return (None,) if self.shifts is None else tuple(self.shifts.splits)
+
+    def dataset_spec(self, split: str | None) -> FactorySpec:
+        return self.dataset if split is None or self.shifts is None else self.shifts.splits[split]
 
     def model(self, name: str) -> ModelSpec:
         return next(m for m in self.models if m.name == name)
@@ -183,29 +215,92 @@ class _Validator:
         if unknown:
             raise self.fail(unknown[0], f"unknown field; expected one of {', '.join(sorted(_KNOWN_KEYS))}")
         name = self.name("name", raw.get("name", self.path.stem))
-        task = self.choice("task", raw.get("task", "semantic"), TASKS)
+        task = self.choice("task", raw.get("task", "semantic"), tuple(TASKS.names()))
         preset = self.string("preset", raw.get("preset", DEFAULT_PRESET))
         if preset not in REGISTRY.presets():
             raise self.fail("preset", f"unknown preset {preset!r}; known: {', '.join(REGISTRY.presets())}")
         models = self.models(self.required(raw, "models"))
+        dataset = self.factory("dataset", self.required(raw, "dataset"))
         return Suite(
             path=self.path,
             name=name,
             description=self.string("description", raw.get("description", "")),
             task=task,
-            dataset=self.factory("dataset", self.required(raw, "dataset")),
+            dataset=dataset,
             models=models,
             preset=preset,
             corruptions=self.corruptions(raw.get("corruptions"), preset),
             severities=self.severities(raw.get("severities", list(range(1, MAX_SEVERITY + 1)))),
-            metric=self.metric(raw.get("metric", METRICS[task][0]), task),
+            metrics=self.metrics(raw, task),
             tolerance=self.tolerance(raw.get("tolerance", {})),
             batch_size=self.integer("batch_size", raw.get("batch_size", 16), minimum=1),
             seed=self.integer("seed", raw.get("seed", 0), minimum=0),
             limit=None if raw.get("limit") is None else self.integer("limit", raw["limit"], minimum=1),
             degradation=None if raw.get("cd") is None else self.degradation(raw["cd"], models),
             timeout=None if raw.get("timeout") is None else self.positive("timeout", raw["timeout"]),
+            shifts=None if raw.get("shifts") is None else self.shifts(raw["shifts"], dataset),
         )
+
+    def shifts(self, raw: Any, dataset: FactorySpec) -> Shifts:
+        """``{reference: a, splits: [a, b]}`` (the dataset factory called with ``split=``) or
+        ``splits: {a: {factory, kwargs}, ...}`` (a factory per split)."""
+        if not isinstance(raw, dict) or "splits" not in raw or "reference" not in raw:
+            raise self.fail("shifts", "expected a mapping with 'reference: <split>' and 'splits: [<split>, ...]'")
+        unknown = sorted(set(raw) - {"reference", "splits"})
+        if unknown:
+            raise self.fail(f"shifts.{unknown[0]}", "unknown field; expected reference or splits")
+        listed = raw["splits"]
+        splits: dict[str, FactorySpec] = {}
+        if isinstance(listed, list) and listed:
+            for i, name in enumerate(listed):
+                split = self.name(f"shifts.splits[{i}]", name)
+                if split in splits:
+                    raise self.fail(f"shifts.splits[{i}]", f"split {split!r} is listed twice")
+                splits[split] = FactorySpec(dataset.target, {**dataset.kwargs, "split": split})
+        elif isinstance(listed, dict) and listed:
+            for name, spec in listed.items():
+                split = self.name(f"shifts.splits.{name}", name)
+                splits[split] = self.factory(f"shifts.splits.{name}", spec)
+        else:
+            raise self.fail("shifts.splits", f"expected a non-empty list of split names or mapping of factories, got {listed!r}")
+        reference = self.string("shifts.reference", raw["reference"])
+        if reference not in splits:
+            raise self.fail("shifts.reference", f"{reference!r} is not one of the splits ({', '.join(splits)})")
+        return Shifts(reference, splits)
+
+    def metrics(self, raw: dict[str, Any], task_name: str) -> tuple[str, ...]:
+        """``metrics: [a, b]`` (the first is the headline) or its one-item shorthand ``metric: a``."""
+        if "metric" in raw and "metrics" in raw:
+            raise self.fail("metric", "give either 'metric' or 'metrics', not both")
+        task = get_task(task_name)
+        field_name = "metrics" if "metrics" in raw else "metric"
+        if field_name in raw:
+            listed = [raw["metric"]] if field_name == "metric" else raw["metrics"]
+        else:
+            listed = list(task.default_metrics)
+        if not isinstance(listed, list) or not listed:
+            raise self.fail(field_name, f"expected a non-empty list of metric names, got {listed!r}")
+        names: list[str] = []
+        for i, name in enumerate(listed):
+            where = field_name if field_name == "metric" else f"metrics[{i}]"
+            if not isinstance(name, str):
+                raise self.fail(where, f"expected a metric name, got {name!r}")
+            try:
+                metric = METRICS.get(name)
+            except UnknownNameError as exc:
+                raise self.fail(where, str(exc)) from None
+            missing = [kind.__name__ for kind in metric.accepts if kind not in task.target_types]
+            if missing:
+                raise self.fail(
+                    where,
+                    f"metric {name!r} reads {', '.join(missing)}, which task {task_name} does not provide "
+                    f"(it provides {', '.join(k.__name__ for k in task.target_types)}); "
+                    f"task {task_name} is scored by e.g. {', '.join(task.default_metrics)}",
+                )
+            if name in names:
+                raise self.fail(where, f"metric {name!r} is listed twice")
+            names.append(name)
+        return tuple(names)
 
     def degradation(self, raw: Any, models: tuple[ModelSpec, ...]) -> DegradationSettings:
         if not isinstance(raw, dict) or "reference" not in raw:
@@ -238,11 +333,6 @@ class _Validator:
     def choice(self, field_name: str, value: Any, choices: tuple[str, ...]) -> str:
         if value not in choices:
             raise self.fail(field_name, f"expected one of {', '.join(choices)}, got {value!r}")
-        return value
-
-    def metric(self, value: Any, task: str) -> str:
-        if value not in METRICS[task]:
-            raise self.fail("metric", f"task {task} is scored by {' or '.join(METRICS[task])}, got {value!r}")
         return value
 
     def integer(self, field_name: str, value: Any, minimum: int) -> int:

@@ -48,9 +48,17 @@ def test_a_bare_preset_means_all_its_corruptions(tmp_path: Path) -> None:
         ("corruptions: [rotate]\nbatch_size: 0", "batch_size", "expected an integer >= 1, got 0"),
         ("corruptions: [rotate]\ntolerance: {gamma_r: -1}", "tolerance.gamma_r", "expected a number >= 0"),
         ("corruptions: [rotate]\ntolerance: {gama_r: 1}", "tolerance.gama_r", "unknown field"),
-        ("corruptions: [rotate]\nmetric: map", "metric", "task semantic is scored by miou, got 'map'"),
-        ("corruptions: [rotate]\ntask: instance\nmetric: miou", "metric", "task instance is scored by map, got 'miou'"),
-        ("corruptions: [rotate]\ntask: panoptic", "task", "expected one of semantic, instance"),
+        ("corruptions: [rotate]\nmetric: map", "metric", "metric 'map' reads InstanceMasks, which task semantic does not provide"),
+        ("corruptions: [rotate]\ntask: instance\nmetric: miou", "metric", "reads SemanticMask, which task instance does not"),
+        ("corruptions: [rotate]\ntask: depth", "task", "expected one of instance, panoptic, semantic, got 'depth'"),
+        ("corruptions: [rotate]\nmetrics: [miou, dice]", "metrics[1]", "unknown metric 'dice'; known: boundary_iou, map, miou, pq"),
+        ("corruptions: [rotate]\nmetrics: [miou, miou]", "metrics[1]", "metric 'miou' is listed twice"),
+        ("corruptions: [rotate]\nmetrics: []", "metrics", "expected a non-empty list of metric names"),
+        ("corruptions: [rotate]\nmetric: miou\nmetrics: [miou]", "metric", "give either 'metric' or 'metrics', not both"),
+        ("corruptions: [rotate]\nshifts: {reference: a, splits: [b]}", "shifts.reference", "'a' is not one of the splits (b)"),
+        ("corruptions: [rotate]\nshifts: {reference: a, splits: [a, a]}", "shifts.splits[1]", "split 'a' is listed twice"),
+        ("corruptions: [rotate]\nshifts: {reference: a, splits: [a], extra: 1}", "shifts.extra", "unknown field"),
+        ("corruptions: [rotate]\nshifts: {reference: a, splits: 3}", "shifts.splits", "expected a non-empty list"),
         ("corruptions: [rotate]\nseeds: 3", "seeds", "unknown field"),
         ("corruptions: [rotate, rotate]", "corruptions", "lists a corruption twice"),
         ("corruptions: [rotate]\npreset: imagenet-x", "preset", "unknown preset 'imagenet-x'"),
@@ -153,3 +161,29 @@ def test_an_unknown_factory_key_is_never_dropped(tmp_path: Path, text: str, fiel
 def test_timeout_is_read(tmp_path: Path) -> None:
     assert load_suite(write(tmp_path, VALID + "corruptions: [rotate]\ntimeout: 90\n")).timeout == 90.0
     assert load_suite(write(tmp_path, VALID + "corruptions: [rotate]\n")).timeout is None
+
+
+def test_metrics_list_the_headline_first_and_metric_is_its_shorthand(tmp_path: Path) -> None:
+    several = load_suite(write(tmp_path, VALID + "corruptions: [rotate]\nmetrics: [miou, boundary_iou]\n"))
+    assert several.metrics == ("miou", "boundary_iou") and several.metric == "miou"
+    one = load_suite(write(tmp_path, VALID + "corruptions: [rotate]\nmetric: boundary_iou\n", "one.yaml"))
+    assert one.metrics == ("boundary_iou",)
+    default = load_suite(write(tmp_path, VALID + "corruptions: [rotate]\ntask: panoptic\n", "pan.yaml"))
+    assert default.metrics == ("pq",)
+
+
+def test_shifts_call_the_dataset_factory_per_split_or_name_a_factory_each(tmp_path: Path) -> None:
+    listed = load_suite(write(tmp_path, VALID + "corruptions: [rotate]\nshifts: {reference: easy, splits: [easy, hard]}\n"))
+    assert listed.splits == ("easy", "hard") and listed.shifts is not None and listed.shifts.reference == "easy"
+    assert listed.dataset_spec("hard").kwargs == {"size": 4, "split": "hard"}
+    assert listed.dataset_spec("hard").target == listed.dataset.target
+    mapped = load_suite(
+        write(
+            tmp_path,
+            VALID + "corruptions: [rotate]\nshifts:\n  reference: a\n  splits:\n"
+            "    a: {factory: tests.fakes:band_scenes, kwargs: {size: 2}}\n    b: tests.fakes:band_scenes\n",
+            "mapped.yaml",
+        )
+    )
+    assert mapped.dataset_spec("a").kwargs == {"size": 2} and mapped.dataset_spec("b").kwargs == {}
+    assert load_suite(write(tmp_path, VALID + "corruptions: [rotate]\n", "plain.yaml")).splits == (None,)

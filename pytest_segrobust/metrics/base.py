@@ -104,6 +104,7 @@ class Metric(ABC):
             ``(best, worst)`` otherwise; percent metrics use ``(0, 100)``.
         accepts: The ground-truth field types :meth:`update` reads from a batch.
         states: Name and reduction of every state attribute.
+        detail_labels: How tables show the keys of :attr:`MetricResult.details`.
     """
 
     name: ClassVar[str]
@@ -112,6 +113,7 @@ class Metric(ABC):
     bounds: ClassVar[tuple[float, float]] = (0.0, 100.0)
     accepts: ClassVar[tuple[type[Field], ...]] = ()
     states: ClassVar[dict[str, Reduction]] = {}
+    detail_labels: ClassVar[dict[str, str]] = {}
 
     def __init__(self, context: MetricContext) -> None:
         self.context = context
@@ -133,6 +135,11 @@ class Metric(ABC):
     def scale(cls) -> float:
         """Width of the metric's scale (100 for a percentage)."""
         return abs(cls.bounds[1] - cls.bounds[0])
+
+    @classmethod
+    def worst(cls) -> float:
+        """The worst end of the scale (0 for a percentage where higher is better)."""
+        return cls.bounds[0] if cls.higher_is_better else cls.bounds[1]
 
     def merge(self, other: Metric) -> None:
         """Add ``other``'s states (e.g. a worker's share of the dataset) to this metric's."""

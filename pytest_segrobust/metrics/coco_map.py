@@ -331,6 +331,9 @@ class MaskAP(Metric):
     name = "map"
     label = "mask AP"
     accepts = (InstanceMasks,)
+    detail_labels = {
+        "ap50": "AP50", "ap75": "AP75", "bbox_ap": "box AP", "bbox_ap50": "box AP50", "bbox_ap75": "box AP75"
+    }
     states = {"images": Reduction.CONCAT, "ground_truths": Reduction.CONCAT, "detections": Reduction.CONCAT}
 
     def reset(self) -> None:

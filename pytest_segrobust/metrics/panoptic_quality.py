@@ -337,6 +337,11 @@ class PanopticQuality(Metric):
     name = "pq"
     label = "PQ"
     accepts = (PanopticMap,)
+    detail_labels = {
+        f"{kind}{suffix}": f"{kind.upper()}{label}"
+        for kind in ("pq", "sq", "rq")
+        for suffix, label in (("", ""), ("_things", " things"), ("_stuff", " stuff"))
+    }
     states: ClassVar[dict[str, Reduction]] = {
         "iou_sum": Reduction.SUM,
         "tp": Reduction.SUM,

@@ -13,7 +13,6 @@ from PIL import Image
 
 from pytest_segrobust.files import atomic_write_text, why_not_written
 from pytest_segrobust.errors import SegRobustError
-from pytest_segrobust.evaluation import METRIC_LABELS
 from pytest_segrobust.records import CellRecord
 from pytest_segrobust.report import plots, tables
 from pytest_segrobust.report.tables import Table
@@ -65,8 +64,9 @@ def build_report(
         suite = suites.get(suite_name)
         suite_records = [r for r in records if r.suite == suite_name]
         models: dict[str, Any] = {}
-        for model in dict.fromkeys(r.model for r in suite_records):
-            model_records = [r for r in suite_records if r.model == model]
+        # A natural-shift suite reports each model on each split as its own row ("model @ split").
+        for model in dict.fromkeys(_row_name(r) for r in suite_records):
+            model_records = [r for r in suite_records if _row_name(r) == model]
             models[model] = {
                 "summary": tables.model_summary(model_records),
                 "cells": [asdict(r) for r in model_records],
@@ -75,6 +75,10 @@ def build_report(
         report["suites"][suite_name] = {
             "task": suite.task if suite else None,
             "metric": suite.metric if suite else "score",
+            "metrics": list(suite.metrics) if suite else [],
+            "shifts": None
+            if suite is None or suite.shifts is None
+            else {"reference": suite.shifts.reference, "splits": list(suite.shifts.splits)},
             "file": _shown(suite.path, root) if suite else None,
             "cd": None
             if degradation is None
@@ -85,9 +89,30 @@ def build_report(
     return report
 
 
+def _row_name(record: CellRecord) -> str:
+    return record.model if record.split is None else f"{record.model} @ {record.split}"
+
+
 def metric_label(metric: str) -> str:
-    """How a metric is named in tables: ``miou`` -> mIoU, ``map`` -> mask AP."""
-    return METRIC_LABELS.get(metric, metric)
+    """How a metric is named in tables (its ``label``): ``miou`` -> mIoU, ``map`` -> mask AP."""
+    from pytest_segrobust.metrics import METRICS
+    from pytest_segrobust.errors import UnknownNameError
+
+    try:
+        return METRICS.get(metric).label
+    except UnknownNameError:
+        return metric
+
+
+def detail_labels(metric: str) -> dict[str, str]:
+    """How tables show a metric's further numbers (``ap50`` -> AP50, ``sq_things`` -> SQ things)."""
+    from pytest_segrobust.metrics import METRICS
+    from pytest_segrobust.errors import UnknownNameError
+
+    try:
+        return dict(METRICS.get(metric).detail_labels)
+    except UnknownNameError:
+        return {}
 
 
 @dataclass(frozen=True)
@@ -106,8 +131,15 @@ def suite_sections(suite: Mapping[str, Any]) -> list[Table | Figure]:
     models = records_by_model(suite)
     figures = suite.get("figures", {})
     out: list[Table | Figure] = [tables.headline({m: v["summary"] for m, v in suite["models"].items()}, metric)]
+    if suite.get("shifts"):
+        shifts = suite["shifts"]
+        out.append(tables.natural_shift(models, shifts["reference"], shifts["splits"], metric))
+        out.append(tables.natural_shift_per_class(models, shifts["reference"], shifts["splits"]))
+    further = suite.get("metrics", [])[1:]
+    if further:
+        out.append(tables.further_metrics(models, {name: metric_label(name) for name in further}))
     if tables.has_details(models):
-        out.append(tables.metric_details(models, metric))
+        out.append(tables.metric_details(models, metric, detail_labels(suite["metric"])))
     if any(tables.corrupted(records) for records in models.values()):
         out.append(tables.grouped_by_category(models, "gamma_r", "γr per corruption (mean over severities)", 3))
         if "heatmap" in figures:

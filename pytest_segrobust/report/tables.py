@@ -304,20 +304,11 @@ def supercategory_by_category(models: dict[str, list[CellRecord]]) -> Table:
     )
 
 
-DETAIL_LABELS = {
-    "ap50": "AP50",
-    "ap75": "AP75",
-    "bbox_ap": "box AP",
-    "bbox_ap50": "box AP50",
-    "bbox_ap75": "box AP75",
-}
-
-
 def has_details(models: dict[str, list[CellRecord]]) -> bool:
     return any(r.details or r.clean_details for records in models.values() for r in records)
 
 
-def metric_details(models: dict[str, list[CellRecord]], metric: str) -> Table:
+def metric_details(models: dict[str, list[CellRecord]], metric: str, labels: dict[str, str] | None = None) -> Table:
     """The metric with its further numbers (AP50, AP75, box AP), clean and per corruption."""
     keys = list(dict.fromkeys(k for records in models.values() for r in records for k in (*r.clean_details, *r.details)))
     rows = []
@@ -331,6 +322,100 @@ def metric_details(models: dict[str, list[CellRecord]], metric: str) -> Table:
             rows.append((model, name, fmt(mean(r.score for r in cells)), *(fmt(m) for m in means)))
     return Table(
         f"{metric} and its companions (mean over severities)",
-        ("model", "corruption", metric, *(DETAIL_LABELS.get(k, k) for k in keys)),
+        ("model", "corruption", metric, *((labels or {}).get(k, k) for k in keys)),
         tuple(rows),
+    )
+
+
+def _clean_record(records: Sequence[CellRecord]) -> CellRecord | None:
+    return next((r for r in records if r.severity == 0), None)
+
+
+def _by_split(models: dict[str, list[CellRecord]]) -> dict[str, dict[str, CellRecord]]:
+    """Each model's clean record per split (rows of a natural-shift suite are ``model @ split``)."""
+    out: dict[str, dict[str, CellRecord]] = {}
+    for records in models.values():
+        clean = _clean_record(records)
+        if clean is not None and clean.split is not None:
+            out.setdefault(clean.model, {})[clean.split] = clean
+    return out
+
+
+def shift_delta(score: float | None, reference: float | None) -> float | None:
+    """Delta% = (A_split - A_reference) / A_reference x 100 (SOOD-ImageNet, Table 2)."""
+    if score is None or reference is None or reference == 0 or math.isnan(score) or math.isnan(reference):
+        return None
+    return (score - reference) / reference * 100.0
+
+
+def natural_shift(models: dict[str, list[CellRecord]], reference: str, splits: Sequence[str], metric: str) -> Table:
+    """Per model: the clean score on every split and its Delta% against the reference split."""
+    others = [s for s in splits if s != reference]
+    rows = []
+    for model, by_split in _by_split(models).items():
+        ref = by_split.get(reference)
+        ref_score = None if ref is None else ref.score
+        row = [model, fmt(ref_score)]
+        for split in others:
+            record = by_split.get(split)
+            score = None if record is None else record.score
+            row += [fmt(score), signed(shift_delta(score, ref_score))]
+        rows.append(tuple(row))
+    header = ("model", f"{reference} (reference) {metric}")
+    for split in others:
+        header += (f"{split} {metric}", f"{split} Δ%")
+    return Table(
+        "Natural distribution shift: clean score per split",
+        header,
+        tuple(rows),
+        f"Δ% = (A_split - A_{reference}) / A_{reference} × 100, as SOOD-ImageNet's Table 2.",
+    )
+
+
+def natural_shift_per_class(models: dict[str, list[CellRecord]], reference: str, splits: Sequence[str]) -> Table:
+    """Per class and model: Delta% of the class's clean score on each split against the reference split."""
+    others = [s for s in splits if s != reference]
+    per_model = _by_split(models)
+    names = list(dict.fromkeys(n for by_split in per_model.values() for r in by_split.values() for n in r.class_names))
+    rows = []
+    for name in names:
+        row = [name]
+        for by_split in per_model.values():
+            ref = by_split.get(reference)
+            ref_value = None if ref is None else dict(zip(ref.class_names, ref.per_class)).get(name)
+            for split in others:
+                record = by_split.get(split)
+                value = None if record is None else dict(zip(record.class_names, record.per_class)).get(name)
+                row.append(signed(shift_delta(value, ref_value)))
+        if any(cell != "–" for cell in row[1:]):
+            rows.append(tuple(row))
+    header = ("class", *(f"{model}<br>{split} Δ%" for model in per_model for split in others))
+    return Table("Natural distribution shift per class: Δ% against the reference split", header, tuple(rows))
+
+
+def further_metrics(models: dict[str, list[CellRecord]], labels: dict[str, str]) -> Table:
+    """Per model and further metric: clean score, mean corrupted score and mean γr."""
+    rows = []
+    for model, records in models.items():
+        cells = corrupted(records)
+        for name, label in labels.items():
+            values = [r.metrics[name] for r in records if name in r.metrics]
+            if not values:
+                continue
+            corrupted_values = [r.metrics[name] for r in cells if name in r.metrics]
+            rows.append(
+                (
+                    model,
+                    label,
+                    fmt(values[0]["clean_score"]),
+                    fmt(mean(v["score"] for v in corrupted_values)),
+                    fmt(mean(v["gamma_r"] for v in corrupted_values if v.get("gamma_r") is not None), 3),
+                    fmt(mean(v["gamma_a"] for v in corrupted_values if v.get("gamma_a") is not None), 3),
+                )
+            )
+    return Table(
+        "Further metrics (mean over corruptions and severities)",
+        ("model", "metric", "clean", "mPC", "mean γr", "mean γa"),
+        tuple(rows),
+        "Each metric's γr and γa follow its own direction and scale; the gate checks them as the headline's.",
     )

@@ -25,12 +25,15 @@ class Task(ABC):
     Attributes:
         name: Registry name, as written in suites (``task: semantic``).
         default_metrics: Metric names used when a suite lists none; the first is the headline.
+        target_types: The ground-truth field types :meth:`targets` provides; a suite's metrics
+            must read only these.
         model_protocol: The runtime-checkable protocol a model of this task follows.
         model_description: What such a model is, for error messages.
     """
 
     name: ClassVar[str]
     default_metrics: ClassVar[tuple[str, ...]]
+    target_types: ClassVar[tuple[type[Field], ...]]
     model_protocol: ClassVar[type]
     model_description: ClassVar[str]
 

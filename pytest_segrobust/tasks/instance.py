@@ -19,6 +19,7 @@ from pytest_segrobust.types import Batch, Field, InstanceMasks, SampleIndex, fie
 class InstanceTask(Task):
     name = "instance"
     default_metrics = ("map",)
+    target_types = (InstanceMasks,)
     model_protocol = InstanceSegmentationModel
     model_description = "an InstanceSegmentationModel (predict -> one InstancePredictions per image, device, fingerprint)"
 

@@ -19,6 +19,7 @@ from pytest_segrobust.types import Batch, Field, Image, PanopticMap, SampleIndex
 class PanopticTask(Task):
     name = "panoptic"
     default_metrics = ("pq",)
+    target_types = (PanopticMap,)
     model_protocol = PanopticSegmentationModel
     model_description = "a PanopticSegmentationModel (predict -> one PanopticPredictions per image, device, fingerprint)"
 

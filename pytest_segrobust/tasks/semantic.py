@@ -19,6 +19,7 @@ from pytest_segrobust.types import Batch, Field, Image, SemanticMask, field_of
 class SemanticTask(Task):
     name = "semantic"
     default_metrics = ("miou",)
+    target_types = (SemanticMask,)
     model_protocol = SegmentationModel
     model_description = "a SegmentationModel (predict -> (B, H, W) class ids, device, fingerprint)"
 

@@ -137,9 +137,9 @@ def test_per_class_and_supercategory_gamma_r() -> None:
 
 
 def test_metric_details_table_shows_clean_and_mean_companions() -> None:
-    from pytest_segrobust.report import tables
+    from pytest_segrobust.report import detail_labels, tables
 
-    table = tables.metric_details(instance_cells(), "mask AP")
+    table = tables.metric_details(instance_cells(), "mask AP", detail_labels("map"))
     assert table.header == ("model", "corruption", "mask AP", "AP50", "box AP")
     assert table.rows[0] == ("m", "clean", "60.00", "90.00", "50.00")
     assert table.rows[1] == ("m", "gaussian_noise", "35.00", "70.00", "30.00")

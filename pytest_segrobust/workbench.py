@@ -1,0 +1,258 @@
+"""Builds and memoises what evaluations need: models, datasets, clean results.
+
+Both the suite items and the ``segrobust`` fixture evaluate through one :class:`Workbench`,
+so both honour the run's device, autocast, batch size, loader workers and clean-result disk
+cache. A model is adapted to its suite's task once (registered adapters, then the
+``pytest_segrobust_adapt_model`` hook); a dataset is built once per suite and split; a clean
+result is computed once per model x dataset and kept on disk when the model's code can be
+identified.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from pytest_segrobust.baselines import CellKey, Conditions
+from pytest_segrobust.cache import CleanCache
+from pytest_segrobust.corruptions import DEFAULT_PRESET, REGISTRY, Corruption
+from pytest_segrobust.data.base import SegmentationDataset
+from pytest_segrobust.errors import SegRobustError
+from pytest_segrobust.evaluation import CLEAN, CellResult, EvalResult, evaluate
+from pytest_segrobust.identity import UnknownIdentity, code_identity
+from pytest_segrobust.models.adapters import adapt_model
+from pytest_segrobust.models.base import model_device
+from pytest_segrobust.suite import FactorySpec, Suite, load_object
+from pytest_segrobust.tasks import get_task
+
+if TYPE_CHECKING:
+    from pytest_segrobust.progress import TerminalProgress
+    from pytest_segrobust.session import Options
+
+logger = logging.getLogger("pytest_segrobust")
+
+
+class Workbench:
+    """Models, datasets and clean results of one process, built under one run's options.
+
+    Args:
+        options: The run's settings (device, amp, batch size, loader workers, cache folder).
+        adapt_hook: pytest's ``pytest_segrobust_adapt_model`` hook caller, asked before the
+            registered adapters.
+    """
+
+    def __init__(self, options: Options, adapt_hook: Callable[..., Any] | None = None) -> None:
+        self.options = options
+        self.adapt_hook = adapt_hook
+        self.cache = CleanCache(options.cache_dir) if options.cache_dir is not None else None
+        self.uncached = 0
+        # Set by the plugin when a terminal shows this process's output (not under xdist).
+        self.progress_bar: TerminalProgress | None = None
+        self._models: dict[tuple[str, str], Any] = {}
+        self._datasets: dict[tuple[str, str | None], SegmentationDataset] = {}
+        self._conditions: dict[str, Conditions] = {}
+        self._clean: dict[tuple[str, ...], EvalResult] = {}
+
+    # -- a suite's parts ------------------------------------------------------------------
+
+    def model(self, suite: Suite, name: str) -> Any:
+        """The suite's model ``name``, adapted to the suite's task and placed on the run's device."""
+        key = (str(suite.path), name)
+        if key not in self._models:
+            self._models[key] = _build(suite, suite.model(name).factory, f"models[{name}]", lambda obj: self.adapt(obj, suite.task))
+        return self._models[key]
+
+    def adapt(self, obj: Any, task: str) -> Any:
+        return adapt_model(obj, get_task(task), device=self.options.device, amp=self.options.amp, hook=self.adapt_hook)
+
+    def dataset(self, suite: Suite, split: str | None = None) -> SegmentationDataset:
+        """The suite's dataset (of ``split``, for a natural-shift suite)."""
+        key = (str(suite.path), split)
+        if key not in self._datasets:
+            where = "dataset" if split is None else f"shifts.splits.{split}"
+            self._datasets[key] = _build(suite, suite.dataset_spec(split), where, lambda obj: obj)
+        return self._datasets[key]
+
+    def conditions(self, suite: Suite) -> Conditions:
+        """What the suite's numbers are measured under (builds its datasets to fingerprint them)."""
+        key = str(suite.path)
+        if key not in self._conditions:
+            prints = [(split, self.dataset(suite, split).fingerprint()) for split in suite.splits]
+            dataset = prints[0][1] if suite.shifts is None else "; ".join(f"{s}={p}" for s, p in prints)
+            self._conditions[key] = Conditions(
+                task=suite.task,
+                metric=suite.metric,
+                metrics=suite.metrics[1:],
+                splits=tuple(s for s in suite.splits if s is not None),
+                preset=suite.preset,
+                seed=suite.seed,
+                limit=suite.limit,
+                dataset=dataset,
+                severity_tables={
+                    name: tuple(REGISTRY.get(name, suite.preset).table.describe()) for name in suite.corruptions
+                },
+            )
+        return self._conditions[key]
+
+    # -- evaluations ----------------------------------------------------------------------
+
+    def cell(self, suite: Suite, key: CellKey) -> tuple[CellResult, SegmentationDataset, str]:
+        """The cell's corrupted and clean results, the dataset they ran on and the corruption's category."""
+        model = self.model(suite, key.model)
+        dataset = self.dataset(suite, key.split)
+        clean = self.clean(suite, key.model, key.split)
+        if key.severity == 0:
+            return CellResult(corrupted=clean, clean=clean), dataset, CLEAN
+        corruption = REGISTRY.get(key.corruption, suite.preset)
+        corrupted = self._evaluate(suite, model, dataset, corruption, key.severity, key.label)
+        return CellResult(corrupted=corrupted, clean=clean), dataset, corruption.category.value
+
+    def clean(self, suite: Suite, model_name: str, split: str | None = None) -> EvalResult:
+        """The clean result of a suite's model, computed once (and cached on disk when possible)."""
+        key = (str(suite.path), model_name, str(split))
+        if key not in self._clean:
+            model, dataset = self.model(suite, model_name), self.dataset(suite, split)
+            label = CellKey(suite.name, model_name, CLEAN, 0, split).label
+            compute = lambda: self._evaluate(suite, model, dataset, None, 0, label)  # noqa: E731
+            fingerprint = None if self.cache is None else self._fingerprint(suite, model_name, model, split)
+            if self.cache is None or fingerprint is None:
+                self._clean[key] = compute()
+            else:
+                self._clean[key] = self.cache.get_or_compute(fingerprint, compute)
+        return self._clean[key]
+
+    def _fingerprint(self, suite: Suite, model_name: str, model: Any, split: str | None) -> str | None:
+        """The identity of a clean evaluation, or ``None`` where the model's code cannot be identified."""
+        factory = suite.model(model_name).factory
+        try:
+            code = code_identity(load_object(factory.target), model)
+        except UnknownIdentity as exc:
+            self.uncached += 1
+            logger.warning("%s: the clean result is not cached across runs: %s", suite.path, exc)
+            return None
+        # The factory call is part of the identity: constructor arguments need not be weights.
+        return CleanCache.key(
+            repr(factory),
+            model.fingerprint(),
+            code,
+            suite.task,
+            repr(suite.dataset_spec(split)),
+            self.dataset(suite, split).fingerprint(),
+            str(suite.limit),
+            ",".join(suite.metrics),
+            model_device(model).type,
+        )
+
+    def _evaluate(
+        self, suite: Suite, model: Any, dataset: SegmentationDataset, corruption: Corruption | None, severity: int, cell: str
+    ) -> EvalResult:
+        return self.run(
+            model,
+            dataset,
+            corruption,
+            severity,
+            cell=cell,
+            task=suite.task,
+            metrics=suite.metrics,
+            seed=suite.seed,
+            batch_size=suite.batch_size,
+            limit=suite.limit,
+        )
+
+    def run(
+        self,
+        model: Any,
+        dataset: SegmentationDataset,
+        corruption: Corruption | None,
+        severity: int,
+        *,
+        cell: str,
+        task: str,
+        metrics: tuple[str, ...] | None,
+        seed: int,
+        batch_size: int,
+        limit: int | None,
+    ) -> EvalResult:
+        """One evaluation under the run's options, with its progress logged and shown."""
+        log, bar = _ProgressLog(cell), self.progress_bar
+
+        def progress(done: int, total: int) -> None:
+            log(done, total)
+            if bar is not None:
+                bar.update(done, total)
+
+        if bar is not None:
+            bar.begin(cell)
+        try:
+            return evaluate(
+                model,
+                dataset,
+                corruption,
+                severity,
+                task=task,
+                metrics=metrics,
+                seed=seed,
+                batch_size=self.options.batch_size or batch_size,
+                limit=limit,
+                progress=progress,
+                loader_workers=self.options.loader_workers,
+            )
+        finally:
+            if bar is not None:
+                bar.close()
+
+    # -- the fixture ------------------------------------------------------------------------
+
+    def evaluate_object(
+        self,
+        obj: Any,
+        dataset: SegmentationDataset,
+        corruption: str,
+        severity: int,
+        *,
+        task: str,
+        metrics: tuple[str, ...] | None,
+        preset: str = DEFAULT_PRESET,
+        seed: int = 0,
+        batch_size: int = 16,
+        limit: int | None = None,
+    ) -> CellResult:
+        """A user's model on a user's dataset; its clean result is computed once per process."""
+        model = self.adapt(obj, task)
+        chosen = REGISTRY.get(corruption, preset)
+        options = {"task": task, "metrics": metrics, "seed": seed, "batch_size": batch_size, "limit": limit}
+        names = ",".join(metrics or get_task(task).default_metrics)
+        key = ("fixture", task, names, model.fingerprint(), dataset.fingerprint(), str(limit), str(seed))
+        if key not in self._clean:
+            self._clean[key] = self.run(model, dataset, None, 0, cell=f"{dataset.name}::clean", **options)
+        corrupted = self.run(model, dataset, chosen, severity, cell=f"{dataset.name}::{chosen.name}::{severity}", **options)
+        return CellResult(corrupted=corrupted, clean=self._clean[key])
+
+
+def _build(suite: Suite, spec: FactorySpec, where: str, convert: Callable[[Any], Any]) -> Any:
+    """Call a suite's factory; any failure but our own becomes an error naming file, field and target."""
+    try:
+        return convert(spec.build())
+    except SegRobustError:
+        raise
+    except Exception as exc:
+        raise SegRobustError(f"{suite.path}: {where}: factory {spec.target} failed: {type(exc).__name__}: {exc}") from exc
+
+
+class _ProgressLog:
+    """Logs a long evaluation's progress every few seconds (shown by pytest's live logging)."""
+
+    interval = 5.0
+
+    def __init__(self, cell: str) -> None:
+        self.cell = cell
+        self.start = self.last = time.perf_counter()
+
+    def __call__(self, done: int, total: int) -> None:
+        now = time.perf_counter()
+        if now - self.last >= self.interval or (done == total and now - self.start >= self.interval):
+            self.last = now
+            rate = done / max(now - self.start, 1e-9)
+            logger.info("%s: %d/%d images (%.1f images/s)", self.cell, done, total, rate)

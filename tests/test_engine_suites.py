@@ -1,0 +1,78 @@
+"""The opened engine from YAML: several metrics per suite, natural-shift splits, a plugin's adapter."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.plugin_project import run
+
+SHIFT_SUITE = """\
+name: shift
+dataset: {factory: segrobust_fakes:band_scenes}
+shifts:
+  reference: near
+  splits:
+    near: {factory: segrobust_fakes:band_scenes, kwargs: {size: 6}}
+    far: {factory: segrobust_fakes:band_scenes, kwargs: {size: 6, seed: 7}}
+models:
+  - {name: binner, factory: segrobust_fakes:red_binner, kwargs: {smoothing: 5}}
+corruptions: [gaussian_noise]
+severities: [5]
+metrics: [miou, boundary_iou]
+tolerance: {gamma_r: 0.01, score: 1.0}
+batch_size: 4
+"""
+SHIFT_CELLS = 4  # 2 splits x (clean + 1 corruption x 1 severity)
+
+
+@pytest.fixture
+def shift_project(project: pytest.Pytester) -> pytest.Pytester:
+    (project.path / "suites" / "bands.yaml").unlink()
+    (project.path / "suites" / "shift.yaml").write_text(SHIFT_SUITE)
+    return project
+
+
+def test_a_shift_suite_with_two_metrics_runs_gates_and_reports(shift_project: pytest.Pytester, dist: list[str]) -> None:
+    run(shift_project, "--segrobust-update-baselines", *dist).assert_outcomes(passed=SHIFT_CELLS)
+    stored = json.loads((shift_project.path / "baselines" / "shift.json").read_text())
+    assert stored["conditions"]["metrics"] == ["boundary_iou"] and stored["conditions"]["splits"] == ["near", "far"]
+    cells = stored["models"]["binner"]
+    assert set(cells) == {"near", "far"}
+    assert set(cells["far"]["gaussian_noise"]["5"]) == {
+        "score", "gamma_r", "gamma_a", "boundary_iou.score", "boundary_iou.gamma_r", "boundary_iou.gamma_a"
+    }
+    result = run(shift_project, "--segrobust", *dist)
+    result.assert_outcomes(passed=SHIFT_CELLS)
+    report = json.loads((shift_project.path / "segrobust-report.json").read_text())["suites"]["shift"]
+    assert list(report["models"]) == ["binner @ near", "binner @ far"]
+    far = report["models"]["binner @ far"]["cells"]
+    assert far[0]["split"] == "far" and far[0]["metrics"]["boundary_iou"]["score"] == cells["far"]["clean"]["boundary_iou.score"]
+    markdown = (shift_project.path / "segrobust-report.md").read_text()
+    near, far_score = cells["near"]["clean"]["score"], cells["far"]["clean"]["score"]
+    assert f"{(far_score - near) / near * 100:+.2f}" in markdown  # Delta% of the far split
+    assert "### Natural distribution shift: clean score per split" in markdown
+    assert "| binner @ far | boundary IoU |" in markdown
+
+
+def test_a_regression_of_a_further_metric_fails_its_cell(shift_project: pytest.Pytester) -> None:
+    run(shift_project, "--segrobust-update-baselines").assert_outcomes(passed=SHIFT_CELLS)
+    path = shift_project.path / "baselines" / "shift.json"
+    stored = json.loads(path.read_text())
+    stored["models"]["binner"]["far"]["clean"]["boundary_iou.score"] += 5.0
+    path.write_text(json.dumps(stored))
+    result = run(shift_project, "--segrobust")
+    result.assert_outcomes(passed=SHIFT_CELLS - 1, failed=1)
+    result.stdout.fnmatch_lines(["*shift::binner::far::clean regressed:", "*boundary_iou.score: observed *, delta -5.0000*"])
+
+
+def test_a_stored_split_that_the_suite_does_not_list_is_a_broken_baseline(shift_project: pytest.Pytester) -> None:
+    run(shift_project, "--segrobust-update-baselines").assert_outcomes(passed=SHIFT_CELLS)
+    path = shift_project.path / "baselines" / "shift.json"
+    stored = json.loads(path.read_text())
+    stored["models"]["binner"]["faraway"] = stored["models"]["binner"]["far"]
+    path.write_text(json.dumps(stored))
+    result = run(shift_project, "--segrobust")
+    result.assert_outcomes(failed=SHIFT_CELLS)
+    result.stdout.fnmatch_lines(["*models.binner.faraway: not one of conditions.splits (near, far)*"])
