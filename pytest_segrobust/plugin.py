@@ -18,9 +18,10 @@ import pytest
 from pytest_segrobust import hookspecs
 from pytest_segrobust.devices import parse_device, worker_index
 from pytest_segrobust.errors import SegRobustError
-from pytest_segrobust.stash import PAYLOAD_KEY, REGISTRY_SNAPSHOT_KEY, SESSION_KEY
+from pytest_segrobust.stash import PAYLOAD_KEY, REGISTRY_KEY, SESSION_KEY
 
 if TYPE_CHECKING:
+    from pytest_segrobust.corruptions import CorruptionRegistry
     from pytest_segrobust.harness import Harness
     from pytest_segrobust.items import SuiteFile
     from pytest_segrobust.session import SegRobustSession
@@ -118,17 +119,30 @@ def _session(config: pytest.Config) -> SegRobustSession | None:
     return config.stash.get(SESSION_KEY, None)
 
 
+def run_registry(config: pytest.Config) -> CorruptionRegistry:
+    """The run's corruptions: the built-in presets, then installed plugins, then conftest hooks.
+
+    Built on the first call and kept in ``config.stash``, so each run (each in-process
+    pytester run too) has its own and nothing registered in one is seen by another.
+    """
+    registry = config.stash.get(REGISTRY_KEY, None)
+    if registry is not None:
+        return registry
+    from pytest_segrobust.corruptions import CorruptionRegistry
+
+    registry = config.stash[REGISTRY_KEY] = CorruptionRegistry.builtin()
+    registry.load_entry_points()
+    # Historic: a conftest.py loaded later (in a sub-folder, during collection) still registers.
+    config.hook.pytest_segrobust_register_corruptions.call_historic(kwargs={"registry": registry})
+    return registry
+
+
 def _start(config: pytest.Config) -> SegRobustSession:
-    """Load torch and the catalogue, run the registration hooks and create the session."""
+    """Load torch and the catalogue, build the run's corruption registry and create the session."""
     import torch
 
-    from pytest_segrobust.corruptions import REGISTRY
     from pytest_segrobust.session import Options, SegRobustSession
 
-    # Registrations from plugins and conftest files last for this session only.
-    config.stash[REGISTRY_SNAPSHOT_KEY] = REGISTRY.snapshot()
-    REGISTRY.load_entry_points()
-    config.hook.pytest_segrobust_register_corruptions(registry=REGISTRY)
     root = config.rootpath
     enabled = _enabled(config)
     choice = config.getoption("segrobust_device")
@@ -153,7 +167,9 @@ def _start(config: pytest.Config) -> SegRobustSession:
         loader_workers=config.getoption("segrobust_loader_workers"),
         timeout=config.getoption("segrobust_timeout"),
     )
-    segrobust = config.stash[SESSION_KEY] = SegRobustSession(options, root)
+    segrobust = config.stash[SESSION_KEY] = SegRobustSession(
+        options, root, registry=run_registry(config), adapt_hook=config.hook.pytest_segrobust_adapt_model
+    )
     _share_cores_between_workers(config)
     return segrobust
 
@@ -192,10 +208,6 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    if REGISTRY_SNAPSHOT_KEY in config.stash:
-        from pytest_segrobust.corruptions import REGISTRY
-
-        REGISTRY.restore(config.stash[REGISTRY_SNAPSHOT_KEY])
     if (segrobust := _session(config)) is not None:
         segrobust.close()
 

@@ -23,7 +23,7 @@ import torch
 from PIL import Image
 
 from pytest_segrobust.baselines import BaselineFile, CellKey, Conditions, write_baseline
-from pytest_segrobust.corruptions import REGISTRY
+from pytest_segrobust.corruptions import REGISTRY, CorruptionRegistry
 from pytest_segrobust.data.base import supercategories
 from pytest_segrobust.errors import BaselineError, SegRobustError, SuiteError
 from pytest_segrobust.evaluation import CLEAN, CellResult
@@ -90,10 +90,17 @@ class SegRobustSession:
         options: Parsed settings.
         rootpath: pytest's rootdir: relative paths in suites mean paths under it, its modules
             and those beside the suites are importable, and messages show paths relative to it.
+        registry: The run's corruptions; the built-ins by default.
         adapt_hook: pytest's ``pytest_segrobust_adapt_model`` hook caller.
     """
 
-    def __init__(self, options: Options, rootpath: Path, adapt_hook: Callable[..., Any] | None = None) -> None:
+    def __init__(
+        self,
+        options: Options,
+        rootpath: Path,
+        registry: CorruptionRegistry = REGISTRY,
+        adapt_hook: Callable[..., Any] | None = None,
+    ) -> None:
         self.options = options
         self.rootpath = rootpath
         self.records: list[CellRecord] = []
@@ -104,7 +111,8 @@ class SegRobustSession:
         self.suite_order: dict[str, Suite] = {}
         self._suites: dict[Path, Suite] = {}
         # Models, datasets and clean results, shared with the segrobust fixture.
-        self.bench = Workbench(options, adapt_hook)
+        self.registry = registry
+        self.bench = Workbench(options, registry, adapt_hook)
         self._baselines: dict[Path, BaselineFile] = {}
         self.report: dict[str, Any] | None = None
         self.written: list[Path] = []
@@ -133,7 +141,7 @@ class SegRobustSession:
         """The validated suite at ``path`` (raises :class:`SuiteError`)."""
         if path not in self._suites:
             self._make_project_importable()
-            suite = load_suite(path)
+            suite = load_suite(path, self.registry)
             self._check_unique_name(suite)
             self._suites[path] = suite
             self.suite_order[suite.name] = suite
@@ -424,7 +432,7 @@ class SegRobustSession:
             try:
                 with self.in_project():
                     sample = self.bench.dataset(suite, suite.shifts.reference if suite.shifts else None)[0]
-                corruptions = [REGISTRY.get(c, suite.preset) for c in suite.corruptions]
+                corruptions = [self.registry.get(c, suite.preset) for c in suite.corruptions]
                 galleries[name] = render_gallery(
                     sample.image, corruptions, seed=suite.seed, sample_id=sample.sample_id, tile=REPORT_TILE
                 )

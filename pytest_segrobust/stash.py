@@ -7,11 +7,13 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from pytest_segrobust.session import SegRobustSession  # noqa: F401 - named in a string annotation
+    from pytest_segrobust.corruptions import CorruptionRegistry
+    from pytest_segrobust.session import SegRobustSession
 
 # The run's session: set at configure time with --segrobust, on first use of the fixture otherwise.
-SESSION_KEY = pytest.StashKey["SegRobustSession"]()
-# The registry as it was before this run's registrations, restored at unconfigure.
-REGISTRY_SNAPSHOT_KEY = pytest.StashKey[dict]()
+SESSION_KEY: pytest.StashKey[SegRobustSession] = pytest.StashKey()
+# The run's corruptions: the built-ins plus what plugins and conftest files registered.
+# Built on first use (plugin.run_registry), so a run without the gate never imports torch.
+REGISTRY_KEY: pytest.StashKey[CorruptionRegistry] = pytest.StashKey()
 # Key of a worker's payload in xdist's workeroutput.
 PAYLOAD_KEY = "segrobust"

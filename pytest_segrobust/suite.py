@@ -39,7 +39,7 @@ from typing import Any
 
 import yaml
 
-from pytest_segrobust.corruptions import DEFAULT_PRESET, REGISTRY
+from pytest_segrobust.corruptions import DEFAULT_PRESET, REGISTRY, CorruptionRegistry
 from pytest_segrobust.corruptions.base import MAX_SEVERITY
 from pytest_segrobust.errors import SegRobustError, SuiteError, UnknownNameError
 from pytest_segrobust.metrics import METRICS
@@ -181,8 +181,8 @@ def declared_name(path: Path) -> str | None:
     return name if isinstance(name, str) else None
 
 
-def load_suite(path: Path) -> Suite:
-    """Read and validate a suite file.
+def load_suite(path: Path, registry: CorruptionRegistry = REGISTRY) -> Suite:
+    """Read and validate a suite file; corruption names are looked up in ``registry``.
 
     Raises:
         SuiteError: naming the file, the field and what was expected.
@@ -196,14 +196,15 @@ def load_suite(path: Path) -> Suite:
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc)
         raise SuiteError(f"{path}: invalid YAML{where}: {problem}") from exc
-    return _Validator(path).suite(raw)
+    return _Validator(path, registry).suite(raw)
 
 
 class _Validator:
     """Turns the parsed YAML into a :class:`Suite`, failing on the first bad field."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, registry: CorruptionRegistry) -> None:
         self.path = path
+        self.registry = registry
 
     def fail(self, field_name: str, message: str) -> SuiteError:
         return SuiteError(f"{self.path}: field '{field_name}': {message}")
@@ -217,8 +218,8 @@ class _Validator:
         name = self.name("name", raw.get("name", self.path.stem))
         task = self.choice("task", raw.get("task", "semantic"), tuple(TASKS.names()))
         preset = self.string("preset", raw.get("preset", DEFAULT_PRESET))
-        if preset not in REGISTRY.presets():
-            raise self.fail("preset", f"unknown preset {preset!r}; known: {', '.join(REGISTRY.presets())}")
+        if preset not in self.registry.presets():
+            raise self.fail("preset", f"unknown preset {preset!r}; known: {', '.join(self.registry.presets())}")
         models = self.models(self.required(raw, "models"))
         dataset = self.factory("dataset", self.required(raw, "dataset"))
         return Suite(
@@ -391,7 +392,7 @@ class _Validator:
     def corruptions(self, raw: Any, preset: str) -> tuple[str, ...]:
         if raw is None:
             try:
-                return tuple(c.name for c in REGISTRY.preset(preset))
+                return tuple(c.name for c in self.registry.preset(preset))
             except SegRobustError as exc:
                 raise self.fail("preset", str(exc)) from exc
         if not isinstance(raw, list) or not raw:
@@ -402,7 +403,7 @@ class _Validator:
                 raise self.fail(f"corruptions[{i}]", f"expected a corruption name, got {name!r}")
             try:
                 # A composition is stored under its canonical, stage-ordered name.
-                canonical.append(REGISTRY.get(name, preset).name)
+                canonical.append(self.registry.get(name, preset).name)
             except SegRobustError as exc:
                 raise self.fail(f"corruptions[{i}]", str(exc)) from exc
         if len(set(canonical)) != len(canonical):

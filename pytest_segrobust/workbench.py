@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_segrobust.baselines import CellKey, Conditions
 from pytest_segrobust.cache import CleanCache
-from pytest_segrobust.corruptions import DEFAULT_PRESET, REGISTRY, Corruption
+from pytest_segrobust.corruptions import DEFAULT_PRESET, REGISTRY, Corruption, CorruptionRegistry
 from pytest_segrobust.data.base import SegmentationDataset
 from pytest_segrobust.errors import SegRobustError
 from pytest_segrobust.evaluation import CLEAN, CellResult, EvalResult, evaluate
@@ -39,12 +39,16 @@ class Workbench:
 
     Args:
         options: The run's settings (device, amp, batch size, loader workers, cache folder).
+        registry: The run's corruptions (the built-ins and what plugins registered).
         adapt_hook: pytest's ``pytest_segrobust_adapt_model`` hook caller, asked before the
             registered adapters.
     """
 
-    def __init__(self, options: Options, adapt_hook: Callable[..., Any] | None = None) -> None:
+    def __init__(
+        self, options: Options, registry: CorruptionRegistry = REGISTRY, adapt_hook: Callable[..., Any] | None = None
+    ) -> None:
         self.options = options
+        self.registry = registry
         self.adapt_hook = adapt_hook
         self.cache = CleanCache(options.cache_dir) if options.cache_dir is not None else None
         self.uncached = 0
@@ -91,7 +95,7 @@ class Workbench:
                 limit=suite.limit,
                 dataset=dataset,
                 severity_tables={
-                    name: tuple(REGISTRY.get(name, suite.preset).table.describe()) for name in suite.corruptions
+                    name: tuple(self.registry.get(name, suite.preset).table.describe()) for name in suite.corruptions
                 },
             )
         return self._conditions[key]
@@ -105,7 +109,7 @@ class Workbench:
         clean = self.clean(suite, key.model, key.split)
         if key.severity == 0:
             return CellResult(corrupted=clean, clean=clean), dataset, CLEAN
-        corruption = REGISTRY.get(key.corruption, suite.preset)
+        corruption = self.registry.get(key.corruption, suite.preset)
         corrupted = self._evaluate(suite, model, dataset, corruption, key.severity, key.label)
         return CellResult(corrupted=corrupted, clean=clean), dataset, corruption.category.value
 
@@ -221,7 +225,7 @@ class Workbench:
     ) -> CellResult:
         """A user's model on a user's dataset; its clean result is computed once per process."""
         model = self.adapt(obj, task)
-        chosen = REGISTRY.get(corruption, preset)
+        chosen = self.registry.get(corruption, preset)
         options = {"task": task, "metrics": metrics, "seed": seed, "batch_size": batch_size, "limit": limit}
         names = ",".join(metrics or get_task(task).default_metrics)
         key = ("fixture", task, names, model.fingerprint(), dataset.fingerprint(), str(limit), str(seed))

@@ -76,3 +76,61 @@ def test_a_stored_split_that_the_suite_does_not_list_is_a_broken_baseline(shift_
     result = run(shift_project, "--segrobust")
     result.assert_outcomes(failed=SHIFT_CELLS)
     result.stdout.fnmatch_lines(["*models.binner.faraway: not one of conditions.splits (near, far)*"])
+
+
+ADAPTING_CONFTEST = """
+import torch
+from segrobust_fakes import RedBinner
+
+
+class Opaque:
+    '''A model kind no built-in adapter knows: a function from uint8-free images to label maps.'''
+
+    def __init__(self, smoothing):
+        self.binner = RedBinner(smoothing=smoothing)
+
+
+class OpaqueSegmenter:
+    task = "semantic"
+
+    def __init__(self, opaque, device):
+        self.opaque, self.device = opaque, device
+        ASKED.append(device.type)
+
+    def predict(self, images):
+        return self.opaque.binner(images).argmax(dim=1)
+
+    def fingerprint(self):
+        return f"opaque-{self.opaque.binner.smoothing}"
+
+
+ASKED = []
+
+
+def opaque(smoothing=5):
+    return Opaque(smoothing)
+
+
+def pytest_segrobust_adapt_model(obj, task, device, amp):
+    if isinstance(obj, Opaque):
+        assert task == "semantic" and amp is False
+        return OpaqueSegmenter(obj, device)
+    return None
+"""
+
+
+def test_a_conftest_hook_adapts_a_model_kind_the_engine_does_not_know(project: pytest.Pytester) -> None:
+    (project.path / "conftest.py").write_text(ADAPTING_CONFTEST)
+    suite = (project.path / "suites" / "bands.yaml").read_text().replace("segrobust_fakes:red_binner", "conftest:opaque")
+    (project.path / "suites" / "bands.yaml").write_text(suite)
+    run(project, "--segrobust-update-baselines").assert_outcomes(passed=5)
+    assert json.loads((project.path / "baselines" / "bands.json").read_text())["models"]["binner"]["clean"]["score"] > 50
+
+
+def test_without_an_adapter_the_error_says_what_was_expected(project: pytest.Pytester) -> None:
+    (project.path / "conftest.py").write_text(ADAPTING_CONFTEST.replace("def pytest_segrobust_adapt_model", "def unused"))
+    suite = (project.path / "suites" / "bands.yaml").read_text().replace("segrobust_fakes:red_binner", "conftest:opaque")
+    (project.path / "suites" / "bands.yaml").write_text(suite)
+    result = run(project, "--segrobust")
+    result.assert_outcomes(failed=5)
+    result.stdout.fnmatch_lines(["*models?binner?: factory conftest:opaque failed: TypeError: expected a SegmentationModel*got Opaque*"])

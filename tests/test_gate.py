@@ -74,3 +74,13 @@ def test_a_non_finite_stored_number_is_a_regression_that_says_so() -> None:
     verdict = judge(NOISE, OBSERVED, {"score": 60.0, "gamma_r": math.nan}, TOLERANCES, update=False)
     assert verdict.status is Status.REGRESSED
     assert "(stored gamma_r is nan, not a finite number)" in verdict.message
+
+
+def test_an_error_metric_regresses_by_rising() -> None:
+    stored = {"score": 10.0}
+    worse = judge(NOISE, {"score": 12.0}, stored, {"score": 1.0}, update=False, lower_is_better=["score"])
+    assert worse.status is Status.REGRESSED and "score: observed 12.0000, baseline 10.0000" in (worse.message or "")
+    better = judge(NOISE, {"score": 8.0}, stored, {"score": 1.0}, update=False, lower_is_better=["score"])
+    assert better.status is Status.IMPROVED and better.passed
+    # The same numbers for a higher-is-better score: the other way round.
+    assert judge(NOISE, {"score": 12.0}, stored, {"score": 1.0}, update=False).status is Status.IMPROVED

@@ -310,8 +310,8 @@ def test_bad_batch_size_is_a_usage_error(project: pytest.Pytester) -> None:
 
 def test_progress_is_logged_for_live_logging(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     # Through sys.modules: the package attribute may still name a copy an earlier in-process run unloaded.
-    session = importlib.import_module("pytest_segrobust.session")
-    monkeypatch.setattr(session._ProgressLog, "interval", 0.0)
+    workbench = importlib.import_module("pytest_segrobust.workbench")
+    monkeypatch.setattr(workbench._ProgressLog, "interval", 0.0)
     result = run(project, "--segrobust-update-baselines", "--log-cli-level=INFO", "-k", "clean")
     result.stdout.fnmatch_lines(["*bands::binner::clean: 8/8 images (* images/s)*"])
 
@@ -453,3 +453,45 @@ def test_the_fixture_starts_the_engine_on_first_use(project: pytest.Pytester) ->
         """
     )
     run(project).assert_outcomes(passed=1)
+
+
+def test_a_registered_corruption_joins_its_presets_default_list(project: pytest.Pytester) -> None:
+    project.makeconftest(BLACKOUT_CONFTEST)
+    (project.path / "suites" / "bands.yaml").write_text(
+        "dataset: {factory: segrobust_fakes:band_scenes}\n"
+        "models: [{name: binner, factory: segrobust_fakes:red_binner}]\n"
+        "severities: [1]\n"  # no corruptions: the whole preset
+    )
+    result = run(project, "--segrobust", "--collect-only", "-q")
+    cells = [line for line in result.outlines if line.startswith("suites/bands.yaml::")]
+    assert len(cells) == 1 + 17 + 1  # clean, coco-p in the paper's order, then what was registered
+    assert cells[1] == "suites/bands.yaml::binner::gaussian_noise::1"
+    assert cells[-1] == "suites/bands.yaml::binner::blackout::1"
+
+
+@pytest.mark.parametrize("dist_args", [[], ["-n", "0"]], ids=["no-xdist", "n0"])
+def test_a_conftest_loaded_during_collection_registers_too(project: pytest.Pytester, dist_args: list[str]) -> None:
+    # suites/conftest.py is not an initial conftest: pytest imports it while collecting the
+    # suites folder, after the registry was built; the historic hook still reaches it.
+    # Not with -n 2: the controller, which never collects, reads the suite files too.
+    (project.path / "suites" / "conftest.py").write_text(BLACKOUT_CONFTEST)
+    (project.path / "suites" / "bands.yaml").write_text(
+        SUITE.format(smoothing=5).replace("[gaussian_noise, rotate]", "[blackout]")
+    )
+    run(project, "--segrobust-update-baselines", *dist_args).assert_outcomes(passed=3)
+    assert set(baseline(project)["models"]["binner"]["blackout"]) == {"1", "5"}
+
+
+def test_registrations_do_not_leak_into_the_next_run(project: pytest.Pytester) -> None:
+    from pytest_segrobust.corruptions import REGISTRY
+
+    conftest = project.makeconftest(BLACKOUT_CONFTEST)
+    (project.path / "suites" / "bands.yaml").write_text(
+        SUITE.format(smoothing=5).replace("[gaussian_noise, rotate]", "[blackout]")
+    )
+    project.runpytest_inprocess("-p", "no:cacheprovider", "--segrobust-update-baselines").assert_outcomes(passed=3)
+    conftest.unlink()
+    second = project.runpytest_inprocess("-p", "no:cacheprovider", "--segrobust")
+    assert second.ret != pytest.ExitCode.OK
+    second.stdout.fnmatch_lines(["*field 'corruptions[[]0[]]': unknown corruption 'blackout' in preset 'coco-p'*"])
+    assert "blackout" not in REGISTRY.definition("coco-p").corruption_names  # nor into this process

@@ -7,7 +7,7 @@ from pytest_segrobust.corruptions.base import (
     PhotometricCorruption,
     SeverityTable,
 )
-from pytest_segrobust.corruptions.registry import DEFAULT_PRESET, PRESETS, REGISTRY, CorruptionRegistry
+from pytest_segrobust.corruptions.registry import DEFAULT_PRESET, PRESETS, REGISTRY, CorruptionRegistry, Preset
 
 __all__ = [
     "DEFAULT_PRESET",
@@ -18,5 +18,6 @@ __all__ = [
     "CorruptionRegistry",
     "GeometricCorruption",
     "PhotometricCorruption",
+    "Preset",
     "SeverityTable",
 ]

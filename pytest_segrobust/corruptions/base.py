@@ -67,14 +67,6 @@ def _describe_row(row: Any) -> str:
     return repr(row)
 
 
-@dataclass(frozen=True)
-class CatalogueEntry:
-    """A corruption and the presets (benchmarks) whose severity table it carries."""
-
-    corruption: Corruption[Any]
-    presets: tuple[str, ...]
-
-
 class Corruption(ABC, Generic[Params]):
     """A named corruption with a five-row severity table.
 

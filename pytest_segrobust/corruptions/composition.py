@@ -12,8 +12,6 @@ from collections.abc import Sequence
 from enum import IntEnum
 from typing import Any
 
-import torch
-
 from pytest_segrobust.corruptions.base import Category, Corruption, SeverityTable
 
 MAX_PARTS = 2

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import torch
 
 from pytest_segrobust.corruptions import functional as Fn
-from pytest_segrobust.corruptions.base import CatalogueEntry, Category, PhotometricCorruption, SeverityTable
+from pytest_segrobust.corruptions.base import Category, PhotometricCorruption, SeverityTable
 
 
 @dataclass(frozen=True)
@@ -42,10 +42,6 @@ class Pixelate(PhotometricCorruption[PixelateParams]):
         return Fn.pixelate(images, params.factor)
 
 
-CATALOGUE = (
-    CatalogueEntry(
-        JpegCompression("jpeg_compression", Category.COMPRESSION, JPEG_COMPRESSION),
-        ("coco-p", "imagenet-c", "cityscapes-c"),
-    ),
-    CatalogueEntry(Pixelate("pixelate", Category.COMPRESSION, PIXELATE), ("coco-p", "imagenet-c")),
-)
+# One instance per severity table; the presets in registry.py list them, in each paper's order.
+jpeg_compression = JpegCompression("jpeg_compression", Category.COMPRESSION, JPEG_COMPRESSION)
+pixelate = Pixelate("pixelate", Category.COMPRESSION, PIXELATE)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import torch
 
 from pytest_segrobust.corruptions import functional as Fn
-from pytest_segrobust.corruptions.base import CatalogueEntry, Category, PhotometricCorruption, SeverityTable
+from pytest_segrobust.corruptions.base import Category, PhotometricCorruption, SeverityTable
 
 
 @dataclass(frozen=True)
@@ -94,14 +94,11 @@ class Saturate(PhotometricCorruption[SaturateParams]):
         return Fn.scale_saturation(images, params.scale, params.shift)
 
 
-IMAGENET_C = ("imagenet-c", "cityscapes-c")  # Kamann & Rother reuse ImageNet-C's tables.
-
-CATALOGUE = (
-    CatalogueEntry(Contrast("contrast", Category.DIGITAL, CONTRAST_COCO_P), ("coco-p",)),
-    CatalogueEntry(ContrastReduction("contrast", Category.DIGITAL, CONTRAST_IMAGENET_C), IMAGENET_C),
-    # Schiappa et al. file brightness under environment, ImageNet-C under digital.
-    CatalogueEntry(Brightness("brightness", Category.ENVIRONMENT, BRIGHTNESS), ("coco-p",)),
-    CatalogueEntry(Brightness("brightness", Category.DIGITAL, BRIGHTNESS), IMAGENET_C),
-    CatalogueEntry(Darkness("darkness", Category.ENVIRONMENT, DARKNESS), ("coco-p",)),
-    CatalogueEntry(Saturate("saturate", Category.DIGITAL, SATURATE), IMAGENET_C),
-)
+# One instance per severity table; the presets in registry.py list them, in each paper's order.
+contrast_coco_p = Contrast("contrast", Category.DIGITAL, CONTRAST_COCO_P)
+contrast_imagenet_c = ContrastReduction("contrast", Category.DIGITAL, CONTRAST_IMAGENET_C)
+# Schiappa et al. file brightness under environment, ImageNet-C under digital.
+brightness_coco_p = Brightness("brightness", Category.ENVIRONMENT, BRIGHTNESS)
+brightness_imagenet_c = Brightness("brightness", Category.DIGITAL, BRIGHTNESS)
+darkness = Darkness("darkness", Category.ENVIRONMENT, DARKNESS)
+saturate = Saturate("saturate", Category.DIGITAL, SATURATE)

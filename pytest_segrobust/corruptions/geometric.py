@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import torch
 
 from pytest_segrobust.corruptions import functional as Fn
-from pytest_segrobust.corruptions.base import CatalogueEntry, Category, GeometricCorruption, SeverityTable
+from pytest_segrobust.corruptions.base import Category, GeometricCorruption, SeverityTable
 
 
 @dataclass(frozen=True)
@@ -144,12 +144,9 @@ class GeometricDistortion(GeometricCorruption[RadialDistortionParams]):
         return coords.to(torch.float32).expand(len(rngs), -1, -1, -1)
 
 
-CATALOGUE = (
-    CatalogueEntry(Rotate("rotate", Category.CAMERA, ROTATE), ("coco-p",)),
-    CatalogueEntry(Shear("shear", Category.DIGITAL, SHEAR), ("coco-p",)),
-    CatalogueEntry(Translate("translate", Category.CAMERA, TRANSLATE), ("coco-p",)),
-    CatalogueEntry(ElasticTransform("elastic_transform", Category.DIGITAL, ELASTIC), ("imagenet-c",)),
-    CatalogueEntry(
-        GeometricDistortion("geometric_distortion", Category.CAMERA, RADIAL_DISTORTION), ("cityscapes-c",)
-    ),
-)
+# One instance per severity table; the presets in registry.py list them, in each paper's order.
+rotate = Rotate("rotate", Category.CAMERA, ROTATE)
+shear = Shear("shear", Category.DIGITAL, SHEAR)
+translate = Translate("translate", Category.CAMERA, TRANSLATE)
+elastic_transform = ElasticTransform("elastic_transform", Category.DIGITAL, ELASTIC)
+geometric_distortion = GeometricDistortion("geometric_distortion", Category.CAMERA, RADIAL_DISTORTION)

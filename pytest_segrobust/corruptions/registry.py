@@ -1,14 +1,19 @@
 """Corruptions by name and preset.
 
-A preset is a paper's benchmark: an ordered list of corruption names, each bound to that
-paper's severity table. A bare corruption name in a suite resolves in the default preset.
+A preset is a paper's benchmark: an ordered list of corruptions, each carrying that paper's
+severity table. :data:`PRESETS` is the one place that says which corruptions a built-in preset
+has and in what order. A registry holds the presets of one pytest run: registering a
+corruption into a preset appends it, so it is part of the preset's default list. A bare
+corruption name in a suite resolves in the default preset.
 """
 
 from __future__ import annotations
 
 import importlib.metadata
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
 
 from pytest_segrobust.corruptions import blur, compression, digital, geometric, noise, weather
 from pytest_segrobust.corruptions.base import Corruption
@@ -21,86 +26,133 @@ ENTRY_POINT_GROUP = "segrobust.corruptions"
 
 @dataclass(frozen=True)
 class Preset:
-    """A benchmark's corruption list, in the paper's order."""
+    """A benchmark's corruptions, in the paper's order, each with the paper's severity table.
+
+    Raises:
+        ValueError: for two corruptions of one name, or a name containing the composition separator.
+    """
 
     name: str
     description: str
-    corruption_names: tuple[str, ...]
+    corruptions: tuple[Corruption[Any], ...]
+
+    def __post_init__(self) -> None:
+        names = self.corruption_names
+        for name in names:
+            if SEPARATOR in name:
+                raise ValueError(f"corruption names cannot contain {SEPARATOR!r}: {name!r}")
+        repeated = sorted({name for name in names if names.count(name) > 1})
+        if repeated:
+            raise ValueError(f"preset {self.name!r} lists {', '.join(repeated)} more than once")
+
+    @property
+    def corruption_names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.corruptions)
+
+    def find(self, name: str) -> Corruption[Any] | None:
+        """The corruption called ``name``, or None."""
+        return next((c for c in self.corruptions if c.name == name), None)
+
+    def appended(self, corruption: Corruption[Any]) -> Preset:
+        """This preset with ``corruption`` added at the end."""
+        return Preset(self.name, self.description, (*self.corruptions, corruption))
 
 
-PRESETS: dict[str, Preset] = {
-    p.name: p
-    for p in (
-        Preset(
-            "coco-p",
-            "Schiappa et al., COCO-P / ADE20K-P: 17 corruptions x 5 severities",
-            (
-                "gaussian_noise", "shot_noise", "impulse_noise", "speckle_noise",
-                "defocus_blur", "motion_blur", "zoom_blur",
-                "jpeg_compression", "pixelate",
-                "contrast", "shear",
-                "rotate", "translate",
-                "brightness", "darkness", "fog", "snow",
+# Kamann & Rother's Cityscapes-C reuses ImageNet-C's instances (and so its tables); an
+# instance shared by presets is one object.
+PRESETS: Mapping[str, Preset] = MappingProxyType(
+    {
+        preset.name: preset
+        for preset in (
+            Preset(
+                "coco-p",
+                "Schiappa et al., COCO-P / ADE20K-P: 17 corruptions x 5 severities",
+                (
+                    noise.gaussian_noise, noise.shot_noise_coco_p, noise.impulse_noise, noise.speckle_noise_coco_p,
+                    blur.defocus_blur, blur.motion_blur_coco_p, blur.zoom_blur_coco_p,
+                    compression.jpeg_compression, compression.pixelate,
+                    digital.contrast_coco_p, geometric.shear,
+                    geometric.rotate, geometric.translate,
+                    digital.brightness_coco_p, digital.darkness, weather.fog, weather.snow,
+                ),
             ),
-        ),
-        Preset(
-            "imagenet-c",
-            "Hendrycks & Dietterich, ImageNet-C: 15 corruptions + 4 hold-out, published constants",
-            (
-                "gaussian_noise", "shot_noise", "impulse_noise",
-                "defocus_blur", "glass_blur", "motion_blur", "zoom_blur",
-                "snow", "frost", "fog",
-                "brightness", "contrast", "elastic_transform", "pixelate", "jpeg_compression",
-                "speckle_noise", "gaussian_blur", "spatter", "saturate",
+            Preset(
+                "imagenet-c",
+                "Hendrycks & Dietterich, ImageNet-C: 15 corruptions + 4 hold-out, published constants",
+                (
+                    noise.gaussian_noise, noise.shot_noise_imagenet_c, noise.impulse_noise,
+                    blur.defocus_blur, blur.glass_blur, blur.motion_blur_imagenet_c, blur.zoom_blur_imagenet_c,
+                    weather.snow, weather.frost, weather.fog,
+                    digital.brightness_imagenet_c, digital.contrast_imagenet_c, geometric.elastic_transform,
+                    compression.pixelate, compression.jpeg_compression,
+                    noise.speckle_noise_imagenet_c, blur.gaussian_blur, weather.spatter, digital.saturate,
+                ),
             ),
-        ),
-        Preset(
-            "cityscapes-c",
-            "Kamann & Rother, Cityscapes-C: ImageNet-C plus intensity-dependent noise, PSF blur, geometric distortion",
-            (
-                "motion_blur", "defocus_blur", "glass_blur", "gaussian_blur", "psf_blur",
-                "gaussian_noise", "impulse_noise", "shot_noise", "speckle_noise", "intensity_noise",
-                "brightness", "contrast", "saturate", "jpeg_compression",
-                "snow", "spatter", "fog", "frost",
-                "geometric_distortion",
+            Preset(
+                "cityscapes-c",
+                "Kamann & Rother, Cityscapes-C: ImageNet-C plus intensity-dependent noise, PSF blur, "
+                "geometric distortion",
+                (
+                    blur.motion_blur_imagenet_c, blur.defocus_blur, blur.glass_blur, blur.gaussian_blur, blur.psf_blur,
+                    noise.gaussian_noise, noise.impulse_noise, noise.shot_noise_imagenet_c,
+                    noise.speckle_noise_imagenet_c, noise.intensity_noise,
+                    digital.brightness_imagenet_c, digital.contrast_imagenet_c, digital.saturate,
+                    compression.jpeg_compression,
+                    weather.snow, weather.spatter, weather.fog, weather.frost,
+                    geometric.geometric_distortion,
+                ),
             ),
-        ),
-    )
-}
+        )
+    }
+)
+"""The built-in presets. Read-only: a run adds corruptions to its own registry."""
 
 
 class CorruptionRegistry:
-    """Corruption instances keyed by ``(preset, name)``."""
+    """Presets by name, each an ordered list of corruptions.
 
-    def __init__(self) -> None:
-        self._by_preset: dict[str, dict[str, Corruption]] = {}
+    ``CorruptionRegistry()`` is empty; :meth:`builtin` holds the built-in presets. Registries
+    share no state: registering into one leaves every other untouched.
 
-    def register(self, corruption: Corruption, presets: tuple[str, ...] = (DEFAULT_PRESET,)) -> Corruption:
-        """Make ``corruption`` available under its name in each of ``presets``.
+    Args:
+        presets: The presets to start from; a registry never changes a :class:`Preset`, it
+            replaces it.
+    """
 
-        Registering an equal corruption (same class, name, category and table) again is a
-        no-op, so hooks may run once per pytest session in the same process.
+    def __init__(self, presets: Iterable[Preset] = ()) -> None:
+        self._presets: dict[str, Preset] = {preset.name: preset for preset in presets}
+
+    @classmethod
+    def builtin(cls) -> CorruptionRegistry:
+        """A new registry holding the built-in presets (:data:`PRESETS`) and nothing else."""
+        return cls(PRESETS.values())
+
+    def register(self, corruption: Corruption[Any], presets: tuple[str, ...] = (DEFAULT_PRESET,)) -> Corruption[Any]:
+        """Append ``corruption`` to each of ``presets``, creating a preset that does not exist yet.
+
+        It then belongs to the preset's default list (a suite that names no corruptions runs
+        it) and resolves by name in the preset. Registering an equal corruption (same class,
+        name, category and table) again is a no-op, so a conftest and an installed plugin may
+        both register it.
 
         Raises:
-            ValueError: when a different corruption already holds the name in a preset.
+            ValueError: when a different corruption already holds the name in one of the
+                presets (then no preset changes), or the name contains the composition separator.
         """
         if SEPARATOR in corruption.name:
             raise ValueError(f"corruption names cannot contain {SEPARATOR!r}: {corruption.name!r}")
-        for preset in presets:
-            table = self._by_preset.setdefault(preset, {})
-            existing = table.get(corruption.name)
-            if existing is not None and not _same(existing, corruption):
-                raise ValueError(f"corruption {corruption.name!r} is already registered in preset {preset!r}")
-            table.setdefault(corruption.name, corruption)
+        if isinstance(presets, str):
+            presets = (presets,)
+        changed: dict[str, Preset] = {}
+        for name in presets:
+            preset = changed.get(name) or self._presets.get(name) or Preset(name, "", ())
+            existing = preset.find(corruption.name)
+            if existing is None:
+                changed[name] = preset.appended(corruption)
+            elif not _same(existing, corruption):
+                raise ValueError(f"corruption {corruption.name!r} is already registered in preset {name!r}")
+        self._presets.update(changed)
         return corruption
-
-    def snapshot(self) -> dict[str, dict[str, Corruption]]:
-        """The current registrations, to :meth:`restore` later."""
-        return {preset: dict(table) for preset, table in self._by_preset.items()}
-
-    def restore(self, state: dict[str, dict[str, Corruption]]) -> None:
-        """Forget every registration made since ``state`` was taken."""
-        self._by_preset = {preset: dict(table) for preset, table in state.items()}
 
     def load_entry_points(self, group: str = ENTRY_POINT_GROUP) -> None:
         """Call every ``group`` entry point with this registry (installed corruption plugins)."""
@@ -114,7 +166,7 @@ class CorruptionRegistry:
                     f"{type(exc).__name__}: {exc}"
                 ) from exc
 
-    def get(self, name: str, preset: str = DEFAULT_PRESET) -> Corruption:
+    def get(self, name: str, preset: str = DEFAULT_PRESET) -> Corruption[Any]:
         """The corruption ``name`` with the severity table of ``preset``.
 
         ``"a+b"`` names a composition of two corruptions of the preset (R2-Bench).
@@ -125,77 +177,53 @@ class CorruptionRegistry:
                 return Composition(parts)
             except ValueError as exc:
                 raise UnknownCorruptionError(f"invalid composition {name!r}: {exc}") from exc
-        table = self._table(preset)
-        if name not in table:
-            known = ", ".join(sorted(table))
+        found = self.definition(preset).find(name)
+        if found is None:
+            known = ", ".join(sorted(self.definition(preset).corruption_names))
             raise UnknownCorruptionError(f"unknown corruption {name!r} in preset {preset!r}; known: {known}")
-        return table[name]
+        return found
 
-    def preset(self, name: str) -> list[Corruption]:
-        """Every corruption of a preset, in the paper's order.
+    def definition(self, preset: str) -> Preset:
+        """The preset called ``preset``, with this registry's registrations appended.
 
         Raises:
-            UnknownCorruptionError: for an unknown preset, or one whose corruptions are
-                not all implemented yet (naming the missing ones).
+            UnknownCorruptionError: naming the known presets.
         """
-        table = self._table(name)
-        wanted = PRESETS[name].corruption_names if name in PRESETS else tuple(table)
-        missing = [n for n in wanted if n not in table]
-        if missing:
-            raise UnknownCorruptionError(
-                f"preset {name!r} is incomplete: not implemented yet: {', '.join(missing)}; "
-                f"list the corruptions by name instead"
-            )
-        return [table[n] for n in wanted]
+        if preset not in self._presets:
+            raise UnknownCorruptionError(f"unknown preset {preset!r}; known: {', '.join(self.presets())}")
+        return self._presets[preset]
 
-    def available(self, preset: str = DEFAULT_PRESET) -> list[Corruption]:
-        """The implemented corruptions of a preset, in the paper's order."""
-        table = self._table(preset)
-        order = PRESETS[preset].corruption_names if preset in PRESETS else ()
-        ranked = sorted(table.values(), key=lambda c: order.index(c.name) if c.name in order else len(order))
-        return ranked
+    def preset(self, name: str) -> list[Corruption[Any]]:
+        """Every corruption of a preset, in order: the paper's, then the registered ones."""
+        return list(self.definition(name).corruptions)
 
-    def labelled(self) -> list[tuple[str, Corruption]]:
-        """Every distinct corruption instance as ``("name@preset", corruption)``, first preset wins."""
-        seen: dict[int, str] = {}
-        out = []
-        for preset, table in self._by_preset.items():
-            for corruption in table.values():
-                if id(corruption) not in seen:
-                    seen[id(corruption)] = preset
-                    out.append((f"{corruption.name}@{preset}", corruption))
-        return out
+    def available(self, preset: str = DEFAULT_PRESET) -> list[Corruption[Any]]:
+        """The same as :meth:`preset` (a preset now always has all its corruptions)."""
+        return self.preset(preset)
 
     def presets(self) -> list[str]:
-        return sorted(set(self._by_preset) | set(PRESETS))
+        """The names of the presets, sorted."""
+        return sorted(self._presets)
 
-    def __iter__(self) -> Iterator[Corruption]:
+    def labelled(self) -> list[tuple[str, Corruption[Any]]]:
+        """Every distinct corruption instance as ``("name@preset", corruption)``, first preset wins."""
+        return [(f"{corruption.name}@{preset}", corruption) for preset, corruption in self._distinct()]
+
+    def __iter__(self) -> Iterator[Corruption[Any]]:
+        return (corruption for _, corruption in self._distinct())
+
+    def _distinct(self) -> Iterator[tuple[str, Corruption[Any]]]:
         seen: set[int] = set()
-        for table in self._by_preset.values():
-            for corruption in table.values():
+        for preset in self._presets.values():
+            for corruption in preset.corruptions:
                 if id(corruption) not in seen:
                     seen.add(id(corruption))
-                    yield corruption
-
-    def _table(self, preset: str) -> dict[str, Corruption]:
-        if preset not in self._by_preset:
-            raise UnknownCorruptionError(f"unknown preset {preset!r}; known: {', '.join(self.presets())}")
-        return self._by_preset[preset]
+                    yield preset.name, corruption
 
 
-def _same(a: Corruption, b: Corruption) -> bool:
+def _same(a: Corruption[Any], b: Corruption[Any]) -> bool:
     return type(a) is type(b) and a.name == b.name and a.category == b.category and a.table == b.table
 
 
-FAMILIES = (noise, blur, compression, digital, geometric, weather)
-
-
-def _default_registry() -> CorruptionRegistry:
-    registry = CorruptionRegistry()
-    for family in FAMILIES:
-        for entry in family.CATALOGUE:
-            registry.register(entry.corruption, entry.presets)
-    return registry
-
-
-REGISTRY = _default_registry()
+REGISTRY = CorruptionRegistry.builtin()
+"""The built-in presets. A pytest run uses its own copy (``pytest_segrobust.plugin.run_registry``)."""

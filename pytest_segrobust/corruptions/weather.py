@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from pytest_segrobust.corruptions import functional as Fn
-from pytest_segrobust.corruptions.base import CatalogueEntry, Category, PhotometricCorruption, SeverityTable
+from pytest_segrobust.corruptions.base import Category, PhotometricCorruption, SeverityTable
 from pytest_segrobust.corruptions.functional.weather import FogParams, FrostParams, SnowParams, SpatterParams
 
 
@@ -69,9 +69,8 @@ class Spatter(PhotometricCorruption[SpatterParams]):
         return Fn.spatter(images, params, rngs)
 
 
-CATALOGUE = (
-    CatalogueEntry(Fog("fog", Category.ENVIRONMENT, FOG), ("coco-p", "imagenet-c", "cityscapes-c")),
-    CatalogueEntry(Frost("frost", Category.ENVIRONMENT, FROST), ("imagenet-c", "cityscapes-c")),
-    CatalogueEntry(Snow("snow", Category.ENVIRONMENT, SNOW), ("coco-p", "imagenet-c", "cityscapes-c")),
-    CatalogueEntry(Spatter("spatter", Category.ENVIRONMENT, SPATTER), ("imagenet-c", "cityscapes-c")),
-)
+# One instance per severity table; the presets in registry.py list them, in each paper's order.
+fog = Fog("fog", Category.ENVIRONMENT, FOG)
+frost = Frost("frost", Category.ENVIRONMENT, FROST)
+snow = Snow("snow", Category.ENVIRONMENT, SNOW)
+spatter = Spatter("spatter", Category.ENVIRONMENT, SPATTER)
