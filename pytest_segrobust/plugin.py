@@ -108,6 +108,8 @@ def pytest_configure(config: pytest.Config) -> None:
         # `pytest --segrobust` with no paths means "run the gate": collect the suites folder.
         if config.args_source != pytest.Config.ArgsSource.ARGS:
             config.args = [str(segrobust.options.suites_dir)]
+        else:
+            segrobust.collect_explicitly(config.args, config.invocation_params.dir)
 
 
 def _enabled(config: pytest.Config) -> bool:

@@ -51,7 +51,9 @@ class NamedRegistry(Generic[T]):
         """
         name = getattr(entry, "name")
         existing = self._entries.get(name)
-        if existing is not None and existing is not entry:
+        # The same definition imported again (a module reloaded, as pytester's in-process runs
+        # do) replaces its earlier self; another definition under a taken name is refused.
+        if existing is not None and existing is not entry and _where(existing) != _where(entry):
             raise ValueError(f"{self.kind} {name!r} is already registered ({_where(existing)})")
         self._entries[name] = entry
         return entry
@@ -102,5 +104,7 @@ class NamedRegistry(Generic[T]):
 
 
 def _where(entry: object) -> str:
-    return f"{getattr(entry, '__module__', '?')}.{getattr(entry, '__qualname__', type(entry).__name__)}"
+    """``module.QualifiedName`` of a class, or of an instance's class."""
+    kind = entry if isinstance(entry, type) else type(entry)
+    return f"{kind.__module__}.{kind.__qualname__}"
 

@@ -107,6 +107,7 @@ class SegRobustSession:
         # Cells that raised instead of producing a result: node id -> what went wrong.
         self.errors: dict[str, str] = {}
         self._suites_dir = options.suites_dir.resolve()  # asked for every file pytest visits
+        self._explicit: set[Path] = set()
         self.pending: list[PendingWrite] = []
         self.suite_order: dict[str, Suite] = {}
         self._suites: dict[Path, Suite] = {}
@@ -134,8 +135,18 @@ class SegRobustSession:
 
     # -- collection ---------------------------------------------------------------------
 
+    def collect_explicitly(self, args: list[str], invocation_dir: Path) -> None:
+        """Files named on the command line are suites wherever they are (``pytest --segrobust other/s.yaml``)."""
+        for arg in args:
+            path = Path(arg.split("::", 1)[0])
+            self._explicit.add((path if path.is_absolute() else invocation_dir / path).resolve())
+
     def is_suite_file(self, path: Path) -> bool:
-        return path.suffix in (".yaml", ".yml") and path.parent.resolve() == self._suites_dir
+        """A YAML file anywhere under the suites folder (subfolders too), or named on the command line."""
+        if path.suffix not in (".yaml", ".yml"):
+            return False
+        resolved = path.resolve()
+        return resolved.is_relative_to(self._suites_dir) or resolved in self._explicit
 
     def suite(self, path: Path) -> Suite:
         """The validated suite at ``path`` (raises :class:`SuiteError`)."""
@@ -160,10 +171,16 @@ class SegRobustSession:
                 self._import_paths.append(folder)
 
     def _check_unique_name(self, suite: Suite) -> None:
-        """Two suite files with one name would share, and overwrite, one baseline file."""
-        folder = suite.path.parent
+        """Two suite files with one name would share, and overwrite, one baseline file.
+
+        Every suite under the suites folder (subfolders too) is compared, and for a suite named
+        on the command line from elsewhere, those beside it.
+        """
+        inside = suite.path.resolve().is_relative_to(self._suites_dir)
+        folder = self._suites_dir if inside else suite.path.parent
         if folder not in self._declared_names:  # read once per folder, not once per suite
-            files = sorted([*folder.glob("*.yaml"), *folder.glob("*.yml")])
+            search = folder.rglob if inside else folder.glob
+            files = sorted([*search("*.yaml"), *search("*.yml")])
             self._declared_names[folder] = {path.resolve(): declared_name(path) for path in files}
         others = [
             other

@@ -134,3 +134,29 @@ def test_without_an_adapter_the_error_says_what_was_expected(project: pytest.Pyt
     result = run(project, "--segrobust")
     result.assert_outcomes(failed=5)
     result.stdout.fnmatch_lines(["*models?binner?: factory conftest:opaque failed: TypeError: expected a SegmentationModel*got Opaque*"])
+
+
+def test_suites_in_subfolders_and_named_files_are_collected(project: pytest.Pytester, dist: list[str]) -> None:
+    suites = project.path / "suites"
+    (suites / "nightly").mkdir()
+    (suites / "bands.yaml").rename(suites / "nightly" / "bands.yaml")
+    elsewhere = project.path / "elsewhere"
+    elsewhere.mkdir()
+    text = (suites / "nightly" / "bands.yaml").read_text().replace("name: bands", "name: other")
+    (elsewhere / "other.yaml").write_text(text)
+    (elsewhere / "not-a-suite.yaml").write_text("key: value\n")
+    run(project, "--segrobust-update-baselines", *dist).assert_outcomes(passed=5)  # the whole suites tree
+    result = run(project, "--segrobust-update-baselines", "elsewhere/other.yaml", *dist)
+    result.assert_outcomes(passed=5)
+    assert (project.path / "baselines" / "other.json").exists()
+    # A folder named on the command line is not a suites folder: its YAML files are left alone.
+    assert run(project, "--segrobust", "elsewhere", *dist).ret == pytest.ExitCode.NO_TESTS_COLLECTED
+
+
+def test_two_suites_with_one_name_in_different_subfolders_are_refused(project: pytest.Pytester) -> None:
+    suites = project.path / "suites"
+    (suites / "a").mkdir()
+    (suites / "a" / "copy.yaml").write_text((suites / "bands.yaml").read_text())
+    result = run(project, "--segrobust")
+    result.stdout.fnmatch_lines(["*field 'name': suite name 'bands' is also the name of suites/a/copy.yaml*"])
+    assert result.ret == pytest.ExitCode.INTERRUPTED

@@ -46,7 +46,10 @@ def register_adapter(task: str, matches: Callable[[Any], bool], name: str | None
     """
 
     def decorate(build: Build) -> Build:
-        _ADAPTERS.insert(0, Adapter(task, name or getattr(build, "__qualname__", repr(build)), matches, build))
+        adapter = Adapter(task, name or getattr(build, "__qualname__", repr(build)), matches, build)
+        # A module imported again (pytester's in-process runs) replaces its adapters, never doubles them.
+        _ADAPTERS[:] = [a for a in _ADAPTERS if (a.task, a.name) != (adapter.task, adapter.name)]
+        _ADAPTERS.insert(0, adapter)
         return build
 
     return decorate
