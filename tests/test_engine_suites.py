@@ -160,3 +160,30 @@ def test_two_suites_with_one_name_in_different_subfolders_are_refused(project: p
     result = run(project, "--segrobust")
     result.stdout.fnmatch_lines(["*field 'name': suite name 'bands' is also the name of suites/a/copy.yaml*"])
     assert result.ret == pytest.ExitCode.INTERRUPTED
+
+
+PANOPTIC_SUITE = """\
+name: panoptic
+task: panoptic
+dataset: {factory: pytest_segrobust.data.demo:demo_dataset, kwargs: {split: val}}
+models:
+  - {name: components, factory: pytest_segrobust.models.demo:tiny_unet_panoptic}
+corruptions: [rotate]
+severities: [5]
+metric: pq
+limit: 8
+batch_size: 3
+"""
+
+
+def test_a_panoptic_suite_runs_from_yaml_and_rotation_moves_the_segments(project: pytest.Pytester, dist: list[str]) -> None:
+    (project.path / "suites" / "bands.yaml").unlink()
+    (project.path / "suites" / "panoptic.yaml").write_text(PANOPTIC_SUITE)
+    run(project, "--segrobust-update-baselines", *dist).assert_outcomes(passed=2)
+    run(project, "--segrobust", *dist).assert_outcomes(passed=2)
+    cells = json.loads((project.path / "segrobust-report.json").read_text())["suites"]["panoptic"]["models"]["components"]["cells"]
+    clean, rotated = cells
+    assert 50 < clean["score"] < 100 and {"sq", "rq", "pq_things", "pq_stuff"} <= set(clean["details"])
+    # Had the segments stayed put under a 60 degree rotation, PQ would collapse far below this.
+    assert rotated["score"] > 0.6 * clean["score"]
+    assert "PQ things" in (project.path / "segrobust-report.md").read_text()
