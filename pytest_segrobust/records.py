@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
+
+from pytest_segrobust.gate import Status
+
+# Version of CellRecord.to_json; a record of another version is refused, never half-read.
+RECORD_FORMAT = 1
 
 
 @dataclass
@@ -33,7 +39,7 @@ class CellRecord:
     class_names: list[str]
     num_images: int
     seconds: float
-    status: str
+    status: Status
     baseline: dict[str, float] | None = None
     checks: list[dict[str, float | str]] = field(default_factory=list)
     clean_per_class: list[float | None] = field(default_factory=list)
@@ -42,3 +48,29 @@ class CellRecord:
     clean_details: dict[str, float] = field(default_factory=dict)
     split: str | None = None
     metrics: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-safe fields with the format version (statuses as their value)."""
+        data = asdict(self)
+        data["status"] = Status(self.status).value
+        return {"format": RECORD_FORMAT, **data}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> CellRecord:
+        """Parse :meth:`to_json`'s output.
+
+        Raises:
+            ValueError: for another format, a missing or unknown field, or an unknown status.
+        """
+        if data.get("format") != RECORD_FORMAT:
+            raise ValueError(f"cell record of format {data.get('format')!r}, expected {RECORD_FORMAT}")
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known - {"format"})
+        if unknown:
+            raise ValueError(f"cell record with unknown fields {', '.join(unknown)}")
+        values = {name: value for name, value in data.items() if name in known}
+        values["status"] = Status(values.get("status"))
+        try:
+            return cls(**values)
+        except TypeError as exc:
+            raise ValueError(f"cell record: {exc}") from None

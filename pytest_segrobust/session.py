@@ -28,7 +28,7 @@ from pytest_segrobust.data.base import supercategories
 from pytest_segrobust.errors import BaselineError, SegRobustError, SuiteError
 from pytest_segrobust.evaluation import CLEAN, CellResult
 from pytest_segrobust.files import remove_stale_temporaries
-from pytest_segrobust.gate import judge
+from pytest_segrobust.gate import Status, judge
 from pytest_segrobust.limits import time_limit
 from pytest_segrobust.metrics import METRICS
 from pytest_segrobust.progress import TerminalProgress
@@ -268,7 +268,7 @@ class SegRobustSession:
             class_names=list(dataset.class_names),
             num_images=corrupted.num_images,
             seconds=corrupted.seconds,
-            status="passed",
+            status=Status.PASSED,
             clean_per_class=list(clean.per_class),
             supercategories=supercategories(dataset),
             details=dict(corrupted.details),
@@ -315,7 +315,7 @@ class SegRobustSession:
             clean_score=record.clean_score,
             lower_is_better=lower_is_better,
         )
-        record.status = verdict.status.value
+        record.status = verdict.status
         if verdict.checks:
             record.baseline = dict(stored or {})
             record.checks = [asdict(c) | {"regressed": c.regressed, "improved": c.improved} for c in verdict.checks]
@@ -357,7 +357,7 @@ class SegRobustSession:
         suite = self.suite_order[record.suite]
         key = CellKey(record.suite, record.model, record.corruption, record.severity, record.split)
         pending = [asdict(p) for p in self.pending if p.key == key]
-        return json.dumps({"record": asdict(record), "pending": pending, "suite": str(suite.path)})
+        return json.dumps({"record": record.to_json(), "pending": pending, "suite": str(suite.path)})
 
     def absorb_cell(self, payload: str) -> None:
         """Merge one cell's payload, sent by a worker, into this (controller) session."""
@@ -366,7 +366,7 @@ class SegRobustSession:
             self.errors[data["error"]["nodeid"]] = data["error"]["message"]
             return
         self.suite(Path(data["suite"]))
-        self.records.append(CellRecord(**data["record"]))
+        self.records.append(CellRecord.from_json(data["record"]))
         for p in data["pending"]:
             self.pending.append(PendingWrite(**(p | {"key": CellKey(**p["key"])})))
 

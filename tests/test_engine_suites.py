@@ -187,3 +187,22 @@ def test_a_panoptic_suite_runs_from_yaml_and_rotation_moves_the_segments(project
     # Had the segments stayed put under a 60 degree rotation, PQ would collapse far below this.
     assert rotated["score"] > 0.6 * clean["score"]
     assert "PQ things" in (project.path / "segrobust-report.md").read_text()
+
+
+def test_a_cell_record_round_trips_and_refuses_what_it_does_not_know() -> None:
+    from pytest_segrobust.gate import Status
+    from pytest_segrobust.records import CellRecord
+
+    record = CellRecord(
+        "n", "s", "m", "rotate", "geometric", 3, 50.0, 60.0, 0.8, 0.9, [1.0, None], ["a", "b"], 4, 0.1,
+        Status.REGRESSED, split="hard", metrics={"boundary_iou": {"score": 1.0}},
+    )
+    data = json.loads(json.dumps(record.to_json()))
+    assert data["status"] == "regressed" and data["format"] == 1
+    assert CellRecord.from_json(data) == record and CellRecord.from_json(data).status is Status.REGRESSED
+    with pytest.raises(ValueError, match="format 2, expected 1"):
+        CellRecord.from_json(data | {"format": 2})
+    with pytest.raises(ValueError, match="unknown fields colour"):
+        CellRecord.from_json(data | {"colour": "red"})
+    with pytest.raises(ValueError, match="'lost' is not a valid Status"):
+        CellRecord.from_json(data | {"status": "lost"})

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -69,7 +69,7 @@ def build_report(
             model_records = [r for r in suite_records if _row_name(r) == model]
             models[model] = {
                 "summary": tables.model_summary(model_records),
-                "cells": [asdict(r) for r in model_records],
+                "cells": [r.to_json() for r in model_records],
             }
         degradation = suite.degradation if suite else None
         report["suites"][suite_name] = {
@@ -122,7 +122,7 @@ class Figure:
 
 
 def records_by_model(suite: Mapping[str, Any]) -> dict[str, list[CellRecord]]:
-    return {model: [CellRecord(**c) for c in entry["cells"]] for model, entry in suite["models"].items()}
+    return {model: [CellRecord.from_json(c) for c in entry["cells"]] for model, entry in suite["models"].items()}
 
 
 def suite_sections(suite: Mapping[str, Any]) -> list[Table | Figure]:
