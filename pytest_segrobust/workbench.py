@@ -56,6 +56,7 @@ class Workbench:
         self.progress_bar: TerminalProgress | None = None
         self._models: dict[tuple[str, str], Any] = {}
         self._datasets: dict[tuple[str, str | None], SegmentationDataset] = {}
+        self._dataset_prints: dict[tuple[str, str | None], str] = {}
         self._conditions: dict[str, Conditions] = {}
         self._clean: dict[tuple[str, ...], EvalResult] = {}
 
@@ -79,11 +80,18 @@ class Workbench:
             self._datasets[key] = _build(suite, suite.dataset_spec(split), where, lambda obj: obj)
         return self._datasets[key]
 
+    def dataset_fingerprint(self, suite: Suite, split: str | None = None) -> str:
+        """The dataset's fingerprint, computed once (a file-backed dataset may hash its files)."""
+        key = (str(suite.path), split)
+        if key not in self._dataset_prints:
+            self._dataset_prints[key] = self.dataset(suite, split).fingerprint()
+        return self._dataset_prints[key]
+
     def conditions(self, suite: Suite) -> Conditions:
         """What the suite's numbers are measured under (builds its datasets to fingerprint them)."""
         key = str(suite.path)
         if key not in self._conditions:
-            prints = [(split, self.dataset(suite, split).fingerprint()) for split in suite.splits]
+            prints = [(split, self.dataset_fingerprint(suite, split)) for split in suite.splits]
             dataset = prints[0][1] if suite.shifts is None else "; ".join(f"{s}={p}" for s, p in prints)
             self._conditions[key] = Conditions(
                 task=suite.task,
@@ -143,7 +151,7 @@ class Workbench:
             code,
             suite.task,
             repr(suite.dataset_spec(split)),
-            self.dataset(suite, split).fingerprint(),
+            self.dataset_fingerprint(suite, split),
             str(suite.limit),
             ",".join(suite.metrics),
             model_device(model).type,
