@@ -7,9 +7,13 @@ every project where the package is installed) must not import torch.
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 from typing import Any
 
-__version__ = "0.1.0"
+try:  # one source of truth: the version pyproject.toml gave the installed distribution
+    __version__ = importlib.metadata.version("pytest-segrobust")
+except importlib.metadata.PackageNotFoundError:  # run from a source tree that is not installed
+    __version__ = "0+unknown"
 
 _LAZY = {
     "REGISTRY": "pytest_segrobust.corruptions",

@@ -19,25 +19,44 @@ The conditions say what the numbers were measured under; a run under other condi
 naming the field. Every stored value is a finite number: a file with anything else is
 reported as broken, and ``--segrobust-update-baselines`` rewrites it.
 
+An optional ``made_with`` block (their provenance) says what the numbers were made with: the
+tool's version and each model's fingerprint (the dataset's is ``conditions.dataset``)::
+
+    "made_with": {"tool_version": "0.1.0", "models": {"tiny-unet": "9f2c..."}}
+
+It is recorded and shown, never gated on: a changed model is what the gate measures. Values
+are written rounded to :data:`SIGNIFICANT_DIGITS` significant digits, so that a diff of a
+baseline file is readable; every tolerance is far coarser than that rounding.
+
+A baseline has a lifecycle. Entries the suite no longer has (a model, split, corruption or
+severity removed from it) are :func:`unused_entries`, reported at the end of a run and
+removed by ``--segrobust-prune``; an update of every cell of a suite writes exactly its
+current cells; :func:`write_baseline` says, per cell, what changed.
+
 Reading happens in any process; writing happens once, at the end of the run, in the one
 process that owns the run's output (the xdist controller, or the only process).
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from pytest_segrobust import __version__
 from pytest_segrobust.errors import BaselineError
 from pytest_segrobust.files import atomic_write_text
 
 FORMAT = 2
 UPDATE_FLAG = "--segrobust-update-baselines"
+PRUNE_FLAG = "--segrobust-prune"
 CLEAN = "clean"
+# Precision of stored values: readable diffs, and far below any tolerance.
+SIGNIFICANT_DIGITS = 6
 
 
 @dataclass(frozen=True)
@@ -192,12 +211,112 @@ class Check:
 
 
 @dataclass(frozen=True)
+class Provenance:
+    """What a baseline file's numbers were made with; recorded and shown, never compared.
+
+    Attributes:
+        tool_version: The version of pytest-segrobust that last wrote the file.
+        models: Each model's fingerprint when its cells were last written.
+    """
+
+    tool_version: str | None = None
+    models: Mapping[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"tool_version": self.tool_version, "models": dict(sorted(self.models.items()))}
+
+    @classmethod
+    def from_json(cls, data: Any, where: str) -> Provenance:
+        """Parse a file's ``made_with``; a file written before it existed has none.
+
+        Raises:
+            BaselineError: naming the field of the wrong type.
+        """
+        if data is None:
+            return cls()
+        if not isinstance(data, dict):
+            raise BaselineError(f"{where}: 'made_with' must be a mapping, got {data!r}")
+        version = data.get("tool_version")
+        if version is not None and not isinstance(version, str):
+            raise BaselineError(f"{where}: made_with.tool_version: expected a string, got {version!r}")
+        models = data.get("models", {})
+        if not isinstance(models, dict) or not all(isinstance(v, str) for v in models.values()):
+            raise BaselineError(f"{where}: made_with.models: expected a fingerprint (string) by model, got {models!r}")
+        return cls(version, dict(models))
+
+
+@dataclass(frozen=True)
 class StoredBaselines:
-    """A parsed baseline file: its conditions and its numbers by model."""
+    """A parsed baseline file: its conditions, its numbers by model and what made them."""
 
     suite: str
     conditions: Conditions
     models: dict[str, dict[str, Any]]
+    provenance: Provenance = field(default_factory=Provenance)
+
+
+@dataclass(frozen=True)
+class CellChange:
+    """What a write did to one cell: its stored numbers before (``None``: new) and after."""
+
+    key: CellKey
+    old: Mapping[str, float] | None
+    new: Mapping[str, float]
+
+    @property
+    def changed(self) -> bool:
+        return self.old is None or {k: round_value(v) for k, v in self.old.items()} != dict(self.new)
+
+    def describe(self) -> str:
+        """``model::cell: score 61.2 -> 58.1, gamma_r 0.71 -> 0.68``, or ``...: new (score 70.1, ...)``."""
+        cell = key_path(self.key)
+        shown = [name for name in self.new if _headline_number(name)] or list(self.new)
+        if self.old is None:
+            return f"{cell}: new ({', '.join(f'{name} {_digits(self.new[name])}' for name in shown)})"
+        moved = [name for name in shown if self.old.get(name) is None or round_value(self.old[name]) != self.new[name]]
+        differences = [f"{name} {_digits(self.old.get(name))} -> {_digits(self.new[name])}" for name in moved]
+        return f"{cell}: {', '.join(differences) or 'changed'}"
+
+
+@dataclass(frozen=True)
+class BaselineUpdate:
+    """What one write of a baseline file did: each written cell's change and the entries removed."""
+
+    path: Path
+    changes: tuple[CellChange, ...] = ()
+    removed: tuple[str, ...] = ()
+
+    def summary(self, shown: str) -> list[str]:
+        """Terminal lines: counts, then one ``old -> new`` line per changed or new cell, then the removals."""
+        changed = [c for c in self.changes if c.changed and c.old is not None]
+        new = [c for c in self.changes if c.old is None]
+        unchanged = len(self.changes) - len(changed) - len(new)
+        lines = []
+        if self.changes:
+            lines.append(f"{shown}: {len(changed)} cells changed, {len(new)} new, {unchanged} unchanged")
+            lines += [f"  {c.describe()}" for c in self.changes if c.changed]
+        if self.removed:
+            lines.append(f"{shown}: removed {len(self.removed)} unused entries: {', '.join(self.removed)}")
+        return lines
+
+
+def round_value(value: float) -> float:
+    """``value`` to :data:`SIGNIFICANT_DIGITS` significant digits, as a baseline stores it."""
+    return float(f"{value:.{SIGNIFICANT_DIGITS}g}")
+
+
+def key_path(key: CellKey) -> str:
+    """A cell's address inside its suite's file: ``model::[split::]corruption[::severity]``."""
+    return key.label.removeprefix(f"{key.suite}::")
+
+
+def _headline_number(name: str) -> bool:
+    # gamma_a follows from the score and the clean score: the summary leaves it out.
+    return name.rsplit(".", 1)[-1] in ("score", "gamma_r")
+
+
+def _digits(value: float | None) -> str:
+    return "-" if value is None else f"{value:.{SIGNIFICANT_DIGITS}g}"
 
 
 class BaselineFile:
@@ -242,12 +361,23 @@ class BaselineFile:
                 f"{self.path}: recorded under other conditions than this run ({'; '.join(differences)}); "
                 f"its numbers are not comparable. Re-record them with {UPDATE_FLAG}"
             )
-        model = stored.models.get(key.model, {})
-        if key.split is not None:
-            model = model.get(key.split, {})
-        if key.severity == 0:
-            return model.get(key.corruption)
-        return model.get(key.corruption, {}).get(str(key.severity))
+        return _stored_cell(stored, key)
+
+    def fingerprint(self, model: str) -> str | None:
+        """The fingerprint of ``model`` when its cells were last written, if the file records it."""
+        stored = self.load()
+        return None if stored is None else stored.provenance.models.get(model)
+
+
+def _stored_cell(stored: StoredBaselines, key: CellKey) -> dict[str, float] | None:
+    if bool(stored.conditions.splits) != (key.split is not None):
+        return None  # stored by split and asked without one, or the other way round
+    model = stored.models.get(key.model, {})
+    if key.split is not None:
+        model = model.get(key.split, {})
+    if key.severity == 0:
+        return model.get(key.corruption)
+    return model.get(key.corruption, {}).get(str(key.severity))
 
 
 def read_baseline(path: Path) -> StoredBaselines | None:
@@ -280,10 +410,11 @@ def read_baseline(path: Path) -> StoredBaselines | None:
         if not isinstance(data.get("suite"), str):
             raise BaselineError(f"{path}: 'suite' must be a string, got {data.get('suite')!r}")
         conditions = Conditions.from_json(data.get("conditions"), str(path))
+        provenance = Provenance.from_json(data.get("made_with"), str(path))
         _validate_models(data["models"], str(path), conditions.splits)
     except BaselineError as exc:
         raise BaselineError(f"{exc}; fix it or rewrite it with {UPDATE_FLAG}") from None
-    return StoredBaselines(data["suite"], conditions, data["models"])
+    return StoredBaselines(data["suite"], conditions, data["models"], provenance)
 
 
 def _validate_models(models: dict[str, Any], where: str, splits: tuple[str, ...]) -> None:
@@ -349,13 +480,26 @@ def write_baseline(
     conditions: Conditions,
     cells: Iterable[tuple[CellKey, Mapping[str, float]]],
     replace_all: bool,
-) -> None:
-    """Merge ``cells`` into the file at ``path`` and write it atomically.
+    *,
+    keep_only: Collection[CellKey] | None = None,
+    fingerprints: Mapping[str, str] | None = None,
+    tool_version: str = __version__,
+) -> BaselineUpdate:
+    """Merge ``cells``, rounded, into the file at ``path`` and write it atomically.
 
     Stored cells not given keep their values (a ``-k`` run does not forget the rest) as long
     as they were measured under the same conditions: a change of seed, dataset, metric, ...
     drops them all, a changed severity table drops that corruption's. ``replace_all`` (set
     when the stored file is broken) starts from an empty file.
+
+    Args:
+        keep_only: The suite's cells, when every stored entry it no longer has must go (an
+            update of the whole suite, or ``--segrobust-prune``); ``None`` keeps them.
+        fingerprints: The fingerprint of each model whose cells are written.
+        tool_version: The version recorded as having made the numbers.
+
+    Returns:
+        Each written cell's stored numbers before and after, and the entries removed.
 
     Raises:
         ValueError: for a value that is not a finite number (a baseline never stores NaN).
@@ -363,30 +507,131 @@ def write_baseline(
     """
     models: dict[str, dict[str, Any]] = {}
     tables = dict(conditions.severity_tables)
+    recorded: dict[str, str] = {}
     stored = None if replace_all else read_baseline(path)
     if stored is not None and not conditions.general_differences(stored.conditions):
         stale = {c for c in stored.conditions.severity_tables if conditions.table_difference(stored.conditions, c)}
         tables = {c: rows for c, rows in stored.conditions.severity_tables.items() if c not in stale} | tables
+        recorded = dict(stored.provenance.models)
+
         def fresh(cells_: dict[str, Any]) -> dict[str, Any]:
             return {corruption: entry for corruption, entry in cells_.items() if corruption not in stale}
 
         models = {
             model: fresh(cells_) if not conditions.splits else {split: fresh(c) for split, c in cells_.items()}
-            for model, cells_ in stored.models.items()
+            for model, cells_ in copy.deepcopy(stored.models).items()
         }
+    changes = []
     for key, values in cells:
         bad = {metric: value for metric, value in values.items() if not math.isfinite(value)}
         if bad:
             raise ValueError(f"{key.label}: refusing to store non-finite values {bad}")
+        rounded = {metric: round_value(value) for metric, value in values.items()}
+        # The old numbers as the file held them, even where this run's conditions drop them.
+        changes.append(CellChange(key, None if stored is None else _stored_cell(stored, key), rounded))
         model = models.setdefault(key.model, {})
         if key.split is not None:
             model = model.setdefault(key.split, {})
         if key.severity == 0:
-            model[key.corruption] = dict(values)
+            model[key.corruption] = rounded
         else:
-            model.setdefault(key.corruption, {})[str(key.severity)] = dict(values)
-    header = replace(conditions, severity_tables=tables)
-    document = {"format": FORMAT, "suite": suite, "conditions": header.to_json(), "models": _sorted(models, bool(conditions.splits))}
+            model.setdefault(key.corruption, {})[str(key.severity)] = rounded
+    removed: list[tuple[str, ...]] = []
+    if keep_only is not None:
+        removed = _unused(models, bool(conditions.splits), keep_only)
+        _drop(models, removed)
+        kept = {key.corruption for key in keep_only}
+        tables = {name: rows for name, rows in tables.items() if name in kept}
+    recorded |= dict(fingerprints or {})
+    provenance = Provenance(tool_version, {model: fp for model, fp in recorded.items() if model in models})
+    _write(path, suite, replace(conditions, severity_tables=tables), provenance, models)
+    return BaselineUpdate(path, tuple(changes), tuple("::".join(entry) for entry in removed))
+
+
+def unused_entries(stored: StoredBaselines | None, cells: Collection[CellKey]) -> list[str]:
+    """The stored entries the suite of ``cells`` no longer has, each at the highest level that goes.
+
+    An entry is a whole model (``old-net``), split (``tiny-unet::night``), corruption
+    (``tiny-unet::fog``) or a single severity (``tiny-unet::gaussian_noise::4``). A file stored
+    by split for a suite without splits, or the other way round, is under other conditions,
+    which fail every cell; it has no unused entries of its own.
+    """
+    if stored is None or not _same_layout(stored, cells):
+        return []
+    return ["::".join(entry) for entry in _unused(stored.models, bool(stored.conditions.splits), cells)]
+
+
+def prune_baseline(path: Path, cells: Collection[CellKey]) -> BaselineUpdate:
+    """Remove from the file at ``path`` every entry the suite of ``cells`` no longer has.
+
+    Everything else is written back as it was: the numbers, conditions and provenance of the
+    cells kept. Nothing is written when there is nothing to remove.
+
+    Raises:
+        BaselineError: when the file is broken.
+        WriteError: when the file cannot be written.
+    """
+    stored = read_baseline(path)
+    if stored is None or not _same_layout(stored, cells):
+        return BaselineUpdate(path)
+    unused = _unused(stored.models, bool(stored.conditions.splits), cells)
+    if not unused:
+        return BaselineUpdate(path)
+    models = copy.deepcopy(stored.models)
+    _drop(models, unused)
+    kept = {key.corruption for key in cells}
+    tables = {name: rows for name, rows in stored.conditions.severity_tables.items() if name in kept}
+    provenance = replace(stored.provenance, models={m: fp for m, fp in stored.provenance.models.items() if m in models})
+    _write(path, stored.suite, replace(stored.conditions, severity_tables=tables), provenance, models)
+    return BaselineUpdate(path, removed=tuple("::".join(entry) for entry in unused))
+
+
+def _same_layout(stored: StoredBaselines, cells: Collection[CellKey]) -> bool:
+    return bool(cells) and bool(stored.conditions.splits) == any(key.split is not None for key in cells)
+
+
+def _unused(models: Mapping[str, Any], splits: bool, cells: Iterable[CellKey]) -> list[tuple[str, ...]]:
+    """Paths (model, [split,] corruption, severity) of the entries of ``models`` not among ``cells``."""
+    wanted: dict[str, dict[str | None, dict[str, set[str]]]] = {}
+    for key in cells:
+        wanted.setdefault(key.model, {}).setdefault(key.split, {}).setdefault(key.corruption, set()).add(str(key.severity))
+    unused: list[tuple[str, ...]] = []
+    for model, entry in models.items():
+        if model not in wanted:
+            unused.append((model,))
+            continue
+        for split, corruptions in entry.items() if splits else [(None, entry)]:
+            at = (model,) if split is None else (model, split)
+            if split not in wanted[model]:
+                unused.append(at)
+                continue
+            for corruption, severities in corruptions.items():
+                kept = wanted[model][split].get(corruption)
+                if kept is None:
+                    unused.append((*at, corruption))
+                elif corruption != CLEAN:
+                    unused.extend((*at, corruption, severity) for severity in severities if severity not in kept)
+    return unused
+
+
+def _drop(models: dict[str, Any], entries: Iterable[tuple[str, ...]]) -> None:
+    """Delete each entry; a corruption left without severities goes with it."""
+    for entry in entries:
+        chain = [models]
+        for name in entry[:-1]:
+            chain.append(chain[-1][name])
+        del chain[-1][entry[-1]]
+        for depth in range(len(chain) - 1, 0, -1):
+            if chain[depth]:
+                break
+            del chain[depth - 1][entry[depth - 1]]
+
+
+def _write(path: Path, suite: str, conditions: Conditions, provenance: Provenance, models: dict[str, Any]) -> None:
+    document: dict[str, Any] = {"format": FORMAT, "suite": suite, "conditions": conditions.to_json()}
+    if provenance != Provenance():
+        document["made_with"] = provenance.to_json()
+    document["models"] = _sorted(models, bool(conditions.splits))
     atomic_write_text(path, json.dumps(document, indent=2, allow_nan=False) + "\n")
 
 

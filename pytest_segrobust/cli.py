@@ -12,6 +12,7 @@ import numpy as np
 import torch
 from PIL import Image
 
+from pytest_segrobust import __version__
 from pytest_segrobust.corruptions import DEFAULT_PRESET, PRESETS, REGISTRY
 from pytest_segrobust.errors import SegRobustError
 from pytest_segrobust.report.gallery import render_gallery
@@ -19,6 +20,7 @@ from pytest_segrobust.report.gallery import render_gallery
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="segrobust", description="Segmentation robustness gate for pytest.")
+    parser.add_argument("--version", action="version", version=f"segrobust {__version__} (torch {torch.__version__})")
     commands = parser.add_subparsers(dest="command", required=True)
     listing = commands.add_parser("list", help="list corruptions and presets with their severity parameters")
     listing.add_argument("--preset", default=None, help="only this preset (default: every preset)")

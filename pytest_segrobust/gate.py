@@ -8,7 +8,10 @@ failure). Every rule of the gate lives here:
 * a baseline that cannot be used (broken, recorded under other conditions) fails the cell,
   unless the run updates baselines, which then rewrites the file;
 * without a stored value the cell fails and its numbers are recorded for the next run;
-* otherwise each toleranced number is checked, and any regression fails the cell.
+* otherwise each toleranced number is checked, and any regression fails the cell;
+* an update compares too, for the record, but accepts whatever it finds;
+* a model that differs from the one the baseline was made with is gated all the same (that
+  change is what the gate measures); a failure says so.
 """
 
 from __future__ import annotations
@@ -38,7 +41,8 @@ class Verdict:
 
     Attributes:
         status: What became of the cell.
-        checks: Each toleranced number against its baseline (empty when none was compared).
+        checks: Each toleranced number against its baseline (empty when none was compared;
+            an update compares for the record, and passes whatever they say).
         write: Store the observed numbers as the cell's baseline at the end of the run.
         replace_all: Rewrite the baseline file from scratch (the stored one is unusable).
         message: Why the cell fails; ``None`` when it passes.
@@ -67,6 +71,7 @@ def judge(
     metric_label: str = "score",
     clean_score: float | None = None,
     lower_is_better: Iterable[str] = (),
+    model_change: str | None = None,
 ) -> Verdict:
     """Decide one cell.
 
@@ -82,6 +87,8 @@ def judge(
         clean_score: The model's clean score, to explain an undefined gamma_r.
         lower_is_better: The observed numbers that regress by rising (an error metric's score);
             every other number regresses by falling.
+        model_change: How the model differs from the one the baseline was made with, if it
+            does; named in a regression's message, never a reason to fail.
     """
     invalid = _non_finite(observed, metric_label, clean_score)
     if invalid:
@@ -94,7 +101,8 @@ def judge(
             return Verdict(Status.UPDATED, write=True, replace_all=True)
         return Verdict(Status.ERROR, message=baseline_problem)
     if update:
-        return Verdict(Status.UPDATED, write=True)
+        checks = () if stored is None else tuple(compare(observed, stored, tolerances, lower_is_better))
+        return Verdict(Status.UPDATED, checks, write=True)
     if stored is None:
         return Verdict(
             Status.NEW,
@@ -108,7 +116,8 @@ def judge(
     checks = tuple(compare(observed, stored, tolerances, lower_is_better))
     regressions = [c for c in checks if c.regressed]
     if regressions:
-        return Verdict(Status.REGRESSED, checks, message=_regression_message(key, regressions, baseline_file))
+        message = _regression_message(key, regressions, baseline_file, model_change)
+        return Verdict(Status.REGRESSED, checks, message=message)
     return Verdict(Status.IMPROVED if any(c.improved for c in checks) else Status.PASSED, checks)
 
 
@@ -133,7 +142,7 @@ def _number(value: float) -> str:
     return "nan" if math.isnan(value) else f"{value:.4f}"
 
 
-def _regression_message(key: CellKey, regressions: list[Check], baseline_file: str) -> str:
+def _regression_message(key: CellKey, regressions: list[Check], baseline_file: str, model_change: str | None) -> str:
     lines = [f"{key.label} regressed:"]
     for c in regressions:
         lines.append(
@@ -143,5 +152,7 @@ def _regression_message(key: CellKey, regressions: list[Check], baseline_file: s
         if c.problem:
             lines.append(f"    ({c.problem})")
     lines.append(f"  baseline file: {baseline_file}")
+    if model_change is not None:
+        lines.append(f"  {model_change}")
     lines.append(f"  if the new numbers are intended: pytest --segrobust {UPDATE_FLAG}")
     return "\n".join(lines)

@@ -1,36 +1,92 @@
-"""Collection nodes: a suite file becomes one item per model x [split x] corruption x severity."""
+"""Collection nodes: suite file -> model [-> split] -> one item per cell.
+
+A cell's node id is a path pytest parses back, so every id the run prints can be pasted
+into the next command line, and ``--lf``, ``--ff``, ``--sw``, ``-k`` and ``--deselect`` treat
+cells as ordinary tests::
+
+    suites/demo.yaml::tiny-unet::clean
+    suites/demo.yaml::tiny-unet::rotate[5]
+    suites/demo-shift.yaml::tiny-unet::ood-hard::gaussian_noise[1]
+
+Severity is the item's parameter, as for a parametrized test: ``...::tiny-unet::rotate``
+selects every severity of ``rotate``, ``...::tiny-unet`` every cell of the model.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
 
 from pytest_segrobust.baselines import CellKey
 from pytest_segrobust.errors import SegRobustError
+from pytest_segrobust.evaluation import CLEAN
 from pytest_segrobust.session import CellFailure
 from pytest_segrobust.stash import SESSION_KEY
 from pytest_segrobust.suite import Suite
 
 
+def cell_name(key: CellKey) -> str:
+    """The item's name: ``clean``, or the corruption with its severity as parameter, ``rotate[5]``."""
+    return CLEAN if key.severity == 0 else f"{key.corruption}[{key.severity}]"
+
+
 class SuiteFile(pytest.File):
     """A suite YAML file; a malformed one is a collection error naming file and field."""
 
-    def collect(self) -> Iterator[SuiteItem]:
+    def collect(self) -> Iterator[CellGroup]:
         session = self.config.stash[SESSION_KEY]
         try:
             suite = session.suite(self.path)
         except SegRobustError as exc:
             raise self.CollectError(str(exc)) from None
-        for key in session.cells(suite):
-            yield SuiteItem.from_parent(self, name=key.label.removeprefix(f"{suite.name}::"), suite=suite, key=key)
+        cells = session.cells(suite)
+        for model in dict.fromkeys(key.model for key in cells):
+            keys = [key for key in cells if key.model == model]
+            yield ModelCells.from_parent(self, name=model, suite=suite, keys=keys, by_split=suite.shifts is not None)
+
+
+class CellGroup(pytest.Collector):
+    """The cells of one model, or of one model on one split of a natural-shift suite.
+
+    Args:
+        suite: The suite the cells belong to.
+        keys: The cells, in suite order.
+        by_split: Group the cells one level further, by split (a model of a natural-shift suite).
+    """
+
+    def __init__(self, *, suite: Suite, keys: Sequence[CellKey], by_split: bool = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.suite = suite
+        self.keys = list(keys)
+        self.by_split = by_split
+
+    def collect(self) -> Iterator[CellGroup | SuiteItem]:
+        if self.by_split:
+            for split in dict.fromkeys(key.split for key in self.keys):
+                keys = [key for key in self.keys if key.split == split]
+                yield SplitCells.from_parent(self, name=str(split), suite=self.suite, keys=keys)
+            return
+        for key in self.keys:
+            yield SuiteItem.from_parent(self, name=cell_name(key), suite=self.suite, key=key)
+
+
+class ModelCells(CellGroup):
+    """A model's cells: ``suites/demo.yaml::tiny-unet``."""
+
+
+class SplitCells(CellGroup):
+    """A model's cells on one split of a natural-shift suite: ``suites/demo-shift.yaml::tiny-unet::ood-hard``."""
 
 
 class SuiteItem(pytest.Item):
     """One cell of a suite: evaluate, compare with the baseline, record."""
 
     def __init__(self, *, suite: Suite, key: CellKey, **kwargs: Any) -> None:
+        # Spelled out as text so that pytest parses ``rotate[5]`` as name and parameter, as it
+        # does an id read back from its cache: ``--lf`` and ``--sw`` compare the two (pytest 9.2).
+        kwargs.setdefault("nodeid", f"{kwargs['parent'].nodeid}::{kwargs['name']}")
         super().__init__(**kwargs)
         self.suite = suite
         self.key = key
@@ -52,4 +108,6 @@ class SuiteItem(pytest.Item):
         return super().repr_failure(excinfo, style=style)
 
     def reportinfo(self) -> tuple[Any, int | None, str]:
-        return self.path, None, f"{self.suite.name}::{self.name}"
+        # Never a suffix of the node id: pytest would rewrite the dots of such a suffix into '::'
+        # when it prints the id (`-v`), and a model named `unet.v2` would no longer paste back.
+        return self.path, None, f"{self.suite.name}: {self.nodeid.split('::', 1)[-1]}"

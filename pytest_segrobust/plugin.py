@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 from collections.abc import Generator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,7 +36,17 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         help="accept the current numbers as the new baselines (written once, at the end)",
     )
+    group.addoption(
+        "--segrobust-prune",
+        action="store_true",
+        help="remove baseline entries (models, splits, corruptions, severities) the suites no longer have",
+    )
     group.addoption("--segrobust-report", metavar="PATH", help="report path without suffix (.md and .json are written)")
+    group.addoption(
+        "--segrobust-report-html",
+        action="store_true",
+        help="also write the report as one self-contained HTML page beside the .md (sortable tables, figures embedded)",
+    )
     group.addoption(
         "--segrobust-device",
         type=parse_device,
@@ -105,6 +116,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "segrobust: a robustness cell collected from a suite file")
     if _enabled(config):
         segrobust = _start(config)
+        config.stash[_WATCH_KEY] = watch = _InterruptWatch()
+        config.pluginmanager.register(watch, "segrobust-interrupt-watch")
         # `pytest --segrobust` with no paths means "run the gate": collect the suites folder.
         if config.args_source != pytest.Config.ArgsSource.ARGS:
             config.args = [str(segrobust.options.suites_dir)]
@@ -113,7 +126,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _enabled(config: pytest.Config) -> bool:
-    return bool(config.getoption("segrobust") or config.getoption("segrobust_update_baselines"))
+    return bool(
+        config.getoption("segrobust") or config.getoption("segrobust_update_baselines") or config.getoption("segrobust_prune")
+    )
 
 
 def _session(config: pytest.Config) -> SegRobustSession | None:
@@ -162,12 +177,14 @@ def _start(config: pytest.Config) -> SegRobustSession:
         suites_dir=root / config.getini("segrobust_suites"),
         baselines_dir=root / config.getini("segrobust_baselines"),
         report_path=root / (config.getoption("segrobust_report") or config.getini("segrobust_report")),
+        report_html=config.getoption("segrobust_report_html"),
         device=device,
         cache_dir=cache.mkdir("segrobust-clean") if use_cache else None,
         amp=config.getoption("segrobust_amp"),
         batch_size=config.getoption("segrobust_batch_size"),
         loader_workers=config.getoption("segrobust_loader_workers"),
         timeout=config.getoption("segrobust_timeout"),
+        prune=config.getoption("segrobust_prune"),
     )
     segrobust = config.stash[SESSION_KEY] = SegRobustSession(
         options, root, registry=run_registry(config), adapt_hook=config.hook.pytest_segrobust_adapt_model
@@ -245,7 +262,15 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if segrobust is not None and segrobust.options.enabled and not _is_xdist_controller(session.config):
         from pytest_segrobust.items import SuiteItem
 
-        segrobust.expect([i.nodeid for i in session.items if isinstance(i, SuiteItem)])
+        segrobust.expect([i.nodeid for i in session.items if isinstance(i, SuiteItem)], collected_here=True)
+
+
+def pytest_deselected(items: list[pytest.Item]) -> None:
+    segrobust = _session(items[0].config) if items else None
+    if segrobust is not None and segrobust.options.enabled:
+        from pytest_segrobust.items import SuiteItem
+
+        segrobust.deselect([i.nodeid for i in items if isinstance(i, SuiteItem)])
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -264,12 +289,27 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     return report
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
+    try:
+        return (yield)
+    finally:
+        # As record_property would: JUnit XML (--junitxml) shows them, xdist ships them with the report.
+        if (segrobust := _session(item.config)) is not None:
+            item.user_properties.extend(segrobust.cell_properties(item.nodeid))
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     # On the xdist controller, reports arrive from workers (decorated with the worker node).
     payload = getattr(report, "segrobust", None)
     node = getattr(report, "node", None)
-    if payload is not None and node is not None and (segrobust := _session(node.config)) is not None:
+    if node is None or (segrobust := _session(node.config)) is None:
+        return
+    if payload is not None:
         segrobust.absorb_cell(payload)
+    elif report.failed:  # xdist's report for the cell a worker was running when it died
+        lines = report.longreprtext.strip().splitlines()
+        segrobust.fail_without_result(report.nodeid, lines[-1] if lines else "failed without a result")
 
 
 def _is_xdist_controller(config: pytest.Config) -> bool:
@@ -291,26 +331,91 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if hasattr(config, "workerinput"):
         config.workeroutput[PAYLOAD_KEY] = segrobust.payload()  # type: ignore[attr-defined]
         return
+    segrobust.selection = _selection(config)
+    segrobust.stop_reason = _why_stopped(session, config.stash.get(_WATCH_KEY, None))
     segrobust.finish()
     if segrobust.problems and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED  # what was not written must not go unnoticed
 
 
+class _InterruptWatch:
+    """Keeps why the run was interrupted: Ctrl-C, or xdist stopping it for ``-x`` or ``--sw``.
+
+    A plugin object, because ``pytest_keyboard_interrupt`` is given no config to keep it on.
+    """
+
+    def __init__(self) -> None:
+        self.message: str | None = None
+
+    def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+        self.message = str(excinfo.value)
+
+
+_WATCH_KEY = pytest.StashKey[_InterruptWatch]()
+
+
+def _why_stopped(session: pytest.Session, watch: _InterruptWatch | None) -> str | None:
+    """Why the selected cells still without a result never ran, in the user's terms; ``None`` if the run did not stop."""
+    config = session.config
+    interrupt = watch.message if watch is not None else None
+    text = str(session.shouldfail or session.shouldstop or interrupt or "")
+    if session.shouldfail or text.startswith("stopping after"):  # pytest's and xdist's words for -x / --maxfail
+        maxfail = config.getoption("maxfail", 0) or 1
+        flag = "-x" if maxfail == 1 else f"--maxfail={maxfail}"
+        return f"the run stopped after {maxfail} failure{'s' if maxfail > 1 else ''} ({flag})"
+    if config.getoption("stepwise", False) and text:
+        return "--sw stopped the run at the first failure; the next --sw run starts from it"
+    if interrupt is not None or session.shouldstop or session.exitstatus == pytest.ExitCode.INTERRUPTED:
+        return "the run was interrupted" + (f" ({text})" if text and text != "True" else "")
+    return None
+
+
+def _selection(config: pytest.Config) -> list[str]:
+    """The options that selected cells, as the user typed them (shown beside the deselected cells)."""
+    parts = [f"{flag} {shlex.quote(value)}" for flag, name in (("-k", "keyword"), ("-m", "markexpr")) if (value := config.getoption(name, ""))]
+    parts += [f"--deselect {shlex.quote(value)}" for value in config.getoption("deselect", None) or []]
+    parts += [flag for flag, name in (("--lf", "lf"), ("--sw", "stepwise")) if config.getoption(name, False)]
+    return parts
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
     segrobust = _session(config)
-    if segrobust is None or (segrobust.report is None and not segrobust.written and not segrobust.problems):
+    if segrobust is None:
+        return
+    # A run that selected cells and evaluated none writes nothing, and says so (--co is silent).
+    nothing = segrobust.options.enabled and not (segrobust.records or segrobust.errors) and not config.getoption("collectonly")
+    if not (segrobust.report or segrobust.written or segrobust.problems or segrobust.baseline_summary or nothing):
         return
     from pytest_segrobust.report import terminal_summary
 
     terminalreporter.section("segrobust")
+    if nothing:
+        terminalreporter.write_line("no cell was evaluated: no report written, the last one is left as it was")
     for problem in segrobust.problems:
         terminalreporter.write_line(f"error: {problem}", red=True, bold=True)
-    for line in terminal_summary(segrobust.report) if segrobust.report else []:
+    # -q: the verdict, what went wrong and where the report is; not the tables or every file.
+    brief = config.get_verbosity() < 0
+    for line in terminal_summary(segrobust.report, brief=brief) if segrobust.report else []:
         terminalreporter.write_line(line)
-    if (line := segrobust.cache_summary()) is not None:
+    if not brief and (line := segrobust.cache_summary()) is not None:
         terminalreporter.write_line(line)
-    for path in segrobust.written:
-        terminalreporter.write_line(f"wrote {path}")
+    for line in segrobust.baseline_summary:
+        if not (brief and line.startswith(" ")):  # a changed cell's old -> new line
+            terminalreporter.write_line(line)
+    for line in _written_lines(segrobust.written, brief):
+        terminalreporter.write_line(line)
+
+
+def _written_lines(written: list[Path], brief: bool) -> list[str]:
+    """One ``wrote`` line per file; under -q the documents only, with a count of the rest."""
+    if not brief:
+        return [f"wrote {path}" for path in written]
+    documents = [path for path in written if path.suffix != ".png"]
+    figures = len(written) - len(documents)
+    lines = [f"wrote {path}" for path in documents]
+    if figures:
+        lines.append(f"wrote {figures} figures beside the report")
+    return lines
 
 
 @pytest.fixture

@@ -22,7 +22,8 @@ class CellRecord:
     selection of cells can be reported on its own. These fields are the headline metric's;
     ``metrics`` holds every further metric's numbers by name (``score``, ``clean_score``,
     ``gamma_r``, ``gamma_a``, ``per_class``, ``clean_per_class``, ``details``). ``split`` is
-    the dataset split of a natural-shift suite's cell.
+    the dataset split of a natural-shift suite's cell. ``model_fingerprint`` and
+    ``dataset_fingerprint`` identify what was measured (``None`` where they could not be taken).
     """
 
     nodeid: str
@@ -48,6 +49,8 @@ class CellRecord:
     clean_details: dict[str, float] = field(default_factory=dict)
     split: str | None = None
     metrics: dict[str, dict[str, Any]] = field(default_factory=dict)
+    model_fingerprint: str | None = None
+    dataset_fingerprint: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """JSON-safe fields with the format version (statuses as their value)."""

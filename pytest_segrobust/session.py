@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import sys
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -22,8 +23,19 @@ from typing import Any
 import torch
 from PIL import Image
 
-from pytest_segrobust.baselines import BaselineFile, CellKey, Conditions, write_baseline
-from pytest_segrobust.corruptions import REGISTRY, CorruptionRegistry
+from pytest_segrobust import __version__
+from pytest_segrobust.baselines import (
+    PRUNE_FLAG,
+    BaselineFile,
+    BaselineUpdate,
+    CellKey,
+    Conditions,
+    prune_baseline,
+    read_baseline,
+    unused_entries,
+    write_baseline,
+)
+from pytest_segrobust.corruptions import REGISTRY, Corruption, CorruptionRegistry
 from pytest_segrobust.data.base import supercategories
 from pytest_segrobust.errors import BaselineError, SegRobustError, SuiteError
 from pytest_segrobust.evaluation import CLEAN, CellResult
@@ -34,7 +46,13 @@ from pytest_segrobust.metrics import METRICS
 from pytest_segrobust.progress import TerminalProgress
 from pytest_segrobust.records import CellRecord
 from pytest_segrobust.report import ReportIncomplete, build_report, write_report
+from pytest_segrobust.report.coverage import RunCoverage, partial_report_path
+from pytest_segrobust.report.environment import run_environment
+from pytest_segrobust.report.frame import describe_frames
 from pytest_segrobust.report.gallery import REPORT_TILE, render_gallery
+from pytest_segrobust.report.html import write_html
+from pytest_segrobust.report.overlays import describe_worst
+from pytest_segrobust.report.tables import worst_cell
 from pytest_segrobust.suite import Suite, declared_name, load_suite
 from pytest_segrobust.workbench import Workbench
 
@@ -56,6 +74,8 @@ class Options:
         batch_size: Overrides every suite's batch size when set.
         loader_workers: Processes reading samples ahead of the model.
         timeout: Seconds a cell may take; overrides every suite's ``timeout`` when set.
+        prune: Remove the baseline entries the suites no longer have (``--segrobust-prune``).
+        report_html: Also write the report as one self-contained HTML page beside the markdown.
     """
 
     enabled: bool
@@ -63,17 +83,20 @@ class Options:
     suites_dir: Path
     baselines_dir: Path
     report_path: Path
+    report_html: bool = False
     device: torch.device = torch.device("cpu")
     cache_dir: Path | None = None
     amp: bool = False
     batch_size: int | None = None
     loader_workers: int = 0
     timeout: float | None = None
+    prune: bool = False
 
 
 @dataclass(frozen=True)
 class PendingWrite:
-    """A baseline cell to write at the end of the run, with the conditions it was measured under."""
+    """A baseline cell to write at the end of the run, with the conditions it was measured under
+    and the fingerprint of the model that produced it (``None`` where it could not be taken)."""
 
     path: str
     suite: str
@@ -81,6 +104,23 @@ class PendingWrite:
     key: CellKey
     values: dict[str, float]
     replace_all: bool
+    model_fingerprint: str | None = None
+
+
+@dataclass(frozen=True)
+class ModelChange:
+    """A model whose fingerprint differs from the one its baseline was made with: shown, never gated."""
+
+    baseline_file: str
+    model: str
+    recorded: str
+    current: str
+
+    def describe(self) -> str:
+        return (
+            f"model {self.model} differs from the one {self.baseline_file} was made with "
+            f"(fingerprint {self.current[:12]}, recorded {self.recorded[:12]})"
+        )
 
 
 class SegRobustSession:
@@ -104,6 +144,7 @@ class SegRobustSession:
         self.options = options
         self.rootpath = rootpath
         self.records: list[CellRecord] = []
+        self.started = time.time()  # the report's wall time counts from here
         # Cells that raised instead of producing a result: node id -> what went wrong.
         self.errors: dict[str, str] = {}
         self._suites_dir = options.suites_dir.resolve()  # asked for every file pytest visits
@@ -120,7 +161,19 @@ class SegRobustSession:
         # What went wrong while writing at the end of the run; each fails the run.
         self.problems: list[str] = []
         self.cache_counts = {"hits": 0, "misses": 0, "uncached": 0}
+        # What this run collected and selected, and why it stopped: see :meth:`run_coverage`.
         self.expected: list[str] = []
+        self.deselected: list[str] = []
+        self.collection_known = False
+        self.selection: list[str] = []
+        self.narrowed_to: list[str] = []
+        self.stop_reason: str | None = None
+        self.coverage: RunCoverage | None = None
+        # The end of the run's word on the baselines: what an update changed, unused entries.
+        self.baseline_summary: list[str] = []
+        # (suite, model) -> how the model differs from the one its baseline was made with.
+        self.model_changes: dict[tuple[str, str], ModelChange] = {}
+        self._fingerprints: dict[tuple[str, str], str | None] = {}
         self._import_paths: list[str] = []
         self._declared_names: dict[Path, dict[Path, str | None]] = {}
 
@@ -136,10 +189,21 @@ class SegRobustSession:
     # -- collection ---------------------------------------------------------------------
 
     def collect_explicitly(self, args: list[str], invocation_dir: Path) -> None:
-        """Files named on the command line are suites wherever they are (``pytest --segrobust other/s.yaml``)."""
+        """Files named on the command line are suites wherever they are (``pytest --segrobust other/s.yaml``).
+
+        Arguments that collect less than the whole suites folder (a suite file, a node id, a
+        subfolder) are kept in :attr:`narrowed_to`: such a run is partial.
+        """
+        whole, narrower = False, []
         for arg in args:
             path = Path(arg.split("::", 1)[0])
-            self._explicit.add((path if path.is_absolute() else invocation_dir / path).resolve())
+            resolved = (path if path.is_absolute() else invocation_dir / path).resolve()
+            self._explicit.add(resolved)
+            if "::" not in arg and self._suites_dir.is_relative_to(resolved):
+                whole = True
+            elif resolved.is_relative_to(self._suites_dir) or resolved.suffix in (".yaml", ".yml"):
+                narrower.append(arg)
+        self.narrowed_to = [] if whole else narrower
 
     def is_suite_file(self, path: Path) -> bool:
         """A YAML file anywhere under the suites folder (subfolders too), or named on the command line."""
@@ -274,6 +338,8 @@ class SegRobustSession:
             details=dict(corrupted.details),
             clean_details=dict(clean.details),
             split=key.split,
+            model_fingerprint=self._model_fingerprint(suite, key.model),
+            dataset_fingerprint=self.bench.dataset_fingerprint(suite, key.split),
             metrics={
                 name: {
                     "score": corrupted.metrics[name].score,
@@ -296,6 +362,7 @@ class SegRobustSession:
             stored, problem = baseline.lookup(key, self.bench.conditions(suite)), None
         except BaselineError as exc:
             stored, problem = None, str(exc)
+        change = None if problem is not None else self._model_change(suite, key.model, baseline)
         tolerances, lower_is_better = {}, []
         for prefix, name in zip(("", *(f"{m}." for m in suite.metrics[1:])), suite.metrics):
             tolerances[f"{prefix}score"] = suite.tolerance.score
@@ -314,9 +381,10 @@ class SegRobustSession:
             metric_label=METRICS.get(suite.metric).label,
             clean_score=record.clean_score,
             lower_is_better=lower_is_better,
+            model_change=None if change is None else change.describe(),
         )
         record.status = verdict.status
-        if verdict.checks:
+        if verdict.checks:  # an update's too: the report keeps the numbers it replaces
             record.baseline = dict(stored or {})
             record.checks = [asdict(c) | {"regressed": c.regressed, "improved": c.improved} for c in verdict.checks]
         if verdict.write:
@@ -326,7 +394,43 @@ class SegRobustSession:
 
     def _queue(self, suite: Suite, path: Path, key: CellKey, values: dict[str, float], replace_all: bool) -> None:
         conditions = self.bench.conditions(suite).to_json()
-        self.pending.append(PendingWrite(str(path), suite.name, conditions, key, values, replace_all))
+        fingerprint = self._model_fingerprint(suite, key.model)
+        self.pending.append(PendingWrite(str(path), suite.name, conditions, key, values, replace_all, fingerprint))
+
+    def _model_change(self, suite: Suite, model: str, baseline: BaselineFile) -> ModelChange | None:
+        """How ``model`` differs from the one its baseline was made with, if the file says and it does."""
+        recorded = baseline.fingerprint(model)
+        current = None if recorded is None else self._model_fingerprint(suite, model)
+        if current is None or current == recorded:
+            return None
+        change = ModelChange(self._shown(baseline.path), model, recorded, current)
+        return self.model_changes.setdefault((suite.name, model), change)
+
+    def _model_fingerprint(self, suite: Suite, model: str) -> str | None:
+        key = (str(suite.path), model)
+        if key not in self._fingerprints:
+            try:
+                self._fingerprints[key] = str(self.bench.model(suite, model).fingerprint())
+            except Exception as exc:  # noqa: BLE001 - provenance is a record, never a reason to fail a cell
+                logger.warning("%s: model %s: no fingerprint for the baseline's provenance: %s", suite.path, model, exc)
+                self._fingerprints[key] = None
+        return self._fingerprints[key]
+
+    def cell_properties(self, nodeid: str) -> list[tuple[str, object]]:
+        """A cell's numbers as JUnit properties (what ``record_property`` adds): status, score,
+        gamma_r and, where a baseline was compared, its value and the delta."""
+        record = next((r for r in reversed(self.records) if r.nodeid == nodeid), None)
+        if record is None:
+            return []
+        stored = record.baseline or {}
+        properties: list[tuple[str, object]] = [("status", Status(record.status).value), ("score", record.score)]
+        if record.gamma_r is not None:
+            properties.append(("gamma_r", record.gamma_r))
+        if "score" in stored:
+            properties += [("baseline", stored["score"]), ("delta", record.score - stored["score"])]
+        if "gamma_r" in stored and record.gamma_r is not None:
+            properties += [("baseline_gamma_r", stored["gamma_r"]), ("delta_gamma_r", record.gamma_r - stored["gamma_r"])]
+        return properties
 
     # -- shared state -----------------------------------------------------------------------
 
@@ -357,7 +461,15 @@ class SegRobustSession:
         suite = self.suite_order[record.suite]
         key = CellKey(record.suite, record.model, record.corruption, record.severity, record.split)
         pending = [asdict(p) for p in self.pending if p.key == key]
-        return json.dumps({"record": record.to_json(), "pending": pending, "suite": str(suite.path)})
+        change = self.model_changes.get((record.suite, record.model))
+        return json.dumps(
+            {
+                "record": record.to_json(),
+                "pending": pending,
+                "suite": str(suite.path),
+                "model_change": None if change is None else asdict(change),
+            }
+        )
 
     def absorb_cell(self, payload: str) -> None:
         """Merge one cell's payload, sent by a worker, into this (controller) session."""
@@ -369,25 +481,70 @@ class SegRobustSession:
         self.records.append(CellRecord.from_json(data["record"]))
         for p in data["pending"]:
             self.pending.append(PendingWrite(**(p | {"key": CellKey(**p["key"])})))
+        if data.get("model_change") is not None:
+            change = ModelChange(**data["model_change"])
+            self.model_changes.setdefault((data["record"]["suite"], change.model), change)
 
     def payload(self) -> str:
-        """What a worker sends when it finishes: its clean-cache counts."""
-        return json.dumps({"cache": self._cache_counts()})
+        """What a worker sends when it finishes: its clean-cache counts and the cells it deselected."""
+        collection = {"deselected": self.deselected} if self.collection_known else None
+        return json.dumps({"cache": self._cache_counts(), "collection": collection})
 
     def absorb(self, payload: str) -> None:
         """Merge a finished worker's payload into this (controller) session."""
-        for name, count in json.loads(payload)["cache"].items():
+        data = json.loads(payload)
+        for name, count in data["cache"].items():
             self.cache_counts[name] = self.cache_counts.get(name, 0) + count
+        if data.get("collection") is not None and not self.collection_known:
+            # Every worker collects and selects the same cells: the first to report speaks for all.
+            self.deselected = list(data["collection"]["deselected"])
+            self.collection_known = True
 
-    def expect(self, nodeids: list[str]) -> None:
-        """The cells this run means to evaluate (after selection)."""
+    def expect(self, nodeids: list[str], *, collected_here: bool = False) -> None:
+        """The cells this run means to evaluate (after selection).
+
+        Args:
+            nodeids: The selected cells.
+            collected_here: This process collected them (not the xdist controller, which only
+                hears the selection), so :meth:`deselect` has told it every deselected cell.
+        """
         if not self.expected:
             self.expected = list(nodeids)
+        self.collection_known = self.collection_known or collected_here
+
+    def deselect(self, nodeids: list[str]) -> None:
+        """Cells collected but not selected (``-k``, ``-m``, ``--deselect``, ``--lf``, ``--sw``)."""
+        self.deselected = list(dict.fromkeys([*self.deselected, *nodeids]))
 
     def missing(self) -> list[str]:
-        """Expected cells with neither a record nor an error: a crashed worker, an interrupted run, ``-x``."""
+        """Selected cells with neither a record nor an error: ``-x`` or ``--sw`` stopped the run, or it was interrupted."""
         done = {r.nodeid for r in self.records} | set(self.errors)
         return [nodeid for nodeid in self.expected if nodeid not in done]
+
+    def fail_without_result(self, nodeid: str, message: str) -> None:
+        """A selected cell whose test failed with neither its result nor its error (its xdist worker crashed)."""
+        if nodeid in self.expected and nodeid not in self.errors and all(r.nodeid != nodeid for r in self.records):
+            self.errors[nodeid] = message
+
+    def run_coverage(self) -> RunCoverage:
+        """Which of the collected cells this run evaluated, and why it left the others out."""
+        report_md = self.options.report_path.with_suffix(".md")
+        return RunCoverage(
+            evaluated=len({r.nodeid for r in self.records}),
+            errors=len(self.errors),
+            not_run={nodeid: self.stop_reason or "no result and no error came back for it" for nodeid in self.missing()},
+            deselected=list(self.deselected),
+            selection=list(self.selection) if self.deselected else [],
+            narrowed_to=list(self.narrowed_to),
+            collection_unknown=not self.collection_known,
+            full_report=self._shown(report_md) if report_md.exists() else None,
+        )
+
+    @property
+    def report_base(self) -> Path:
+        """Where this run's report goes: the report path, or beside it for a partial run."""
+        partial = self.coverage is not None and self.coverage.partial
+        return partial_report_path(self.options.report_path) if partial else self.options.report_path
 
     def _cache_counts(self) -> dict[str, int]:
         counts = dict(self.cache_counts)
@@ -420,11 +577,15 @@ class SegRobustSession:
         for folder in (self.options.report_path.parent, self.options.baselines_dir, self.options.cache_dir):
             if folder is not None:  # what writes killed in an earlier run left behind
                 remove_stale_temporaries(folder)
-        if self.records or self.missing() or self.errors:
+        self.coverage = self.run_coverage()
+        # A run that evaluated nothing (--co, every cell deselected) leaves every report as it was;
+        # a partial one writes beside the full report (report_base).
+        if self.records or self.errors:
             try:
                 self.report = build_report(
-                    self.ordered_records(), self.suite_order, self.missing(), self.rootpath, errors=self.errors
+                    self.ordered_records(), self.suite_order, list(self.coverage.not_run), self.rootpath, errors=self.errors
                 )
+                self.report["run"] = self.coverage.to_json()
             except Exception as exc:  # noqa: BLE001 - the baselines must still be written
                 self.problems.append(f"the report could not be built: {type(exc).__name__}: {exc}")
             else:
@@ -434,10 +595,23 @@ class SegRobustSession:
     def _write_report(self) -> None:
         assert self.report is not None
         try:
-            self.written.extend(write_report(self.report, self.options.report_path, self._galleries()))
+            self.written.extend(write_report(self.report, self.report_base, self._galleries(), self._describe_run()))
         except ReportIncomplete as exc:
             self.written.extend(exc.written)
             self.problems.extend(exc.problems)
+        if self.options.report_html:  # after the figures, which it embeds
+            try:
+                self.written.append(write_html(self.report, self.report_base))
+            except Exception as exc:  # noqa: BLE001 - the report's other files are already written
+                self.problems.append(
+                    str(exc) if isinstance(exc, SegRobustError) else f"HTML report not written: {type(exc).__name__}: {exc}"
+                )
+
+    def _first_sample(self, suite: Suite) -> tuple[Any, list[Corruption[Any]]]:
+        """The first image of a suite's reference data, and the suite's corruptions in order."""
+        with self.in_project():
+            sample = self.bench.dataset(suite, suite.shifts.reference if suite.shifts else None)[0]
+        return sample, [self.registry.get(c, suite.preset) for c in suite.corruptions]
 
     def _galleries(self) -> dict[str, Image.Image]:
         """The first image of each reported suite under its corruptions at severities 1, 3, 5."""
@@ -447,9 +621,7 @@ class SegRobustSession:
             if suite is None:
                 continue
             try:
-                with self.in_project():
-                    sample = self.bench.dataset(suite, suite.shifts.reference if suite.shifts else None)[0]
-                corruptions = [self.registry.get(c, suite.preset) for c in suite.corruptions]
+                sample, corruptions = self._first_sample(suite)
                 galleries[name] = render_gallery(
                     sample.image, corruptions, seed=suite.seed, sample_id=sample.sample_id, tile=REPORT_TILE
                 )
@@ -457,21 +629,126 @@ class SegRobustSession:
                 self.problems.append(f"no gallery for suite {name}: {type(exc).__name__}: {exc}")
         return galleries
 
-    def _flush_baselines(self) -> None:
-        by_path: dict[str, list[PendingWrite]] = {}
-        for write in self.pending:
-            by_path.setdefault(write.path, []).append(write)
-        for path, writes in sorted(by_path.items()):
-            first = writes[0]
-            cells = [(w.key, w.values) for w in sorted(writes, key=lambda w: (w.key.model, str(w.key.split), w.key.corruption, w.key.severity))]
-            conditions = Conditions.from_json(first.conditions, path)
+    # -- what the report shows besides the cells' numbers -------------------------------------
+
+    def _describe_run(self) -> dict[str, dict[str, Image.Image]]:
+        """Add the run's environment, each suite's frame kept by geometric corruptions and each
+        model's worst images to the report; return those images, by suite and figure kind.
+
+        Each part that fails costs only itself and is named in :attr:`problems`, as a figure is.
+        """
+        assert self.report is not None
+        self.report["environment"] = run_environment(self.rootpath, self.options.device, self.started)
+        pictures: dict[str, dict[str, Image.Image]] = {}
+        for name, entry in self.report["suites"].items():
+            suite = self.suite_order.get(name)
+            if suite is None:
+                continue
             try:
-                write_baseline(Path(path), first.suite, conditions, cells, replace_all=any(w.replace_all for w in writes))
+                sample, corruptions = self._first_sample(suite)
+                height, width = sample.image.shape[-2:]
+                entry["frame_kept"] = describe_frames(
+                    corruptions, int(height), int(width), suite.severities, suite.seed, sample.sample_id
+                )
+            except Exception as exc:  # noqa: BLE001 - a table of the report must never cost the report
+                self.problems.append(f"no frame table for suite {name}: {type(exc).__name__}: {exc}")
+            pictures[name] = self._worst_images(suite, entry)
+        return pictures
+
+    def _worst_images(self, suite: Suite, entry: dict[str, Any]) -> dict[str, Image.Image]:
+        """For each model (row) of a reported suite: its worst cell's images that lost most."""
+        worst: dict[str, Any] = {}
+        pictures: dict[str, Image.Image] = {}
+        for row, model_entry in entry["models"].items():
+            cell = worst_cell([CellRecord.from_json(c) for c in model_entry["cells"]])
+            if cell is None:
+                continue
+            try:
+                with self.in_project():
+                    info, picture = describe_worst(
+                        self.bench.model(suite, cell.model),
+                        self.bench.dataset(suite, cell.split),
+                        self.registry.get(cell.corruption, suite.preset),
+                        cell.severity,
+                        task=suite.task,
+                        metric=suite.metric,
+                        label=METRICS.get(suite.metric).label,
+                        seed=suite.seed,
+                        limit=suite.limit,
+                        row=row,
+                        gamma_r=cell.gamma_r,
+                    )
+            except Exception as exc:  # noqa: BLE001 - a figure must never cost the report
+                self.problems.append(f"no worst images for {suite.name} {row}: {type(exc).__name__}: {exc}")
+                continue
+            if picture is not None:
+                kind = "worst-" + ("".join(c if c.isalnum() or c in "._-" else "-" for c in row).strip("-") or "model")
+                info["figure"] = kind if kind not in pictures else f"{kind}-{len(pictures)}"
+                pictures[info["figure"]] = picture
+            worst[row] = info
+        entry["worst_images"] = worst
+        return pictures
+
+    def _flush_baselines(self) -> None:
+        """Write each suite's pending cells into its file, and say what changed and what is unused.
+
+        An update that evaluated every cell of a suite, or ``--segrobust-prune``, also removes
+        the entries the suite no longer has; otherwise they are listed, naming the flag.
+        """
+        self.baseline_summary = [change.describe() for _, change in sorted(self.model_changes.items())]
+        by_suite: dict[str, list[PendingWrite]] = {}
+        for write in self.pending:
+            by_suite.setdefault(write.suite, []).append(write)
+        evaluated: dict[str, set[CellKey]] = {}
+        for r in self.records:
+            evaluated.setdefault(r.suite, set()).add(CellKey(r.suite, r.model, r.corruption, r.severity, r.split))
+        for name in sorted(set(by_suite) | set(evaluated)):
+            suite, writes = self.suite_order.get(name), by_suite.get(name, [])
+            if suite is None and not writes:
+                continue
+            path = Path(writes[0].path) if writes else self._baseline_file(suite).path
+            cells = self.cells(suite) if suite is not None else []
+            whole = self.options.update_baselines and evaluated.get(name, set()) >= set(cells)
+            tidy = bool(cells) and (self.options.prune or whole)
+            try:
+                update = self._write_suite_baseline(path, name, writes, cells if tidy else None)
             except SegRobustError as exc:
                 self.problems.append(f"baselines not written, the stored ones are unchanged: {exc}")
-            else:
-                self.written.append(Path(path))
+                continue
+            if writes or update.removed:
+                self.written.append(path)
+            self.baseline_summary += update.summary(self._shown(path))
+            if not tidy:
+                self._report_unused(path, name, cells)
         self.pending.clear()
+
+    def _write_suite_baseline(
+        self, path: Path, suite: str, writes: list[PendingWrite], keep_only: list[CellKey] | None
+    ) -> BaselineUpdate:
+        if not writes:
+            return BaselineUpdate(path) if keep_only is None else prune_baseline(path, keep_only)
+        ordered = sorted(writes, key=lambda w: (w.key.model, str(w.key.split), w.key.corruption, w.key.severity))
+        return write_baseline(
+            path,
+            suite,
+            Conditions.from_json(writes[0].conditions, str(path)),
+            [(w.key, w.values) for w in ordered],
+            replace_all=any(w.replace_all for w in writes),
+            keep_only=keep_only,
+            fingerprints={w.key.model: w.model_fingerprint for w in writes if w.model_fingerprint is not None},
+            tool_version=__version__,
+        )
+
+    def _report_unused(self, path: Path, suite: str, cells: list[CellKey]) -> None:
+        try:
+            unused = unused_entries(read_baseline(path), cells)
+        except BaselineError:
+            return  # a broken file fails its cells already, naming it
+        if unused:
+            self.baseline_summary.append(
+                f"{self._shown(path)}: {len(unused)} unused entries (no longer in suite {suite}): "
+                f"{', '.join(unused)}; remove them with {PRUNE_FLAG}"
+            )
 
     def ordered_records(self) -> list[CellRecord]:
         """Records in suite order (model, corruption, severity), independent of scheduling."""

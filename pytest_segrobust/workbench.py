@@ -56,7 +56,7 @@ class Workbench:
         self.progress_bar: TerminalProgress | None = None
         self._models: dict[tuple[str, str], Any] = {}
         self._datasets: dict[tuple[str, str | None], SegmentationDataset] = {}
-        self._dataset_prints: dict[tuple[str, str | None], str] = {}
+        self._dataset_fingerprints: dict[tuple[str, str | None], str] = {}
         self._conditions: dict[str, Conditions] = {}
         self._clean: dict[tuple[str, ...], EvalResult] = {}
 
@@ -81,11 +81,11 @@ class Workbench:
         return self._datasets[key]
 
     def dataset_fingerprint(self, suite: Suite, split: str | None = None) -> str:
-        """The dataset's fingerprint, computed once (a file-backed dataset may hash its files)."""
+        """The fingerprint of the suite's dataset (of ``split``), taken once: it may read every file."""
         key = (str(suite.path), split)
-        if key not in self._dataset_prints:
-            self._dataset_prints[key] = self.dataset(suite, split).fingerprint()
-        return self._dataset_prints[key]
+        if key not in self._dataset_fingerprints:
+            self._dataset_fingerprints[key] = str(self.dataset(suite, split).fingerprint())
+        return self._dataset_fingerprints[key]
 
     def conditions(self, suite: Suite) -> Conditions:
         """What the suite's numbers are measured under (builds its datasets to fingerprint them)."""
@@ -151,7 +151,7 @@ class Workbench:
             code,
             suite.task,
             repr(suite.dataset_spec(split)),
-            self.dataset_fingerprint(suite, split),
+            self.dataset(suite, split).fingerprint(),
             str(suite.limit),
             ",".join(suite.metrics),
             model_device(model).type,

@@ -2,18 +2,25 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from pytest_segrobust import __version__
 from pytest_segrobust.baselines import (
     BaselineFile,
+    CellChange,
     CellKey,
     Check,
     Conditions,
+    Provenance,
     compare,
+    prune_baseline,
     read_baseline,
+    round_value,
+    unused_entries,
     write_baseline,
 )
 from pytest_segrobust.errors import BaselineError
@@ -37,7 +44,7 @@ def test_write_then_lookup_round_trips(tmp_path: Path) -> None:
     write_baseline(path, "demo", CONDITIONS, [(CLEAN, {"score": 90.0}), (NOISE3, {"score": 60.0, "gamma_r": 2 / 3})], False)
     stored = BaselineFile(path)
     assert stored.lookup(CLEAN, CONDITIONS) == {"score": 90.0}
-    assert stored.lookup(NOISE3, CONDITIONS) == {"score": 60.0, "gamma_r": 2 / 3}  # floats round-trip exactly
+    assert stored.lookup(NOISE3, CONDITIONS) == {"score": 60.0, "gamma_r": 0.666667}  # 6 significant digits
     assert stored.lookup(ROTATE1, CONDITIONS) is None
     assert sorted(p.name for p in path.parent.iterdir()) == ["demo.json"]  # no temporary left behind
     assert json.loads(path.read_text())["conditions"] == CONDITIONS.to_json()
@@ -167,3 +174,143 @@ def test_a_non_finite_number_on_either_side_is_always_a_regression(observed: flo
     check = Check("score", observed, stored, 100.0)
     assert check.regressed and not check.improved
     assert "not a finite number" in check.problem
+
+
+# -- lifecycle: rounding, provenance, what an update changed, unused entries --------------------
+
+NOISE1 = CellKey("demo", "m", "gaussian_noise", 1)
+SUITE_CELLS = [CLEAN, NOISE1, NOISE3]  # the suite now: model m, gaussian_noise at 1 and 3, no rotate
+
+
+@pytest.mark.parametrize(
+    ("value", "stored"),
+    [(92.52521605349922, 92.5252), (0.6637718729, 0.663772), (1234567.8, 1234570.0), (0.0001234567, 0.000123457), (0.0, 0.0)],
+)
+def test_values_are_stored_to_six_significant_digits(value: float, stored: float) -> None:
+    assert round_value(value) == stored
+
+
+def test_a_file_records_the_tool_version_and_the_fingerprint_of_each_model(tmp_path: Path) -> None:
+    path = tmp_path / "demo.json"
+    other = CellKey("demo", "n", "clean", 0)
+    write_baseline(path, "demo", CONDITIONS, [(CLEAN, {"score": 90.0}), (other, {"score": 80.0})], False, fingerprints={"m": "aa", "n": "bb"})
+    document = json.loads(path.read_text())
+    assert document["made_with"] == {"tool_version": __version__, "models": {"m": "aa", "n": "bb"}}
+    # A partial write records the model it wrote and keeps the others' fingerprints.
+    write_baseline(path, "demo", CONDITIONS, [(CLEAN, {"score": 91.0})], False, fingerprints={"m": "cc"}, tool_version="9.9")
+    assert read_baseline(path).provenance == Provenance("9.9", {"m": "cc", "n": "bb"})
+    assert BaselineFile(path).fingerprint("n") == "bb" and BaselineFile(path).fingerprint("z") is None
+
+
+def test_a_file_without_made_with_stays_valid(tmp_path: Path) -> None:
+    path = tmp_path / "demo.json"
+    path.write_text(json.dumps(valid_document()))  # as the committed baselines: no made_with block
+    assert read_baseline(path).provenance == Provenance()
+    assert BaselineFile(path).lookup(NOISE3, CONDITIONS) == {"score": 60.0, "gamma_r": 0.66}
+
+
+@pytest.mark.parametrize(
+    ("provenance", "message"),
+    [
+        ([], "'made_with' must be a mapping"),
+        ({"tool_version": 1}, "made_with.tool_version: expected a string, got 1"),
+        ({"models": {"m": 3}}, "made_with.models: expected a fingerprint (string) by model"),
+    ],
+)
+def test_a_wrongly_shaped_provenance_is_an_error_naming_it(tmp_path: Path, provenance, message: str) -> None:
+    path = tmp_path / "demo.json"
+    path.write_text(json.dumps(valid_document() | {"made_with": provenance}))
+    with pytest.raises(BaselineError, match=re.escape(message)):
+        read_baseline(path)
+
+
+def test_a_write_says_what_changed_per_cell(tmp_path: Path) -> None:
+    path = tmp_path / "demo.json"
+    path.write_text(json.dumps(valid_document() | {"models": {"m": {"clean": {"score": 90.00000001}, "gaussian_noise": {"3": {"score": 60.0, "gamma_r": 0.66}}}}}))
+    observed = [
+        (CLEAN, {"score": 90.0000001}),  # equal once rounded: unchanged
+        (NOISE3, {"score": 58.25, "gamma_r": 0.64722, "gamma_a": 0.5}),
+        (NOISE1, {"score": 70.0, "gamma_r": 0.77777777, "gamma_a": 0.8}),
+    ]
+    update = write_baseline(path, "demo", CONDITIONS, observed, False)
+    assert [(c.key, c.old, c.changed) for c in update.changes] == [
+        (CLEAN, {"score": 90.00000001}, False),
+        (NOISE3, {"score": 60.0, "gamma_r": 0.66}, True),
+        (NOISE1, None, True),
+    ]
+    assert update.summary("baselines/demo.json") == [
+        "baselines/demo.json: 1 cells changed, 1 new, 1 unchanged",
+        "  m::gaussian_noise::3: score 60 -> 58.25, gamma_r 0.66 -> 0.64722",
+        "  m::gaussian_noise::1: new (score 70, gamma_r 0.777778)",
+    ]
+
+
+def test_a_change_of_a_further_metric_is_shown_by_name() -> None:
+    change = CellChange(NOISE3, {"score": 60.0, "boundary_iou.score": 40.0}, {"score": 60.0, "boundary_iou.score": 38.5})
+    assert change.describe() == "m::gaussian_noise::3: boundary_iou.score 40 -> 38.5"
+
+
+def write_stale_file(path: Path) -> None:
+    """A baseline written when the suite still had model old, corruption rotate and noise at 5."""
+    cells = [
+        (CLEAN, {"score": 90.0}),
+        (NOISE1, {"score": 80.0}),
+        (NOISE3, {"score": 60.0}),
+        (CellKey("demo", "m", "gaussian_noise", 5), {"score": 40.0}),
+        (ROTATE1, {"score": 70.0}),
+        (CellKey("demo", "old", "clean", 0), {"score": 50.0}),
+    ]
+    write_baseline(path, "demo", CONDITIONS, cells, False, fingerprints={"m": "aa", "old": "bb"})
+
+
+def test_unused_entries_are_named_at_the_highest_level_that_goes(tmp_path: Path) -> None:
+    path = tmp_path / "demo.json"
+    write_stale_file(path)
+    assert unused_entries(read_baseline(path), SUITE_CELLS) == ["m::gaussian_noise::5", "m::rotate", "old"]
+    assert unused_entries(read_baseline(path), [CLEAN, NOISE1, NOISE3, ROTATE1, CellKey("demo", "old", "clean", 0)]) == [
+        "m::gaussian_noise::5"
+    ]
+    assert unused_entries(None, SUITE_CELLS) == []
+
+
+def test_unused_entries_of_a_suite_by_split(tmp_path: Path) -> None:
+    path = tmp_path / "shift.json"
+    conditions = replace(CONDITIONS, splits=("day", "night", "fog"))
+    keys = [CellKey("demo", "m", "clean", 0, split) for split in ("day", "night", "fog")]
+    write_baseline(path, "demo", conditions, [(key, {"score": 1.0}) for key in keys] + [(replace(NOISE3, split="day"), {"score": 1.0})], False)
+    suite = [CellKey("demo", "m", "clean", 0, split) for split in ("day", "night")]
+    assert unused_entries(read_baseline(path), suite) == ["m::day::gaussian_noise", "m::fog"]
+    # A suite without splits against a file by split: other conditions, reported per cell, not here.
+    assert unused_entries(read_baseline(path), SUITE_CELLS) == []
+
+
+def test_prune_removes_unused_entries_and_keeps_everything_else_as_it_was(tmp_path: Path) -> None:
+    path = tmp_path / "demo.json"
+    write_stale_file(path)
+    before = json.loads(path.read_text())
+    update = prune_baseline(path, SUITE_CELLS)
+    assert update.removed == ("m::gaussian_noise::5", "m::rotate", "old") and update.changes == ()
+    after = json.loads(path.read_text())
+    assert after["models"] == {"m": {"clean": {"score": 90.0}, "gaussian_noise": {"1": {"score": 80.0}, "3": {"score": 60.0}}}}
+    assert after["made_with"] == before["made_with"] | {"models": {"m": "aa"}}
+    assert list(after["conditions"]["severity_tables"]) == ["gaussian_noise"]  # the table of rotate went with it
+    assert update.summary("b/demo.json") == ["b/demo.json: removed 3 unused entries: m::gaussian_noise::5, m::rotate, old"]
+    # Nothing left to remove: nothing is written (a write would replace the file).
+    inode = path.stat().st_ino
+    assert prune_baseline(path, SUITE_CELLS).removed == ()
+    assert path.stat().st_ino == inode
+
+
+def test_a_write_of_the_whole_suite_keeps_exactly_its_cells(tmp_path: Path) -> None:
+    path = tmp_path / "demo.json"
+    write_stale_file(path)
+    cells = [(CLEAN, {"score": 91.0}), (NOISE1, {"score": 81.0}), (NOISE3, {"score": 61.0})]
+    update = write_baseline(path, "demo", CONDITIONS, cells, False, keep_only=SUITE_CELLS, fingerprints={"m": "cc"})
+    assert update.removed == ("m::gaussian_noise::5", "m::rotate", "old")
+    stored = read_baseline(path)
+    assert stored.models == {"m": {"clean": {"score": 91.0}, "gaussian_noise": {"1": {"score": 81.0}, "3": {"score": 61.0}}}}
+    assert stored.provenance.models == {"m": "cc"} and list(stored.conditions.severity_tables) == ["gaussian_noise"]
+    # Without keep_only (a -k update) the other entries stay.
+    write_stale_file(path)
+    assert write_baseline(path, "demo", CONDITIONS, cells[:1], False).removed == ()
+    assert unused_entries(read_baseline(path), SUITE_CELLS) == ["m::gaussian_noise::5", "m::rotate", "old"]

@@ -47,3 +47,17 @@ def test_gallery_of_an_unreadable_image_is_an_error(tmp_path, capsys: pytest.Cap
     bad.write_text("not an image")
     assert main(["gallery", str(bad), "--out", str(tmp_path / "g.png")]) == 2
     assert "bad.png: cannot read the image" in capsys.readouterr().err
+
+
+def test_version_names_the_installed_package_and_torch(capsys: pytest.CaptureFixture[str]) -> None:
+    import importlib.metadata
+
+    import torch
+
+    from pytest_segrobust.cli import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(["--version"])
+    assert exited.value.code == 0
+    expected = f"segrobust {importlib.metadata.version('pytest-segrobust')} (torch {torch.__version__})"
+    assert capsys.readouterr().out.strip() == expected

@@ -84,3 +84,17 @@ def test_an_error_metric_regresses_by_rising() -> None:
     assert better.status is Status.IMPROVED and better.passed
     # The same numbers for a higher-is-better score: the other way round.
     assert judge(NOISE, {"score": 12.0}, stored, {"score": 1.0}, update=False).status is Status.IMPROVED
+
+
+def test_an_update_compares_for_the_record_and_passes_whatever_it_finds() -> None:
+    verdict = judge(NOISE, OBSERVED, {"score": 90.0, "gamma_r": 0.9}, TOLERANCES, update=True)
+    assert verdict.status is Status.UPDATED and verdict.passed and verdict.write
+    assert {c.metric: c.regressed for c in verdict.checks} == {"score": True, "gamma_r": True}
+
+
+def test_a_changed_model_is_gated_all_the_same_and_a_failure_names_the_change() -> None:
+    change = "model m differs from the one b/demo.json was made with (fingerprint 2222, recorded 1111)"
+    passing = judge(NOISE, OBSERVED, dict(OBSERVED), TOLERANCES, update=False, model_change=change)
+    assert passing.status is Status.PASSED and passing.passed
+    failing = judge(NOISE, OBSERVED, {"score": 70.0}, TOLERANCES, update=False, baseline_file="b/demo.json", model_change=change)
+    assert failing.status is Status.REGRESSED and f"  baseline file: b/demo.json\n  {change}\n" in failing.message

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import json
 import textwrap
+from pathlib import Path
 
 import pytest
 import torch
@@ -38,6 +39,23 @@ def test_passing_suite_writes_report(project: pytest.Pytester, dist: list[str]) 
     assert noise5["gamma_r"] < 0.95  # the fake model really degrades under strong noise
     markdown = (project.path / "segrobust-report.md").read_text()
     assert "### Headline" in markdown and "### Baseline comparison" in markdown
+
+
+def test_quiet_shortens_the_summary_to_the_verdict_and_the_documents(project: pytest.Pytester) -> None:
+    updated = run(project, "--segrobust-update-baselines", "-q")
+    updated.assert_outcomes(passed=CELLS)
+    section = next(i for i, line in enumerate(updated.outlines) if line.startswith("=") and " segrobust " in line)
+    lines = updated.outlines[section + 1 :]
+    assert f"PASS · {CELLS} cells: {CELLS} baseline updated" in lines
+    assert "baselines/bands.json: 0 cells changed, 5 new, 0 unchanged" in lines
+    assert not any(line.startswith("  ") for line in lines)  # no old -> new line per cell, no tables
+    assert not any(line.startswith("suite bands") for line in lines)
+    documents = [line for line in lines if line.startswith("wrote ")]
+    assert [Path(line.split()[1]).suffix for line in documents[:2]] == [".md", ".json"]
+    assert documents[-1].startswith("wrote ") and documents[-1].endswith(" figures beside the report")
+    assert not any(line.endswith(".png") for line in lines)
+    full = run(project, "--segrobust")  # without -q: the tables and every file
+    full.stdout.fnmatch_lines(["suite bands:", "wrote *segrobust-report-bands-heatmap.png"])
 
 
 def test_regressed_model_fails_with_full_message(project: pytest.Pytester, dist: list[str]) -> None:
@@ -109,7 +127,7 @@ def test_without_flag_no_suite_is_collected(project: pytest.Pytester) -> None:
 def test_node_ids_and_markers(project: pytest.Pytester) -> None:
     result = run(project, "--segrobust", "--collect-only", "-q", "-m", "segrobust")
     result.stdout.fnmatch_lines(
-        ["suites/bands.yaml::binner::clean", "suites/bands.yaml::binner::gaussian_noise::1", "*5 tests collected*"]
+        ["suites/bands.yaml::binner::clean", "suites/bands.yaml::binner::gaussian_noise[[]1[]]", "*5 tests collected*"]
     )
 
 
@@ -157,6 +175,7 @@ def test_distributed_run_matches_single_process(project: pytest.Pytester) -> Non
         report = json.loads((project.path / "segrobust-report.json").read_text())
         for cell in report["suites"]["bands"]["models"]["binner"]["cells"]:
             cell.pop("seconds")
+        report.pop("environment")  # wall time and start differ by run
         reports.append(report)
     assert reports[0] == reports[1]
 
@@ -278,9 +297,13 @@ def test_a_crashed_worker_loses_only_its_cell_and_the_report_names_it(project: p
     )
     result = run(project, "--segrobust-update-baselines", "-n", "2")
     result.assert_outcomes(passed=6, failed=1)  # xdist reports the crashed item as failed
-    result.stdout.fnmatch_lines(["*worker 'gw*' crashed while running*blackout::5*", "1 cells have no result*blackout::5*"])
-    report = json.loads((project.path / "segrobust-report.json").read_text())
-    assert report["missing"] == ["suites/bands.yaml::fragile::blackout::5"]
+    result.stdout.fnmatch_lines(
+        ["*worker 'gw*' crashed while running*blackout[[]5[]]*", "1 cells failed with an error (no result)*blackout[[]5[]]*"]
+    )
+    report = json.loads((project.path / "segrobust-report.json").read_text())  # every cell ran: the full report
+    crashed = "suites/bands.yaml::fragile::blackout[5]"
+    assert list(report["errors"]) == [crashed] and f"crashed while running '{crashed}'" in report["errors"][crashed]
+    assert report["missing"] == [] and not report["run"]["partial"]
     cells = report["suites"]["bands"]["models"]["fragile"]["cells"]
     assert len(cells) == 6  # every other cell made it, including those run by the worker that died
     assert "blackout" in baseline(project)["models"]["fragile"]
@@ -290,9 +313,9 @@ def test_interrupted_run_lists_cells_without_result(project: pytest.Pytester) ->
     write_suite(project, smoothing=5)
     result = run(project, "--segrobust", "-x")  # no baselines: the first cell fails and -x stops
     result.assert_outcomes(failed=1)
-    report = json.loads((project.path / "segrobust-report.json").read_text())
+    report = json.loads((project.path / "segrobust-report-partial.json").read_text())
     assert len(report["missing"]) == CELLS - 1
-    assert "selected cells have no result" in (project.path / "segrobust-report.md").read_text()
+    assert f"{CELLS - 1} cells not run: the run stopped after 1 failure (-x)" in (project.path / "segrobust-report-partial.md").read_text()
 
 
 def test_batch_size_and_loader_workers_do_not_change_numbers(project: pytest.Pytester) -> None:
@@ -465,8 +488,8 @@ def test_a_registered_corruption_joins_its_presets_default_list(project: pytest.
     result = run(project, "--segrobust", "--collect-only", "-q")
     cells = [line for line in result.outlines if line.startswith("suites/bands.yaml::")]
     assert len(cells) == 1 + 17 + 1  # clean, coco-p in the paper's order, then what was registered
-    assert cells[1] == "suites/bands.yaml::binner::gaussian_noise::1"
-    assert cells[-1] == "suites/bands.yaml::binner::blackout::1"
+    assert cells[1] == "suites/bands.yaml::binner::gaussian_noise[1]"
+    assert cells[-1] == "suites/bands.yaml::binner::blackout[1]"
 
 
 @pytest.mark.parametrize("dist_args", [[], ["-n", "0"]], ids=["no-xdist", "n0"])

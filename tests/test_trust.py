@@ -59,7 +59,7 @@ def test_nan_logits_fail_their_cells_and_are_never_recorded(project: pytest.Pyte
     assert not (project.path / "baselines" / "bands.json").exists()
     # Named for what happened, not as a crashed worker.
     errors = report(project)["errors"]
-    assert set(errors) == {"suites/bands.yaml::m::clean", "suites/bands.yaml::m::gaussian_noise::5"}
+    assert set(errors) == {"suites/bands.yaml::m::clean", "suites/bands.yaml::m::gaussian_noise[5]"}
     assert report(project)["missing"] == []
 
 

@@ -14,7 +14,7 @@ from PIL import Image
 from pytest_segrobust.files import atomic_write_text, why_not_written
 from pytest_segrobust.errors import SegRobustError
 from pytest_segrobust.records import CellRecord
-from pytest_segrobust.report import plots, tables
+from pytest_segrobust.report import coverage, plots, tables
 from pytest_segrobust.report.tables import Table
 
 if TYPE_CHECKING:
@@ -65,10 +65,11 @@ def build_report(
         suite_records = [r for r in records if r.suite == suite_name]
         models: dict[str, Any] = {}
         # A natural-shift suite reports each model on each split as its own row ("model @ split").
-        for model in dict.fromkeys(_row_name(r) for r in suite_records):
-            model_records = [r for r in suite_records if _row_name(r) == model]
+        scale = _scale(suite.metric if suite else None)
+        for model in dict.fromkeys(tables.row_name(r) for r in suite_records):
+            model_records = [r for r in suite_records if tables.row_name(r) == model]
             models[model] = {
-                "summary": tables.model_summary(model_records),
+                "summary": tables.model_summary(model_records, *scale),
                 "cells": [r.to_json() for r in model_records],
             }
         degradation = suite.degradation if suite else None
@@ -76,6 +77,7 @@ def build_report(
             "task": suite.task if suite else None,
             "metric": suite.metric if suite else "score",
             "metrics": list(suite.metrics) if suite else [],
+            "seed": suite.seed if suite else None,
             "shifts": None
             if suite is None or suite.shifts is None
             else {"reference": suite.shifts.reference, "splits": list(suite.shifts.splits)},
@@ -86,11 +88,69 @@ def build_report(
             "models": models,
             "figures": {},
         }
+    report["verdict"] = run_verdict(records, report["errors"], report["missing"]).to_json()
     return report
 
 
-def _row_name(record: CellRecord) -> str:
-    return record.model if record.split is None else f"{record.model} @ {record.split}"
+def _scale(metric: str | None) -> tuple[tuple[float, float] | None, bool]:
+    """A metric's bounds and direction, or ``(None, True)`` for an unknown metric."""
+    from pytest_segrobust.errors import UnknownNameError
+    from pytest_segrobust.metrics import METRICS
+
+    if metric is None:
+        return None, True
+    try:
+        kind = METRICS.get(metric)
+    except UnknownNameError:
+        return None, True
+    return tuple(kind.bounds), kind.higher_is_better  # type: ignore[return-value]
+
+
+# -- the verdict: the first thing the report says ----------------------------------------------
+
+_COUNTED = {
+    "regressed": "regressed",
+    "new": "new (no baseline)",
+    "error": "error",
+    "no result": "without a result",
+    "passed": "passed",
+    "improved": "improved",
+    "updated": "baseline updated",
+}
+
+
+@dataclass(frozen=True)
+class RunVerdict:
+    """The run's verdict on its cells: PASS when no cell regressed, lacked a baseline or failed.
+
+    Attributes:
+        passed: Every evaluated cell passed (improved and updated cells pass).
+        counts: Cells per outcome: the gate's statuses, ``error`` (with or without a record)
+            and ``no result`` (selected, but neither result nor error came back).
+    """
+
+    passed: bool
+    counts: dict[str, int]
+
+    def line(self) -> str:
+        """``FAIL · 62 cells: 3 regressed, 1 new (no baseline), 58 passed``."""
+        total = sum(self.counts.values())
+        parts = [f"{count} {_COUNTED.get(status, status)}" for status, count in self.counts.items() if count]
+        return f"{'PASS' if self.passed else 'FAIL'} · {total} cells: {', '.join(parts) or 'none'}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"passed": self.passed, "counts": dict(self.counts), "line": self.line()}
+
+
+def run_verdict(records: Sequence[CellRecord], errors: Mapping[str, str], missing: Sequence[str]) -> RunVerdict:
+    """PASS or FAIL, and how many cells ended how (failing outcomes first)."""
+    counts = tables.status_counts(records)
+    recorded = {r.nodeid for r in records}
+    counts["error"] = counts.get("error", 0) + sum(1 for nodeid in errors if nodeid not in recorded)
+    counts["no result"] = len(missing)
+    ordered = {status: counts[status] for status in (*_COUNTED, *counts) if counts.get(status)}
+    failing = any(ordered.get(status) for status in (*tables.FAILING, "no result"))
+    return RunVerdict(passed=not failing, counts=ordered)
 
 
 def metric_label(metric: str) -> str:
@@ -117,8 +177,11 @@ def detail_labels(metric: str) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class Figure:
+    """A PNG beside the report, with what a reader needs to read it (``caption``)."""
+
     title: str
     file: str
+    caption: str = ""
 
 
 def records_by_model(suite: Mapping[str, Any]) -> dict[str, list[CellRecord]]:
@@ -143,11 +206,14 @@ def suite_sections(suite: Mapping[str, Any]) -> list[Table | Figure]:
     if any(tables.corrupted(records) for records in models.values()):
         out.append(tables.grouped_by_category(models, "gamma_r", "γr per corruption (mean over severities)", 3))
         if "heatmap" in figures:
-            out.append(Figure("γr heatmap", figures["heatmap"]))
+            out.append(Figure("γr heatmap", figures["heatmap"], HEATMAP_CAPTION))
+        out += worst_image_sections(suite, metric)
         out.append(tables.grouped_by_category(models, "score", f"{metric} per corruption (mean over severities)", 2))
         out.append(tables.severity_curves(models, metric))
         if "severity" in figures:
             out.append(Figure(f"{metric} against severity (plot)", figures["severity"]))
+        if suite.get("frame_kept"):
+            out.append(tables.frame_kept(suite["frame_kept"]))
         for model, records in models.items():
             if tables.corrupted(records):
                 out.append(tables.by_corruption(records, "gamma_r", f"{model}: γr per corruption and severity", 3))
@@ -163,8 +229,73 @@ def suite_sections(suite: Mapping[str, Any]) -> list[Table | Figure]:
     return out
 
 
+HEATMAP_CAPTION = (
+    "Colour: white where the corrupted score equals the clean one (γr = 1), red below, blue above, "
+    "equally strong at equal distances from 1; the scale is not capped at 1, so a model that gains under "
+    "a corruption shows as gaining, not as the most robust. "
+    "Models marked (near chance) have little to lose: their γr says nothing about robustness."
+)
+
+
+def worst_image_sections(suite: Mapping[str, Any], metric: str) -> list[Table | Figure]:
+    """The table of each model's images that lost most in its worst cell, then their pictures."""
+    worst = suite.get("worst_images") or {}
+    if not worst:
+        return []
+    out: list[Table | Figure] = [tables.worst_images(worst, metric)]
+    figures = suite.get("figures", {})
+    for row, entry in worst.items():
+        kind = entry.get("figure")
+        if kind and kind in figures:
+            title = f"{row}: images that lost most under {entry['corruption']} s{entry['severity']}"
+            first = not any(isinstance(section, Figure) for section in out)  # one explanation for them all
+            out.append(Figure(title, figures[kind], OVERLAY_CAPTION if first else ""))
+    return out
+
+
+OVERLAY_CAPTION = (
+    "Per row, one image: clean image | clean prediction | corrupted image | corrupted prediction | ground truth "
+    "(and, for a geometric corruption, the ground truth moved with the image, which the corrupted prediction "
+    "is scored against). Classes are blended over the image in the legend's colours; instances are shown "
+    "from a score of 0.5."
+)
+
+
+def verdict(report: Mapping[str, Any]) -> RunVerdict:
+    """The report's verdict (recomputed from its cells for a report without one)."""
+    if report.get("verdict"):
+        return RunVerdict(bool(report["verdict"]["passed"]), dict(report["verdict"]["counts"]))
+    return run_verdict(_records(report), report.get("errors") or {}, report.get("missing") or [])
+
+
+def regression_sections(report: Mapping[str, Any]) -> list[Table]:
+    """What follows the verdict: every regressed number of the run, if any regressed."""
+    labels = {
+        name: {"": metric_label(suite["metric"]), **{m: metric_label(m) for m in suite.get("metrics", [])[1:]}}
+        for name, suite in report["suites"].items()
+    }
+    regressed = tables.regressions(_records(report), labels)
+    return [regressed] if regressed.rows else []
+
+
+def run_sections(report: Mapping[str, Any]) -> list[Table]:
+    """The run's provenance, before any suite: environment, then what was measured."""
+    out: list[Table] = []
+    if report.get("environment"):
+        out.append(tables.environment(report["environment"]))
+    if report["suites"]:
+        out.append(tables.measured(report["suites"]))
+    return out
+
+
+def _records(report: Mapping[str, Any]) -> list[CellRecord]:
+    return [r for suite in report["suites"].values() for rs in records_by_model(suite).values() for r in rs]
+
+
 def render_markdown(report: Mapping[str, Any]) -> str:
-    lines = ["# Segmentation robustness report", ""]
+    lines = ["# Segmentation robustness report", "", f"**{verdict(report).line()}**", "", *coverage.markdown_lines(report)]
+    for section in regression_sections(report):
+        lines += _markdown_section(section)
     if report.get("errors"):
         lines += [
             f"**{len(report['errors'])} cells failed with an error and have no result**; the tables below leave them out:",
@@ -172,27 +303,24 @@ def render_markdown(report: Mapping[str, Any]) -> str:
             *(f"- `{nodeid}`: {_one_line(message)}" for nodeid, message in report["errors"].items()),
             "",
         ]
-    if report.get("missing"):
-        lines += [
-            f"**{len(report['missing'])} selected cells have no result** (a crashed worker or an interrupted run); "
-            "the tables below leave them out:",
-            "",
-            *(f"- `{nodeid}`" for nodeid in report["missing"]),
-            "",
-        ]
+    for section in run_sections(report):
+        lines += _markdown_section(section)
     for suite_name, suite in report["suites"].items():
         lines += [f"## Suite `{suite_name}`", ""]
         if suite.get("file"):
             task = f"task: {suite['task']} · " if suite.get("task") else ""
             lines += [f"Suite file: `{suite['file']}` · {task}metric: {metric_label(suite['metric'])}", ""]
         for section in suite_sections(suite):
-            if isinstance(section, Figure):
-                lines += [f"### {section.title}", "", f"![{section.title}]({section.file})", ""]
-                continue
-            lines += [f"### {section.title}", "", *markdown_table(section), ""]
-            if section.note:
-                lines += [f"_{section.note}_", ""]
+            lines += _markdown_section(section)
     return "\n".join(lines)
+
+
+def _markdown_section(section: Table | Figure) -> list[str]:
+    if isinstance(section, Figure):
+        lines = [f"### {section.title}", "", f"![{section.title}]({section.file})", ""]
+        return lines + ([f"_{section.caption}_", ""] if section.caption else [])
+    lines = [f"### {section.title}", "", *markdown_table(section), ""]
+    return lines + ([f"_{section.note}_", ""] if section.note else [])
 
 
 def markdown_table(table: Table) -> list[str]:
@@ -212,14 +340,14 @@ def text_table(table: Table) -> list[str]:
     return [line(table.header), *(line(r) for r in table.rows)]
 
 
-def terminal_summary(report: Mapping[str, Any]) -> list[str]:
-    lines: list[str] = []
+def terminal_summary(report: Mapping[str, Any], *, brief: bool = False) -> list[str]:
+    """The run's verdict, what it left out, its errors and, unless ``brief``, each suite's headline table."""
+    lines: list[str] = [verdict(report).line(), *coverage.terminal_lines(report)]
     if report.get("errors"):
         shown = ", ".join(list(report["errors"])[:3]) + (", ..." if len(report["errors"]) > 3 else "")
         lines.append(f"{len(report['errors'])} cells failed with an error (no result): {shown}")
-    if report.get("missing"):
-        shown = ", ".join(report["missing"][:3]) + (", ..." if len(report["missing"]) > 3 else "")
-        lines.append(f"{len(report['missing'])} cells have no result (crashed worker or interrupted run): {shown}")
+    if brief:
+        return lines
     for suite_name, suite in report["suites"].items():
         table = tables.headline({m: v["summary"] for m, v in suite["models"].items()}, metric_label(suite["metric"]))
         lines += [f"suite {suite_name}:", *("  " + row for row in text_table(table))]
@@ -227,13 +355,22 @@ def terminal_summary(report: Mapping[str, Any]) -> list[str]:
 
 
 def write_report(
-    report: dict[str, Any], base: Path, galleries: Mapping[str, Image.Image] | None = None
+    report: dict[str, Any],
+    base: Path,
+    galleries: Mapping[str, Image.Image] | None = None,
+    pictures: Mapping[str, Mapping[str, Image.Image]] | None = None,
 ) -> list[Path]:
     """Write ``base.md``, ``base.json`` and the PNG figures next to them; returns the paths.
 
     Figures are named ``<base>-<suite>-<kind>.png``; plots need matplotlib, and are left
     out (the tables stay) where it is not installed. Every file is attempted whatever
     happened to the others.
+
+    Args:
+        report: :func:`build_report`'s dict; each suite's ``figures`` is filled in here.
+        base: The report's path without suffix.
+        galleries: Per suite, its gallery of corruptions.
+        pictures: Per suite, further images by kind (``worst-<model>``: a model's worst images).
 
     Raises:
         ReportIncomplete: naming what could not be written, and listing what was.
@@ -252,9 +389,12 @@ def write_report(
         drawers: dict[str, Callable[[Path], Path | None]] = {}
         if any(tables.corrupted(records) for records in models.values()):
             drawers["severity"] = lambda path: plots.severity_plot(models, metric_label(suite["metric"]), path)
-            drawers["heatmap"] = lambda path: plots.heatmap(models, path)
+            near = [m for m, v in suite["models"].items() if (v["summary"].get("chance") or {}).get("near")]
+            drawers["heatmap"] = lambda path: plots.heatmap(models, path, near_chance=near)
         if galleries and suite_name in galleries:
             drawers["gallery"] = lambda path: _save_png(galleries[suite_name], path)
+        for kind, picture in (pictures or {}).get(suite_name, {}).items():
+            drawers[kind] = lambda path, picture=picture: _save_png(picture, path)
         for kind, draw in drawers.items():
             path = base.parent / f"{stem}-{kind}.png"
             try:

@@ -49,7 +49,7 @@ def render_gallery(
     full_h, full_w = image.shape[-2:]
     scale = 1.0 if tile is None else min(1.0, tile / max(full_h, full_w))
     h, w = max(1, round(full_h * scale)), max(1, round(full_w * scale))
-    font = _font(max(11, h // 12))
+    font = report_font(max(11, h // 12))
     pad, label_width, header = 4, _label_width(corruptions, font), max(16, h // 8)
     cells = 1 + len(severities)
     block_width = label_width + cells * (w + pad)
@@ -77,7 +77,8 @@ def render_gallery(
     return canvas
 
 
-def _font(size: int) -> ImageFont.ImageFont | ImageFont.FreeTypeFont:
+def report_font(size: int) -> ImageFont.ImageFont | ImageFont.FreeTypeFont:
+    """Pillow's default font at ``size`` pixels, where the installed Pillow can scale it."""
     try:
         return ImageFont.load_default(size=size)
     except TypeError:  # Pillow < 10.1 has one fixed-size default font

@@ -7,7 +7,7 @@ markdown, the terminal, and anything else that renders rows.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -51,7 +51,7 @@ def corrupted(records: Iterable[CellRecord]) -> list[CellRecord]:
 
 
 def headline(summary: dict[str, dict[str, Any]], metric: str) -> Table:
-    """Per model: clean score, mean gamma_r and gamma_a over every cell, mPC and rPC."""
+    """Per model: clean score, mean gamma_r and gamma_a over every cell, mPC and rPC, against chance."""
     rows = [
         (
             model,
@@ -61,20 +61,86 @@ def headline(summary: dict[str, dict[str, Any]], metric: str) -> Table:
             fmt(s["mpc"]),
             fmt(s["rpc"], 3),
             str(s["cells"]),
+            chance_mark(s.get("chance")),
         )
         for model, s in summary.items()
     ]
+    note = (
+        "γr = 1 - (A_c - A_ps)/A_c, γa = 1 - (A_c - A_ps)/100; means over every corruption and severity run; "
+        "mPC = mean corrupted score, rPC = mPC / clean. "
+        f"{CHANCE_NOTE}"
+    )
     return Table(
         "Headline",
-        ("model", f"clean {metric}", "mean γr", "mean γa", "mPC", "rPC", "cells"),
+        ("model", f"clean {metric}", "mean γr", "mean γa", "mPC", "rPC", "cells", "clean vs chance"),
         tuple(rows),
-        "γr = 1 - (A_c - A_ps)/A_c, γa = 1 - (A_c - A_ps)/100; means over every corruption and severity run; "
-        "mPC = mean corrupted score, rPC = mPC / clean.",
+        note,
     )
 
 
-def model_summary(records: Sequence[CellRecord]) -> dict[str, Any]:
-    """The headline numbers of one model's records."""
+# A clean score below this many times the chance level (measured from the worst end of the
+# scale) is near chance, capped at chance + NEAR_CHANCE_MARGIN of the scale for few classes.
+NEAR_CHANCE_FACTOR = 1.5
+NEAR_CHANCE_MARGIN = 0.10
+CHANCE_NOTE = (
+    "Chance level = 1/K of the metric's scale above its worst end, K = the classes the clean evaluation scored: "
+    "about what one constant class or uniformly random labels reach under mIoU (≤ 100/K), and what correct "
+    "masks with random class labels reach under AP or PQ. ⚠ near chance: the clean score is below "
+    f"{NEAR_CHANCE_FACTOR:g}× chance (at most chance + {NEAR_CHANCE_MARGIN:.0%} of the scale); such a model "
+    "has little to lose, so its γr is near 1 (or above) whatever its robustness, and should not be read as robust."
+)
+
+
+def chance(
+    records: Sequence[CellRecord], bounds: tuple[float, float], higher_is_better: bool
+) -> dict[str, Any] | None:
+    """The chance level of a model's clean score, and whether the score is near it (JSON-safe).
+
+    K is the number of classes with a clean per-class value (those the metric scored), or
+    every class name where the metric reports none per class.
+
+    Args:
+        records: One model's records (the clean numbers are read from the first).
+        bounds: The metric's ``(worst, best)`` for a higher-is-better metric, ``(best, worst)`` otherwise.
+        higher_is_better: The metric's direction.
+
+    Returns:
+        ``{"classes": K, "level": chance score, "threshold": score, "ratio": clean over chance
+        (both from the worst end), "near": bool}``, or ``None`` without classes or a clean score.
+    """
+    first = next(iter(records), None)
+    if first is None or not math.isfinite(first.clean_score):
+        return None
+    scored = [v for v in first.clean_per_class if v is not None]
+    classes = len(scored) if scored else len(first.class_names)
+    if classes == 0:
+        return None
+    worst, best = bounds if higher_is_better else (bounds[1], bounds[0])
+    span = best - worst  # negative for a lower-is-better metric: every step below works the same
+    share = 1.0 / classes
+    threshold_share = min(NEAR_CHANCE_FACTOR * share, share + NEAR_CHANCE_MARGIN)
+    progress = (first.clean_score - worst) / span if span else math.nan
+    return {
+        "classes": classes,
+        "level": worst + share * span,
+        "threshold": worst + threshold_share * span,
+        "ratio": progress / share,
+        "near": bool(progress < threshold_share),
+    }
+
+
+def chance_mark(info: dict[str, Any] | None) -> str:
+    """How the headline shows a model's clean score against chance."""
+    if not info:
+        return "–"
+    ratio = f"{info['ratio']:.1f}× chance ({fmt(info['level'], 1)}, K={info['classes']})"
+    return f"⚠ near chance: {ratio}" if info["near"] else ratio
+
+
+def model_summary(
+    records: Sequence[CellRecord], bounds: tuple[float, float] | None = None, higher_is_better: bool = True
+) -> dict[str, Any]:
+    """The headline numbers of one model's records (and its chance level when ``bounds`` are given)."""
     cells = corrupted(records)
     clean = records[0].clean_score if records else math.nan
     mpc = mean(r.score for r in cells)
@@ -87,6 +153,7 @@ def model_summary(records: Sequence[CellRecord]) -> dict[str, Any]:
         "cells": len(cells),
         "per_class_gamma_r": class_gamma_r(cells),
         "supercategory_gamma_r": supercategory_gamma_r(cells),
+        "chance": None if bounds is None else chance(records, bounds, higher_is_better),
     }
 
 
@@ -419,3 +486,213 @@ def further_metrics(models: dict[str, list[CellRecord]], labels: dict[str, str])
         tuple(rows),
         "Each metric's γr and γa follow its own direction and scale; the gate checks them as the headline's.",
     )
+
+
+# -- the top of the report: verdict, regressions, what was measured ---------------------------
+
+# Statuses that fail a cell's test (an update run passes: it accepts the numbers).
+FAILING = ("regressed", "new", "error")
+_NUMBER_NAMES = {"score": "score", "gamma_r": "γr", "gamma_a": "γa"}
+
+
+def row_name(record: CellRecord) -> str:
+    """A record's row in the report: its model, or ``model @ split`` in a natural-shift suite."""
+    return record.model if record.split is None else f"{record.model} @ {record.split}"
+
+
+def status_counts(records: Iterable[CellRecord]) -> dict[str, int]:
+    """How many cells ended in each status, in :data:`STATUS_MARK`'s order (statuses with none left out)."""
+    counts: dict[str, int] = {}
+    for r in records:
+        status = getattr(r.status, "value", r.status)
+        counts[status] = counts.get(status, 0) + 1
+    return {status: counts[status] for status in (*STATUS_MARK, *counts) if status in counts}
+
+
+def number_label(name: str, labels: dict[str, str]) -> str:
+    """``score`` -> the headline metric's label, ``pq.gamma_r`` -> ``PQ γr``."""
+    metric, _, number = name.rpartition(".")
+    shown = labels.get(metric, metric or "score")
+    if number == "score":
+        return shown
+    suffix = _NUMBER_NAMES.get(number, number)
+    return f"{shown} {suffix}" if metric else suffix
+
+
+def regressions(records: Sequence[CellRecord], labels: dict[str, dict[str, str]]) -> Table:
+    """Every number that fell below its baseline beyond the tolerance, furthest beyond first.
+
+    Args:
+        records: Every cell of the run.
+        labels: Per suite, the label of each metric name (``""`` for the headline metric).
+    """
+    found: list[tuple[float, tuple[str, ...]]] = []
+    for r in records:
+        for check in r.checks:
+            if not check.get("regressed"):
+                continue
+            observed, stored = float(check["observed"]), float(check["baseline"])
+            tolerance = float(check.get("tolerance", 0.0))
+            delta = observed - stored
+            loss = -delta if check.get("higher_is_better", True) else delta
+            beyond = loss / tolerance if tolerance > 0 and math.isfinite(loss) else math.inf
+            name = str(check["metric"])
+            digits = 2 if name.rpartition(".")[2] == "score" else 3
+            found.append(
+                (
+                    beyond,
+                    (
+                        r.suite,
+                        row_name(r),
+                        r.corruption,
+                        str(r.severity),
+                        number_label(name, labels.get(r.suite, {})),
+                        fmt(observed, digits),
+                        fmt(stored, digits),
+                        signed(delta, digits),
+                        fmt(tolerance, digits),
+                    ),
+                )
+            )
+    found.sort(key=lambda item: -item[0])
+    return Table(
+        "Regressed cells",
+        ("suite", "model", "corruption", "sev", "number", "observed", "baseline", "Δ", "tolerance"),
+        tuple(row for _, row in found),
+        "Each number that fell further below its stored baseline than the suite's tolerance, "
+        "the furthest beyond its tolerance first (a NaN on either side counts as a regression).",
+    )
+
+
+def environment(info: Mapping[str, Any]) -> Table:
+    """The run's provenance: git commit, versions, device, wall time (one row per item)."""
+    rows: list[tuple[str, str]] = []
+    commit = info.get("git_commit")
+    if commit:
+        rows.append(("git commit", commit + (" (uncommitted changes)" if info.get("git_dirty") else "")))
+    else:
+        rows.append(("git commit", "– (not a git checkout, or git is not installed)"))
+    if info.get("started"):
+        rows.append(("started", str(info["started"])))
+    if info.get("wall_seconds") is not None:
+        rows.append(("wall time", duration(float(info["wall_seconds"]))))
+    if info.get("device"):
+        rows.append(("device", str(info["device"])))
+    if info.get("platform"):
+        rows.append(("platform", str(info["platform"])))
+    versions = info.get("versions") or {}
+    if versions:
+        rows.append(("versions", ", ".join(f"{name} {version}" for name, version in versions.items())))
+    return Table("Run", ("item", "value"), tuple(rows))
+
+
+def measured(report_suites: Mapping[str, Mapping[str, Any]]) -> Table:
+    """Per suite and model: seed, images, the dataset's and the model's fingerprints, compute time."""
+    rows = []
+    for suite_name, suite in report_suites.items():
+        for row, entry in suite["models"].items():
+            cells = entry["cells"]
+            if not cells:
+                continue
+            first = cells[0]
+            images = sorted({c["num_images"] for c in cells})
+            rows.append(
+                (
+                    suite_name,
+                    row,
+                    "–" if suite.get("seed") is None else str(suite["seed"]),
+                    "/".join(map(str, images)),
+                    short(first.get("dataset_fingerprint")),
+                    short(first.get("model_fingerprint")),
+                    str(len(cells)),
+                    duration(sum(c["seconds"] for c in cells)),
+                )
+            )
+    return Table(
+        "What was measured",
+        ("suite", "model", "seed", "images", "dataset fingerprint", "model fingerprint", "cells", "compute"),
+        tuple(rows),
+        "Fingerprints longer than 48 characters (digests) are cut to 16 (the JSON report has them whole); "
+        "compute is the sum of the cells' evaluation times, clean ones included.",
+    )
+
+
+def short(fingerprint: str | None, length: int = 16, whole_up_to: int = 48) -> str:
+    """A fingerprint as code; a long one (a digest) cut to ``length`` characters."""
+    if not fingerprint:
+        return "–"
+    if len(fingerprint) <= whole_up_to:
+        return f"`{fingerprint}`"
+    return f"`{fingerprint[:length]}`…"
+
+
+def duration(seconds: float) -> str:
+    if not math.isfinite(seconds):
+        return "–"
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, rest = divmod(round(seconds), 60)
+    return f"{minutes} min {rest:02d} s" if minutes < 60 else f"{minutes // 60} h {minutes % 60:02d} min"
+
+
+# -- pictures and the geometry behind them -----------------------------------------------------
+
+
+def frame_kept(frames: Mapping[str, Any]) -> Table:
+    """Per geometric corruption: the share of the frame that still shows the image, per severity."""
+    severities = frames["severities"]
+    height, width = frames["size"]
+    rows = []
+    for name, entry in frames["corruptions"].items():
+        kept = [f"{100 * v:.0f}%" for v in entry["kept"]]
+        parameters = entry.get("parameters") or []
+        shown = " … ".join(dict.fromkeys([parameters[0], parameters[-1]])) if parameters else "–"
+        rows.append((name, *kept, "yes: constants in pixels" if entry["in_pixels"] else "no", shown))
+    return Table(
+        "How much of the frame geometric corruptions keep",
+        ("corruption", *(f"s{s}" for s in severities), "depends on image size", "parameters"),
+        tuple(rows),
+        f"Share of the corrupted image that still shows the image, at {width}×{height} (the first image's size) "
+        "with that image's random draw; the rest is black and its labels are ignored, so the cell scores less "
+        "of the image. Measured again at half the size: where the share changes, the corruption's constants "
+        "are in pixels, and the same severity is stronger on smaller images.",
+    )
+
+
+def worst_images(worst: Mapping[str, Mapping[str, Any]], metric: str) -> Table:
+    """Per model: its worst cell and the images whose own score fell most in it."""
+    rows = []
+    notes = []
+    for row, entry in worst.items():
+        cell = f"{entry['corruption']} s{entry['severity']}"
+        if entry.get("note"):
+            notes.append(f"{row}: {entry['note']}")
+        for image in entry.get("images", []):
+            rows.append(
+                (
+                    row,
+                    cell,
+                    fmt(entry.get("gamma_r"), 3),
+                    image["sample_id"],
+                    fmt(image["clean"]),
+                    fmt(image["corrupted"]),
+                    signed(image["corrupted"] - image["clean"]),
+                )
+            )
+    considered = sorted({entry.get("considered", 0) for entry in worst.values()} - {0})
+    note = (
+        f"Each model's worst cell is the one with the lowest γr; among its first {'/'.join(map(str, considered)) or 'few'} "
+        f"images, those whose own {metric} fell most (each image scored on its own, with the seed it gets in the suite)."
+    )
+    return Table(
+        f"Images whose {metric} fell most in each model's worst cell",
+        ("model", "cell", "cell γr", "image", "clean", "corrupted", "Δ"),
+        tuple(rows),
+        " ".join([note, *notes]),
+    )
+
+
+def worst_cell(records: Sequence[CellRecord]) -> CellRecord | None:
+    """The corrupted cell with the lowest γr (the first such in report order), if any has one."""
+    candidates = [r for r in corrupted(records) if r.gamma_r is not None and math.isfinite(r.gamma_r)]
+    return min(candidates, key=lambda r: r.gamma_r) if candidates else None  # type: ignore[arg-type, return-value]

@@ -1,0 +1,138 @@
+"""The top of the report: the verdict, the regressed cells, the run's environment, chance levels."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from pytest_segrobust.records import CellRecord
+from pytest_segrobust.report import build_report, render_markdown, run_verdict, terminal_summary, tables
+from pytest_segrobust.report.environment import run_environment
+from tests.report.test_report import SCORES_A, cells
+
+
+def regressed(records: list[CellRecord], corruption: str, severity: int, delta: float, tolerance: float = 0.01) -> None:
+    """Mark one cell of ``records`` as regressed: its gamma_r fell ``delta`` below its baseline."""
+    record = next(r for r in records if r.corruption == corruption and r.severity == severity)
+    assert record.gamma_r is not None
+    record.status = "regressed"
+    record.baseline = {"gamma_r": record.gamma_r - delta, "score": record.score}
+    record.checks = [
+        {"metric": "gamma_r", "observed": record.gamma_r, "baseline": record.gamma_r - delta, "tolerance": tolerance,
+         "higher_is_better": True, "regressed": True, "improved": False},
+        {"metric": "score", "observed": record.score, "baseline": record.score, "tolerance": 1.0,
+         "higher_is_better": True, "regressed": False, "improved": False},
+    ]
+
+
+def test_verdict_passes_only_without_failing_cells() -> None:
+    records = cells("a", 80.0, SCORES_A)
+    assert run_verdict(records, {}, []).line() == "PASS · 5 cells: 5 passed"
+    records[1].status = "improved"
+    records[2].status = "new"
+    verdict = run_verdict(records, {"s.yaml::a::fog[1]": "boom"}, ["s.yaml::a::fog[2]"])
+    assert not verdict.passed
+    # Failing outcomes first, then the others; an error without a record and a missing cell count too.
+    assert verdict.line() == "FAIL · 7 cells: 1 new (no baseline), 1 error, 1 without a result, 3 passed, 1 improved"
+
+
+def test_markdown_opens_with_verdict_then_regressed_cells_worst_first() -> None:
+    records = cells("a", 80.0, SCORES_A)
+    regressed(records, "gaussian_noise", 5, delta=-0.02)
+    regressed(records, "rotate", 1, delta=-0.10)
+    report = build_report(records, {})
+    report["environment"] = {"git_commit": "abc123", "git_dirty": True, "wall_seconds": 75.0, "device": "cpu"}
+    markdown = render_markdown(report)
+    lines = markdown.splitlines()
+    assert lines[2] == "**FAIL · 5 cells: 2 regressed, 3 passed**"
+    assert lines[4] == "### Regressed cells"
+    table = markdown.split("### Regressed cells")[1].split("###")[0]
+    rotate, noise = table.index("| s | a | rotate | 1 | γr |"), table.index("| s | a | gaussian_noise | 5 | γr |")
+    assert rotate < noise  # ten tolerances beyond before two
+    assert "| -0.100 | 0.010 |" in table
+    assert "| git commit | abc123 (uncommitted changes) |" in markdown
+    assert "| wall time | 1 min 15 s |" in markdown
+    assert markdown.index("### Run") < markdown.index("### What was measured") < markdown.index("## Suite `s`")
+    assert report["verdict"] == {"passed": False, "counts": {"regressed": 2, "passed": 3}, "line": lines[2].strip("*")}
+    assert terminal_summary(report)[0] == "FAIL · 5 cells: 2 regressed, 3 passed"
+
+
+def test_regressions_name_further_metrics_and_lower_is_better_numbers() -> None:
+    record = cells("a", 80.0, SCORES_A)[1]
+    record.checks = [
+        {"metric": "pq.score", "observed": 50.0, "baseline": 55.0, "tolerance": 1.0, "higher_is_better": True, "regressed": True},
+        {"metric": "err.score", "observed": 12.0, "baseline": 10.0, "tolerance": 1.0, "higher_is_better": False, "regressed": True},
+    ]
+    table = tables.regressions([record], {"s": {"": "mIoU", "pq": "PQ"}})
+    assert [(row[4], row[7]) for row in table.rows] == [("PQ", "-5.00"), ("err", "+2.00")]
+
+
+def test_what_was_measured_shows_seed_images_and_fingerprints() -> None:
+    records = cells("a", 80.0, SCORES_A)
+    for r in records:
+        r.model_fingerprint, r.dataset_fingerprint = "m" * 64, "d" * 8  # a digest is cut, a short name is not
+    report = build_report(records, {})
+    report["suites"]["s"]["seed"] = 7
+    table = tables.measured(report["suites"])
+    assert table.rows == (("s", "a", "7", "4", "`dddddddd`", f"`{'m' * 16}`…", "5", "0.5 s"),)
+
+
+def test_environment_outside_git(tmp_path: Path) -> None:
+    info = run_environment(tmp_path, torch.device("cpu"), started=0.0)
+    assert info["git_commit"] is None and info["git_dirty"] is None
+    assert "torch" in info["versions"]
+    assert info["device"].startswith("cpu") and info["started"].startswith("1970-01-01")
+    assert "not a git checkout" in dict(tables.environment(info).rows)["git commit"]
+
+
+@pytest.mark.parametrize(
+    ("clean", "classes", "near"),
+    [
+        (28.0, 5, True),  # 1.4x the chance level of 20
+        (31.0, 5, False),  # 1.55x
+        (55.0, 2, True),  # two classes: capped at chance 50 + 10 points
+        (61.0, 2, False),
+    ],
+)
+def test_near_chance_follows_class_count(clean: float, classes: int, near: bool) -> None:
+    records = cells("a", clean, {("gaussian_noise", "noise", 1): clean})
+    for r in records:
+        r.class_names = [f"c{k}" for k in range(classes)]
+        r.clean_per_class = [clean] * classes
+    info = tables.chance(records, (0.0, 100.0), higher_is_better=True)
+    assert info is not None and info["near"] is near
+    assert info["level"] == pytest.approx(100 / classes)
+
+
+def test_chance_counts_only_scored_classes_and_follows_direction() -> None:
+    records = cells("a", 30.0, {})
+    records[0].class_names = ["background", "x", "y", "z"]
+    records[0].clean_per_class = [None, 30.0, 30.0, 30.0]  # background is not scored (AP)
+    assert tables.chance(records, (0.0, 100.0), True)["classes"] == 3
+    # An error rate on (best 0, worst 1) with 4 classes: chance sits at 0.75, near it below ~0.6.
+    records[0].clean_per_class, records[0].clean_score = [], 0.7
+    info = tables.chance(records, (0.0, 1.0), higher_is_better=False)
+    assert info["level"] == pytest.approx(0.75) and info["near"]
+
+
+def test_headline_flags_a_near_chance_model() -> None:
+    records = cells("good", 80.0, SCORES_A) + cells("chance", 28.0, {("gaussian_noise", "noise", 1): 29.0})
+    for r in records:
+        r.class_names, r.clean_per_class, r.per_class = ["a", "b", "c", "d", "e"], [1.0] * 5, [1.0] * 5
+    suite = SimpleNamespace(
+        task="semantic", metric="miou", metrics=("miou",), seed=0, shifts=None, path=Path("s.yaml"), degradation=None
+    )
+    report = build_report(records, {"s": suite})  # type: ignore[dict-item]
+    summaries = {model: entry["summary"] for model, entry in report["suites"]["s"]["models"].items()}
+    assert summaries["chance"]["chance"]["near"] and not summaries["good"]["chance"]["near"]
+    headline = tables.headline(summaries, "mIoU")
+    assert {row[0]: row[-1] for row in headline.rows} == {
+        "good": "4.0× chance (20.0, K=5)",
+        "chance": "⚠ near chance: 1.4× chance (20.0, K=5)",
+    }
+    assert "near chance" in headline.note
+    # A suite the report does not know has no metric, so no chance level.
+    assert build_report(records, {})["suites"]["s"]["models"]["chance"]["summary"]["chance"] is None

@@ -1,0 +1,35 @@
+"""A real run's report: verdict first, provenance, frame kept, worst images (through pytester)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from PIL import Image
+
+from tests.plugin_project import CELLS, run
+
+
+def test_report_of_a_run_says_verdict_provenance_and_shows_worst_images(
+    project: pytest.Pytester, dist: list[str]
+) -> None:
+    run(project, "--segrobust-update-baselines", *dist).assert_outcomes(passed=CELLS)
+    markdown = (project.path / "segrobust-report.md").read_text()
+    assert markdown.splitlines()[2] == f"**PASS · {CELLS} cells: {CELLS} baseline updated**"
+    report = json.loads((project.path / "segrobust-report.json").read_text())
+    assert report["verdict"]["passed"]
+    assert report["environment"]["wall_seconds"] > 0 and "torch" in report["environment"]["versions"]
+    suite = report["suites"]["bands"]
+    cells = suite["models"]["binner"]["cells"]
+    assert {c["model_fingerprint"] for c in cells} != {None} and len({c["model_fingerprint"] for c in cells}) == 1
+    assert {c["dataset_fingerprint"] for c in cells} == {"bands-8-32x32-0"}
+    assert "| bands | binner | 0 | 8 | `bands-8-32x32-0` |" in markdown
+    # rotate is geometric: the share of the 32 x 32 frame it keeps, per severity.
+    assert list(suite["frame_kept"]["corruptions"]) == ["rotate"] and suite["frame_kept"]["size"] == [32, 32]
+    # The worst cell is strong noise; its images that fell most are drawn next to the report.
+    worst = suite["worst_images"]["binner"]
+    assert (worst["corruption"], worst["severity"], worst["considered"]) == ("gaussian_noise", 5, 8)
+    assert len(worst["images"]) == 3 and worst["images"][0]["drop"] >= worst["images"][-1]["drop"]
+    picture = project.path / suite["figures"][worst["figure"]]
+    assert picture.name == "segrobust-report-bands-worst-binner.png" and Image.open(picture).size[0] > 5 * 256
+    assert f"![binner: images that lost most under gaussian_noise s5]({picture.name})" in markdown

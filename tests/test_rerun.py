@@ -1,0 +1,260 @@
+"""Cells are ordinary tests to pytest: every printed node id reruns, and ``--lf``, ``--ff``,
+``--sw``, ``-k`` and ``--deselect`` behave as for any test. A run that covers part of the
+suites writes a partial report beside the full one; a run that evaluates nothing writes nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from pytest_segrobust.files import atomic_write_text
+from pytest_segrobust.plugin import _InterruptWatch, _why_stopped
+from pytest_segrobust.report.coverage import RunCoverage, markdown_lines, partial_report_path
+from tests.plugin_project import CELLS, run
+
+ROTATE = ["suites/bands.yaml::binner::rotate[1]", "suites/bands.yaml::binner::rotate[5]"]
+ALL = [
+    "suites/bands.yaml::binner::clean",
+    "suites/bands.yaml::binner::gaussian_noise[1]",
+    "suites/bands.yaml::binner::gaussian_noise[5]",
+    *ROTATE,
+]
+XDIST = {"no-xdist": [], "n2": ["-n", "2"]}  # -n 0 is the same process as no xdist
+
+
+@pytest.fixture(params=list(XDIST), ids=list(XDIST))
+def xdist(request: pytest.FixtureRequest) -> list[str]:
+    return XDIST[request.param]
+
+
+def cached(project: pytest.Pytester, *args: str) -> pytest.RunResult:
+    """A run with pytest's cache, where --lf, --ff and --sw keep their state."""
+    return project.runpytest("--segrobust", *args)
+
+
+def last_failed(project: pytest.Pytester) -> set[str]:
+    path = project.path / ".pytest_cache" / "v" / "cache" / "lastfailed"
+    return set(json.loads(path.read_text())) if path.exists() else set()
+
+
+def collected(result: pytest.RunResult) -> list[str]:
+    return [line for line in result.outlines if line.startswith("suites/")]
+
+
+def read_report(project: pytest.Pytester, name: str = "segrobust-report") -> dict:
+    return json.loads((project.path / f"{name}.json").read_text())
+
+
+def fail_the_rotate_cells(project: pytest.Pytester, *dist: str) -> None:
+    """Baselines for every cell but rotate's, then a run where the two rotate cells fail (and get theirs)."""
+    run(project, "--segrobust-update-baselines", "-k", "not rotate").assert_outcomes(passed=CELLS - 2, deselected=2)
+    cached(project, *dist).assert_outcomes(passed=CELLS - 2, failed=2)
+    assert last_failed(project) == set(ROTATE)
+
+
+# -- node ids -----------------------------------------------------------------------------
+
+
+def test_every_printed_node_id_collects_itself(project: pytest.Pytester) -> None:
+    shift = (project.path / "suites" / "bands.yaml").read_text().replace("name: bands", "name: shift")
+    shift = shift.replace(
+        "batch_size: 3",
+        "shifts:\n  reference: near\n  splits:\n"
+        "    near: {factory: segrobust_fakes:band_scenes}\n    far: {factory: segrobust_fakes:band_scenes, kwargs: {seed: 7}}\n",
+    )
+    (project.path / "suites" / "shift.yaml").write_text(shift)
+    printed = collected(run(project, "--segrobust", "--co", "-q"))
+    assert printed[:CELLS] == ALL
+    assert printed[CELLS:][:2] == ["suites/shift.yaml::binner::near::clean", "suites/shift.yaml::binner::near::gaussian_noise[1]"]
+    assert len(printed) == CELLS + 2 * CELLS
+    # Pasted back, each id collects exactly itself: no "not found", no neighbours.
+    assert collected(run(project, "--segrobust", "--co", "-q", *printed)) == printed
+    # An id without its severity is every severity, a model's id is its cells, a split's its split's.
+    assert collected(run(project, "--segrobust", "--co", "-q", "suites/bands.yaml::binner::rotate")) == ROTATE
+    assert collected(run(project, "--segrobust", "--co", "-q", "suites/bands.yaml::binner")) == ALL
+    far = collected(run(project, "--segrobust", "--co", "-q", "suites/shift.yaml::binner::far"))
+    assert far == [p for p in printed if "::far::" in p] and len(far) == CELLS
+
+
+def test_the_id_of_a_failed_cell_from_the_summary_reruns_it(project: pytest.Pytester) -> None:
+    result = run(project, "--segrobust", "-k", "rotate and 5")  # no baseline yet: fails, and records it
+    result.assert_outcomes(failed=1, deselected=CELLS - 1)
+    (line,) = [line for line in result.outlines if line.startswith("FAILED ")]
+    nodeid = re.match(r"FAILED (\S+)", line)[1]
+    assert nodeid == ROTATE[1]
+    run(project, "--segrobust", nodeid).assert_outcomes(passed=1)
+
+
+def test_k_and_deselect_match_cells_as_tests(project: pytest.Pytester) -> None:
+    def selected(*args: str) -> list[str]:
+        return collected(run(project, "--segrobust", "--co", "-q", *args))
+
+    assert selected("-k", "rotate and 5") == ROTATE[1:]
+    assert selected("-k", "binner and not clean and not rotate") == ALL[1:3]
+    assert selected("-k", "rotate[1]") == ROTATE[:1]
+    assert selected("--deselect", ROTATE[1], "--deselect", ALL[0]) == ALL[1:4]
+    assert selected("--deselect", "suites/bands.yaml::binner::gaussian_noise") == [ALL[0], *ROTATE]
+
+
+# -- --lf, --ff, --sw -----------------------------------------------------------------------
+
+
+def test_lf_reruns_only_the_failed_cells_and_then_clears(project: pytest.Pytester, xdist: list[str]) -> None:
+    fail_the_rotate_cells(project, *xdist)
+    full = (project.path / "segrobust-report.md").read_text()
+    rerun = cached(project, "--lf", *xdist)
+    rerun.assert_outcomes(passed=2, deselected=0 if xdist else CELLS - 2)  # xdist deselects in the workers
+    assert last_failed(project) == set()  # they passed: nothing left to rerun
+    partial = read_report(project, "segrobust-report-partial")["run"]
+    assert partial["partial"] and partial["deselected"] == ALL[:3] and partial["selection"] == ["--lf"]
+    assert (project.path / "segrobust-report.md").read_text() == full
+    if not xdist:  # the same under xdist, whose controller does not print the line
+        again = cached(project, "--lf")
+        again.assert_outcomes(passed=CELLS)
+        again.stdout.fnmatch_lines(["*run-last-failure: no previously failed tests, not deselecting items.*"])
+
+
+def test_ff_runs_the_failed_cells_first(project: pytest.Pytester) -> None:
+    # Without xdist only: its workers reorder alike but finish in any order, so -n 2 shows nothing more.
+    fail_the_rotate_cells(project)
+    result = cached(project, "--ff", "-v")
+    result.assert_outcomes(passed=CELLS)
+    result.stdout.fnmatch_lines(["*run-last-failure: rerun previous 2 failures first*"])
+    ran = [line.split()[0] for line in result.outlines if line.startswith("suites/") and "PASSED" in line]
+    assert ran == [*ROTATE, *ALL[:3]]
+    assert last_failed(project) == set()
+    assert not read_report(project)["run"]["partial"]  # every cell ran: the full report
+
+
+def test_sw_stops_at_a_failed_cell_and_continues_from_it(project: pytest.Pytester, xdist: list[str]) -> None:
+    run(project, "--segrobust-update-baselines", "-k", "not rotate").assert_outcomes(passed=CELLS - 2, deselected=2)
+    first = cached(project, "--sw", *xdist)
+    stopped_at = json.loads((project.path / ".pytest_cache" / "v" / "cache" / "stepwise").read_text())["last_failed"]
+    assert stopped_at in ROTATE  # under xdist, whichever rotate cell failed first
+    if not xdist:
+        first.assert_outcomes(passed=3, failed=1)
+        assert stopped_at == ROTATE[0]
+        report = read_report(project, "segrobust-report-partial")
+        assert report["run"]["not_run"] == {ROTATE[1]: "--sw stopped the run at the first failure; the next --sw run starts from it"}
+    second = cached(project, "--sw", *xdist)  # the failed cell has its baseline now
+    skipped = ALL[: ALL.index(stopped_at)]
+    report = read_report(project, "segrobust-report-partial")["run"]
+    assert report["deselected"] == skipped and report["selection"] == ["--sw"]
+    if not xdist:
+        second.stdout.fnmatch_lines(["*stepwise: skipping 3 already passed items*"])
+        second.assert_outcomes(passed=1, failed=1, deselected=3)
+        last = cached(project, "--sw")
+        last.stdout.fnmatch_lines(["*stepwise: skipping 4 already passed items*"])
+        last.assert_outcomes(passed=1, deselected=4)
+
+
+# -- partial runs ------------------------------------------------------------------------------
+
+
+def test_a_subset_writes_a_partial_report_and_keeps_the_full_one(project: pytest.Pytester, xdist: list[str]) -> None:
+    run(project, "--segrobust-update-baselines").assert_outcomes(passed=CELLS)
+    full = {suffix: (project.path / f"segrobust-report.{suffix}").read_bytes() for suffix in ("md", "json")}
+    result = run(project, "--segrobust", "-k", "rotate and 5", *xdist)
+    result.assert_outcomes(passed=1, deselected=0 if xdist else CELLS - 1)
+    result.stdout.fnmatch_lines(
+        [
+            "Partial run: this report covers 1 of the 5 cells it collected; the full report, segrobust-report.md, is left as it was.",
+            "4 cells deselected (-k 'rotate and 5'): suites/bands.yaml::binner::clean, *",
+            "wrote *segrobust-report-partial.md",
+        ]
+    )
+    assert {suffix: (project.path / f"segrobust-report.{suffix}").read_bytes() for suffix in ("md", "json")} == full
+    markdown = (project.path / "segrobust-report-partial.md").read_text()
+    top = markdown.splitlines()[:6]  # under the title and the verdict line
+    assert any(line.startswith("> **Partial run: this report covers 1 of the 5 cells") for line in top), top
+    assert f"- `{ALL[0]}`" in markdown
+    report = read_report(project, "segrobust-report-partial")
+    assert [c["nodeid"] for c in report["suites"]["bands"]["models"]["binner"]["cells"]] == ROTATE[1:]
+    assert report["run"]["deselected"] == [*ALL[:3], ROTATE[0]] and report["missing"] == []
+
+    pasted = run(project, "--segrobust", "--deselect", ROTATE[1], *xdist)
+    pasted.assert_outcomes(passed=CELLS - 1, deselected=0 if xdist else 1)
+    assert read_report(project, "segrobust-report-partial")["run"]["deselected"] == ROTATE[1:]
+    assert (project.path / "segrobust-report.md").read_bytes() == full["md"]
+
+    run(project, "--segrobust").assert_outcomes(passed=CELLS)  # the whole gate again: the full report
+    assert not read_report(project)["run"]["partial"]
+
+
+def test_one_suite_file_named_on_the_command_line_is_partial(project: pytest.Pytester) -> None:
+    run(project, "--segrobust-update-baselines", "suites/").assert_outcomes(passed=CELLS)
+    assert not read_report(project)["run"]["partial"]  # the suites folder itself is the whole gate
+    run(project, "--segrobust", "suites/bands.yaml").assert_outcomes(passed=CELLS)
+    report = read_report(project, "segrobust-report-partial")["run"]
+    assert report["partial"] and report["narrowed_to"] == ["suites/bands.yaml"] and report["deselected"] == []
+
+
+def test_a_run_that_evaluates_nothing_writes_nothing(project: pytest.Pytester) -> None:
+    run(project, "--segrobust", "--co").assert_outcomes()
+    assert not list(project.path.glob("segrobust-report*"))
+    result = run(project, "--segrobust", "-k", "no_such_cell")
+    result.stdout.fnmatch_lines(["no cell was evaluated: no report written, the last one is left as it was"])
+    assert not list(project.path.glob("segrobust-report*"))
+
+
+# -- pieces, without pytester ------------------------------------------------------------------
+
+
+def test_why_a_run_stopped_is_said_in_the_users_terms() -> None:
+    def why(shouldfail: object = False, shouldstop: object = False, interrupt: str | None = None, **options: object) -> str | None:
+        config = SimpleNamespace(getoption=lambda name, default=None: options.get(name, default))
+        exitstatus = pytest.ExitCode.INTERRUPTED if interrupt is not None else pytest.ExitCode.TESTS_FAILED
+        session = SimpleNamespace(config=config, shouldfail=shouldfail, shouldstop=shouldstop, exitstatus=exitstatus)
+        watch = _InterruptWatch()
+        watch.message = interrupt
+        return _why_stopped(session, watch)  # type: ignore[arg-type]
+
+    assert why() is None
+    assert why(shouldfail="stopping after 1 failures", maxfail=1) == "the run stopped after 1 failure (-x)"
+    # xdist stops the run by raising its Interrupted with pytest's words.
+    assert why(interrupt="stopping after 3 failures", maxfail=3) == "the run stopped after 3 failures (--maxfail=3)"
+    stepwise = "--sw stopped the run at the first failure; the next --sw run starts from it"
+    assert why(shouldstop="Test failed, continuing from this test next run.", stepwise=True) == stepwise
+    assert why(interrupt="Test failed, continuing from this test next run.", stepwise=True) == stepwise
+    assert why(interrupt="") == "the run was interrupted"
+
+
+def test_run_coverage_round_trips_and_names_what_it_left_out() -> None:
+    coverage = RunCoverage(
+        evaluated=1, errors=1, not_run={"s.yaml::m::rotate[5]": "the run was interrupted"},
+        deselected=["s.yaml::m::clean"], selection=["-k rotate"], full_report="segrobust-report.md",
+    )
+    assert coverage.partial and coverage.collected == 4
+    assert RunCoverage.from_json(json.loads(json.dumps(coverage.to_json()))) == coverage
+    lines = markdown_lines({"run": coverage.to_json()})
+    assert lines[0] == (
+        "> **Partial run: this report covers 2 of the 4 cells it collected, 1 of them with an error; "
+        "the full report, segrobust-report.md, is left as it was.**"
+    )
+    assert "**1 cell not run: the run was interrupted**:" in lines and "**1 cell deselected (-k rotate)**:" in lines
+    assert not RunCoverage(evaluated=3, errors=0).partial and markdown_lines({"run": RunCoverage(3, 0).to_json()}) == []
+    with pytest.raises(ValueError, match="format"):
+        RunCoverage.from_json({"format": 0})
+    assert partial_report_path(Path("out/robust")) == Path("out/robust-partial")
+    assert partial_report_path(Path("out/robust.v2")) == Path("out/robust-partial.v2")
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o027, 0o002])
+def test_written_files_get_the_umasks_mode_not_the_temporarys(tmp_path: Path, umask: int) -> None:
+    target = tmp_path / "report.md"
+    target.write_text("old")
+    os.chmod(target, 0o600)  # a replaced file takes the umask's mode too, as a fresh write would
+    old = os.umask(umask)
+    try:
+        atomic_write_text(target, "new")
+        atomic_write_text(tmp_path / "fresh.json", "{}")
+    finally:
+        os.umask(old)
+    for path in (target, tmp_path / "fresh.json"):
+        assert path.stat().st_mode & 0o777 == 0o666 & ~umask, path
+    assert target.read_text() == "new" and not list(tmp_path.glob(".*.tmp"))
