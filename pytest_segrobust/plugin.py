@@ -397,6 +397,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
     brief = config.get_verbosity() < 0
     for line in terminal_summary(segrobust.report, brief=brief) if segrobust.report else []:
         terminalreporter.write_line(line)
+    for line in segrobust.device_notices():
+        terminalreporter.write_line(line, yellow=True)
     if not brief and (line := segrobust.cache_summary()) is not None:
         terminalreporter.write_line(line)
     for line in segrobust.baseline_summary:

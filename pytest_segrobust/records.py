@@ -23,7 +23,8 @@ class CellRecord:
     ``metrics`` holds every further metric's numbers by name (``score``, ``clean_score``,
     ``gamma_r``, ``gamma_a``, ``per_class``, ``clean_per_class``, ``details``). ``split`` is
     the dataset split of a natural-shift suite's cell. ``model_fingerprint`` and
-    ``dataset_fingerprint`` identify what was measured (``None`` where they could not be taken).
+    ``dataset_fingerprint`` identify what was measured (``None`` where they could not be taken);
+    ``device`` is where the model said it ran.
     """
 
     nodeid: str
@@ -51,6 +52,7 @@ class CellRecord:
     metrics: dict[str, dict[str, Any]] = field(default_factory=dict)
     model_fingerprint: str | None = None
     dataset_fingerprint: str | None = None
+    device: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """JSON-safe fields with the format version (statuses as their value)."""

@@ -43,6 +43,7 @@ from pytest_segrobust.files import remove_stale_temporaries
 from pytest_segrobust.gate import Status, judge
 from pytest_segrobust.limits import time_limit
 from pytest_segrobust.metrics import METRICS
+from pytest_segrobust.models.base import model_device
 from pytest_segrobust.progress import TerminalProgress
 from pytest_segrobust.records import CellRecord
 from pytest_segrobust.report import ReportIncomplete, build_report, write_report
@@ -340,6 +341,7 @@ class SegRobustSession:
             split=key.split,
             model_fingerprint=self._model_fingerprint(suite, key.model),
             dataset_fingerprint=self.bench.dataset_fingerprint(suite, key.split),
+            device=str(model_device(self.bench.model(suite, key.model))),
             metrics={
                 name: {
                     "score": corrupted.metrics[name].score,
@@ -415,6 +417,12 @@ class SegRobustSession:
                 logger.warning("%s: model %s: no fingerprint for the baseline's provenance: %s", suite.path, model, exc)
                 self._fingerprints[key] = None
         return self._fingerprints[key]
+
+    def device_notices(self) -> list[str]:
+        """One line per model that ran on another kind of device than the run asked for."""
+        wanted = self.options.device.type
+        elsewhere = sorted({(r.suite, r.model, r.device) for r in self.records if r.device and torch.device(r.device).type != wanted})
+        return [f"suite {suite}: model {model} ran on {device}, not on the run's {wanted}" for suite, model, device in elsewhere]
 
     def cell_properties(self, nodeid: str) -> list[tuple[str, object]]:
         """A cell's numbers as JUnit properties (what ``record_property`` adds): status, score,
@@ -561,7 +569,7 @@ class SegRobustSession:
         counts = self._cache_counts()
         line = f"clean results: {counts['misses']} computed, {counts['hits']} from cache ({self.options.cache_dir})"
         if counts.get("uncached"):
-            line += f"; {counts['uncached']} not cacheable (model code without readable source)"
+            line += f"; {counts['uncached']} not cacheable (what the model computes cannot be identified; see the warnings)"
         return line
 
     # -- the end of the run -------------------------------------------------------------

@@ -43,6 +43,7 @@ from pytest_segrobust.corruptions import DEFAULT_PRESET, REGISTRY, CorruptionReg
 from pytest_segrobust.corruptions.base import MAX_SEVERITY
 from pytest_segrobust.errors import SegRobustError, SuiteError, UnknownNameError
 from pytest_segrobust.metrics import METRICS
+from pytest_segrobust.models.arrays import ArrayInput, ArrayOutput, ArraySpecError
 from pytest_segrobust.tasks import TASKS, get_task
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
@@ -51,7 +52,10 @@ _KNOWN_KEYS = {
     "metric", "metrics", "tolerance", "batch_size", "seed", "limit", "cd", "timeout", "shifts",
 }
 # The keys of a factory mapping, by where it appears.
-_FACTORY_KEYS = {"dataset": ("factory", "kwargs"), "models": ("name", "factory", "kwargs")}
+_FACTORY_KEYS = {"dataset": ("factory", "kwargs"), "models": ("name", "factory", "kwargs", "input", "output")}
+_ONNX_KEYS = ("name", "onnx", "input", "output")
+_TRANSFORMERS_KEYS = ("name", "transformers", "label_map", "allow_download")
+_SOURCES = ("factory", "onnx", "transformers")
 
 
 @dataclass(frozen=True)
@@ -68,8 +72,30 @@ class FactorySpec:
 
 @dataclass(frozen=True)
 class ModelSpec:
+    """A suite's model: what a factory returns, or an ONNX file (``onnx``, a path).
+
+    ``input`` and ``output`` (the suite's blocks, validated) describe a model that is a
+    function of numpy arrays (:mod:`pytest_segrobust.models.arrays`); an ONNX model reads
+    what its ``input`` leaves out from the file.
+    """
+
     name: str
-    factory: FactorySpec
+    factory: FactorySpec | None = None
+    onnx: str | None = None
+    input: Mapping[str, Any] | None = None
+    output: Mapping[str, Any] | None = None
+    transformers: str | None = None
+    label_map: Mapping[str, str] | None = None
+    allow_download: bool = False
+
+    @property
+    def source(self) -> str:
+        """What builds the model, for messages: the factory's target, the ONNX file or the checkpoint."""
+        if self.factory is not None:
+            return f"factory {self.factory.target}"
+        if self.onnx is not None:
+            return f"onnx model {self.onnx}"
+        return f"transformers model {self.transformers}"
 
 
 @dataclass(frozen=True)
@@ -220,7 +246,7 @@ class _Validator:
         preset = self.string("preset", raw.get("preset", DEFAULT_PRESET))
         if preset not in self.registry.presets():
             raise self.fail("preset", f"unknown preset {preset!r}; known: {', '.join(self.registry.presets())}")
-        models = self.models(self.required(raw, "models"))
+        models = self.models(self.required(raw, "models"), task)
         dataset = self.factory("dataset", self.required(raw, "dataset"))
         return Suite(
             path=self.path,
@@ -370,7 +396,7 @@ class _Validator:
             raise self.fail(f"{field_name}.kwargs", f"expected a mapping, got {kwargs!r}")
         return FactorySpec(target, kwargs)
 
-    def models(self, raw: Any) -> tuple[ModelSpec, ...]:
+    def models(self, raw: Any, task: str = "semantic") -> tuple[ModelSpec, ...]:
         if not isinstance(raw, list) or not raw:
             raise self.fail("models", "expected a non-empty list of {name, factory, kwargs}")
         specs: list[ModelSpec] = []
@@ -381,8 +407,64 @@ class _Validator:
             name = self.name(f"{where}.name", self.required_in(entry, where, "name"))
             if any(s.name == name for s in specs):
                 raise self.fail(f"{where}.name", f"duplicate model name {name!r}")
-            specs.append(ModelSpec(name, self.factory(where, entry, _FACTORY_KEYS["models"])))
+            spec = self.model(where, name, entry)
+            if task != "semantic" and (spec.onnx is not None or spec.input is not None or spec.output is not None):
+                kind = "an ONNX model" if spec.onnx is not None else "a model described by input/output"
+                raise self.fail(where, f"{kind} predicts class ids per pixel: it fits task semantic, not {task}")
+            specs.append(spec)
         return tuple(specs)
+
+    def model(self, where: str, name: str, entry: dict[str, Any]) -> ModelSpec:
+        """One ``models`` entry: ``factory`` (and ``kwargs``), ``onnx`` or ``transformers``, and what goes with it."""
+        if sum(key in entry for key in _SOURCES) != 1:
+            raise self.fail(
+                where,
+                "expected exactly one of 'factory' (a package.module:callable), 'onnx' (a model file) "
+                "and 'transformers' (a checkpoint directory)",
+            )
+        if "transformers" in entry:
+            return self.transformers_model(where, name, entry)
+        input_spec = self.array_block(f"{where}.input", entry.get("input"), ArrayInput)
+        output_spec = self.array_block(f"{where}.output", entry.get("output"), ArrayOutput)
+        if "onnx" in entry:
+            unknown = sorted(str(key) for key in entry if key not in _ONNX_KEYS)
+            if unknown:
+                raise self.fail(f"{where}.{unknown[0]}", f"unknown field of an ONNX model; expected {', '.join(_ONNX_KEYS)}")
+            path = self.string(f"{where}.onnx", entry["onnx"])
+            if not path:
+                raise self.fail(f"{where}.onnx", "expected the path of an .onnx file")
+            return ModelSpec(name, onnx=path, input=input_spec, output=output_spec)
+        if input_spec is not None and output_spec is None:
+            raise self.fail(f"{where}.output", "is required with 'input': what the function returns (kind: logits, ...)")
+        return ModelSpec(name, self.factory(where, entry, _FACTORY_KEYS["models"]), input=input_spec, output=output_spec)
+
+    def transformers_model(self, where: str, name: str, entry: dict[str, Any]) -> ModelSpec:
+        """A Hugging Face checkpoint: ``transformers: dir``, ``label_map: {model label: class}``, ``allow_download``."""
+        unknown = sorted(str(key) for key in entry if key not in _TRANSFORMERS_KEYS)
+        if unknown:
+            raise self.fail(f"{where}.{unknown[0]}", f"unknown field of a transformers model; expected {', '.join(_TRANSFORMERS_KEYS)}")
+        checkpoint = self.string(f"{where}.transformers", entry["transformers"])
+        if not checkpoint:
+            raise self.fail(f"{where}.transformers", "expected a checkpoint directory (or, with allow_download, a hub id)")
+        label_map = entry.get("label_map")
+        if label_map is not None and (
+            not isinstance(label_map, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in label_map.items())
+        ):
+            raise self.fail(f"{where}.label_map", f"expected a mapping of model label to dataset class name, got {label_map!r}")
+        allow = entry.get("allow_download", False)
+        if not isinstance(allow, bool):
+            raise self.fail(f"{where}.allow_download", f"expected true or false, got {allow!r}")
+        return ModelSpec(name, transformers=checkpoint, label_map=label_map, allow_download=allow)
+
+    def array_block(self, field_name: str, raw: Any, spec: type[ArrayInput] | type[ArrayOutput]) -> dict[str, Any] | None:
+        """A model's ``input:`` or ``output:`` mapping, checked by parsing it."""
+        if raw is None:
+            return None
+        try:
+            spec.from_yaml(raw)
+        except ArraySpecError as exc:
+            raise self.fail(f"{field_name}.{exc.field}" if exc.field else field_name, str(exc)) from exc
+        return dict(raw)
 
     def required_in(self, raw: dict[str, Any], where: str, key: str) -> Any:
         if key not in raw:

@@ -23,8 +23,10 @@ from pytest_segrobust.errors import SegRobustError
 from pytest_segrobust.evaluation import CLEAN, CellResult, EvalResult, evaluate
 from pytest_segrobust.identity import UnknownIdentity, code_identity
 from pytest_segrobust.models.adapters import adapt_model
+from pytest_segrobust.models.arrays import ArrayModel
 from pytest_segrobust.models.base import model_device
-from pytest_segrobust.suite import FactorySpec, Suite, load_object
+from pytest_segrobust.models.build import build_model
+from pytest_segrobust.suite import Suite, load_object
 from pytest_segrobust.tasks import get_task
 
 if TYPE_CHECKING:
@@ -66,7 +68,11 @@ class Workbench:
         """The suite's model ``name``, adapted to the suite's task and placed on the run's device."""
         key = (str(suite.path), name)
         if key not in self._models:
-            self._models[key] = _build(suite, suite.model(name).factory, f"models[{name}]", lambda obj: self.adapt(obj, suite.task))
+            spec = suite.model(name)
+            # A checkpoint's labels are matched to the dataset's classes; other models never read them.
+            names = () if spec.transformers is None else tuple(self.dataset(suite, suite.splits[0]).class_names)
+            build = lambda: self.adapt(build_model(spec, self.options.device, suite.task, names), suite.task)  # noqa: E731
+            self._models[key] = _build(suite, spec.source, f"models[{name}]", build)
         return self._models[key]
 
     def adapt(self, obj: Any, task: str) -> Any:
@@ -77,7 +83,8 @@ class Workbench:
         key = (str(suite.path), split)
         if key not in self._datasets:
             where = "dataset" if split is None else f"shifts.splits.{split}"
-            self._datasets[key] = _build(suite, suite.dataset_spec(split), where, lambda obj: obj)
+            spec = suite.dataset_spec(split)
+            self._datasets[key] = _build(suite, f"factory {spec.target}", where, spec.build)
         return self._datasets[key]
 
     def dataset_fingerprint(self, suite: Suite, split: str | None = None) -> str:
@@ -137,16 +144,21 @@ class Workbench:
 
     def _fingerprint(self, suite: Suite, model_name: str, model: Any, split: str | None) -> str | None:
         """The identity of a clean evaluation, or ``None`` where the model's code cannot be identified."""
-        factory = suite.model(model_name).factory
+        spec = suite.model(model_name)
         try:
-            code = code_identity(load_object(factory.target), model)
+            if isinstance(model, ArrayModel) and model.identity is None:
+                raise UnknownIdentity(
+                    f"model {model_name} is a function of arrays without a fingerprint() saying what it computes"
+                )
+            # An ONNX model's identity is its file's digest (in its fingerprint); a factory's is its code.
+            code = "" if spec.factory is None else code_identity(load_object(spec.factory.target), model)
         except UnknownIdentity as exc:
             self.uncached += 1
             logger.warning("%s: the clean result is not cached across runs: %s", suite.path, exc)
             return None
         # The factory call is part of the identity: constructor arguments need not be weights.
         return CleanCache.key(
-            repr(factory),
+            repr(spec),
             model.fingerprint(),
             code,
             suite.task,
@@ -243,14 +255,16 @@ class Workbench:
         return CellResult(corrupted=corrupted, clean=self._clean[key])
 
 
-def _build(suite: Suite, spec: FactorySpec, where: str, convert: Callable[[Any], Any]) -> Any:
-    """Call a suite's factory; any failure but our own becomes an error naming file, field and target."""
+def _build(suite: Suite, source: str, where: str, build: Callable[[], Any]) -> Any:
+    """Build a suite's model or dataset; any failure but our own becomes an error naming file, field and source."""
     try:
-        return convert(spec.build())
-    except SegRobustError:
-        raise
+        return build()
+    except SegRobustError as exc:
+        if str(exc).startswith(str(suite.path)):
+            raise
+        raise type(exc)(f"{suite.path}: {where}: {exc}") from exc  # say which suite's entry it was
     except Exception as exc:
-        raise SegRobustError(f"{suite.path}: {where}: factory {spec.target} failed: {type(exc).__name__}: {exc}") from exc
+        raise SegRobustError(f"{suite.path}: {where}: {source} failed: {type(exc).__name__}: {exc}") from exc
 
 
 class _ProgressLog:

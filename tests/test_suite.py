@@ -187,3 +187,57 @@ def test_shifts_call_the_dataset_factory_per_split_or_name_a_factory_each(tmp_pa
     )
     assert mapped.dataset_spec("a").kwargs == {"size": 2} and mapped.dataset_spec("b").kwargs == {}
     assert load_suite(write(tmp_path, VALID + "corruptions: [rotate]\n", "plain.yaml")).splits == (None,)
+
+
+MODEL_HEAD = """\
+dataset: {factory: tests.fakes:band_scenes}
+corruptions: [rotate]
+models:
+"""
+
+
+@pytest.mark.parametrize(
+    ("entry", "field", "expected"),
+    [
+        ("{name: m, factory: tests.fakes:red_binner, onnx: m.onnx}", "models[0]", "exactly one of 'factory'"),
+        ("{name: m}", "models[0]", "exactly one of 'factory' (a package.module:callable), 'onnx' (a model file) and 'transformers'"),
+        ("{name: m, onnx: m.onnx, transformers: d}", "models[0]", "exactly one of"),
+        ("{name: m, transformers: d, input: {}}", "models[0].input", "unknown field of a transformers model"),
+        ("{name: m, transformers: d, label_map: {a: 1}}", "models[0].label_map", "mapping of model label to dataset class"),
+        ("{name: m, transformers: d, allow_download: 1}", "models[0].allow_download", "expected true or false"),
+        ("{name: m, onnx: m.onnx, kwargs: {a: 1}}", "models[0].kwargs", "unknown field of an ONNX model"),
+        ("{name: m, onnx: ''}", "models[0].onnx", "expected the path of an .onnx file"),
+        ("{name: m, factory: tests.fakes:red_binner, input: {layout: NHWC}}", "models[0].output", "is required with 'input'"),
+        ("{name: m, factory: tests.fakes:red_binner, output: {kind: mask}}", "models[0].output.kind", "expected one of logits"),
+        ("{name: m, onnx: m.onnx, input: {layout: HWC}}", "models[0].input.layout", "expected one of NCHW, NHWC"),
+        ("{name: m, onnx: m.onnx, input: [NHWC]}", "models[0].input", "expected a mapping"),
+        ("{name: m, onnx: m.onnx, output: {kind: labels, treshold: 1}}", "models[0].output.treshold", "unknown field of output"),
+    ],
+)
+def test_a_bad_model_entry_is_named(tmp_path: Path, entry: str, field: str, expected: str) -> None:
+    path = write(tmp_path, MODEL_HEAD + f"  - {entry}\n")
+    with pytest.raises(SuiteError) as info:
+        load_suite(path)
+    assert str(info.value).startswith(f"{path}: field '{field}': ") and expected in str(info.value)
+
+
+def test_onnx_and_array_models_are_semantic_only(tmp_path: Path) -> None:
+    path = write(tmp_path, MODEL_HEAD.replace("corruptions", "task: instance\ncorruptions") + "  - {name: m, onnx: m.onnx}\n")
+    with pytest.raises(SuiteError, match=r"field 'models\[0\]': an ONNX model predicts class ids per pixel: it fits task semantic, not instance"):
+        load_suite(path)
+
+
+def test_model_entries_keep_their_source_and_blocks(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        MODEL_HEAD
+        + "  - {name: a, onnx: nets/a.onnx, input: {mean: [0.5, 0.5, 0.5], std: [0.2, 0.2, 0.2]}}\n"
+        + "  - {name: b, factory: tests.fakes:red_binner, input: {layout: NHWC}, output: {kind: labels}}\n",
+    )
+    a, b = load_suite(path).models
+    assert (a.onnx, a.factory, a.input, a.output, a.source) == (
+        "nets/a.onnx", None, {"mean": [0.5, 0.5, 0.5], "std": [0.2, 0.2, 0.2]}, None, "onnx model nets/a.onnx"
+    )
+    assert (b.factory.target, b.input, b.output, b.source) == (
+        "tests.fakes:red_binner", {"layout": "NHWC"}, {"kind": "labels"}, "factory tests.fakes:red_binner"
+    )

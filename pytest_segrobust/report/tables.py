@@ -587,7 +587,7 @@ def environment(info: Mapping[str, Any]) -> Table:
 
 
 def measured(report_suites: Mapping[str, Mapping[str, Any]]) -> Table:
-    """Per suite and model: seed, images, the dataset's and the model's fingerprints, compute time."""
+    """Per suite and model: where it ran, seed, images, the dataset's and the model's fingerprints, compute time."""
     rows = []
     for suite_name, suite in report_suites.items():
         for row, entry in suite["models"].items():
@@ -600,6 +600,7 @@ def measured(report_suites: Mapping[str, Mapping[str, Any]]) -> Table:
                 (
                     suite_name,
                     row,
+                    "/".join(sorted({str(c["device"]) for c in cells if c.get("device")})) or "–",
                     "–" if suite.get("seed") is None else str(suite["seed"]),
                     "/".join(map(str, images)),
                     short(first.get("dataset_fingerprint")),
@@ -610,7 +611,7 @@ def measured(report_suites: Mapping[str, Mapping[str, Any]]) -> Table:
             )
     return Table(
         "What was measured",
-        ("suite", "model", "seed", "images", "dataset fingerprint", "model fingerprint", "cells", "compute"),
+        ("suite", "model", "device", "seed", "images", "dataset fingerprint", "model fingerprint", "cells", "compute"),
         tuple(rows),
         "Fingerprints longer than 48 characters (digests) are cut to 16 (the JSON report has them whole); "
         "compute is the sum of the cells' evaluation times, clean ones included.",

@@ -70,14 +70,16 @@ def test_regressions_name_further_metrics_and_lower_is_better_numbers() -> None:
     assert [(row[4], row[7]) for row in table.rows] == [("PQ", "-5.00"), ("err", "+2.00")]
 
 
-def test_what_was_measured_shows_seed_images_and_fingerprints() -> None:
+def test_what_was_measured_shows_device_seed_images_and_fingerprints() -> None:
     records = cells("a", 80.0, SCORES_A)
     for r in records:
         r.model_fingerprint, r.dataset_fingerprint = "m" * 64, "d" * 8  # a digest is cut, a short name is not
+        r.device = "cpu"
+    records[-1].device = "cuda:1"  # a model moved between cells shows both
     report = build_report(records, {})
     report["suites"]["s"]["seed"] = 7
     table = tables.measured(report["suites"])
-    assert table.rows == (("s", "a", "7", "4", "`dddddddd`", f"`{'m' * 16}`…", "5", "0.5 s"),)
+    assert table.rows == (("s", "a", "cpu/cuda:1", "7", "4", "`dddddddd`", f"`{'m' * 16}`…", "5", "0.5 s"),)
 
 
 def test_environment_outside_git(tmp_path: Path) -> None:

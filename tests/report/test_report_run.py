@@ -23,7 +23,7 @@ def test_report_of_a_run_says_verdict_provenance_and_shows_worst_images(
     cells = suite["models"]["binner"]["cells"]
     assert {c["model_fingerprint"] for c in cells} != {None} and len({c["model_fingerprint"] for c in cells}) == 1
     assert {c["dataset_fingerprint"] for c in cells} == {"bands-8-32x32-0"}
-    assert "| bands | binner | 0 | 8 | `bands-8-32x32-0` |" in markdown
+    assert "| bands | binner | cpu | 0 | 8 | `bands-8-32x32-0` |" in markdown
     # rotate is geometric: the share of the 32 x 32 frame it keeps, per severity.
     assert list(suite["frame_kept"]["corruptions"]) == ["rotate"] and suite["frame_kept"]["size"] == [32, 32]
     # The worst cell is strong noise; its images that fell most are drawn next to the report.
