@@ -113,7 +113,8 @@ class ArrayInput:
         if self.channels == "BGR":
             x = x.flip(1)
         low, high = self.range
-        x = low + x * (high - low)
+        if (low, high) != (0.0, 1.0):
+            x = low + x * (high - low)
         if self.mean is not None and self.std is not None:
             mean = torch.tensor(self.mean, dtype=x.dtype, device=x.device).view(1, -1, 1, 1)
             std = torch.tensor(self.std, dtype=x.dtype, device=x.device).view(1, -1, 1, 1)
