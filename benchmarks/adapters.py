@@ -102,6 +102,27 @@ def main() -> None:
             model = load_onnx(path)
             rows.append(compare("onnx (float32 NCHW)", lambda: session.run(None, {"images": array}), lambda: model.predict(images), args.repeats, args.batch))
 
+    try:
+        import transformers
+        from transformers import SegformerImageProcessorPil
+
+        from pytest_segrobust.models.transformers import load_transformers
+    except ImportError as exc:
+        rows.append(("transformers", "-", "-", f"skipped: {exc}"))
+    else:
+        with tempfile.TemporaryDirectory() as folder:  # SegFormer-B0's architecture, random weights
+            names = [f"class{k}" for k in range(CLASSES)]
+            config = transformers.SegformerConfig(num_labels=CLASSES, id2label=dict(enumerate(names)), label2id={n: i for i, n in enumerate(names)})
+            torch.manual_seed(0)
+            transformers.SegformerForSemanticSegmentation(config).save_pretrained(folder)
+            SegformerImageProcessorPil(size={"height": SIZE, "width": SIZE}).save_pretrained(folder)
+            model = load_transformers(folder, task="semantic", device=torch.device("cpu"), class_names=names, label_map=None, allow_download=False)
+            with torch.inference_mode():
+                pixels = model.pixel_values(images)
+                rows.append(
+                    compare("transformers SegFormer-B0", lambda: model.network(pixel_values=pixels), lambda: model.predict(images), args.repeats, args.batch)
+                )
+
     header = ("adapter", "bare ms/img", "overhead min ms/img", "overhead median ms/img")
     widths = [max(len(str(r[i])) for r in (header, *rows)) for i in range(len(header))]
     print(f"{SIZE}x{SIZE}, batch {args.batch}, {args.repeats} interleaved repeats, torch threads {torch.get_num_threads()}")

@@ -26,6 +26,7 @@ import torch
 import torch.nn.functional as F
 
 from pytest_segrobust.errors import ModelOutputError
+from pytest_segrobust.models.torch_module import class_ids, require_finite
 
 LAYOUTS = ("NCHW", "NHWC")
 OUTPUT_KINDS = ("logits", "probabilities", "labels")
@@ -194,14 +195,13 @@ class ArrayOutput:
         if array.dim() != 4 or array.shape[0] != batch:
             raise ModelOutputError(f"expected {self.kind} of shape ({batch}, C, H, W) ({self.layout}), got {tuple(array.shape)}")
         scores = array.float() if self.layout == "NCHW" else array.float().permute(0, 3, 1, 2)
-        if not bool(torch.isfinite(scores).all()):
-            raise ModelOutputError(f"the model returned NaN or infinite {self.kind}")
+        require_finite(scores, self.kind)
         if tuple(scores.shape[-2:]) != size:
             scores = F.interpolate(scores, size=size, mode="bilinear", align_corners=False)
         if scores.shape[1] == 1:
             default = 0.5 if self.kind == "probabilities" else 0.0
             return (scores[:, 0] > (default if self.threshold is None else self.threshold)).long()
-        return scores.argmax(dim=1)
+        return class_ids(scores)
 
     def _select(self, output: Any) -> Any:
         if isinstance(output, Mapping):

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from pytest_segrobust.models.torch_module import logits_at_input_size
+from pytest_segrobust.models.torch_module import class_ids, logits_at_input_size
 
 # The diagonal neighbours of a pixel as (row, column) offsets; runs along rows and columns
 # cover the other four.
@@ -226,7 +226,7 @@ class ComponentPanoptic(nn.Module):
             images: ``(B, 3, H, W)``; return: ``B`` dicts with ``segments`` ``(H, W)`` int64,
             ``ids`` ``(S,)`` and ``labels`` ``(S,)`` int64.
         """
-        classes = logits_at_input_size(self.module(images), images).argmax(dim=1)
+        classes = class_ids(logits_at_input_size(self.module(images), images))
         stuff = torch.tensor(self.stuff, dtype=torch.int64, device=classes.device)
         is_stuff = torch.isin(classes, stuff)
         # Stuff pixels are background to the components, so only thing regions get ids.

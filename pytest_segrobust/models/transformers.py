@@ -49,7 +49,7 @@ import torch.nn.functional as F
 
 from pytest_segrobust.errors import SegRobustError
 from pytest_segrobust.models.base import InstancePredictions, PanopticPredictions
-from pytest_segrobust.models.torch_module import module_fingerprint, require_finite
+from pytest_segrobust.models.torch_module import class_ids, module_fingerprint, require_finite
 
 _INSTALL = 'pip install "pytest-segrobust[transformers]"'
 # Mask-classification models whose image processors post-process all three tasks.
@@ -434,7 +434,7 @@ class TransformersSegmenter(_TransformersModel):
         require_finite(logits, "logits")
         table = self.labels.table(logits.device)
         logits = logits.masked_fill((table < 0).view(1, -1, 1, 1), float("-inf"))
-        return table[logits.argmax(dim=1)]
+        return table[class_ids(logits)]
 
 
 class _UniversalModel(_TransformersModel):
