@@ -1,0 +1,162 @@
+"""Counter-based random numbers that are the same on every device: Philox-4x32-10 in plain torch.
+
+``torch.Generator`` streams differ between CPU and CUDA, so a baseline recorded on a CPU
+runner would be compared with other corrupted pixels on a GPU machine. Philox (Salmon et
+al., "Parallel random numbers: as easy as 1, 2, 3", SC 2011; the generator of cuRAND and of
+JAX) is a pure function ``(counter, key) -> 4 x 32 random bits``: written here with 64-bit
+integer tensor ops only (each 32 x 32-bit product split into 16-bit halves, so nothing
+overflows), it gives bit-identical words on CPU, CUDA and MPS, for any batch.
+
+A sample's 63-bit seed (:func:`pytest_segrobust.seeding.sample_seed`) is the key; the
+counter is ``(block, stream, 0, 0)``, so every ``stream`` (one per kind of draw inside a
+corruption) is an independent sequence and no draw depends on another's length.
+
+Derived draws, and how exact they are across devices:
+
+* :func:`uniform`: the top 24 bits times 2^-24, exact in float32 everywhere;
+* :func:`integers`: Lemire's multiply-shift of 32 random bits (spans up to 2^31), exact
+  everywhere (bias below ``(high - low) / 2**32``, far below anything a corruption can show);
+* :func:`normal`: Box-Muller from two uniforms; ``log``, ``sqrt`` and ``cos`` are computed
+  in float64, where vendors' libraries differ by at most an ulp or two (~1e-15 relative),
+  then rounded to float32: the results agree to the last float32 bit except where that
+  rounding falls on a tie of float64 noise, a difference of 1 float32 ulp at most;
+* :func:`poisson`: inversion of the CDF for rates up to :data:`POISSON_INVERSION_LIMIT`
+  (exact given the uniforms, up to the float64 rounding of the CDF's terms; one pass over
+  the field per unit of the largest variate drawn), and a rounded normal approximation
+  with continuity correction above it, where the two distributions differ by less than 1%
+  in total variation.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+
+_MULTIPLIERS = (0xD2511F53, 0xCD9E8D57)
+_WEYL = (0x9E3779B9, 0xBB67AE85)  # the key schedule's increments (golden ratio, sqrt(3) - 1)
+_MASK32 = 0xFFFFFFFF
+_MASK16 = 0xFFFF
+ROUNDS = 10
+# Rates up to this draw Poisson variates by inverting the CDF; above it, a normal approximation.
+POISSON_INVERSION_LIMIT = 256.0
+
+
+def philox4x32(counter: torch.Tensor, key: torch.Tensor, rounds: int = ROUNDS) -> torch.Tensor:
+    """The Philox-4x32 block function.
+
+    Args:
+        counter: ``(..., 4)`` int64 tensor of 32-bit words.
+        key: ``(..., 2)`` int64 tensor of 32-bit words, broadcastable with ``counter``'s batch.
+        rounds: 10 for Philox-4x32-10.
+
+    Returns:
+        ``(..., 4)`` int64 tensor of 32 random bits each.
+    """
+    if counter.dtype != torch.int64 or key.dtype != torch.int64:
+        raise TypeError("counter and key are int64 tensors of 32-bit words")
+    c0, c1, c2, c3 = counter.unbind(-1)
+    k0, k1 = key.unbind(-1)
+    for _ in range(rounds):
+        hi0, lo0 = _mul_hi_lo(c0, _MULTIPLIERS[0])
+        hi1, lo1 = _mul_hi_lo(c2, _MULTIPLIERS[1])
+        c0, c1, c2, c3 = hi1 ^ c1 ^ k0, lo1, hi0 ^ c3 ^ k1, lo0
+        k0, k1 = (k0 + _WEYL[0]) & _MASK32, (k1 + _WEYL[1]) & _MASK32
+    return torch.stack(torch.broadcast_tensors(c0, c1, c2, c3), dim=-1)
+
+
+def _mul_hi_lo(value: torch.Tensor, multiplier: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The high and low 32 bits of ``value * multiplier`` for 32-bit operands, in int64 without overflow."""
+    m_hi, m_lo = multiplier >> 16, multiplier & _MASK16
+    v_hi, v_lo = value >> 16, value & _MASK16
+    low_low, low_high, high_low = v_lo * m_lo, v_lo * m_hi, v_hi * m_lo
+    middle = (low_low >> 16) + (low_high & _MASK16) + (high_low & _MASK16)
+    low = ((middle & _MASK16) << 16) | (low_low & _MASK16)
+    high = v_hi * m_hi + (low_high >> 16) + (high_low >> 16) + (middle >> 16)
+    return high, low
+
+
+def random_bits(seeds: Sequence[int], count: int, device: torch.device | str, stream: int = 0) -> torch.Tensor:
+    """``count`` random 32-bit words per seed, from blocks ``0, 1, ...`` of the seed's ``stream``.
+
+    Returns:
+        ``(len(seeds), count)`` int64 tensor of values in ``[0, 2**32)``.
+    """
+    if not 0 <= stream <= _MASK32:
+        raise ValueError(f"stream must be a 32-bit number, got {stream}")
+    if any(not 0 <= s < 2**64 for s in seeds):
+        raise ValueError("seeds are unsigned 64-bit numbers")
+    blocks = -(-count // 4)
+    keys = torch.tensor([[s & _MASK32, s >> 32] for s in seeds], dtype=torch.int64, device=device).view(-1, 1, 2)
+    counters = torch.zeros(blocks, 4, dtype=torch.int64, device=device)
+    counters[:, 0] = torch.arange(blocks, device=device)
+    counters[:, 1] = stream
+    words = philox4x32(counters.unsqueeze(0), keys)  # (B, blocks, 4)
+    return words.reshape(len(seeds), blocks * 4)[:, :count]
+
+
+def uniform(seeds: Sequence[int], shape: Sequence[int], device: torch.device | str, stream: int = 0) -> torch.Tensor:
+    """``U[0, 1)`` float32 draws of ``shape`` per seed, multiples of 2^-24, identical on every device.
+
+    Returns:
+        ``(len(seeds), *shape)`` float32.
+    """
+    bits = random_bits(seeds, math.prod(shape), device, stream)
+    return ((bits >> 8).to(torch.float32) * 2.0**-24).view(len(seeds), *shape)
+
+
+def integers(
+    seeds: Sequence[int], low: int, high: int, shape: Sequence[int], device: torch.device | str, stream: int = 0
+) -> torch.Tensor:
+    """Integers in ``[low, high)`` of ``shape`` per seed (int64)."""
+    span = high - low
+    if not 0 < span <= 2**31:  # so that 32 random bits times the span stay below 2**63
+        raise ValueError(f"expected low < high within 2**31 of each other, got [{low}, {high})")
+    bits = random_bits(seeds, math.prod(shape), device, stream)
+    return ((bits * span) >> 32).view(len(seeds), *shape) + low
+
+
+def normal(seeds: Sequence[int], shape: Sequence[int], device: torch.device | str, stream: int = 0) -> torch.Tensor:
+    """Standard normal float32 draws of ``shape`` per seed (Box-Muller, both outputs used)."""
+    count = math.prod(shape)
+    pairs = -(-count // 2)
+    bits = random_bits(seeds, 2 * pairs, device, stream).to(torch.float64)
+    # 32-bit uniforms on (0, 1] for the radius (log(0) never happens) and [0, 1) for the angle.
+    radius = torch.sqrt(-2.0 * torch.log((bits[:, 0::2] + 1.0) * 2.0**-32))
+    angle = (2.0 * math.pi * 2.0**-32) * bits[:, 1::2]
+    values = torch.cat([radius * torch.cos(angle), radius * torch.sin(angle)], dim=1)[:, :count]
+    return values.to(torch.float32).view(len(seeds), *shape)
+
+
+def poisson(seeds: Sequence[int], rates: torch.Tensor, stream: int = 0) -> torch.Tensor:
+    """One Poisson variate per rate; ``rates`` is ``(B, ...)``, a batch of rate fields (float).
+
+    Returns:
+        Float tensor of ``rates``' shape and dtype holding non-negative integers.
+    """
+    if rates.shape[0] != len(seeds):
+        raise ValueError(f"{len(seeds)} seeds for a batch of {rates.shape[0]} rate fields")
+    if bool((rates < 0).any()) or not bool(torch.isfinite(rates).all()):
+        raise ValueError("Poisson rates must be finite and non-negative")
+    shape = tuple(rates.shape[1:])
+    lam = rates.to(torch.float64)
+    u = uniform(seeds, shape, rates.device, stream).to(torch.float64)
+    small = lam <= POISSON_INVERSION_LIMIT
+    # Inversion: the smallest k with CDF(k) > u, walking k up while the CDF is below u.
+    term = torch.exp(-torch.where(small, lam, torch.zeros_like(lam)))
+    cdf = term.clone()
+    k = torch.zeros_like(lam)
+    steps = int(POISSON_INVERSION_LIMIT + 12 * math.sqrt(POISSON_INVERSION_LIMIT) + 32)
+    for step in range(1, steps + 1):
+        below = small & (cdf <= u)
+        if not bool(below.any()):
+            break
+        term = torch.where(below, term * lam / step, term)
+        cdf = cdf + torch.where(below, term, torch.zeros_like(term))
+        k = k + below.to(k.dtype)
+    # Above the limit: N(lam, lam) rounded, from its own stream of normals.
+    if not bool(small.all()):
+        z = normal(seeds, shape, rates.device, stream + 1).to(torch.float64)
+        k = torch.where(small, k, torch.clamp(torch.floor(lam + torch.sqrt(lam) * z + 0.5), min=0))
+    return k.to(rates.dtype)
