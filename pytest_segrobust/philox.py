@@ -67,14 +67,16 @@ def philox4x32(counter: torch.Tensor, key: torch.Tensor, rounds: int = ROUNDS) -
 
 
 def _mul_hi_lo(value: torch.Tensor, multiplier: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The high and low 32 bits of ``value * multiplier`` for 32-bit operands, in int64 without overflow."""
-    m_hi, m_lo = multiplier >> 16, multiplier & _MASK16
-    v_hi, v_lo = value >> 16, value & _MASK16
-    low_low, low_high, high_low = v_lo * m_lo, v_lo * m_hi, v_hi * m_lo
-    middle = (low_low >> 16) + (low_high & _MASK16) + (high_low & _MASK16)
-    low = ((middle & _MASK16) << 16) | (low_low & _MASK16)
-    high = v_hi * m_hi + (low_high >> 16) + (high_low >> 16) + (middle >> 16)
-    return high, low
+    """The high and low 32 bits of ``value * multiplier`` for 32-bit operands, in int64 without overflow.
+
+    With ``multiplier = m_hi * 2**16 + m_lo``: ``b = value * m_hi`` and ``a = value * m_lo`` are
+    below 2**48, and ``value * multiplier = (b >> 16) * 2**32 + t`` with
+    ``t = a + (b & 0xFFFF) * 2**16`` below 2**49.
+    """
+    b = value * (multiplier >> 16)
+    t = (b & _MASK16).bitwise_left_shift_(16).add_(value * (multiplier & _MASK16))
+    high = b.bitwise_right_shift_(16).add_(t >> 32)
+    return high, t.bitwise_and_(_MASK32)
 
 
 def random_bits(seeds: Sequence[int], count: int, device: torch.device | str, stream: int = 0) -> torch.Tensor:
