@@ -53,17 +53,15 @@ def resample_weights(images: int, resamples: int, seed: int) -> np.ndarray:
 
 
 def miou_of_counts(counts: np.ndarray) -> np.ndarray:
-    """mIoU in percent from summed counts ``(..., K, 3)`` (TP, FP, FN per class).
+    """mIoU in percent from summed counts ``(..., K, 3)`` (TP, FP, FN per class): the ``miou``
+    metric's :meth:`~pytest_segrobust.metrics.miou.MeanIoU.score_of`.
 
     Classes with no pixel in truth or prediction (a zero denominator) are left out of the
     mean, as the dataset-level metric does; a resample with no class at all is NaN.
     """
-    tp, fp, fn = counts[..., 0], counts[..., 1], counts[..., 2]
-    union = tp + fp + fn
-    present = union > 0
-    iou = np.where(present, tp / np.where(present, union, 1), 0.0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return 100.0 * iou.sum(axis=-1) / present.sum(axis=-1)
+    from pytest_segrobust.metrics.miou import MeanIoU
+
+    return MeanIoU.score_of(counts)
 
 
 def mean_of_values(values: np.ndarray) -> np.ndarray:

@@ -136,3 +136,31 @@ def test_a_true_drop_beyond_the_margin_is_found() -> None:
         for _ in range(50)
     )
     assert found >= 48
+
+
+def test_the_miou_metric_keeps_each_images_counts_in_order() -> None:
+    import torch
+
+    from pytest_segrobust.metrics.base import MetricContext
+    from pytest_segrobust.metrics.miou import MeanIoU
+    from pytest_segrobust.types import SemanticMask
+
+    rng = np.random.default_rng(3)
+    truth = rng.integers(0, 4, size=(5, 6, 6))
+    truth[0, 0, :3] = 255  # ignored pixels count nowhere
+    prediction = np.where(rng.random(truth.shape) < 0.6, np.where(truth == 255, 0, truth), rng.integers(0, 4, size=truth.shape))
+    metric = MeanIoU(MetricContext(class_names=("a", "b", "c", "d", "e"), ignore_index=255))
+    for part in (slice(0, 2), slice(2, 5)):  # two batches
+        batch = {"mask": SemanticMask(torch.from_numpy(truth[part]), ignore_index=255)}
+        metric.update(torch.from_numpy(prediction[part]), batch)
+    counts = metric.image_statistics()
+    assert counts.shape == (5, 5, 3)
+    scored = truth != 255
+    expected = per_image_counts(np.where(scored, truth, -1), np.where(scored, prediction, -2), classes=5)
+    np.testing.assert_array_equal(counts, expected)
+    assert float(MeanIoU.score_of(counts.sum(0))) == pytest.approx(metric.compute().score)
+    restored = MeanIoU(metric.context)
+    restored.load_state_dict(metric.state_dict())
+    np.testing.assert_array_equal(restored.image_statistics(), counts)
+    restored.merge(metric)
+    np.testing.assert_array_equal(restored.image_statistics(), np.concatenate([counts, counts]))

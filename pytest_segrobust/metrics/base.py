@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, ClassVar
 
+import numpy as np
 import torch
 
 from pytest_segrobust.types import Batch, Field
@@ -131,6 +132,21 @@ class Metric(ABC):
     def compute(self) -> MetricResult:
         """The numbers of everything added so far; the states are left as they are."""
 
+    def image_statistics(self) -> np.ndarray | None:
+        """Per-image sufficient statistics ``(N, ...)``, in the order the images were added, or
+        ``None`` for a metric that keeps none.
+
+        Summed over any multiset of the images (a bootstrap resample), they give that
+        multiset's score through :meth:`score_of`: the paired statistics of
+        :mod:`pytest_segrobust.stats` need nothing else.
+        """
+        return None
+
+    @classmethod
+    def score_of(cls, summed: np.ndarray) -> np.ndarray:
+        """The score of summed per-image statistics ``(..., *S)`` -> ``(...)`` (vectorised over resamples)."""
+        raise NotImplementedError(f"metric {cls.name} keeps no per-image statistics")
+
     @classmethod
     def scale(cls) -> float:
         """Width of the metric's scale (100 for a percentage)."""
@@ -157,10 +173,7 @@ class Metric(ABC):
         out: dict[str, Any] = {}
         for name in self.states:
             value = getattr(self, name)
-            if isinstance(value, torch.Tensor):
-                out[name] = {"dtype": str(value.dtype).removeprefix("torch."), "values": value.cpu().tolist()}
-            else:
-                out[name] = value
+            out[name] = [_tensor_json(v) for v in value] if isinstance(value, list) else _tensor_json(value)
         return out
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -170,9 +183,21 @@ class Metric(ABC):
             raise ValueError(f"{self.name}: state lacks {', '.join(missing)}")
         for name in self.states:
             value = state[name]
-            if isinstance(value, dict) and set(value) == {"dtype", "values"}:
-                value = torch.tensor(value["values"], dtype=getattr(torch, value["dtype"]), device=self.context.device)
-            setattr(self, name, value)
+            if isinstance(value, list):
+                value = [self._tensor_of(v) for v in value]
+            setattr(self, name, self._tensor_of(value))
+
+    def _tensor_of(self, value: Any) -> Any:
+        if isinstance(value, dict) and set(value) == {"dtype", "values"}:
+            return torch.tensor(value["values"], dtype=getattr(torch, value["dtype"]), device=self.context.device)
+        return value
+
+
+def _tensor_json(value: Any) -> Any:
+    """A tensor as ``{dtype, values}``; anything else as it is."""
+    if isinstance(value, torch.Tensor):
+        return {"dtype": str(value.dtype).removeprefix("torch."), "values": value.cpu().tolist()}
+    return value
 
 
 def check_score(metric: type[Metric], score: float) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from pytest_segrobust.errors import ModelOutputError
@@ -93,6 +94,23 @@ def checked_class_ids(
     return pred, gt, valid
 
 
+def image_confusion_counts(predictions: torch.Tensor, targets: torch.Tensor, num_classes: int, ignore_index: int) -> torch.Tensor:
+    """``counts[b, gt, pred]`` per image of one batch, on the inputs' device (one ``bincount``).
+
+    Shape:
+        predictions, targets: ``(B, H, W)`` integer class ids; return: ``(B, K, K)``, int64.
+
+    Raises:
+        ModelOutputError: when a prediction or a ground-truth label is outside ``0..K-1``.
+    """
+    k = num_classes
+    pred, gt, valid = checked_class_ids(predictions, targets, k, ignore_index)
+    batch = pred.shape[0]
+    offset = (torch.arange(batch, device=pred.device) * (k * k)).view(-1, *([1] * (pred.dim() - 1)))
+    index = torch.where(valid, offset + torch.where(valid, gt, 0) * k + pred, batch * k * k)
+    return torch.bincount(index.flatten(), minlength=batch * k * k + 1)[: batch * k * k].view(batch, k, k)
+
+
 def confusion_counts(predictions: torch.Tensor, targets: torch.Tensor, num_classes: int, ignore_index: int) -> torch.Tensor:
     """``counts[gt, pred]`` of one batch, on the inputs' device.
 
@@ -117,19 +135,40 @@ class MeanIoU(Metric):
     name = "miou"
     label = "mIoU"
     accepts = (SemanticMask,)
-    states = {"matrix": Reduction.SUM}
+    # The matrix, and per image its TP, FP and FN per class (for paired statistics).
+    states = {"matrix": Reduction.SUM, "images": Reduction.CONCAT}
 
     def reset(self) -> None:
         k = len(self.context.class_names)
         self.matrix = torch.zeros(k, k, dtype=torch.int64, device=self.context.device)
+        self.images: list[torch.Tensor] = []
 
     def update(self, predictions: torch.Tensor, batch: Batch) -> None:
         mask = field_of(batch, SemanticMask)
-        self.matrix += confusion_counts(predictions, mask.data, len(self.context.class_names), mask.ignore_index)
+        per_image = image_confusion_counts(predictions, mask.data, len(self.context.class_names), mask.ignore_index)
+        self.matrix += per_image.sum(dim=0)
+        tp = per_image.diagonal(dim1=1, dim2=2)
+        self.images.append(torch.stack([tp, per_image.sum(dim=1) - tp, per_image.sum(dim=2) - tp], dim=-1).cpu())
 
     def compute(self) -> MetricResult:
         iou = iou_from_confusion(self.matrix)
         return MetricResult(iou.miou, iou.per_class)
+
+    def image_statistics(self) -> np.ndarray:
+        """``(N, K, 3)``: each image's true positives, false positives and false negatives per class."""
+        k = len(self.context.class_names)
+        parts = [torch.as_tensor(part).reshape(-1, k, 3).cpu() for part in self.images]
+        return torch.cat(parts).numpy() if parts else np.zeros((0, k, 3), dtype=np.int64)
+
+    @classmethod
+    def score_of(cls, summed: np.ndarray) -> np.ndarray:
+        """mIoU in percent of summed ``(..., K, 3)`` counts, over the classes present (NaN if none)."""
+        tp, fp, fn = summed[..., 0], summed[..., 1], summed[..., 2]
+        union = tp + fp + fn
+        present = union > 0
+        iou = np.where(present, tp / np.where(present, union, 1), 0.0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return 100.0 * iou.sum(axis=-1) / present.sum(axis=-1)
 
 
 def iou_from_confusion(matrix: torch.Tensor) -> IoUResult:
