@@ -4,7 +4,7 @@ Images of 512x512, severity 3. Ours runs a batch of 16 on the chosen device; the
 runs image by image (as it must). Run in the throwaway environment of
 benchmarks/_reference.py (``--no-reference`` runs ours alone, anywhere):
 
-    python benchmarks/corruptions.py [--device cpu|cuda] [--batch 16] [--size 512]
+    python benchmarks/corruptions.py [--device cpu|cuda] [--batch 16] [--size 512] [--only glass_blur,frost]
 """
 
 from __future__ import annotations
@@ -38,6 +38,8 @@ def main() -> None:
     parser.add_argument("--severity", type=int, default=3)
     parser.add_argument("--preset", default="imagenet-c")
     parser.add_argument("--no-reference", action="store_true")
+    parser.add_argument("--only", default="", help="comma-separated corruption names")
+    parser.add_argument("--repeats", type=int, default=2, help="timed runs of ours per corruption")
     args = parser.parse_args()
 
     device = torch.device(args.device)
@@ -54,8 +56,11 @@ def main() -> None:
     print("| corruption | ours ms/image | ours images/s | reference ms/image | speed-up |")
     print("|---|---:|---:|---:|---:|")
     ours_total = reference_total = 0.0
+    wanted = set(args.only.split(",")) if args.only else None
     for corruption in REGISTRY.available(args.preset):
-        per_batch = timed(lambda: corruption(images, args.severity, seeds), repeats=2)
+        if wanted is not None and corruption.name not in wanted:
+            continue
+        per_batch = timed(lambda: corruption(images, args.severity, seeds), repeats=args.repeats)
         ours = per_batch / args.batch
         ours_total += ours
         if reference is None:

@@ -128,10 +128,10 @@ class GaussianBlur(PhotometricCorruption[GaussianBlurParams]):
 
 
 class GlassBlur(PhotometricCorruption[GlassBlurParams]):
-    """Frosted glass: blur, 8-bit quantise, random local pixel displacement, blur again.
+    """Frosted glass: blur, 8-bit quantise, chains of random local pixel swaps, blur again.
 
-    The reference's sequential pixel swaps become one vectorised random displacement per
-    pass (same neighbourhood, drawn from each image's generator); see
+    The reference's sequential pixel swaps are reproduced exactly (offsets drawn from each
+    image's generator), without a loop over pixels; see
     :func:`~pytest_segrobust.corruptions.functional.blur.glass_blur`.
     """
 

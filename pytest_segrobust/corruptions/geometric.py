@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 
@@ -42,20 +43,41 @@ class ShearParams:
 SHEAR = SeverityTable(tuple(ShearParams(d) for d in (5, 10, 15, 20, 25)))
 
 
+ShearConvention = Literal["tan", "legacy"]
+"""How a shear angle becomes a matrix: see :class:`Shear`."""
+
+
 class Shear(GeometricCorruption[ShearParams]):
     """imgaug's ``Affine(shear=+/-degrees)``: an x-shear about the image centre.
 
-    Vertical lines tilt by ``angle`` (the source of ``(x, y)`` is ``x + tan(angle) (y - cy)``).
-    imgaug releases differ in the details (older ones went through skimage, whose shear also
-    scales rows by ``cos(angle)``; a later matrix generator uses ``tanh``): we take the plain
-    shear by ``tan(angle)``.
+    imgaug 0.4.0 builds the shear with scikit-image's ``AffineTransform``, whose meaning of
+    ``shear`` changed in scikit-image 0.21, so the same imgaug call gives two geometries:
+
+    * ``convention="tan"`` (the default; imgaug 0.4.0 on scikit-image >= 0.21): vertical
+      lines tilt by ``angle``, rows stay put (the source of ``(x, y)`` is
+      ``(x + tan(angle) (y - cy), y)``).
+    * ``convention="legacy"`` (imgaug 0.4.0 on scikit-image <= 0.20, which the COCO-P authors
+      most likely ran): content shifts by ``sin(angle)`` per row and rows are drawn towards
+      the centre row by ``cos(angle)`` (the source of ``(x, y)`` is
+      ``(x + tan(angle) (y - cy), cy + (y - cy) / cos(angle))``), so the top and bottom
+      bands read from outside the frame.
+
+    Either way the labels move with the image.
     """
+
+    def __init__(
+        self, name: str, category: Category, table: SeverityTable[ShearParams], convention: ShearConvention = "tan"
+    ) -> None:
+        super().__init__(name, category, table)
+        if convention not in ("tan", "legacy"):
+            raise ValueError(f"unknown shear convention {convention!r}: expected 'tan' or 'legacy'")
+        self.convention = convention
 
     def sampling_coordinates(
         self, params: ShearParams, rngs: list[torch.Generator], height: int, width: int, device: torch.device
     ) -> torch.Tensor:
         angles = Fn.random_signs(rngs, device).to(torch.float64) * params.degrees
-        matrices = Fn.shear_x_about_centre(angles, height, width)
+        matrices = Fn.shear_x_about_centre(angles, height, width, squeeze_rows=self.convention == "legacy")
         return Fn.affine_coordinates(matrices, height, width).to(torch.float32)
 
 
@@ -147,6 +169,8 @@ class GeometricDistortion(GeometricCorruption[RadialDistortionParams]):
 # One instance per severity table; the presets in registry.py list them, in each paper's order.
 rotate = Rotate("rotate", Category.CAMERA, ROTATE)
 shear = Shear("shear", Category.DIGITAL, SHEAR)
+shear_legacy = Shear("shear", Category.DIGITAL, SHEAR, convention="legacy")
+"""COCO-P's shear as imgaug 0.4.0 drew it on scikit-image <= 0.20; a suite option swaps it for ``shear``."""
 translate = Translate("translate", Category.CAMERA, TRANSLATE)
 elastic_transform = ElasticTransform("elastic_transform", Category.DIGITAL, ELASTIC)
 geometric_distortion = GeometricDistortion("geometric_distortion", Category.CAMERA, RADIAL_DISTORTION)

@@ -58,6 +58,18 @@ class Preset:
         return Preset(self.name, self.description, (*self.corruptions, corruption))
 
 
+def _coco_p(shear: Corruption[Any]) -> tuple[Corruption[Any], ...]:
+    # Schiappa et al.'s 17, in their order, with one of the two shear conventions.
+    return (
+        noise.gaussian_noise, noise.shot_noise_coco_p, noise.impulse_noise, noise.speckle_noise_coco_p,
+        blur.defocus_blur, blur.motion_blur_coco_p, blur.zoom_blur_coco_p,
+        compression.jpeg_compression, compression.pixelate,
+        digital.contrast_coco_p, shear,
+        geometric.rotate, geometric.translate,
+        digital.brightness_coco_p, digital.darkness, weather.fog, weather.snow,
+    )
+
+
 # Kamann & Rother's Cityscapes-C reuses ImageNet-C's instances (and so its tables); an
 # instance shared by presets is one object.
 PRESETS: Mapping[str, Preset] = MappingProxyType(
@@ -67,14 +79,12 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
             Preset(
                 "coco-p",
                 "Schiappa et al., COCO-P / ADE20K-P: 17 corruptions x 5 severities",
-                (
-                    noise.gaussian_noise, noise.shot_noise_coco_p, noise.impulse_noise, noise.speckle_noise_coco_p,
-                    blur.defocus_blur, blur.motion_blur_coco_p, blur.zoom_blur_coco_p,
-                    compression.jpeg_compression, compression.pixelate,
-                    digital.contrast_coco_p, geometric.shear,
-                    geometric.rotate, geometric.translate,
-                    digital.brightness_coco_p, digital.darkness, weather.fog, weather.snow,
-                ),
+                _coco_p(geometric.shear),
+            ),
+            Preset(
+                "coco-p-legacy-shear",
+                "COCO-P with shear as imgaug 0.4.0 drew it on scikit-image <= 0.20 (sin shear, rows squeezed by cos)",
+                _coco_p(geometric.shear_legacy),
             ),
             Preset(
                 "imagenet-c",

@@ -43,8 +43,9 @@ class Frost(PhotometricCorruption[FrostParams]):
     """Ice crystals on the lens: the image dimmed and a frost layer added.
 
     The frost layer is procedural (see :func:`~pytest_segrobust.corruptions.functional.frost_layer`):
-    ImageNet-C crops one of six frost photographs, which this package does not ship; each
-    image here crops one of six procedural textures, built once per size and cached.
+    ImageNet-C crops one of its frost photographs, which this package does not ship; each
+    image here crops one of five procedural textures with the statistics of the five
+    photographs the reference draws from, built once per size and cached.
     """
 
     def corrupt_images(self, images: torch.Tensor, params: FrostParams, rngs: list[torch.Generator]) -> torch.Tensor:
@@ -61,8 +62,9 @@ class Snow(PhotometricCorruption[SnowParams]):
 class Spatter(PhotometricCorruption[SpatterParams]):
     """Water drops (severities 1-3) or mud splashes (4-5) on the lens.
 
-    Water shading approximates the reference's Canny edges by the liquid mask's boundary
-    (see :func:`~pytest_segrobust.corruptions.functional.weather.water_shading`).
+    Water shading uses the reference's operators: OpenCV's Canny and distance transform on
+    the CPU when OpenCV is installed, torch ports of them otherwise (see
+    :func:`~pytest_segrobust.corruptions.functional.weather.water_shading`).
     """
 
     def corrupt_images(self, images: torch.Tensor, params: SpatterParams, rngs: list[torch.Generator]) -> torch.Tensor:

@@ -311,18 +311,17 @@ def test_zoom_blur_matches_the_reference_clipped_zoom(size: tuple[int, int], sev
     np.testing.assert_allclose(ours, reference_zoom_blur(pixels, factors), atol=1e-6)
 
 
-def test_local_shuffle_reads_only_neighbours_and_keeps_the_border_band() -> None:
+def test_local_shuffle_keeps_the_first_row_and_column_and_swaps_permute() -> None:
     h, w, delta = 20, 24, 3
     images = torch.arange(h * w, dtype=torch.float64).view(1, 1, h, w)
     offsets = torch.randint(-delta, delta, (1, 2, h, w), generator=torch.Generator().manual_seed(0))
-    out = Fn.local_shuffle(images, offsets, delta)[0, 0]
-    source_y, source_x = out.long() // w, out.long() % w
-    y, x = torch.meshgrid(torch.arange(h), torch.arange(w), indexing="ij")
-    assert bool(((source_y - y).abs() <= delta).all() and ((source_x - x).abs() <= delta).all())
-    inside = (y > delta) & (y <= h - delta) & (x > delta) & (x <= w - delta)
-    assert torch.equal(out[~inside], images[0, 0][~inside])
-    assert torch.equal(source_y[inside] - y[inside], offsets[0, 0][inside])
-    assert torch.equal(source_x[inside] - x[inside], offsets[0, 1][inside])
+    for swap in (False, True):
+        out = Fn.local_shuffle(images, offsets, delta, swap=swap)[0, 0]
+        # Targets lie in rows and columns 1 .. size - 1: the first row and column never change.
+        assert torch.equal(out[0], images[0, 0, 0]) and torch.equal(out[:, 0], images[0, 0, :, 0])
+        assert not torch.equal(out, images[0, 0])
+        permutes = torch.equal(out.flatten().sort().values, images.flatten())
+        assert permutes == swap  # copies duplicate some pixels and drop others
 
 
 def test_glass_blur_quantises_between_its_blurs() -> None:

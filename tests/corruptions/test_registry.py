@@ -29,7 +29,7 @@ def test_names_cannot_contain_the_composition_separator() -> None:
 def test_unknown_names_and_presets_list_what_is_known() -> None:
     with pytest.raises(UnknownCorruptionError, match="unknown corruption 'nope' in preset 'coco-p'; known: .*gaussian_noise"):
         REGISTRY.get("nope")
-    with pytest.raises(UnknownCorruptionError, match="unknown preset 'nope'; known: cityscapes-c, coco-p, imagenet-c"):
+    with pytest.raises(UnknownCorruptionError, match="unknown preset 'nope'; known: cityscapes-c, coco-p, coco-p-legacy-shear, imagenet-c"):
         REGISTRY.get("gaussian_noise", preset="nope")
 
 
@@ -98,6 +98,17 @@ PAPER_ORDER = {
 }
 
 
+PAPER_ORDER["coco-p-legacy-shear"] = PAPER_ORDER["coco-p"]
+
+
+def test_legacy_shear_preset_differs_from_coco_p_in_shear_alone() -> None:
+    registry = CorruptionRegistry.builtin()
+    for name in PAPER_ORDER["coco-p"]:
+        legacy, plain = registry.get(name, "coco-p-legacy-shear"), registry.get(name, "coco-p")
+        assert (legacy is plain) == (name != "shear"), name
+    assert registry.get("shear", "coco-p-legacy-shear").convention == "legacy"
+
+
 def test_presets_keep_the_papers_order() -> None:
     registry = CorruptionRegistry.builtin()
     assert registry.presets() == sorted(PAPER_ORDER)
@@ -128,7 +139,7 @@ def test_registering_into_a_new_preset_creates_it() -> None:
     registry = CorruptionRegistry.builtin()
     extra = GaussianNoise("extra_noise", Category.NOISE, GAUSSIAN_NOISE)
     registry.register(extra, presets=("mine",))
-    assert registry.presets() == ["cityscapes-c", "coco-p", "imagenet-c", "mine"]
+    assert registry.presets() == ["cityscapes-c", "coco-p", "coco-p-legacy-shear", "imagenet-c", "mine"]
     assert registry.preset("mine") == [extra]
 
 

@@ -157,10 +157,29 @@ def test_frost_layer_looks_like_frost() -> None:
     assert layer.shape == (3, 3, 96, 128)
     assert 0 <= float(layer.min()) and float(layer.max()) <= 1
     for sample in layer:
-        assert 0.3 < float(sample.mean()) < 0.6
+        assert 0.4 < float(sample.mean()) < 0.9
         assert float(torch.quantile(sample[2].flatten(), 0.99)) > 0.7  # bright crystal streaks
         assert float(sample[2].mean()) > float(sample[0].mean())  # cool, bluish white
     assert not torch.equal(layer[0], layer[1])
+
+
+def test_frost_textures_have_the_photographs_statistics() -> None:
+    from pytest_segrobust.corruptions.functional.weather import _frost
+
+    bank = _frost._frost_bank(_frost._frost_side(160, 160), CPU).float() / 255
+    assert len(bank) == len(_frost.FROST_LOOKS) == _frost.FROST_TEXTURES
+    for texture, look in zip(bank, _frost.FROST_LOOKS):
+        torch.testing.assert_close(texture.mean(dim=(1, 2)), torch.tensor(look.mean_rgb), rtol=0, atol=0.01)
+        torch.testing.assert_close(texture.flatten(1).std(dim=1), torch.tensor(look.std_rgb), rtol=0.1, atol=0)
+        brightness = texture.mean(0).flatten()
+        median = float(brightness.median())
+        assert abs(median - look.quantiles[4]) < 0.02
+        # Fine detail as in the photographs: a good part of the variance above 1/10 cycle per pixel.
+        spectrum = torch.fft.rfft2(texture.mean(0) - texture.mean()).abs() ** 2
+        fy = torch.fft.fftfreq(texture.shape[-2])[:, None]
+        fx = torch.fft.rfftfreq(texture.shape[-1])[None, :]
+        fine = float(spectrum[(fy**2 + fx**2).sqrt() > 0.1].sum() / spectrum.sum())
+        assert 0.2 < fine < 0.7
 
 
 def test_frost_is_the_weighted_sum_of_image_and_layer() -> None:
@@ -198,14 +217,15 @@ def test_gaussian_filter_is_scipys(sigma: tuple[float, float], truncate: float, 
     np.testing.assert_allclose(ours, scipy_gaussian_filter(field, sigma, truncate, mode), rtol=0, atol=1e-12)
 
 
-def test_truncated_distance_is_the_brute_force_euclidean_distance() -> None:
+def test_chamfer_distance_approximates_the_euclidean_distance() -> None:
+    # OpenCV's 5x5 chamfer mask stays within 2% of the Euclidean distance.
     edges = torch.rand(40, 50, generator=torch.Generator().manual_seed(0)) > 0.995
     ys, xs = np.nonzero(edges.numpy())
     gy, gx = np.mgrid[0:40, 0:50]
-    brute = np.sqrt((gy[..., None] - ys) ** 2 + (gx[..., None] - xs) ** 2).min(axis=-1)
-    ours = spatter_internals._truncated_distance(edges, cap=20).numpy()
-    np.testing.assert_allclose(ours, np.minimum(brute, 20), rtol=0, atol=1e-5)
-    assert float(spatter_internals._truncated_distance(torch.zeros(5, 5, dtype=torch.bool), cap=20).min()) == 20
+    brute = np.minimum(np.sqrt((gy[..., None] - ys) ** 2 + (gx[..., None] - xs) ** 2).min(axis=-1), 20)
+    ours = spatter_internals.chamfer_distance(edges, cap=20).numpy()
+    np.testing.assert_allclose(ours, brute, rtol=0.02, atol=1e-5)
+    assert float(spatter_internals.chamfer_distance(torch.zeros(5, 5, dtype=torch.bool), cap=20).min()) == 20
 
 
 def test_equalize_hist_spreads_levels_like_opencv() -> None:

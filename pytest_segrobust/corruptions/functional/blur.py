@@ -7,6 +7,7 @@ fixed, per-pixel computation, so a sample's output never depends on the rest of 
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 
@@ -21,14 +22,17 @@ from pytest_segrobust.corruptions.functional.padding import SMALL_IMAGE, Border
 def glass_blur(
     images: torch.Tensor, sigma: float, max_delta: int, iterations: int, rngs: Sequence[torch.Generator]
 ) -> torch.Tensor:
-    """ImageNet-C's frosted glass: blur, quantise to 8 bits, shuffle pixels locally, blur again.
+    """ImageNet-C's frosted glass: blur, quantise to 8 bits, move pixels locally, blur again.
 
-    The reference swaps pixels one at a time, bottom-right to top-left, each with a random
-    neighbour; a sequential chain of swaps cannot be vectorised exactly. Here each pass
-    replaces every pixel of the same region (rows and columns ``max_delta + 1`` to
-    ``size - max_delta``) by the pixel at a random offset in ``[-max_delta, max_delta)``
-    per axis, drawn from the image's own generator: the same local statistics, one gather
-    per pass. Unlike a swap, a source pixel may be copied twice and another dropped.
+    Each pass reproduces the reference's loop exactly: a cursor visits rows
+    ``H - max_delta`` down to ``max_delta + 1`` and, in each, columns ``W - max_delta`` down
+    to ``max_delta + 1``, and exchanges the pixel under it with the one at a random offset
+    in ``[-max_delta, max_delta)`` per axis (one offset per cursor position, drawn from the
+    image's own generator). The reference writes the exchange as a numpy tuple swap, which
+    on a colour image's ``(3,)`` pixel views copies the neighbour over the pixel and leaves
+    the neighbour as it was (:func:`chained_copy_sources`); on a single-channel image the
+    pixels are scalars and really swap (:func:`chained_swap_sources`). Either way a pixel
+    may move several times within a pass; both are resolved without a loop over pixels.
 
     Shape:
         images: ``(B, C, H, W)``; return: same.
@@ -40,32 +44,199 @@ def glass_blur(
     # does that at random too).
     levels = blurred.mul_(255.0).add_(1e-3).clamp_(0.0, 255.0).to(torch.uint8).to(images.dtype) / 255.0
     span = 2 * max_delta
+    # One draw per pixel codes both offsets, each uniform on [-max_delta, max_delta): code
+    # k is (k // span, k % span) - max_delta, looked up rather than divided.
+    grid = torch.arange(span, device=images.device) - max_delta
+    decode = torch.stack(torch.meshgrid(grid, grid, indexing="ij"), dim=-1).view(span * span, 2)
+    codes = torch.empty(len(rngs), h, w, dtype=torch.long, device=images.device)
+    b, c = images.shape[:2]
     for _ in range(iterations):
-        # One draw per pixel codes both offsets, each uniform on [-max_delta, max_delta).
-        codes = torch.stack([torch.randint(0, span * span, (h, w), generator=g, device=images.device) for g in rngs])
-        offsets = torch.stack([codes // span, codes % span], dim=1) - max_delta
-        levels = local_shuffle(levels, offsets, max_delta)
+        for code, g in zip(codes, rngs):
+            torch.randint(0, span * span, (h, w), generator=g, device=images.device, out=code)
+        if c == 1:
+            sources = chained_swap_sources(decode[codes].permute(0, 3, 1, 2), max_delta)
+        else:
+            sources = _copy_sources((decode[:, 0] * w + decode[:, 1])[codes.view(b, -1)], h, w, max_delta)
+        levels = levels.reshape(b, c, h * w).gather(2, sources[:, None, :].expand(b, c, h * w)).view(b, c, h, w)
     return gaussian_blur(levels, sigma).clamp_(0.0, 1.0)
 
 
-def local_shuffle(images: torch.Tensor, offsets: torch.Tensor, max_delta: int) -> torch.Tensor:
-    """Replace each interior pixel by the one at its ``(dy, dx)`` offset; the border band stays.
+def local_shuffle(images: torch.Tensor, offsets: torch.Tensor, max_delta: int, swap: bool = False) -> torch.Tensor:
+    """One pass of the reference's sequential local exchanges: copies, or with ``swap`` swaps.
 
-    The interior is where the reference swaps: rows ``max_delta + 1 .. H - max_delta`` and
-    the same for columns, so every source lies inside the image.
+    See :func:`chained_copy_sources` and :func:`chained_swap_sources`.
 
     Shape:
-        images: ``(B, C, H, W)``; offsets: ``(B, 2, H, W)`` integer; return: same as images.
+        images: ``(B, C, H, W)``; offsets: ``(B, 2, H, W)`` integer ``(dy, dx)``; return: same as images.
     """
     b, c, h, w = images.shape
-    rows = torch.arange(h, device=images.device)
-    cols = torch.arange(w, device=images.device)
-    inside = ((rows > max_delta) & (rows <= h - max_delta))[:, None] & ((cols > max_delta) & (cols <= w - max_delta))
-    dy = torch.where(inside, offsets[:, 0], 0)
-    dx = torch.where(inside, offsets[:, 1], 0)
-    source = (rows[:, None] + dy) * w + (cols[None, :] + dx)
-    index = source.reshape(b, 1, h * w).expand(b, c, h * w)
+    sources = (chained_swap_sources if swap else chained_copy_sources)(offsets, max_delta)
+    index = sources[:, None, :].expand(b, c, h * w)
     return images.reshape(b, c, h * w).gather(2, index).reshape(b, c, h, w)
+
+
+def chained_copy_sources(offsets: torch.Tensor, max_delta: int) -> torch.Tensor:
+    """Where each pixel's value comes from after one pass of sequential local copies.
+
+    The pass sets, in turn, every cursor position ``p`` (rows and columns
+    ``max_delta + 1 .. size - max_delta``, visited in decreasing raster order) to the value
+    then at ``q = p + offsets[p]``. If ``q`` is a cursor the pass has already visited (later
+    in raster order), that is the value ``q`` was given, so ``p`` takes ``q``'s source;
+    otherwise it is ``q``'s original value. The chains only run forwards in raster order,
+    so following them a few vectorised steps resolves the pass exactly.
+
+    Shape:
+        offsets: ``(B, 2, H, W)`` integer ``(dy, dx)``, each in ``[-max_delta, max_delta)``;
+        return: ``(B, H * W)`` int64 source index (row-major) of every pixel.
+    """
+    h, w = offsets.shape[-2:]
+    steps = (offsets[:, 0].long() * w + offsets[:, 1].long()).flatten(1)
+    return _copy_sources(steps, h, w, max_delta)
+
+
+def _copy_sources(steps: torch.Tensor, height: int, width: int, max_delta: int) -> torch.Tensor:
+    # chained_copy_sources from raster steps (B, H * W): dy * W + dx of every pixel's offset.
+    b, n = steps.shape
+    device = steps.device
+    rows = torch.arange(height, device=device)
+    cols = torch.arange(width, device=device)
+    inside = (
+        ((rows > max_delta) & (rows <= height - max_delta))[:, None]
+        & ((cols > max_delta) & (cols <= width - max_delta))
+    ).flatten()
+    steps = torch.where(inside, steps, 0)
+    target = torch.arange(n, device=device) + steps
+    # A copy from a visited cursor (a later raster position) inherits that cursor's source.
+    inherits = (steps > 0) & inside[target]
+    sources = target.clone()
+    # Chains are followed in global indices over the batch; they never leave their image.
+    flat_target = (target + torch.arange(b, device=device)[:, None] * n).flatten()
+    flat_inherits = inherits.flatten()
+    flat_sources = sources.view(-1)
+    pixel = torch.nonzero(flat_inherits)[:, 0]
+    via = flat_target[pixel]
+    while pixel.numel():
+        onward = flat_inherits[via]
+        done = torch.nonzero(~onward)[:, 0]
+        flat_sources[pixel[done]] = target.view(-1)[via[done]]
+        going = torch.nonzero(onward)[:, 0]
+        pixel, via = pixel[going], flat_target[via[going]]
+    return sources
+
+
+def chained_swap_sources(offsets: torch.Tensor, max_delta: int) -> torch.Tensor:
+    """Where each pixel's content comes from after one pass of sequential local swaps.
+
+    The pass swaps, in turn, the contents of every cursor position ``p`` (rows and columns
+    ``max_delta + 1 .. size - max_delta``, visited in decreasing raster order) and of
+    ``p + offsets[p]``. Each content is traced back through the swaps that touched it: a
+    position ``c`` is touched by its own cursor's swap and by those of the cursors whose
+    offset ``o`` lands on it (cursor ``c - o``), at most one per offset, and the times of
+    these swaps are ordered by the offset alone (lexicographically). One bit per offset
+    records, for every position, which swaps touch it; each step of the trace then finds
+    the latest earlier swap with a few elementwise operations. A content moves about twice
+    per pass on average, so a pass costs a few vectorised sweeps and yields exactly the
+    permutation of the sequential loop. Image by image: a sample's result never depends
+    on its batch.
+
+    Shape:
+        offsets: ``(B, 2, H, W)`` integer ``(dy, dx)``, each in ``[-max_delta, max_delta)``;
+        return: ``(B, H * W)`` int64 source index (row-major) of every pixel.
+    """
+    b, _, h, w = offsets.shape
+    device = offsets.device
+    span = 2 * max_delta
+    rows = torch.arange(h, device=device)
+    cols = torch.arange(w, device=device)
+    inside = ((rows > max_delta) & (rows <= h - max_delta))[:, None] & ((cols > max_delta) & (cols <= w - max_delta))
+    # Bit ``slot`` of a position's mask: a swap by the offset of that slot lands there;
+    # slots are lexicographic in (dy, dx), and ``own`` (the zero offset) is the position's
+    # own cursor swap. A cursor's swap is earlier than another's at the same position
+    # exactly when its slot is lower.
+    own = max_delta * span + max_delta
+    grid = torch.arange(-max_delta, max_delta, device=device)
+    slot_step = (grid[:, None] * w + grid[None, :]).flatten()  # raster step of each slot
+    below = [(1 << k) - 1 if k < 64 else -1 for k in range(span * span + 1)]
+    below = torch.tensor([v - (1 << 64) if v >= 1 << 63 else v for v in below], device=device)
+    return torch.stack(
+        [
+            _trace_swaps(offsets[i, 0].long(), offsets[i, 1].long(), inside, max_delta, own, slot_step, below)
+            for i in range(b)
+        ]
+    )
+
+
+def _trace_swaps(
+    dy: torch.Tensor,
+    dx: torch.Tensor,
+    inside: torch.Tensor,
+    max_delta: int,
+    own: int,
+    slot_step: torch.Tensor,
+    below: torch.Tensor,
+) -> torch.Tensor:
+    # One image of chained_swap_sources: dy, dx (H, W) offsets, inside (H, W) cursor positions.
+    h, w = dy.shape
+    n = h * w
+    span = 2 * max_delta
+    slot = ((dy + max_delta) * span + (dx + max_delta)).flatten()
+    cursor = (inside & (slot.view(h, w) != own)).flatten()  # zero offsets are no-ops
+    step = torch.where(cursor, (dy * w + dx).flatten(), 0)
+    positions = torch.arange(n, device=dy.device)
+    target = positions + step
+    bit = torch.ones_like(slot) << slot  # slot 63 sets the sign bit: still one distinct bit
+    moving = torch.nonzero(cursor)[:, 0]
+    masks = torch.zeros(n, dtype=torch.long, device=dy.device)
+    masks.index_add_(0, moving, torch.full_like(moving, 1 << own))
+    masks.index_add_(0, target[moving], bit[moving])  # distinct bits: the sum is the union
+
+    # A trace is a walk over swap events, each seen from one side: node 2p is cursor p's
+    # swap seen from p (the content there came from p's target), node 2p + 1 the same swap
+    # seen from the target (the content came from p). From each node the walk goes on to
+    # the latest earlier swap at the position the content came from, or ends there.
+    def node(at: torch.Tensor, latest: torch.Tensor) -> torch.Tensor:
+        # The node of the swap of slot `latest` at position `at`; -1 for none.
+        other = at - slot_step[latest.clamp(min=0)]
+        return torch.where(latest < 0, -1, torch.where(latest == own, 2 * at, 2 * other + 1))
+
+    # Seen from p, earlier swaps at the target have slots below p's offset; seen from the
+    # target, earlier swaps at p have slots below p's own.
+    after_own = node(target, _highest_bit(masks[target] & below[slot], span * span))
+    after_incoming = node(positions, _highest_bit(masks & below[own], own))
+    follow = torch.stack([after_own, after_incoming], dim=1).flatten()
+    origin = torch.stack([target, positions], dim=1).flatten()
+
+    sources = positions.clone()
+    start = node(positions, _highest_bit(masks, span * span))
+    active = torch.nonzero(start >= 0)[:, 0]
+    current = start[active]
+    while active.numel():
+        following = follow[current]
+        ended = following < 0
+        sources[active[ended]] = origin[current[ended]]
+        going = torch.nonzero(~ended)[:, 0]
+        active, current = active[going], following[going]
+    return sources
+
+
+def _highest_bit(values: torch.Tensor, bits: int) -> torch.Tensor:
+    # Index of the highest set bit among the low ``bits`` of each int64, -1 where none is
+    # set: a 16-bit lookup table per 16-bit chunk, the highest non-zero chunk winning.
+    table = _highest_bit_table(values.device)
+    highest = table[values & 0xFFFF]
+    for shift in range(16, bits, 16):
+        chunk = (values >> shift) & 0xFFFF
+        highest = torch.where(chunk != 0, table[chunk] + shift, highest)
+    return highest
+
+
+@functools.lru_cache(maxsize=4)
+def _highest_bit_table(device: torch.device) -> torch.Tensor:
+    # Entry v: the index of v's highest set bit, -1 for 0 (bit_length - 1 of 0..65535).
+    table = torch.full((1 << 16,), -1, dtype=torch.long)
+    for bit in range(16):
+        table[1 << bit : 1 << (bit + 1)] = bit
+    return table.to(device)
 
 
 def motion_trail_taps(radius: int, sigma: float, angle_deg: float, height: int, width: int) -> list[Tap]:

@@ -96,21 +96,27 @@ def _normalise(coords: torch.Tensor, height: int, width: int) -> torch.Tensor:
     return torch.stack([x, y], dim=-1)
 
 
-def shear_x_about_centre(angles_deg: torch.Tensor, height: int, width: int) -> torch.Tensor:
+def shear_x_about_centre(angles_deg: torch.Tensor, height: int, width: int, squeeze_rows: bool = False) -> torch.Tensor:
     """Inverse maps of horizontal shears about the image centre, in pixel coordinates.
 
     A shear by ``a`` degrees tilts vertical lines by ``a`` (``x' = x - tan(a) * (y - cy)``);
     the returned matrix takes an output pixel ``(x, y, 1)`` to its source
-    ``(x + tan(a) * (y - cy), y)``.
+    ``(x + tan(a) * (y - cy), y)``. With ``squeeze_rows``, scikit-image's shear before 0.21
+    (what imgaug 0.4.0 used then): ``x' = x - sin(a) * (y - cy)`` and
+    ``y' = cy + cos(a) * (y - cy)``, rows drawn together towards the centre row by
+    ``cos(a)``; the source is then ``(x + tan(a) * (y - cy), cy + (y - cy) / cos(a))``.
 
     Shape:
         angles_deg: ``(B,)``; return: ``(B, 2, 3)``, same dtype and device.
     """
-    slope = torch.tan(torch.deg2rad(angles_deg))
+    radians = torch.deg2rad(angles_deg)
+    slope = torch.tan(radians)
     one, zero = torch.ones_like(slope), torch.zeros_like(slope)
     cy = (height - 1) / 2
+    stretch = 1 / torch.cos(radians) if squeeze_rows else one
     return torch.stack(
-        [torch.stack([one, slope, -slope * cy], dim=-1), torch.stack([zero, one, zero], dim=-1)], dim=-2
+        [torch.stack([one, slope, -slope * cy], dim=-1), torch.stack([zero, stretch, cy - stretch * cy], dim=-1)],
+        dim=-2,
     )
 
 

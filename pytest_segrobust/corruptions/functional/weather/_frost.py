@@ -1,4 +1,4 @@
-"""Frost: procedural ice crystals over a haze, standing in for ImageNet-C's frost photographs."""
+"""Frost: procedural ice crystals over a haze, with the statistics of ImageNet-C's frost photographs."""
 
 from __future__ import annotations
 
@@ -23,11 +23,44 @@ class FrostParams:
     frost_weight: float
 
 
-# A cool white for the procedural frost: photos of window frost are slightly blue.
-_FROST_TINT_RGB = (0.86, 0.94, 1.0)
+@dataclass(frozen=True)
+class FrostLook:
+    """Statistics one frost texture is made to have: those of one of ImageNet-C's photographs.
 
-FROST_TEXTURES = 6
-"""Frost textures in a bank, as ImageNet-C has six frost photographs."""
+    Measured on the photographs as the reference uses them (scaled by 1.1, RGB, ``[0, 1]``,
+    each pixel weighted by how many of the reference's random 256 x 256 crops hold it); the
+    photographs themselves are neither shipped nor copied. ``quantiles`` are the
+    texture's brightness (mean of the channels) at probabilities :data:`_QUANTILE_LEVELS`;
+    ``mix`` weighs the haze, the crystals and the fine grain (each of unit spread) so that
+    the texture's spatial spectrum has the photograph's share of coarse and fine detail.
+    """
+
+    mean_rgb: tuple[float, float, float]
+    std_rgb: tuple[float, float, float]
+    quantiles: tuple[float, ...]
+    mix: tuple[float, float, float]
+
+
+_QUANTILE_LEVELS = (0.0, 0.02, 0.1, 0.25, 0.5, 0.75, 0.9, 0.98, 1.0)
+"""Probabilities of :attr:`FrostLook.quantiles`; the ends hold the 0.05% and 99.95% quantiles."""
+
+# The reference draws ``randint(5)``: only its first five photographs are ever used, and
+# the second and third have the same statistics (the same photograph, twice).
+FROST_LOOKS = (
+    FrostLook((0.302, 0.579, 0.643), (0.110, 0.064, 0.058),
+              (0.356, 0.390, 0.424, 0.455, 0.499, 0.552, 0.609, 0.676, 0.774), (1.0, 0.35, 0.94)),
+    FrostLook((0.776, 0.793, 0.829), (0.079, 0.082, 0.086),
+              (0.387, 0.590, 0.689, 0.754, 0.813, 0.859, 0.892, 0.925, 0.965), (0.71, 1.0, 0.84)),
+    FrostLook((0.776, 0.793, 0.829), (0.079, 0.082, 0.086),
+              (0.387, 0.590, 0.689, 0.754, 0.813, 0.859, 0.892, 0.925, 0.965), (0.71, 1.0, 0.84)),
+    FrostLook((0.569, 0.627, 0.678), (0.104, 0.104, 0.109),
+              (0.203, 0.383, 0.494, 0.563, 0.630, 0.689, 0.745, 0.847, 0.987), (0.4, 0.62, 1.0)),
+    FrostLook((0.395, 0.440, 0.486), (0.147, 0.145, 0.141),
+              (0.125, 0.193, 0.263, 0.335, 0.426, 0.532, 0.631, 0.780, 0.979), (0.6, 1.0, 0.8)),
+)
+
+FROST_TEXTURES = len(FROST_LOOKS)
+"""Frost textures in a bank, one per photograph the reference draws from."""
 
 _FROST_BANK_SEED = 20_190_401
 """Seeds the bank's textures (``_FROST_BANK_SEED + k`` for texture ``k``): fixed, so the bank
@@ -37,28 +70,28 @@ is the same in every process, on every device, whatever the samples' seeds."""
 def frost_layer(
     rngs: Sequence[torch.Generator], height: int, width: int, device: torch.device | None = None
 ) -> torch.Tensor:
-    """Procedural frost: bright ice dendrites over a patchy haze, tinted cool white.
+    """Procedural frost with the statistics of ImageNet-C's frost photographs.
 
-    Stands in for ImageNet-C's six frost photographs, which we neither ship nor copy, and is
-    used the same way: a bank of :data:`FROST_TEXTURES` square textures a tenth larger than
-    the image (built once per size and device, from fixed seeds, and cached), of which each
-    image takes one at random, flipped at random along either axis, and a random crop, all
-    drawn from that image's generator. A texture: a low-frequency plasma haze (where frost
-    is thick); a few hundred crystals, each a straight spine with side branches at +/-60
-    degrees (hexagonal ice), drawn as thin antialiased strokes with a soft glow, brighter
-    where the haze is thick; a fine grain; stored, like the photographs, with 8 bits. Values
-    lie in ``[0, 1]`` with a mean near 0.45 and bright streaks near 1, like the photos.
+    Stands in for the photographs, which we neither ship nor copy, and is used the same
+    way: a bank of :data:`FROST_TEXTURES` square RGB textures a tenth larger than the image
+    and at least as large as the photographs (built once per size and device, from fixed
+    seeds, and cached), of which each image takes one at random, flipped at random along
+    either axis, and a random crop, all drawn from that image's generator. Texture ``k``
+    has the brightness histogram, the per-channel mean and spread, and the coarse-to-fine
+    balance of photograph ``k`` (see :class:`FrostLook`): a plasma haze, ice crystals
+    (straight spines with side branches at +/-60 degrees, antialiased, with a soft glow)
+    and a fine grain are mixed, the mix is given the photograph's brightness quantiles by
+    rank, and each channel its mean and spread. Stored, like the photographs, with 8 bits.
 
     Shape:
         return: ``(B, 3, H, W)``, float32.
     """
     device = torch.device("cpu") if device is None else torch.device(device)
-    tint = torch.tensor(_FROST_TINT_RGB, dtype=torch.float32, device=device).view(3, 1, 1) / 255
-    return torch.stack([tint * _frost_crop(g, height, width, device) for g in rngs])
+    return torch.stack([_frost_crop(g, height, width, device).float() / 255 for g in rngs])
 
 
 def _frost_crop(rng: torch.Generator, height: int, width: int, device: torch.device) -> torch.Tensor:
-    # One image's frost, uint8 (1, H, W): a texture of the bank, flips and crop offsets
+    # One image's frost, uint8 (3, H, W): a texture of the bank, flips and crop offsets
     # drawn from the image's generator in one call.
     bank = _frost_bank(_frost_side(height, width), device)
     side = bank.shape[-1]
@@ -66,34 +99,60 @@ def _frost_crop(rng: torch.Generator, height: int, width: int, device: torch.dev
     # int(u * n) < n for u < 1 in float32 and n < 2^24.
     texture = bank[int(pick * len(bank))]
     top, left = int(top * (side - height + 1)), int(left * (side - width + 1))
-    crop = texture[None, top : top + height, left : left + width]
+    crop = texture[:, top : top + height, left : left + width]
     flips = [dim for dim, u in ((-2, flip_rows), (-1, flip_cols)) if u < 0.5]
     return crop.flip(flips) if flips else crop
 
 
+_FROST_MIN_SIDE = 640
+"""The reference's photographs, scaled by 1.1 as it uses them, are 350 to 990 pixels a side:
+a smaller image sees a crop of a larger frost texture, with less of its coarse variation."""
+
+
 def _frost_side(height: int, width: int) -> int:
     # Textures a tenth larger than the image's longer side (the reference scales its photos
-    # to 1.1 times the image), on a 64-pixel grid so that nearby sizes share a bank.
-    return 64 * math.ceil(1.1 * max(height, width) / 64)
+    # up to 1.1 times a larger image), and no smaller than the photographs; on a 64-pixel
+    # grid so that nearby sizes share a bank.
+    return max(_FROST_MIN_SIDE, 64 * math.ceil(1.1 * max(height, width) / 64))
 
 
 @functools.lru_cache(maxsize=4)
 def _frost_bank(side: int, device: torch.device) -> torch.Tensor:
-    # (FROST_TEXTURES, side, side) uint8. Built on the CPU with CPU generators, so every
+    # (FROST_TEXTURES, 3, side, side) uint8. Built on the CPU with CPU generators, so every
     # device gets the same bank; a copy per device is cached besides.
     if device.type != "cpu":
         return _frost_bank(side, torch.device("cpu")).to(device)
     textures = [
-        _frost_one(torch.Generator().manual_seed(_FROST_BANK_SEED + k), side, side, None, side / 1.1)
-        for k in range(FROST_TEXTURES)
+        _styled(_frost_parts(torch.Generator().manual_seed(_FROST_BANK_SEED + k), side, side, None, side / 1.1), look)
+        for k, look in enumerate(FROST_LOOKS)
     ]
     return (torch.stack(textures) * 255).round_().to(torch.uint8)
 
 
-def _frost_one(
+def _styled(parts: torch.Tensor, look: FrostLook) -> torch.Tensor:
+    # (3, H, W) parts of unit spread -> (3, H, W) RGB texture in [0, 1] with the look's statistics.
+    mix = torch.tensor(look.mix, dtype=torch.float32).view(3, 1, 1)
+    field = (parts * mix).sum(0)
+    # Rank -> probability -> the photograph's brightness quantile, linearly between levels.
+    ranks = torch.empty_like(field).view(-1)
+    ranks[field.flatten().argsort(stable=True)] = torch.linspace(0.0, 1.0, field.numel())
+    levels = torch.tensor(_QUANTILE_LEVELS)
+    upper = torch.searchsorted(levels, ranks.clamp(max=1.0 - 1e-7), right=True).clamp(1, len(levels) - 1)
+    quantiles = torch.tensor(look.quantiles)
+    low, high = levels[upper - 1], levels[upper]
+    weight = (ranks - low) / (high - low)
+    gray = (quantiles[upper - 1] * (1 - weight) + quantiles[upper] * weight).view_as(field)
+    standard = (gray - gray.mean()) / gray.std().clamp(min=1e-6)
+    mean = torch.tensor(look.mean_rgb).view(3, 1, 1)
+    spread = torch.tensor(look.std_rgb).view(3, 1, 1)
+    return (mean + spread * standard).clamp(0.0, 1.0)
+
+
+def _frost_parts(
     rng: torch.Generator, height: int, width: int, device: torch.device | None, scale: float
 ) -> torch.Tensor:
-    # One texture; its crystals are sized for an image whose longer side is ``scale``.
+    # A texture's parts, (3, H, W), each of zero mean and unit spread: haze, crystals, grain.
+    # The crystals are sized for an image whose longer side is ``scale``.
     def uniform(*shape: int) -> torch.Tensor:
         return torch.rand(shape, generator=rng, device=device)
 
@@ -129,9 +188,12 @@ def _frost_one(
 
     crisp = gaussian_filter(strokes, 0.6, Border.REFLECT)
     glow = gaussian_filter(strokes, 2.5, Border.REFLECT)
-    texture = (1.5 * crisp + 1.5 * glow).clamp(0.0, 1.0)
-    grain = gaussian_filter(uniform(height, width), 0.8, Border.REFLECT) - 0.5
-    return (0.16 + 0.36 * haze + texture * (0.4 + 0.5 * haze) + 0.25 * grain).clamp(0.0, 1.0)
+    # Crystals grow brighter where the haze is thick.
+    ice = (1.5 * crisp + 1.5 * glow).clamp(0.0, 1.0) * (0.4 + 0.5 * haze)
+    grain = gaussian_filter(uniform(height, width), 0.8, Border.REFLECT)
+    parts = torch.stack([haze, ice, grain])
+    centred = parts - parts.mean(dim=(1, 2), keepdim=True)
+    return centred / centred.std(dim=(1, 2), keepdim=True).clamp(min=1e-6)
 
 
 def _draw_strokes(
@@ -169,11 +231,10 @@ def frost(images: torch.Tensor, params: FrostParams, rngs: Sequence[torch.Genera
     if images.shape[1] != 3:
         layer = luma(frost_layer(rngs, height, width, device=images.device).to(images.dtype))
         return (params.image_weight * images + params.frost_weight * layer).clamp_(0.0, 1.0)
-    tint = torch.tensor(_FROST_TINT_RGB, dtype=torch.float64).view(3, 1, 1)
-    colour = (params.frost_weight / 255 * tint).to(device=images.device, dtype=images.dtype)
+    scale = params.frost_weight / 255
     out = torch.empty_like(images, memory_format=torch.contiguous_format)
     # Image by image, straight into the output: the layer of the batch is never built.
     for image, rng, target in zip(images, rngs, out):
-        torch.mul(_frost_crop(rng, height, width, images.device), colour, out=target)
+        torch.mul(_frost_crop(rng, height, width, images.device).to(images.dtype), scale, out=target)
         target.add_(image * params.image_weight).clamp_(0.0, 1.0)
     return out

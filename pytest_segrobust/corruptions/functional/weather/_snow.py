@@ -28,22 +28,25 @@ class SnowParams:
     blend: float
 
 
-def clipped_zoom(field: torch.Tensor, zoom: float) -> torch.Tensor:
+def clipped_zoom(field: torch.Tensor, zoom: float, trim: bool = True) -> torch.Tensor:
     """ImageNet-C's ``clipped_zoom`` of one map: centre crop, linear upscale, top-left trim.
 
     The crop is ``ceil(H / zoom)`` by ``ceil(W / zoom)``; scipy's ``zoom(order=1)`` maps
     output index ``i`` to input ``i * (n_in - 1) / (n_out - 1)`` with
-    ``n_out = round(n_in * zoom)``; the first ``H`` rows and ``W`` columns are kept.
+    ``n_out = round(n_in * zoom)``; the first ``H`` rows and ``W`` columns are kept, or,
+    with ``trim=False``, the whole upscaled crop (the reference's snow trims it only after
+    the streak blur).
 
     Shape:
-        field: ``(H, W)``; return: same.
+        field: ``(H, W)``; return: same, or at least that (``round(ceil(H / zoom) * zoom)`` rows) untrimmed.
     """
     height, width = field.shape
     crop_h, crop_w = math.ceil(height / zoom), math.ceil(width / zoom)
     top, left = (height - crop_h) // 2, (width - crop_w) // 2
     crop = field[top : top + crop_h, left : left + crop_w]
-    rows = _linear_resampler(crop_h, round(crop_h * zoom), height, field)
-    cols = _linear_resampler(crop_w, round(crop_w * zoom), width, field)
+    out_h, out_w = round(crop_h * zoom), round(crop_w * zoom)
+    rows = _linear_resampler(crop_h, out_h, height if trim else max(out_h, height), field)
+    cols = _linear_resampler(crop_w, out_w, width if trim else max(out_w, width), field)
     return rows @ crop @ cols.T
 
 
@@ -66,18 +69,21 @@ def snow_layer(
 ) -> torch.Tensor:
     """One image's ImageNet-C snow layer: zoomed, thresholded Gaussian flakes, streaked.
 
-    The streak angle is drawn from ``U(-135, -45)`` degrees after the flakes; the result is
-    quantised to 8-bit steps like the reference. ``params.blend`` is not used here.
+    The streak angle is drawn from ``U(-135, -45)`` degrees after the flakes. As in the
+    reference, the streaks are blurred over the whole zoomed layer (which may overhang the
+    image by a few pixels) and trimmed to ``H`` x ``W`` afterwards, so the blur's edge
+    replication happens at the zoomed layer's border; the result is quantised to 8-bit
+    steps like the reference. ``params.blend`` is not used here.
 
     Shape:
         return: ``(H, W)``, float32.
     """
     p = params
     flakes = torch.randn(height, width, generator=rng, device=device) * p.scale + p.loc
-    flakes = clipped_zoom(flakes, p.zoom)
+    flakes = clipped_zoom(flakes, p.zoom, trim=False)
     flakes = torch.where(flakes < p.threshold, torch.zeros_like(flakes), flakes).clamp(0.0, 1.0)
     angle = float(torch.rand(1, generator=rng, dtype=torch.float64, device=device)) * 90 - 135
-    streaks = streak_blur(flakes, p.motion_radius, p.motion_sigma, angle)
+    streaks = streak_blur(flakes, p.motion_radius, p.motion_sigma, angle)[:height, :width]
     return (streaks * 255).round() / 255
 
 

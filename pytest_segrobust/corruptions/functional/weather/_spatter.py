@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Literal
 
 import torch
+import torch.nn.functional as F
 
 from pytest_segrobust.corruptions.functional.color import luma
 from pytest_segrobust.corruptions.functional.filters import gaussian_filter, kernel_taps, shift_sum
-from pytest_segrobust.corruptions.functional.padding import Border, pad
+from pytest_segrobust.corruptions.functional.padding import Border
 
 
 @dataclass(frozen=True)
@@ -45,19 +48,130 @@ def _box3(field: torch.Tensor) -> torch.Tensor:
     return shift_sum(field, _BOX3, Border.MIRROR, fused=True) * (1 / 9)
 
 
-def _truncated_distance(edges: torch.Tensor, cap: int) -> torch.Tensor:
-    # Exact Euclidean distance to the nearest edge pixel, capped: squared distance is
-    # separable (min over rows of k^2 + column distance^2), and a cap bounds both windows.
-    height, width = edges.shape
-    far = float(2 * (cap + 1) ** 2)
-    costs = torch.where(edges, 0.0, far)
-    for dim, n in ((0, height), (1, width)):
-        padded = pad(costs, (0, 0, cap, cap) if dim == 0 else (cap, cap, 0, 0), Border.CONSTANT, value=far)
-        best = torch.full_like(costs, far)
-        for k in range(-cap, cap + 1):
-            torch.minimum(best, padded.narrow(dim, cap + k, n) + k * k, out=best)
-        costs = best
-    return costs.sqrt().clamp_(max=cap)
+_CANNY_LOW, _CANNY_HIGH = 50, 150
+"""The reference's Canny thresholds on the 8-bit liquid layer."""
+
+_DISTANCE_CAP = 20
+"""The reference truncates the distance to the nearest edge at 20 pixels."""
+
+# OpenCV's 5x5 chamfer mask for DIST_L2: weights 1 (edge neighbours), 1.4 (corners) and
+# 2.1969 (knight moves), summed in float32 as OpenCV does.
+_CHAMFER_STEPS = (
+    [(dy, dx, 1.0) for dy, dx in ((0, 1), (0, -1), (1, 0), (-1, 0))]
+    + [(dy, dx, 1.4) for dy in (1, -1) for dx in (1, -1)]
+    + [(dy, dx, 2.1969) for a, b in ((1, 2), (2, 1)) for dy in (a, -a) for dx in (b, -b)]
+)
+
+
+@functools.lru_cache(maxsize=1)
+def _opencv() -> ModuleType | None:
+    # OpenCV is optional: imported on first use, and only for images on the CPU.
+    try:
+        import cv2
+    except ImportError:
+        return None
+    return cv2
+
+
+def canny_edges(levels: torch.Tensor) -> torch.Tensor:
+    """OpenCV's ``Canny(levels, 50, 150)`` (3x3 Sobel, L1 gradient) in torch.
+
+    Sobel gradients with the edge pixel replicated; non-maximum suppression along the
+    gradient direction quantised to 0, 45, 90 or 135 degrees with OpenCV's tie rules
+    (strictly greater than the neighbour behind, at least the one ahead; strictly greater
+    than both on diagonals) and magnitude 0 beyond the frame; then hysteresis: candidates
+    above 50 joined (8-connected) to one above 150.
+
+    Shape:
+        levels: ``(H, W)`` 8-bit levels as float; return: ``(H, W)`` bool.
+    """
+    # The gradients are integers below 2^11: float32 holds them exactly.
+    image = levels.to(torch.float32)[None, None]
+    padded = F.pad(image, (1, 1, 1, 1), mode="replicate")[0, 0]
+    h, w = levels.shape
+
+    def at(dy: int, dx: int) -> torch.Tensor:
+        return padded[1 + dy : 1 + dy + h, 1 + dx : 1 + dx + w]
+
+    gx = (at(-1, 1) + 2 * at(0, 1) + at(1, 1)) - (at(-1, -1) + 2 * at(0, -1) + at(1, -1))
+    gy = (at(1, -1) + 2 * at(1, 0) + at(1, 1)) - (at(-1, -1) + 2 * at(-1, 0) + at(-1, 1))
+    magnitude = gx.abs() + gy.abs()
+    around = F.pad(magnitude[None, None], (1, 1, 1, 1))[0, 0]
+
+    def near(dy: int, dx: int) -> torch.Tensor:
+        return around[1 + dy : 1 + dy + h, 1 + dx : 1 + dx + w]
+
+    # OpenCV compares |gy| * 2^15 with |gx| * round(tan(22.5 deg) * 2^15), in integers
+    # (under 2^32 here, so float64 keeps them exact).
+    ax, ay = gx.abs().double(), gy.abs().double() * 32768
+    tan22 = ax * 13573
+    tan67 = tan22 + ax * 65536
+    horizontal = ay < tan22
+    vertical = ~horizontal & (ay > tan67)
+    sign = torch.where((gx < 0) != (gy < 0), -1, 1)
+    peak = torch.where(
+        horizontal,
+        (magnitude > near(0, -1)) & (magnitude >= near(0, 1)),
+        torch.where(
+            vertical,
+            (magnitude > near(-1, 0)) & (magnitude >= near(1, 0)),
+            (magnitude > torch.where(sign < 0, near(-1, 1), near(-1, -1)))
+            & (magnitude > torch.where(sign < 0, near(1, -1), near(1, 1))),
+        ),
+    )
+    candidate = peak & (magnitude > _CANNY_LOW)
+    edges = candidate & (magnitude > _CANNY_HIGH)
+    while True:
+        grown = candidate & _dilate(edges)
+        if torch.equal(grown, edges):
+            return edges
+        edges = grown
+
+
+def _dilate(mask: torch.Tensor) -> torch.Tensor:
+    # 3x3 dilation of a boolean map: the OR of its nine shifts (outside the frame is False).
+    padded = F.pad(mask[None, None].to(torch.uint8), (1, 1, 1, 1))[0, 0]
+    rows = padded[:, :-2] | padded[:, 1:-1] | padded[:, 2:]
+    return (rows[:-2] | rows[1:-1] | rows[2:]).bool()
+
+
+def chamfer_distance(edges: torch.Tensor, cap: int) -> torch.Tensor:
+    """OpenCV's ``distanceTransform(DIST_L2, 5)`` to the nearest edge pixel, truncated at ``cap``.
+
+    The 5x5 chamfer distance is the cheapest path to an edge through steps of the mask;
+    ``cap + 1`` rounds of relaxing every pixel over its 16 steps settle every distance up
+    to ``cap`` (each step costs at least 1), and larger ones only need to stay above it.
+    Sums are float32 like OpenCV's; paths may add up in another order than its two raster
+    sweeps, so a distance can differ from OpenCV's in the last bit.
+
+    Shape:
+        edges: ``(H, W)`` bool; return: ``(H, W)`` float32 in ``[0, cap]``.
+    """
+    far = float(cap + 3)
+    costs = torch.where(edges, 0.0, far).to(torch.float32)
+    h, w = edges.shape
+    for _ in range(cap + 1):
+        padded = F.pad(costs, (2, 2, 2, 2), value=far)
+        relaxed = costs
+        for dy, dx, weight in _CHAMFER_STEPS:
+            relaxed = torch.minimum(relaxed, padded[2 + dy : 2 + dy + h, 2 + dx : 2 + dx + w] + weight)
+        if torch.equal(relaxed, costs):
+            break
+        costs = relaxed
+    return costs.clamp_(max=cap)
+
+
+def _edge_distance(levels: torch.Tensor, backend: str) -> torch.Tensor:
+    # Distance (truncated at the cap) from each pixel to the nearest Canny edge of the 8-bit
+    # liquid layer: OpenCV itself on the CPU when it is installed, the torch twin otherwise.
+    cv2 = _opencv() if backend != "torch" else None
+    if backend == "opencv" and cv2 is None:
+        raise RuntimeError("water_shading(backend='opencv') needs opencv-python-headless")
+    if cv2 is not None and levels.device.type == "cpu":
+        host = levels.to(torch.uint8).numpy()
+        distance = cv2.distanceTransform(255 - cv2.Canny(host, _CANNY_LOW, _CANNY_HIGH), cv2.DIST_L2, 5)
+        return torch.from_numpy(distance).clamp_(max=_DISTANCE_CAP).to(levels.dtype)
+    return chamfer_distance(canny_edges(levels), _DISTANCE_CAP).to(levels.dtype)
 
 
 def _equalize_hist(levels: torch.Tensor) -> torch.Tensor:
@@ -76,24 +190,21 @@ def _equalize_hist(levels: torch.Tensor) -> torch.Tensor:
     return lut[flat].view_as(levels).to(levels.dtype)
 
 
-def water_shading(liquid: torch.Tensor) -> torch.Tensor:
-    """The relief ImageNet-C paints on water drops, approximated without OpenCV.
+def water_shading(liquid: torch.Tensor, backend: Literal["auto", "opencv", "torch"] = "auto") -> torch.Tensor:
+    """The relief ImageNet-C paints on water drops.
 
-    The reference takes Canny edges of the 8-bit liquid layer, a distance transform capped
-    at 20, a 3x3 box blur, histogram equalisation, a 3x3 emboss kernel (saturated to 8 bit)
-    and another box blur. All but the first step are reproduced exactly (the distance is the
-    exact Euclidean one; OpenCV's 5x5 mask approximates it). Canny is replaced by the inner
-    boundary of the liquid mask: the thresholded layer jumps from 0 to at least 0.65 there,
-    far above Canny's thresholds, while the blurred interior stays below them.
+    The reference takes Canny edges (thresholds 50, 150) of the 8-bit liquid layer, OpenCV's
+    5x5-mask distance transform truncated at 20, a 3x3 box blur, histogram equalisation, a
+    3x3 emboss kernel (saturated to 8 bit) and another box blur. On the CPU, with OpenCV
+    installed (``backend="auto"``), its own ``Canny`` and ``distanceTransform`` compute the
+    distance; elsewhere (a GPU, or no OpenCV) :func:`canny_edges` and
+    :func:`chamfer_distance`, torch ports of the same operators, do; ``backend`` forces one.
+    The remaining steps are torch in both cases and follow OpenCV's arithmetic.
 
     Shape:
-        liquid: ``(H, W)`` thresholded liquid layer; return: ``(H, W)`` shading in ``[0, 255]``.
+        liquid: ``(H, W)`` thresholded 8-bit liquid layer; return: ``(H, W)`` shading in ``[0, 255]``.
     """
-    wet = liquid > 0
-    padded = pad(wet.float(), (1, 1, 1, 1), Border.NEAREST)
-    dry_neighbour = (padded[:-2, 1:-1] + padded[2:, 1:-1] + padded[1:-1, :-2] + padded[1:-1, 2:]) < 4
-    edges = wet & dry_neighbour
-    distance = _box3(_truncated_distance(edges, cap=20)).floor()
+    distance = _box3(_edge_distance(liquid, backend)).floor()
     equalised = _equalize_hist(distance)
     embossed = shift_sum(equalised, _EMBOSS, Border.MIRROR, fused=True).round().clamp(0, 255)
     return _box3(embossed)
