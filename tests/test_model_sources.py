@@ -106,3 +106,35 @@ def test_a_function_without_a_fingerprint_is_not_cached_across_runs(sources: pyt
     result.stdout.fnmatch_lines(
         ["clean results: 0 computed, 0 from cache (*); 1 not cacheable (what the model computes cannot be identified*"]
     )
+
+
+DEMO_SUITE = """\
+name: demo-onnx
+dataset: {factory: pytest_segrobust.data.demo:demo_dataset, kwargs: {size: 8}}
+models:
+  - {name: torch, factory: pytest_segrobust.models.demo:tiny_unet}
+  - {name: onnx, onnx: nets/tiny_unet.onnx}
+corruptions: [defocus_blur, rotate]
+severities: [3]
+"""
+
+
+def test_the_demo_model_exported_to_onnx_scores_as_the_torch_one(pytester: pytest.Pytester) -> None:
+    from pytest_segrobust.models.demo import tiny_unet
+
+    (pytester.path / "suites").mkdir()
+    (pytester.path / "suites" / "demo-onnx.yaml").write_text(DEMO_SUITE)
+    (pytester.path / "nets").mkdir()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(
+            tiny_unet(), (torch.rand(2, 3, 128, 128),), str(pytester.path / "nets" / "tiny_unet.onnx"),
+            input_names=["images"], output_names=["logits"], dynamic_axes={"images": {0: "batch"}, "logits": {0: "batch"}},
+            dynamo=False,
+        )  # fmt: skip
+    run(pytester, "--segrobust", "--segrobust-update-baselines").assert_outcomes(passed=6)
+    models = json.loads((pytester.path / "segrobust-report.json").read_text())["suites"]["demo-onnx"]["models"]
+    scores = {name: {c["corruption"]: c["score"] for c in entry["cells"]} for name, entry in models.items()}
+    assert scores["torch"]["clean"] > 80  # the trained demo model, not a random one
+    # Float rounding may flip a pixel whose two best classes tie to 1e-6: a few pixels, not points.
+    assert scores["onnx"] == pytest.approx(scores["torch"], abs=0.05)
