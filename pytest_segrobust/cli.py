@@ -1,4 +1,4 @@
-"""The ``segrobust`` command: inspect the corruption catalogue."""
+"""The ``segrobust`` command: inspect the corruption catalogue, merge the shards of a run."""
 
 from __future__ import annotations
 
@@ -33,8 +33,33 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--size", type=int, default=160, help="longer side of each shown tile in pixels (default 160); corruption runs at full size"
     )
     gallery.add_argument("--seed", type=int, default=0, help="global seed of the random draws (default 0)")
+    merge = commands.add_parser(
+        "merge",
+        help="write the report (and baselines) of a run from its shard files (pytest --segrobust-shard K/N)",
+        description="Check that the files are the N shards of one run, made from the same suites and "
+        "baselines, then write the report that run would have written. Exit status: 0 when the merged "
+        "verdict passes, 1 when it fails, 2 when the shards cannot be merged.",
+    )
+    merge.add_argument("shards", type=Path, nargs="+", metavar="SHARD", help="the shard files, <report>-shard-K-of-N.json")
+    merge.add_argument(
+        "--report",
+        metavar="BASE",
+        default=None,
+        help="report path without suffix, relative to the rootdir as --segrobust-report is "
+        "(default: the report path the shards were run with)",
+    )
+    merge.add_argument(
+        "--update-baselines",
+        action="store_true",
+        help="write the baselines the shards measured; given exactly when the shards ran with --segrobust-update-baselines",
+    )
+    merge.add_argument(
+        "--rootdir", type=Path, default=None, metavar="DIR", help="the project the shards ran in (default: the current folder)"
+    )
     args = parser.parse_args(argv)
     try:
+        if args.command == "merge":
+            return _merge(args.shards, args.report, args.update_baselines, args.rootdir or Path.cwd())
         REGISTRY.load_entry_points()
         if args.command == "gallery":
             return _gallery(args.image, args.out, args.preset, args.severities, args.size, args.seed)
@@ -68,6 +93,62 @@ def _gallery(image_path: Path, out: Path, preset: str, severities: list[int], si
     grid.save(out, format="PNG")
     print(f"wrote {out}: {len(corruptions)} corruptions of {preset} at severities {', '.join(map(str, severities))}")
     return 0
+
+
+def _merge(paths: list[Path], report: str | None, update: bool, rootdir: Path) -> int:
+    """Merge shard files into the report one run would have written; the exit status of ``merge``."""
+    import pytest
+
+    from pytest_segrobust.plugin import start_session
+    from pytest_segrobust.report import terminal_summary
+    from pytest_segrobust.shards import ShardError, ShardFile, check_local_files, check_shards
+
+    shards = check_shards([(path, ShardFile.read(path)) for path in paths], __version__)
+    first_path, first = shards[0]
+    if update and not first.update_baselines:
+        raise ShardError(
+            f"--update-baselines: the shards were not run with --segrobust-update-baselines ({first_path}): "
+            "they compared their cells with the baselines; run them again with it to update"
+        )
+    if first.update_baselines and not update:
+        raise ShardError(
+            f"the shards were run with --segrobust-update-baselines ({first_path}): "
+            "pass --update-baselines to write the baselines they measured"
+        )
+    # The rootdir's configuration, as a run there reads it: ini settings, conftest.py (corruptions
+    # and model adapters it registers), installed plugins. Shards that ran with HTML ask for it here.
+    root = rootdir.resolve()
+    args = ["--rootdir", str(root), "-p", "no:cacheprovider", "--segrobust", "--segrobust-report", report or first.report]
+    modes = (
+        ("--segrobust-update-baselines", update),
+        ("--segrobust-prune", first.prune),
+        ("--segrobust-report-html", first.report_html),
+    )
+    args += [flag for flag, on in modes if on]
+    try:
+        config = pytest.Config.fromdictargs({}, [*args, str(root)])
+    except pytest.UsageError as exc:
+        raise ShardError(f"{root}: {exc}") from None
+    session = start_session(config)
+    try:
+        suites, baselines = session.project_digests()
+        check_local_files(first, first_path, suites, baselines)
+        session.absorb_shards([shard for _, shard in shards])
+        session.finish()
+    finally:
+        session.close()
+    if not (session.records or session.errors):
+        print("no cell was evaluated: no report written, the last one is left as it was")
+    for problem in session.problems:
+        print(f"error: {problem}", file=sys.stderr)
+    for line in [*(terminal_summary(session.report) if session.report else []), *session.baseline_summary]:
+        print(line)
+    for path in session.written:
+        print(f"wrote {path}")
+    failed = session.problems or (session.coverage is not None and session.coverage.not_run)
+    if session.report is not None:
+        failed = failed or not session.report["verdict"]["passed"]
+    return 1 if failed else 0
 
 
 def _list(only: str | None) -> int:

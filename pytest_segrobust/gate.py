@@ -109,7 +109,7 @@ def judge(
             write=True,
             message=(
                 f"{key.label}: no baseline yet in {baseline_file}; recorded {_format(observed)}; "
-                f"it is written at the end of this run, re-run to compare "
+                f"it is written at the end of the run (by `segrobust merge` for a sharded run), re-run to compare "
                 f"(or accept all current numbers with pytest --segrobust {UPDATE_FLAG})"
             ),
         )

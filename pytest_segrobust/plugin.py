@@ -19,6 +19,7 @@ import pytest
 from pytest_segrobust import hookspecs
 from pytest_segrobust.devices import parse_device, worker_index
 from pytest_segrobust.errors import SegRobustError
+from pytest_segrobust.shards import SHARD_FLAG, ShardSpec
 from pytest_segrobust.stash import PAYLOAD_KEY, REGISTRY_KEY, SESSION_KEY
 
 if TYPE_CHECKING:
@@ -76,6 +77,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="SECONDS",
         help="fail a cell that runs longer than this (overrides the suites' 'timeout'; default: no limit)",
     )
+    group.addoption(
+        SHARD_FLAG,
+        type=ShardSpec.parse,
+        metavar="K/N",
+        help="run shard K of N of the cells and write <report>-shard-K-of-N.json instead of the report "
+        "and the baselines; `segrobust merge` turns the N files into the report",
+    )
     parser.addini("segrobust_suites", "folder of robustness suites, relative to rootdir", default="suites")
     parser.addini("segrobust_baselines", "folder of baseline files, relative to rootdir", default="baselines")
     parser.addini("segrobust_report", "report path without suffix, relative to rootdir", default="segrobust-report")
@@ -115,7 +123,7 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "segrobust: a robustness cell collected from a suite file")
     if _enabled(config):
-        segrobust = _start(config)
+        segrobust = start_session(config)
         config.stash[_WATCH_KEY] = watch = _InterruptWatch()
         config.pluginmanager.register(watch, "segrobust-interrupt-watch")
         # `pytest --segrobust` with no paths means "run the gate": collect the suites folder.
@@ -123,11 +131,16 @@ def pytest_configure(config: pytest.Config) -> None:
             config.args = [str(segrobust.options.suites_dir)]
         else:
             segrobust.collect_explicitly(config.args, config.invocation_params.dir)
+        if (shard := config.getoption("segrobust_shard")) is not None:
+            segrobust.begin_shard(shard)
 
 
 def _enabled(config: pytest.Config) -> bool:
     return bool(
-        config.getoption("segrobust") or config.getoption("segrobust_update_baselines") or config.getoption("segrobust_prune")
+        config.getoption("segrobust")
+        or config.getoption("segrobust_update_baselines")
+        or config.getoption("segrobust_prune")
+        or config.getoption("segrobust_shard")
     )
 
 
@@ -154,8 +167,11 @@ def run_registry(config: pytest.Config) -> CorruptionRegistry:
     return registry
 
 
-def _start(config: pytest.Config) -> SegRobustSession:
-    """Load torch and the catalogue, build the run's corruption registry and create the session."""
+def start_session(config: pytest.Config) -> SegRobustSession:
+    """Load torch and the catalogue, build the run's corruption registry and create the session.
+
+    Also how ``segrobust merge`` builds the session of a run from the rootdir's configuration.
+    """
     import torch
 
     from pytest_segrobust.session import Options, SegRobustSession
@@ -242,10 +258,13 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         if options.cache_dir
         else "clean results not cached"
     )
-    return [
+    lines = [
         f"segrobust: suites in {options.suites_dir}, {mode} in {options.baselines_dir}",
         f"segrobust: device {options.device}{' (autocast)' if options.amp else ''}; {cache}",
     ]
+    if segrobust.shard is not None:
+        lines.append(f"segrobust: shard {segrobust.shard}: report and baselines are written by `segrobust merge`")
+    return lines
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> SuiteFile | None:
@@ -255,6 +274,21 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> SuiteFile 
 
         return SuiteFile.from_parent(parent, path=file_path)
     return None
+
+
+@pytest.hookimpl(trylast=True)  # after -k, -m and --deselect: the shards split what they selected
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    segrobust = _session(config)
+    if segrobust is None or segrobust.shard is None:
+        return
+    from pytest_segrobust.items import SuiteItem
+
+    cells = [item for item in items if isinstance(item, SuiteItem)]
+    ours = segrobust.plan_shard([(item.nodeid, item.suite, item.key) for item in cells])
+    others = [item for item in cells if item.nodeid not in ours]
+    if others:
+        items[:] = [item for item in items if not isinstance(item, SuiteItem) or item.nodeid in ours]
+        config.hook.pytest_deselected(items=others)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -331,6 +365,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if hasattr(config, "workerinput"):
         config.workeroutput[PAYLOAD_KEY] = segrobust.payload()  # type: ignore[attr-defined]
         return
+    if segrobust.shard is not None and config.getoption("collectonly"):
+        return  # a shard that evaluated nothing must not overwrite its file from a real run
     segrobust.selection = _selection(config)
     segrobust.stop_reason = _why_stopped(session, config.stash.get(_WATCH_KEY, None))
     segrobust.finish()
@@ -383,7 +419,12 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
     if segrobust is None:
         return
     # A run that selected cells and evaluated none writes nothing, and says so (--co is silent).
-    nothing = segrobust.options.enabled and not (segrobust.records or segrobust.errors) and not config.getoption("collectonly")
+    nothing = (
+        segrobust.options.enabled
+        and segrobust.shard is None
+        and not (segrobust.records or segrobust.errors)
+        and not config.getoption("collectonly")
+    )
     if not (segrobust.report or segrobust.written or segrobust.problems or segrobust.baseline_summary or nothing):
         return
     from pytest_segrobust.report import terminal_summary
@@ -425,4 +466,4 @@ def segrobust(request: pytest.FixtureRequest) -> Harness:
     """Evaluate a model under a named corruption: ``segrobust.evaluate(model, dataset, corruption, severity)``."""
     from pytest_segrobust.harness import Harness
 
-    return Harness(_session(request.config) or _start(request.config))
+    return Harness(_session(request.config) or start_session(request.config))

@@ -5,6 +5,10 @@ session evaluates (sharing the clean result of each model x dataset), compares w
 baseline and records the outcome. Under pytest-xdist each worker sends its records and
 pending baseline writes to the controller as a JSON payload; only the controller (or the
 single process without xdist) writes baselines and the report, once, at the end.
+
+A shard of a run (``--segrobust-shard K/N``, see :mod:`pytest_segrobust.shards`) writes one
+shard file instead; ``segrobust merge`` feeds the N files to a fresh session through the same
+path the xdist controller takes (:meth:`SegRobustSession.absorb_shards`), then :meth:`finish`.
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ from pytest_segrobust.corruptions import REGISTRY, Corruption, CorruptionRegistr
 from pytest_segrobust.data.base import supercategories
 from pytest_segrobust.errors import BaselineError, SegRobustError, SuiteError
 from pytest_segrobust.evaluation import CLEAN, CellResult
-from pytest_segrobust.files import remove_stale_temporaries
+from pytest_segrobust.files import WriteError, atomic_write_text, remove_stale_temporaries
 from pytest_segrobust.gate import Status, judge
 from pytest_segrobust.limits import time_limit
 from pytest_segrobust.metrics import METRICS
@@ -54,6 +58,16 @@ from pytest_segrobust.report.gallery import REPORT_TILE, render_gallery
 from pytest_segrobust.report.html import write_html
 from pytest_segrobust.report.overlays import describe_worst
 from pytest_segrobust.report.tables import worst_cell
+from pytest_segrobust.shards import (
+    ShardCell,
+    ShardCoverage,
+    ShardFile,
+    ShardPlan,
+    ShardSpec,
+    assign_cells,
+    digests,
+    relative,
+)
 from pytest_segrobust.suite import Suite, declared_name, load_suite
 from pytest_segrobust.workbench import Workbench
 
@@ -169,7 +183,13 @@ class SegRobustSession:
         self.selection: list[str] = []
         self.narrowed_to: list[str] = []
         self.stop_reason: str | None = None
+        # Why a merged shard's cells have no result (each shard's own stop reason).
+        self.not_run_reasons: dict[str, str] = {}
         self.coverage: RunCoverage | None = None
+        # A shard of a run: which, the files it started from, and its part of the cells.
+        self.shard: ShardSpec | None = None
+        self.shard_started_from: tuple[dict[str, str], dict[str, str]] = ({}, {})
+        self.shard_plan: ShardPlan | None = None
         # The end of the run's word on the baselines: what an update changed, unused entries.
         self.baseline_summary: list[str] = []
         # (suite, model) -> how the model differs from the one its baseline was made with.
@@ -466,18 +486,20 @@ class SegRobustSession:
         if record is None:
             error = self.errors.get(nodeid)
             return None if error is None else json.dumps({"error": {"nodeid": nodeid, "message": error}})
+        return json.dumps(self._cell_entry(record))
+
+    def _cell_entry(self, record: CellRecord) -> dict[str, Any]:
+        """A cell's record, its pending baseline writes, its suite file and its model's change."""
         suite = self.suite_order[record.suite]
         key = CellKey(record.suite, record.model, record.corruption, record.severity, record.split)
         pending = [asdict(p) for p in self.pending if p.key == key]
         change = self.model_changes.get((record.suite, record.model))
-        return json.dumps(
-            {
-                "record": record.to_json(),
-                "pending": pending,
-                "suite": str(suite.path),
-                "model_change": None if change is None else asdict(change),
-            }
-        )
+        return {
+            "record": record.to_json(),
+            "pending": pending,
+            "suite": str(suite.path),
+            "model_change": None if change is None else asdict(change),
+        }
 
     def absorb_cell(self, payload: str) -> None:
         """Merge one cell's payload, sent by a worker, into this (controller) session."""
@@ -496,7 +518,8 @@ class SegRobustSession:
     def payload(self) -> str:
         """What a worker sends when it finishes: its clean-cache counts and the cells it deselected."""
         collection = {"deselected": self.deselected} if self.collection_known else None
-        return json.dumps({"cache": self._cache_counts(), "collection": collection})
+        shard = None if self.shard_plan is None else self.shard_plan.to_json()
+        return json.dumps({"cache": self._cache_counts(), "collection": collection, "shard": shard})
 
     def absorb(self, payload: str) -> None:
         """Merge a finished worker's payload into this (controller) session."""
@@ -507,6 +530,8 @@ class SegRobustSession:
             # Every worker collects and selects the same cells: the first to report speaks for all.
             self.deselected = list(data["collection"]["deselected"])
             self.collection_known = True
+        if data.get("shard") is not None and self.shard_plan is None:  # every worker plans the same
+            self.shard_plan = ShardPlan.from_json(data["shard"])
 
     def expect(self, nodeids: list[str], *, collected_here: bool = False) -> None:
         """The cells this run means to evaluate (after selection).
@@ -540,7 +565,10 @@ class SegRobustSession:
         return RunCoverage(
             evaluated=len({r.nodeid for r in self.records}),
             errors=len(self.errors),
-            not_run={nodeid: self.stop_reason or "no result and no error came back for it" for nodeid in self.missing()},
+            not_run={
+                nodeid: self.not_run_reasons.get(nodeid) or self.stop_reason or "no result and no error came back for it"
+                for nodeid in self.missing()
+            },
             deselected=list(self.deselected),
             selection=list(self.selection) if self.deselected else [],
             narrowed_to=list(self.narrowed_to),
@@ -572,16 +600,131 @@ class SegRobustSession:
             line += f"; {counts['uncached']} not cacheable (what the model computes cannot be identified; see the warnings)"
         return line
 
+    # -- shards -------------------------------------------------------------------------------
+
+    def begin_shard(self, spec: ShardSpec) -> None:
+        """Make this run shard ``spec`` and note the suite and baseline files it starts from."""
+        self.shard = spec
+        self.shard_started_from = self.project_digests()
+
+    def project_digests(self) -> tuple[dict[str, str], dict[str, str]]:
+        """The digests of every suite file (under the suites folder or named on the command line)
+        and of every baseline file, by path relative to the rootdir."""
+        suites = [
+            *self.options.suites_dir.rglob("*.yaml"),
+            *self.options.suites_dir.rglob("*.yml"),
+            *(path for path in self._explicit if path.is_file() and path.suffix in (".yaml", ".yml")),
+        ]
+        return digests(suites, self.rootpath), digests(self.options.baselines_dir.glob("*.json"), self.rootpath)
+
+    def plan_shard(self, cells: list[tuple[str, Suite, CellKey]]) -> set[str]:
+        """Keep this shard's part of the collected cells (node id, suite, key); returns its node ids."""
+        assert self.shard is not None
+        suites = {suite.name: suite for _, suite, _ in cells}
+        ranks = {name: {key: rank for rank, key in enumerate(self.cells(suite))} for name, suite in suites.items()}
+        assignment = assign_cells(
+            (
+                ShardCell(nodeid, (suite.name, key.model, key.split or ""), ranks[suite.name].get(key, 0))
+                for nodeid, suite, key in cells
+            ),
+            self.shard.count,
+        )
+        ours = [nodeid for nodeid, _, _ in cells if assignment[nodeid] == self.shard.index]
+        self.shard_plan = ShardPlan([nodeid for nodeid, _, _ in cells], ours)
+        return set(ours)
+
+    def shard_file(self) -> ShardFile:
+        """What this shard learned, for ``segrobust merge``: paths relative to the rootdir."""
+        assert self.shard is not None
+        plan = self.shard_plan or ShardPlan([], [])  # no process collected: the merge refuses it
+        others = set(plan.cells) - set(plan.assigned)
+        results = []
+        for record in self.ordered_records():
+            entry = self._cell_entry(record)
+            entry["suite"] = relative(Path(entry["suite"]), self.rootpath)
+            entry["pending"] = [p | {"path": relative(Path(p["path"]), self.rootpath)} for p in entry["pending"]]
+            results.append(entry)
+        coverage = self.run_coverage()
+        suites, baselines = self.shard_started_from
+        return ShardFile(
+            spec=self.shard,
+            tool_version=__version__,
+            update_baselines=self.options.update_baselines,
+            prune=self.options.prune,
+            report_html=self.options.report_html,
+            report=relative(self.options.report_path, self.rootpath),
+            suite_digests=suites,
+            baseline_digests=baselines,
+            cells=list(plan.cells),
+            assigned=list(plan.assigned),
+            results=results,
+            errors=dict(self.errors),
+            coverage=ShardCoverage(
+                expected=list(self.expected),
+                deselected=[nodeid for nodeid in self.deselected if nodeid not in others],
+                not_run=dict(coverage.not_run),
+                selection=list(self.selection),
+                narrowed_to=list(self.narrowed_to),
+                collection_known=self.collection_known and self.shard_plan is not None,
+            ),
+            cache_counts=self._cache_counts(),
+        )
+
+    def _write_shard(self, spec: ShardSpec) -> None:
+        path = spec.path(self.options.report_path)
+        remove_stale_temporaries(path.parent)
+        try:
+            atomic_write_text(path, json.dumps(self.shard_file().to_json(), indent=1) + "\n")
+        except WriteError as exc:
+            self.problems.append(f"shard {spec} not written: {exc}")
+        else:
+            self.written.append(path)
+
+    def absorb_shards(self, shards: list[ShardFile]) -> None:
+        """Merge the N shards of a run (checked by :func:`~pytest_segrobust.shards.check_shards`)
+        into this session, as the xdist controller absorbs its workers' cells.
+
+        Suites load in the run's collection order, so the report lists them as one run would.
+        """
+        cells = shards[0].cells
+        for path in dict.fromkeys(self.rootpath / nodeid.split("::", 1)[0] for nodeid in cells):
+            self.suite(path)
+        for shard in shards:
+            for entry in shard.results:
+                local = entry | {
+                    "suite": str(self.rootpath / entry["suite"]),
+                    "pending": [p | {"path": str(self.rootpath / p["path"])} for p in entry["pending"]],
+                }
+                self.absorb_cell(json.dumps(local))
+            for nodeid, message in shard.errors.items():
+                self.absorb_cell(json.dumps({"error": {"nodeid": nodeid, "message": message}}))
+            self.absorb(json.dumps({"cache": shard.cache_counts, "collection": None}))
+            self.not_run_reasons.update(shard.coverage.not_run)
+        order = {nodeid: index for index, nodeid in enumerate(cells)}
+        expected = {nodeid for shard in shards for nodeid in shard.coverage.expected}
+        self.expect(sorted(expected, key=lambda nodeid: order.get(nodeid, len(order))))
+        # The user's own deselection (-k, -m) is every shard's; what --lf or --sw left out is each shard's.
+        common = [n for n in shards[0].coverage.deselected if all(n in s.coverage.deselected for s in shards)]
+        own = {n for s in shards for n in s.coverage.deselected} - set(common)
+        self.deselect([*common, *sorted(own, key=lambda nodeid: order.get(nodeid, len(order)))])
+        self.collection_known = all(shard.coverage.collection_known for shard in shards)
+        self.selection = list(shards[0].coverage.selection)
+        self.narrowed_to = list(shards[0].coverage.narrowed_to)
+
     # -- the end of the run -------------------------------------------------------------
 
     def finish(self) -> None:
-        """Write the report and the pending baselines; the controller's job alone.
+        """Write the report and the pending baselines; the controller's job alone. A shard
+        writes its shard file instead, and leaves both to ``segrobust merge``.
 
         Each step runs whatever happened to the others: a failing plot, an unwritable
         baseline folder or a bad report path costs only itself, is named in
         :attr:`problems`, and fails the run.
         """
         self.problems = []
+        if self.shard is not None:
+            self._write_shard(self.shard)
+            return
         for folder in (self.options.report_path.parent, self.options.baselines_dir, self.options.cache_dir):
             if folder is not None:  # what writes killed in an earlier run left behind
                 remove_stale_temporaries(folder)

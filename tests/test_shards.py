@@ -1,0 +1,273 @@
+"""Past one machine: ``--segrobust-shard K/N`` runs a deterministic part of the cells and writes a
+shard file; ``segrobust merge`` turns the N files into the report and baselines of one run."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_segrobust import cli
+from pytest_segrobust.shards import ShardCell, ShardSpec, assign_cells
+from tests.plugin_project import CELLS, run
+from tests.test_rerun import ALL, collected
+
+# -- the assignment, a pure function ---------------------------------------------------------------
+
+
+def cells_of(groups: dict[tuple[str, str, str], int]) -> list[ShardCell]:
+    return [
+        ShardCell(f"{suite}.yaml::{model}::{split}::c{rank}", (suite, model, split), rank)
+        for (suite, model, split), size in groups.items()
+        for rank in range(size)
+    ]
+
+
+GROUPS = {("a", "m1", ""): 7, ("a", "m2", ""): 3, ("b", "m1", "val"): 3, ("b", "m1", "ood"): 2, ("c", "m", ""): 1}
+
+
+@pytest.mark.parametrize("count", [1, 2, 3, 4, 5, 16])
+def test_every_cell_goes_to_one_shard_balanced_whatever_the_order(count: int) -> None:
+    cells = cells_of(GROUPS)
+    assignment = assign_cells(cells, count)
+    assert sorted(assignment) == sorted(c.nodeid for c in cells)
+    assert set(assignment.values()) <= set(range(1, count + 1))
+    loads = [list(assignment.values()).count(index) for index in range(1, count + 1)]
+    share = -(-len(cells) // count)
+    # Longest first onto the least loaded: the shards differ by at most one piece (<= a share).
+    largest_piece = max(min(size, share) for size in GROUPS.values())
+    assert max(loads) - min(loads) <= largest_piece, loads
+    assert max(loads) <= 2 * share - 1 if count > 1 else loads == [len(cells)]
+    for seed in range(5):  # the order pytest collected in does not matter
+        shuffled = list(cells)
+        random.Random(seed).shuffle(shuffled)
+        assert assign_cells(shuffled, count) == assignment
+    # A group that fits in a share stays on one shard: its model is built once.
+    for group, size in GROUPS.items():
+        shards = {assignment[c.nodeid] for c in cells if c.group == group}
+        assert len(shards) == 1 or size > share
+
+
+def test_largest_groups_go_first_to_the_least_loaded_lowest_shard() -> None:
+    groups = {("s", "big", ""): 4, ("s", "mid", ""): 3, ("s", "b", ""): 2, ("s", "a", ""): 2, ("s", "one", ""): 1}
+    assignment = assign_cells(cells_of(groups), 3)  # share 4: nothing is cut
+    by_group = {group: {assignment[c.nodeid] for c in cells_of(groups) if c.group == group} for group in groups}
+    # big -> 1 (4); mid -> 2 (3); a -> 3 (2, "a" before "b"); b -> 3 (4); one -> 2 (4).
+    assert by_group == {
+        ("s", "big", ""): {1},
+        ("s", "mid", ""): {2},
+        ("s", "a", ""): {3},
+        ("s", "b", ""): {3},
+        ("s", "one", ""): {2},
+    }
+
+
+def test_a_group_larger_than_a_share_is_cut_in_suite_order() -> None:
+    cells = cells_of({("s", "m", ""): 5})
+    assignment = assign_cells(reversed(cells), 2)
+    assert [assignment[c.nodeid] for c in cells] == [1, 1, 1, 2, 2]  # clean (rank 0) with the first piece
+    assert [assign_cells(cells, 3)[c.nodeid] for c in cells] == [1, 1, 2, 2, 3]
+
+
+@pytest.mark.parametrize("text", ["0/2", "3/2", "2", "a/b", "1/0", ""])
+def test_a_shard_is_k_of_n(text: str) -> None:
+    assert ShardSpec.parse(" 2/4") == ShardSpec(2, 4)
+    with pytest.raises(argparse.ArgumentTypeError, match="expected K/N with 1 <= K <= N"):
+        ShardSpec.parse(text)
+
+
+# -- shard runs ------------------------------------------------------------------------------------
+
+
+def shard_file(project: pytest.Pytester, spec: str, base: str = "segrobust-report") -> Path:
+    index, count = spec.split("/")
+    return project.path / f"{base}-shard-{index}-of-{count}.json"
+
+
+def run_shard(project: pytest.Pytester, spec: str, *args: str) -> pytest.RunResult:
+    return run(project, "--segrobust", "--segrobust-shard", spec, *args)
+
+
+def merge(project: pytest.Pytester, capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, str]:
+    capsys.readouterr()
+    status = cli.main(["merge", *map(str, args), "--rootdir", str(project.path)])
+    out, err = capsys.readouterr()
+    return status, out + err
+
+
+def test_the_shards_select_disjoint_parts_that_cover_every_cell(project: pytest.Pytester) -> None:
+    parts = [collected(run_shard(project, f"{k}/3", "--co", "-q")) for k in (1, 2, 3)]
+    assert [len(part) for part in parts] == [2, 2, 1]
+    assert sorted(sum(parts, [])) == sorted(ALL)
+    assert parts[0] == collected(run_shard(project, "1/3", "--co", "-q"))  # deterministic
+    assert not list(project.path.glob("*shard*"))  # --co evaluates nothing and writes nothing
+    # The shards split what -k selected, and pytest reports the rest as deselected.
+    result = run_shard(project, "2/2", "-k", "not clean", "--co", "-q")
+    second = collected(result)
+    first = collected(run_shard(project, "1/2", "-k", "not clean", "--co", "-q"))
+    assert sorted(first + second) == sorted(ALL[1:]) and len(first) == len(second) == 2
+    result.stdout.fnmatch_lines([f"2/{CELLS} tests collected (3 deselected)*"])
+    bad = run(project, "--segrobust-shard", "3/2", "--co")
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
+    bad.stderr.fnmatch_lines(["*--segrobust-shard: expected K/N with 1 <= K <= N (e.g. 2/4), got '3/2'*"])
+
+
+# -- merging -----------------------------------------------------------------------------------------
+
+# What differs between two runs of the same cells: when, how long, and on what machine.
+TIMING = {"seconds", "environment", "wall_seconds", "started"}
+
+
+def report_json(project: pytest.Pytester, base: str = "segrobust-report") -> Any:
+    return without_timing(json.loads((project.path / f"{base}.json").read_text()))
+
+
+def without_timing(data: Any) -> Any:
+    if isinstance(data, dict):
+        return {key: without_timing(value) for key, value in data.items() if key not in TIMING}
+    if isinstance(data, list):
+        return [without_timing(value) for value in data]
+    return data
+
+
+def report_markdown(project: pytest.Pytester, base: str = "segrobust-report") -> str:
+    """The markdown report, less when the run started and how long it and its cells took."""
+    lines = (project.path / f"{base}.md").read_text().splitlines()
+    kept = [line for line in lines if not line.startswith(("| started |", "| wall time |"))]
+    assert len(kept) == len(lines) - 2  # the "Run" table is there, with what differs
+    return re.sub(r"\| (\d+\.\d s|\d+ min \d\d s|\d+ h \d\d min) \|", "| (time) |", "\n".join(kept))
+
+
+def take_report(project: pytest.Pytester, base: str = "segrobust-report") -> tuple[Any, str]:
+    """The report's JSON and markdown, then remove its files (the next run writes its own)."""
+    taken = report_json(project, base), report_markdown(project, base)
+    for path in (project.path / base).parent.glob(f"{Path(base).name}*"):
+        path.unlink()
+    return taken
+
+
+def baselines(project: pytest.Pytester) -> dict[str, str]:
+    return {path.name: path.read_text() for path in sorted((project.path / "baselines").glob("*.json"))}
+
+
+def test_merged_shards_write_the_report_and_baselines_of_one_run(
+    project: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # No baselines yet: one run fails every cell as new and writes their baselines.
+    run(project, "--segrobust").assert_outcomes(failed=CELLS)
+    single_new, single_baselines = take_report(project), baselines(project)
+    shutil.rmtree(project.path / "baselines")
+    run_shard(project, "1/2").assert_outcomes(failed=3, deselected=2)
+    run_shard(project, "2/2").assert_outcomes(failed=2, deselected=3)
+    assert not (project.path / "baselines").exists() and not (project.path / "segrobust-report.json").exists()
+    status, out = merge(project, capsys, shard_file(project, "1/2"), shard_file(project, "2/2"))
+    assert status == 1, out  # the merged verdict fails: every cell is new
+    assert "FAIL · 5 cells: 5 new (no baseline)" in out
+    assert take_report(project) == single_new
+    assert baselines(project) == single_baselines
+
+    # With baselines: the same numbers pass, over three shards.
+    run(project, "--segrobust").assert_outcomes(passed=CELLS)
+    single = take_report(project)
+    for k in (1, 2, 3):
+        run_shard(project, f"{k}/3").assert_outcomes(passed=2 if k < 3 else 1, deselected=3 if k < 3 else 4)
+    status, out = merge(project, capsys, *(shard_file(project, f"{k}/3") for k in (3, 1, 2)))
+    assert status == 0, out
+    assert take_report(project) == single
+    assert baselines(project) == single_baselines
+
+
+def test_merged_update_writes_the_baselines_of_one_update(
+    project: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run(project, "--segrobust-update-baselines", "--segrobust-report", "out/r").assert_outcomes(passed=CELLS)
+    single, single_baselines = take_report(project, "out/r"), baselines(project)
+    shutil.rmtree(project.path / "baselines")
+    for k in (1, 2):
+        run_shard(project, f"{k}/2", "--segrobust-update-baselines", "--segrobust-report", "out/r").assert_outcomes(
+            passed=3 if k == 1 else 2, deselected=2 if k == 1 else 3
+        )
+    shards = [shard_file(project, f"{k}/2", "out/r") for k in (1, 2)]
+    status, out = merge(project, capsys, *shards)
+    assert status == 2 and "pass --update-baselines to write the baselines they measured" in out
+    assert not (project.path / "baselines").exists()
+    status, out = merge(project, capsys, *shards, "--update-baselines")
+    assert status == 0, out
+    assert baselines(project) == single_baselines
+    assert take_report(project, "out/r") == single  # where the shards were told the report goes
+
+
+def test_merge_refuses_files_that_are_not_the_shards_of_one_run(
+    project: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run(project, "--segrobust-update-baselines").assert_outcomes(passed=CELLS)
+    take_report(project)
+    run_shard(project, "1/2").assert_outcomes(passed=3, deselected=2)
+    run_shard(project, "2/2").assert_outcomes(passed=2, deselected=3)
+    first, second = shard_file(project, "1/2"), shard_file(project, "2/2")
+
+    def refused(*args: str | Path) -> str:
+        status, out = merge(project, capsys, *args)
+        assert status == 2, out
+        assert not (project.path / "segrobust-report.json").exists()
+        return out
+
+    assert f"shard 2/2 missing: got {first} (shard 1/2)" in refused(first)
+    copy = project.path / "copy.json"
+    shutil.copy(first, copy)
+    assert f"shard 1/2 given 2 times: {first}, {copy}" in refused(first, copy, second)
+    assert f"shard 1/2 given 2 times: {first}, {first}" in refused(first, first, second)
+    assert "--update-baselines: the shards were not run with --segrobust-update-baselines" in refused(
+        first, second, "--update-baselines"
+    )
+
+    truncated = project.path / "truncated.json"
+    truncated.write_text(second.read_text()[:200])
+    out = refused(first, truncated)
+    assert f"{truncated}: not valid JSON" in out and "truncated or half-written: run its shard again" in out
+    assert "absent.json: cannot read the shard file: No such file or directory" in refused(first, "absent.json")
+
+    def edited(name: str, change: Any) -> Path:
+        data = json.loads(second.read_text())
+        change(data)
+        path = project.path / name
+        path.write_text(json.dumps(data))
+        return path
+
+    future = edited("future.json", lambda data: data.update(format=99))
+    assert f"{future}: not a segrobust shard file this version can read: shard file of format 99" in refused(first, future)
+    other_n = edited("other-n.json", lambda data: data["spec"].update(count=3))
+    assert f"different numbers of shards N: {first} (shard 1/2), {other_n} (shard 2/3)" in refused(first, other_n)
+    older = edited("older.json", lambda data: data.update(tool_version="0.0.1"))
+    assert f"{older} (shard 2/2) by segrobust 0.0.1" in refused(first, older)
+
+    # A suite edited between the shards' runs: the shards measured different things.
+    suite = project.path / "suites" / "bands.yaml"
+    suite.write_text(suite.read_text().replace("batch_size: 3", "batch_size: 2"))
+    run_shard(project, "2/2", "--segrobust-report", "edited").assert_outcomes(passed=2, deselected=3)
+    out = refused(first, shard_file(project, "2/2", "edited"))
+    assert f"suite file suites/bands.yaml differs between {first} (shard 1/2) and {project.path / 'edited'}" in out
+    # Shards that agree, merged in a checkout where the suite has changed since.
+    out = refused(first, second)
+    assert "suite file suites/bands.yaml here is not the one the shards read" in out
+
+
+def records(path: Path) -> list[dict[str, Any]]:
+    data = json.loads(path.read_text())
+    return without_timing({key: data[key] for key in ("cells", "assigned", "results", "errors", "coverage")})
+
+
+def test_a_shard_under_xdist_writes_what_it_writes_alone(project: pytest.Pytester) -> None:
+    run(project, "--segrobust-update-baselines").assert_outcomes(passed=CELLS)
+    run_shard(project, "1/2", "-k", "not rotate[5]").assert_outcomes(passed=2, deselected=3)
+    alone = records(shard_file(project, "1/2"))
+    assert len(alone["results"]) == 2 and alone["coverage"]["deselected"] == [ALL[4]]
+    shard_file(project, "1/2").unlink()
+    run_shard(project, "1/2", "-k", "not rotate[5]", "-n", "2").assert_outcomes(passed=2)
+    assert records(shard_file(project, "1/2")) == alone
