@@ -56,6 +56,7 @@ _FACTORY_KEYS = {"dataset": ("factory", "kwargs"), "models": ("name", "factory",
 _ONNX_KEYS = ("name", "onnx", "input", "output")
 _TRANSFORMERS_KEYS = ("name", "transformers", "label_map", "allow_download")
 _SOURCES = ("factory", "onnx", "transformers")
+_SOURCE_KINDS = {"onnx": "an ONNX model", "transformers": "a transformers model"}
 
 
 @dataclass(frozen=True)
@@ -427,25 +428,27 @@ class _Validator:
         input_spec = self.array_block(f"{where}.input", entry.get("input"), ArrayInput)
         output_spec = self.array_block(f"{where}.output", entry.get("output"), ArrayOutput)
         if "onnx" in entry:
-            unknown = sorted(str(key) for key in entry if key not in _ONNX_KEYS)
-            if unknown:
-                raise self.fail(f"{where}.{unknown[0]}", f"unknown field of an ONNX model; expected {', '.join(_ONNX_KEYS)}")
-            path = self.string(f"{where}.onnx", entry["onnx"])
-            if not path:
-                raise self.fail(f"{where}.onnx", "expected the path of an .onnx file")
+            path = self.model_source(where, entry, "onnx", _ONNX_KEYS, "expected the path of an .onnx file")
             return ModelSpec(name, onnx=path, input=input_spec, output=output_spec)
         if input_spec is not None and output_spec is None:
             raise self.fail(f"{where}.output", "is required with 'input': what the function returns (kind: logits, ...)")
         return ModelSpec(name, self.factory(where, entry, _FACTORY_KEYS["models"]), input=input_spec, output=output_spec)
 
+    def model_source(self, where: str, entry: dict[str, Any], key: str, allowed: tuple[str, ...], expected: str) -> str:
+        """The path a model entry's ``key`` names (``onnx``, ``transformers``); no field it does not know."""
+        unknown = sorted(str(k) for k in entry if k not in allowed)
+        if unknown:
+            raise self.fail(f"{where}.{unknown[0]}", f"unknown field of {_SOURCE_KINDS[key]}; expected {', '.join(allowed)}")
+        path = self.string(f"{where}.{key}", entry[key])
+        if not path:
+            raise self.fail(f"{where}.{key}", expected)
+        return path
+
     def transformers_model(self, where: str, name: str, entry: dict[str, Any]) -> ModelSpec:
         """A Hugging Face checkpoint: ``transformers: dir``, ``label_map: {model label: class}``, ``allow_download``."""
-        unknown = sorted(str(key) for key in entry if key not in _TRANSFORMERS_KEYS)
-        if unknown:
-            raise self.fail(f"{where}.{unknown[0]}", f"unknown field of a transformers model; expected {', '.join(_TRANSFORMERS_KEYS)}")
-        checkpoint = self.string(f"{where}.transformers", entry["transformers"])
-        if not checkpoint:
-            raise self.fail(f"{where}.transformers", "expected a checkpoint directory (or, with allow_download, a hub id)")
+        checkpoint = self.model_source(
+            where, entry, "transformers", _TRANSFORMERS_KEYS, "expected a checkpoint directory (or, with allow_download, a hub id)"
+        )
         label_map = entry.get("label_map")
         if label_map is not None and (
             not isinstance(label_map, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in label_map.items())
