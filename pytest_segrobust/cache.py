@@ -15,8 +15,8 @@ from pathlib import Path
 
 from filelock import FileLock
 
-from pytest_segrobust.files import atomic_write_text
 from pytest_segrobust.evaluation import EVALUATOR_VERSION, EvalResult, is_finite
+from pytest_segrobust.files import atomic_write_text
 
 
 class CleanCache:

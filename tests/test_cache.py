@@ -1,9 +1,8 @@
 from __future__ import annotations
 
-from pathlib import Path
-
 import json
 import math
+from pathlib import Path
 
 from pytest_segrobust.cache import CleanCache
 from pytest_segrobust.evaluation import EvalResult

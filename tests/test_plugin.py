@@ -13,6 +13,7 @@ import torch
 from tests.fakes import write_coco_bands
 from tests.plugin_project import CELLS, SUITE, baseline, cached_run, run, write_suite
 
+
 def test_missing_baseline_is_created_and_fails(project: pytest.Pytester, dist: list[str]) -> None:
     result = run(project, "--segrobust", *dist)
     result.assert_outcomes(failed=CELLS)

@@ -8,7 +8,6 @@ from pytest_segrobust.corruptions import functional as Fn
 from pytest_segrobust.corruptions.base import Category, PhotometricCorruption, SeverityTable
 from pytest_segrobust.corruptions.functional.weather import FogParams, FrostParams, SnowParams, SpatterParams
 
-
 # ImageNet-C's constants; COCO-P and Cityscapes-C use them unchanged.
 FOG = SeverityTable(tuple(FogParams(c, d) for c, d in ((1.5, 2.0), (2.0, 2.0), (2.5, 1.7), (2.5, 1.5), (3.0, 1.4))))
 FROST = SeverityTable(tuple(FrostParams(a, b) for a, b in ((1, 0.4), (0.8, 0.6), (0.7, 0.7), (0.65, 0.7), (0.6, 0.75))))

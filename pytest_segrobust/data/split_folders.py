@@ -41,7 +41,14 @@ from PIL import Image
 from pytest_segrobust.data.base import DEFAULT_IGNORE_INDEX, Sample
 
 # Shared with SemanticFolder, so both readers accept the same files in the same way.
-from pytest_segrobust.data.semantic_folder import _LABEL_MODES, IMAGE_SUFFIXES, MASK_SUFFIXES, _Pair, _with_suffix, read_pair
+from pytest_segrobust.data.semantic_folder import (
+    _LABEL_MODES,
+    IMAGE_SUFFIXES,
+    MASK_SUFFIXES,
+    _Pair,
+    _with_suffix,
+    read_pair,
+)
 from pytest_segrobust.errors import DatasetError
 
 ListedBy = Literal["images", "masks"]

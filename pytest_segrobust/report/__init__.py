@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 from PIL import Image
 
-from pytest_segrobust.files import atomic_write_text, why_not_written
 from pytest_segrobust.errors import SegRobustError
+from pytest_segrobust.files import atomic_write_text, why_not_written
 from pytest_segrobust.records import CellRecord
 from pytest_segrobust.report import coverage, plots, tables
 from pytest_segrobust.report.tables import Table
@@ -155,8 +155,8 @@ def run_verdict(records: Sequence[CellRecord], errors: Mapping[str, str], missin
 
 def metric_label(metric: str) -> str:
     """How a metric is named in tables (its ``label``): ``miou`` -> mIoU, ``map`` -> mask AP."""
-    from pytest_segrobust.metrics import METRICS
     from pytest_segrobust.errors import UnknownNameError
+    from pytest_segrobust.metrics import METRICS
 
     try:
         return METRICS.get(metric).label
@@ -166,8 +166,8 @@ def metric_label(metric: str) -> str:
 
 def detail_labels(metric: str) -> dict[str, str]:
     """How tables show a metric's further numbers (``ap50`` -> AP50, ``sq_things`` -> SQ things)."""
-    from pytest_segrobust.metrics import METRICS
     from pytest_segrobust.errors import UnknownNameError
+    from pytest_segrobust.metrics import METRICS
 
     try:
         return dict(METRICS.get(metric).detail_labels)

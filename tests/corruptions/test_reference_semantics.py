@@ -11,12 +11,11 @@ import torch
 
 from pytest_segrobust.corruptions import REGISTRY
 from pytest_segrobust.corruptions import functional as Fn
-from pytest_segrobust.corruptions.functional.blur import chained_copy_sources, chained_swap_sources
-from pytest_segrobust.corruptions.functional.weather import _spatter
-from pytest_segrobust.corruptions.functional.weather._snow import clipped_zoom
-from pytest_segrobust.corruptions.functional.weather import SnowParams
-from pytest_segrobust.corruptions.geometric import SHEAR, Shear, shear, shear_legacy
 from pytest_segrobust.corruptions.base import Category
+from pytest_segrobust.corruptions.functional.blur import chained_copy_sources, chained_swap_sources
+from pytest_segrobust.corruptions.functional.weather import SnowParams, _spatter
+from pytest_segrobust.corruptions.functional.weather._snow import clipped_zoom
+from pytest_segrobust.corruptions.geometric import SHEAR, Shear, shear, shear_legacy
 from pytest_segrobust.corruptions.weather import SPATTER
 from pytest_segrobust.strategies import make_batch
 from pytest_segrobust.testing import corrupt_batch

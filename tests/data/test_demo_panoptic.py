@@ -13,8 +13,8 @@ from pytest_segrobust.data.base import Sample
 from pytest_segrobust.data.demo import BACKGROUND, STUFF_CLASSES, DemoScenes, demo_dataset
 from pytest_segrobust.metrics.base import MetricContext, MetricResult
 from pytest_segrobust.metrics.panoptic_quality import PanopticQuality, thing_classes
-from pytest_segrobust.models.base import PanopticPredictions
 from pytest_segrobust.models import adapt_model
+from pytest_segrobust.models.base import PanopticPredictions
 from pytest_segrobust.models.demo import tiny_unet_panoptic
 from pytest_segrobust.tasks import get_task
 from pytest_segrobust.types import VOID, PanopticTarget

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from pytest_segrobust.records import CellRecord
-from pytest_segrobust.report import build_report, render_markdown, run_verdict, terminal_summary, tables
+from pytest_segrobust.report import build_report, render_markdown, run_verdict, tables, terminal_summary
 from pytest_segrobust.report.environment import run_environment
 from tests.report.test_report import SCORES_A, cells
 
