@@ -585,6 +585,7 @@ class SegRobustSession:
     def _cache_counts(self) -> dict[str, int]:
         counts = dict(self.cache_counts)
         counts["uncached"] = counts.get("uncached", 0) + self.bench.uncached
+        counts["builds"] = counts.get("builds", 0) + self.bench.builds
         if self.bench.cache is not None:
             counts["hits"] += self.bench.cache.hits
             counts["misses"] += self.bench.cache.misses
@@ -598,6 +599,8 @@ class SegRobustSession:
         line = f"clean results: {counts['misses']} computed, {counts['hits']} from cache ({self.options.cache_dir})"
         if counts.get("uncached"):
             line += f"; {counts['uncached']} not cacheable (what the model computes cannot be identified; see the warnings)"
+        if counts.get("builds"):
+            line += f"; {counts['builds']} model builds"
         return line
 
     # -- shards -------------------------------------------------------------------------------

@@ -54,6 +54,7 @@ class Workbench:
         self.adapt_hook = adapt_hook
         self.cache = CleanCache(options.cache_dir) if options.cache_dir is not None else None
         self.uncached = 0
+        self.builds = 0  # models built (and adapted) by this process
         # Set by the plugin when a terminal shows this process's output (not under xdist).
         self.progress_bar: TerminalProgress | None = None
         self._models: dict[tuple[str, str], Any] = {}
@@ -73,6 +74,7 @@ class Workbench:
             names = () if spec.transformers is None else tuple(self.dataset(suite, suite.splits[0]).class_names)
             build = lambda: self.adapt(build_model(spec, self.options.device, suite.task, names), suite.task)  # noqa: E731
             self._models[key] = _build(suite, spec.source, f"models[{name}]", build)
+            self.builds += 1
         return self._models[key]
 
     def adapt(self, obj: Any, task: str) -> Any:
