@@ -148,7 +148,8 @@ class MeanIoU(Metric):
         per_image = image_confusion_counts(predictions, mask.data, len(self.context.class_names), mask.ignore_index)
         self.matrix += per_image.sum(dim=0)
         tp = per_image.diagonal(dim1=1, dim2=2)
-        self.images.append(torch.stack([tp, per_image.sum(dim=1) - tp, per_image.sum(dim=2) - tp], dim=-1).cpu())
+        # Kept on the model's device: no copy (and no GPU sync) per batch; image_statistics() moves them.
+        self.images.append(torch.stack([tp, per_image.sum(dim=1) - tp, per_image.sum(dim=2) - tp], dim=-1))
 
     def compute(self) -> MetricResult:
         iou = iou_from_confusion(self.matrix)
