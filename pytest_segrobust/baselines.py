@@ -369,6 +369,23 @@ class BaselineFile:
         return None if stored is None else stored.provenance.models.get(model)
 
 
+def stored_cells(stored: StoredBaselines | None) -> set[str]:
+    """The :func:`key_path` of every cell ``stored`` holds numbers for."""
+    if stored is None:
+        return set()
+    found: set[str] = set()
+    for model, entry in stored.models.items():
+        groups = entry.items() if stored.conditions.splits else [(None, entry)]
+        for split, cells in groups:
+            prefix = model if split is None else f"{model}::{split}"
+            for corruption, value in cells.items():
+                if corruption == CLEAN:
+                    found.add(f"{prefix}::{corruption}")
+                else:
+                    found.update(f"{prefix}::{corruption}::{severity}" for severity in value)
+    return found
+
+
 def _stored_cell(stored: StoredBaselines, key: CellKey) -> dict[str, float] | None:
     if bool(stored.conditions.splits) != (key.split is not None):
         return None  # stored by split and asked without one, or the other way round

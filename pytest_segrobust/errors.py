@@ -35,3 +35,9 @@ class UnknownNameError(SegRobustError, KeyError):
 
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else ""
+
+
+class InconclusiveWarning(UserWarning):
+    """A cell of a statistical gate could neither be shown within its margin nor beyond it
+    (suite policy ``inconclusive: warn``): it passes, and the warning says how many images
+    would decide it."""

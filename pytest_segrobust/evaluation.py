@@ -12,9 +12,10 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import torch
 
 from pytest_segrobust.corruptions import Corruption
@@ -25,6 +26,7 @@ from pytest_segrobust.metrics.base import check_score
 from pytest_segrobust.models.base import model_device
 from pytest_segrobust.scores import absolute_robustness, relative_robustness
 from pytest_segrobust.seeding import sample_seed
+from pytest_segrobust.sidecar import pack, unpack
 from pytest_segrobust.tasks import Task, get_task
 from pytest_segrobust.types import Image, field_of
 
@@ -32,7 +34,7 @@ CLEAN = "clean"
 # Bump when a change to this module can change a result: it invalidates cached clean results.
 EVALUATOR_VERSION = "3"
 # Version of EvalResult.to_json; a cached result of another version is recomputed.
-RESULT_FORMAT = 1
+RESULT_FORMAT = 2
 
 Progress = Callable[[int, int], None]
 
@@ -45,11 +47,15 @@ class EvalResult:
         metrics: Each metric's numbers by name, in the suite's order; the first is the headline.
         num_images: Images evaluated.
         seconds: Wall time of the evaluation.
+        statistics: Per-image sufficient statistics ``(num_images, ...)`` of each metric that
+            keeps them (:meth:`~pytest_segrobust.metrics.base.Metric.image_statistics`), in
+            dataset order: what the statistical gate pairs with a baseline's.
     """
 
     metrics: Mapping[str, MetricResult]
     num_images: int
     seconds: float
+    statistics: Mapping[str, np.ndarray] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def headline(self) -> str:
@@ -74,6 +80,7 @@ class EvalResult:
             "metrics": {name: result.to_json() for name, result in self.metrics.items()},
             "num_images": self.num_images,
             "seconds": self.seconds,
+            "statistics": {name: pack(array) for name, array in self.statistics.items()},
         }
 
     @classmethod
@@ -88,7 +95,8 @@ class EvalResult:
         metrics = {str(name): MetricResult.from_json(result) for name, result in data["metrics"].items()}
         if not metrics:
             raise ValueError("a result without metrics")
-        return cls(metrics, int(data["num_images"]), float(data["seconds"]))
+        statistics = {str(name): unpack(text) for name, text in data.get("statistics", {}).items()}
+        return cls(metrics, int(data["num_images"]), float(data["seconds"]), statistics)
 
 
 @dataclass(frozen=True)
@@ -184,12 +192,15 @@ def evaluate(
         done += len(samples)
         if progress is not None:
             progress(done, total)
-    results = {}
+    results, statistics = {}, {}
     for scorer in scorers:
         result = scorer.compute()
         check_score(type(scorer), result.score)
         results[scorer.name] = result
-    return EvalResult(results, num_images=done, seconds=time.perf_counter() - start)
+        per_image = scorer.image_statistics()
+        if per_image is not None:
+            statistics[scorer.name] = per_image
+    return EvalResult(results, num_images=done, seconds=time.perf_counter() - start, statistics=statistics)
 
 
 def is_finite(result: EvalResult) -> bool:

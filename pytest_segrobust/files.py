@@ -23,7 +23,12 @@ class WriteError(SegRobustError):
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` so that readers see the old file or the new one, never half.
+    """Write ``text`` (UTF-8) to ``path`` as :func:`atomic_write_bytes` does."""
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` so that readers see the old file or the new one, never half.
 
     Raises:
         WriteError: naming the path and the reason (a read-only folder, a parent that is a
@@ -37,8 +42,8 @@ def atomic_write_text(path: Path, text: str) -> None:
     try:
         # os.open with 0o666 lets the umask decide the mode, as for any file the user writes.
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)

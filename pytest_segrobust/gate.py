@@ -9,6 +9,10 @@ failure). Every rule of the gate lives here:
   unless the run updates baselines, which then rewrites the file;
 * without a stored value the cell fails and its numbers are recorded for the next run;
 * otherwise each toleranced number is checked, and any regression fails the cell;
+* a suite with a statistical gate (``gate:`` in the suite) decides each number by its paired
+  interval against the margin instead (:func:`paired_checks`): failed when the drop is
+  significantly beyond the margin, passed when significantly within, and inconclusive
+  otherwise, which the suite's policy turns into a failure, a warning or a pass;
 * an update compares too, for the record, but accepts whatever it finds;
 * a model that differs from the one the baseline was made with is gated all the same (that
   change is what the gate measures); a failure says so.
@@ -17,11 +21,14 @@ failure). Every rule of the gate lives here:
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
+import numpy as np
+
 from pytest_segrobust.baselines import UPDATE_FLAG, CellKey, Check, compare
+from pytest_segrobust.stats import Change, paired_change, paired_gamma_r_change
 
 
 class Status(str, Enum):
@@ -30,6 +37,8 @@ class Status(str, Enum):
     PASSED = "passed"
     IMPROVED = "improved"
     REGRESSED = "regressed"
+    INCONCLUSIVE = "inconclusive"  # fails: the suite's policy is inconclusive: fail
+    INCONCLUSIVE_ALLOWED = "inconclusive-allowed"  # passes, under inconclusive: warn or pass
     NEW = "new"
     UPDATED = "updated"
     ERROR = "error"
@@ -46,17 +55,123 @@ class Verdict:
         write: Store the observed numbers as the cell's baseline at the end of the run.
         replace_all: Rewrite the baseline file from scratch (the stored one is unusable).
         message: Why the cell fails; ``None`` when it passes.
+        warning: Why a passing cell deserves a look (an inconclusive cell under ``warn``).
     """
 
     status: Status
-    checks: tuple[Check, ...] = ()
+    checks: tuple[Check | PairedCheck, ...] = ()
     write: bool = False
     replace_all: bool = False
     message: str | None = None
+    warning: str | None = None
 
     @property
     def passed(self) -> bool:
         return self.message is None
+
+
+@dataclass(frozen=True)
+class PairedCheck:
+    """One number's paired change from its baseline, with its interval, against the margin.
+
+    Attributes:
+        metric: The number (``score``, ``gamma_r``, ``<metric>.score``...).
+        observed, baseline: The number in this run and in the baseline.
+        margin: How far it may truly fall (non-inferiority margin).
+        low, high: The interval of the change (candidate - baseline) at the cell's level.
+        outcome: ``fail`` (the whole interval below ``-margin``), ``pass`` (the whole
+            interval above it) or ``inconclusive``.
+        images: Images paired.
+        images_to_decide: About how many images would decide an inconclusive number.
+        detectable: The smallest margin an unchanged model is confirmed within at 80% power,
+            from the paired change's spread; ``None`` when the two runs agree on every image
+            (an unchanged model), which shows no spread to judge the power by.
+    """
+
+    metric: str
+    observed: float
+    baseline: float
+    margin: float
+    low: float
+    high: float
+    outcome: str
+    images: int
+    images_to_decide: int | None = None
+    detectable: float | None = None
+    higher_is_better: bool = True
+
+    @property
+    def delta(self) -> float:
+        return self.observed - self.baseline
+
+    @property
+    def problem(self) -> str | None:
+        return None
+
+    @property
+    def regressed(self) -> bool:
+        return self.outcome == "fail"
+
+    @property
+    def improved(self) -> bool:
+        return self.low > 0
+
+
+Score = Callable[[np.ndarray], np.ndarray]
+
+
+def paired_checks(
+    observed: Mapping[str, float],
+    stored: Mapping[str, float],
+    statistics: Mapping[str, tuple[Score, np.ndarray, np.ndarray, np.ndarray, np.ndarray]],
+    margins: Mapping[str, float],
+    weights: np.ndarray,
+    confidence: float,
+) -> tuple[PairedCheck, ...]:
+    """The paired check of every margined number.
+
+    Args:
+        observed, stored: This run's and the baseline's numbers (``score``, ``gamma_r``, and
+            ``<metric>.``-prefixed ones for further metrics).
+        statistics: Per metric prefix (``""`` for the headline, ``"<metric>."`` otherwise):
+            its score function and the per-image statistics of the baseline's clean and
+            corrupted runs and of this run's clean and corrupted runs, ``(N, ...)`` each.
+        margins: Per number, how far it may fall; numbers without one are not checked.
+        weights: The bootstrap's :func:`~pytest_segrobust.stats.resample_weights` for ``N`` images.
+        confidence: The level of each number's interval (already split over the family).
+
+    Raises:
+        ValueError: for statistics of different shapes (the runs did not see the same images).
+    """
+    checks = []
+    for prefix, (score, base_clean, base_corrupted, clean, corrupted) in statistics.items():
+        for number in ("score", "gamma_r"):
+            name = f"{prefix}{number}"
+            if name not in margins or name not in observed or name not in stored:
+                continue
+            change: Change = (
+                paired_change(base_corrupted, corrupted, score, weights)
+                if number == "score"
+                else paired_gamma_r_change(base_clean, base_corrupted, clean, corrupted, score, weights)
+            )
+            margin = margins[name]
+            low, high = change.interval(confidence)
+            outcome = "fail" if high < -margin else "pass" if low > -margin else "inconclusive"
+            checks.append(
+                PairedCheck(
+                    name,
+                    float(observed[name]),
+                    float(stored[name]),
+                    margin,
+                    low,
+                    high,
+                    outcome,
+                    change.images,
+                    change.images_to_decide(margin, confidence) if outcome == "inconclusive" else None,
+                    change.detectable(confidence) if change.standard_error > 0 else None,
+                )
+            )
+    return tuple(checks)
 
 
 def judge(
@@ -72,6 +187,9 @@ def judge(
     clean_score: float | None = None,
     lower_is_better: Iterable[str] = (),
     model_change: str | None = None,
+    paired: Sequence[PairedCheck] | None = None,
+    inconclusive: str = "fail",
+    missing_statistics: str | None = None,
 ) -> Verdict:
     """Decide one cell.
 
@@ -89,6 +207,11 @@ def judge(
             every other number regresses by falling.
         model_change: How the model differs from the one the baseline was made with, if it
             does; named in a regression's message, never a reason to fail.
+        paired: The statistical gate's checks (:func:`paired_checks`); when given, they
+            decide instead of ``tolerances``.
+        inconclusive: The suite's policy for an inconclusive number: ``fail``, ``warn`` or ``pass``.
+        missing_statistics: Why the statistical gate cannot pair this cell with its stored
+            value (the baseline has no per-image statistics for it): the cell fails.
     """
     invalid = _non_finite(observed, metric_label, clean_score)
     if invalid:
@@ -113,11 +236,22 @@ def judge(
                 f"(or accept all current numbers with pytest --segrobust {UPDATE_FLAG})"
             ),
         )
-    checks = tuple(compare(observed, stored, tolerances, lower_is_better))
+    if missing_statistics is not None:
+        return Verdict(Status.ERROR, message=f"{key.label}: {missing_statistics}")
+    checks = tuple(paired) if paired is not None else tuple(compare(observed, stored, tolerances, lower_is_better))
     regressions = [c for c in checks if c.regressed]
     if regressions:
         message = _regression_message(key, regressions, baseline_file, model_change)
         return Verdict(Status.REGRESSED, checks, message=message)
+    undecided = [c for c in checks if isinstance(c, PairedCheck) and c.outcome == "inconclusive"]
+    if undecided:
+        why = _inconclusive_message(key, undecided, inconclusive)
+        return Verdict(
+            Status.INCONCLUSIVE if inconclusive == "fail" else Status.INCONCLUSIVE_ALLOWED,
+            checks,
+            message=why if inconclusive == "fail" else None,
+            warning=why if inconclusive == "warn" else None,
+        )
     return Verdict(Status.IMPROVED if any(c.improved for c in checks) else Status.PASSED, checks)
 
 
@@ -142,9 +276,33 @@ def _number(value: float) -> str:
     return "nan" if math.isnan(value) else f"{value:.4f}"
 
 
-def _regression_message(key: CellKey, regressions: list[Check], baseline_file: str, model_change: str | None) -> str:
+def _inconclusive_message(key: CellKey, undecided: list[PairedCheck], policy: str) -> str:
+    lines = [f"{key.label} is inconclusive (suite policy: inconclusive: {policy}):"]
+    for c in undecided:
+        more = (
+            f"about {c.images_to_decide} images (now {c.images}) would decide it"
+            if c.images_to_decide is not None
+            else "the change sits on the margin"
+        )
+        lines.append(
+            f"  {c.metric}: change {_number(c.delta)}, interval [{_number(c.low)}, {_number(c.high)}] "
+            f"straddles -{_number(c.margin)}; {more}"
+        )
+    return "\n".join(lines)
+
+
+def _regression_message(
+    key: CellKey, regressions: Sequence[Check | PairedCheck], baseline_file: str, model_change: str | None
+) -> str:
     lines = [f"{key.label} regressed:"]
     for c in regressions:
+        if isinstance(c, PairedCheck):
+            lines.append(
+                f"  {c.metric}: observed {_number(c.observed)}, baseline {_number(c.baseline)}, "
+                f"delta {_number(c.delta)}, interval [{_number(c.low)}, {_number(c.high)}] "
+                f"entirely below the margin -{_number(c.margin)}"
+            )
+            continue
         lines.append(
             f"  {c.metric}: observed {_number(c.observed)}, baseline {_number(c.baseline)}, "
             f"delta {_number(c.delta)}, tolerance {_number(c.tolerance)}"

@@ -18,9 +18,10 @@ import logging
 import os
 import sys
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,13 +37,15 @@ from pytest_segrobust.baselines import (
     Conditions,
     prune_baseline,
     read_baseline,
+    stored_cells,
     unused_entries,
     write_baseline,
 )
 from pytest_segrobust.corruptions import REGISTRY, Corruption, CorruptionRegistry
 from pytest_segrobust.data.base import supercategories
-from pytest_segrobust.errors import BaselineError, SegRobustError, SuiteError
+from pytest_segrobust.errors import BaselineError, InconclusiveWarning, SegRobustError, SuiteError
 from pytest_segrobust.evaluation import CLEAN, CellResult
+from pytest_segrobust.evidence import Evidence, pack_statistics, sidecar_entries
 from pytest_segrobust.files import WriteError, atomic_write_text, remove_stale_temporaries
 from pytest_segrobust.gate import Status, judge
 from pytest_segrobust.limits import time_limit
@@ -68,6 +71,7 @@ from pytest_segrobust.shards import (
     digests,
     relative,
 )
+from pytest_segrobust.sidecar import SidecarEntry, sidecar_path, write_sidecar
 from pytest_segrobust.suite import Suite, declared_name, load_suite
 from pytest_segrobust.workbench import Workbench
 
@@ -120,6 +124,9 @@ class PendingWrite:
     values: dict[str, float]
     replace_all: bool
     model_fingerprint: str | None = None
+    # Per metric, the cell's packed per-image statistics (corrupted and clean) for the sidecar
+    # of a suite with a statistical gate; empty otherwise.
+    statistics: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -171,6 +178,7 @@ class SegRobustSession:
         self.registry = registry
         self.bench = Workbench(options, registry, adapt_hook)
         self._baselines: dict[Path, BaselineFile] = {}
+        self.evidence = Evidence()
         self.report: dict[str, Any] | None = None
         self.written: list[Path] = []
         # What went wrong while writing at the end of the run; each fails the run.
@@ -310,13 +318,13 @@ class SegRobustSession:
         __tracebackhide__ = True
         try:
             with self.in_project(), time_limit(self.options.timeout or suite.timeout, key.label):
-                record, observed = self._measure(suite, key, nodeid)
+                record, observed, result = self._measure(suite, key, nodeid)
         except BaseException as exc:
             if isinstance(exc, Exception):
                 self.errors[nodeid] = str(exc) if isinstance(exc, SegRobustError) else f"{type(exc).__name__}: {exc}"
             raise
         self.records.append(record)
-        self._gate(suite, key, observed, record)
+        self._gate(suite, key, observed, record, result)
         return record
 
     @contextmanager
@@ -333,7 +341,7 @@ class SegRobustSession:
         finally:
             os.chdir(previous)
 
-    def _measure(self, suite: Suite, key: CellKey, nodeid: str) -> tuple[CellRecord, dict[str, float]]:
+    def _measure(self, suite: Suite, key: CellKey, nodeid: str) -> tuple[CellRecord, dict[str, float], CellResult]:
         self.bench.conditions(suite)  # fingerprints the datasets: what the baseline is compared under
         result, dataset, category = self.bench.cell(suite, key)
         corrupted, clean = result.corrupted, result.clean
@@ -375,9 +383,9 @@ class SegRobustSession:
                 for name in suite.metrics[1:]
             },
         )
-        return record, observed
+        return record, observed, result
 
-    def _gate(self, suite: Suite, key: CellKey, observed: dict[str, float], record: CellRecord) -> None:
+    def _gate(self, suite: Suite, key: CellKey, observed: dict[str, float], record: CellRecord, result: CellResult) -> None:
         __tracebackhide__ = True
         baseline = self._baseline_file(suite)
         try:
@@ -385,6 +393,11 @@ class SegRobustSession:
         except BaselineError as exc:
             stored, problem = None, str(exc)
         change = None if problem is not None else self._model_change(suite, key.model, baseline)
+        paired, missing = None, None
+        if suite.gate is not None and stored is not None and problem is None and not self.options.update_baselines:
+            paired, missing = self.evidence.checks(
+                suite, key, observed, stored, result, baseline.path, self._shown(baseline.path)
+            )
         tolerances, lower_is_better = {}, []
         for prefix, name in zip(("", *(f"{m}." for m in suite.metrics[1:])), suite.metrics):
             tolerances[f"{prefix}score"] = suite.tolerance.score
@@ -404,20 +417,35 @@ class SegRobustSession:
             clean_score=record.clean_score,
             lower_is_better=lower_is_better,
             model_change=None if change is None else change.describe(),
+            paired=paired,
+            inconclusive=suite.gate.inconclusive if suite.gate is not None else "fail",
+            missing_statistics=missing,
         )
         record.status = verdict.status
         if verdict.checks:  # an update's too: the report keeps the numbers it replaces
             record.baseline = dict(stored or {})
             record.checks = [asdict(c) | {"regressed": c.regressed, "improved": c.improved} for c in verdict.checks]
         if verdict.write:
-            self._queue(suite, baseline.path, key, observed, replace_all=verdict.replace_all)
+            self._queue(suite, baseline.path, key, observed, verdict.replace_all, pack_statistics(suite, result))
+        if verdict.warning is not None:
+            warnings.warn(InconclusiveWarning(verdict.warning), stacklevel=1)
         if not verdict.passed:
             raise CellFailure(verdict.message)
 
-    def _queue(self, suite: Suite, path: Path, key: CellKey, values: dict[str, float], replace_all: bool) -> None:
+    def _queue(
+        self,
+        suite: Suite,
+        path: Path,
+        key: CellKey,
+        values: dict[str, float],
+        replace_all: bool,
+        statistics: dict[str, dict[str, str]],
+    ) -> None:
         conditions = self.bench.conditions(suite).to_json()
         fingerprint = self._model_fingerprint(suite, key.model)
-        self.pending.append(PendingWrite(str(path), suite.name, conditions, key, values, replace_all, fingerprint))
+        self.pending.append(
+            PendingWrite(str(path), suite.name, conditions, key, values, replace_all, fingerprint, statistics)
+        )
 
     def _model_change(self, suite: Suite, model: str, baseline: BaselineFile) -> ModelChange | None:
         """How ``model`` differs from the one its baseline was made with, if the file says and it does."""
@@ -879,10 +907,14 @@ class SegRobustSession:
     def _write_suite_baseline(
         self, path: Path, suite: str, writes: list[PendingWrite], keep_only: list[CellKey] | None
     ) -> BaselineUpdate:
+        suite_obj = self.suite_order.get(suite)
         if not writes:
-            return BaselineUpdate(path) if keep_only is None else prune_baseline(path, keep_only)
+            update = BaselineUpdate(path) if keep_only is None else prune_baseline(path, keep_only)
+            if update.removed:
+                self._write_sidecar(path, suite, [], replace_all=False)
+            return update
         ordered = sorted(writes, key=lambda w: (w.key.model, str(w.key.split), w.key.corruption, w.key.severity))
-        return write_baseline(
+        update = write_baseline(
             path,
             suite,
             Conditions.from_json(writes[0].conditions, str(path)),
@@ -892,6 +924,20 @@ class SegRobustSession:
             fingerprints={w.key.model: w.model_fingerprint for w in writes if w.model_fingerprint is not None},
             tool_version=__version__,
         )
+        gated = suite_obj is not None and suite_obj.gate is not None
+        if gated or any(w.statistics for w in writes) or sidecar_path(path).exists():
+            entries = [entry for w in ordered for entry in sidecar_entries(w.key, w.statistics)]
+            self._write_sidecar(path, suite, entries, replace_all=any(w.replace_all for w in writes))
+        return update
+
+    def _write_sidecar(self, path: Path, suite: str, entries: list[SidecarEntry], replace_all: bool) -> None:
+        """Store ``entries`` in the statistics file beside the baseline ``path``, keeping only the
+        cells the (just written) JSON still holds: the two files always describe the same cells."""
+        try:
+            kept = stored_cells(read_baseline(path))
+        except BaselineError as exc:
+            raise WriteError(f"cannot write {sidecar_path(path)}: {exc}") from None
+        write_sidecar(sidecar_path(path), suite, entries, replace_all=replace_all, keep_only=kept)
 
     def _report_unused(self, path: Path, suite: str, cells: list[CellKey]) -> None:
         try:

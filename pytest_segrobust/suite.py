@@ -49,8 +49,9 @@ from pytest_segrobust.tasks import TASKS, get_task
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
 _KNOWN_KEYS = {
     "name", "description", "task", "dataset", "models", "preset", "corruptions", "severities",
-    "metric", "metrics", "tolerance", "batch_size", "seed", "limit", "cd", "timeout", "shifts",
+    "metric", "metrics", "tolerance", "batch_size", "seed", "limit", "cd", "timeout", "shifts", "gate",
 }
+_GATE_KEYS = ("margin", "confidence", "inconclusive", "multiplicity", "resamples")
 # The keys of a factory mapping, by where it appears.
 _FACTORY_KEYS = {"dataset": ("factory", "kwargs"), "models": ("name", "factory", "kwargs", "input", "output")}
 _ONNX_KEYS = ("name", "onnx", "input", "output")
@@ -113,6 +114,29 @@ class Tolerance:
 
 
 @dataclass(frozen=True)
+class GatePolicy:
+    """The statistical gate (:mod:`pytest_segrobust.stats`): paired bootstrap against a margin.
+
+    Attributes:
+        margin: How far each number may truly fall below its baseline (non-inferiority):
+            ``gamma_r`` as a fraction, ``score`` in the metric's points.
+        confidence: Level of the family of intervals (0.95: at most 5% chance of any false
+            alarm in a run of the suite, with ``multiplicity: bonferroni``).
+        inconclusive: What a cell whose interval straddles the margin does: ``fail``,
+            ``warn`` (passes, listed as a warning) or ``pass``.
+        multiplicity: ``bonferroni`` splits ``1 - confidence`` over every number the suite
+            gates; ``none`` gives each its own ``1 - confidence``.
+        resamples: Bootstrap resamples per cell.
+    """
+
+    margin: Tolerance = Tolerance()
+    confidence: float = 0.95
+    inconclusive: str = "fail"
+    multiplicity: str = "bonferroni"
+    resamples: int = 2000
+
+
+@dataclass(frozen=True)
 class DegradationSettings:
     """Kamann & Rother's corruption degradation against a reference model.
 
@@ -164,6 +188,7 @@ class Suite:
     degradation: DegradationSettings | None = None
     timeout: float | None = None
     shifts: Shifts | None = None
+    gate: GatePolicy | None = None
 
     @property
     def metric(self) -> str:
@@ -267,6 +292,36 @@ class _Validator:
             degradation=None if raw.get("cd") is None else self.degradation(raw["cd"], models),
             timeout=None if raw.get("timeout") is None else self.positive("timeout", raw["timeout"]),
             shifts=None if raw.get("shifts") is None else self.shifts(raw["shifts"], dataset),
+            gate=None if raw.get("gate") is None else self.gate(raw, self.metrics(raw, task)),
+        )
+
+    def gate(self, raw: dict[str, Any], metrics: tuple[str, ...]) -> GatePolicy:
+        """``gate: {margin: {gamma_r, score}, confidence, inconclusive, multiplicity, resamples}``."""
+        if "tolerance" in raw:
+            raise self.fail("gate", "a suite gates by tolerance (point values) or by gate (paired statistics), not both")
+        spec = raw["gate"]
+        if not isinstance(spec, dict):
+            raise self.fail("gate", f"expected a mapping with {', '.join(_GATE_KEYS)}, got {spec!r}")
+        unknown = sorted(set(spec) - set(_GATE_KEYS))
+        if unknown:
+            raise self.fail(f"gate.{unknown[0]}", f"unknown field; expected one of {', '.join(_GATE_KEYS)}")
+        for name in metrics:
+            kind = METRICS.get(name)
+            if not kind.keeps_image_statistics() or not kind.higher_is_better:
+                raise self.fail(
+                    "gate", f"metric {name} keeps no per-image statistics, which the statistical gate pairs; "
+                    "gate it by tolerance instead"
+                )
+        defaults = GatePolicy()
+        confidence = spec.get("confidence", defaults.confidence)
+        if isinstance(confidence, bool) or not isinstance(confidence, (int, float)) or not 0.5 <= confidence < 1:
+            raise self.fail("gate.confidence", f"expected a level in [0.5, 1), e.g. 0.95, got {confidence!r}")
+        return GatePolicy(
+            margin=self.tolerance(spec.get("margin", {}), "gate.margin"),
+            confidence=float(confidence),
+            inconclusive=self.choice("gate.inconclusive", spec.get("inconclusive", defaults.inconclusive), ("fail", "warn", "pass")),
+            multiplicity=self.choice("gate.multiplicity", spec.get("multiplicity", defaults.multiplicity), ("bonferroni", "none")),
+            resamples=self.integer("gate.resamples", spec.get("resamples", defaults.resamples), minimum=200),
         )
 
     def shifts(self, raw: Any, dataset: FactorySpec) -> Shifts:
@@ -369,7 +424,7 @@ class _Validator:
         return value
 
     def number(self, field_name: str, value: Any) -> float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < float("inf"):
             raise self.fail(field_name, f"expected a number >= 0, got {value!r}")
         return float(value)
 
@@ -505,15 +560,15 @@ class _Validator:
                 raise self.fail(f"{field_name}[{i}]", f"severity {s} is listed twice")
         return tuple(sorted(raw))
 
-    def tolerance(self, raw: Any) -> Tolerance:
+    def tolerance(self, raw: Any, where: str = "tolerance") -> Tolerance:
         if not isinstance(raw, dict):
-            raise self.fail("tolerance", f"expected a mapping with gamma_r and/or score, got {raw!r}")
+            raise self.fail(where, f"expected a mapping with gamma_r and/or score, got {raw!r}")
         unknown = sorted(set(raw) - {"gamma_r", "score"})
         if unknown:
-            raise self.fail(f"tolerance.{unknown[0]}", "unknown field; expected gamma_r or score")
+            raise self.fail(f"{where}.{unknown[0]}", "unknown field; expected gamma_r or score")
         defaults = Tolerance()
         return Tolerance(
-            gamma_r=self.number("tolerance.gamma_r", raw.get("gamma_r", defaults.gamma_r)),
-            score=self.number("tolerance.score", raw.get("score", defaults.score)),
+            gamma_r=self.number(f"{where}.gamma_r", raw.get("gamma_r", defaults.gamma_r)),
+            score=self.number(f"{where}.score", raw.get("score", defaults.score)),
         )
 

@@ -148,6 +148,11 @@ class Metric(ABC):
         raise NotImplementedError(f"metric {cls.name} keeps no per-image statistics")
 
     @classmethod
+    def keeps_image_statistics(cls) -> bool:
+        """Whether the metric gives per-image statistics (it defines :meth:`score_of`)."""
+        return cls.score_of.__func__ is not Metric.score_of.__func__  # type: ignore[attr-defined]
+
+    @classmethod
     def scale(cls) -> float:
         """Width of the metric's scale (100 for a percentage)."""
         return abs(cls.bounds[1] - cls.bounds[0])

@@ -87,9 +87,26 @@ def build_report(
             else {"reference": degradation.reference, "noise_severities": list(degradation.noise_severities)},
             "models": models,
             "figures": {},
+            "gate": None if suite is None or suite.gate is None else _gate_entry(suite),
         }
     report["verdict"] = run_verdict(records, report["errors"], report["missing"]).to_json()
     return report
+
+
+def _gate_entry(suite: Suite) -> dict[str, Any]:
+    from pytest_segrobust.evidence import cell_level, family_size
+
+    policy = suite.gate
+    assert policy is not None
+    return {
+        "margin": {"gamma_r": policy.margin.gamma_r, "score": policy.margin.score},
+        "confidence": policy.confidence,
+        "multiplicity": policy.multiplicity,
+        "numbers": family_size(suite),
+        "level": cell_level(suite),
+        "inconclusive": policy.inconclusive,
+        "resamples": policy.resamples,
+    }
 
 
 def _scale(metric: str | None) -> tuple[tuple[float, float] | None, bool]:
@@ -110,11 +127,13 @@ def _scale(metric: str | None) -> tuple[tuple[float, float] | None, bool]:
 
 _COUNTED = {
     "regressed": "regressed",
+    "inconclusive": "inconclusive",
     "new": "new (no baseline)",
     "error": "error",
     "no result": "without a result",
     "passed": "passed",
     "improved": "improved",
+    "inconclusive-allowed": "inconclusive (allowed by the suite)",
     "updated": "baseline updated",
 }
 
@@ -194,6 +213,8 @@ def suite_sections(suite: Mapping[str, Any]) -> list[Table | Figure]:
     models = records_by_model(suite)
     figures = suite.get("figures", {})
     out: list[Table | Figure] = [tables.headline({m: v["summary"] for m, v in suite["models"].items()}, metric)]
+    if suite.get("gate"):
+        out.append(tables.statistical_gate(suite["gate"], [r for rs in models.values() for r in rs])[0])
     if suite.get("shifts"):
         shifts = suite["shifts"]
         out.append(tables.natural_shift(models, shifts["reference"], shifts["splits"], metric))
@@ -346,6 +367,9 @@ def terminal_summary(report: Mapping[str, Any], *, brief: bool = False) -> list[
     if report.get("errors"):
         shown = ", ".join(list(report["errors"])[:3]) + (", ..." if len(report["errors"]) > 3 else "")
         lines.append(f"{len(report['errors'])} cells failed with an error (no result): {shown}")
+    for suite in report["suites"].values():
+        if suite.get("gate"):
+            lines += tables.statistical_gate(suite["gate"], [r for rs in records_by_model(suite).values() for r in rs])[1]
     if brief:
         return lines
     for suite_name, suite in report["suites"].items():

@@ -20,6 +20,8 @@ STATUS_MARK = {
     "passed": "ok",
     "improved": "▲ improved",
     "regressed": "▼ REGRESSED",
+    "inconclusive": "? INCONCLUSIVE",
+    "inconclusive-allowed": "? inconclusive (allowed)",
     "new": "new (no baseline)",
     "updated": "baseline updated",
     "error": "error",
@@ -205,29 +207,92 @@ def by_corruption(records: Sequence[CellRecord], value: str, title: str, digits:
 
 
 def baseline_comparison(records: Sequence[CellRecord]) -> Table:
-    """Every cell against its stored baseline, regressions and improvements marked."""
+    """Every cell against its stored baseline, regressions and improvements marked; under a
+    statistical gate, each change with its interval."""
+    paired = any("low" in check for r in records for check in r.checks)
     rows = []
     for r in records:
         stored = r.baseline or {}
-        rows.append(
-            (
-                r.model,
-                r.corruption,
-                str(r.severity),
-                fmt(r.score),
-                fmt(stored.get("score")),
-                signed(r.score - stored["score"]) if "score" in stored else "–",
-                fmt(r.gamma_r, 3),
-                fmt(stored.get("gamma_r"), 3),
-                signed(r.gamma_r - stored["gamma_r"], 3) if "gamma_r" in stored and r.gamma_r is not None else "–",
-                STATUS_MARK.get(r.status, r.status),
+        intervals = {str(c["metric"]): _interval(c) for c in r.checks if "low" in c}
+        row = [
+            r.model,
+            r.corruption,
+            str(r.severity),
+            fmt(r.score),
+            fmt(stored.get("score")),
+            signed(r.score - stored["score"]) if "score" in stored else "–",
+        ]
+        row += [intervals.get("score", "–")] if paired else []
+        row += [
+            fmt(r.gamma_r, 3),
+            fmt(stored.get("gamma_r"), 3),
+            signed(r.gamma_r - stored["gamma_r"], 3) if "gamma_r" in stored and r.gamma_r is not None else "–",
+        ]
+        row += [intervals.get("gamma_r", "–")] if paired else []
+        rows.append((*row, STATUS_MARK.get(r.status, r.status)))
+    header = ("model", "corruption", "sev", "score", "baseline", "Δ", *(("Δ interval",) if paired else ()))
+    header += ("γr", "baseline γr", "Δγr", *(("Δγr interval",) if paired else ()), "status")
+    return Table("Baseline comparison", header, tuple(rows))
+
+
+def _interval(check: dict[str, Any]) -> str:
+    digits = 3 if str(check["metric"]).endswith("gamma_r") else 2
+    return f"[{signed(float(check['low']), digits)}, {signed(float(check['high']), digits)}]"
+
+
+def statistical_gate(gate: dict[str, Any], records: Sequence[CellRecord]) -> tuple[Table, list[str]]:
+    """The statistical gate's policy and what it found, and the warnings a run prints about it.
+
+    Args:
+        gate: The suite's ``gate`` entry in the report (policy, family size, per-number level).
+        records: The suite's cells.
+
+    Returns:
+        The table, and one line per inconclusive cell and per number whose margin the suite is
+        too small to confirm at 80% power.
+    """
+    margin = gate["margin"]
+    rows = [
+        ("method", "paired bootstrap of per-image statistics against the baseline's (same corrupted pixels)"),
+        ("margin", f"γr {margin['gamma_r']:g}, score {margin['score']:g} points"),
+        ("confidence", f"{gate['confidence']:g} for the family of {gate['numbers']} gated numbers"),
+        ("multiplicity", gate["multiplicity"] + (f" (each number at {gate['level']:.6g})" if gate["multiplicity"] == "bonferroni" else "")),
+        ("inconclusive cells", gate["inconclusive"]),
+        ("resamples", str(gate["resamples"])),
+    ]
+    warnings: list[str] = []
+    checks = [(r, c) for r in records for c in r.checks if "low" in c]
+    outcomes = {"fail": 0, "pass": 0, "inconclusive": 0}
+    for r, c in checks:
+        outcomes[str(c["outcome"])] += 1
+        if c["outcome"] == "inconclusive":
+            more = c.get("images_to_decide")
+            warnings.append(
+                f"{r.suite}::{row_name(r)}::{r.corruption}[{r.severity}] {c['metric']}: inconclusive, interval "
+                f"{_interval(c)} straddles -{float(c['margin']):g}"
+                + (f"; about {more} images (now {c['images']}) would decide it" if more else "")
             )
-        )
-    return Table(
-        "Baseline comparison",
-        ("model", "corruption", "sev", "score", "baseline", "Δ", "γr", "baseline γr", "Δγr", "status"),
-        tuple(rows),
-    )
+    if checks:
+        rows.append(("numbers", ", ".join(f"{n} {o}" for o, n in outcomes.items())))
+    for number in ("score", "gamma_r"):
+        found = [
+            (float(c["detectable"]), int(c["images"]))
+            for _, c in checks
+            if str(c["metric"]).endswith(number) and c.get("detectable") is not None
+        ]
+        if not found:  # every run agreed with its baseline image by image: no spread to judge power by
+            continue
+        worst, images = max(found)
+        allowed = float(margin[number])
+        rows.append((f"smallest {number} margin confirmable (80% power)", f"{worst:.4g} (the margin is {allowed:g})"))
+        if worst > allowed:
+            needed = math.ceil(images * (worst / allowed) ** 2) if allowed > 0 else None
+            warnings.append(
+                f"suite {records[0].suite}: with {images} images it cannot confirm a {number} margin of {allowed:g} at 80% "
+                f"power in every cell (it needs {worst:.4g})"
+                + (f"; about {needed} images would" if needed else "")
+            )
+    return Table("Statistical gate", ("", "setting"), tuple(rows)), warnings
 
 
 def _columns_by_category(records: Sequence[CellRecord]) -> list[tuple[str, str]]:
@@ -491,7 +556,7 @@ def further_metrics(models: dict[str, list[CellRecord]], labels: dict[str, str])
 # -- the top of the report: verdict, regressions, what was measured ---------------------------
 
 # Statuses that fail a cell's test (an update run passes: it accepts the numbers).
-FAILING = ("regressed", "new", "error")
+FAILING = ("regressed", "inconclusive", "new", "error")
 _NUMBER_NAMES = {"score": "score", "gamma_r": "γr", "gamma_a": "γa"}
 
 

@@ -1,0 +1,209 @@
+"""Per-image statistics of a baseline, in a compact binary file beside its JSON.
+
+The statistical gate (:mod:`pytest_segrobust.stats`) compares a run with its baseline image
+by image, so a baseline must keep each image's sufficient statistics, not just the scores.
+They are too many numbers to review in git, so they live in ``<suite>.stats.npz`` next to
+``<suite>.json``, which keeps the reviewable point values. For every stored cell the
+sidecar holds, per metric, the corrupted run's statistics and the clean run's that its
+gamma_r was computed from; identical arrays (a model's clean statistics, shared by all its
+cells) are stored once.
+
+The file is an ``.npz`` (no pickles: it is read with ``allow_pickle=False``) with an
+``index`` member, a JSON document::
+
+    {"format": 1, "suite": "demo",
+     "cells": {"tiny-unet::rotate::3": {"miou": {"corrupted": "a1", "clean": "a0", "images": 64}}}}
+
+and one array member per distinct array. A reader proves the statistics belong to the
+JSON's numbers by recomputing the cell's score and gamma_r from them: a sidecar that
+disagrees with its baseline (one file changed without the other) is refused.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import json
+import math
+import zipfile
+from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pytest_segrobust.errors import BaselineError
+from pytest_segrobust.files import atomic_write_bytes
+
+SIDECAR_FORMAT = 1
+SUFFIX = ".stats.npz"
+
+
+def sidecar_path(baseline: Path) -> Path:
+    """Where the statistics of the baseline file ``baseline`` live: ``<suite>.stats.npz`` beside it."""
+    return baseline.with_name(baseline.name.removesuffix(".json") + SUFFIX)
+
+
+def pack(array: np.ndarray) -> str:
+    """``array`` as text that survives JSON (an ``.npy`` image, base64): what workers send."""
+    buffer = io.BytesIO()
+    np.save(buffer, np.ascontiguousarray(array), allow_pickle=False)
+    return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def unpack(text: str) -> np.ndarray:
+    """The array of :func:`pack`; raises ``ValueError`` for anything else."""
+    try:
+        return np.load(io.BytesIO(base64.b64decode(text.encode("ascii"), validate=True)), allow_pickle=False)
+    except (ValueError, OSError, EOFError) as exc:
+        raise ValueError(f"not a packed array: {exc}") from None
+
+
+@dataclass(frozen=True)
+class CellStatistics:
+    """One metric's per-image statistics of one baseline cell: the corrupted run and its clean run."""
+
+    corrupted: np.ndarray
+    clean: np.ndarray
+
+
+class Sidecar:
+    """The statistics of one baseline file, read once and kept.
+
+    Attributes:
+        path: The ``.stats.npz`` file.
+    """
+
+    def __init__(self, baseline: Path) -> None:
+        self.path = sidecar_path(baseline)
+        self._cells: dict[str, dict[str, CellStatistics]] | None = None
+
+    def lookup(
+        self,
+        cell: str,
+        metric: str,
+        score_of: Callable[[np.ndarray], np.ndarray],
+        stored: dict[str, float | None],
+    ) -> CellStatistics | None:
+        """The statistics of ``metric`` in ``cell`` (a :func:`~pytest_segrobust.baselines.key_path`),
+        or ``None`` where the sidecar has none.
+
+        Args:
+            score_of: The metric's score of summed statistics.
+            stored: The baseline JSON's ``score`` and ``gamma_r`` of the cell (``None`` where
+                it has none); the statistics must reproduce them.
+
+        Raises:
+            BaselineError: for an unreadable sidecar, or statistics that do not reproduce the
+                JSON's numbers (one of the two files was changed without the other).
+        """
+        if self._cells is None:
+            self._cells = read_sidecar(self.path)
+        found = self._cells.get(cell, {}).get(metric)
+        if found is None:
+            return None
+        score = float(score_of(found.corrupted.sum(axis=0)))
+        mine = {"score": score, "gamma_r": score / float(score_of(found.clean.sum(axis=0)))}
+        for name, theirs in stored.items():
+            if theirs is not None and not math.isclose(theirs, mine[name], rel_tol=1e-5, abs_tol=1e-9):
+                raise BaselineError(
+                    f"{self.path}: cells.{cell}.{metric}: the statistics give {name} {mine[name]:.6g}, the baseline JSON "
+                    f"stores {theirs:.6g}: one file changed without the other; re-record both with --segrobust-update"
+                )
+        return found
+
+
+def read_sidecar(path: Path) -> dict[str, dict[str, CellStatistics]]:
+    """Every cell's statistics in ``path`` (empty when there is no file).
+
+    Raises:
+        BaselineError: naming the file and the member or field at fault.
+    """
+    if not path.exists():
+        return {}
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            members = {name: archive[name] for name in archive.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+        raise BaselineError(f"{path}: not a readable statistics file ({exc}); re-record it with --segrobust-update") from None
+    index = members.pop("index", None)
+    if index is None or index.dtype != np.uint8:
+        raise BaselineError(f"{path}: no index member; re-record it with --segrobust-update")
+    try:
+        document = json.loads(index.tobytes().decode())
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise BaselineError(f"{path}: index: not JSON ({exc})") from None
+    if not isinstance(document, dict) or document.get("format") != SIDECAR_FORMAT:
+        found = document.get("format") if isinstance(document, dict) else document
+        raise BaselineError(f"{path}: index.format is {found!r}, expected {SIDECAR_FORMAT}")
+    raw_cells = document.get("cells")
+    if not isinstance(raw_cells, dict):
+        raise BaselineError(f"{path}: index.cells: expected a mapping")
+    cells: dict[str, dict[str, CellStatistics]] = {}
+    for cell, by_metric in raw_cells.items():
+        if not isinstance(by_metric, dict):
+            raise BaselineError(f"{path}: index.cells.{cell}: expected a mapping of metrics")
+        for metric, entry in by_metric.items():
+            at = f"index.cells.{cell}.{metric}"
+            try:
+                corrupted, clean, images = members[entry["corrupted"]], members[entry["clean"]], int(entry["images"])
+            except (KeyError, TypeError, ValueError) as exc:
+                raise BaselineError(f"{path}: {at}: missing or broken field or array ({exc})") from None
+            if corrupted.shape != clean.shape or corrupted.shape[:1] != (images,):
+                raise BaselineError(
+                    f"{path}: {at}: arrays of shapes {corrupted.shape} and {clean.shape} for {images} images"
+                )
+            cells.setdefault(cell, {})[metric] = CellStatistics(corrupted, clean)
+    return cells
+
+
+@dataclass(frozen=True)
+class SidecarEntry:
+    """One metric of one cell to store: the corrupted run's statistics and its clean run's."""
+
+    cell: str
+    metric: str
+    corrupted: np.ndarray
+    clean: np.ndarray
+
+
+def write_sidecar(
+    path: Path, suite: str, entries: Iterable[SidecarEntry], *, replace_all: bool = False, keep_only: Collection[str] | None = None
+) -> None:
+    """Store ``entries`` in ``path``, keeping its other cells (unless ``replace_all``) that are in ``keep_only``.
+
+    Writes atomically; with nothing left to store, removes the file.
+    """
+    cells = {} if replace_all else read_sidecar(path)
+    for e in entries:
+        cells.setdefault(e.cell, {})[e.metric] = CellStatistics(e.corrupted, e.clean)
+    if keep_only is not None:
+        cells = {cell: value for cell, value in cells.items() if cell in keep_only}
+    if not cells:
+        path.unlink(missing_ok=True)
+        return
+    arrays: dict[str, np.ndarray] = {}
+    names: dict[bytes, str] = {}
+
+    def member(array: np.ndarray) -> str:
+        digest = hashlib.blake2b(array.dtype.str.encode() + repr(array.shape).encode() + array.tobytes()).digest()
+        if digest not in names:
+            names[digest] = f"a{len(names)}"
+            arrays[names[digest]] = array
+        return names[digest]
+
+    index: dict[str, Any] = {"format": SIDECAR_FORMAT, "suite": suite, "cells": {}}
+    for cell in sorted(cells):
+        index["cells"][cell] = {
+            metric: {
+                "corrupted": member(stats.corrupted),
+                "clean": member(stats.clean),
+                "images": int(stats.corrupted.shape[0]),
+            }
+            for metric, stats in sorted(cells[cell].items())
+        }
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, index=np.frombuffer(json.dumps(index, sort_keys=True).encode(), dtype=np.uint8), **arrays)
+    atomic_write_bytes(path, buffer.getvalue())
