@@ -12,7 +12,11 @@ severity slot fixed at 0), so every severity sees the same draws. Each perturbat
 uniform number per place it may edit (a character position or a word) and edits that place
 when the number is below the severity's rate; how it edits a place comes from further draws
 that do not depend on severity. The edits at severity ``s`` are therefore a subset of those at
-``s + 1``, and the text drifts further from the original as severity grows.
+``s + 1``. For character deletions and insertions that alone makes the edit distance to
+the original grow with severity; word replacements could, rarely, bring the text back closer
+to the original (``"a the the"`` edited to ``"the an a"``), so the word-level perturbations
+add the words new at a severity one at a time and skip one that would lower the distance
+(:func:`.functional.edit_words`).
 
 Empty input. An empty or whitespace-only text is returned unchanged at every severity (there
 is nothing to perturb, and a perturbation never makes a non-empty text empty); a dataset that
@@ -130,8 +134,9 @@ class SeededTextPerturbation(TextPerturbation, Generic[Params]):
     def _perturb_one(self, text: str, sample_id: str, severity: int, seed: int) -> str:
         if severity == 0 or is_blank(text):
             return text
-        return self.apply(text, self.table[severity], text_generator(seed, sample_id, self.name))
+        self.table[severity]  # fails for a severity outside 1..5
+        return self.apply(text, severity, text_generator(seed, sample_id, self.name))
 
     @abstractmethod
-    def apply(self, text: str, params: Params, rng: np.random.Generator) -> str:
-        """Perturb a non-blank text with one severity's parameters, drawing only from ``rng``."""
+    def apply(self, text: str, severity: int, rng: np.random.Generator) -> str:
+        """Perturb a non-blank text at severity 1..5, drawing only from ``rng``."""

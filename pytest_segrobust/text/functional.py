@@ -7,9 +7,11 @@ so the same generator state gives nested edits at growing rates (see :mod:`.base
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
+
+from pytest_segrobust.text.distance import levenshtein
 
 WORD = re.compile(r"[^\W\d_]+")
 """A word: a maximal run of letters (digits, underscores and punctuation split words)."""
@@ -108,30 +110,54 @@ def misspell_word(word: str, operation_draw: float, position_draw: float, key_dr
 
 
 def edit_words(
-    text: str, fraction: float, rng: np.random.Generator, draws_per_word: int,
+    text: str, fractions: Sequence[float], rng: np.random.Generator, draws_per_word: int,
     edit: Callable[[str, np.ndarray], str | None],
 ) -> str:
-    """Replace a ``fraction`` of the editable words of ``text`` by ``edit(word, draws)``.
+    """Replace words of ``text`` by ``edit(word, draws)``, a growing fraction per severity.
 
-    Every word gets ``1 + draws_per_word`` uniforms, editable or not, so the stream does not
-    depend on the rate. ``edit`` returns None for a word it cannot change; such a word is
-    never edited. A word is edited when it is editable and its first uniform is below
-    ``fraction``; the other uniforms choose how.
+    ``fractions`` are the rates of severities 1..s (non-decreasing); the result is severity
+    s. Every word gets ``1 + draws_per_word`` uniforms, editable or not, so the stream does
+    not depend on the rates. ``edit`` returns None for a word it cannot change; such a word is
+    never edited. A word is chosen at the first severity whose rate exceeds its first
+    uniform; the other uniforms choose how it changes, the same at every severity.
+
+    Severities build on each other: the words new at a severity are added in text order,
+    each kept only if the Levenshtein distance to the original does not drop (a replacement
+    can, rarely, realign with a neighbour and undo part of an earlier edit). So the edits of
+    severity s include those of s - 1 and the distance never decreases; the realised rate
+    can fall a little below the nominal one on such texts.
     """
     words = list(WORD.finditer(text))
     draws = rng.random((len(words), 1 + draws_per_word))
+    replacements: dict[int, str] = {}
+    distance = 0
+    lower = 0.0
+    for fraction in fractions:
+        for index, (match, (select, *rest)) in enumerate(zip(words, draws)):
+            if not lower <= select < fraction:
+                continue
+            replacement = edit(match.group(), np.asarray(rest))
+            if replacement is None:
+                continue
+            trial = {**replacements, index: replacement}
+            trial_distance = levenshtein(text, _replaced(text, words, trial))
+            if trial_distance >= distance:
+                replacements, distance = trial, trial_distance
+        lower = max(lower, fraction)
+    return _replaced(text, words, replacements)
+
+
+def _replaced(text: str, words: list[re.Match[str]], replacements: dict[int, str]) -> str:
     pieces: list[str] = []
     last = 0
-    for match, (select, *rest) in zip(words, draws):
-        replacement = edit(match.group(), np.asarray(rest)) if select < fraction else None
-        if replacement is not None:
-            pieces.append(text[last : match.start()])
-            pieces.append(replacement)
-            last = match.end()
+    for index in sorted(replacements):
+        match = words[index]
+        pieces += [text[last : match.start()], replacements[index]]
+        last = match.end()
     pieces.append(text[last:])
     return "".join(pieces)
 
 
-def misspell(text: str, fraction: float, rng: np.random.Generator) -> str:
-    """Misspell each word with probability ``fraction`` (:func:`misspell_word`)."""
-    return edit_words(text, fraction, rng, 3, lambda word, draws: misspell_word(word, *draws))
+def misspell(text: str, fractions: Sequence[float], rng: np.random.Generator) -> str:
+    """Misspell each word with probability ``fractions[-1]`` (:func:`misspell_word`, :func:`edit_words`)."""
+    return edit_words(text, fractions, rng, 3, lambda word, draws: misspell_word(word, *draws))

@@ -47,36 +47,40 @@ CHARACTER_MISSING = SeverityTable(tuple(CharacterRate(r) for r in (0.05, 0.10, 0
 GRAMMAR_ERROR = SeverityTable(tuple(WordFraction(f) for f in (0.15, 0.30, 0.45, 0.60, 0.75)))  # type: ignore[arg-type]
 
 
+def _fractions(table: SeverityTable[WordFraction], severity: int) -> list[float]:
+    return [table[level].fraction for level in range(1, severity + 1)]
+
+
 class Misspelling(SeededTextPerturbation[WordFraction]):
     """Typos on a fraction of the words (:func:`.functional.misspell`)."""
 
-    def apply(self, text: str, params: WordFraction, rng: np.random.Generator) -> str:
-        return functional.misspell(text, params.fraction, rng)
+    def apply(self, text: str, severity: int, rng: np.random.Generator) -> str:
+        return functional.misspell(text, _fractions(self.table, severity), rng)
 
 
 class Mispunctuation(SeededTextPerturbation[CharacterRate]):
     """Punctuation inserted at a fraction of the character positions (:func:`.functional.insert_punctuation`)."""
 
-    def apply(self, text: str, params: CharacterRate, rng: np.random.Generator) -> str:
-        return functional.insert_punctuation(text, params.rate, rng)
+    def apply(self, text: str, severity: int, rng: np.random.Generator) -> str:
+        return functional.insert_punctuation(text, self.table[severity].rate, rng)
 
 
 class CharacterMissing(SeededTextPerturbation[CharacterRate]):
     """A fraction of the characters deleted (:func:`.functional.delete_characters`)."""
 
-    def apply(self, text: str, params: CharacterRate, rng: np.random.Generator) -> str:
-        return functional.delete_characters(text, params.rate, rng)
+    def apply(self, text: str, severity: int, rng: np.random.Generator) -> str:
+        return functional.delete_characters(text, self.table[severity].rate, rng)
 
 
 class GrammarError(SeededTextPerturbation[WordFraction]):
     """Rule-based grammar errors on a fraction of the applicable words (:mod:`.grammar`)."""
 
-    def apply(self, text: str, params: WordFraction, rng: np.random.Generator) -> str:
+    def apply(self, text: str, severity: int, rng: np.random.Generator) -> str:
         def wrong_form(word: str, draws: np.ndarray) -> str | None:
             forms = grammar_errors(word)
             return forms[min(int(draws[0] * len(forms)), len(forms) - 1)] if forms else None
 
-        return functional.edit_words(text, params.fraction, rng, 1, wrong_form)
+        return functional.edit_words(text, _fractions(self.table, severity), rng, 1, wrong_form)
 
 
 misspelling = Misspelling(
