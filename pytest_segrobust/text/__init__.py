@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 from pytest_segrobust.text.base import FAMILY, LEVELS, TextPerturbation, severity_of
-from pytest_segrobust.text.mixture import Modality, MixtureDraw, r2bench_mixture
+from pytest_segrobust.text.mixture import MixtureDraw, Modality, r2bench_mixture
 from pytest_segrobust.text.perturbations import (
     character_missing,
     grammar_error,

@@ -51,15 +51,13 @@ def severity_of(level: int | str) -> int:
     Raises:
         ValueError: for anything else, listing what is accepted.
     """
-    if isinstance(level, bool):
-        raise ValueError(f"level must be 0..{MAX_SEVERITY} or one of {', '.join(LEVELS)}, got {level!r}")
     if isinstance(level, str):
         key = level.strip().lower()
         if key in LEVELS:
             return LEVELS[key]
         if key.isdigit():
             level = int(key)
-    if isinstance(level, int) and 0 <= level <= MAX_SEVERITY:
+    if isinstance(level, int) and not isinstance(level, bool) and 0 <= level <= MAX_SEVERITY:
         return level
     raise ValueError(f"level must be 0..{MAX_SEVERITY} or one of {', '.join(LEVELS)}, got {level!r}")
 

@@ -51,17 +51,25 @@ LEXICON: dict[str, tuple[str, ...]] = {
 """Irregular and function words with their wrong forms."""
 
 FUNCTION_WORDS = frozenset(
-    "of in on at to by for from with and or but not no nor than then as if so up out off over under "
-    "into onto near next behind between above below beside besides across along around through "
-    "it its he she him his her hers they them their theirs we us our you your i me my mine who whom "
-    "which what where when there here very also just only each every some any all both either neither".split()
+    (
+        "of", "in", "on", "at", "to", "by", "for", "from", "with", "and", "or", "but", "not", "no", "nor",
+        "than", "then", "as", "if", "so", "up", "out", "off", "over", "under", "into", "onto", "near", "next",
+        "behind", "between", "above", "below", "beside", "besides", "across", "along", "around", "through",
+        "it", "its", "he", "she", "him", "his", "her", "hers", "they", "them", "their", "theirs", "we", "us",
+        "our", "you", "your", "i", "me", "my", "mine", "who", "whom", "which", "what", "where", "when",
+        "there", "here", "very", "also", "just", "only", "each", "every", "some", "any", "all", "both",
+        "either", "neither",
+    )
 )
 """Words that take no error (prepositions, pronouns, conjunctions, a few adverbs)."""
 
 ADJECTIVES_TAKING_LY = frozenset(
-    "red blue green yellow white black brown orange pink purple grey gray dark light bright "
-    "big small large tiny tall short long wide narrow round left right top bottom close far "
-    "first last second third middle quick slow soft hard".split()
+    (
+        "red", "blue", "green", "yellow", "white", "black", "brown", "orange", "pink", "purple", "grey",
+        "gray", "dark", "light", "bright", "big", "small", "large", "tiny", "tall", "short", "long", "wide",
+        "narrow", "round", "left", "right", "top", "bottom", "close", "far", "first", "last", "second",
+        "third", "middle", "quick", "slow", "soft", "hard",
+    )
 )
 """Adjectives of referring expressions that the word-form rule turns into ``-ly`` adverbs."""
 

@@ -21,6 +21,7 @@ from enum import Enum
 import numpy as np
 
 from pytest_segrobust.corruptions.base import MAX_SEVERITY
+from pytest_segrobust.corruptions.composition import SEPARATOR
 from pytest_segrobust.seeding import sample_seed
 
 MIXTURE_STREAM = "mixture:r2bench"
@@ -60,7 +61,16 @@ class MixtureDraw:
     @property
     def name(self) -> str:
         """The cell-style name: ``"gaussian_noise"``, ``"misspelling"`` or ``"gaussian_noise+misspelling"``."""
-        return "+".join(part for part in (self.visual, self.text) if part is not None)
+        return SEPARATOR.join(part for part in (self.visual, self.text) if part is not None)
+
+    def to_json(self) -> dict[str, object]:
+        """A JSON-safe record (what crosses a process or lands in a report)."""
+        return {"modality": self.modality.value, "visual": self.visual, "text": self.text, "severity": self.severity}
+
+    @classmethod
+    def from_json(cls, data: dict[str, object]) -> MixtureDraw:
+        """The draw :meth:`to_json` wrote."""
+        return cls(Modality(data["modality"]), data["visual"], data["text"], data["severity"])  # type: ignore[arg-type]
 
 
 def r2bench_mixture(

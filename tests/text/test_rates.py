@@ -11,9 +11,10 @@ from pytest_segrobust.text import character_missing, grammar_error, mispunctuati
 from pytest_segrobust.text.grammar import grammar_errors
 
 VOCABULARY = (
-    "circle square triangle striped dotted plain large small red blue green left right top bottom "
-    "the a is are shape shapes corner edge middle second"
-).split()
+    "circle", "square", "triangle", "striped", "dotted", "plain", "large", "small", "red", "blue", "green",
+    "left", "right", "top", "bottom", "the", "a", "is", "are", "shape", "shapes", "corner", "edge", "middle",
+    "second"
+)
 
 
 def _corpus(count: int) -> tuple[list[str], list[str]]:
