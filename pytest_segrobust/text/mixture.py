@@ -17,12 +17,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
+from typing import TypeVar
 
 import numpy as np
 
 from pytest_segrobust.corruptions.base import MAX_SEVERITY
 from pytest_segrobust.corruptions.composition import SEPARATOR
 from pytest_segrobust.seeding import sample_seed
+
+Choice = TypeVar("Choice")
 
 MIXTURE_STREAM = "mixture:r2bench"
 """The name slot of :func:`sample_seed` for the mixture's draws (no perturbation has it)."""
@@ -108,13 +111,14 @@ def r2bench_mixture(
         if which < cumulative:
             modality = candidate
             break
-
-    def pick(options: Sequence[str] | tuple[int, ...], draw: float):  # type: ignore[no-untyped-def]
-        return options[min(int(draw * len(options)), len(options) - 1)]
-
     return MixtureDraw(
         modality=modality,
-        visual=pick(visual, visual_draw) if modality is not Modality.TEXT else None,
-        text=pick(text, text_draw) if modality is not Modality.VISUAL else None,
-        severity=pick(severities, severity_draw),
+        visual=_pick(visual, visual_draw) if modality is not Modality.TEXT else None,
+        text=_pick(text, text_draw) if modality is not Modality.VISUAL else None,
+        severity=_pick(severities, severity_draw),
     )
+
+
+def _pick(options: Sequence[Choice], draw: float) -> Choice:
+    """The option a uniform ``draw`` in [0, 1) falls on, each equally likely."""
+    return options[min(int(draw * len(options)), len(options) - 1)]

@@ -25,7 +25,7 @@ clean text or to a rule-based perturbation.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -183,17 +183,14 @@ class ReplayPerturbation(TextPerturbation):
     """Replays one perturbation of a :class:`ReplayFile`; the seed and the input text are not used.
 
     Severity 0 returns the input unchanged; severity ``s`` returns the stored text of each
-    sample at ``s``.
+    sample at ``s``. :meth:`perturb` raises :class:`MissingReplayError` for a level or a
+    sample the file lacks.
     """
 
     def __init__(self, name: str, replay: ReplayFile, stored_as: str) -> None:
         super().__init__(name, f"replayed from {replay.source} ({stored_as!r})")
         self.replay = replay
         self.stored_as = stored_as
-
-    def perturb(self, texts: Sequence[str], sample_ids: Sequence[str], severity: int, seed: int) -> list[str]:
-        """As :meth:`TextPerturbation.perturb`; raises :class:`MissingReplayError` for a level or sample the file lacks."""
-        return super().perturb(texts, sample_ids, severity, seed)
 
     def _perturb_one(self, text: str, sample_id: str, severity: int, seed: int) -> str:
         if severity == 0:

@@ -11,6 +11,8 @@ from pytest_segrobust.text import (
     TEXT_PERTURBATIONS,
     TextPerturbationRegistry,
     character_missing,
+    functional,
+    grammar_error,
     mispunctuation,
     severity_of,
 )
@@ -120,3 +122,15 @@ def test_registries_are_independent_and_names_unique() -> None:
     other = TextPerturbationRegistry()
     other.register(type(character_missing)("dropout", "other", character_missing.table))
     assert "dropout" in other and "dropout" not in TEXT_PERTURBATIONS and "dropout" not in registry
+
+
+def test_a_word_edit_that_would_undo_earlier_ones_is_skipped(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Found by search: without the guard, severity 5 edits "a" to "the" next to earlier
+    # edits "the" -> "a", realigning with the original and lowering the distance 10 -> 9.
+    text, sample_id = "left small circle the a the", "s3985"
+    guarded = [grammar_error.perturb([text], [sample_id], s, 0)[0] for s in range(6)]
+    distances = [levenshtein(text, out) for out in guarded]
+    assert distances == sorted(distances) and distances[5] == 10
+    monkeypatch.setattr(functional, "levenshtein", lambda a, b: 0)  # every edit accepted
+    unguarded = [grammar_error.perturb([text], [sample_id], s, 0)[0] for s in range(6)]
+    assert [levenshtein(text, out) for out in unguarded][4:] == [10, 9]
