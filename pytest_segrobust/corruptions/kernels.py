@@ -21,8 +21,8 @@ import torch
 from pytest_segrobust.corruptions import functional as Fn
 from pytest_segrobust.types import (
     VOID,
-    Field,
     Expressions,
+    Field,
     Image,
     InstanceMasks,
     InstanceTarget,

@@ -96,7 +96,7 @@ class ReferringMetric(Metric):
 
     key: ClassVar[str]
     accepts = (ReferringMask,)
-    states = {"intersections": Reduction.CONCAT, "unions": Reduction.CONCAT}
+    states: ClassVar[dict[str, Reduction]] = {"intersections": Reduction.CONCAT, "unions": Reduction.CONCAT}
     detail_labels = DETAIL_LABELS
 
     def reset(self) -> None:
