@@ -18,6 +18,7 @@ from pytest_segrobust.models import adapt_model
 from pytest_segrobust.models.build import build_model
 from pytest_segrobust.suite import load_suite
 from pytest_segrobust.tasks import get_task
+from tests.plugin_project import run
 
 SIZE = 16
 
@@ -64,9 +65,9 @@ def _rle(mask: np.ndarray) -> dict:
     return {"size": [int(v) for v in rle["size"]], "counts": rle["counts"].decode("ascii")}
 
 
-@pytest.fixture
-def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Four scenes with a red and a blue square each; two expressions per square."""
+def write_project(root: Path) -> None:
+    """Four scenes with a red and a blue square each, two expressions per square; the model; the suite."""
+    tmp_path = root
     rng = np.random.default_rng(0)
     lines = []
     for index in range(4):
@@ -85,15 +86,20 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
             lines.append({"image": f"{index}.png", "ref": colour, "mask": _rle(mask), "expressions": expressions})
     (tmp_path / "scenes" / "refs.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
     (tmp_path / "referring_models.py").write_text(MODEL_MODULE)
-    (tmp_path / "suites").mkdir()
+    (tmp_path / "suites").mkdir(exist_ok=True)
     (tmp_path / "suites" / "referring.yaml").write_text(SUITE)
+
+
+@pytest.fixture
+def referring_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    write_project(tmp_path)
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
     return tmp_path
 
 
-def test_a_referring_suite_runs_through_evaluate(project: Path) -> None:
-    suite = load_suite(project / "suites" / "referring.yaml")
+def test_a_referring_suite_runs_through_evaluate(referring_project: Path) -> None:
+    suite = load_suite(referring_project / "suites" / "referring.yaml")
     assert suite.task == "referring" and suite.metrics == ("referring_miou", "referring_oiou", "referring_p50")
     dataset = suite.dataset.build()
     assert len(dataset) == 16 and dataset.sample_ids[:2] == ("0.png/red/0", "0.png/red/1")
@@ -111,3 +117,16 @@ def test_a_referring_suite_runs_through_evaluate(project: Path) -> None:
             model, dataset, REGISTRY.get(name), 5, task=task, metrics=suite.metrics, seed=suite.seed, batch_size=16
         )
         assert again.metrics == corrupted.metrics  # batching does not change the numbers
+
+
+def test_a_referring_suite_gates_with_pytest_segrobust(pytester: pytest.Pytester) -> None:
+    write_project(pytester.path)
+    pytester.makeini("[pytest]\npythonpath = .\n")
+    run(pytester, "--segrobust", "--segrobust-update-baselines").assert_outcomes(passed=5)
+    result = run(pytester, "--segrobust")
+    result.assert_outcomes(passed=5)
+    report = json.loads((pytester.path / "segrobust-report.json").read_text())
+    cells = report["suites"]["referring-tiny"]["models"]["colour-reader"]["cells"]
+    assert cells[0]["score"] == pytest.approx(100.0)
+    assert {"oiou", "p50", "p90"} <= set(cells[0]["details"])
+    assert "| colour-reader | clean | 100.00 | 100.00 | 100.00 |" in (pytester.path / "segrobust-report.md").read_text()
