@@ -1,4 +1,4 @@
-"""The ``segrobust`` command: inspect the corruption catalogue, merge the shards of a run."""
+"""The ``segrobust`` command: inspect the corruption catalogue, merge the shards of a run, convert refs files."""
 
 from __future__ import annotations
 
@@ -56,8 +56,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     merge.add_argument(
         "--rootdir", type=Path, default=None, metavar="DIR", help="the project the shards ran in (default: the current folder)"
     )
+    convert = commands.add_parser(
+        "convert-refs",
+        help="convert a RefCOCO-style refs pickle (refs(unc).p) to JSON, refusing any pickle that asks for code",
+        description="Read the refs file with an unpickler that allows only lists, dicts, strings and numbers "
+        "(nothing in the file is run) and write the refs as JSON, which RefCoco datasets read as well.",
+    )
+    convert.add_argument("source", type=Path, help="the refs pickle, e.g. refcoco/refs(unc).p")
+    convert.add_argument("target", type=Path, help="the JSON file to write, e.g. refcoco/refs(unc).json")
     args = parser.parse_args(argv)
     try:
+        if args.command == "convert-refs":
+            return _convert_refs(args.source, args.target)
         if args.command == "merge":
             return _merge(args.shards, args.report, args.update_baselines, args.rootdir or Path.cwd())
         REGISTRY.load_entry_points()
@@ -149,6 +159,14 @@ def _merge(paths: list[Path], report: str | None, update: bool, rootdir: Path) -
     if session.report is not None:
         failed = failed or not session.report["verdict"]["passed"]
     return 1 if failed else 0
+
+
+def _convert_refs(source: Path, target: Path) -> int:
+    from pytest_segrobust.data.referring import convert_refs
+
+    count = convert_refs(source, target)
+    print(f"wrote {target}: {count} refs from {source}")
+    return 0
 
 
 def _list(only: str | None) -> int:

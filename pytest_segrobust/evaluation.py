@@ -28,7 +28,6 @@ from pytest_segrobust.scores import absolute_robustness, relative_robustness
 from pytest_segrobust.seeding import sample_seed
 from pytest_segrobust.sidecar import pack, unpack
 from pytest_segrobust.tasks import Task, get_task
-from pytest_segrobust.types import Image, field_of
 
 CLEAN = "clean"
 # Bump when a change to this module can change a result: it invalidates cached clean results.
@@ -184,7 +183,7 @@ def evaluate(
             seeds = [sample_seed(seed, s.sample_id, corruption.name, severity) for s in samples]
             batch = corruption(batch, severity, seeds)
         try:
-            predictions = task.check_predictions(model.predict(field_of(batch, Image).data), batch)
+            predictions = task.check_predictions(task.predict(model, batch), batch)
         except ModelOutputError as exc:
             raise ModelOutputError(f"{exc} (batch starting at sample {samples[0].sample_id})") from None
         for scorer in scorers:

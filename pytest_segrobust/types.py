@@ -161,6 +161,43 @@ class PanopticMap(Field):
 
 
 @dataclass(frozen=True)
+class ReferringMask(Field):
+    """The one region each sample's referring expression names (referring segmentation).
+
+    An empty mask is a valid target: the expression names nothing in the frame (a geometric
+    corruption may move the object out of it).
+
+    Shape:
+        data: ``(B, H, W)``, bool.
+    """
+
+    data: torch.Tensor
+
+    def batch_size(self) -> int:
+        return int(self.data.shape[0])
+
+    def size(self) -> tuple[int, int]:
+        return int(self.data.shape[-2]), int(self.data.shape[-1])
+
+
+@dataclass(frozen=True)
+class Expressions(Field):
+    """One referring expression per sample (``"the striped square right of the dotted circle"``).
+
+    It has no pixels: geometric corruptions carry it through unchanged, and only text
+    perturbations change it.
+    """
+
+    texts: tuple[str, ...]
+
+    def batch_size(self) -> int:
+        return len(self.texts)
+
+    def size(self) -> None:
+        return None
+
+
+@dataclass(frozen=True)
 class SampleIndex(Field):
     """Where each image of a batch comes from: its position in the dataset and its sample id.
 

@@ -21,12 +21,14 @@ import torch
 from pytest_segrobust.corruptions import functional as Fn
 from pytest_segrobust.types import (
     VOID,
+    Expressions,
     Field,
     Image,
     InstanceMasks,
     InstanceTarget,
     PanopticMap,
     PanopticTarget,
+    ReferringMask,
     SampleIndex,
     SemanticMask,
     boxes_from_masks,
@@ -104,3 +106,15 @@ def _(field: PanopticMap, coords: torch.Tensor) -> PanopticMap:
         segments = Fn.sample_nearest(target.segments[None], coords[i : i + 1], fill=VOID)[0]
         warped.append(PanopticTarget(segments, target.ids, target.labels, target.iscrowd).present())
     return PanopticMap(tuple(warped))
+
+
+@warp.register
+def _(field: ReferringMask, coords: torch.Tensor) -> ReferringMask:
+    # Nearest neighbour; what moves in from outside the frame is not the referred object.
+    warped = Fn.sample_nearest(field.data.to(torch.uint8), coords, fill=0)
+    return ReferringMask(warped.bool())
+
+
+@warp.register
+def _(field: Expressions, coords: torch.Tensor) -> Expressions:
+    return field  # text has no pixels: nothing moves

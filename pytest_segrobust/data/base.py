@@ -19,6 +19,7 @@ __all__ = [
     "DEFAULT_IGNORE_INDEX",
     "InstanceTarget",
     "PanopticTarget",
+    "ReferringTarget",
     "Sample",
     "SegmentationDataset",
     "SemanticTarget",
@@ -40,6 +41,18 @@ class SemanticTarget:
 
 
 @dataclass(frozen=True)
+class ReferringTarget:
+    """A referring expression and the region it names in its image.
+
+    Shape:
+        mask: ``(H, W)``, ``bool``.
+    """
+
+    expression: str
+    mask: torch.Tensor
+
+
+@dataclass(frozen=True)
 class Sample:
     """One image with its annotation.
 
@@ -49,13 +62,16 @@ class Sample:
     Attributes:
         sample_id: Stable identifier of the image within its dataset. It seeds the
             corruption of this image, so it must not depend on position or split order.
+            A referring dataset has one sample per expression (``image/ref/sentence``).
+        target: The semantic label map; ``None`` for a dataset without one (referring data).
     """
 
     sample_id: str
     image: torch.Tensor
-    target: SemanticTarget
+    target: SemanticTarget | None = None
     instances: InstanceTarget | None = None
     panoptic: PanopticTarget | None = None
+    referring: ReferringTarget | None = None
 
 
 @runtime_checkable

@@ -14,6 +14,7 @@ METRICS: NamedRegistry = NamedRegistry(
         "pytest_segrobust.metrics.coco_map",
         "pytest_segrobust.metrics.boundary_iou",
         "pytest_segrobust.metrics.panoptic_quality",
+        "pytest_segrobust.metrics.referring",
     ),
 )
 register_metric = METRICS.register

@@ -12,12 +12,14 @@ from pytest_segrobust.models.base import (
     InstanceSegmentationModel,
     PanopticPredictions,
     PanopticSegmentationModel,
+    ReferringSegmentationModel,
     SegmentationModel,
 )
 from pytest_segrobust.models.components import ComponentInstances, ComponentPanoptic, connected_components
 from pytest_segrobust.models.torch_module import (
     TorchModuleInstanceSegmenter,
     TorchModulePanopticSegmenter,
+    TorchModuleReferringSegmenter,
     TorchModuleSegmenter,
 )
 
@@ -53,9 +55,11 @@ __all__ = [
     "InstanceSegmentationModel",
     "PanopticPredictions",
     "PanopticSegmentationModel",
+    "ReferringSegmentationModel",
     "SegmentationModel",
     "TorchModuleInstanceSegmenter",
     "TorchModulePanopticSegmenter",
+    "TorchModuleReferringSegmenter",
     "TorchModuleSegmenter",
     "adapt_model",
     "as_instance_model",

@@ -1,7 +1,8 @@
 """What a model is to the harness: something that maps images to label maps or instances.
 
 The suite's task says which protocol its models follow: a ``semantic`` suite calls
-:class:`SegmentationModel`, an ``instance`` suite :class:`InstanceSegmentationModel`. Both
+:class:`SegmentationModel`, an ``instance`` suite :class:`InstanceSegmentationModel`, a
+``referring`` suite :class:`ReferringSegmentationModel` (images and expressions). All
 take float images in ``[0, 1]`` on the model's ``device``; normalisation and resizing are
 the model's business.
 """
@@ -138,6 +139,34 @@ class PanopticSegmentationModel(Protocol):
 
         Shape:
             images: ``(B, 3, H, W)``, float in ``[0, 1]``; return: ``B`` predictions of ``(H, W)``.
+        """
+        ...
+
+    def fingerprint(self) -> str:
+        """A string that changes whenever the model's behaviour may change (weights, config)."""
+        ...
+
+
+# A referring model's float output is logits: a pixel belongs to the mask where its logit
+# is above 0, i.e. where sigmoid(logit) > 0.5.
+REFERRING_LOGIT_THRESHOLD = 0.0
+
+
+@runtime_checkable
+class ReferringSegmentationModel(Protocol):
+    """A referring segmentation model: one mask per image for the expression that goes with it."""
+
+    device: torch.device
+
+    def predict(self, images: torch.Tensor, texts: Sequence[str]) -> torch.Tensor:
+        """Segment the region each expression names in its image.
+
+        Return bool masks, or float logits that the task thresholds at
+        :data:`REFERRING_LOGIT_THRESHOLD` (a pixel is in the mask where its logit is > 0).
+
+        Shape:
+            images: ``(B, 3, H, W)``, float in ``[0, 1]``; texts: ``B`` strings;
+            return: ``(B, H, W)``, bool masks or float logits.
         """
         ...
 

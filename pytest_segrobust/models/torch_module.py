@@ -1,4 +1,4 @@
-"""Adapters for plain PyTorch modules: per-class logits, or instances per image."""
+"""Adapters for plain PyTorch modules: per-class logits, instances per image, or referring masks."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import torch
 
 from pytest_segrobust.errors import ModelOutputError
 from pytest_segrobust.models.adapters import register_adapter
-from pytest_segrobust.models.base import InstancePredictions, PanopticPredictions
+from pytest_segrobust.models.base import REFERRING_LOGIT_THRESHOLD, InstancePredictions, PanopticPredictions
 
 _INSTANCE_KEYS = ("masks", "labels", "scores")
 
@@ -86,11 +86,11 @@ class _TorchModuleAdapter:
         self.module = module.to(self.device).eval()
         self.amp = amp
 
-    def _forward(self, images: torch.Tensor) -> Any:
+    def _forward(self, *inputs: Any) -> Any:
         """Run the module under autocast (float16 on CUDA, bfloat16 elsewhere) when ``amp`` is set."""
         dtype = torch.float16 if self.device.type == "cuda" else torch.bfloat16
         with torch.autocast(self.device.type, dtype=dtype, enabled=self.amp):
-            return self.module(images)
+            return self.module(*inputs)
 
 
 class TorchModuleSegmenter(_TorchModuleAdapter):
@@ -272,6 +272,59 @@ class TorchModulePanopticSegmenter(_TorchModuleAdapter):
         return module_fingerprint(self.module, "amp" if self.amp else "fp32", repr(self.module))
 
 
+class TorchModuleReferringSegmenter(_TorchModuleAdapter):
+    """Wraps an ``nn.Module`` whose ``forward(images, texts)`` returns one mask's logits per expression.
+
+    ``images`` are ``(B, 3, H, W)`` in ``[0, 1]`` and ``texts`` a list of ``B`` strings
+    (tokenising them is the module's business). The module returns logits ``(B, h, w)`` or
+    ``(B, 1, h, w)``, or a mapping with key ``"out"``; logits at another resolution are
+    resized bilinearly to the input size, and a pixel is in the mask where its logit is
+    > 0 (sigmoid > 0.5). Bool masks at the input size pass as they are.
+
+    Args:
+        module: The network; it is put in eval mode and moved to ``device``.
+        device: Where inference runs; corruption and metric follow it.
+        amp: Run the forward pass under autocast (float16 on CUDA, bfloat16 elsewhere).
+    """
+
+    task = "referring"
+
+    @torch.inference_mode()
+    def predict(self, images: torch.Tensor, texts: Sequence[str]) -> torch.Tensor:
+        """Shape: images ``(B, 3, H, W)``, ``B`` texts -> bool masks ``(B, H, W)``.
+
+        Raises:
+            ModelOutputError: for an output that is not one mask per expression, or NaN logits.
+        """
+        output = self._forward(images, list(texts))
+        if isinstance(output, Mapping):
+            if "out" not in output:
+                raise ModelOutputError(f"model returned a mapping without key 'out' (keys: {sorted(output)})")
+            output = output["out"]
+        batch = images.shape[0]
+        if isinstance(output, torch.Tensor) and output.dim() == 4 and output.shape[1] == 1:
+            output = output[:, 0]
+        if not isinstance(output, torch.Tensor) or output.dim() != 3 or output.shape[0] != batch:
+            shape = tuple(output.shape) if isinstance(output, torch.Tensor) else type(output).__name__
+            raise ModelOutputError(
+                f"expected mask logits of shape (B, H, W) or (B, 1, H, W) for B={batch} expressions, got {shape}"
+            )
+        if output.dtype == torch.bool:
+            return output
+        if not output.is_floating_point():
+            raise ModelOutputError(f"expected float mask logits or bool masks, got {output.dtype}")
+        if output.shape[-2:] != images.shape[-2:]:
+            output = torch.nn.functional.interpolate(
+                output[:, None].float(), size=images.shape[-2:], mode="bilinear", align_corners=False
+            )[:, 0]
+        require_finite(output, "mask logits")
+        return output > REFERRING_LOGIT_THRESHOLD
+
+    def fingerprint(self) -> str:
+        """Digest of the module's class, its configuration (repr), the precision and the weights."""
+        return module_fingerprint(self.module, "amp" if self.amp else "fp32", repr(self.module))
+
+
 def _is_module(obj: Any) -> bool:
     return isinstance(obj, torch.nn.Module)
 
@@ -279,3 +332,6 @@ def _is_module(obj: Any) -> bool:
 register_adapter("semantic", _is_module, "torch.nn.Module returning logits")(TorchModuleSegmenter)
 register_adapter("instance", _is_module, "torch.nn.Module returning instances per image")(TorchModuleInstanceSegmenter)
 register_adapter("panoptic", _is_module, "torch.nn.Module returning segments per image")(TorchModulePanopticSegmenter)
+register_adapter("referring", _is_module, "torch.nn.Module returning mask logits per expression")(
+    TorchModuleReferringSegmenter
+)

@@ -34,7 +34,16 @@ from pytest_segrobust.models.base import InstancePredictions, PanopticPrediction
 from pytest_segrobust.report.gallery import REPORT_TILE, report_font
 from pytest_segrobust.seeding import sample_seed
 from pytest_segrobust.tasks import get_task
-from pytest_segrobust.types import Batch, Image, InstanceMasks, PanopticMap, SampleIndex, SemanticMask, field_of
+from pytest_segrobust.types import (
+    Batch,
+    Image,
+    InstanceMasks,
+    PanopticMap,
+    ReferringMask,
+    SampleIndex,
+    SemanticMask,
+    field_of,
+)
 
 # A pixel without a class in a view: ignored, void, or covered by no shown instance.
 NOTHING = -1
@@ -105,6 +114,11 @@ def _(value: SemanticMask) -> list[torch.Tensor]:
 @class_maps.register
 def _(value: InstanceMasks) -> list[torch.Tensor]:
     return [_paint(t.masks, t.labels, torch.zeros(len(t))) for t in value.targets]
+
+
+@class_maps.register
+def _(value: ReferringMask) -> list[torch.Tensor]:
+    return list(value.data.detach().to("cpu", torch.int64))  # 1: the referred region (class "referent")
 
 
 @class_maps.register
@@ -228,7 +242,7 @@ def worst_images(
         corrupted = corruption(clean, severity, [sample_seed(seed, sample.sample_id, corruption.name, severity)])
         scored = []
         for batch in (clean, corrupted):
-            predictions = chosen_task.check_predictions(model.predict(field_of(batch, Image).data), batch)
+            predictions = chosen_task.check_predictions(chosen_task.predict(model, batch), batch)
             scorer = kind(context)
             scorer.update(predictions, batch)
             scored.append((float(scorer.compute().score), predictions))

@@ -1,4 +1,4 @@
-"""Tasks by name: semantic, instance, panoptic, and those of installed plugins (``segrobust.tasks``)."""
+"""Tasks by name: semantic, instance, panoptic, referring, and those of installed plugins (``segrobust.tasks``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,12 @@ ENTRY_POINT_GROUP = "segrobust.tasks"
 TASKS: NamedRegistry = NamedRegistry(
     "task",
     ENTRY_POINT_GROUP,
-    ("pytest_segrobust.tasks.semantic", "pytest_segrobust.tasks.instance", "pytest_segrobust.tasks.panoptic"),
+    (
+        "pytest_segrobust.tasks.semantic",
+        "pytest_segrobust.tasks.instance",
+        "pytest_segrobust.tasks.panoptic",
+        "pytest_segrobust.tasks.referring",
+    ),
     make=lambda cls: cls(),  # an entry point names the class
 )
 

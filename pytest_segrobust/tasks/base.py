@@ -16,7 +16,7 @@ import torch
 
 from pytest_segrobust.data.base import Sample, SegmentationDataset
 from pytest_segrobust.errors import DatasetError
-from pytest_segrobust.types import Batch, Field, Image, SampleIndex
+from pytest_segrobust.types import Batch, Field, Image, SampleIndex, field_of
 
 
 class Task(ABC):
@@ -61,6 +61,14 @@ class Task(ABC):
     @abstractmethod
     def targets(self, samples: Sequence[Sample], dataset: SegmentationDataset, device: torch.device) -> dict[str, Field]:
         """The ground truth of ``samples`` as typed fields, checked against their images."""
+
+    def predict(self, model: Any, batch: Batch) -> Any:
+        """Call ``model`` on what its protocol takes from ``batch``; by default the images alone.
+
+        A task whose models take more than images (referring: images and expressions)
+        overrides this; what comes back goes to :meth:`check_predictions` unchanged.
+        """
+        return model.predict(field_of(batch, Image).data)
 
     @abstractmethod
     def check_predictions(self, predictions: Any, batch: Batch) -> Any:

@@ -25,12 +25,17 @@ class SemanticTask(Task):
 
     def targets(self, samples: Sequence[Sample], dataset: SegmentationDataset, device: torch.device) -> dict[str, Field]:
         for sample in samples:
+            if sample.target is None:
+                raise DatasetError(
+                    f"{dataset.name}: sample {sample.sample_id} has no semantic label map; a semantic evaluation "
+                    "needs a dataset with one, e.g. pytest_segrobust.data.semantic_folder:SemanticFolder"
+                )
             if sample.target.mask.shape != sample.image.shape[1:]:
                 raise DatasetError(
                     f"{dataset.name}: sample {sample.sample_id}: mask size {tuple(sample.target.mask.shape)} differs "
                     f"from image size {tuple(sample.image.shape[1:])}"
                 )
-        masks = torch.stack([s.target.mask for s in samples]).to(device, non_blocking=True)
+        masks = torch.stack([s.target.mask for s in samples if s.target is not None]).to(device, non_blocking=True)
         return {"mask": SemanticMask(masks, dataset.ignore_index)}
 
     def check_predictions(self, predictions: Any, batch: Batch) -> torch.Tensor:

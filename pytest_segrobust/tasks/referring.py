@@ -1,0 +1,105 @@
+"""Referring segmentation (R2-Bench RIS): one mask per image for the expression that names it.
+
+Each sample is one expression with its image and the region it names: an image with three
+expressions is three samples (ids ``image/ref/sentence``), each scored on its own. Models
+follow :class:`~pytest_segrobust.models.base.ReferringSegmentationModel`:
+``predict(images, texts)`` returns ``(B, H, W)`` bool masks, or float logits that are
+thresholded at 0 (a pixel is in the mask where its logit is > 0, i.e. sigmoid > 0.5). The
+default metrics are the mean of per-sample IoU and the overall (cumulative) IoU; precision
+at IoU 0.5..0.9 are metrics of their own (and details of both).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from pytest_segrobust.data.base import Sample, SegmentationDataset
+from pytest_segrobust.errors import DatasetError, ModelOutputError
+from pytest_segrobust.models.base import REFERRING_LOGIT_THRESHOLD, ReferringSegmentationModel
+from pytest_segrobust.tasks import register_task
+from pytest_segrobust.tasks.base import Task, first_id
+from pytest_segrobust.types import Batch, Expressions, Field, Image, ReferringMask, field_of
+
+
+@register_task
+class ReferringTask(Task):
+    name = "referring"
+    default_metrics = ("referring_miou", "referring_oiou")
+    target_types = (ReferringMask, Expressions)
+    model_protocol = ReferringSegmentationModel
+    model_description = (
+        "a ReferringSegmentationModel (predict(images, texts) -> (B, H, W) bool masks or float logits, "
+        "device, fingerprint)"
+    )
+
+    def targets(self, samples: Sequence[Sample], dataset: SegmentationDataset, device: torch.device) -> dict[str, Field]:
+        for sample in samples:
+            referring = sample.referring
+            if referring is None:
+                raise DatasetError(
+                    f"{dataset.name}: sample {sample.sample_id} has no referring expression; a referring evaluation "
+                    "needs a referring dataset, e.g. pytest_segrobust.data.referring:ReferringJsonl"
+                )
+            if not isinstance(referring.expression, str) or not referring.expression.strip():
+                raise DatasetError(
+                    f"{dataset.name}: sample {sample.sample_id}: expected a non-empty referring expression, "
+                    f"got {referring.expression!r}"
+                )
+            if referring.mask.dtype != torch.bool or tuple(referring.mask.shape) != tuple(sample.image.shape[1:]):
+                raise DatasetError(
+                    f"{dataset.name}: sample {sample.sample_id}: expected a bool mask of the image's size "
+                    f"{tuple(sample.image.shape[1:])}, got {referring.mask.dtype} {tuple(referring.mask.shape)}"
+                )
+        masks = torch.stack([s.referring.mask for s in samples if s.referring is not None])
+        return {
+            "expression": Expressions(tuple(s.referring.expression for s in samples if s.referring is not None)),
+            "referring_mask": ReferringMask(masks.to(device, non_blocking=True)),
+        }
+
+    def predict(self, model: Any, batch: Batch) -> Any:
+        """``model.predict(images, texts)`` with the batch's (possibly perturbed) expressions as a list."""
+        return model.predict(field_of(batch, Image).data, list(field_of(batch, Expressions).texts))
+
+    def check_predictions(self, predictions: Any, batch: Batch) -> torch.Tensor:
+        """Bool masks ``(B, H, W)``: bool predictions as they are, float logits thresholded at 0.
+
+        Raises:
+            ModelOutputError: for a non-tensor, a wrong batch size or shape, an integer dtype,
+                or NaN / infinite logits.
+        """
+        images = field_of(batch, Image).data
+        expected = (int(images.shape[0]), *(int(v) for v in images.shape[-2:]))
+        if not isinstance(predictions, torch.Tensor):
+            raise ModelOutputError(
+                f"model returned {type(predictions).__name__}, expected a tensor of shape {expected} "
+                "(one mask per expression)"
+            )
+        shape = tuple(predictions.shape)
+        if predictions.dim() >= 1 and shape[0] != expected[0]:
+            raise ModelOutputError(
+                f"model returned {shape[0]} masks for a batch of {expected[0]} expressions "
+                f"(first sample {first_id(batch)})"
+            )
+        if shape != expected:
+            raise ModelOutputError(
+                f"model returned masks of shape {shape}, expected {expected} (one (H, W) mask per expression "
+                f"at the input resolution; first sample {first_id(batch)})"
+            )
+        if predictions.dtype == torch.bool:
+            return predictions
+        if not predictions.is_floating_point():
+            raise ModelOutputError(
+                f"model returned masks of dtype {predictions.dtype}; expected bool masks or float logits "
+                "(thresholded at 0)"
+            )
+        finite = torch.isfinite(predictions)
+        if not bool(finite.all()):
+            bad = int(finite.numel() - finite.sum())
+            raise ModelOutputError(
+                f"model returned NaN or infinite logits ({bad} of {finite.numel()} values; "
+                f"batch starting at {first_id(batch)})"
+            )
+        return predictions > REFERRING_LOGIT_THRESHOLD
