@@ -1,4 +1,5 @@
-"""The ``segrobust`` command: inspect the corruption catalogue, merge the shards of a run, convert refs files."""
+"""The ``segrobust`` command: inspect the corruption catalogue, merge the shards of a run, measure a suite's
+numeric noise, convert refs files."""
 
 from __future__ import annotations
 
@@ -64,8 +65,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     convert.add_argument("source", type=Path, help="the refs pickle, e.g. refcoco/refs(unc).p")
     convert.add_argument("target", type=Path, help="the JSON file to write, e.g. refcoco/refs(unc).json")
+    calibrate = commands.add_parser(
+        "calibrate",
+        help="re-run a suite's cells under other batch sizes, autocast, TF32 and devices: its numeric noise per cell",
+        description="Evaluate each model's clean cell and every corruption (at the suite's middle severity, or "
+        "--severities) under the reference execution (the suite's batch size, float32, the CPU) and under each "
+        "variation of one thing: batch 1 and twice the size, autocast, TF32 and every other device where CUDA or "
+        "MPS is present. Prints the largest change of each cell's score and gamma_r, and warns where it reaches "
+        "the suite's margin. Exit status: 0 when every margin stands above the noise, 1 when one does not, 2 "
+        "for bad input.",
+    )
+    calibrate.add_argument("suite", type=Path, help="the suite file, e.g. suites/demo.yaml")
+    calibrate.add_argument("--severities", type=int, nargs="+", default=None, help="severities to measure (1..5)")
+    calibrate.add_argument(
+        "--rootdir", type=Path, default=None, metavar="DIR", help="the project the suite belongs to (default: the current folder)"
+    )
     args = parser.parse_args(argv)
     try:
+        if args.command == "calibrate":
+            return _calibrate(args.suite, args.severities, args.rootdir or Path.cwd())
         if args.command == "convert-refs":
             return _convert_refs(args.source, args.target)
         if args.command == "merge":
@@ -103,6 +121,47 @@ def _gallery(image_path: Path, out: Path, preset: str, severities: list[int], si
     grid.save(out, format="PNG")
     print(f"wrote {out}: {len(corruptions)} corruptions of {preset} at severities {', '.join(map(str, severities))}")
     return 0
+
+
+def _calibrate(path: Path, severities: list[int] | None, rootdir: Path) -> int:
+    """Measure a suite's numeric noise; the exit status of ``calibrate``."""
+    from dataclasses import replace
+
+    import pytest
+
+    from pytest_segrobust.calibrate import available_devices, cells_at, executions, measure, report_lines
+    from pytest_segrobust.errors import SuiteError
+    from pytest_segrobust.plugin import start_session
+    from pytest_segrobust.workbench import Workbench
+
+    for severity in severities or []:
+        if not 1 <= severity <= 5:
+            raise SuiteError(f"--severities: expected severities 1..5, got {severity}")
+    root = rootdir.resolve()
+    suite_path = (path if path.is_absolute() else Path.cwd() / path).resolve()
+    if not suite_path.is_file():
+        raise SuiteError(f"{path}: no such suite file")
+    config = pytest.Config.fromdictargs({}, ["--rootdir", str(root), "-p", "no:cacheprovider", "--segrobust", str(root)])
+    session = start_session(config)
+    try:
+        suite = session.suite(suite_path)
+
+        def bench_for(execution):  # type: ignore[no-untyped-def]
+            options = replace(
+                session.options, device=execution.device, amp=execution.amp, batch_size=execution.batch_size, cache_dir=None
+            )
+            return Workbench(options, session.registry, session.bench.adapt_hook)
+
+        variants = executions(suite.batch_size, available_devices())
+        with session.in_project():
+            noises = measure(bench_for, suite, cells_at(suite, severities), variants, progress=print)
+    finally:
+        session.close()
+    lines, warnings = report_lines(suite, noises)
+    print("\n".join(lines))
+    for warning in warnings:
+        print(f"warning: {warning}")
+    return 1 if warnings else 0
 
 
 def _merge(paths: list[Path], report: str | None, update: bool, rootdir: Path) -> int:

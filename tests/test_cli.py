@@ -61,3 +61,36 @@ def test_version_names_the_installed_package_and_torch(capsys: pytest.CaptureFix
     assert exited.value.code == 0
     expected = f"segrobust {importlib.metadata.version('pytest-segrobust')} (torch {torch.__version__})"
     assert capsys.readouterr().out.strip() == expected
+
+
+CALIBRATED = """\
+name: noise
+dataset: {factory: pytest_segrobust.data.demo:demo_dataset, kwargs: {split: val}}
+models: [{name: net, factory: pytest_segrobust.models.demo:tiny_unet}]
+corruptions: [rotate]
+severities: [3]
+limit: 8
+batch_size: 4
+gate: {margin: {gamma_r: %s, score: %s}}
+"""
+
+
+def test_calibrate_measures_each_cells_noise_and_names_a_margin_below_it(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "suites").mkdir()
+    suite = tmp_path / "suites" / "noise.yaml"
+    suite.write_text(CALIBRATED % (0.0, 0.0))  # no room at all: autocast's bfloat16 moves the numbers
+    assert main(["calibrate", str(suite), "--rootdir", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert "noise: cpu, batch 4" in out and "noise: cpu, batch 1" in out and "noise: cpu, batch 8" in out
+    rows = {line.split()[0]: line for line in out.splitlines() if line.startswith("  net::")}
+    assert sorted(rows) == ["net::clean", "net::rotate::3"]
+    noise = float(rows["net::rotate::3"].split()[2])
+    assert noise > 0 and "autocast" in rows["net::rotate::3"]
+    assert "warning: noise::net::rotate::3: numeric noise" in out and "gate.margin" in out
+
+
+def test_calibrate_refuses_a_severity_out_of_range(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+    suite = tmp_path / "noise.yaml"
+    suite.write_text(CALIBRATED % (0.01, 1.0))
+    assert main(["calibrate", str(suite), "--severities", "7"]) == 2
+    assert "--severities: expected severities 1..5, got 7" in capsys.readouterr().err
