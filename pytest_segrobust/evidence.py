@@ -22,7 +22,8 @@ from pytest_segrobust.gate import PairedCheck, paired_checks
 from pytest_segrobust.metrics import METRICS
 from pytest_segrobust.seeding import sample_seed
 from pytest_segrobust.sidecar import Sidecar, SidecarEntry, pack, unpack
-from pytest_segrobust.stats import resample_weights
+from pytest_segrobust.records import CellRecord
+from pytest_segrobust.stats import Change, resample_weights, weighted_sums
 from pytest_segrobust.suite import Suite
 
 
@@ -78,8 +79,9 @@ class Evidence:
         result: CellResult,
         baseline: Path,
         shown: str,
-    ) -> tuple[tuple[PairedCheck, ...] | None, str | None]:
-        """The cell's paired checks, or why they cannot be made (the cell then fails).
+    ) -> tuple[tuple[PairedCheck, ...] | None, str | None, dict[str, Any] | None]:
+        """The cell's paired checks, or why they cannot be made (the cell then fails), and the
+        headline score of each resample (:func:`aggregate_changes` averages them over cells).
 
         Args:
             observed, stored: The cell's numbers in this run and in the baseline.
@@ -99,29 +101,37 @@ class Evidence:
             try:
                 found = sidecar.lookup(key_path(key), name, score_of, wanted)
             except BaselineError as exc:
-                return None, str(exc)
+                return None, str(exc), None
             if found is None:
                 return None, (
                     f"{shown} stores this cell's numbers, but its statistics file {sidecar.path.name} has no per-image "
                     f"statistics of {name} for it, which the statistical gate (gate: in the suite) pairs; record them "
                     f"with pytest --segrobust {UPDATE_FLAG}"
-                )
+                ), None
             clean, corrupted = result.clean.statistics.get(name), result.corrupted.statistics.get(name)
             if clean is None or corrupted is None:
-                return None, f"metric {name} gave no per-image statistics in this run"
+                return None, f"metric {name} gave no per-image statistics in this run", None
             if found.corrupted.shape != corrupted.shape:
                 return None, (
                     f"the baseline's statistics of {name} cover {found.corrupted.shape[0]} images "
                     f"{tuple(found.corrupted.shape[1:])}, this run's {corrupted.shape[0]} {tuple(corrupted.shape[1:])}: "
                     f"they cannot be paired; re-record with pytest --segrobust {UPDATE_FLAG}"
-                )
+                ), None
             statistics[prefix] = (score_of, found.clean, found.corrupted, clean, corrupted)
             margins[f"{prefix}score"] = policy.margin.score
             if key.severity > 0:
                 margins[f"{prefix}gamma_r"] = policy.margin.gamma_r
         images = result.corrupted.num_images
         weights = self.weights(suite, key, images)
-        return paired_checks(observed, stored, statistics, margins, weights, cell_level(suite)), None
+        score_of, base_clean, base_corrupted, clean, corrupted = statistics[""]
+        resampled = {
+            "images": images,
+            "clean": pack(np.stack([score_of(weighted_sums(weights, a)) for a in (clean, base_clean)]).astype(np.float32)),
+            "corrupted": pack(
+                np.stack([score_of(weighted_sums(weights, a)) for a in (corrupted, base_corrupted)]).astype(np.float32)
+            ),
+        }
+        return paired_checks(observed, stored, statistics, margins, weights, cell_level(suite)), None, resampled
 
     def weights(self, suite: Suite, key: CellKey, images: int) -> np.ndarray:
         """The bootstrap's weights for a model's (and split's) cells: every cell of the model is
@@ -132,3 +142,65 @@ class Evidence:
             seed = sample_seed(suite.seed, f"{key.model}/{key.split}", "bootstrap", 0)
             self._weights[index] = resample_weights(images, suite.gate.resamples, seed)
         return self._weights[index]
+
+
+def aggregate_changes(
+    records: list[CellRecord], resampled: Mapping[str, Mapping[str, Any]], confidence: float
+) -> list[dict[str, Any]]:
+    """The change of each model's aggregates from its baseline, with intervals at ``confidence``.
+
+    Every cell of a model was resampled with the same images (:meth:`Evidence.weights`), so
+    an aggregate's change in one resample is the aggregate of its cells' scores in that
+    resample, candidate minus baseline: mPC (mean corrupted score), rPC (mPC over the clean
+    score), the mean gamma_r over every corrupted cell and over each category's cells.
+
+    Args:
+        records: One suite's cells.
+        resampled: Per node id, :meth:`Evidence.checks`'s resampled scores.
+        confidence: The intervals' level (each aggregate on its own, not split over a family).
+    """
+    rows: list[dict[str, Any]] = []
+    by_model: dict[tuple[str, str | None], list[CellRecord]] = {}
+    for r in records:
+        if r.severity > 0 and r.nodeid in resampled:
+            by_model.setdefault((r.model, r.split), []).append(r)
+    for (model, split), cells in by_model.items():
+        images = int(resampled[cells[0].nodeid]["images"])
+        clean = unpack(resampled[cells[0].nodeid]["clean"]).astype(np.float64)  # (2, R): candidate, baseline
+        scores = np.stack([unpack(resampled[r.nodeid]["corrupted"]).astype(np.float64) for r in cells])  # (C, 2, R)
+        # The observed values: this run's and the baseline's numbers of every cell.
+        seen = np.array([[r.score, float((r.baseline or {})["score"])] for r in cells])  # (C, 2)
+        seen_clean = np.array([cells[0].clean_score, _clean_baseline(cells[0])])
+        groups = [("all", list(range(len(cells))))]
+        categories = dict.fromkeys(r.category for r in cells)
+        groups += [(c, [i for i, r in enumerate(cells) if r.category == c]) for c in categories if len(categories) > 1]
+
+        def change(values: np.ndarray) -> np.ndarray:  # (2, ...) candidate, baseline -> their difference
+            return values[0] - values[1]
+
+        numbers = {
+            "mPC": (change(seen.mean(0)), change(scores.mean(0)), len(cells)),
+            "rPC": (change(seen.mean(0) / seen_clean), change(scores.mean(0) / clean), len(cells)),
+        }
+        for label, members in groups:
+            name = "mean γr" if label == "all" else f"mean γr ({label})"
+            numbers[name] = (
+                change((seen[members] / seen_clean).mean(0)),
+                change((scores[members] / clean).mean(0)),
+                len(members),
+            )
+        row_name = model if split is None else f"{model} @ {split}"
+        for number, (observed, per_resample, count) in numbers.items():
+            low, high = Change(float(observed), per_resample, images).interval(confidence)
+            rows.append(
+                {"model": row_name, "number": number, "change": float(observed), "low": low, "high": high, "cells": count}
+            )
+    return rows
+
+
+def _clean_baseline(record: CellRecord) -> float:
+    """The baseline's clean score of a corrupted cell: its score over its stored gamma_r."""
+    stored = record.baseline or {}
+    if stored.get("gamma_r"):
+        return float(stored["score"]) / float(stored["gamma_r"])
+    return record.clean_score  # a baseline cell scored 0: its clean score is not recoverable from it

@@ -45,7 +45,7 @@ from pytest_segrobust.corruptions import REGISTRY, Corruption, CorruptionRegistr
 from pytest_segrobust.data.base import supercategories
 from pytest_segrobust.errors import BaselineError, InconclusiveWarning, SegRobustError, SuiteError
 from pytest_segrobust.evaluation import CLEAN, CellResult
-from pytest_segrobust.evidence import Evidence, pack_statistics, sidecar_entries
+from pytest_segrobust.evidence import Evidence, aggregate_changes, pack_statistics, sidecar_entries
 from pytest_segrobust.files import WriteError, atomic_write_text, remove_stale_temporaries
 from pytest_segrobust.gate import Status, judge
 from pytest_segrobust.limits import time_limit
@@ -179,6 +179,8 @@ class SegRobustSession:
         self.bench = Workbench(options, registry, adapt_hook)
         self._baselines: dict[Path, BaselineFile] = {}
         self.evidence = Evidence()
+        # Node id -> the headline score of each bootstrap resample (statistical gates): the aggregates' intervals.
+        self.resampled: dict[str, dict[str, Any]] = {}
         self.report: dict[str, Any] | None = None
         self.written: list[Path] = []
         # What went wrong while writing at the end of the run; each fails the run.
@@ -395,9 +397,11 @@ class SegRobustSession:
         change = None if problem is not None else self._model_change(suite, key.model, baseline)
         paired, missing = None, None
         if suite.gate is not None and stored is not None and problem is None and not self.options.update_baselines:
-            paired, missing = self.evidence.checks(
+            paired, missing, resampled = self.evidence.checks(
                 suite, key, observed, stored, result, baseline.path, self._shown(baseline.path)
             )
+            if resampled is not None:
+                self.resampled[record.nodeid] = resampled
         tolerances, lower_is_better = {}, []
         for prefix, name in zip(("", *(f"{m}." for m in suite.metrics[1:])), suite.metrics):
             tolerances[f"{prefix}score"] = suite.tolerance.score
@@ -527,6 +531,7 @@ class SegRobustSession:
             "pending": pending,
             "suite": str(suite.path),
             "model_change": None if change is None else asdict(change),
+            "resampled": self.resampled.get(record.nodeid),
         }
 
     def absorb_cell(self, payload: str) -> None:
@@ -537,6 +542,8 @@ class SegRobustSession:
             return
         self.suite(Path(data["suite"]))
         self.records.append(CellRecord.from_json(data["record"]))
+        if data.get("resampled") is not None:
+            self.resampled[data["record"]["nodeid"]] = data["resampled"]
         for p in data["pending"]:
             self.pending.append(PendingWrite(**(p | {"key": CellKey(**p["key"])})))
         if data.get("model_change") is not None:
@@ -768,11 +775,22 @@ class SegRobustSession:
                     self.ordered_records(), self.suite_order, list(self.coverage.not_run), self.rootpath, errors=self.errors
                 )
                 self.report["run"] = self.coverage.to_json()
+                self._aggregate_changes()
             except Exception as exc:  # noqa: BLE001 - the baselines must still be written
                 self.problems.append(f"the report could not be built: {type(exc).__name__}: {exc}")
             else:
                 self._write_report()
         self._flush_baselines()
+
+    def _aggregate_changes(self) -> None:
+        """Each statistical gate's aggregate changes (mPC, rPC, mean gamma_r), into the report."""
+        assert self.report is not None
+        for name, entry in self.report["suites"].items():
+            suite = self.suite_order.get(name)
+            if suite is None or suite.gate is None:
+                continue
+            records = [r for r in self.records if r.suite == name]
+            entry["aggregates"] = aggregate_changes(records, self.resampled, suite.gate.confidence)
 
     def _write_report(self) -> None:
         assert self.report is not None

@@ -324,3 +324,17 @@ def test_cell_keys_of_the_sidecar_are_the_baselines_key_paths() -> None:
 
     assert key_path(CellKey("s", "m", "rotate", 3)) == "m::rotate::3"
     assert key_path(CellKey("s", "m", "clean", 0, "night")) == "m::night::clean"
+
+
+def test_the_report_gives_each_models_aggregate_changes_with_intervals(demo_project: pytest.Pytester) -> None:
+    write(demo_project, "{glare_rows: 12}")
+    cached_run(demo_project, "-n", "2")
+    rows = {row["number"]: row for row in json.loads((demo_project.path / "segrobust-report.json").read_text())
+            ["suites"]["glare"]["aggregates"]}
+    assert sorted(rows) == ["mPC", "mean γr", "mean γr (camera)", "mean γr (environment)", "rPC"]
+    # Only brightness (environment) lost: its category's change is the whole loss, twice the two-cell mean's.
+    environment, overall = rows["mean γr (environment)"], rows["mean γr"]
+    assert environment["cells"] == 1 and overall["cells"] == 2
+    assert environment["change"] == pytest.approx(2 * overall["change"], rel=1e-4)  # baselines store 6 digits
+    assert environment["high"] < 0 and rows["mean γr (camera)"]["change"] == pytest.approx(0, abs=1e-5)
+    assert rows["mPC"]["low"] < rows["mPC"]["change"] < rows["mPC"]["high"] < 0

@@ -215,6 +215,8 @@ def suite_sections(suite: Mapping[str, Any]) -> list[Table | Figure]:
     out: list[Table | Figure] = [tables.headline({m: v["summary"] for m, v in suite["models"].items()}, metric)]
     if suite.get("gate"):
         out.append(tables.statistical_gate(suite["gate"], [r for rs in models.values() for r in rs])[0])
+        if suite.get("aggregates"):
+            out.append(tables.aggregate_changes(suite["aggregates"], suite["gate"]["confidence"]))
     if suite.get("shifts"):
         shifts = suite["shifts"]
         out.append(tables.natural_shift(models, shifts["reference"], shifts["splits"], metric))

@@ -295,6 +295,29 @@ def statistical_gate(gate: dict[str, Any], records: Sequence[CellRecord]) -> tup
     return Table("Statistical gate", ("", "setting"), tuple(rows)), warnings
 
 
+def aggregate_changes(rows: Sequence[dict[str, Any]], confidence: float) -> Table:
+    """Each model's aggregates against its baseline: the paired change and its interval."""
+    shown = []
+    for row in rows:
+        digits = 2 if row["number"] == "mPC" else 4
+        shown.append(
+            (
+                row["model"],
+                row["number"],
+                signed(row["change"], digits),
+                f"[{signed(row['low'], digits)}, {signed(row['high'], digits)}]",
+                str(row["cells"]),
+            )
+        )
+    return Table(
+        f"Aggregate changes against the baseline ({confidence:g} intervals, paired bootstrap)",
+        ("model", "number", "change", "interval", "cells"),
+        tuple(shown),
+        "Every cell of a model is resampled with the same images, so each aggregate's interval accounts for "
+        "its cells' correlation; these intervals describe, the per-cell gate decides.",
+    )
+
+
 def _columns_by_category(records: Sequence[CellRecord]) -> list[tuple[str, str]]:
     """``(category, corruption)`` in report order: categories by first appearance, then corruptions."""
     order: dict[str, list[str]] = {}
