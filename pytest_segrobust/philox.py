@@ -13,7 +13,8 @@ corruption) is an independent sequence and no draw depends on another's length.
 
 Derived draws, and how exact they are across devices:
 
-* :func:`uniform`: the top 24 bits times 2^-24, exact in float32 everywhere;
+* :func:`uniform`: the top 24 bits times 2^-24 (float32) or all 32 times 2^-32 (float64),
+  exact everywhere;
 * :func:`integers`: Lemire's multiply-shift of 32 random bits (spans up to 2^31), exact
   everywhere (bias below ``(high - low) / 2**32``, far below anything a corruption can show);
 * :func:`normal`: Box-Muller from two uniforms; ``log``, ``sqrt`` and ``cos`` are computed
@@ -98,13 +99,25 @@ def random_bits(seeds: Sequence[int], count: int, device: torch.device | str, st
     return words.reshape(len(seeds), blocks * 4)[:, :count]
 
 
-def uniform(seeds: Sequence[int], shape: Sequence[int], device: torch.device | str, stream: int = 0) -> torch.Tensor:
-    """``U[0, 1)`` float32 draws of ``shape`` per seed, multiples of 2^-24, identical on every device.
+def uniform(
+    seeds: Sequence[int],
+    shape: Sequence[int],
+    device: torch.device | str,
+    stream: int = 0,
+    dtype: torch.dtype = torch.float32,
+) -> torch.Tensor:
+    """``U[0, 1)`` draws of ``shape`` per seed, identical on every device.
+
+    float32: the top 24 bits times 2^-24; float64: all 32 bits times 2^-32. Both are exact.
 
     Returns:
-        ``(len(seeds), *shape)`` float32.
+        ``(len(seeds), *shape)`` of ``dtype``.
     """
     bits = random_bits(seeds, math.prod(shape), device, stream)
+    if dtype == torch.float64:
+        return (bits.to(torch.float64) * 2.0**-32).view(len(seeds), *shape)
+    if dtype != torch.float32:
+        raise TypeError(f"uniforms are float32 or float64, not {dtype}")
     return ((bits >> 8).to(torch.float32) * 2.0**-24).view(len(seeds), *shape)
 
 
