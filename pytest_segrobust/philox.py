@@ -46,8 +46,6 @@ _MASK16 = 0xFFFF
 ROUNDS = 10
 # Blocks per CPU slice times samples: 256 KiB per int64 temporary.
 _CPU_CHUNK_WORDS = 2**15
-# Operands of the one-off check of a device's int64 multiply (fixed, CPU-drawn, not a corruption's draw).
-_CHECK_DRAWS = torch.Generator().manual_seed(0x5EED)
 # Rates up to this draw Poisson variates by inverting the CDF; above it, a normal approximation.
 POISSON_INVERSION_LIMIT = 256.0
 
@@ -112,7 +110,8 @@ def _wraps_exactly(device: torch.device) -> bool:
         dtype=torch.int64,
         device=device,
     )
-    values = torch.cat([values, torch.randint(0, 2**32, (4096,), dtype=torch.int64, generator=_CHECK_DRAWS).to(device)])
+    # ... and 4096 spread over all 32 bits (a Weyl sequence: no random state needed).
+    values = torch.cat([values, (torch.arange(1, 4097, dtype=torch.int64, device=device) * _WEYL[0]) & _MASK32])
     for multiplier in _MULTIPLIERS:
         wrapped, split = _mul_hi_lo_wrapping(values, multiplier), _mul_hi_lo(values, multiplier)
         if not (torch.equal(wrapped[0], split[0]) and torch.equal(wrapped[1], split[1])):
