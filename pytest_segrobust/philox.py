@@ -234,25 +234,26 @@ def _poisson_inversion(lam: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     k = mode.reshape(-1).clone()
     flat_lam, flat_u, flat_pmf, flat_cdf = lam.reshape(-1), u.reshape(-1), pmf.reshape(-1), cdf.reshape(-1)
 
+    # Each walk carries one (6, n) float64 state, so that dropping the values that stopped is
+    # one indexing call: rows are the value's place, rate, uniform, pmf(k), CDF(k) and k.
+    place = torch.arange(k.numel(), dtype=torch.float64, device=k.device)
+    state = torch.stack([place, flat_lam, flat_u, flat_pmf, flat_cdf, k])
+
     # Down: while k > 0 and CDF(k - 1) > u, step to k - 1.
-    index = torch.nonzero(flat_u < flat_cdf).view(-1)
-    rate, threshold, mass, below, at = flat_lam[index], flat_u[index], flat_pmf[index], flat_cdf[index], k[index]
-    while index.numel():
-        below = below - mass  # CDF(at - 1)
-        keep = (at > 0) & (below > threshold)
-        index, rate, threshold, mass, below, at = (t[keep] for t in (index, rate, threshold, mass, below, at))
-        mass = mass * at / rate  # pmf(at - 1)
-        at = at - 1
-        k[index] = at
+    walk = state[:, flat_u < flat_cdf]
+    while walk.shape[1]:
+        walk[4] -= walk[3]  # CDF(k - 1)
+        walk = walk[:, (walk[5] > 0) & (walk[4] > walk[2])]
+        walk[3] = walk[3] * walk[5] / walk[1]  # pmf(k - 1)
+        walk[5] -= 1
+        k[walk[0].long()] = walk[5]
 
     # Up: while CDF(k) <= u, step to k + 1.
-    index = torch.nonzero(flat_cdf <= flat_u).view(-1)
-    rate, threshold, mass, cdf_at, at = flat_lam[index], flat_u[index], flat_pmf[index], flat_cdf[index], k[index]
-    while index.numel():
-        at = at + 1
-        mass = mass * rate / at  # pmf(at)
-        cdf_at = cdf_at + mass
-        k[index] = at
-        keep = cdf_at <= threshold
-        index, rate, threshold, mass, cdf_at, at = (t[keep] for t in (index, rate, threshold, mass, cdf_at, at))
+    walk = state[:, flat_cdf <= flat_u]
+    while walk.shape[1]:
+        walk[5] += 1
+        walk[3] = walk[3] * walk[1] / walk[5]  # pmf(k)
+        walk[4] += walk[3]
+        k[walk[0].long()] = walk[5]
+        walk = walk[:, walk[4] <= walk[2]]
     return k.view_as(lam)
