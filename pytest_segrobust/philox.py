@@ -4,8 +4,10 @@
 runner would be compared with other corrupted pixels on a GPU machine. Philox (Salmon et
 al., "Parallel random numbers: as easy as 1, 2, 3", SC 2011; the generator of cuRAND and of
 JAX) is a pure function ``(counter, key) -> 4 x 32 random bits``: written here with 64-bit
-integer tensor ops only (each 32 x 32-bit product split into 16-bit halves, so nothing
-overflows), it gives bit-identical words on CPU, CUDA and MPS, for any batch.
+integer tensor ops only, it gives bit-identical words on CPU, CUDA and MPS, for any batch.
+Each 32 x 32-bit product is one int64 multiply that wraps modulo 2**64 where a one-off
+check on the device confirms it does, and is otherwise split into 16-bit halves so that
+nothing overflows; both give the same bits.
 
 A sample's 63-bit seed (:func:`pytest_segrobust.seeding.sample_seed`) is the key; the
 counter is ``(block, stream, 0, 0)``, so every ``stream`` (one per kind of draw inside a
@@ -13,7 +15,8 @@ corruption) is an independent sequence and no draw depends on another's length.
 
 Derived draws, and how exact they are across devices:
 
-* :func:`uniform`: the top 24 bits times 2^-24, exact in float32 everywhere;
+* :func:`uniform`: the top 24 bits times 2^-24 (float32) or all 32 times 2^-32 (float64),
+  exact everywhere;
 * :func:`integers`: Lemire's multiply-shift of 32 random bits (spans up to 2^31), exact
   everywhere (bias below ``(high - low) / 2**32``, far below anything a corruption can show);
 * :func:`normal`: Box-Muller from two uniforms; ``log``, ``sqrt`` and ``cos`` are computed
@@ -21,14 +24,16 @@ Derived draws, and how exact they are across devices:
   then rounded to float32: the results agree to the last float32 bit except where that
   rounding falls on a tie of float64 noise, a difference of 1 float32 ulp at most;
 * :func:`poisson`: inversion of the CDF for rates up to :data:`POISSON_INVERSION_LIMIT`
-  (exact given the uniforms, up to the float64 rounding of the CDF's terms; one pass over
-  the field per unit of the largest variate drawn), and a rounded normal approximation
+  (exact given the uniforms, up to the float64 rounding of the CDF's terms: a count can
+  differ across devices only where a uniform lies within a few float64 ulps of a CDF step;
+  the search starts at the mode and walks a few ``sqrt(rate)`` steps at most), and a rounded normal approximation
   with continuity correction above it, where the two distributions differ by less than 1%
   in total variation.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 
@@ -39,6 +44,8 @@ _WEYL = (0x9E3779B9, 0xBB67AE85)  # the key schedule's increments (golden ratio,
 _MASK32 = 0xFFFFFFFF
 _MASK16 = 0xFFFF
 ROUNDS = 10
+# Blocks per CPU slice times samples: 256 KiB per int64 temporary.
+_CPU_CHUNK_WORDS = 2**15
 # Rates up to this draw Poisson variates by inverting the CDF; above it, a normal approximation.
 POISSON_INVERSION_LIMIT = 256.0
 
@@ -58,10 +65,12 @@ def philox4x32(counter: torch.Tensor, key: torch.Tensor, rounds: int = ROUNDS) -
         raise TypeError("counter and key are int64 tensors of 32-bit words")
     c0, c1, c2, c3 = counter.unbind(-1)
     k0, k1 = key.unbind(-1)
+    mul_hi_lo = _mul_hi_lo_wrapping if _wraps_exactly(counter.device) else _mul_hi_lo
     for _ in range(rounds):
-        hi0, lo0 = _mul_hi_lo(c0, _MULTIPLIERS[0])
-        hi1, lo1 = _mul_hi_lo(c2, _MULTIPLIERS[1])
-        c0, c1, c2, c3 = hi1 ^ c1 ^ k0, lo1, hi0 ^ c3 ^ k1, lo0
+        hi0, lo0 = mul_hi_lo(c0, _MULTIPLIERS[0])
+        hi1, lo1 = mul_hi_lo(c2, _MULTIPLIERS[1])
+        # Keys broadcast over the counters' batch: xor them in first, into a tensor of the full shape.
+        c0, c1, c2, c3 = (hi1 ^ k0).bitwise_xor_(c1), lo1, (hi0 ^ k1).bitwise_xor_(c3), lo0
         k0, k1 = (k0 + _WEYL[0]) & _MASK32, (k1 + _WEYL[1]) & _MASK32
     return torch.stack(torch.broadcast_tensors(c0, c1, c2, c3), dim=-1)
 
@@ -79,6 +88,37 @@ def _mul_hi_lo(value: torch.Tensor, multiplier: int) -> tuple[torch.Tensor, torc
     return high, t.bitwise_and_(_MASK32)
 
 
+def _mul_hi_lo_wrapping(value: torch.Tensor, multiplier: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`_mul_hi_lo` with one int64 product that wraps modulo 2**64 (half the tensor ops).
+
+    The true product ``P`` is below 2**64; stored as int64 it reads ``P - 2**64`` when
+    ``P >= 2**63``, which changes neither its low 32 bits nor, after an arithmetic shift
+    by 32, the low 32 bits of the shifted value. Used only where :func:`_wraps_exactly`
+    has seen the device wrap.
+    """
+    product = value * multiplier
+    return (product >> 32).bitwise_and_(_MASK32), product.bitwise_and_(_MASK32)
+
+
+@functools.cache
+def _wraps_exactly(device: torch.device) -> bool:
+    # Every device we know of wraps int64 products modulo 2**64 (two's complement), but a
+    # signed overflow is not promised by C++: check once per device against the split
+    # multiply, on operands that overflow and that do not, before trusting it.
+    values = torch.tensor(
+        [0, 1, 0xFFFF, 0x10000, 0x7FFFFFFF, 0x80000000, 0xDEADBEEF, _MASK32, 0x9E3779B9, 0x12345678],
+        dtype=torch.int64,
+        device=device,
+    )
+    # ... and 4096 spread over all 32 bits (a Weyl sequence: no random state needed).
+    values = torch.cat([values, (torch.arange(1, 4097, dtype=torch.int64, device=device) * _WEYL[0]) & _MASK32])
+    for multiplier in _MULTIPLIERS:
+        wrapped, split = _mul_hi_lo_wrapping(values, multiplier), _mul_hi_lo(values, multiplier)
+        if not (torch.equal(wrapped[0], split[0]) and torch.equal(wrapped[1], split[1])):
+            return False
+    return True
+
+
 def random_bits(seeds: Sequence[int], count: int, device: torch.device | str, stream: int = 0) -> torch.Tensor:
     """``count`` random 32-bit words per seed, from blocks ``0, 1, ...`` of the seed's ``stream``.
 
@@ -89,22 +129,43 @@ def random_bits(seeds: Sequence[int], count: int, device: torch.device | str, st
         raise ValueError(f"stream must be a 32-bit number, got {stream}")
     if any(not 0 <= s < 2**64 for s in seeds):
         raise ValueError("seeds are unsigned 64-bit numbers")
+    device = torch.device(device)
     blocks = -(-count // 4)
     keys = torch.tensor([[s & _MASK32, s >> 32] for s in seeds], dtype=torch.int64, device=device).view(-1, 1, 2)
     counters = torch.zeros(blocks, 4, dtype=torch.int64, device=device)
     counters[:, 0] = torch.arange(blocks, device=device)
     counters[:, 1] = stream
-    words = philox4x32(counters.unsqueeze(0), keys)  # (B, blocks, 4)
-    return words.reshape(len(seeds), blocks * 4)[:, :count]
+    # On a CPU, rounds over slices of the blocks whose temporaries stay in cache are about
+    # twice as fast as rounds over the whole field; a GPU wants the whole field at once.
+    chunk = max(1, _CPU_CHUNK_WORDS // max(1, len(seeds))) if device.type == "cpu" else blocks
+    if chunk >= blocks:
+        words = philox4x32(counters.unsqueeze(0), keys)  # (B, blocks, 4)
+    else:
+        words = torch.empty(len(seeds), blocks, 4, dtype=torch.int64, device=device)
+        for start in range(0, blocks, chunk):
+            words[:, start : start + chunk] = philox4x32(counters[None, start : start + chunk], keys)
+    return words.view(len(seeds), blocks * 4)[:, :count]
 
 
-def uniform(seeds: Sequence[int], shape: Sequence[int], device: torch.device | str, stream: int = 0) -> torch.Tensor:
-    """``U[0, 1)`` float32 draws of ``shape`` per seed, multiples of 2^-24, identical on every device.
+def uniform(
+    seeds: Sequence[int],
+    shape: Sequence[int],
+    device: torch.device | str,
+    stream: int = 0,
+    dtype: torch.dtype = torch.float32,
+) -> torch.Tensor:
+    """``U[0, 1)`` draws of ``shape`` per seed, identical on every device.
+
+    float32: the top 24 bits times 2^-24; float64: all 32 bits times 2^-32. Both are exact.
 
     Returns:
-        ``(len(seeds), *shape)`` float32.
+        ``(len(seeds), *shape)`` of ``dtype``.
     """
     bits = random_bits(seeds, math.prod(shape), device, stream)
+    if dtype == torch.float64:
+        return (bits.to(torch.float64) * 2.0**-32).view(len(seeds), *shape)
+    if dtype != torch.float32:
+        raise TypeError(f"uniforms are float32 or float64, not {dtype}")
     return ((bits >> 8).to(torch.float32) * 2.0**-24).view(len(seeds), *shape)
 
 
@@ -145,20 +206,54 @@ def poisson(seeds: Sequence[int], rates: torch.Tensor, stream: int = 0) -> torch
     lam = rates.to(torch.float64)
     u = uniform(seeds, shape, rates.device, stream).to(torch.float64)
     small = lam <= POISSON_INVERSION_LIMIT
-    # Inversion: the smallest k with CDF(k) > u, walking k up while the CDF is below u.
-    term = torch.exp(-torch.where(small, lam, torch.zeros_like(lam)))
-    cdf = term.clone()
-    k = torch.zeros_like(lam)
-    steps = int(POISSON_INVERSION_LIMIT + 12 * math.sqrt(POISSON_INVERSION_LIMIT) + 32)
-    for step in range(1, steps + 1):
-        below = small & (cdf <= u)
-        if not bool(below.any()):
-            break
-        term = torch.where(below, term * lam / step, term)
-        cdf = cdf + torch.where(below, term, torch.zeros_like(term))
-        k = k + below.to(k.dtype)
+    k = _poisson_inversion(torch.where(small, lam, torch.zeros_like(lam)), u)
     # Above the limit: N(lam, lam) rounded, from its own stream of normals.
     if not bool(small.all()):
         z = normal(seeds, shape, rates.device, stream + 1).to(torch.float64)
         k = torch.where(small, k, torch.clamp(torch.floor(lam + torch.sqrt(lam) * z + 0.5), min=0))
     return k.to(rates.dtype)
+
+
+def _poisson_inversion(lam: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """The smallest ``k`` with ``CDF(k) > u`` for Poisson rates ``lam`` (float64, any shape).
+
+    The search starts at the mode ``m = floor(lam)``, with ``CDF(m)`` from the regularised
+    upper incomplete gamma function and ``pmf(m)`` from ``lgamma``; it then walks down (``CDF(k - 1) = CDF(k) - pmf(k)``) or up
+    (``CDF(k + 1) = CDF(k) + pmf(k + 1)``) with correctly rounded arithmetic only, carrying
+    just the values still walking. A value walks about ``|k - m|`` steps, a few times
+    ``sqrt(lam)`` at most, instead of ``k`` steps from 0.
+    """
+    mode = torch.floor(lam)
+    # gammaincc and lgamma are costly and, on a CPU, scalar loops (a value's result does not
+    # depend on where it sits): evaluated once per distinct rate (8-bit images times a
+    # photon count have few). exp and log are vectorised: evaluated over the whole field.
+    rates, inverse = torch.unique(lam, return_inverse=True)
+    cdf = torch.special.gammaincc(torch.floor(rates) + 1, rates)[inverse]
+    log_factorial = torch.lgamma(torch.floor(rates) + 1)[inverse]
+    pmf = torch.exp(mode * torch.log(torch.where(lam > 0, lam, 1.0)) - lam - log_factorial)
+    k = mode.reshape(-1).clone()
+    flat_lam, flat_u, flat_pmf, flat_cdf = lam.reshape(-1), u.reshape(-1), pmf.reshape(-1), cdf.reshape(-1)
+
+    # Each walk carries one (6, n) float64 state, so that dropping the values that stopped is
+    # one indexing call: rows are the value's place, rate, uniform, pmf(k), CDF(k) and k.
+    place = torch.arange(k.numel(), dtype=torch.float64, device=k.device)
+    state = torch.stack([place, flat_lam, flat_u, flat_pmf, flat_cdf, k])
+
+    # Down: while k > 0 and CDF(k - 1) > u, step to k - 1.
+    walk = state[:, flat_u < flat_cdf]
+    while walk.shape[1]:
+        walk[4] -= walk[3]  # CDF(k - 1)
+        walk = walk[:, (walk[5] > 0) & (walk[4] > walk[2])]
+        walk[3] = walk[3] * walk[5] / walk[1]  # pmf(k - 1)
+        walk[5] -= 1
+        k[walk[0].long()] = walk[5]
+
+    # Up: while CDF(k) <= u, step to k + 1.
+    walk = state[:, flat_cdf <= flat_u]
+    while walk.shape[1]:
+        walk[5] += 1
+        walk[3] = walk[3] * walk[1] / walk[5]  # pmf(k)
+        walk[4] += walk[3]
+        k[walk[0].long()] = walk[5]
+        walk = walk[:, walk[4] <= walk[2]]
+    return k.view_as(lam)

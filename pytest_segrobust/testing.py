@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 
 from pytest_segrobust.corruptions.base import Corruption, GeometricCorruption
 from pytest_segrobust.corruptions.functional import sample_nearest
-from pytest_segrobust.seeding import generators
+from pytest_segrobust.seeding import SampleStreams
 from pytest_segrobust.strategies import Batch, batches, make_batch, severities
 from pytest_segrobust.types import Field, InstanceTarget
 
@@ -122,7 +122,7 @@ def geometric_image_and_labels_move_together(corruption: Corruption[Any], batch:
     assert isinstance(corruption, GeometricCorruption)
     cpu = torch.device("cpu")
     h, w = batch.masks.shape[-2:]
-    coords = corruption.sampling_coordinates(corruption.table[severity], generators(batch.seeds, cpu), h, w, cpu)
+    coords = corruption.sampling_coordinates(corruption.table[severity], SampleStreams(batch.seeds, cpu), h, w, cpu)
     warped = sample_nearest(batch.masks[:, None].expand(-1, 3, -1, -1), coords, fill=0)
     out = corrupt_batch(corruption, batch, severity)
     inside = out.masks != IGNORE

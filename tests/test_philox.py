@@ -127,3 +127,43 @@ def test_cpu_and_cuda_agree() -> None:
     assert torch.equal(uniform(seeds, (33, 17), "cpu"), uniform(seeds, (33, 17), "cuda").cpu())
     ulp = torch.finfo(torch.float32).eps * 8  # |z| < 8
     assert float((normal(seeds, (999,), "cpu") - normal(seeds, (999,), "cuda").cpu()).abs().max()) <= ulp
+
+
+def test_the_wrapping_multiply_equals_the_split_one() -> None:
+    # The fast path is taken only where the device wraps; on this CPU it must, and give the same bits.
+    from pytest_segrobust import philox
+
+    assert philox._wraps_exactly(torch.device("cpu"))
+    values = torch.cat([torch.tensor([0, 1, 2**31 - 1, 2**31, 2**32 - 1]), torch.randint(0, 2**32, (10_000,))])
+    for multiplier in philox._MULTIPLIERS:
+        wrapped, split = philox._mul_hi_lo_wrapping(values, multiplier), philox._mul_hi_lo(values, multiplier)
+        assert torch.equal(wrapped[0], split[0]) and torch.equal(wrapped[1], split[1])
+        assert wrapped[0].tolist()[:5] == [(v * multiplier) >> 32 for v in (0, 1, 2**31 - 1, 2**31, 2**32 - 1)]
+
+
+def test_cpu_slices_give_the_words_of_one_whole_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_segrobust import philox
+
+    whole = random_bits([7, 8, 9], 4_001, "cpu", 2)
+    monkeypatch.setattr(philox, "_CPU_CHUNK_WORDS", 7)  # 2 blocks per slice for 3 seeds, last slice short
+    assert torch.equal(random_bits([7, 8, 9], 4_001, "cpu", 2), whole)
+
+
+@pytest.mark.parametrize("scale", [0.0, 0.4, 3.0, 37.0, 255.0])
+def test_poisson_starting_at_the_mode_equals_inversion_from_zero(scale: float) -> None:
+    rates = torch.rand(2, 5_000, generator=torch.Generator().manual_seed(1), dtype=torch.float64) * scale
+    u = uniform([4, 5], (5_000,), "cpu").double()
+    k = poisson([4, 5], rates)
+    # Plain inversion: the smallest k with CDF(k) > u, summing the pmf from 0.
+    expected = torch.zeros_like(rates)
+    term = torch.exp(-rates)
+    cdf = term.clone()
+    for step in range(1, 400):
+        below = cdf <= u
+        if not bool(below.any()):
+            break
+        term = torch.where(below, term * rates / step, term)
+        cdf = cdf + torch.where(below, term, 0.0)
+        expected += below.double()
+    # Both are float64 sums of the same terms; they may part only where u lies on a CDF step.
+    assert int((k != expected).sum()) <= 1

@@ -21,7 +21,7 @@ from typing import Any, Generic, TypeVar, overload
 import torch
 
 from pytest_segrobust.corruptions import kernels
-from pytest_segrobust.seeding import generators
+from pytest_segrobust.seeding import SampleStreams
 from pytest_segrobust.types import Batch, Field, Image
 
 Params = TypeVar("Params")
@@ -155,8 +155,11 @@ class PhotometricCorruption(Corruption[Params]):
     geometric = False
 
     @abstractmethod
-    def corrupt_images(self, images: torch.Tensor, params: Params, rngs: list[torch.Generator]) -> torch.Tensor:
+    def corrupt_images(self, images: torch.Tensor, params: Params, streams: SampleStreams) -> torch.Tensor:
         """Return the corrupted images, clipped to ``[0, 1]``.
+
+        Every random draw comes from ``streams``, in an order fixed by the code (see
+        :class:`~pytest_segrobust.seeding.SampleStreams`).
 
         Shape:
             images: ``(B, C, H, W)``; return: same.
@@ -164,8 +167,8 @@ class PhotometricCorruption(Corruption[Params]):
 
     def _corrupt(self, batch, severity, seeds, size, device):  # type: ignore[no-untyped-def]
         params = self.table[severity]
-        # Every image-like field draws from fresh generators: the same seeds give the same draws.
-        change = lambda images: self.corrupt_images(images, params, generators(seeds, device))  # noqa: E731
+        # Every image-like field draws from fresh streams: the same seeds give the same draws.
+        change = lambda images: self.corrupt_images(images, params, SampleStreams(seeds, device))  # noqa: E731
         return {name: kernels.photometric(field, change) for name, field in batch.items()}
 
 
@@ -176,7 +179,7 @@ class GeometricCorruption(Corruption[Params]):
 
     @abstractmethod
     def sampling_coordinates(
-        self, params: Params, rngs: list[torch.Generator], height: int, width: int, device: torch.device
+        self, params: Params, streams: SampleStreams, height: int, width: int, device: torch.device
     ) -> torch.Tensor:
         """Source pixel ``(x, y)`` of every output pixel, per sample.
 
@@ -185,5 +188,5 @@ class GeometricCorruption(Corruption[Params]):
         """
 
     def _corrupt(self, batch, severity, seeds, size, device):  # type: ignore[no-untyped-def]
-        coords = self.sampling_coordinates(self.table[severity], generators(seeds, device), *size, device)
+        coords = self.sampling_coordinates(self.table[severity], SampleStreams(seeds, device), *size, device)
         return {name: kernels.warp(field, coords) for name, field in batch.items()}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -10,6 +9,7 @@ import torch
 
 from pytest_segrobust.corruptions import functional as Fn
 from pytest_segrobust.corruptions.base import Category, PhotometricCorruption, SeverityTable
+from pytest_segrobust.seeding import SampleStreams
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,7 @@ class DefocusBlur(PhotometricCorruption[DefocusBlurParams]):
     """Out-of-focus blur: convolution with a (slightly softened) disk."""
 
     def corrupt_images(
-        self, images: torch.Tensor, params: DefocusBlurParams, rngs: list[torch.Generator]
+        self, images: torch.Tensor, params: DefocusBlurParams, streams: SampleStreams
     ) -> torch.Tensor:
         kernel = Fn.disk_kernel(params.radius, params.alias_blur)
         return Fn.filter2d(images, kernel).clamp_(0.0, 1.0)
@@ -111,18 +111,16 @@ PSF_BLUR = SeverityTable(
 )
 
 
-def _uniform(
-    rngs: Sequence[torch.Generator], low: float, high: float, count: int, device: torch.device
-) -> list[list[float]]:
-    # Per-sample scalars drawn on the images' device from each sample's own generator.
-    return [(low + (high - low) * torch.rand(count, generator=g, device=device)).tolist() for g in rngs]
+def _uniform(streams: SampleStreams, low: float, high: float, count: int) -> list[list[float]]:
+    # Per-sample scalars, one draw of ``count`` per sample, on the host for the kernels' Python.
+    return (low + (high - low) * streams.uniform((count,), dtype=torch.float64)).tolist()
 
 
 class GaussianBlur(PhotometricCorruption[GaussianBlurParams]):
     """scikit-image's ``gaussian``: separable, truncated at 4 sigma, edges replicated."""
 
     def corrupt_images(
-        self, images: torch.Tensor, params: GaussianBlurParams, rngs: list[torch.Generator]
+        self, images: torch.Tensor, params: GaussianBlurParams, streams: SampleStreams
     ) -> torch.Tensor:
         return Fn.gaussian_blur(images, params.sigma).clamp_(0.0, 1.0)
 
@@ -131,24 +129,24 @@ class GlassBlur(PhotometricCorruption[GlassBlurParams]):
     """Frosted glass: blur, 8-bit quantise, chains of random local pixel swaps, blur again.
 
     The reference's sequential pixel swaps are reproduced exactly (offsets drawn from each
-    image's generator), without a loop over pixels; see
+    image's own stream), without a loop over pixels; see
     :func:`~pytest_segrobust.corruptions.functional.blur.glass_blur`.
     """
 
     def corrupt_images(
-        self, images: torch.Tensor, params: GlassBlurParams, rngs: list[torch.Generator]
+        self, images: torch.Tensor, params: GlassBlurParams, streams: SampleStreams
     ) -> torch.Tensor:
-        return Fn.glass_blur(images, params.sigma, params.max_delta, params.iterations, rngs)
+        return Fn.glass_blur(images, params.sigma, params.max_delta, params.iterations, streams)
 
 
 class MotionTrailBlur(PhotometricCorruption[MotionTrailParams]):
     """ImageNet-C's motion blur: a one-sided Gaussian trail at an angle drawn per image in ``U(-45, 45)``."""
 
     def corrupt_images(
-        self, images: torch.Tensor, params: MotionTrailParams, rngs: list[torch.Generator]
+        self, images: torch.Tensor, params: MotionTrailParams, streams: SampleStreams
     ) -> torch.Tensor:
         h, w = images.shape[-2:]
-        angles = _uniform(rngs, -45.0, 45.0, 1, images.device)
+        angles = _uniform(streams, -45.0, 45.0, 1)
         return torch.stack(
             [
                 Fn.motion_blur(image, Fn.motion_trail_taps(params.radius, params.sigma, angle, h, w), Fn.Border.NEAREST)
@@ -167,9 +165,9 @@ class MotionLineBlur(PhotometricCorruption[MotionLineParams]):
     """
 
     def corrupt_images(
-        self, images: torch.Tensor, params: MotionLineParams, rngs: list[torch.Generator]
+        self, images: torch.Tensor, params: MotionLineParams, streams: SampleStreams
     ) -> torch.Tensor:
-        draws = [(360.0 * a, 2.0 * d - 1.0) for a, d in _uniform(rngs, 0.0, 1.0, 2, images.device)]
+        draws = [(360.0 * a, 2.0 * d - 1.0) for a, d in _uniform(streams, 0.0, 1.0, 2)]
         return torch.stack(
             [
                 Fn.motion_blur(
@@ -183,7 +181,7 @@ class MotionLineBlur(PhotometricCorruption[MotionLineParams]):
 class ZoomBlur(PhotometricCorruption[ZoomBlurParams]):
     """The mean of the image and its centre zooms (ImageNet-C's ``zoom_blur``)."""
 
-    def corrupt_images(self, images: torch.Tensor, params: ZoomBlurParams, rngs: list[torch.Generator]) -> torch.Tensor:
+    def corrupt_images(self, images: torch.Tensor, params: ZoomBlurParams, streams: SampleStreams) -> torch.Tensor:
         return Fn.zoom_blur(images, params.factors)
 
 
@@ -196,7 +194,7 @@ class PsfBlur(PhotometricCorruption[PsfBlurParams]):
     choosing where the paper has three.
     """
 
-    def corrupt_images(self, images: torch.Tensor, params: PsfBlurParams, rngs: list[torch.Generator]) -> torch.Tensor:
+    def corrupt_images(self, images: torch.Tensor, params: PsfBlurParams, streams: SampleStreams) -> torch.Tensor:
         return Fn.psf_blur(images, params.centre_sigma, params.corner_sigma)
 
 

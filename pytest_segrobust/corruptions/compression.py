@@ -8,6 +8,7 @@ import torch
 
 from pytest_segrobust.corruptions import functional as Fn
 from pytest_segrobust.corruptions.base import Category, PhotometricCorruption, SeverityTable
+from pytest_segrobust.seeding import SampleStreams
 
 
 @dataclass(frozen=True)
@@ -31,14 +32,14 @@ PIXELATE = SeverityTable(tuple(PixelateParams(f) for f in (0.6, 0.5, 0.4, 0.3, 0
 class JpegCompression(PhotometricCorruption[JpegParams]):
     """Baseline JPEG encode and decode with Pillow (a real codec, not an imitation)."""
 
-    def corrupt_images(self, images: torch.Tensor, params: JpegParams, rngs: list[torch.Generator]) -> torch.Tensor:
+    def corrupt_images(self, images: torch.Tensor, params: JpegParams, streams: SampleStreams) -> torch.Tensor:
         return Fn.jpeg(images, params.quality)
 
 
 class Pixelate(PhotometricCorruption[PixelateParams]):
     """Blocky low resolution: Pillow's box down-scale, then nearest-neighbour up-scale."""
 
-    def corrupt_images(self, images: torch.Tensor, params: PixelateParams, rngs: list[torch.Generator]) -> torch.Tensor:
+    def corrupt_images(self, images: torch.Tensor, params: PixelateParams, streams: SampleStreams) -> torch.Tensor:
         return Fn.pixelate(images, params.factor)
 
 

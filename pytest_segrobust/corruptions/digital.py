@@ -8,6 +8,7 @@ import torch
 
 from pytest_segrobust.corruptions import functional as Fn
 from pytest_segrobust.corruptions.base import Category, PhotometricCorruption, SeverityTable
+from pytest_segrobust.seeding import SampleStreams
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,7 @@ SATURATE = SeverityTable(tuple(SaturateParams(a, b) for a, b in ((0.3, 0), (0.1,
 class Contrast(PhotometricCorruption[ContrastParams]):
     """Stretch pixel values away from the image's mean luma."""
 
-    def corrupt_images(self, images: torch.Tensor, params: ContrastParams, rngs: list[torch.Generator]) -> torch.Tensor:
+    def corrupt_images(self, images: torch.Tensor, params: ContrastParams, streams: SampleStreams) -> torch.Tensor:
         return Fn.enhance_contrast(images, params.factor)
 
 
@@ -66,7 +67,7 @@ class ContrastReduction(PhotometricCorruption[ContrastReductionParams]):
     """Flatten each channel toward its mean over the image (ImageNet-C's ``contrast``)."""
 
     def corrupt_images(
-        self, images: torch.Tensor, params: ContrastReductionParams, rngs: list[torch.Generator]
+        self, images: torch.Tensor, params: ContrastReductionParams, streams: SampleStreams
     ) -> torch.Tensor:
         return Fn.reduce_contrast(images, params.factor)
 
@@ -75,7 +76,7 @@ class Brightness(PhotometricCorruption[BrightnessParams]):
     """Raise the HSV value of every pixel (ImageNet-C's ``brightness``)."""
 
     def corrupt_images(
-        self, images: torch.Tensor, params: BrightnessParams, rngs: list[torch.Generator]
+        self, images: torch.Tensor, params: BrightnessParams, streams: SampleStreams
     ) -> torch.Tensor:
         return Fn.shift_value(images, params.amount)
 
@@ -83,14 +84,14 @@ class Brightness(PhotometricCorruption[BrightnessParams]):
 class Darkness(PhotometricCorruption[DarknessParams]):
     """Blend with black (Schiappa et al.'s darkness, PIL's ``ImageEnhance.Brightness``)."""
 
-    def corrupt_images(self, images: torch.Tensor, params: DarknessParams, rngs: list[torch.Generator]) -> torch.Tensor:
+    def corrupt_images(self, images: torch.Tensor, params: DarknessParams, streams: SampleStreams) -> torch.Tensor:
         return Fn.enhance_brightness(images, params.factor)
 
 
 class Saturate(PhotometricCorruption[SaturateParams]):
     """Scale and shift the HSV saturation (ImageNet-C's ``saturate``)."""
 
-    def corrupt_images(self, images: torch.Tensor, params: SaturateParams, rngs: list[torch.Generator]) -> torch.Tensor:
+    def corrupt_images(self, images: torch.Tensor, params: SaturateParams, streams: SampleStreams) -> torch.Tensor:
         return Fn.scale_saturation(images, params.scale, params.shift)
 
 

@@ -9,6 +9,7 @@ import torch
 
 from pytest_segrobust.corruptions import functional as Fn
 from pytest_segrobust.corruptions.base import Category, GeometricCorruption, SeverityTable
+from pytest_segrobust.seeding import SampleStreams
 
 
 @dataclass(frozen=True)
@@ -25,9 +26,9 @@ class Rotate(GeometricCorruption[RotateParams]):
     """Rotation about the image centre by +/- ``degrees``; corners fill black / ignore."""
 
     def sampling_coordinates(
-        self, params: RotateParams, rngs: list[torch.Generator], height: int, width: int, device: torch.device
+        self, params: RotateParams, streams: SampleStreams, height: int, width: int, device: torch.device
     ) -> torch.Tensor:
-        angles = Fn.random_signs(rngs, device).to(torch.float64) * params.degrees
+        angles = Fn.random_signs(streams).to(torch.float64) * params.degrees
         # float64 keeps the sampling grid identical however the batch is composed.
         matrices = Fn.rotation_about_centre(angles, height, width)
         return Fn.affine_coordinates(matrices, height, width).to(torch.float32)
@@ -74,9 +75,9 @@ class Shear(GeometricCorruption[ShearParams]):
         self.convention = convention
 
     def sampling_coordinates(
-        self, params: ShearParams, rngs: list[torch.Generator], height: int, width: int, device: torch.device
+        self, params: ShearParams, streams: SampleStreams, height: int, width: int, device: torch.device
     ) -> torch.Tensor:
-        angles = Fn.random_signs(rngs, device).to(torch.float64) * params.degrees
+        angles = Fn.random_signs(streams).to(torch.float64) * params.degrees
         matrices = Fn.shear_x_about_centre(angles, height, width, squeeze_rows=self.convention == "legacy")
         return Fn.affine_coordinates(matrices, height, width).to(torch.float32)
 
@@ -100,10 +101,10 @@ class Translate(GeometricCorruption[TranslateParams]):
     """
 
     def sampling_coordinates(
-        self, params: TranslateParams, rngs: list[torch.Generator], height: int, width: int, device: torch.device
+        self, params: TranslateParams, streams: SampleStreams, height: int, width: int, device: torch.device
     ) -> torch.Tensor:
-        # Both signs come from each image's own generator: x first, then y.
-        signs = torch.stack([Fn.random_signs(rngs, device), Fn.random_signs(rngs, device)], dim=-1)
+        # Both signs come from each image's own streams: x first, then y.
+        signs = torch.stack([Fn.random_signs(streams), Fn.random_signs(streams)], dim=-1)
         matrices = Fn.translation(signs.to(torch.float64) * params.pixels)
         return Fn.affine_coordinates(matrices, height, width).to(torch.float32)
 
@@ -129,9 +130,9 @@ class ElasticTransform(GeometricCorruption[ElasticParams]):
     """
 
     def sampling_coordinates(
-        self, params: ElasticParams, rngs: list[torch.Generator], height: int, width: int, device: torch.device
+        self, params: ElasticParams, streams: SampleStreams, height: int, width: int, device: torch.device
     ) -> torch.Tensor:
-        coords = Fn.elastic_coordinates(rngs, height, width, params.alpha, device, dtype=torch.float32)
+        coords = Fn.elastic_coordinates(streams, height, width, params.alpha, device, dtype=torch.float32)
         return Fn.reflect_coordinates(coords, height, width)
 
 
@@ -160,10 +161,10 @@ class GeometricDistortion(GeometricCorruption[RadialDistortionParams]):
     """
 
     def sampling_coordinates(
-        self, params: RadialDistortionParams, rngs: list[torch.Generator], height: int, width: int, device: torch.device
+        self, params: RadialDistortionParams, streams: SampleStreams, height: int, width: int, device: torch.device
     ) -> torch.Tensor:
         coords = Fn.radial_distortion_coordinates(params.k1, params.k2, height, width, device)
-        return coords.to(torch.float32).expand(len(rngs), -1, -1, -1)
+        return coords.to(torch.float32).expand(len(streams), -1, -1, -1)
 
 
 # One instance per severity table; the presets in registry.py list them, in each paper's order.

@@ -34,7 +34,7 @@ from pytest_segrobust.types import (
     boxes_from_masks,
 )
 
-# Changes images ``(B, C, H, W)`` in [0, 1]; bound to the corruption's params and generators.
+# Changes images ``(B, C, H, W)`` in [0, 1]; bound to the corruption's params and random streams.
 ImageFunction = Callable[[torch.Tensor], torch.Tensor]
 
 

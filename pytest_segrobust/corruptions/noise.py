@@ -8,6 +8,7 @@ import torch
 
 from pytest_segrobust.corruptions import functional as Fn
 from pytest_segrobust.corruptions.base import Category, PhotometricCorruption, SeverityTable
+from pytest_segrobust.seeding import SampleStreams
 
 
 @dataclass(frozen=True)
@@ -65,47 +66,47 @@ class GaussianNoise(PhotometricCorruption[GaussianNoiseParams]):
     """Additive white Gaussian noise, independent per pixel and channel."""
 
     def corrupt_images(
-        self, images: torch.Tensor, params: GaussianNoiseParams, rngs: list[torch.Generator]
+        self, images: torch.Tensor, params: GaussianNoiseParams, streams: SampleStreams
     ) -> torch.Tensor:
-        return Fn.additive_gaussian_noise(images, Fn.standard_normal_like(images, rngs), params.std)
+        return Fn.additive_gaussian_noise(images, Fn.standard_normal_like(images, streams), params.std)
 
 
 class ShotNoise(PhotometricCorruption[ShotNoiseParams]):
     """Poisson (photon counting) noise: fewer photons, noisier image."""
 
     def corrupt_images(
-        self, images: torch.Tensor, params: ShotNoiseParams, rngs: list[torch.Generator]
+        self, images: torch.Tensor, params: ShotNoiseParams, streams: SampleStreams
     ) -> torch.Tensor:
-        return Fn.shot_noise(images, params.photons, rngs)
+        return Fn.shot_noise(images, params.photons, streams)
 
 
 class ImpulseNoise(PhotometricCorruption[ImpulseNoiseParams]):
     """Salt-and-pepper noise as scikit-image's ``random_noise(mode="s&p")``: per value, not per pixel."""
 
     def corrupt_images(
-        self, images: torch.Tensor, params: ImpulseNoiseParams, rngs: list[torch.Generator]
+        self, images: torch.Tensor, params: ImpulseNoiseParams, streams: SampleStreams
     ) -> torch.Tensor:
-        return Fn.salt_and_pepper(images, params.amount, rngs)
+        return Fn.salt_and_pepper(images, params.amount, streams)
 
 
 class SpeckleNoise(PhotometricCorruption[SpeckleNoiseParams]):
     """Multiplicative Gaussian noise, independent per pixel and channel."""
 
     def corrupt_images(
-        self, images: torch.Tensor, params: SpeckleNoiseParams, rngs: list[torch.Generator]
+        self, images: torch.Tensor, params: SpeckleNoiseParams, streams: SampleStreams
     ) -> torch.Tensor:
-        return Fn.speckle_noise(images, Fn.standard_normal_like(images, rngs), params.std)
+        return Fn.speckle_noise(images, Fn.standard_normal_like(images, streams), params.std)
 
 
 class IntensityNoise(PhotometricCorruption[IntensityNoiseParams]):
     """Kamann & Rother's camera noise: grey plus colour noise in linear space, darker is noisier."""
 
     def corrupt_images(
-        self, images: torch.Tensor, params: IntensityNoiseParams, rngs: list[torch.Generator]
+        self, images: torch.Tensor, params: IntensityNoiseParams, streams: SampleStreams
     ) -> torch.Tensor:
         b, c, h, w = images.shape
         # One draw per sample: channel 0 is the luminance field, the rest chrominance.
-        fields = Fn.standard_normal_like(images.new_empty(b, c + 1, h, w), rngs)
+        fields = Fn.standard_normal_like(images.new_empty(b, c + 1, h, w), streams)
         return Fn.intensity_noise(images, fields[:, :1], fields[:, 1:], params.weight)
 
 

@@ -7,6 +7,7 @@ import torch
 from pytest_segrobust.corruptions import functional as Fn
 from pytest_segrobust.corruptions.base import Category, PhotometricCorruption, SeverityTable
 from pytest_segrobust.corruptions.functional.weather import FogParams, FrostParams, SnowParams, SpatterParams
+from pytest_segrobust.seeding import SampleStreams
 
 # ImageNet-C's constants; COCO-P and Cityscapes-C use them unchanged.
 FOG = SeverityTable(tuple(FogParams(c, d) for c, d in ((1.5, 2.0), (2.0, 2.0), (2.5, 1.7), (2.5, 1.5), (3.0, 1.4))))
@@ -34,8 +35,8 @@ SPATTER = SeverityTable(
 class Fog(PhotometricCorruption[FogParams]):
     """A diamond-square plasma haze over a contrast-compressed image."""
 
-    def corrupt_images(self, images: torch.Tensor, params: FogParams, rngs: list[torch.Generator]) -> torch.Tensor:
-        return Fn.fog(images, params, rngs)
+    def corrupt_images(self, images: torch.Tensor, params: FogParams, streams: SampleStreams) -> torch.Tensor:
+        return Fn.fog(images, params, streams)
 
 
 class Frost(PhotometricCorruption[FrostParams]):
@@ -47,15 +48,15 @@ class Frost(PhotometricCorruption[FrostParams]):
     photographs the reference draws from, built once per size and cached.
     """
 
-    def corrupt_images(self, images: torch.Tensor, params: FrostParams, rngs: list[torch.Generator]) -> torch.Tensor:
-        return Fn.frost(images, params, rngs)
+    def corrupt_images(self, images: torch.Tensor, params: FrostParams, streams: SampleStreams) -> torch.Tensor:
+        return Fn.frost(images, params, streams)
 
 
 class Snow(PhotometricCorruption[SnowParams]):
     """Falling snow: streaked flakes over a whitened scene."""
 
-    def corrupt_images(self, images: torch.Tensor, params: SnowParams, rngs: list[torch.Generator]) -> torch.Tensor:
-        return Fn.snow(images, params, rngs)
+    def corrupt_images(self, images: torch.Tensor, params: SnowParams, streams: SampleStreams) -> torch.Tensor:
+        return Fn.snow(images, params, streams)
 
 
 class Spatter(PhotometricCorruption[SpatterParams]):
@@ -66,8 +67,8 @@ class Spatter(PhotometricCorruption[SpatterParams]):
     :func:`~pytest_segrobust.corruptions.functional.weather.water_shading`).
     """
 
-    def corrupt_images(self, images: torch.Tensor, params: SpatterParams, rngs: list[torch.Generator]) -> torch.Tensor:
-        return Fn.spatter(images, params, rngs)
+    def corrupt_images(self, images: torch.Tensor, params: SpatterParams, streams: SampleStreams) -> torch.Tensor:
+        return Fn.spatter(images, params, streams)
 
 
 # One instance per severity table; the presets in registry.py list them, in each paper's order.

@@ -16,6 +16,7 @@ from pytest_segrobust.corruptions import REGISTRY, Category
 from pytest_segrobust.corruptions import functional as Fn
 from pytest_segrobust.corruptions.blur import ZOOM_BLUR_COCO_P, ZOOM_BLUR_IMAGENET_C
 from pytest_segrobust.strategies import make_batch
+from pytest_segrobust.seeding import SampleStreams
 from tests.corruptions.reference import reference_motion_blur
 
 
@@ -326,7 +327,7 @@ def test_local_shuffle_keeps_the_first_row_and_column_and_swaps_permute() -> Non
 
 def test_glass_blur_quantises_between_its_blurs() -> None:
     images = smooth_images()
-    out = Fn.glass_blur(images, 0.7, 1, 0, [torch.Generator().manual_seed(s) for s in (1, 2)])
+    out = Fn.glass_blur(images, 0.7, 1, 0, SampleStreams([1, 2], "cpu"))
     levels = (Fn.gaussian_blur(images, 0.7) * 255 + 1e-3).floor() / 255
     assert torch.allclose(out, Fn.gaussian_blur(levels, 0.7), atol=1e-6)
     assert not torch.allclose(out, Fn.gaussian_blur(Fn.gaussian_blur(images, 0.7), 0.7), atol=1e-3)

@@ -10,6 +10,7 @@ import torch
 
 from pytest_segrobust import testing
 from pytest_segrobust.corruptions import REGISTRY, Category, Corruption, PhotometricCorruption, SeverityTable
+from pytest_segrobust.seeding import SampleStreams
 
 # Every registered corruption, plus compositions (one geometric, one photometric).
 LABELLED = REGISTRY.labelled() + [
@@ -51,9 +52,9 @@ def test_distance_from_clean_grows_with_severity(name: str) -> None:
 
 
 class GlobalNoise(PhotometricCorruption[float]):
-    """A broken corruption: it draws from torch's global generator instead of the per-sample ones."""
+    """A broken corruption: it draws from torch's global generator instead of the per-sample streams."""
 
-    def corrupt_images(self, images: torch.Tensor, params: float, rngs: list[torch.Generator]) -> torch.Tensor:
+    def corrupt_images(self, images: torch.Tensor, params: float, streams: SampleStreams) -> torch.Tensor:
         return (images + params * torch.randn_like(images)).clamp(0, 1)
 
 

@@ -17,6 +17,7 @@ from pytest_segrobust.corruptions.functional.weather import SnowParams, _spatter
 from pytest_segrobust.corruptions.functional.weather._snow import clipped_zoom
 from pytest_segrobust.corruptions.geometric import SHEAR, Shear, shear, shear_legacy
 from pytest_segrobust.corruptions.weather import SPATTER
+from pytest_segrobust.seeding import SampleStreams
 from pytest_segrobust.strategies import make_batch
 from pytest_segrobust.testing import corrupt_batch
 
@@ -68,11 +69,11 @@ def test_glass_blur_moves_pixels_as_the_reference_loop_does(channels: int) -> No
     # sigma 0 blurs nothing, so the output is the quantised image after the exchanges.
     h, w, delta = 14, 17, 2
     images = (torch.arange(h * w, dtype=torch.float64) % 251 / 255).view(1, 1, h, w).expand(1, channels, h, w)
-    out = Fn.glass_blur(images.float(), 0.0, delta, 2, [torch.Generator().manual_seed(9)])
-    g = torch.Generator().manual_seed(9)
+    out = Fn.glass_blur(images.float(), 0.0, delta, 2, SampleStreams([9], "cpu"))
+    replay = SampleStreams([9], "cpu")
     content = list(range(h * w))
     for _ in range(2):
-        codes = torch.randint(0, 16, (h, w), generator=g)
+        codes = replay.integers(0, 16, (h, w))[0]
         dy, dx = (codes // 4 - delta).tolist(), (codes % 4 - delta).tolist()
         moved = sequential_exchanges(dy, dx, h, w, delta, swap=channels == 1)
         content = [content[k] for k in moved]
@@ -176,14 +177,14 @@ def test_spatter_backends_agree_on_the_whole_corruption(monkeypatch: pytest.Monk
 def test_snow_blurs_the_untrimmed_zoomed_layer_and_trims_afterwards(seed: int) -> None:
     params = SnowParams(0.2, 0.3, 3, 0.5, 12, 4, 0.7)
     h, w = 61, 83
-    layer = Fn.snow_layer(torch.Generator().manual_seed(seed), h, w, params)
+    layer = Fn.snow_layer(SampleStreams([seed], "cpu"), h, w, params)[0]
     # Replay the same draws in the reference's order.
-    g = torch.Generator().manual_seed(seed)
-    flakes = torch.randn(h, w, generator=g) * params.scale + params.loc
+    replay = SampleStreams([seed], "cpu")
+    flakes = replay.normal((h, w))[0] * params.scale + params.loc
     zoomed = clipped_zoom(flakes, params.zoom, trim=False)
     assert zoomed.shape == (63, 84)  # round(ceil(61 / 3) * 3), round(ceil(83 / 3) * 3)
     zoomed = torch.where(zoomed < params.threshold, torch.zeros_like(zoomed), zoomed).clamp(0, 1)
-    angle = float(torch.rand(1, generator=g, dtype=torch.float64)) * 90 - 135
+    angle = float(replay.uniform((1,), dtype=torch.float64)[0, 0]) * 90 - 135
     expected = Fn.streak_blur(zoomed, params.motion_radius, params.motion_sigma, angle)[:h, :w]
     torch.testing.assert_close(layer, (expected * 255).round() / 255, rtol=0, atol=0)
     # Streaks between -90 and -45 degrees read to the right, into the overhanging columns:

@@ -18,7 +18,7 @@ from pytest_segrobust.corruptions import functional as Fn
 from pytest_segrobust.corruptions.functional.weather import FogParams, FrostParams, SnowParams
 from pytest_segrobust.corruptions.functional.weather import _spatter as spatter_internals
 from pytest_segrobust.corruptions.geometric import ElasticParams, ElasticTransform
-from pytest_segrobust.seeding import generators
+from pytest_segrobust.seeding import SampleStreams
 from pytest_segrobust.strategies import make_batch as _make
 from pytest_segrobust.testing import corrupt_batch
 from tests.corruptions.reference import reference_motion_blur
@@ -27,22 +27,22 @@ CPU = torch.device("cpu")
 IGNORE = 255
 
 
-def rngs(*seeds: int) -> list[torch.Generator]:
-    return generators(list(seeds), CPU)
+def rngs(*seeds: int) -> SampleStreams:
+    return SampleStreams(list(seeds), CPU)
 
 
 # --------------------------------------------------------------------------- plasma / fog
 
 
-def reference_plasma(mapsize: int, wibbledecay: float, rng: torch.Generator) -> np.ndarray:
-    """imagecorruptions' plasma_fractal, line for line, with its uniform draws taken from ``rng``."""
+def reference_plasma(mapsize: int, wibbledecay: float, streams: SampleStreams) -> np.ndarray:
+    """imagecorruptions' plasma_fractal, line for line, with its uniform draws taken from ``streams`` (one seed)."""
     maparray = np.empty((mapsize, mapsize), dtype=np.float64)
     maparray[0, 0] = 0
     stepsize = mapsize
     wibble = 100.0
 
     def uniform(low: float, high: float, shape: tuple[int, ...]) -> np.ndarray:
-        u = torch.rand(shape, generator=rng, dtype=torch.float64).numpy()
+        u = streams.uniform(shape, dtype=torch.float64)[0].numpy()
         return u * (high - low) + low
 
     def wibbledmean(array: np.ndarray) -> np.ndarray:
@@ -76,7 +76,7 @@ def test_plasma_fractal_is_the_reference_diamond_square(mapsize: int, decay: flo
     ours = Fn.plasma_fractal(mapsize, decay, rngs(3, 4))
     assert ours.shape == (2, mapsize, mapsize) and ours.dtype == torch.float64
     for i, seed in enumerate((3, 4)):
-        expected = reference_plasma(mapsize, decay, torch.Generator().manual_seed(seed))
+        expected = reference_plasma(mapsize, decay, rngs(seed))
         np.testing.assert_allclose(ours[i].numpy(), expected, rtol=0, atol=1e-12)
         assert float(ours[i].min()) == 0.0 and float(ours[i].max()) == 1.0
 
@@ -143,7 +143,7 @@ def test_snow_brightens_and_adds_flakes_symmetrically() -> None:
 
 def test_snow_layer_is_quantised_and_in_range() -> None:
     params = SnowParams(0.55, 0.3, 2.5, 0.85, 12, 12, 0.55)
-    layer = Fn.snow_layer(torch.Generator().manual_seed(0), 40, 50, params)
+    layer = Fn.snow_layer(rngs(0), 40, 50, params)[0]
     assert 0 <= float(layer.min()) and float(layer.max()) <= 1
     assert torch.equal((layer * 255).round() / 255, layer)
     assert float(layer.max()) > 0
@@ -331,8 +331,7 @@ def test_elastic_with_zero_alpha_is_the_identity() -> None:
 def test_elastic_displacement_is_the_smoothed_uniform_field() -> None:
     height, width, alpha = 50, 70, 21.25
     coords = Fn.elastic_coordinates(rngs(9), height, width, alpha)
-    g = torch.Generator().manual_seed(9)
-    raw = torch.rand(2, height, width, generator=g) * (2 * 0.005 * height) - 0.005 * height
+    raw = rngs(9).uniform((2, height, width))[0] * (2 * 0.005 * height) - 0.005 * height
     grid = np.stack(np.meshgrid(np.arange(width), np.arange(height)), axis=-1)
     for axis in range(2):
         expected = scipy_gaussian_filter(raw[axis].double().numpy(), (0.5, 0.7), 3.0, "reflect") * alpha

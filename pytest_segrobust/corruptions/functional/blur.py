@@ -1,7 +1,7 @@
 """Blurs after ImageNet-C (imagecorruptions 1.1.2), imgaug, and Kamann & Rother's PSF blur.
 
 Kernels that differ per image (a random motion angle) are built on the host from numbers
-drawn off that image's generator and applied to that image alone; everything else is a
+drawn off that image's random stream and applied to that image alone; everything else is a
 fixed, per-pixel computation, so a sample's output never depends on the rest of its batch.
 """
 
@@ -17,10 +17,11 @@ import torch.nn.functional as F
 
 from pytest_segrobust.corruptions.functional.filters import Tap, fft_shift_sum, gaussian_blur, shift_sum
 from pytest_segrobust.corruptions.functional.padding import SMALL_IMAGE, Border
+from pytest_segrobust.seeding import SampleStreams
 
 
 def glass_blur(
-    images: torch.Tensor, sigma: float, max_delta: int, iterations: int, rngs: Sequence[torch.Generator]
+    images: torch.Tensor, sigma: float, max_delta: int, iterations: int, streams: SampleStreams
 ) -> torch.Tensor:
     """ImageNet-C's frosted glass: blur, quantise to 8 bits, move pixels locally, blur again.
 
@@ -28,7 +29,7 @@ def glass_blur(
     ``H - max_delta`` down to ``max_delta + 1`` and, in each, columns ``W - max_delta`` down
     to ``max_delta + 1``, and exchanges the pixel under it with the one at a random offset
     in ``[-max_delta, max_delta)`` per axis (one offset per cursor position, drawn from the
-    image's own generator). The reference writes the exchange as a numpy tuple swap, which
+    image's own stream, one draw per pass). The reference writes the exchange as a numpy tuple swap, which
     on a colour image's ``(3,)`` pixel views copies the neighbour over the pixel and leaves
     the neighbour as it was (:func:`chained_copy_sources`); on a single-channel image the
     pixels are scalars and really swap (:func:`chained_swap_sources`). Either way a pixel
@@ -48,11 +49,9 @@ def glass_blur(
     # k is (k // span, k % span) - max_delta, looked up rather than divided.
     grid = torch.arange(span, device=images.device) - max_delta
     decode = torch.stack(torch.meshgrid(grid, grid, indexing="ij"), dim=-1).view(span * span, 2)
-    codes = torch.empty(len(rngs), h, w, dtype=torch.long, device=images.device)
     b, c = images.shape[:2]
     for _ in range(iterations):
-        for code, g in zip(codes, rngs):
-            torch.randint(0, span * span, (h, w), generator=g, device=images.device, out=code)
+        codes = streams.integers(0, span * span, (h, w))
         if c == 1:
             sources = chained_swap_sources(decode[codes].permute(0, 3, 1, 2), max_delta)
         else:

@@ -5,13 +5,13 @@ Coordinates are pixel positions ``(x, y)`` with pixel centres at integers."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
 
 from pytest_segrobust.corruptions.functional.filters import gaussian_filter
 from pytest_segrobust.corruptions.functional.padding import Border
+from pytest_segrobust.seeding import SampleStreams
 
 
 def rotation_about_centre(angles_deg: torch.Tensor, height: int, width: int) -> torch.Tensor:
@@ -147,14 +147,14 @@ def pixel_grid(height: int, width: int, device: torch.device | None = None) -> t
 
 
 def elastic_coordinates(
-    rngs: Sequence[torch.Generator],
+    streams: SampleStreams,
     height: int,
     width: int,
     alpha: float,
     device: torch.device | None = None,
     dtype: torch.dtype = torch.float32,
 ) -> torch.Tensor:
-    """ImageNet-C's (imagecorruptions 1.1.2) elastic field, one per generator, unreflected.
+    """ImageNet-C's (imagecorruptions 1.1.2) elastic field, one per sample, unreflected.
 
     Per image, ``dx`` then ``dy`` are ``U(-0.005 H, 0.005 H)`` fields smoothed by a Gaussian
     of sigma ``(0.01 H, 0.01 W)`` (``Border.REFLECT``, truncate 3) and scaled by
@@ -168,9 +168,11 @@ def elastic_coordinates(
     """
     max_shift = 0.005 * height
     sigma = (0.01 * height, 0.01 * width)
-    coords = pixel_grid(height, width, device).to(dtype).expand(len(rngs), -1, -1, -1).clone()
-    for i, g in enumerate(rngs):
-        raw = torch.rand(2, height, width, generator=g, dtype=dtype, device=device) * (2 * max_shift) - max_shift
+    coords = pixel_grid(height, width, device).to(dtype).expand(len(streams), -1, -1, -1).clone()
+    # One draw for the batch (dx then dy per sample); the smoothing stays per sample.
+    draws = streams.uniform((2, height, width)).to(dtype)
+    for i, uniform in enumerate(draws):
+        raw = uniform * (2 * max_shift) - max_shift
         smooth = gaussian_filter(raw, sigma, Border.REFLECT, truncate=3.0)
         coords[i] += smooth.permute(1, 2, 0) * alpha
     return coords

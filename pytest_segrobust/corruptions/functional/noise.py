@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import torch
+
+from pytest_segrobust.seeding import SampleStreams
 
 
 def additive_gaussian_noise(images: torch.Tensor, noise: torch.Tensor, std: float) -> torch.Tensor:
@@ -16,39 +16,34 @@ def additive_gaussian_noise(images: torch.Tensor, noise: torch.Tensor, std: floa
     return (images + std * noise).clamp_(0.0, 1.0)
 
 
-def shot_noise(images: torch.Tensor, photons: float, rngs: Sequence[torch.Generator]) -> torch.Tensor:
+def shot_noise(images: torch.Tensor, photons: float, streams: SampleStreams) -> torch.Tensor:
     """Poisson photon noise: ``poisson(x * photons) / photons``, clipped.
 
     Shape:
         images: ``(B, C, H, W)``; return: same.
     """
     rate = images * photons
-    counts = torch.stack([torch.poisson(rate[i], generator=g) for i, g in enumerate(rngs)])
+    counts = streams.poisson(rate)
     return (counts / photons).clamp_(0.0, 1.0)
 
 
-def salt_and_pepper(images: torch.Tensor, amount: float, rngs: Sequence[torch.Generator]) -> torch.Tensor:
+def salt_and_pepper(images: torch.Tensor, amount: float, streams: SampleStreams) -> torch.Tensor:
     """``skimage.util.random_noise(mode="s&p", amount=amount)``: impulse noise per element, clipped.
 
     Each value (every channel on its own) is replaced with probability ``amount``, half of
     the time by 0 (pepper), half by 1 (salt): one ``U[0, 1)`` draw per value from the
-    sample's generator, pepper below ``amount / 2``, salt from ``1 - amount / 2`` on.
+    sample's stream (one draw for the batch), pepper below ``amount / 2``, salt from
+    ``1 - amount / 2`` on.
 
     Shape:
         images: ``(B, C, H, W)``; return: same.
     """
-    out = torch.empty_like(images, memory_format=torch.contiguous_format)
-    # Sample by sample through buffers allocated once: the batch's draws are never held at
-    # once, and nothing is allocated per sample.
-    draw, floor, ceiling = (torch.empty(images.shape[1:], device=images.device, dtype=images.dtype) for _ in range(3))
-    for image, rng, target in zip(images, rngs, out):
-        draw.uniform_(0.0, 1.0, generator=rng)
-        # Each value is clipped to [floor, ceiling]: [1, 1] for salt, [0, 0] for pepper,
-        # [0, 1] otherwise.
-        torch.ge(draw, 1.0 - amount / 2, out=floor)
-        torch.ge(draw, amount / 2, out=ceiling)
-        torch.clamp(image, min=floor, max=ceiling, out=target)
-    return out
+    draw = streams.uniform(images.shape[1:]).to(images.dtype)
+    # Each value is clipped to [floor, ceiling]: [1, 1] for salt, [0, 0] for pepper,
+    # [0, 1] otherwise.
+    floor = (draw >= 1.0 - amount / 2).to(images.dtype)
+    ceiling = draw.ge_(amount / 2)
+    return torch.clamp(images, min=floor, max=ceiling)
 
 
 def speckle_noise(images: torch.Tensor, noise: torch.Tensor, std: float) -> torch.Tensor:

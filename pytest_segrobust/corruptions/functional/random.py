@@ -1,39 +1,35 @@
-"""Per-sample random draws: one generator per image, stacked into a batch."""
+"""Per-sample random fields shaped like a batch of images, from a batch's :class:`SampleStreams`."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import torch
 
+from pytest_segrobust.seeding import SampleStreams
 
-def standard_normal_like(images: torch.Tensor, rngs: Sequence[torch.Generator]) -> torch.Tensor:
-    """Draw one standard normal field per sample from that sample's generator.
+
+def standard_normal_like(images: torch.Tensor, streams: SampleStreams) -> torch.Tensor:
+    """One standard normal field per sample, from that sample's stream (one draw).
 
     Shape:
         images: ``(B, C, H, W)``; return: same shape and dtype.
     """
-    return torch.stack(
-        [torch.randn(images.shape[1:], generator=g, device=images.device, dtype=images.dtype) for g in rngs]
-    )
+    return streams.normal(images.shape[1:], dtype=images.dtype)
 
 
-def uniform_like(images: torch.Tensor, rngs: Sequence[torch.Generator], channels: int | None = None) -> torch.Tensor:
-    """Draw one ``U[0, 1)`` field per sample; ``channels`` overrides the channel count.
+def uniform_like(images: torch.Tensor, streams: SampleStreams, channels: int | None = None) -> torch.Tensor:
+    """One ``U[0, 1)`` field per sample (one draw); ``channels`` overrides the channel count.
 
     Shape:
         images: ``(B, C, H, W)``; return: ``(B, channels or C, H, W)``.
     """
     _, c, h, w = images.shape
-    shape = (channels if channels is not None else c, h, w)
-    return torch.stack([torch.rand(shape, generator=g, device=images.device, dtype=images.dtype) for g in rngs])
+    return streams.uniform((channels if channels is not None else c, h, w)).to(images.dtype)
 
 
-def random_signs(rngs: Sequence[torch.Generator], device: torch.device) -> torch.Tensor:
-    """One random sign (+1 or -1) per sample, drawn from its generator.
+def random_signs(streams: SampleStreams) -> torch.Tensor:
+    """One random sign (+1 or -1) per sample (one draw).
 
     Shape:
         return: ``(B,)``, float32.
     """
-    draws = torch.stack([torch.randint(0, 2, (1,), generator=g, device=device) for g in rngs])[:, 0]
-    return draws.to(torch.float32) * 2 - 1
+    return streams.signs()

@@ -1,7 +1,7 @@
 """Weather: fog, frost, snow and spatter layers, after ImageNet-C (imagecorruptions 1.1.2).
 
 One module per effect, each with the params it takes. Each layer is drawn per sample from
-that sample's generator and built from that sample alone (one small loop over the batch,
+that sample's Philox stream and built from that sample alone (one small loop over the batch,
 never over pixels; frost crops a cached bank of fixed textures), so a sample's layer is
 bitwise the same whatever batch it travels in. The image is then blended with its layer
 elementwise. The filters the layers use live in :mod:`~pytest_segrobust.corruptions.functional.filters`.

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -12,7 +11,8 @@ import torch
 from pytest_segrobust.corruptions.functional.color import luma
 from pytest_segrobust.corruptions.functional.filters import gaussian_filter
 from pytest_segrobust.corruptions.functional.padding import Border
-from pytest_segrobust.corruptions.functional.weather._fog import next_power_of_two, plasma_one
+from pytest_segrobust.corruptions.functional.weather._fog import next_power_of_two, plasma_fractal
+from pytest_segrobust.seeding import SampleStreams
 
 
 @dataclass(frozen=True)
@@ -67,16 +67,14 @@ _FROST_BANK_SEED = 20_190_401
 is the same in every process, on every device, whatever the samples' seeds."""
 
 
-def frost_layer(
-    rngs: Sequence[torch.Generator], height: int, width: int, device: torch.device | None = None
-) -> torch.Tensor:
+def frost_layer(streams: SampleStreams, height: int, width: int) -> torch.Tensor:
     """Procedural frost with the statistics of ImageNet-C's frost photographs.
 
     Stands in for the photographs, which we neither ship nor copy, and is used the same
     way: a bank of :data:`FROST_TEXTURES` square RGB textures a tenth larger than the image
     and at least as large as the photographs (built once per size and device, from fixed
     seeds, and cached), of which each image takes one at random, flipped at random along
-    either axis, and a random crop, all drawn from that image's generator. Texture ``k``
+    either axis, and a random crop, all drawn from that image's stream (one draw of five uniforms). Texture ``k``
     has the brightness histogram, the per-channel mean and spread, and the coarse-to-fine
     balance of photograph ``k`` (see :class:`FrostLook`): a plasma haze, ice crystals
     (straight spines with side branches at +/-60 degrees, antialiased, with a soft glow)
@@ -84,18 +82,23 @@ def frost_layer(
     rank, and each channel its mean and spread. Stored, like the photographs, with 8 bits.
 
     Shape:
-        return: ``(B, 3, H, W)``, float32.
+        return: ``(B, 3, H, W)``, float32, on the streams' device.
     """
-    device = torch.device("cpu") if device is None else torch.device(device)
-    return torch.stack([_frost_crop(g, height, width, device).float() / 255 for g in rngs])
+    draws = _frost_draws(streams)
+    return torch.stack([_frost_crop(d, height, width, streams.device).float() / 255 for d in draws])
 
 
-def _frost_crop(rng: torch.Generator, height: int, width: int, device: torch.device) -> torch.Tensor:
+def _frost_draws(streams: SampleStreams) -> list[list[float]]:
+    # Per image: which texture, the crop's top and left, and the two flips (one draw).
+    return streams.uniform((5,)).tolist()
+
+
+def _frost_crop(draws: list[float], height: int, width: int, device: torch.device) -> torch.Tensor:
     # One image's frost, uint8 (3, H, W): a texture of the bank, flips and crop offsets
-    # drawn from the image's generator in one call.
+    # given by the image's five uniforms.
     bank = _frost_bank(_frost_side(height, width), device)
     side = bank.shape[-1]
-    pick, top, left, flip_rows, flip_cols = torch.rand(5, generator=rng, device=device).tolist()
+    pick, top, left, flip_rows, flip_cols = draws
     # int(u * n) < n for u < 1 in float32 and n < 2^24.
     texture = bank[int(pick * len(bank))]
     top, left = int(top * (side - height + 1)), int(left * (side - width + 1))
@@ -118,12 +121,12 @@ def _frost_side(height: int, width: int) -> int:
 
 @functools.lru_cache(maxsize=4)
 def _frost_bank(side: int, device: torch.device) -> torch.Tensor:
-    # (FROST_TEXTURES, 3, side, side) uint8. Built on the CPU with CPU generators, so every
-    # device gets the same bank; a copy per device is cached besides.
+    # (FROST_TEXTURES, 3, side, side) uint8. Built on the CPU from fixed Philox seeds, so
+    # every device gets the same bank; a copy per device is cached besides.
     if device.type != "cpu":
         return _frost_bank(side, torch.device("cpu")).to(device)
     textures = [
-        _styled(_frost_parts(torch.Generator().manual_seed(_FROST_BANK_SEED + k), side, side, None, side / 1.1), look)
+        _styled(_frost_parts(SampleStreams([_FROST_BANK_SEED + k], "cpu"), side, side, side / 1.1), look)
         for k, look in enumerate(FROST_LOOKS)
     ]
     return (torch.stack(textures) * 255).round_().to(torch.uint8)
@@ -148,19 +151,20 @@ def _styled(parts: torch.Tensor, look: FrostLook) -> torch.Tensor:
     return (mean + spread * standard).clamp(0.0, 1.0)
 
 
-def _frost_parts(
-    rng: torch.Generator, height: int, width: int, device: torch.device | None, scale: float
-) -> torch.Tensor:
+def _frost_parts(streams: SampleStreams, height: int, width: int, scale: float) -> torch.Tensor:
     # A texture's parts, (3, H, W), each of zero mean and unit spread: haze, crystals, grain.
-    # The crystals are sized for an image whose longer side is ``scale``.
+    # The crystals are sized for an image whose longer side is ``scale``. ``streams`` holds
+    # the texture's one seed.
+    device = streams.device
+
     def uniform(*shape: int) -> torch.Tensor:
-        return torch.rand(shape, generator=rng, device=device)
+        return streams.uniform(shape)[0]
 
     def direction(angle: torch.Tensor) -> torch.Tensor:
         return torch.stack([torch.cos(angle), torch.sin(angle)], dim=-1)
 
     side = max(height, width)
-    haze = plasma_one(next_power_of_two(side), 1.6, rng, device)[:height, :width].float()
+    haze = plasma_fractal(next_power_of_two(side), 1.6, streams)[0, :height, :width].float()
 
     crystals, branches = max(4, round(height * width / 400)), 6
     origin = uniform(crystals, 2) * torch.tensor([width, height], dtype=torch.float32, device=device)
@@ -219,7 +223,7 @@ def _draw_strokes(
     canvas.scatter_reduce_(0, index.flatten(), values.flatten(), reduce="amax")
 
 
-def frost(images: torch.Tensor, params: FrostParams, rngs: Sequence[torch.Generator]) -> torch.Tensor:
+def frost(images: torch.Tensor, params: FrostParams, streams: SampleStreams) -> torch.Tensor:
     """ImageNet-C frost: ``clip(image_weight * x + frost_weight * frost)``, procedural frost.
 
     The frost is :func:`frost_layer`'s. Single-channel images get the frost's luma.
@@ -229,12 +233,12 @@ def frost(images: torch.Tensor, params: FrostParams, rngs: Sequence[torch.Genera
     """
     height, width = images.shape[-2:]
     if images.shape[1] != 3:
-        layer = luma(frost_layer(rngs, height, width, device=images.device).to(images.dtype))
+        layer = luma(frost_layer(streams, height, width).to(images.dtype))
         return (params.image_weight * images + params.frost_weight * layer).clamp_(0.0, 1.0)
     scale = params.frost_weight / 255
     out = torch.empty_like(images, memory_format=torch.contiguous_format)
     # Image by image, straight into the output: the layer of the batch is never built.
-    for image, rng, target in zip(images, rngs, out):
-        torch.mul(_frost_crop(rng, height, width, images.device).to(images.dtype), scale, out=target)
+    for image, draws, target in zip(images, _frost_draws(streams), out):
+        torch.mul(_frost_crop(draws, height, width, images.device).to(images.dtype), scale, out=target)
         target.add_(image * params.image_weight).clamp_(0.0, 1.0)
     return out

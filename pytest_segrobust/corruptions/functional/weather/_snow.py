@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 
 from pytest_segrobust.corruptions.functional.blur import streak_blur
 from pytest_segrobust.corruptions.functional.color import luma
+from pytest_segrobust.seeding import SampleStreams
 
 
 @dataclass(frozen=True)
@@ -64,30 +64,32 @@ def _linear_resampler(n_in: int, n_out: int, keep: int, like: torch.Tensor) -> t
     return weights.to(like.dtype)
 
 
-def snow_layer(
-    rng: torch.Generator, height: int, width: int, params: SnowParams, device: torch.device | None = None
-) -> torch.Tensor:
-    """One image's ImageNet-C snow layer: zoomed, thresholded Gaussian flakes, streaked.
+def snow_layer(streams: SampleStreams, height: int, width: int, params: SnowParams) -> torch.Tensor:
+    """Each image's ImageNet-C snow layer: zoomed, thresholded Gaussian flakes, streaked.
 
-    The streak angle is drawn from ``U(-135, -45)`` degrees after the flakes. As in the
+    The flakes (one normal draw) come before the streak angle (one uniform draw, mapped to
+    ``U(-135, -45)`` degrees); each layer is then built from its image's draws alone. As in the
     reference, the streaks are blurred over the whole zoomed layer (which may overhang the
     image by a few pixels) and trimmed to ``H`` x ``W`` afterwards, so the blur's edge
     replication happens at the zoomed layer's border; the result is quantised to 8-bit
     steps like the reference. ``params.blend`` is not used here.
 
     Shape:
-        return: ``(H, W)``, float32.
+        return: ``(B, H, W)``, float32, on the streams' device.
     """
     p = params
-    flakes = torch.randn(height, width, generator=rng, device=device) * p.scale + p.loc
-    flakes = clipped_zoom(flakes, p.zoom, trim=False)
-    flakes = torch.where(flakes < p.threshold, torch.zeros_like(flakes), flakes).clamp(0.0, 1.0)
-    angle = float(torch.rand(1, generator=rng, dtype=torch.float64, device=device)) * 90 - 135
-    streaks = streak_blur(flakes, p.motion_radius, p.motion_sigma, angle)[:height, :width]
-    return (streaks * 255).round() / 255
+    noise = streams.normal((height, width))
+    angles = (streams.uniform((1,), dtype=torch.float64)[:, 0] * 90 - 135).tolist()
+    layers = []
+    for sample_noise, angle in zip(noise, angles):
+        flakes = clipped_zoom(sample_noise * p.scale + p.loc, p.zoom, trim=False)
+        flakes = torch.where(flakes < p.threshold, torch.zeros_like(flakes), flakes).clamp(0.0, 1.0)
+        streaks = streak_blur(flakes, p.motion_radius, p.motion_sigma, angle)[:height, :width]
+        layers.append((streaks * 255).round() / 255)
+    return torch.stack(layers)
 
 
-def snow(images: torch.Tensor, params: SnowParams, rngs: Sequence[torch.Generator]) -> torch.Tensor:
+def snow(images: torch.Tensor, params: SnowParams, streams: SampleStreams) -> torch.Tensor:
     """ImageNet-C snow: whiten the scene towards ``1.5 * luma + 0.5``, add flakes twice.
 
     ``x' = blend * x + (1 - blend) * max(x, 1.5 * gray + 0.5)``, then
@@ -98,7 +100,7 @@ def snow(images: torch.Tensor, params: SnowParams, rngs: Sequence[torch.Generato
         images: ``(B, C, H, W)``; return: same.
     """
     height, width = images.shape[-2:]
-    layers = torch.stack([snow_layer(g, height, width, params, images.device) for g in rngs])
+    layers = snow_layer(streams, height, width, params)
     layers = layers[:, None].to(images.dtype)
     gray = luma(images) if images.shape[1] == 3 else images
     blend = params.blend

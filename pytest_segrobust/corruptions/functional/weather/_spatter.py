@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Literal
@@ -14,6 +13,7 @@ import torch.nn.functional as F
 from pytest_segrobust.corruptions.functional.color import luma
 from pytest_segrobust.corruptions.functional.filters import gaussian_filter, kernel_taps, shift_sum
 from pytest_segrobust.corruptions.functional.padding import Border
+from pytest_segrobust.seeding import SampleStreams
 
 
 @dataclass(frozen=True)
@@ -210,20 +210,25 @@ def water_shading(liquid: torch.Tensor, backend: Literal["auto", "opencv", "torc
     return _box3(embossed)
 
 
-def spatter_layer(
-    rng: torch.Generator, height: int, width: int, params: SpatterParams, device: torch.device | None = None
-) -> torch.Tensor:
-    """One image's spatter opacity: water drops (shaded relief) or mud splashes.
+def spatter_layer(streams: SampleStreams, height: int, width: int, params: SpatterParams) -> torch.Tensor:
+    """Each image's spatter opacity: water drops (shaded relief) or mud splashes.
+
+    One normal draw for the batch; each layer is then built from its image's draws alone.
 
     Water: ``liquid * shading``, normalised to its maximum, times ``intensity``. Mud: the
     liquid mask blurred by sigma ``intensity`` and cut below 0.8. Both Gaussians read
     ``Border.NEAREST`` beyond the frame, as scikit-image's ``gaussian`` does in the reference.
 
     Shape:
-        return: ``(H, W)``, float32.
+        return: ``(B, H, W)``, float32, on the streams' device.
     """
+    return torch.stack([_spatter_one(noise, params) for noise in streams.normal((height, width))])
+
+
+def _spatter_one(noise: torch.Tensor, params: SpatterParams) -> torch.Tensor:
+    # One image's opacity (H, W) from its standard normal field (H, W).
     p = params
-    layer = torch.randn(height, width, generator=rng, device=device) * p.scale + p.loc
+    layer = noise * p.scale + p.loc
     layer = gaussian_filter(layer, p.sigma, Border.NEAREST)
     layer = torch.where(layer < p.threshold, torch.zeros_like(layer), layer)
     if p.liquid == "water":
@@ -237,7 +242,7 @@ def spatter_layer(
     return torch.where(mask < 0.8, torch.zeros_like(mask), mask)
 
 
-def spatter(images: torch.Tensor, params: SpatterParams, rngs: Sequence[torch.Generator]) -> torch.Tensor:
+def spatter(images: torch.Tensor, params: SpatterParams, streams: SampleStreams) -> torch.Tensor:
     """ImageNet-C spatter: add pale-turquoise water, or paint mud brown over the image.
 
     Water: ``clip(x + m * (175, 238, 238) / 255)``. Mud: ``clip(x * (1 - m) + m * (63, 42, 20) / 255)``.
@@ -247,7 +252,7 @@ def spatter(images: torch.Tensor, params: SpatterParams, rngs: Sequence[torch.Ge
         images: ``(B, C, H, W)``; return: same.
     """
     height, width = images.shape[-2:]
-    opacity = torch.stack([spatter_layer(g, height, width, params, images.device) for g in rngs])
+    opacity = spatter_layer(streams, height, width, params)
     opacity = opacity[:, None].to(images.dtype)
     rgb = _WATER_RGB if params.liquid == "water" else _MUD_RGB
     colour = torch.tensor(rgb, dtype=images.dtype, device=images.device).view(1, 3, 1, 1) / 255
