@@ -39,6 +39,7 @@ def dataset_miou(truth: np.ndarray, prediction: np.ndarray, classes: int) -> flo
 def test_resample_weights_draw_every_image_count_times_per_resample() -> None:
     weights = resample_weights(10, 50, seed=3)
     assert weights.shape == (50, 10) and (weights.sum(axis=1) == 10).all() and (weights >= 0).all()
+    assert np.array_equal(weights, np.round(weights))  # whole counts, in float64 for BLAS
     assert np.array_equal(weights, resample_weights(10, 50, seed=3)) and not np.array_equal(weights, resample_weights(10, 50, seed=4))
 
 
@@ -57,7 +58,7 @@ def test_the_vectorised_bootstrap_equals_resampling_image_lists() -> None:
     weights = resample_weights(12, 20, seed=5)
     change = paired_change(base, cand, miou_of_counts, weights)
     for r in range(20):
-        chosen = np.repeat(np.arange(12), weights[r])  # the images of resample r, with repeats
+        chosen = np.repeat(np.arange(12), weights[r].astype(int))  # the images of resample r, with repeats
         expected = miou_of_counts(cand[chosen].sum(0)) - miou_of_counts(base[chosen].sum(0))
         assert change.resampled[r] == pytest.approx(expected)
     assert change.observed == pytest.approx(miou_of_counts(cand.sum(0)) - miou_of_counts(base.sum(0)))
@@ -69,7 +70,7 @@ def test_gamma_r_change_resamples_clean_and_corrupted_with_the_same_images() -> 
     weights = resample_weights(9, 7, seed=0)
     change = paired_gamma_r_change(*runs, statistic=miou_of_counts, weights=weights)
     for r in range(7):
-        chosen = np.repeat(np.arange(9), weights[r])
+        chosen = np.repeat(np.arange(9), weights[r].astype(int))
         gamma = [miou_of_counts(runs[i + 1][chosen].sum(0)) / miou_of_counts(runs[i][chosen].sum(0)) for i in (0, 2)]
         assert change.resampled[r] == pytest.approx(gamma[1] - gamma[0])
 

@@ -157,7 +157,8 @@ def test_frost_layer_looks_like_frost() -> None:
     assert layer.shape == (3, 3, 96, 128)
     assert 0 <= float(layer.min()) and float(layer.max()) <= 1
     for sample in layer:
-        assert 0.4 < float(sample.mean()) < 0.9
+        # The darkest texture averages 0.44 and the brightest 0.80; a crop strays by up to ~0.1 from its texture's mean.
+        assert 0.3 < float(sample.mean()) < 0.9
         assert float(torch.quantile(sample[2].flatten(), 0.99)) > 0.7  # bright crystal streaks
         assert float(sample[2].mean()) > float(sample[0].mean())  # cool, bluish white
     assert not torch.equal(layer[0], layer[1])
@@ -270,7 +271,8 @@ def test_translate_is_a_roll_inside_the_frame_and_ignore_outside() -> None:
         inside = (rows >= 0) & (rows < 60) & (cols >= 0) & (cols < 70)
         rolled_image = torch.roll(batch.images[i], shifts=(dy, dx), dims=(1, 2))
         rolled_mask = torch.roll(batch.masks[i], shifts=(dy, dx), dims=(0, 1))
-        torch.testing.assert_close(out.images[i][:, inside], rolled_image[:, inside], rtol=0, atol=1e-6)
+        # 16 float32 ulps at 1: grid_sample's round trip
+        torch.testing.assert_close(out.images[i][:, inside], rolled_image[:, inside], rtol=0, atol=2e-6)
         # Black outside, up to grid_sample's normalise/unnormalise round trip (~1e-7 of a neighbour).
         assert float(out.images[i][:, ~inside].abs().max()) < 1e-5
         assert torch.equal(out.masks[i][inside], rolled_mask[inside])
