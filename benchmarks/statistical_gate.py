@@ -1,12 +1,18 @@
 """The statistical gate's costs: sidecar size and bootstrap time, on the demo's shape and on a large suite's.
 
     python benchmarks/statistical_gate.py [--cells 85] [--images 2000] [--classes 150] [--resamples 2000]
+        [--pair baselines/demo.stats.npz tiny-unet tiny-unet-smoothed]
 
 Per-image mIoU statistics are (images, classes, 3) counts. A real image shows a handful of
 the classes, so most counts are zero: the synthetic statistics put ``--present`` classes in
 each image, with pixel counts of a 512x512 image. Prints one table: for each shape, the
 sidecar's bytes (and per cell), the time to bootstrap every cell (paired score and gamma_r
-changes), and the same with clean weighted sums shared by a model's cells.
+changes).
+
+``--pair SIDECAR BASE CANDIDATE`` also reads a suite's stored statistics and treats one model
+as the baseline of another (the demo's two networks: as if a release changed the one into the
+other), and prints the smallest margin each cell could confirm at 80% power from that pairing,
+at the suite's Bonferroni level, with the bootstrap time of the whole suite.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from pytest_segrobust.metrics.miou import MeanIoU
-from pytest_segrobust.sidecar import SidecarEntry, write_sidecar
+from pytest_segrobust.sidecar import SidecarEntry, read_sidecar, write_sidecar
 from pytest_segrobust.stats import paired_change, paired_gamma_r_change, resample_weights
 
 
@@ -61,7 +67,12 @@ def main() -> None:
     parser.add_argument("--classes", type=int, default=150)
     parser.add_argument("--present", type=int, default=10)
     parser.add_argument("--resamples", type=int, default=2000)
+    parser.add_argument("--pair", nargs=3, metavar=("SIDECAR", "BASE", "CANDIDATE"), default=None)
+    parser.add_argument("--confidence", type=float, default=0.95)
     args = parser.parse_args()
+    if args.pair:
+        pair(Path(args.pair[0]), args.pair[1], args.pair[2], args.resamples, args.confidence)
+        return
     shapes = [
         ("demo (64 images, 6 classes, 128x128)", 61, 64, 6, 6, 128 * 128),
         (
@@ -77,6 +88,31 @@ def main() -> None:
             f"| {label} | {cells} | {m['bytes'] / 1e6:.2f} MB | {m['per_cell'] / 1e3:.1f} kB | {m['write']:.2f} | "
             f"{m['bootstrap']:.2f} |"
         )
+
+
+def pair(path: Path, base: str, candidate: str, resamples: int, confidence: float) -> None:
+    cells = read_sidecar(path)
+    mine = sorted(c for c in cells if c.startswith(f"{candidate}::"))
+    family = sum(2 if c.count("::") == 2 else 1 for c in mine)
+    level = 1 - (1 - confidence) / family
+    start = time.perf_counter()
+    found: dict[str, list[float]] = {"score": [], "gamma_r": []}
+    for cell in mine:
+        other = cells.get(cell.replace(f"{candidate}::", f"{base}::", 1), {}).get("miou")
+        if other is None:
+            continue
+        stats = cells[cell]["miou"]
+        weights = resample_weights(stats.corrupted.shape[0], resamples, seed=1)
+        found["score"].append(paired_change(other.corrupted, stats.corrupted, MeanIoU.score_of, weights).detectable(level))
+        if cell.count("::") == 2:
+            change = paired_gamma_r_change(other.clean, other.corrupted, stats.clean, stats.corrupted, MeanIoU.score_of, weights)
+            found["gamma_r"].append(change.detectable(level))
+    seconds = time.perf_counter() - start
+    print(f"{path}: {candidate} against {base}, {len(mine)} cells, {family} numbers, each at {level:.5f}")
+    print("| number | median smallest margin (80% power) | largest | bootstrap of the suite |")
+    print("|---|---:|---:|---:|")
+    for number, values in found.items():
+        print(f"| {number} | {np.median(values):.4g} | {max(values):.4g} | {seconds:.2f} s |")
 
 
 if __name__ == "__main__":
