@@ -61,6 +61,7 @@ from pytest_segrobust.report.gallery import REPORT_TILE, render_gallery
 from pytest_segrobust.report.html import write_html
 from pytest_segrobust.report.overlays import describe_worst
 from pytest_segrobust.report.tables import worst_cell
+from pytest_segrobust.text.cells import is_visual
 from pytest_segrobust.shards import (
     ShardCell,
     ShardCoverage,
@@ -793,7 +794,8 @@ class SegRobustSession:
         """The first image of a suite's reference data, and the suite's corruptions in order."""
         with self.in_project():
             sample = self.bench.dataset(suite, suite.shifts.reference if suite.shifts else None)[0]
-        return sample, [self.registry.get(c, suite.preset) for c in suite.corruptions]
+        # Text cells leave the image alone: pictures of images show the image corruptions.
+        return sample, [c for c in (suite.corruption(name, self.registry) for name in suite.corruptions) if is_visual(c)]
 
     def _galleries(self) -> dict[str, Image.Image]:
         """The first image of each reported suite under its corruptions at severities 1, 3, 5."""
@@ -850,7 +852,7 @@ class SegRobustSession:
                     info, picture = describe_worst(
                         self.bench.model(suite, cell.model),
                         self.bench.dataset(suite, cell.split),
-                        self.registry.get(cell.corruption, suite.preset),
+                        suite.corruption(cell.corruption, self.registry),
                         cell.severity,
                         task=suite.task,
                         metric=suite.metric,
