@@ -232,6 +232,9 @@ def suite_sections(suite: Mapping[str, Any]) -> list[Table | Figure]:
         out.append(tables.metric_details(models, metric, detail_labels(suite["metric"])))
     if suite.get("r2bench"):
         out += r2bench_tables(suite["r2bench"])
+        if suite.get("worst_expressions"):
+            title = f"Expressions whose {metric} fell most in each model's worst text cell"
+            out.append(tables.worst_images(suite["worst_expressions"], metric, title))
     if any(tables.corrupted(records) for records in models.values()):
         out.append(tables.grouped_by_category(models, "gamma_r", "γr per corruption (mean over severities)", 3))
         if "heatmap" in figures:

@@ -725,7 +725,7 @@ def frame_kept(frames: Mapping[str, Any]) -> Table:
     )
 
 
-def worst_images(worst: Mapping[str, Mapping[str, Any]], metric: str) -> Table:
+def worst_images(worst: Mapping[str, Mapping[str, Any]], metric: str, title: str | None = None) -> Table:
     """Per model: its worst cell and the images whose own score fell most in it."""
     rows = []
     notes = []
@@ -755,7 +755,7 @@ def worst_images(worst: Mapping[str, Mapping[str, Any]], metric: str) -> Table:
         f"images, those whose own {metric} fell most (each image scored on its own, with the seed it gets in the suite)."
     )
     return Table(
-        f"Images whose {metric} fell most in each model's worst cell",
+        title or f"Images whose {metric} fell most in each model's worst cell",
         ("model", "cell", "cell γr", "image", *(("clean text", "perturbed text") if texts else ()), "clean", "corrupted", "Δ"),
         tuple(rows),
         " ".join([note, *notes]),
