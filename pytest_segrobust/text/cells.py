@@ -27,6 +27,8 @@ cross-modal chain, from :func:`~pytest_segrobust.corruptions.composition.part_se
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 from collections.abc import Sequence
 from enum import Enum
 from typing import Any
@@ -89,7 +91,7 @@ class TextCell(Corruption[Any]):
     def __init__(self, perturbation: TextPerturbation, seed: int) -> None:
         table = getattr(perturbation, "table", None)
         if not isinstance(table, SeverityTable):
-            rows = tuple(f"{perturbation.description}, level {s}" for s in range(1, MAX_SEVERITY + 1))
+            rows = tuple(f"{perturbation.description}, level {s}{_stored(perturbation, s)}" for s in range(1, MAX_SEVERITY + 1))
             table = SeverityTable(rows)  # type: ignore[arg-type]
         super().__init__(perturbation.name, CellCategory.TEXT, table)  # type: ignore[arg-type]
         self.perturbation = perturbation
@@ -103,6 +105,17 @@ class TextCell(Corruption[Any]):
         name, expressions = _expressions(batch, self.name)
         ids = _sample_ids(batch, self.name)
         return {**batch, name: Expressions(tuple(self.texts(expressions.texts, ids, severity)))}
+
+
+def _stored(perturbation: TextPerturbation, severity: int) -> str:
+    """For a replayed perturbation, a digest of its stored texts at ``severity``: the suite's
+    conditions (and so its baselines) change when the replay file's texts do."""
+    replay, stored_as = getattr(perturbation, "replay", None), getattr(perturbation, "stored_as", None)
+    if replay is None or stored_as is None:
+        return ""
+    texts = dict(sorted(replay.texts[stored_as].get(severity, {}).items()))
+    digest = hashlib.blake2b(json.dumps(texts, ensure_ascii=False).encode(), digest_size=8).hexdigest()
+    return f", {len(texts)} texts, digest {digest}"
 
 
 class CrossModalComposition(Corruption[Any]):
@@ -134,8 +147,6 @@ class MixtureCell(Corruption[Any]):
     ``part_seed(image seed, corruption name)``, the text part from the suite's seed, so a
     sample's perturbation is the same in any batch, order or process.
     """
-
-    geometric = True  # some samples may be warped: scored against the moved mask
 
     def __init__(self, visual: Sequence[Corruption[Any]], text: Sequence[TextCell], seed: int) -> None:
         if not visual or not text:
