@@ -61,7 +61,6 @@ from pytest_segrobust.report.gallery import REPORT_TILE, render_gallery
 from pytest_segrobust.report.html import write_html
 from pytest_segrobust.report.overlays import describe_worst
 from pytest_segrobust.report.tables import worst_cell
-from pytest_segrobust.text.cells import is_visual, modality
 from pytest_segrobust.shards import (
     ShardCell,
     ShardCoverage,
@@ -74,6 +73,7 @@ from pytest_segrobust.shards import (
 )
 from pytest_segrobust.sidecar import SidecarEntry, sidecar_path, write_sidecar
 from pytest_segrobust.suite import Suite, declared_name, load_suite
+from pytest_segrobust.text.cells import is_visual, modality
 from pytest_segrobust.workbench import Workbench
 
 logger = logging.getLogger("pytest_segrobust")

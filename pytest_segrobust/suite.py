@@ -54,8 +54,8 @@ from typing import Any
 import yaml
 
 from pytest_segrobust.corruptions import DEFAULT_PRESET, REGISTRY, CorruptionRegistry
-from pytest_segrobust.corruptions.composition import SEPARATOR
 from pytest_segrobust.corruptions.base import MAX_SEVERITY, Corruption
+from pytest_segrobust.corruptions.composition import SEPARATOR
 from pytest_segrobust.errors import SegRobustError, SuiteError, UnknownNameError
 from pytest_segrobust.metrics import METRICS
 from pytest_segrobust.models.arrays import ArrayInput, ArrayOutput, ArraySpecError

@@ -51,7 +51,13 @@ def _suite(root: Path, text: str, name: str = "s.yaml") -> Path:
 
 def test_a_referring_suite_lists_text_composed_and_mixture_cells(project: Path) -> None:
     suite = load_suite(_suite(project, TEXT_SUITE))
-    assert suite.corruptions == ("gaussian_noise", "misspelling", "character_missing", "rotate+grammar_error", MIXTURE_CELL)
+    assert suite.corruptions == (
+        "gaussian_noise",
+        "misspelling",
+        "character_missing",
+        "rotate+grammar_error",
+        MIXTURE_CELL,
+    )
     # The mixture draws from the suite's own single image corruptions and text perturbations.
     assert suite.mixture == MixtureSpec("r2bench", ("gaussian_noise",), ("misspelling", "character_missing"))
     categories = [suite.corruption(name).category.value for name in suite.corruptions]
@@ -71,13 +77,19 @@ def test_a_mixture_mapping_names_its_types(project: Path) -> None:
 @pytest.mark.parametrize(
     ("yaml_text", "field", "message"),
     [
-        (SEMANTIC + "corruptions: [gaussian_noise, misspelling]\n", "corruptions[1]", "'misspelling' perturbs referring expressions; task semantic has none"),
+        (
+            SEMANTIC + "corruptions: [gaussian_noise, misspelling]\n",
+            "corruptions[1]",
+            "'misspelling' perturbs referring expressions; task semantic has none",
+        ),
         (SEMANTIC + "corruptions: [gaussian_noise+misspelling]\n", "corruptions[0]", "task semantic has none"),
         (SEMANTIC + "mixture: r2bench\n", "mixture", "task semantic has no expressions"),
         (SEMANTIC + "text_replay: r.json\n", "text_replay", "task semantic has none"),
     ],
 )
-def test_text_cells_in_a_suite_without_expressions_are_refused(project: Path, yaml_text: str, field: str, message: str) -> None:
+def test_text_cells_in_a_suite_without_expressions_are_refused(
+    project: Path, yaml_text: str, field: str, message: str
+) -> None:
     path = _suite(project, yaml_text)
     with pytest.raises(SuiteError, match=rf"{re.escape(str(path))}: field '{re.escape(field)}': .*{message}"):
         load_suite(path)
@@ -91,9 +103,21 @@ def test_text_cells_in_a_suite_without_expressions_are_refused(project: Path, ya
         ("corruptions: [misspelling, misspelling]", "corruptions", "lists a corruption twice"),
         (f"corruptions: [{MIXTURE_CELL}]", r"corruptions\[0\]", "added by 'mixture: r2bench'"),
         ("corruptions: [fog]\nmixture: r3bench", "mixture", "expected 'r2bench'"),
-        ("corruptions: [fog]\nmixture: {protocol: r2bench, text: [fog]}", r"mixture.text\[0\]", "expected a text perturbation"),
-        ("corruptions: [fog]\nmixture: {protocol: r2bench, visual: [misspelling]}", r"mixture.visual\[0\]", "expected an image corruption"),
-        ("corruptions: [fog]\nmixture: {protocol: r2bench, visual: [nope]}", r"mixture.visual\[0\]", "unknown corruption 'nope'"),
+        (
+            "corruptions: [fog]\nmixture: {protocol: r2bench, text: [fog]}",
+            r"mixture.text\[0\]",
+            "expected a text perturbation",
+        ),
+        (
+            "corruptions: [fog]\nmixture: {protocol: r2bench, visual: [misspelling]}",
+            r"mixture.visual\[0\]",
+            "expected an image corruption",
+        ),
+        (
+            "corruptions: [fog]\nmixture: {protocol: r2bench, visual: [nope]}",
+            r"mixture.visual\[0\]",
+            "unknown corruption 'nope'",
+        ),
         ("corruptions: [fog]\nmixture: {protocol: r2bench, seed: 1}", "mixture.seed", "unknown field"),
         ("corruptions: [fog]\ntext_replay: missing.json", "text_replay", r"replay file .*missing.json: cannot read it"),
         ("corruptions: [fog]\ntext_replay: bad.json", "text_replay", r"replay file .*bad.json"),
@@ -102,7 +126,9 @@ def test_text_cells_in_a_suite_without_expressions_are_refused(project: Path, ya
 )
 def test_bad_text_fields_name_the_file_and_the_field(project: Path, change: str, field: str, message: str) -> None:
     (project / "suites").mkdir(exist_ok=True)
-    (project / "suites" / "bad.json").write_text(json.dumps({"version": 1, "perturbations": {"misspelling": {"9": {}}}}))
+    (project / "suites" / "bad.json").write_text(
+        json.dumps({"version": 1, "perturbations": {"misspelling": {"9": {}}}})
+    )
     path = _suite(project, SUITE.replace("corruptions: [gaussian_noise, shear]", change))
     with pytest.raises(SuiteError, match=rf"{re.escape(str(path))}: field '{field}': .*{message}"):
         load_suite(path)
@@ -119,12 +145,14 @@ def test_a_replay_file_gates_on_frozen_texts(project: Path) -> None:
     (project / "suites").mkdir(exist_ok=True)
     (project / "suites" / "llm.json").write_text(json.dumps(replay))
     text = SUITE.replace(
-        "corruptions: [gaussian_noise, shear]", "corruptions: [replay-misspelling, fog+replay-misspelling]\ntext_replay: llm.json"
+        "corruptions: [gaussian_noise, shear]",
+        "corruptions: [replay-misspelling, fog+replay-misspelling]\ntext_replay: llm.json",
     )
     suite = load_suite(_suite(project, text))
     assert suite.corruptions == ("replay-misspelling", "fog+replay-misspelling") and suite.text_replay == "llm.json"
     cell = suite.corruption("replay-misspelling")
     assert cell.category.value == "text"
+    assert "16 texts, digest" in cell.table.describe()[0] and "0 texts" in cell.table.describe()[2]
     from pytest_segrobust.tasks import get_task
 
     task = get_task("referring")
@@ -167,7 +195,9 @@ def test_text_visual_and_composed_cells_give_identical_reports_under_xdist(pytes
     assert {row["level"] for row in r2["modalities"]} == {"low", "high"}
     assert list(suite["r2bench"]["columns"].values()) == ["mIoU", "P@50", "P@60", "P@70", "P@80", "P@90", "oIoU"]
     worst = suite["worst_expressions"]["colour-reader"]
-    assert worst["corruption"] != "gaussian_noise" and any(i["clean_text"] != i["corrupted_text"] for i in worst["images"])
+    assert worst["corruption"] != "gaussian_noise" and any(
+        i["clean_text"] != i["corrupted_text"] for i in worst["images"]
+    )
     markdown = reports["n0-md"]
     assert "### R2-Bench: referring segmentation per modality and level" in markdown
     assert "| model | modality | level | mIoU | P@50 | P@60 | P@70 | P@80 | P@90 | oIoU |" in markdown
@@ -229,7 +259,12 @@ def write_refcoco(root: Path) -> None:
             ann_id = 10 * image_id + ann
             rle = mask_utils.encode(np.asfortranarray(mask.astype(np.uint8)))
             annotations.append(
-                {"id": ann_id, "image_id": image_id, "category_id": 1, "segmentation": {"size": [HEIGHT, WIDTH], "counts": rle["counts"].decode()}}
+                {
+                    "id": ann_id,
+                    "image_id": image_id,
+                    "category_id": 1,
+                    "segmentation": {"size": [HEIGHT, WIDTH], "counts": rle["counts"].decode()},
+                }
             )
             side = "left" if ann == 0 else "right"
             sentences = [
@@ -258,7 +293,9 @@ def test_a_refcoco_layout_suite_runs_from_yaml(pytester: pytest.Pytester) -> Non
     report = json.loads((pytester.path / "segrobust-report.json").read_text())
     suite = report["suites"]["refcoco-tiny"]
     cells = suite["models"]["side-reader"]["cells"]
-    assert cells[0]["corruption"] == "clean" and cells[0]["score"] == pytest.approx(100.0) and cells[0]["num_images"] == 12
+    assert (
+        cells[0]["corruption"] == "clean" and cells[0]["score"] == pytest.approx(100.0) and cells[0]["num_images"] == 12
+    )
     r2 = suite["r2bench"]["models"]["side-reader"]
     assert {(row["modality"], row["level"]) for row in r2["modalities"]} == {
         (m, level) for m in ("visual", "text", "both", "mixture") for level in ("low", "medium", "high")

@@ -81,7 +81,9 @@ def r2bench_entry(models: Mapping[str, Sequence[CellRecord]], metric: str) -> di
                     }
                 )
         out["models"][model] = {
-            "clean": None if clean is None else {k: numbers(clean, metric, corrupted=clean.severity == 0).get(k) for k in keys},
+            "clean": None
+            if clean is None
+            else {k: numbers(clean, metric, corrupted=clean.severity == 0).get(k) for k in keys},
             "perturbations": rows,
             "modalities": by_modality,
         }
@@ -108,6 +110,15 @@ def r2bench_tables(entry: Mapping[str, Any]) -> list[Table]:
         "perturbations' rows."
     )
     return [
-        Table("R2-Bench: referring segmentation per modality and level", ("model", "modality", "level", *header), tuple(summary), note),
-        Table("R2-Bench: per perturbation and level", ("model", "modality", "perturbation", "level", *header), tuple(detail)),
+        Table(
+            "R2-Bench: referring segmentation per modality and level",
+            ("model", "modality", "level", *header),
+            tuple(summary),
+            note,
+        ),
+        Table(
+            "R2-Bench: per perturbation and level",
+            ("model", "modality", "perturbation", "level", *header),
+            tuple(detail),
+        ),
     ]

@@ -69,7 +69,9 @@ def is_visual(corruption: Corruption[Any]) -> bool:
 def _expressions(batch: dict[str, Field], cell: str) -> tuple[str, Expressions]:
     found = [(name, f) for name, f in batch.items() if isinstance(f, Expressions)]
     if len(found) != 1:
-        raise ValueError(f"{cell}: a text perturbation needs one Expressions field (a referring batch), got {len(found)}")
+        raise ValueError(
+            f"{cell}: a text perturbation needs one Expressions field (a referring batch), got {len(found)}"
+        )
     return found[0]
 
 
@@ -91,7 +93,9 @@ class TextCell(Corruption[Any]):
     def __init__(self, perturbation: TextPerturbation, seed: int) -> None:
         table = getattr(perturbation, "table", None)
         if not isinstance(table, SeverityTable):
-            rows = tuple(f"{perturbation.description}, level {s}{_stored(perturbation, s)}" for s in range(1, MAX_SEVERITY + 1))
+            rows = tuple(
+                f"{perturbation.description}, level {s}{_stored(perturbation, s)}" for s in range(1, MAX_SEVERITY + 1)
+            )
             table = SeverityTable(rows)  # type: ignore[arg-type]
         super().__init__(perturbation.name, CellCategory.TEXT, table)  # type: ignore[arg-type]
         self.perturbation = perturbation
@@ -254,7 +258,9 @@ def resolve_cell(
     """
     if name == MIXTURE_CELL:
         if mixture is None:
-            raise UnknownCorruptionError(f"{MIXTURE_CELL!r} is the cell of the suite option 'mixture: r2bench', which is not set")
+            raise UnknownCorruptionError(
+                f"{MIXTURE_CELL!r} is the cell of the suite option 'mixture: r2bench', which is not set"
+            )
         visual = [registry.get(v, preset) for v in mixture.visual]
         return MixtureCell(visual, [TextCell(text.get(t), seed) for t in mixture.text], seed)
     if SEPARATOR in name:

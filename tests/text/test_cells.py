@@ -60,7 +60,9 @@ def cell(name: str, seed: int = 0, **kwargs: object) -> object:
     return resolve_cell(name, registry=REGISTRY, preset="coco-p", text=TEXT_PERTURBATIONS, seed=seed, **kwargs)  # type: ignore[arg-type]
 
 
-def corrupted_batches(dataset: ReferringJsonl, corruption: object, severity: int, batch_size: int, seed: int = 0) -> dict:
+def corrupted_batches(
+    dataset: ReferringJsonl, corruption: object, severity: int, batch_size: int, seed: int = 0
+) -> dict:
     """Every sample's corrupted fields by id, the dataset cut into batches of ``batch_size`` (in reverse order)."""
     out = {}
     positions = list(range(len(dataset)))[::-1]
@@ -110,11 +112,15 @@ def test_text_cells_nest_across_severities_and_depend_on_the_suite_seed(dataset:
 def test_evaluate_gives_the_same_numbers_in_any_batch_size(dataset: ReferringJsonl, name: str) -> None:
     chosen = cell(name)
     results = [
-        evaluate(ColourReader(), dataset, chosen, 5, task=TASK, metrics=("referring_miou", "referring_p50"), batch_size=b)
+        evaluate(
+            ColourReader(), dataset, chosen, 5, task=TASK, metrics=("referring_miou", "referring_p50"), batch_size=b
+        )
         for b in (1, 3, 16)
     ]
     assert results[0].metrics == results[1].metrics == results[2].metrics
-    assert all(r.statistics["referring_miou"].tolist() == results[0].statistics["referring_miou"].tolist() for r in results)
+    assert all(
+        r.statistics["referring_miou"].tolist() == results[0].statistics["referring_miou"].tolist() for r in results
+    )
     clean = evaluate(ColourReader(), dataset, None, 0, task=TASK, metrics=("referring_miou",))
     assert results[0].score < clean.score
 
@@ -132,7 +138,9 @@ def test_a_cross_modal_cell_runs_the_image_part_then_the_text_part(dataset: Refe
     assert torch.equal(out["referring_mask"].data, rotated["referring_mask"].data)  # the mask moved with the image
     assert not torch.equal(out["referring_mask"].data, batch["referring_mask"].data)
     ids = [s.sample_id for s in samples]
-    assert list(out["expression"].texts) == TEXT_PERTURBATIONS.get("misspelling").perturb(list(batch["expression"].texts), ids, 4, 0)
+    assert list(out["expression"].texts) == TEXT_PERTURBATIONS.get("misspelling").perturb(
+        list(batch["expression"].texts), ids, 4, 0
+    )
     again = chain(batch, 4, seeds)
     assert torch.equal(again["image"].data, out["image"].data) and again["expression"] == out["expression"]
 
@@ -159,13 +167,19 @@ def test_the_mixture_draws_forty_forty_twenty_and_perturbs_what_it_drew(dataset:
         assert abs(counts[kind] / 4000 - share) < 5 * math.sqrt(share * (1 - share) / 4000), kind
     assert Counter(d.visual for d in draws if d.visual).keys() == {"gaussian_noise", "rotate"}
     assert Counter(d.text for d in draws if d.text).keys() == set(TEXT)
-    assert [d.modality for d in mixture.draws(dataset.sample_ids, 1)] == [d.modality for d in mixture.draws(dataset.sample_ids, 5)]
+    assert [d.modality for d in mixture.draws(dataset.sample_ids, 1)] == [
+        d.modality for d in mixture.draws(dataset.sample_ids, 5)
+    ]
 
     clean = corrupted_batches(dataset, mixture, 0, 16)
     one, many = corrupted_batches(dataset, mixture, 5, 1), corrupted_batches(dataset, mixture, 5, 6)
     for draw, sample_id in zip(mixture.draws(dataset.sample_ids, 5), dataset.sample_ids):
         text, image, mask = one[sample_id]
-        assert text == many[sample_id][0] and torch.equal(image, many[sample_id][1]) and torch.equal(mask, many[sample_id][2])
+        assert (
+            text == many[sample_id][0]
+            and torch.equal(image, many[sample_id][1])
+            and torch.equal(mask, many[sample_id][2])
+        )
         if draw.text is not None:
             assert text == cell(draw.text).texts([clean[sample_id][0]], [sample_id], 5)[0]  # type: ignore[attr-defined]
         if draw.visual is None:
@@ -174,9 +188,10 @@ def test_the_mixture_draws_forty_forty_twenty_and_perturbs_what_it_drew(dataset:
             assert not torch.equal(image, clean[sample_id][1])
         if draw.text is None:
             assert text == clean[sample_id][0]
-    assert evaluate(ColourReader(), dataset, mixture, 5, task=TASK, batch_size=3).metrics == evaluate(
-        ColourReader(), dataset, mixture, 5, task=TASK, batch_size=16
-    ).metrics
+    assert (
+        evaluate(ColourReader(), dataset, mixture, 5, task=TASK, batch_size=3).metrics
+        == evaluate(ColourReader(), dataset, mixture, 5, task=TASK, batch_size=16).metrics
+    )
 
 
 def test_a_text_cell_needs_a_referring_batch() -> None:
