@@ -73,6 +73,7 @@ from pytest_segrobust.shards import (
 )
 from pytest_segrobust.sidecar import SidecarEntry, sidecar_path, write_sidecar
 from pytest_segrobust.suite import Suite, declared_name, load_suite
+from pytest_segrobust.text.cells import is_visual, modality
 from pytest_segrobust.workbench import Workbench
 
 logger = logging.getLogger("pytest_segrobust")
@@ -811,7 +812,8 @@ class SegRobustSession:
         """The first image of a suite's reference data, and the suite's corruptions in order."""
         with self.in_project():
             sample = self.bench.dataset(suite, suite.shifts.reference if suite.shifts else None)[0]
-        return sample, [self.registry.get(c, suite.preset) for c in suite.corruptions]
+        # Text cells leave the image alone: pictures of images show the image corruptions.
+        return sample, [c for c in (suite.corruption(name, self.registry) for name in suite.corruptions) if is_visual(c)]
 
     def _galleries(self) -> dict[str, Image.Image]:
         """The first image of each reported suite under its corruptions at severities 1, 3, 5."""
@@ -853,7 +855,39 @@ class SegRobustSession:
             except Exception as exc:  # noqa: BLE001 - a table of the report must never cost the report
                 self.problems.append(f"no frame table for suite {name}: {type(exc).__name__}: {exc}")
             pictures[name] = self._worst_images(suite, entry)
+            if "r2bench" in entry:
+                entry["worst_expressions"] = self._worst_expressions(suite, entry)
         return pictures
+
+    def _worst_expressions(self, suite: Suite, entry: dict[str, Any]) -> dict[str, Any]:
+        """For each model of a referring suite: in its worst cell that perturbs text (lowest γr), the
+        samples whose score fell most, with their clean and perturbed expressions."""
+        worst: dict[str, Any] = {}
+        for row, model_entry in entry["models"].items():
+            records = [CellRecord.from_json(c) for c in model_entry["cells"]]
+            cell = worst_cell([r for r in records if modality(r.category) != "visual"])
+            if cell is None:
+                continue
+            try:
+                with self.in_project():
+                    info, _ = describe_worst(
+                        self.bench.model(suite, cell.model),
+                        self.bench.dataset(suite, cell.split),
+                        suite.corruption(cell.corruption, self.registry),
+                        cell.severity,
+                        task=suite.task,
+                        metric=suite.metric,
+                        label=METRICS.get(suite.metric).label,
+                        seed=suite.seed,
+                        limit=suite.limit,
+                        row=row,
+                        gamma_r=cell.gamma_r,
+                    )
+            except Exception as exc:  # noqa: BLE001 - a table must never cost the report
+                self.problems.append(f"no worst expressions for {suite.name} {row}: {type(exc).__name__}: {exc}")
+                continue
+            worst[row] = info
+        return worst
 
     def _worst_images(self, suite: Suite, entry: dict[str, Any]) -> dict[str, Image.Image]:
         """For each model (row) of a reported suite: its worst cell's images that lost most."""
@@ -868,7 +902,7 @@ class SegRobustSession:
                     info, picture = describe_worst(
                         self.bench.model(suite, cell.model),
                         self.bench.dataset(suite, cell.split),
-                        self.registry.get(cell.corruption, suite.preset),
+                        suite.corruption(cell.corruption, self.registry),
                         cell.severity,
                         task=suite.task,
                         metric=suite.metric,

@@ -22,6 +22,20 @@ Example::
     seed: 0
     timeout: 600              # seconds a cell may take (optional; no limit by default)
 
+A referring suite (``task: referring``) may also list text perturbations (``misspelling``,
+``mispunctuation``, ``grammar_error``, ``character_missing``) and cross-modal compositions of
+one image corruption and one text perturbation (``gaussian_noise+misspelling``) in
+``corruptions``, and set::
+
+    text_replay: replays/llm.json   # frozen perturbed texts (see pytest_segrobust.text.replay);
+                                    # each perturbation NAME of the file is the cell replay-NAME
+    mixture: r2bench                # adds the cell r2bench-mixture (see pytest_segrobust.text.cells)
+
+``mixture`` is ``r2bench`` (drawing from the suite's listed single image corruptions, or the
+preset's when it lists none, and its listed text perturbations, or the four built-in ones) or
+``{protocol: r2bench, visual: [...], text: [...]}``. A ``text_replay`` path is relative to the
+suite file.
+
 Relative paths in factory arguments (dataset folders, weight files) mean the same from any
 working directory: factories run, and datasets read, with the pytest rootdir as the current
 directory, where baselines and the report go too. Modules next to the suite file or in the
@@ -40,17 +54,25 @@ from typing import Any
 import yaml
 
 from pytest_segrobust.corruptions import DEFAULT_PRESET, REGISTRY, CorruptionRegistry
-from pytest_segrobust.corruptions.base import MAX_SEVERITY
+from pytest_segrobust.corruptions.base import MAX_SEVERITY, Corruption
+from pytest_segrobust.corruptions.composition import SEPARATOR
 from pytest_segrobust.errors import SegRobustError, SuiteError, UnknownNameError
 from pytest_segrobust.metrics import METRICS
 from pytest_segrobust.models.arrays import ArrayInput, ArrayOutput, ArraySpecError
 from pytest_segrobust.tasks import TASKS, get_task
+from pytest_segrobust.text.cells import MIXTURE_CELL, MixtureSpec, is_text_name, resolve_cell
+from pytest_segrobust.text.registry import TextPerturbationRegistry
+from pytest_segrobust.text.replay import ReplayFileError, load_replay
+from pytest_segrobust.types import Expressions
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
 _KNOWN_KEYS = {
     "name", "description", "task", "dataset", "models", "preset", "corruptions", "severities",
     "metric", "metrics", "tolerance", "batch_size", "seed", "limit", "cd", "timeout", "shifts", "gate",
+    "text_replay", "mixture",
 }
+REPLAY_PREFIX = "replay-"
+"""A replay file's perturbation ``NAME`` is the cell ``replay-NAME``."""
 _GATE_KEYS = ("margin", "confidence", "inconclusive", "multiplicity", "resamples")
 # The keys of a factory mapping, by where it appears.
 _FACTORY_KEYS = {"dataset": ("factory", "kwargs"), "models": ("name", "factory", "kwargs", "input", "output")}
@@ -189,6 +211,18 @@ class Suite:
     timeout: float | None = None
     shifts: Shifts | None = None
     gate: GatePolicy | None = None
+    text_replay: str | None = None
+    mixture: MixtureSpec | None = None
+    text_perturbations: TextPerturbationRegistry = field(
+        default_factory=TextPerturbationRegistry.builtin, compare=False, repr=False
+    )
+
+    def corruption(self, name: str, registry: CorruptionRegistry = REGISTRY) -> Corruption[Any]:
+        """The cell ``name`` of this suite: an image corruption of its preset, a text perturbation
+        (bound to the suite's seed), a cross-modal composition or the mixture."""
+        return resolve_cell(
+            name, registry=registry, preset=self.preset, text=self.text_perturbations, seed=self.seed, mixture=self.mixture
+        )
 
     @property
     def metric(self) -> str:
@@ -257,6 +291,9 @@ class _Validator:
     def __init__(self, path: Path, registry: CorruptionRegistry) -> None:
         self.path = path
         self.registry = registry
+        self.text = TextPerturbationRegistry.builtin()  # with the suite's replayed perturbations once read
+        self.task_name = "semantic"
+        self.task_reads_text = False
 
     def fail(self, field_name: str, message: str) -> SuiteError:
         return SuiteError(f"{self.path}: field '{field_name}': {message}")
@@ -274,6 +311,14 @@ class _Validator:
             raise self.fail("preset", f"unknown preset {preset!r}; known: {', '.join(self.registry.presets())}")
         models = self.models(self.required(raw, "models"), task)
         dataset = self.factory("dataset", self.required(raw, "dataset"))
+        self.task_reads_text = Expressions in get_task(task).target_types
+        self.task_name = task
+        replay, text = self.text_replay(raw.get("text_replay"))
+        self.text = text
+        corruptions = self.corruptions(raw.get("corruptions"), preset)
+        mixture = None if raw.get("mixture") is None else self.mixture(raw["mixture"], corruptions, preset)
+        if mixture is not None:
+            corruptions = (*corruptions, MIXTURE_CELL)
         return Suite(
             path=self.path,
             name=name,
@@ -282,7 +327,7 @@ class _Validator:
             dataset=dataset,
             models=models,
             preset=preset,
-            corruptions=self.corruptions(raw.get("corruptions"), preset),
+            corruptions=corruptions,
             severities=self.severities(raw.get("severities", list(range(1, MAX_SEVERITY + 1)))),
             metrics=self.metrics(raw, task),
             tolerance=self.tolerance(raw.get("tolerance", {})),
@@ -293,7 +338,64 @@ class _Validator:
             timeout=None if raw.get("timeout") is None else self.positive("timeout", raw["timeout"]),
             shifts=None if raw.get("shifts") is None else self.shifts(raw["shifts"], dataset),
             gate=None if raw.get("gate") is None else self.gate(raw, self.metrics(raw, task)),
+            text_replay=replay,
+            mixture=mixture,
+            text_perturbations=text,
         )
+
+    def text_replay(self, raw: Any) -> tuple[str | None, TextPerturbationRegistry]:
+        """``text_replay: file.json`` (relative to the suite): each perturbation NAME becomes the cell ``replay-NAME``."""
+        text = TextPerturbationRegistry.builtin()
+        if raw is None:
+            return None, text
+        path = self.string("text_replay", raw)
+        if not self.task_reads_text:
+            raise self.fail("text_replay", f"replayed texts perturb referring expressions; task {self.task_name} has none")
+        try:
+            replay = load_replay(self.path.parent / path)
+        except ReplayFileError as exc:
+            raise self.fail("text_replay", str(exc)) from None
+        for name in replay.names():
+            text.register(replay.perturbation(name, registered_as=f"{REPLAY_PREFIX}{name}"))
+        return path, text
+
+    def mixture(self, raw: Any, corruptions: tuple[str, ...], preset: str) -> MixtureSpec:
+        """``mixture: r2bench`` or ``{protocol: r2bench, visual: [...], text: [...]}``."""
+        if not self.task_reads_text:
+            raise self.fail("mixture", f"the r2bench mixture perturbs images and referring expressions; task {self.task_name} has no expressions")
+        spec = {"protocol": raw} if isinstance(raw, str) else raw
+        if not isinstance(spec, dict) or spec.get("protocol") != "r2bench":
+            raise self.fail("mixture", f"expected 'r2bench' or a mapping {{protocol: r2bench, visual: [...], text: [...]}}, got {raw!r}")
+        unknown = sorted(set(spec) - {"protocol", "visual", "text"})
+        if unknown:
+            raise self.fail(f"mixture.{unknown[0]}", "unknown field; expected protocol, visual or text")
+        listed_visual = [c for c in corruptions if SEPARATOR not in c and c not in self.text]
+        listed_text = [c for c in corruptions if c in self.text]
+        if "visual" in spec:
+            visual = tuple(self.mixture_names("mixture.visual", spec["visual"], lambda n: n not in self.text and SEPARATOR not in n))
+            for i, name in enumerate(visual):
+                try:
+                    self.registry.get(name, preset)
+                except SegRobustError as exc:
+                    raise self.fail(f"mixture.visual[{i}]", str(exc)) from None
+        else:
+            visual = tuple(listed_visual) or tuple(c.name for c in self.registry.preset(preset))
+        if "text" in spec:
+            text = tuple(self.mixture_names("mixture.text", spec["text"], lambda n: n in self.text))
+        else:
+            text = tuple(listed_text) or tuple(p.name for p in TextPerturbationRegistry.builtin())
+        return MixtureSpec("r2bench", visual, text)
+
+    def mixture_names(self, field_name: str, raw: Any, fits: Any) -> list[str]:
+        if not isinstance(raw, list) or not raw or not all(isinstance(n, str) for n in raw):
+            raise self.fail(field_name, f"expected a non-empty list of names, got {raw!r}")
+        for i, name in enumerate(raw):
+            if not fits(name):
+                kind = "an image corruption" if field_name.endswith("visual") else f"a text perturbation ({', '.join(self.text.names())})"
+                raise self.fail(f"{field_name}[{i}]", f"expected {kind}, got {name!r}")
+            if name in raw[:i]:
+                raise self.fail(f"{field_name}[{i}]", f"{name!r} is listed twice")
+        return list(raw)
 
     def gate(self, raw: dict[str, Any], metrics: tuple[str, ...]) -> GatePolicy:
         """``gate: {margin: {gamma_r, score}, confidence, inconclusive, multiplicity, resamples}``."""
@@ -541,9 +643,19 @@ class _Validator:
         for i, name in enumerate(raw):
             if not isinstance(name, str):
                 raise self.fail(f"corruptions[{i}]", f"expected a corruption name, got {name!r}")
+            if name == MIXTURE_CELL:
+                raise self.fail(f"corruptions[{i}]", f"{MIXTURE_CELL} is added by 'mixture: r2bench', not listed")
+            if is_text_name(name, self.text) and not self.task_reads_text:
+                raise self.fail(
+                    f"corruptions[{i}]",
+                    f"{name!r} perturbs referring expressions; task {self.task_name} has none "
+                    "(text perturbations fit task referring)",
+                )
             try:
                 # A composition is stored under its canonical, stage-ordered name.
-                canonical.append(self.registry.get(name, preset).name)
+                canonical.append(
+                    resolve_cell(name, registry=self.registry, preset=preset, text=self.text, seed=0).name
+                )
             except SegRobustError as exc:
                 raise self.fail(f"corruptions[{i}]", str(exc)) from exc
         if len(set(canonical)) != len(canonical):

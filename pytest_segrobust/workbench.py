@@ -28,6 +28,8 @@ from pytest_segrobust.models.base import model_device
 from pytest_segrobust.models.build import build_model
 from pytest_segrobust.suite import Suite, load_object
 from pytest_segrobust.tasks import get_task
+from pytest_segrobust.text.cells import resolve_cell
+from pytest_segrobust.text.registry import TEXT_PERTURBATIONS
 
 if TYPE_CHECKING:
     from pytest_segrobust.progress import TerminalProgress
@@ -112,7 +114,7 @@ class Workbench:
                 limit=suite.limit,
                 dataset=dataset,
                 severity_tables={
-                    name: tuple(self.registry.get(name, suite.preset).table.describe()) for name in suite.corruptions
+                    name: tuple(suite.corruption(name, self.registry).table.describe()) for name in suite.corruptions
                 },
             )
         return self._conditions[key]
@@ -126,7 +128,7 @@ class Workbench:
         clean = self.clean(suite, key.model, key.split)
         if key.severity == 0:
             return CellResult(corrupted=clean, clean=clean), dataset, CLEAN
-        corruption = self.registry.get(key.corruption, suite.preset)
+        corruption = suite.corruption(key.corruption, self.registry)
         corrupted = self._evaluate(suite, model, dataset, corruption, key.severity, key.label)
         return CellResult(corrupted=corrupted, clean=clean), dataset, corruption.category.value
 
@@ -247,7 +249,7 @@ class Workbench:
     ) -> CellResult:
         """A user's model on a user's dataset; its clean result is computed once per process."""
         model = self.adapt(obj, task)
-        chosen = self.registry.get(corruption, preset)
+        chosen = resolve_cell(corruption, registry=self.registry, preset=preset, text=TEXT_PERTURBATIONS, seed=seed)
         options = {"task": task, "metrics": metrics, "seed": seed, "batch_size": batch_size, "limit": limit}
         names = ",".join(metrics or get_task(task).default_metrics)
         key = ("fixture", task, names, model.fingerprint(), dataset.fingerprint(), str(limit), str(seed))

@@ -15,7 +15,10 @@ from pytest_segrobust.errors import SegRobustError
 from pytest_segrobust.files import atomic_write_text, why_not_written
 from pytest_segrobust.records import CellRecord
 from pytest_segrobust.report import coverage, plots, tables
+from pytest_segrobust.report.r2bench import r2bench_entry, r2bench_tables
 from pytest_segrobust.report.tables import Table
+from pytest_segrobust.tasks import get_task
+from pytest_segrobust.types import Expressions
 
 if TYPE_CHECKING:
     from pytest_segrobust.suite import Suite
@@ -89,6 +92,9 @@ def build_report(
             "figures": {},
             "gate": None if suite is None or suite.gate is None else _gate_entry(suite),
         }
+        if suite is not None and Expressions in get_task(suite.task).target_types:
+            by_model = {model: [CellRecord.from_json(c) for c in entry["cells"]] for model, entry in models.items()}
+            report["suites"][suite_name]["r2bench"] = r2bench_entry(by_model, suite.metric)
     report["verdict"] = run_verdict(records, report["errors"], report["missing"]).to_json()
     return report
 
@@ -226,6 +232,11 @@ def suite_sections(suite: Mapping[str, Any]) -> list[Table | Figure]:
         out.append(tables.further_metrics(models, {name: metric_label(name) for name in further}))
     if tables.has_details(models):
         out.append(tables.metric_details(models, metric, detail_labels(suite["metric"])))
+    if suite.get("r2bench"):
+        out += r2bench_tables(suite["r2bench"])
+        if suite.get("worst_expressions"):
+            title = f"Expressions whose {metric} fell most in each model's worst text cell"
+            out.append(tables.worst_images(suite["worst_expressions"], metric, title))
     if any(tables.corrupted(records) for records in models.values()):
         out.append(tables.grouped_by_category(models, "gamma_r", "γr per corruption (mean over severities)", 3))
         if "heatmap" in figures:

@@ -36,6 +36,7 @@ from pytest_segrobust.seeding import sample_seed
 from pytest_segrobust.tasks import get_task
 from pytest_segrobust.types import (
     Batch,
+    Expressions,
     Image,
     InstanceMasks,
     PanopticMap,
@@ -190,10 +191,17 @@ class ImageLoss:
     corrupted_prediction: torch.Tensor
     truth: torch.Tensor | None
     moved_truth: torch.Tensor | None
+    clean_text: str | None = None
+    corrupted_text: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """The numbers, without the pictures."""
-        return {"sample_id": self.sample_id, "clean": self.clean_score, "corrupted": self.corrupted_score, "drop": self.drop}
+        """The numbers, without the pictures (and a referring sample's clean and perturbed expression)."""
+        out: dict[str, Any] = {
+            "sample_id": self.sample_id, "clean": self.clean_score, "corrupted": self.corrupted_score, "drop": self.drop
+        }
+        if self.clean_text is not None:
+            out |= {"clean_text": self.clean_text, "corrupted_text": self.corrupted_text}
+        return out
 
 
 def worst_images(
@@ -265,11 +273,19 @@ def worst_images(
                 corrupted_prediction=class_maps(corrupted_predictions)[0],
                 truth=None if truth is None else truth[0],
                 moved_truth=None if moved is None or not corruption.geometric else moved[0],
+                clean_text=_text(clean),
+                corrupted_text=_text(corrupted),
             )
         )
         found.sort(key=lambda loss: -loss.drop)  # stable: among equal drops, the earlier image first
         del found[shown:]
     return found
+
+
+def _text(batch: Batch) -> str | None:
+    """The first sample's referring expression, if the batch has expressions."""
+    found = [f for f in batch.values() if isinstance(f, Expressions)]
+    return found[0].texts[0] if found else None
 
 
 def considered_count(dataset: SegmentationDataset, limit: int | None, considered: int = CONSIDERED) -> int:

@@ -748,21 +748,25 @@ def frame_kept(frames: Mapping[str, Any]) -> Table:
     )
 
 
-def worst_images(worst: Mapping[str, Mapping[str, Any]], metric: str) -> Table:
+def worst_images(worst: Mapping[str, Mapping[str, Any]], metric: str, title: str | None = None) -> Table:
     """Per model: its worst cell and the images whose own score fell most in it."""
     rows = []
     notes = []
+    # Referring samples carry their expression: show it clean and as the model read it.
+    texts = any("clean_text" in image for entry in worst.values() for image in entry.get("images", []))
     for row, entry in worst.items():
         cell = f"{entry['corruption']} s{entry['severity']}"
         if entry.get("note"):
             notes.append(f"{row}: {entry['note']}")
         for image in entry.get("images", []):
+            said = (_quoted(image.get("clean_text")), _quoted(image.get("corrupted_text"))) if texts else ()
             rows.append(
                 (
                     row,
                     cell,
                     fmt(entry.get("gamma_r"), 3),
                     image["sample_id"],
+                    *said,
                     fmt(image["clean"]),
                     fmt(image["corrupted"]),
                     signed(image["corrupted"] - image["clean"]),
@@ -774,11 +778,16 @@ def worst_images(worst: Mapping[str, Mapping[str, Any]], metric: str) -> Table:
         f"images, those whose own {metric} fell most (each image scored on its own, with the seed it gets in the suite)."
     )
     return Table(
-        f"Images whose {metric} fell most in each model's worst cell",
-        ("model", "cell", "cell γr", "image", "clean", "corrupted", "Δ"),
+        title or f"Images whose {metric} fell most in each model's worst cell",
+        ("model", "cell", "cell γr", "image", *(("clean text", "perturbed text") if texts else ()), "clean", "corrupted", "Δ"),
         tuple(rows),
         " ".join([note, *notes]),
     )
+
+
+def _quoted(text: str | None) -> str:
+    """An expression in a table cell: quoted, its pipes escaped so a markdown row stays one row."""
+    return "–" if text is None else '"' + text.replace("|", "\\|").replace("\n", " ") + '"'
 
 
 def worst_cell(records: Sequence[CellRecord]) -> CellRecord | None:

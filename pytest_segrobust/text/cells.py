@@ -1,0 +1,289 @@
+"""Text perturbations, cross-modal compositions and R2-Bench's mixture as suite cells.
+
+A referring suite's ``corruptions:`` may name, besides image corruptions:
+
+* a text perturbation (``misspelling``, ``mispunctuation``, ``grammar_error``,
+  ``character_missing``, or a replayed one, see :mod:`pytest_segrobust.suite`'s
+  ``text_replay``): a :class:`TextCell`, category ``text``;
+* one image corruption and one text perturbation joined by ``+``
+  (``gaussian_noise+misspelling``): a :class:`CrossModalComposition`, category ``cross-modal``;
+* ``r2bench-mixture``, added by the suite option ``mixture: r2bench``: a :class:`MixtureCell`,
+  category ``mixture``.
+
+Each is a :class:`~pytest_segrobust.corruptions.base.Corruption`: called with a batch, a
+severity and one seed per sample, it returns the batch with the same field names, so the
+engine evaluates these cells as any other.
+
+Determinism. A text part changes only the :class:`~pytest_segrobust.types.Expressions` field,
+through :meth:`TextPerturbation.perturb` with the suite's seed (bound when the cell is
+built) and the sample ids of the batch's :class:`~pytest_segrobust.types.SampleIndex`: a
+sample's text depends on (suite seed, sample id, perturbation, severity) alone, and the text
+package's nesting holds (the edits at severity ``s`` are a subset of those at ``s + 1``),
+because it keys its streams by the suite seed, not by the per-severity image seeds. A visual
+part draws from the per-sample image seed it is given, as every corruption does (inside a
+cross-modal chain, from :func:`~pytest_segrobust.corruptions.composition.part_seed` of it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections.abc import Sequence
+from enum import Enum
+from typing import Any
+
+import torch
+
+from pytest_segrobust.corruptions.base import MAX_SEVERITY, Corruption, SeverityTable
+from pytest_segrobust.corruptions.composition import MAX_PARTS, SEPARATOR, part_seed
+from pytest_segrobust.corruptions.registry import CorruptionRegistry
+from pytest_segrobust.errors import UnknownCorruptionError
+from pytest_segrobust.text.base import TextPerturbation
+from pytest_segrobust.text.mixture import R2BENCH_PROPORTIONS, MixtureDraw, r2bench_mixture
+from pytest_segrobust.text.registry import TextPerturbationRegistry
+from pytest_segrobust.types import Expressions, Field, SampleIndex
+
+MIXTURE_CELL = "r2bench-mixture"
+"""The cell name of R2-Bench's mixture (``mixture: r2bench`` in a suite)."""
+
+
+class CellCategory(str, Enum):
+    """Categories of the cells defined here (image corruptions report theirs)."""
+
+    TEXT = "text"
+    CROSS_MODAL = "cross-modal"
+    MIXTURE = "mixture"
+
+
+def modality(category: str) -> str:
+    """R2-Bench's modality of a cell's category: ``visual``, ``text``, ``both`` or ``mixture``."""
+    return {"text": "text", "cross-modal": "both", "mixture": "mixture"}.get(category, "visual")
+
+
+def is_visual(corruption: Corruption[Any]) -> bool:
+    """Whether a cell changes images only (galleries and frame tables show those)."""
+    return not isinstance(corruption, (TextCell, CrossModalComposition, MixtureCell))
+
+
+def _expressions(batch: dict[str, Field], cell: str) -> tuple[str, Expressions]:
+    found = [(name, f) for name, f in batch.items() if isinstance(f, Expressions)]
+    if len(found) != 1:
+        raise ValueError(
+            f"{cell}: a text perturbation needs one Expressions field (a referring batch), got {len(found)}"
+        )
+    return found[0]
+
+
+def _sample_ids(batch: dict[str, Field], cell: str) -> tuple[str, ...]:
+    found = [f for f in batch.values() if isinstance(f, SampleIndex)]
+    if len(found) != 1:
+        raise ValueError(f"{cell}: a text perturbation needs the batch's sample ids (a SampleIndex field)")
+    return found[0].sample_ids
+
+
+class TextCell(Corruption[Any]):
+    """A text perturbation as a cell: changes the expressions, nothing else.
+
+    Args:
+        perturbation: The perturbation (built-in or replayed).
+        seed: The suite's global seed; with each sample's id it keys the sample's text stream.
+    """
+
+    def __init__(self, perturbation: TextPerturbation, seed: int) -> None:
+        table = getattr(perturbation, "table", None)
+        if not isinstance(table, SeverityTable):
+            rows = tuple(
+                f"{perturbation.description}, level {s}{_stored(perturbation, s)}" for s in range(1, MAX_SEVERITY + 1)
+            )
+            table = SeverityTable(rows)  # type: ignore[arg-type]
+        super().__init__(perturbation.name, CellCategory.TEXT, table)  # type: ignore[arg-type]
+        self.perturbation = perturbation
+        self.seed = seed
+
+    def texts(self, texts: Sequence[str], sample_ids: Sequence[str], severity: int) -> list[str]:
+        """The perturbed expressions of samples ``sample_ids`` at ``severity``."""
+        return self.perturbation.perturb(list(texts), list(sample_ids), severity, self.seed)
+
+    def _corrupt(self, batch, severity, seeds, size, device):  # type: ignore[no-untyped-def]
+        name, expressions = _expressions(batch, self.name)
+        ids = _sample_ids(batch, self.name)
+        return {**batch, name: Expressions(tuple(self.texts(expressions.texts, ids, severity)))}
+
+
+def _stored(perturbation: TextPerturbation, severity: int) -> str:
+    """For a replayed perturbation, a digest of its stored texts at ``severity``: the suite's
+    conditions (and so its baselines) change when the replay file's texts do."""
+    replay, stored_as = getattr(perturbation, "replay", None), getattr(perturbation, "stored_as", None)
+    if replay is None or stored_as is None:
+        return ""
+    texts = dict(sorted(replay.texts[stored_as].get(severity, {}).items()))
+    digest = hashlib.blake2b(json.dumps(texts, ensure_ascii=False).encode(), digest_size=8).hexdigest()
+    return f", {len(texts)} texts, digest {digest}"
+
+
+class CrossModalComposition(Corruption[Any]):
+    """One image corruption then one text perturbation, at one severity (R2-Bench's chain).
+
+    The text part comes after the whole visual chain (source -> environment -> sensor ->
+    transmission); a geometric visual part moves the referring mask as it does alone.
+    """
+
+    def __init__(self, visual: Corruption[Any], text: TextCell) -> None:
+        rows = tuple((visual.table[s], text.table[s]) for s in range(1, MAX_SEVERITY + 1))
+        super().__init__(f"{visual.name}{SEPARATOR}{text.name}", CellCategory.CROSS_MODAL, SeverityTable(rows))  # type: ignore[arg-type]
+        self.visual, self.text = visual, text
+        self.parts = (visual, text)
+        self.geometric = visual.geometric
+
+    def _corrupt(self, batch, severity, seeds, size, device):  # type: ignore[no-untyped-def]
+        batch = self.visual(batch, severity, [part_seed(s, self.visual.name) for s in seeds])
+        return self.text(batch, severity, seeds)
+
+
+class MixtureCell(Corruption[Any]):
+    """R2-Bench's mixture at one level: per sample, visual only, text only or both.
+
+    Each sample's draw is :func:`~pytest_segrobust.text.mixture.r2bench_mixture` with the
+    suite's seed and the sample's id (visual only 40%, text only 40%, both 20%; the image
+    corruption drawn uniformly from ``visual``, the text perturbation from ``text``), the same
+    at every level; the cell's severity is the level of both parts. The image part draws from
+    ``part_seed(image seed, corruption name)``, the text part from the suite's seed, so a
+    sample's perturbation is the same in any batch, order or process.
+    """
+
+    def __init__(self, visual: Sequence[Corruption[Any]], text: Sequence[TextCell], seed: int) -> None:
+        if not visual or not text:
+            raise ValueError("the r2bench mixture needs at least one image corruption and one text perturbation")
+        self.visual = {c.name: c for c in visual}
+        self.text = {c.name: c for c in text}
+        self.seed = seed
+        shares = ", ".join(f"{m.value} {p:.0%}" for m, p in R2BENCH_PROPORTIONS)
+        rows = tuple(
+            f"{shares}; visual from {', '.join(self.visual)}; text from {', '.join(self.text)}; level {s}"
+            for s in range(1, MAX_SEVERITY + 1)
+        )
+        super().__init__(MIXTURE_CELL, CellCategory.MIXTURE, SeverityTable(rows))  # type: ignore[arg-type]
+        self.geometric = any(c.geometric for c in visual)
+
+    def draws(self, sample_ids: Sequence[str], severity: int) -> list[MixtureDraw]:
+        """Each sample's modality and perturbation types at ``severity``."""
+        return [r2bench_mixture(self.seed, i, list(self.visual), list(self.text), severity) for i in sample_ids]
+
+    def _corrupt(self, batch, severity, seeds, size, device):  # type: ignore[no-untyped-def]
+        ids = _sample_ids(batch, self.name)
+        draws = self.draws(ids, severity)
+        for name, corruption in self.visual.items():
+            chosen = [i for i, draw in enumerate(draws) if draw.visual == name]
+            if chosen:
+                part = corruption(take(batch, chosen), severity, [part_seed(seeds[i], name) for i in chosen])
+                batch = put(batch, chosen, part)
+        field_name, expressions = _expressions(batch, self.name)
+        texts = list(expressions.texts)
+        for i, draw in enumerate(draws):
+            if draw.text is not None:
+                texts[i] = self.text[draw.text].texts([texts[i]], [ids[i]], severity)[0]
+        return {**batch, field_name: Expressions(tuple(texts))}
+
+
+def take(batch: dict[str, Field], indices: Sequence[int]) -> dict[str, Field]:
+    """The samples ``indices`` of a batch, every field cut alike (tensors and tuples along the batch)."""
+    return {name: _map_field(f, lambda v: _take(v, indices)) for name, f in batch.items()}
+
+
+def put(batch: dict[str, Field], indices: Sequence[int], part: dict[str, Field]) -> dict[str, Field]:
+    """``batch`` with the samples ``indices`` replaced by the samples of ``part``."""
+    out = {}
+    for name, f in batch.items():
+        values = {x.name: _put(getattr(f, x.name), indices, getattr(part[name], x.name)) for x in dataclasses.fields(f)}  # type: ignore[arg-type]
+        out[name] = dataclasses.replace(f, **values)  # type: ignore[type-var]
+    return out
+
+
+def _map_field(f: Field, change: Any) -> Field:
+    return dataclasses.replace(f, **{x.name: change(getattr(f, x.name)) for x in dataclasses.fields(f)})  # type: ignore[type-var, arg-type]
+
+
+def _take(value: Any, indices: Sequence[int]) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value[torch.as_tensor(list(indices), dtype=torch.long, device=value.device)]
+    if isinstance(value, (tuple, list)):
+        return type(value)(value[i] for i in indices)
+    return value
+
+
+def _put(value: Any, indices: Sequence[int], part: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        out = value.clone()
+        out[torch.as_tensor(list(indices), dtype=torch.long, device=value.device)] = part.to(value.dtype)
+        return out
+    if isinstance(value, (tuple, list)):
+        items = list(value)
+        for position, i in enumerate(indices):
+            items[i] = part[position]
+        return type(value)(items)
+    return value
+
+
+@dataclasses.dataclass(frozen=True)
+class MixtureSpec:
+    """A suite's ``mixture``: the protocol and the types it draws from.
+
+    Attributes:
+        protocol: ``r2bench``.
+        visual: Image corruption names drawn uniformly.
+        text: Text perturbation names drawn uniformly.
+    """
+
+    protocol: str
+    visual: tuple[str, ...]
+    text: tuple[str, ...]
+
+
+def resolve_cell(
+    name: str,
+    *,
+    registry: CorruptionRegistry,
+    preset: str,
+    text: TextPerturbationRegistry,
+    seed: int,
+    mixture: MixtureSpec | None = None,
+) -> Corruption[Any]:
+    """The cell a suite's corruption name stands for: an image corruption, a text perturbation,
+    a cross-modal composition or the mixture.
+
+    Raises:
+        UnknownCorruptionError: for an unknown name, two text parts, too many parts, or the
+            mixture's name in a suite without ``mixture``.
+    """
+    if name == MIXTURE_CELL:
+        if mixture is None:
+            raise UnknownCorruptionError(
+                f"{MIXTURE_CELL!r} is the cell of the suite option 'mixture: r2bench', which is not set"
+            )
+        visual = [registry.get(v, preset) for v in mixture.visual]
+        return MixtureCell(visual, [TextCell(text.get(t), seed) for t in mixture.text], seed)
+    if SEPARATOR in name:
+        parts = [part.strip() for part in name.split(SEPARATOR)]
+        texts = [part for part in parts if part in text]
+        if not texts:
+            return registry.get(name, preset)
+        if len(parts) > MAX_PARTS:
+            raise UnknownCorruptionError(
+                f"invalid composition {name!r}: a composition chains at most {MAX_PARTS} perturbations, "
+                "one image corruption and one text perturbation"
+            )
+        if len(texts) > 1:
+            raise UnknownCorruptionError(
+                f"invalid composition {name!r}: at most one text perturbation per cell (R2-Bench: one visual and one textual)"
+            )
+        (visual,) = [part for part in parts if part not in text]
+        return CrossModalComposition(registry.get(visual, preset), TextCell(text.get(texts[0]), seed))
+    if name in text:
+        return TextCell(text.get(name), seed)
+    return registry.get(name, preset)
+
+
+def is_text_name(name: str, text: TextPerturbationRegistry) -> bool:
+    """Whether a suite's corruption name involves a text perturbation (or is the mixture)."""
+    return name == MIXTURE_CELL or any(part.strip() in text for part in name.split(SEPARATOR))
