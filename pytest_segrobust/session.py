@@ -859,6 +859,23 @@ class SegRobustSession:
                 entry["worst_expressions"] = self._worst_expressions(suite, entry)
         return pictures
 
+    def _describe_worst(self, suite: Suite, cell: CellRecord, row: str) -> tuple[dict[str, Any], Image.Image | None]:
+        """The images (or expressions) of ``cell`` that lost most, re-evaluated in the project."""
+        with self.in_project():
+            return describe_worst(
+                self.bench.model(suite, cell.model),
+                self.bench.dataset(suite, cell.split),
+                suite.corruption(cell.corruption, self.registry),
+                cell.severity,
+                task=suite.task,
+                metric=suite.metric,
+                label=METRICS.get(suite.metric).label,
+                seed=suite.seed,
+                limit=suite.limit,
+                row=row,
+                gamma_r=cell.gamma_r,
+            )
+
     def _worst_expressions(self, suite: Suite, entry: dict[str, Any]) -> dict[str, Any]:
         """For each model of a referring suite: in its worst cell that perturbs text (lowest γr), the
         samples whose score fell most, with their clean and perturbed expressions."""
@@ -869,20 +886,7 @@ class SegRobustSession:
             if cell is None:
                 continue
             try:
-                with self.in_project():
-                    info, _ = describe_worst(
-                        self.bench.model(suite, cell.model),
-                        self.bench.dataset(suite, cell.split),
-                        suite.corruption(cell.corruption, self.registry),
-                        cell.severity,
-                        task=suite.task,
-                        metric=suite.metric,
-                        label=METRICS.get(suite.metric).label,
-                        seed=suite.seed,
-                        limit=suite.limit,
-                        row=row,
-                        gamma_r=cell.gamma_r,
-                    )
+                info, _ = self._describe_worst(suite, cell, row)
             except Exception as exc:  # noqa: BLE001 - a table must never cost the report
                 self.problems.append(f"no worst expressions for {suite.name} {row}: {type(exc).__name__}: {exc}")
                 continue
@@ -898,20 +902,7 @@ class SegRobustSession:
             if cell is None:
                 continue
             try:
-                with self.in_project():
-                    info, picture = describe_worst(
-                        self.bench.model(suite, cell.model),
-                        self.bench.dataset(suite, cell.split),
-                        suite.corruption(cell.corruption, self.registry),
-                        cell.severity,
-                        task=suite.task,
-                        metric=suite.metric,
-                        label=METRICS.get(suite.metric).label,
-                        seed=suite.seed,
-                        limit=suite.limit,
-                        row=row,
-                        gamma_r=cell.gamma_r,
-                    )
+                info, picture = self._describe_worst(suite, cell, row)
             except Exception as exc:  # noqa: BLE001 - a figure must never cost the report
                 self.problems.append(f"no worst images for {suite.name} {row}: {type(exc).__name__}: {exc}")
                 continue
