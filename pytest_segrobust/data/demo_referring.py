@@ -119,14 +119,14 @@ def scene_objects(scene: Scene) -> list[SceneObject]:
     size = scene.objects.shape[0]
     min_area = max(1, round(MIN_VISIBLE_FRACTION * scene.objects.size))
     rows, columns = np.indices(scene.objects.shape)
-    pixels = scene.pixels.astype(np.float64) / 255.0
     found: list[SceneObject] = []
     for number in range(1, len(scene.object_classes) + 1):
         visible = scene.objects == number
         area = int(visible.sum())
         if area < min_area:
             continue
-        red, green, blue = (float(channel[visible].mean()) for channel in pixels)
+        # Integer sums are exact on every machine; only the final divisions round.
+        red, green, blue = (int(channel[visible].sum(dtype=np.int64)) / (255 * area) for channel in scene.pixels)
         hue, saturation, _ = colorsys.rgb_to_hsv(red, green, blue)
         found.append(
             SceneObject(
@@ -134,8 +134,8 @@ def scene_objects(scene: Scene) -> list[SceneObject]:
                 texture=CLASS_NAMES[int(scene.object_classes[number - 1])],
                 hue=hue,
                 saturation=saturation,
-                x=(float(columns[visible].mean()) + 0.5) / size,
-                y=(float(rows[visible].mean()) + 0.5) / size,
+                x=(int(columns[visible].sum()) / area + 0.5) / size,
+                y=(int(rows[visible].sum()) / area + 0.5) / size,
                 area=area,
             )
         )
@@ -209,9 +209,7 @@ def _by_relation(target: SceneObject, objects: list[SceneObject]) -> Iterator[st
         return
     # Anchors: objects of another texture that their texture alone names.
     anchors = [
-        o
-        for o in objects
-        if o.texture != target.texture and sum(other.texture == o.texture for other in objects) == 1
+        o for o in objects if o.texture != target.texture and sum(other.texture == o.texture for other in objects) == 1
     ]
     for anchor in anchors:
         for words, signed in _RELATIONS:
