@@ -5,9 +5,10 @@ Usage::
     python scripts/train_demo_referring.py                     # writes the packaged weights
     python scripts/train_demo_referring.py --steps 50 --out /tmp/tiny_referring.pt
 
-The encoder is the demo TinyUNet's (``models/weights/tiny_unet.pt``), frozen, so its
-features are computed once per training scene and only the text reader and the
-text-modulated decoder learn. Training sees clean images and clean expressions only, and no
+The image side is the demo TinyUNet (``models/weights/tiny_unet.pt``), frozen, so the
+candidate regions of each training scene are computed once and only the text reader and the
+region scorer learn: a region's target is whether most of its pixels lie in the named
+object's mask. Training sees clean images and clean expressions only, and no
 geometric augmentation (a flip would turn "leftmost" into a lie). The run is reproducible
 on one machine: fixed seeds, deterministic algorithms, fixed thread count.
 
@@ -30,7 +31,7 @@ from pytest_segrobust.data.base import ReferringTarget, Sample
 from pytest_segrobust.data.demo_referring import DemoReferring
 from pytest_segrobust.evaluation import evaluate
 from pytest_segrobust.models.demo import WEIGHTS_PATH as UNET_WEIGHTS_PATH
-from pytest_segrobust.models.demo_referring import TinyReferringUNet
+from pytest_segrobust.models.demo_referring import Regions, TinyReferringNet
 from pytest_segrobust.models.torch_module import TorchModuleReferringSegmenter
 from pytest_segrobust.text import TEXT_PERTURBATIONS, TextPerturbation
 
@@ -45,45 +46,45 @@ TEXT = ("misspelling", "mispunctuation", "grammar_error", "character_missing")
 def parse_args() -> argparse.Namespace:
     """Read the command line."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--steps", type=int, default=350, help="optimiser steps")
-    parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--eval-every", type=int, default=175, help="steps between validation reports")
-    parser.add_argument("--lr", type=float, default=3e-3, help="peak learning rate of the one-cycle schedule")
+    parser.add_argument("--steps", type=int, default=4000, help="optimiser steps")
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--eval-every", type=int, default=1000, help="steps between validation reports")
+    parser.add_argument("--lr", type=float, default=2e-3, help="peak learning rate of the one-cycle schedule")
     parser.add_argument("--weight-decay", type=float, default=1e-4)
     parser.add_argument("--train-scenes", type=int, default=None, help="training scenes (default: the split's)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--encoder", type=Path, default=DEFAULT_ENCODER, help="TinyUNet state dict for the encoder")
+    parser.add_argument("--encoder", type=Path, default=DEFAULT_ENCODER, help="TinyUNet state dict of the image side")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="where to write the state dict")
     parser.add_argument("--no-robustness", action="store_true", help="report clean validation metrics only")
     return parser.parse_args()
 
 
 @torch.no_grad()
-def encode_scenes(model: TinyReferringUNet, dataset: DemoReferring, batch_size: int = 32) -> list[torch.Tensor]:
-    """The frozen encoder's features of every scene of ``dataset`` below full resolution, level by level.
-
-    Shape:
-        return: level ``i`` ``(scenes, widths[i + 1], S / 2**(i + 1), S / 2**(i + 1))``.
-    """
-    levels: list[list[torch.Tensor]] = [[] for _ in model.widths[1:]]
+def encode_scenes(model: TinyReferringNet, dataset: DemoReferring, batch_size: int = 32) -> Regions:
+    """The candidate regions of every scene of ``dataset`` (:meth:`TinyReferringNet.encode`)."""
+    parts: list[Regions] = []
     for start in range(0, dataset.scenes, batch_size):
-        pixels = [torch.from_numpy(dataset.scene(i).pixels) for i in range(start, min(start + batch_size, dataset.scenes))]
-        for level, features in enumerate(model.encode(torch.stack(pixels).float() / 255.0)[1:]):
-            levels[level].append(features)
-    return [torch.cat(level) for level in levels]
+        chosen = range(start, min(start + batch_size, dataset.scenes))
+        pixels = torch.stack([torch.from_numpy(dataset.scene(i).pixels) for i in chosen])
+        parts.append(model.encode(pixels.float() / 255.0))
+    return Regions(
+        torch.cat([p.features for p in parts]),
+        torch.cat([p.padding for p in parts]),
+        torch.cat([p.region_map for p in parts]),
+    )
 
 
-def dice_loss(logits: torch.Tensor, masks: torch.Tensor) -> torch.Tensor:
-    """One minus the soft Dice coefficient per mask, averaged: weighs small objects like large ones.
+def region_targets(region_map: torch.Tensor, mask: torch.Tensor, slots: int) -> torch.Tensor:
+    """Which regions belong to the named object: more than half of their pixels lie in its mask.
 
     Shape:
-        logits, masks: ``(B, H, W)``; return: scalar.
+        region_map, mask: ``(H, W)``; return: ``(slots,)`` float.
     """
-    probabilities = torch.sigmoid(logits).flatten(1)
-    truth = masks.flatten(1)
-    overlap = (probabilities * truth).sum(1)
-    return (1.0 - (2.0 * overlap + 1.0) / (probabilities.sum(1) + truth.sum(1) + 1.0)).mean()
+    inside = region_map >= 0
+    area = torch.zeros(slots).index_add_(0, region_map[inside], torch.ones(int(inside.sum())))
+    overlap = torch.zeros(slots).index_add_(0, region_map[inside], mask[inside].float())
+    return (overlap > 0.5 * area.clamp(min=1)).float()
 
 
 class PerturbedExpressions:
@@ -100,7 +101,9 @@ class PerturbedExpressions:
         self.dataset = dataset
         self.class_names, self.ignore_index = dataset.class_names, dataset.ignore_index
         self.name = f"{dataset.name}+{perturbation.name}@{severity}"
-        self._texts = perturbation.perturb(list(dataset.expressions), list(dataset.sample_ids), severity=severity, seed=seed)
+        self._texts = perturbation.perturb(
+            list(dataset.expressions), list(dataset.sample_ids), severity=severity, seed=seed
+        )
         self._fingerprint = f"{dataset.fingerprint()}:text={perturbation.name}:severity={severity}:seed={seed}"
 
     def __len__(self) -> int:
@@ -109,13 +112,15 @@ class PerturbedExpressions:
     def __getitem__(self, index: int) -> Sample:
         sample = self.dataset[index]
         assert sample.referring is not None
-        return Sample(sample.sample_id, sample.image, referring=ReferringTarget(self._texts[index], sample.referring.mask))
+        return Sample(
+            sample.sample_id, sample.image, referring=ReferringTarget(self._texts[index], sample.referring.mask)
+        )
 
     def fingerprint(self) -> str:
         return self._fingerprint
 
 
-def report(module: TinyReferringUNet, val_set: DemoReferring, robustness: bool) -> None:
+def report(module: TinyReferringNet, val_set: DemoReferring, robustness: bool) -> None:
     """Print the validation metrics: clean, then per perturbation and severity (mIoU, and its change)."""
     model = TorchModuleReferringSegmenter(module, device="cpu")
     clean = evaluate(model, val_set, task="referring", metrics=METRICS)
@@ -148,24 +153,27 @@ def main() -> None:
 
     started = time.perf_counter()
     train_set, val_set = DemoReferring("train", scenes=args.train_scenes), DemoReferring("val")
-    model = TinyReferringUNet()
-    encoder_state = torch.load(args.encoder, map_location="cpu", weights_only=True)
-    model.load_state_dict({k: v for k, v in encoder_state.items() if k.startswith("encoders.")}, strict=False)
-    model.encoders.requires_grad_(False)
+    model = TinyReferringNet()
+    model.semantic.load_state_dict(torch.load(args.encoder, map_location="cpu", weights_only=True))
+    model.semantic.requires_grad_(False)
     model.eval()
-    features = encode_scenes(model, train_set)
+    regions = encode_scenes(model, train_set)
     scene_of = torch.tensor([int(i.split("/")[2]) for i in train_set.sample_ids])
     texts = list(train_set.expressions)
-    masks = torch.stack([train_set[i].referring.mask for i in range(len(train_set))])  # type: ignore[union-attr]
-    size = (train_set.image_size, train_set.image_size)
+    targets = torch.stack(
+        [
+            region_targets(regions.region_map[int(scene_of[i])], train_set[i].referring.mask, model.max_regions)  # type: ignore[union-attr]
+            for i in range(len(train_set))
+        ]
+    )
     print(
         f"{len(train_set)} train expressions on {train_set.scenes} scenes, {len(val_set)} val expressions; "
-        f"encoded in {time.perf_counter() - started:.1f}s",
+        f"regions in {time.perf_counter() - started:.1f}s",
         flush=True,
     )
 
     trainable = [p for p in model.parameters() if p.requires_grad]
-    print(f"TinyReferringUNet: {sum(p.numel() for p in model.parameters())} parameters, {sum(p.numel() for p in trainable)} trained")
+    print(f"{sum(p.numel() for p in model.parameters())} parameters, {sum(p.numel() for p in trainable)} trained")
     optimizer = torch.optim.AdamW(trainable, lr=args.lr, weight_decay=args.weight_decay)
     schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=args.lr, total_steps=args.steps, pct_start=0.1)
     order = torch.randperm(len(texts), generator=generator)
@@ -176,11 +184,11 @@ def main() -> None:
         chosen = order[cursor : cursor + args.batch_size]
         cursor += args.batch_size
         model.train()
-        model.encoders.eval()  # frozen, BatchNorm statistics included
+        model.semantic.eval()  # frozen, BatchNorm statistics included
         scenes = scene_of[chosen]
-        logits = model.decode([level[scenes] for level in features], [texts[i] for i in chosen], size)
-        truth = masks[chosen].float()
-        loss = F.binary_cross_entropy_with_logits(logits, truth) + dice_loss(logits, truth)
+        padding = regions.padding[scenes]
+        logits = model.score_regions(regions.features[scenes], padding, [texts[i] for i in chosen])
+        loss = F.binary_cross_entropy_with_logits(logits[~padding], targets[chosen][~padding])
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
@@ -188,7 +196,9 @@ def main() -> None:
         total_loss += loss.item()
         if step % args.eval_every == 0 or step == args.steps:
             model.eval()
-            val = evaluate(TorchModuleReferringSegmenter(model, device="cpu"), val_set, task="referring", metrics=METRICS)
+            val = evaluate(
+                TorchModuleReferringSegmenter(model, device="cpu"), val_set, task="referring", metrics=METRICS
+            )
             print(
                 f"step {step}/{args.steps}  loss {total_loss / args.eval_every:.4f}  "
                 f"val mIoU {val.score:.1f}  ({time.perf_counter() - started:.0f}s)",
