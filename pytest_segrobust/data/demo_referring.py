@@ -49,7 +49,7 @@ from pytest_segrobust.data.referring import REFERRING_CLASS_NAMES
 EXPRESSION_VERSION = "1"
 
 # Scenes per split: about 100 expressions in val (a few seconds per suite cell on a CPU).
-DEFAULT_SCENES: dict[str, int] = {"train": 600, "val": 10}
+DEFAULT_SCENES: dict[str, int] = {"train": 1500, "val": 10}
 MAX_EXPRESSIONS_PER_OBJECT = 3
 MIN_VISIBLE_FRACTION = 60 / (128 * 128)
 POSITION_MARGIN = 0.08
@@ -253,7 +253,7 @@ class DemoReferring:
     """The demo scenes as a referring segmentation dataset; implements ``SegmentationDataset``.
 
     Args:
-        split: ``"train"`` (600 scenes by default) or ``"val"`` (10 scenes, about 100
+        split: ``"train"`` (1500 scenes by default) or ``"val"`` (10 scenes, about 100
             expressions), the scenes of :class:`~pytest_segrobust.data.demo.DemoScenes`.
         scenes: Number of scenes to describe; defaults per split as above.
         image_size: Side of the square images in pixels, at least 16.
