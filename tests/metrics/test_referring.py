@@ -88,7 +88,7 @@ def test_a_bootstrap_resample_scores_like_the_resampled_samples(batches, seed: i
         statistics = scored(name, batches).image_statistics()
         resampled = METRICS.get(name).score_of(weights @ statistics)
         for row, draw in zip(resampled, weights):
-            drawn = [pair for pair, times in zip(pairs, draw) for _ in range(times)]
+            drawn = [pair for pair, times in zip(pairs, draw) for _ in range(int(times))]
             assert float(row) == pytest.approx(reference(drawn)[name], abs=1e-9)
 
 
