@@ -159,7 +159,7 @@ def test_a_drop_the_images_cannot_decide_is_inconclusive_and_the_policy_decides(
     failing.stdout.fnmatch_lines(["*FAIL · 1 cells: 1 inconclusive*", "*images (now 32) would decide it*"])
     write(demo_project, "{glare_rows: 6}", inconclusive="warn")
     warned = cached_run(demo_project, "-k", "brightness")
-    warned.assert_outcomes(passed=1, warnings=1)
+    warned.assert_outcomes(passed=1)  # other warnings (e.g. assertion rewriting) depend on the environment
     warned.stdout.fnmatch_lines(["*InconclusiveWarning*", "*PASS · 1 cells: 1 inconclusive (allowed by the suite)*"])
     report = (demo_project.path / "segrobust-report-partial.md").read_text()
     assert "### Statistical gate" in report and "Δγr interval" in report and "? inconclusive (allowed)" in report
