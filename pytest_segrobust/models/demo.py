@@ -93,6 +93,15 @@ class TinyUNet(nn.Module):
             images: ``(B, 3, H, W)``; return: ``(B, num_classes, H, W)``.
         """
         height, width = images.shape[-2:]
+        return self.head(self.decoded(images))[..., :height, :width]
+
+    def decoded(self, images: torch.Tensor) -> torch.Tensor:
+        """The last decoder features, before the head, at the padded size (crop to the input's).
+
+        Shape:
+            images: ``(B, 3, H, W)``; return: ``(B, widths[0], H', W')``, ``H' >= H``, ``W' >= W``.
+        """
+        height, width = images.shape[-2:]
         pad_bottom = -height % self.downsampling
         pad_right = -width % self.downsampling
         x = (images - self.mean) / self.std
@@ -108,7 +117,7 @@ class TinyUNet(nn.Module):
         for decoder, skip in zip(self.decoders, reversed(skips[:-1]), strict=True):
             x = F.interpolate(x, size=skip.shape[-2:], mode="bilinear", align_corners=False)
             x = decoder(torch.cat([x, skip], dim=1))
-        return self.head(x)[..., :height, :width]
+        return x
 
 
 def tiny_unet(weights: str | None = None, device: str = "cpu") -> TinyUNet:

@@ -38,7 +38,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from pytest_segrobust.data.demo import CLASS_NAMES
@@ -199,21 +198,7 @@ class TinyReferringNet(nn.Module):
         """
         net = self.semantic
         batch, _, height, width = images.shape
-        pad_bottom, pad_right = -height % net.downsampling, -width % net.downsampling
-        x = (images - net.mean) / net.std
-        if pad_bottom or pad_right:
-            x = F.pad(x, (0, pad_right, 0, pad_bottom), mode="replicate")
-        # TinyUNet.forward, keeping the last decoder features.
-        skips: list[torch.Tensor] = []
-        for level, encoder in enumerate(net.encoders):
-            if level > 0:
-                x = F.max_pool2d(x, 2)
-            x = encoder(x)
-            skips.append(x)
-        for decoder, skip in zip(net.decoders, reversed(skips[:-1]), strict=True):
-            x = F.interpolate(x, size=skip.shape[-2:], mode="bilinear", align_corners=False)
-            x = decoder(torch.cat([x, skip], dim=1))
-        x = x[..., :height, :width]
+        x = net.decoded(images)[..., :height, :width]
         probabilities = net.head(x).softmax(dim=1)
         regions = connected_components(probabilities.argmax(dim=1))
         pixels = torch.cat([x, probabilities, images], dim=1).flatten(2)  # (B, C, H*W)
