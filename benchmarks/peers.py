@@ -19,17 +19,17 @@ import os
 for _variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
     os.environ[_variable] = "1"  # before numpy, torch and OpenCV start their pools
 
-import argparse  # noqa: E402
-import statistics  # noqa: E402
-import time  # noqa: E402
-from collections.abc import Callable  # noqa: E402
-from dataclasses import dataclass  # noqa: E402
-from typing import Any  # noqa: E402
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
+import numpy as np
+import torch
 
-from pytest_segrobust.corruptions import REGISTRY  # noqa: E402
+from pytest_segrobust.corruptions import REGISTRY
 
 SEVERITY = 3
 
@@ -95,74 +95,104 @@ def _kornia_motion(kornia: Any) -> Callable[[torch.Tensor], torch.Tensor]:
 
 ROWS = (
     Row(
-        "gaussian_blur", "gaussian_blur", "imagenet-c",
+        "gaussian_blur",
+        "gaussian_blur",
+        "imagenet-c",
         _albu(lambda A: A.GaussianBlur(blur_limit=(25, 25), sigma_limit=(3.0, 3.0), p=1.0)),
         lambda K: lambda image: K.filters.gaussian_blur2d(image, (25, 25), (3.0, 3.0), border_type="replicate"),
     ),
     Row(
-        "zoom_blur", "zoom_blur", "imagenet-c",
+        "zoom_blur",
+        "zoom_blur",
+        "imagenet-c",
         _albu(lambda A: A.ZoomBlur(max_factor=(1.21, 1.21), step_factor=(0.02, 0.02), p=1.0)),
         None,
     ),
     Row(
-        "rotate", "rotate", "coco-p",
+        "rotate",
+        "rotate",
+        "coco-p",
         _albu(lambda A: A.Rotate(limit=(40, 40), border_mode=0, p=1.0)),
         lambda K: lambda image: K.geometry.transform.rotate(image, torch.tensor([40.0])),
     ),
     Row(
-        "shear", "shear", "coco-p",
+        "shear",
+        "shear",
+        "coco-p",
         _albu(lambda A: A.Affine(shear={"x": (15, 15), "y": (0, 0)}, p=1.0)),
         lambda K: lambda image: K.geometry.transform.shear(image, torch.tensor([[0.268, 0.0]])),
     ),
     Row(
-        "translate", "translate", "coco-p",
+        "translate",
+        "translate",
+        "coco-p",
         _albu(lambda A: A.Affine(translate_px={"x": (60, 60), "y": (0, 0)}, p=1.0)),
         lambda K: lambda image: K.geometry.transform.translate(image, torch.tensor([[60.0, 0.0]])),
     ),
     Row(
-        "jpeg_compression", "jpeg_compression", "imagenet-c",
+        "jpeg_compression",
+        "jpeg_compression",
+        "imagenet-c",
         _albu(lambda A: A.ImageCompression(quality_range=(15, 15), p=1.0)),
         lambda K: lambda image: K.enhance.jpeg_codec_differentiable(image, torch.tensor([15.0])),
     ),
     Row(
-        "contrast", "contrast", "imagenet-c",
+        "contrast",
+        "contrast",
+        "imagenet-c",
         _albu(lambda A: A.RandomBrightnessContrast(brightness_limit=(0, 0), contrast_limit=(-0.8, -0.8), p=1.0)),
         lambda K: lambda image: K.enhance.adjust_contrast(image, 0.2),
     ),
     Row(
-        "saturate", "saturate", "imagenet-c",
+        "saturate",
+        "saturate",
+        "imagenet-c",
         _albu(lambda A: A.ColorJitter(brightness=0, contrast=0, saturation=(2.0, 2.0), hue=0, p=1.0)),
         lambda K: lambda image: K.enhance.adjust_saturation(image, 2.0),
     ),
     Row(
-        "elastic_transform", "elastic_transform", "imagenet-c",
+        "elastic_transform",
+        "elastic_transform",
+        "imagenet-c",
         _albu(lambda A: A.ElasticTransform(alpha=21.25 * 512 / 244, sigma=512 * 0.01, p=1.0)),
-        lambda K: lambda image: K.geometry.transform.elastic_transform2d(
-            image, torch.rand(1, 2, image.shape[-2], image.shape[-1]) * 2 - 1, (63, 63), (5.12, 5.12), (44.6, 44.6)
+        lambda K: (
+            lambda image: K.geometry.transform.elastic_transform2d(
+                image, torch.rand(1, 2, image.shape[-2], image.shape[-1]) * 2 - 1, (63, 63), (5.12, 5.12), (44.6, 44.6)
+            )
         ),
     ),
     Row(
-        "gaussian_noise", "gaussian_noise", "imagenet-c",
+        "gaussian_noise",
+        "gaussian_noise",
+        "imagenet-c",
         _albu(lambda A: A.GaussNoise(std_range=(0.18, 0.18), p=1.0)),
         lambda K: lambda image: (image + 0.18 * torch.randn_like(image)).clamp_(0.0, 1.0),
     ),
     Row(
-        "defocus_blur", "defocus_blur", "imagenet-c",
+        "defocus_blur",
+        "defocus_blur",
+        "imagenet-c",
         _albu(lambda A: A.Defocus(radius=(6, 6), alias_blur=(0.5, 0.5), p=1.0)),
         None,
     ),
     Row(
-        "glass_blur", "glass_blur", "imagenet-c",
+        "glass_blur",
+        "glass_blur",
+        "imagenet-c",
         _albu(lambda A: A.GlassBlur(sigma=1.0, max_delta=2, iterations=3, p=1.0)),
         None,
     ),
     Row(
-        "motion_blur (trail, 31 taps)", "motion_blur", "imagenet-c",
+        "motion_blur (trail, 31 taps)",
+        "motion_blur",
+        "imagenet-c",
         None,
         _kornia_motion,
     ),
     Row(
-        "motion_blur (line, 13x13)", "motion_blur", "coco-p",
+        "motion_blur (line, 13x13)",
+        "motion_blur",
+        "coco-p",
         _albu(lambda A: A.MotionBlur(blur_limit=(13, 13), p=1.0)),
         lambda K: lambda image: K.filters.motion_blur(image, 13, 20.0, 0.0),
     ),
@@ -204,7 +234,9 @@ def main() -> None:
         corruption = REGISTRY.get(row.name, row.preset)
         seeds = list(range(args.batch))
         contenders.append((index, "ours b1", 1, lambda c=corruption: c(single, SEVERITY, [0])))
-        contenders.append((index, f"ours b{args.batch}", args.batch, lambda c=corruption, s=seeds: c(batch, SEVERITY, s)))
+        contenders.append(
+            (index, f"ours b{args.batch}", args.batch, lambda c=corruption, s=seeds: c(batch, SEVERITY, s))
+        )
         if albumentations is not None and row.albumentations is not None:
             transform = row.albumentations(albumentations)
             contenders.append((index, "albumentations", 1, lambda t=transform: t(photo)))
@@ -222,10 +254,10 @@ def main() -> None:
             times[index, column].append((time.perf_counter() - start) * 1e3 / per)
 
     columns = ["ours b1", f"ours b{args.batch}", "albumentations", "kornia"]
-    versions = ", ".join(
-        f"{m.__name__} {m.__version__}" for m in (torch, albumentations, kornia, cv2) if m is not None
+    versions = ", ".join(f"{m.__name__} {m.__version__}" for m in (torch, albumentations, kornia, cv2) if m is not None)
+    print(
+        f"\n{args.size}x{args.size}, severity {SEVERITY}, one thread each, {args.rounds} interleaved rounds; {versions}"
     )
-    print(f"\n{args.size}x{args.size}, severity {SEVERITY}, one thread each, {args.rounds} interleaved rounds; {versions}")
     print("ms per image, min / median\n")
     print("| corruption | " + " | ".join(columns) + " |")
     print("|---|" + "---:|" * len(columns))
