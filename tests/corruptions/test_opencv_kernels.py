@@ -105,6 +105,8 @@ def test_filter2d_correlates_without_flipping(monkeypatch: pytest.MonkeyPatch) -
         ("defocus_blur", "imagenet-c"),
         ("glass_blur", "imagenet-c"),
         ("psf_blur", "cityscapes-c"),
+        ("motion_blur", "imagenet-c"),
+        ("motion_blur", "coco-p"),
     ],
 )
 @pytest.mark.parametrize("severity", [1, 5])
@@ -120,3 +122,24 @@ def test_corruptions_agree(monkeypatch: pytest.MonkeyPatch, name: str, preset: s
         assert float(difference.gt(1e-4).double().mean()) <= 1e-3
     else:
         assert_close(with_opencv, with_torch)
+
+
+def test_taps_kernel_inverts_kernel_taps() -> None:
+    kernel = Fn.motion_line_kernel(9, 30.0, 0.5)
+    assert torch.equal(Fn.taps_kernel(Fn.kernel_taps(kernel)), kernel)
+
+
+@pytest.mark.parametrize("shape", [(3, 64, 64), (1, 37, 50), (3, 129, 96), (3, 7, 9)])
+@pytest.mark.parametrize("angle", [-40.0, 0.0, 25.0])
+def test_motion_trail_agrees(monkeypatch: pytest.MonkeyPatch, shape: tuple[int, ...], angle: float) -> None:
+    image = images(shape)
+    taps = Fn.motion_trail_taps(15, 8.0, angle, *shape[-2:])
+    assert_close(*both_ways(monkeypatch, lambda: Fn.motion_blur(image, taps, Border.NEAREST)))
+
+
+@pytest.mark.parametrize("shape", [(3, 64, 64), (1, 37, 50), (3, 129, 96), (3, 7, 9)])
+@pytest.mark.parametrize(("size", "angle"), [(7, 10.0), (13, 200.0), (25, 95.0)])
+def test_motion_line_agrees(monkeypatch: pytest.MonkeyPatch, shape: tuple[int, ...], size: int, angle: float) -> None:
+    image = images(shape)
+    taps = Fn.kernel_taps(Fn.motion_line_kernel(size, angle, -0.4))
+    assert_close(*both_ways(monkeypatch, lambda: Fn.motion_blur(image, taps, Border.MIRROR)))

@@ -96,6 +96,22 @@ def kernel_taps(kernel: torch.Tensor) -> list[Tap]:
     return [tap for tap in _all_taps(kernel) if tap[2] != 0]
 
 
+def taps_kernel(taps: Sequence[Tap]) -> torch.Tensor:
+    """The centred correlation kernel of shift taps, the inverse of :func:`kernel_taps`.
+
+    Tap ``(dy, dx, w)`` lands on entry ``(c - dy, c - dx)`` of the smallest odd square
+    holding them all; taps at the same shift add up.
+
+    Shape:
+        return: ``(K, K)``, float64, ``K = 2 * max(|dy|, |dx|) + 1``.
+    """
+    c = max(max(abs(dy), abs(dx)) for dy, dx, _ in taps)
+    kernel = torch.zeros(2 * c + 1, 2 * c + 1, dtype=torch.float64)
+    for dy, dx, weight in taps:
+        kernel[c - dy, c - dx] += weight
+    return kernel
+
+
 def _all_taps(kernel: torch.Tensor) -> list[Tap]:
     # Every entry, zeros included, row by row.
     c = kernel.shape[-1] // 2
