@@ -143,3 +143,22 @@ def test_motion_line_agrees(monkeypatch: pytest.MonkeyPatch, shape: tuple[int, .
     image = images(shape)
     taps = Fn.kernel_taps(Fn.motion_line_kernel(size, angle, -0.4))
     assert_close(*both_ways(monkeypatch, lambda: Fn.motion_blur(image, taps, Border.MIRROR)))
+
+
+@pytest.mark.parametrize("size", [(64, 64), (17, 23), (33, 48), (1, 9)])
+@pytest.mark.parametrize("quality", [1, 15, 30, 80, 100])
+def test_jpeg_is_identical(monkeypatch: pytest.MonkeyPatch, size: tuple[int, int], quality: int) -> None:
+    # OpenCV's and Pillow's libjpeg-turbo, same defaults: the same pixels, bit for bit.
+    batch = images((2, 3, *size))
+    with_opencv, with_torch = both_ways(monkeypatch, lambda: Fn.jpeg(batch, quality))
+    assert torch.equal(with_opencv, with_torch)
+    assert not torch.equal(with_opencv, batch)
+
+
+def test_jpeg_of_a_photo_is_identical(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Smooth areas and edges exercise the chroma subsampling and the quantiser differently
+    # from noise; float64 takes the same planes.
+    y, x = torch.meshgrid(torch.linspace(0, 1, 96), torch.linspace(0, 1, 80), indexing="ij")
+    photo = torch.stack([y, x, (x > 0.4).double() * 0.8 + 0.1 * y])[None]
+    with_opencv, with_torch = both_ways(monkeypatch, lambda: Fn.jpeg(photo, 20))
+    assert with_opencv.dtype == torch.float64 and torch.equal(with_opencv, with_torch)
