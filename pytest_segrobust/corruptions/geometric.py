@@ -31,7 +31,7 @@ class Rotate(GeometricCorruption[RotateParams]):
         angles = Fn.random_signs(streams).to(torch.float64) * params.degrees
         # float64 keeps the sampling grid identical however the batch is composed.
         matrices = Fn.rotation_about_centre(angles, height, width)
-        return Fn.affine_coordinates(matrices, height, width).to(torch.float32)
+        return Fn.affine_coordinates(matrices, height, width, torch.float32)
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,7 @@ class Shear(GeometricCorruption[ShearParams]):
     ) -> torch.Tensor:
         angles = Fn.random_signs(streams).to(torch.float64) * params.degrees
         matrices = Fn.shear_x_about_centre(angles, height, width, squeeze_rows=self.convention == "legacy")
-        return Fn.affine_coordinates(matrices, height, width).to(torch.float32)
+        return Fn.affine_coordinates(matrices, height, width, torch.float32)
 
 
 @dataclass(frozen=True)
@@ -106,7 +106,7 @@ class Translate(GeometricCorruption[TranslateParams]):
         # Both signs come from each image's own streams: x first, then y.
         signs = torch.stack([Fn.random_signs(streams), Fn.random_signs(streams)], dim=-1)
         matrices = Fn.translation(signs.to(torch.float64) * params.pixels)
-        return Fn.affine_coordinates(matrices, height, width).to(torch.float32)
+        return Fn.affine_coordinates(matrices, height, width, torch.float32)
 
 
 @dataclass(frozen=True)

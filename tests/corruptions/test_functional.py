@@ -80,6 +80,26 @@ def test_rotation_by_90_degrees_is_rot90() -> None:
     assert torch.equal(rotated, torch.rot90(labels, 1, dims=(-2, -1)))  # counter-clockwise on screen
 
 
+@pytest.mark.parametrize(("height", "width"), [(6, 6), (37, 50), (129, 96)])
+def test_affine_coordinates_round_the_float64_map_once(height: int, width: int) -> None:
+    # The grid is m . (x, y, 1) in float64 rounded once to float32, whatever the batch. The
+    # float64 sums may differ from a contracted product in the last bit; the float32 grid
+    # the corruptions sample with (and nearest-neighbour labels rely on) does not.
+    angles = torch.tensor([40.0, -23.7, 0.5], dtype=torch.float64)
+    matrices = torch.cat(
+        [Fn.rotation_about_centre(angles, height, width), Fn.shear_x_about_centre(angles, height, width, True)]
+    )
+    ys, xs = torch.meshgrid(
+        torch.arange(height, dtype=torch.float64), torch.arange(width, dtype=torch.float64), indexing="ij"
+    )
+    homogeneous = torch.stack([xs, ys, torch.ones_like(xs)], dim=-1)
+    expected = torch.einsum("bij,hwj->bhwi", matrices, homogeneous)
+    torch.testing.assert_close(Fn.affine_coordinates(matrices, height, width), expected, rtol=1e-15, atol=1e-12)
+    coords = Fn.affine_coordinates(matrices, height, width, torch.float32)
+    assert coords.dtype == torch.float32 and torch.equal(coords, expected.to(torch.float32))
+    assert torch.equal(Fn.affine_coordinates(matrices[2:3], height, width, torch.float32), coords[2:3])
+
+
 def test_sample_nearest_fills_outside_and_keeps_dtype() -> None:
     labels = torch.ones(1, 4, 4, dtype=torch.int64)
     coords = torch.full((1, 4, 4, 2), -3.0)

@@ -42,6 +42,7 @@ from pytest_segrobust.corruptions.functional.filters import (
     kernel_taps,
     separable_filter,
     shift_sum,
+    taps_kernel,
     truncated_gaussian_kernel1d,
 )
 from pytest_segrobust.corruptions.functional.geometry import (
@@ -140,6 +141,7 @@ __all__ = [
     "speckle_noise",
     "standard_normal_like",
     "streak_blur",
+    "taps_kernel",
     "to_uint8",
     "translation",
     "truncated_gaussian_kernel1d",

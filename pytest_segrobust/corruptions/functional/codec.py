@@ -6,24 +6,29 @@ import functools
 import io
 import os
 from concurrent.futures import ThreadPoolExecutor
+from types import ModuleType
 from typing import IO
 
 import numpy as np
 import torch
 from PIL import Image
 
+from pytest_segrobust.corruptions.functional import opencv
 from pytest_segrobust.corruptions.functional.color import to_uint8
 from pytest_segrobust.corruptions.functional.padding import SMALL_IMAGE
 
 
 def jpeg(images: torch.Tensor, quality: int) -> torch.Tensor:
-    """Encode and decode each image as baseline JPEG with Pillow at ``quality``.
+    """Encode and decode each image as baseline JPEG at ``quality`` (4:2:0, libjpeg's tables).
 
     Real codec, so it round-trips through host memory; the only corruption that does.
-    Images go to Pillow as three 8-bit planes (Pillow interleaves and splits them in C,
-    far faster than a transposed copy) and are coded on up to ``torch.get_num_threads()``
-    threads: Pillow releases the GIL while it codes, and every image is coded alone, so
-    the result does not depend on the threads or the batch.
+    With OpenCV installed its ``imencode``/``imdecode`` code each image, otherwise Pillow
+    does: both wrap libjpeg-turbo with the same defaults and give the same bytes and
+    pixels (tested), OpenCV with less Python around it. Images go to the codec as three
+    8-bit planes (interleaved and split again in C, far faster than a transposed copy) and
+    are coded on up to ``torch.get_num_threads()`` threads: both codecs release the GIL
+    while they code, and every image is coded alone, so the result does not depend on the
+    threads or the batch.
 
     Shape:
         images: ``(B, 3, H, W)``; return: same, quantised to multiples of 1/255.
@@ -36,24 +41,14 @@ def jpeg(images: torch.Tensor, quality: int) -> torch.Tensor:
         target = out.numpy()
     else:
         source = np.ascontiguousarray(to_uint8(images).cpu().numpy())
-        decoded = np.empty((b, c, h, w), dtype=np.uint8)
+        target = np.empty((b, c, h, w), dtype=np.uint8)
+    cv2 = opencv.opencv()
 
     def code(i: int) -> None:
         planes = _quantise(source[i]) if on_host else source[i]
-        bands = [Image.frombuffer("L", (w, h), plane, "raw", "L", 0, 1) for plane in planes]
-        with _scratch_file() as buffer:
-            Image.merge("RGB", bands).save(buffer, format="JPEG", quality=quality)
-            buffer.seek(0)
-            result = Image.open(buffer)
-            result.load()
-        if result.mode != "RGB":
-            result = result.convert("RGB")
-        for k, band in enumerate(result.split()):
-            plane = np.frombuffer(band.tobytes(), dtype=np.uint8).reshape(h, w)
-            if on_host:
-                target[i, k] = plane  # exact: integers to float
-            else:
-                decoded[i, k] = plane
+        decoded = _jpeg_opencv(cv2, planes, quality) if cv2 is not None else _jpeg_pillow(planes, quality)
+        for k, plane in enumerate(decoded):
+            target[i, k] = plane  # exact: integers to float
         if on_host:
             target[i] /= 255.0  # the same IEEE division as torch's ``/ 255.0``
 
@@ -67,7 +62,26 @@ def jpeg(images: torch.Tensor, quality: int) -> torch.Tensor:
             code(i)
     if on_host:
         return out
-    return torch.from_numpy(decoded).to(device=images.device, dtype=images.dtype) / 255.0
+    return torch.from_numpy(target).to(device=images.device, dtype=images.dtype) / 255.0
+
+
+def _jpeg_opencv(cv2: ModuleType, planes: np.ndarray, quality: int) -> list[np.ndarray]:
+    # OpenCV codes interleaved BGR: the planes go in reversed and come out reversed back.
+    encoded = cv2.imencode(".jpg", cv2.merge([planes[2], planes[1], planes[0]]), (cv2.IMWRITE_JPEG_QUALITY, quality))[1]
+    return cv2.split(cv2.imdecode(encoded, cv2.IMREAD_COLOR))[::-1]
+
+
+def _jpeg_pillow(planes: np.ndarray, quality: int) -> list[np.ndarray]:
+    h, w = planes.shape[-2:]
+    bands = [Image.frombuffer("L", (w, h), plane, "raw", "L", 0, 1) for plane in planes]
+    with _scratch_file() as buffer:
+        Image.merge("RGB", bands).save(buffer, format="JPEG", quality=quality)
+        buffer.seek(0)
+        result = Image.open(buffer)
+        result.load()
+    if result.mode != "RGB":
+        result = result.convert("RGB")
+    return [np.frombuffer(band.tobytes(), dtype=np.uint8).reshape(h, w) for band in result.split()]
 
 
 def _scratch_file() -> IO[bytes]:

@@ -57,7 +57,8 @@ def reduce_contrast(images: torch.Tensor, factor: float) -> torch.Tensor:
     # One reduction per image: a batched mean may split a large image's sum across
     # threads differently depending on the batch size, which would change its last bit.
     means = torch.stack([image.mean(dim=(-2, -1), keepdim=True) for image in images])
-    return ((images - means) * factor + means).clamp_(0.0, 1.0)
+    # The same operations in the same order, in place on the first result.
+    return (images - means).mul_(factor).add_(means).clamp_(0.0, 1.0)
 
 
 def rgb_to_hsv(images: torch.Tensor) -> torch.Tensor:
@@ -139,7 +140,12 @@ def scale_saturation(images: torch.Tensor, scale: float, shift: float) -> torch.
     saturation = delta / torch.where(grey, torch.ones_like(value), value)
     saturated = (saturation * scale + shift).clamp_(0.0, 1.0)
     ratio = saturated / torch.where(grey, torch.ones_like(saturation), saturation)
-    coloured = value - (value - images) * ratio
-    # Hue 0 at saturation S': red keeps V, green and blue drop to V (1 - S').
-    red_tint = torch.cat([value, value * (1.0 - saturated), value * (1.0 - saturated)], dim=1)
-    return torch.where(grey, red_tint, coloured).clamp_(0.0, 1.0)
+    # value - (value - x) * ratio, in place on the one full-size temporary (negating and
+    # adding in the other order are exact, so the bits are the same).
+    coloured = (value - images).mul_(ratio).neg_().add_(value)
+    # Asking whether any pixel is grey would stall an accelerator's queue: only on the CPU.
+    if images.device.type != "cpu" or bool(grey.any()):
+        # Hue 0 at saturation S': red keeps V, green and blue drop to V (1 - S').
+        red_tint = torch.cat([value, value * (1.0 - saturated), value * (1.0 - saturated)], dim=1)
+        coloured = torch.where(grey, red_tint, coloured)
+    return coloured.clamp_(0.0, 1.0)

@@ -37,21 +37,28 @@ def rotation_about_centre(angles_deg: torch.Tensor, height: int, width: int) -> 
     return matrix
 
 
-def affine_coordinates(matrices: torch.Tensor, height: int, width: int) -> torch.Tensor:
+def affine_coordinates(
+    matrices: torch.Tensor, height: int, width: int, dtype: torch.dtype | None = None
+) -> torch.Tensor:
     """Source coordinates of every output pixel under per-sample affine inverse maps.
+
+    Each coordinate is ``m[0] * x + m[1] * y + m[2]``, summed in the matrices' dtype from a
+    row of ``x`` terms and a column of ``y`` terms (no ``(H, W, 3)`` grid, no contraction)
+    and rounded once to ``dtype`` (by default the matrices' own) as it is written out.
+    Every value is computed on its own, so a sample's grid does not depend on its batch.
 
     Shape:
         matrices: ``(B, 2, 3)``; return: ``(B, H, W, 2)`` holding ``(x, y)`` in pixels,
         pixel centres at integers.
     """
-    device, dtype = matrices.device, matrices.dtype
-    ys, xs = torch.meshgrid(
-        torch.arange(height, device=device, dtype=dtype),
-        torch.arange(width, device=device, dtype=dtype),
-        indexing="ij",
-    )
-    grid = torch.stack([xs, ys, torch.ones_like(xs)], dim=-1)  # (H, W, 3)
-    return torch.einsum("bij,hwj->bhwi", matrices, grid)
+    device, work = matrices.device, matrices.dtype
+    xs = torch.arange(width, device=device, dtype=work)
+    ys = torch.arange(height, device=device, dtype=work)
+    out = torch.empty((len(matrices), height, width, 2), device=device, dtype=dtype or work)
+    for axis in range(2):
+        m = matrices[:, axis, :, None, None]  # (B, 3, 1, 1)
+        out[..., axis].copy_(m[:, 0] * xs + m[:, 1] * ys[:, None] + m[:, 2])
+    return out
 
 
 def sample_bilinear(images: torch.Tensor, coords: torch.Tensor, fill: float = 0.0) -> torch.Tensor:
@@ -62,6 +69,8 @@ def sample_bilinear(images: torch.Tensor, coords: torch.Tensor, fill: float = 0.
     """
     h, w = images.shape[-2:]
     grid = _normalise(coords, height=h, width=w).to(images.dtype)
+    if fill == 0.0:  # the same values without two passes over the images
+        return F.grid_sample(images, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
     out = F.grid_sample(images - fill, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
     return out + fill
 
@@ -90,10 +99,13 @@ def sample_nearest(labels: torch.Tensor, coords: torch.Tensor, fill: int) -> tor
 
 
 def _normalise(coords: torch.Tensor, height: int, width: int) -> torch.Tensor:
-    # grid_sample with align_corners=False puts -1 and +1 on the outer pixel edges.
-    x = (2 * coords[..., 0] + 1) / width - 1
-    y = (2 * coords[..., 1] + 1) / height - 1
-    return torch.stack([x, y], dim=-1)
+    # grid_sample with align_corners=False puts -1 and +1 on the outer pixel edges:
+    # (2 c + 1) / n - 1, in place after the first product, written into one tensor.
+    out = torch.empty_like(coords, memory_format=torch.contiguous_format)
+    for axis, n in ((0, width), (1, height)):
+        torch.mul(coords[..., axis], 2, out=out[..., axis])
+        out[..., axis].add_(1).div_(n).sub_(1)
+    return out
 
 
 def shear_x_about_centre(angles_deg: torch.Tensor, height: int, width: int, squeeze_rows: bool = False) -> torch.Tensor:

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
-from types import ModuleType
 from typing import Literal
 
 import torch
@@ -12,6 +10,7 @@ import torch.nn.functional as F
 
 from pytest_segrobust.corruptions.functional.color import luma
 from pytest_segrobust.corruptions.functional.filters import gaussian_filter, kernel_taps, shift_sum
+from pytest_segrobust.corruptions.functional.opencv import opencv as _opencv
 from pytest_segrobust.corruptions.functional.padding import Border
 from pytest_segrobust.seeding import SampleStreams
 
@@ -61,16 +60,6 @@ _CHAMFER_STEPS = (
     + [(dy, dx, 1.4) for dy in (1, -1) for dx in (1, -1)]
     + [(dy, dx, 2.1969) for a, b in ((1, 2), (2, 1)) for dy in (a, -a) for dx in (b, -b)]
 )
-
-
-@functools.lru_cache(maxsize=1)
-def _opencv() -> ModuleType | None:
-    # OpenCV is optional: imported on first use, and only for images on the CPU.
-    try:
-        import cv2
-    except ImportError:
-        return None
-    return cv2
 
 
 def canny_edges(levels: torch.Tensor) -> torch.Tensor:
