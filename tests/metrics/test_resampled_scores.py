@@ -172,3 +172,12 @@ def test_pq_statistics_survive_the_state_and_a_merge() -> None:
     first, rest = panoptic.evaluate(batches[:1]), panoptic.evaluate(batches[1:])
     first.merge(rest)
     np.testing.assert_array_equal(first.image_statistics(), whole.image_statistics())
+
+
+def test_recall_points_reached_is_searchsorted_also_on_the_points_themselves() -> None:
+    from pytest_segrobust.metrics.coco_matches import RECALL_THRESHOLDS, recall_points_reached
+
+    fractions = np.array([k / n for n in range(1, 301) for k in range(n + 1)])  # recall is a ratio of counts
+    recall = np.concatenate([fractions, RECALL_THRESHOLDS, np.nextafter(RECALL_THRESHOLDS, 0), np.random.default_rng(0).random(10_000)])
+    recall = np.clip(recall, 0, 1)
+    np.testing.assert_array_equal(recall_points_reached(recall), np.searchsorted(RECALL_THRESHOLDS, recall, side="right"))
