@@ -42,7 +42,7 @@ def match_rows(rng: np.random.Generator, images: int, categories: int, detection
             truths = int(rng.integers(1, 6))
             crowd = int(rng.random() < 0.05)
             rows.append([image, category, 0, 0, 0, truths])
-            count = min(MAX_DETECTIONS, max(1, int(round(found / len(shown) * rng.uniform(0.5, 1.5)))))
+            count = min(MAX_DETECTIONS, max(1, round(found / len(shown) * rng.uniform(0.5, 1.5))))
             scores = np.sort(rng.random(count).astype(np.float32).astype(np.float64))[::-1]
             # The better-scored detections match, each up to some threshold; the first `truths` at most.
             reach = np.where(np.arange(count) < truths, rng.integers(0, thresholds + 1, size=count), 0)
