@@ -14,9 +14,11 @@ The file is an ``.npz`` (no pickles: it is read with ``allow_pickle=False``) wit
     {"format": 1, "suite": "demo",
      "cells": {"tiny-unet::rotate::3": {"miou": {"corrupted": "a1", "clean": "a0", "images": 64}}}}
 
-and one array member per distinct array. A reader proves the statistics belong to the
-JSON's numbers by recomputing the cell's score and gamma_r from them: a sidecar that
-disagrees with its baseline (one file changed without the other) is refused.
+and one array member per distinct array. ``images`` is stored, not read off an array: a
+metric's statistics need not have one row per image (COCO mAP keeps one per detection). A
+reader proves the statistics belong to the JSON's numbers by recomputing the cell's score
+and gamma_r from them (the metric's ``resampled_scores`` with every image once): a sidecar
+that disagrees with its baseline (one file changed without the other) is refused.
 """
 
 from __future__ import annotations
