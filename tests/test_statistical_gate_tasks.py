@@ -21,7 +21,7 @@ models:
   - {{name: net, factory: "pytest_segrobust.models.demo:{factory}", kwargs: {{min_area: {min_area}}}}}
 corruptions: [gaussian_noise]
 severities: [3]
-limit: 16
+limit: 12
 metric: {metric}
 gate:
   margin: {{gamma_r: 0.01, score: 1.0}}
@@ -58,7 +58,7 @@ def test_a_gated_suite_records_statistics_passes_unchanged_and_fails_a_worse_mod
     stored = read_sidecar(sidecar_path(pytester.path / "baselines" / "gated.json"))
     metric = TASKS[task]["metric"]
     assert sorted(stored) == ["net::clean", "net::gaussian_noise::3"]
-    assert {cell[metric].images for cell in stored.values()} == {16}
+    assert {cell[metric].images for cell in stored.values()} == {12}
     assert all(np.isfinite(cell[metric].corrupted).all() for cell in stored.values())
 
     unchanged = pytester.runpytest("--segrobust", "-p", "no:cacheprovider")
@@ -70,4 +70,39 @@ def test_a_gated_suite_records_statistics_passes_unchanged_and_fails_a_worse_mod
     worse.assert_outcomes(failed=2)
     worse.stdout.fnmatch_lines(["*gated::net::clean regressed:*"])
     drop = checks(pytester)["clean0"]["score"]
-    assert drop["outcome"] == "fail" and drop["high"] < -1.0 and drop["images"] == 16
+    assert drop["outcome"] == "fail" and drop["high"] < -1.0 and drop["images"] == 12
+
+
+# -- COCO match rows through the cache and the sidecar ---------------------------------------
+
+
+def match_rows_of(seed: int) -> tuple[np.ndarray, int]:
+    from tests.metrics.test_resampled_scores import instance_scenes, mask_ap
+
+    scenes = instance_scenes(seed)
+    return mask_ap(scenes).image_statistics(), len(scenes)
+
+
+def test_match_rows_survive_the_cached_result_and_the_sidecar(tmp_path) -> None:
+    from pytest_segrobust.errors import BaselineError
+    from pytest_segrobust.evaluation import EvalResult
+    from pytest_segrobust.metrics.base import MetricResult
+    from pytest_segrobust.metrics.coco_map import MaskAP
+    from pytest_segrobust.sidecar import Sidecar, SidecarEntry, write_sidecar
+
+    (clean, images), (corrupted, same) = match_rows_of(1), match_rows_of(1)
+    corrupted = corrupted[(corrupted[:, 5] > 0) | (corrupted[:, 2] > 0.3)]  # fewer detections: other row counts
+    assert same == images and len(corrupted) < len(clean)
+    cached = EvalResult({"map": MetricResult(1.0, ())}, images, 0.1, {"map": corrupted})
+    np.testing.assert_array_equal(EvalResult.from_json(json.loads(json.dumps(cached.to_json()))).statistics["map"], corrupted)
+
+    write_sidecar(sidecar_path(tmp_path / "s.json"), "s", [SidecarEntry("m::c::1", "map", corrupted, clean, images)])
+    every = np.ones((1, images))
+    score = float(MaskAP.resampled_scores(corrupted, every)[0])
+    gamma_r = score / float(MaskAP.resampled_scores(clean, every)[0])
+    found = Sidecar(tmp_path / "s.json").lookup("m::c::1", "map", MaskAP.resampled_scores, {"score": score, "gamma_r": gamma_r})
+    assert found is not None and found.images == images and np.array_equal(found.corrupted, corrupted)
+
+    write_sidecar(sidecar_path(tmp_path / "s.json"), "s", [SidecarEntry("m::c::1", "map", corrupted, clean, 2)])
+    with pytest.raises(BaselineError, match=r"s\.stats\.npz: cells\.m::c::1\.map: statistics the metric cannot read"):
+        Sidecar(tmp_path / "s.json").lookup("m::c::1", "map", MaskAP.resampled_scores, {"score": score})
