@@ -338,3 +338,18 @@ def test_the_report_gives_each_models_aggregate_changes_with_intervals(demo_proj
     assert environment["change"] == pytest.approx(2 * overall["change"], rel=1e-4)  # baselines store 6 digits
     assert environment["high"] < 0 and rows["mean γr (camera)"]["change"] == pytest.approx(0, abs=1e-5)
     assert rows["mPC"]["low"] < rows["mPC"]["change"] < rows["mPC"]["high"] < 0
+
+
+def test_evidence_scores_each_distinct_run_once_per_weights() -> None:
+    from pytest_segrobust.evidence import Evidence
+
+    evidence, rng = Evidence(), np.random.default_rng(3)
+    clean = counts(rng)
+    weights, other = resample_weights(6, 20, seed=1), resample_weights(6, 20, seed=2)
+    first = evidence.scores("miou", clean, weights)
+    assert evidence.scores("miou", clean.copy(), weights) is first  # the same numbers: scored once
+    assert evidence.scores("miou", clean, other) is not first
+    changed = clean.copy()
+    changed[0, 0, 0] += 1
+    assert evidence.scores("miou", changed, weights).observed != first.observed
+    np.testing.assert_array_equal(first.resampled, MeanIoU.resampled_scores(clean, weights))
