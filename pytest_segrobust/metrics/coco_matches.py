@@ -47,7 +47,8 @@ MAX_DETECTIONS = 100
 COLUMNS = ("image", "category", "score", "matched", "ignored", "ground_truths")
 IMAGE, CATEGORY, SCORE, MATCHED, IGNORED, GROUND_TRUTHS = range(len(COLUMNS))
 
-# How many (resample, threshold, detection) numbers one step of resampled_map holds (float64).
+# How many (resample, detection) numbers one step of resampled_map holds per array (float64):
+# resamples are scored in chunks, so memory stays bounded (tens of MB) for any R and D.
 _CHUNK_ELEMENTS = 1 << 21
 
 
