@@ -181,3 +181,35 @@ def test_recall_points_reached_is_searchsorted_also_on_the_points_themselves() -
     recall = np.concatenate([fractions, RECALL_THRESHOLDS, np.nextafter(RECALL_THRESHOLDS, 0), np.random.default_rng(0).random(10_000)])
     recall = np.clip(recall, 0, 1)
     np.testing.assert_array_equal(recall_points_reached(recall), np.searchsorted(RECALL_THRESHOLDS, recall, side="right"))
+
+
+def test_ties_in_iou_and_crowd_regions_are_matched_as_pycocotools_matches_them() -> None:
+    """Two identical ground truths (equal IoU with every detection: COCO takes the last of the
+    best), a crowd region of the same category under them, and detections that fit only the
+    crowd region, both, or neither; written out twice as well."""
+    height = width = 32
+    box = np.zeros((height, width), dtype=bool)
+    box[4:20, 4:20] = True
+    region = np.zeros_like(box)
+    region[:, :] = True
+    inside = np.zeros_like(box)
+    inside[24:30, 24:30] = True  # only in the crowd region
+    near = np.roll(box, 1, axis=1)
+    masks = [box, near, near, inside, np.roll(inside, 2, axis=0)]
+    scene = coco.Scene(
+        1,
+        height,
+        width,
+        coco.InstanceTarget.from_masks(
+            torch.from_numpy(np.stack([box, box, region])), torch.tensor([1, 1, 1]), torch.tensor([False, False, True])
+        ),
+        coco.InstancePredictions(torch.from_numpy(np.stack(masks)), torch.ones(5, dtype=torch.int64), torch.tensor([0.9, 0.8, 0.7, 0.6, 0.5])),
+    )
+    scenes = [scene, *coco.make_scenes(2)]
+    rows = mask_ap(scenes).image_statistics()
+    weights = np.ones((2, len(scenes)))
+    weights[1, 0] = 2
+    for copies, ours in zip(weights, MaskAP.resampled_scores(rows, weights), strict=True):
+        assert_same_map(float(ours), coco.oracle(written_out(scenes, copies), "segm").ap)
+    first = rows[(rows[:, 0] == 0) & (rows[:, 5] == 0)]
+    assert (first[:, 4] > 0).any() and (first[:, 3] > first[:, 4]).any()  # some ignored (crowd), some true positives
