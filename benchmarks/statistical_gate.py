@@ -26,7 +26,7 @@ import numpy as np
 
 from pytest_segrobust.metrics.miou import MeanIoU
 from pytest_segrobust.sidecar import SidecarEntry, read_sidecar, write_sidecar
-from pytest_segrobust.stats import paired_change, paired_gamma_r_change, resample_weights
+from pytest_segrobust.stats import RunScores, paired_change, paired_gamma_r_change, resample_weights
 
 
 def statistics(rng: np.random.Generator, images: int, classes: int, present: int, pixels: int) -> np.ndarray:
@@ -48,14 +48,15 @@ def measure(cells: int, images: int, classes: int, present: int, pixels: int, re
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "suite.stats.npz"
         start = time.perf_counter()
-        write_sidecar(path, "suite", [SidecarEntry(f"m::c::{i}", "miou", c, clean) for i, c in enumerate(corrupted)])
+        write_sidecar(path, "suite", [SidecarEntry(f"m::c::{i}", "miou", c, clean, images) for i, c in enumerate(corrupted)])
         write_seconds = time.perf_counter() - start
         size = path.stat().st_size
     weights = resample_weights(images, resamples, seed=1)
     start = time.perf_counter()
     for c in corrupted:  # baseline and candidate: the same arrays stand in for both (the cost is the same)
-        paired_change(c, c, MeanIoU.score_of, weights)
-        paired_gamma_r_change(clean, c, clean, c, MeanIoU.score_of, weights)
+        runs = [RunScores.of(a, MeanIoU.resampled_scores, weights) for a in (clean, c)]
+        paired_change(runs[1], runs[1])
+        paired_gamma_r_change(*runs, *runs)
     seconds = time.perf_counter() - start
     return {"bytes": size, "per_cell": size / cells, "write": write_seconds, "bootstrap": seconds}
 
@@ -102,10 +103,13 @@ def pair(path: Path, base: str, candidate: str, resamples: int, confidence: floa
         if other is None:
             continue
         stats = cells[cell]["miou"]
-        weights = resample_weights(stats.corrupted.shape[0], resamples, seed=1)
-        found["score"].append(paired_change(other.corrupted, stats.corrupted, MeanIoU.score_of, weights).detectable(level))
+        weights = resample_weights(stats.images, resamples, seed=1)
+        runs = [
+            RunScores.of(a, MeanIoU.resampled_scores, weights) for a in (other.clean, other.corrupted, stats.clean, stats.corrupted)
+        ]
+        found["score"].append(paired_change(runs[1], runs[3]).detectable(level))
         if cell.count("::") == 2:
-            change = paired_gamma_r_change(other.clean, other.corrupted, stats.clean, stats.corrupted, MeanIoU.score_of, weights)
+            change = paired_gamma_r_change(*runs)
             found["gamma_r"].append(change.detectable(level))
     seconds = time.perf_counter() - start
     print(f"{path}: {candidate} against {base}, {len(mine)} cells, {family} numbers, each at {level:.5f}")

@@ -46,9 +46,10 @@ class EvalResult:
         metrics: Each metric's numbers by name, in the suite's order; the first is the headline.
         num_images: Images evaluated.
         seconds: Wall time of the evaluation.
-        statistics: Per-image sufficient statistics ``(num_images, ...)`` of each metric that
-            keeps them (:meth:`~pytest_segrobust.metrics.base.Metric.image_statistics`), in
-            dataset order: what the statistical gate pairs with a baseline's.
+        statistics: Per-image sufficient statistics of each metric that keeps them
+            (:meth:`~pytest_segrobust.metrics.base.Metric.image_statistics`: ``(num_images, ...)``
+            for most, one row per detection for COCO mAP), in dataset order: what the
+            statistical gate pairs with a baseline's. ``num_images`` is their image count.
     """
 
     metrics: Mapping[str, MetricResult]

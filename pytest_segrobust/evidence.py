@@ -9,6 +9,7 @@ family of numbers it gates. It also packs a cell's statistics for the controller
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ from pytest_segrobust.metrics import METRICS
 from pytest_segrobust.seeding import sample_seed
 from pytest_segrobust.sidecar import Sidecar, SidecarEntry, pack, unpack
 from pytest_segrobust.records import CellRecord
-from pytest_segrobust.stats import Change, resample_weights, weighted_sums
+from pytest_segrobust.stats import Change, RunScores, resample_weights
 from pytest_segrobust.suite import Suite
 
 
@@ -43,32 +44,45 @@ def cell_level(suite: Suite) -> float:
     return policy.confidence
 
 
-def pack_statistics(suite: Suite, result: CellResult) -> dict[str, dict[str, str]]:
-    """The cell's statistics per metric (corrupted and clean), as text a worker can send; empty
-    for a suite without a statistical gate, whose baselines keep none."""
+def pack_statistics(suite: Suite, result: CellResult) -> dict[str, dict[str, Any]]:
+    """The cell's statistics per metric (corrupted and clean, as text) and their image count,
+    JSON a worker can send; empty for a suite without a statistical gate, whose baselines keep none.
+
+    Raises:
+        ValueError: when the clean and the corrupted run scored different numbers of images.
+    """
     if suite.gate is None:
         return {}
+    if result.corrupted.num_images != result.clean.num_images:
+        raise ValueError(
+            f"the corrupted run scored {result.corrupted.num_images} images, the clean run {result.clean.num_images}"
+        )
     return {
-        name: {"corrupted": pack(result.corrupted.statistics[name]), "clean": pack(result.clean.statistics[name])}
+        name: {
+            "corrupted": pack(result.corrupted.statistics[name]),
+            "clean": pack(result.clean.statistics[name]),
+            "images": result.corrupted.num_images,
+        }
         for name in suite.metrics
         if name in result.corrupted.statistics and name in result.clean.statistics
     }
 
 
-def sidecar_entries(key: CellKey, packed: Mapping[str, Mapping[str, str]]) -> list[SidecarEntry]:
+def sidecar_entries(key: CellKey, packed: Mapping[str, Mapping[str, Any]]) -> list[SidecarEntry]:
     """:func:`pack_statistics`'s output as the sidecar's entries of ``key``."""
     return [
-        SidecarEntry(key_path(key), metric, unpack(arrays["corrupted"]), unpack(arrays["clean"]))
+        SidecarEntry(key_path(key), metric, unpack(arrays["corrupted"]), unpack(arrays["clean"]), int(arrays["images"]))
         for metric, arrays in packed.items()
     ]
 
 
 class Evidence:
-    """Sidecars read by this process and bootstrap weights drawn, shared by a run's cells."""
+    """Sidecars read by this process, bootstrap weights drawn and runs scored, shared by a run's cells."""
 
     def __init__(self) -> None:
         self._sidecars: dict[Path, Sidecar] = {}
         self._weights: dict[tuple[int, str, str, int, int], np.ndarray] = {}
+        self._scores: dict[tuple[str, int, bytes], RunScores] = {}
 
     def checks(
         self,
@@ -92,14 +106,16 @@ class Evidence:
         policy = suite.gate
         assert policy is not None
         sidecar = self._sidecars.setdefault(baseline, Sidecar(baseline))
-        statistics: dict[str, Any] = {}
+        images = result.corrupted.num_images
+        weights = self.weights(suite, key, images)
+        runs: dict[str, tuple[RunScores, RunScores, RunScores, RunScores]] = {}
         margins: dict[str, float] = {}
         for index, name in enumerate(suite.metrics):
             prefix = "" if index == 0 else f"{name}."
-            score_of = METRICS.get(name).score_of
+            statistic = METRICS.get(name).resampled_scores
             wanted = {number: stored.get(f"{prefix}{number}") for number in ("score", "gamma_r")}
             try:
-                found = sidecar.lookup(key_path(key), name, score_of, wanted)
+                found = sidecar.lookup(key_path(key), name, statistic, wanted)
             except BaselineError as exc:
                 return None, str(exc), None
             if found is None:
@@ -111,27 +127,43 @@ class Evidence:
             clean, corrupted = result.clean.statistics.get(name), result.corrupted.statistics.get(name)
             if clean is None or corrupted is None:
                 return None, f"metric {name} gave no per-image statistics in this run", None
-            if found.corrupted.shape != corrupted.shape:
+            if found.images != images or found.corrupted.shape[1:] != corrupted.shape[1:]:
                 return None, (
-                    f"the baseline's statistics of {name} cover {found.corrupted.shape[0]} images "
-                    f"{tuple(found.corrupted.shape[1:])}, this run's {corrupted.shape[0]} {tuple(corrupted.shape[1:])}: "
-                    f"they cannot be paired; re-record with pytest --segrobust {UPDATE_FLAG}"
+                    f"the baseline's statistics of {name} cover {found.images} images {tuple(found.corrupted.shape[1:])}, "
+                    f"this run's {images} {tuple(corrupted.shape[1:])}: they cannot be paired; "
+                    f"re-record with pytest --segrobust {UPDATE_FLAG}"
                 ), None
-            statistics[prefix] = (score_of, found.clean, found.corrupted, clean, corrupted)
+            try:
+                runs[prefix] = (
+                    self.scores(name, found.clean, weights),
+                    self.scores(name, found.corrupted, weights),
+                    self.scores(name, clean, weights),
+                    self.scores(name, corrupted, weights),
+                )
+            except ValueError as exc:
+                return None, f"the statistics of {name} cannot be paired with the baseline's: {exc}", None
             margins[f"{prefix}score"] = policy.margin.score
             if key.severity > 0:
                 margins[f"{prefix}gamma_r"] = policy.margin.gamma_r
-        images = result.corrupted.num_images
-        weights = self.weights(suite, key, images)
-        score_of, base_clean, base_corrupted, clean, corrupted = statistics[""]
+        base_clean, base_corrupted, run_clean, run_corrupted = runs[""]
         resampled = {
             "images": images,
-            "clean": pack(np.stack([score_of(weighted_sums(weights, a)) for a in (clean, base_clean)]).astype(np.float32)),
-            "corrupted": pack(
-                np.stack([score_of(weighted_sums(weights, a)) for a in (corrupted, base_corrupted)]).astype(np.float32)
-            ),
+            "clean": pack(np.stack([run_clean.resampled, base_clean.resampled]).astype(np.float32)),
+            "corrupted": pack(np.stack([run_corrupted.resampled, base_corrupted.resampled]).astype(np.float32)),
         }
-        return paired_checks(observed, stored, statistics, margins, weights, cell_level(suite)), None, resampled
+        return paired_checks(observed, stored, runs, margins, cell_level(suite)), None, resampled
+
+    def scores(self, metric: str, statistics: np.ndarray, weights: np.ndarray) -> RunScores:
+        """``metric``'s scores of a run's statistics under ``weights`` (from :meth:`weights`),
+        computed once per distinct array: a model's clean run, the same for all its cells, is
+        resampled once (for COCO mAP that is most of a cell's bootstrap time)."""
+        digest = hashlib.blake2b(
+            statistics.dtype.str.encode() + repr(statistics.shape).encode() + statistics.tobytes(), digest_size=16
+        ).digest()
+        index = (metric, id(weights), digest)  # weights live in self._weights as long as self
+        if index not in self._scores:
+            self._scores[index] = RunScores.of(statistics, METRICS.get(metric).resampled_scores, weights)
+        return self._scores[index]
 
     def weights(self, suite: Suite, key: CellKey, images: int) -> np.ndarray:
         """The bootstrap's weights for a model's (and split's) cells: every cell of the model is

@@ -21,14 +21,12 @@ failure). Every rule of the gate lives here:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
-import numpy as np
-
 from pytest_segrobust.baselines import UPDATE_FLAG, CellKey, Check, compare
-from pytest_segrobust.stats import Change, paired_change, paired_gamma_r_change
+from pytest_segrobust.stats import Change, RunScores, paired_change, paired_gamma_r_change
 
 
 class Status(str, Enum):
@@ -117,15 +115,11 @@ class PairedCheck:
         return self.low > 0
 
 
-Score = Callable[[np.ndarray], np.ndarray]
-
-
 def paired_checks(
     observed: Mapping[str, float],
     stored: Mapping[str, float],
-    statistics: Mapping[str, tuple[Score, np.ndarray, np.ndarray, np.ndarray, np.ndarray]],
+    runs: Mapping[str, tuple[RunScores, RunScores, RunScores, RunScores]],
     margins: Mapping[str, float],
-    weights: np.ndarray,
     confidence: float,
 ) -> tuple[PairedCheck, ...]:
     """The paired check of every margined number.
@@ -133,26 +127,25 @@ def paired_checks(
     Args:
         observed, stored: This run's and the baseline's numbers (``score``, ``gamma_r``, and
             ``<metric>.``-prefixed ones for further metrics).
-        statistics: Per metric prefix (``""`` for the headline, ``"<metric>."`` otherwise):
-            its score function and the per-image statistics of the baseline's clean and
-            corrupted runs and of this run's clean and corrupted runs, ``(N, ...)`` each.
+        runs: Per metric prefix (``""`` for the headline, ``"<metric>."`` otherwise): the
+            metric's scores, as they are and in each resample (the same resamples for all),
+            of the baseline's clean and corrupted runs and of this run's clean and corrupted runs.
         margins: Per number, how far it may fall; numbers without one are not checked.
-        weights: The bootstrap's :func:`~pytest_segrobust.stats.resample_weights` for ``N`` images.
         confidence: The level of each number's interval (already split over the family).
 
     Raises:
-        ValueError: for statistics of different shapes (the runs did not see the same images).
+        ValueError: for runs of different image or resample counts (they cannot be paired).
     """
     checks = []
-    for prefix, (score, base_clean, base_corrupted, clean, corrupted) in statistics.items():
+    for prefix, (base_clean, base_corrupted, clean, corrupted) in runs.items():
         for number in ("score", "gamma_r"):
             name = f"{prefix}{number}"
             if name not in margins or name not in observed or name not in stored:
                 continue
             change: Change = (
-                paired_change(base_corrupted, corrupted, score, weights)
+                paired_change(base_corrupted, corrupted)
                 if number == "score"
-                else paired_gamma_r_change(base_clean, base_corrupted, clean, corrupted, score, weights)
+                else paired_gamma_r_change(base_clean, base_corrupted, clean, corrupted)
             )
             margin = margins[name]
             low, high = change.interval(confidence)

@@ -125,9 +125,9 @@ class PendingWrite:
     values: dict[str, float]
     replace_all: bool
     model_fingerprint: str | None = None
-    # Per metric, the cell's packed per-image statistics (corrupted and clean) for the sidecar
+    # Per metric, the cell's packed per-image statistics (corrupted and clean) and their image count for the sidecar
     # of a suite with a statistical gate; empty otherwise.
-    statistics: dict[str, dict[str, str]] = field(default_factory=dict)
+    statistics: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -444,7 +444,7 @@ class SegRobustSession:
         key: CellKey,
         values: dict[str, float],
         replace_all: bool,
-        statistics: dict[str, dict[str, str]],
+        statistics: dict[str, dict[str, Any]],
     ) -> None:
         conditions = self.bench.conditions(suite).to_json()
         fingerprint = self._model_fingerprint(suite, key.model)

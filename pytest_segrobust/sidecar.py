@@ -14,9 +14,11 @@ The file is an ``.npz`` (no pickles: it is read with ``allow_pickle=False``) wit
     {"format": 1, "suite": "demo",
      "cells": {"tiny-unet::rotate::3": {"miou": {"corrupted": "a1", "clean": "a0", "images": 64}}}}
 
-and one array member per distinct array. A reader proves the statistics belong to the
-JSON's numbers by recomputing the cell's score and gamma_r from them: a sidecar that
-disagrees with its baseline (one file changed without the other) is refused.
+and one array member per distinct array. ``images`` is stored, not read off an array: a
+metric's statistics need not have one row per image (COCO mAP keeps one per detection). A
+reader proves the statistics belong to the JSON's numbers by recomputing the cell's score
+and gamma_r from them (the metric's ``resampled_scores`` with every image once): a sidecar
+that disagrees with its baseline (one file changed without the other) is refused.
 """
 
 from __future__ import annotations
@@ -63,10 +65,18 @@ def unpack(text: str) -> np.ndarray:
 
 @dataclass(frozen=True)
 class CellStatistics:
-    """One metric's per-image statistics of one baseline cell: the corrupted run and its clean run."""
+    """One metric's per-image statistics of one baseline cell: the corrupted run and its clean run.
+
+    Attributes:
+        corrupted, clean: The runs' statistics in the metric's layout
+            (:meth:`~pytest_segrobust.metrics.base.Metric.image_statistics`).
+        images: How many images both runs scored. It is stored, not read off an array: a
+            metric's statistics need not have a row per image (COCO mAP keeps one per detection).
+    """
 
     corrupted: np.ndarray
     clean: np.ndarray
+    images: int
 
 
 class Sidecar:
@@ -84,28 +94,37 @@ class Sidecar:
         self,
         cell: str,
         metric: str,
-        score_of: Callable[[np.ndarray], np.ndarray],
+        statistic: Callable[[np.ndarray, np.ndarray], np.ndarray],
         stored: dict[str, float | None],
     ) -> CellStatistics | None:
         """The statistics of ``metric`` in ``cell`` (a :func:`~pytest_segrobust.baselines.key_path`),
         or ``None`` where the sidecar has none.
 
         Args:
-            score_of: The metric's score of summed statistics.
+            statistic: The metric's score of weighted multisets of the images
+                (:meth:`~pytest_segrobust.metrics.base.Metric.resampled_scores`).
             stored: The baseline JSON's ``score`` and ``gamma_r`` of the cell (``None`` where
                 it has none); the statistics must reproduce them.
 
         Raises:
-            BaselineError: for an unreadable sidecar, or statistics that do not reproduce the
-                JSON's numbers (one of the two files was changed without the other).
+            BaselineError: for an unreadable sidecar, statistics the metric cannot read, or
+                statistics that do not reproduce the JSON's numbers (one of the two files was
+                changed without the other).
         """
         if self._cells is None:
             self._cells = read_sidecar(self.path)
         found = self._cells.get(cell, {}).get(metric)
         if found is None:
             return None
-        score = float(score_of(found.corrupted.sum(axis=0)))
-        mine = {"score": score, "gamma_r": score / float(score_of(found.clean.sum(axis=0)))}
+        every_image = np.ones((1, found.images))
+        try:
+            score = float(statistic(found.corrupted, every_image)[0])
+            mine = {"score": score, "gamma_r": score / float(statistic(found.clean, every_image)[0])}
+        except ValueError as exc:
+            raise BaselineError(
+                f"{self.path}: cells.{cell}.{metric}: statistics the metric cannot read ({exc}); "
+                "re-record them with --segrobust-update"
+            ) from None
         for name, theirs in stored.items():
             if theirs is not None and not math.isclose(theirs, mine[name], rel_tol=1e-5, abs_tol=1e-9):
                 raise BaselineError(
@@ -151,22 +170,24 @@ def read_sidecar(path: Path) -> dict[str, dict[str, CellStatistics]]:
                 corrupted, clean, images = members[entry["corrupted"]], members[entry["clean"]], int(entry["images"])
             except (KeyError, TypeError, ValueError) as exc:
                 raise BaselineError(f"{path}: {at}: missing or broken field or array ({exc})") from None
-            if corrupted.shape != clean.shape or corrupted.shape[:1] != (images,):
+            # Rows may differ (detections per run), the layout of a row may not.
+            if images < 1 or corrupted.ndim == 0 or corrupted.shape[1:] != clean.shape[1:]:
                 raise BaselineError(
                     f"{path}: {at}: arrays of shapes {corrupted.shape} and {clean.shape} for {images} images"
                 )
-            cells.setdefault(cell, {})[metric] = CellStatistics(corrupted, clean)
+            cells.setdefault(cell, {})[metric] = CellStatistics(corrupted, clean, images)
     return cells
 
 
 @dataclass(frozen=True)
 class SidecarEntry:
-    """One metric of one cell to store: the corrupted run's statistics and its clean run's."""
+    """One metric of one cell to store: the corrupted run's statistics and its clean run's, of ``images`` images."""
 
     cell: str
     metric: str
     corrupted: np.ndarray
     clean: np.ndarray
+    images: int
 
 
 def write_sidecar(
@@ -178,7 +199,7 @@ def write_sidecar(
     """
     cells = {} if replace_all else read_sidecar(path)
     for e in entries:
-        cells.setdefault(e.cell, {})[e.metric] = CellStatistics(e.corrupted, e.clean)
+        cells.setdefault(e.cell, {})[e.metric] = CellStatistics(e.corrupted, e.clean, e.images)
     if keep_only is not None:
         cells = {cell: value for cell, value in cells.items() if cell in keep_only}
     if not cells:
@@ -200,7 +221,7 @@ def write_sidecar(
             metric: {
                 "corrupted": member(stats.corrupted),
                 "clean": member(stats.clean),
-                "images": int(stats.corrupted.shape[0]),
+                "images": stats.images,
             }
             for metric, stats in sorted(cells[cell].items())
         }

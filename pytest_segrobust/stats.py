@@ -4,9 +4,12 @@ A baseline run and a candidate run see the same corrupted pixels, so their diffe
 paired image by image. Each metric keeps per-image sufficient statistics (for mIoU, an
 image's true positives, false positives and false negatives per class); a resample of the
 images is a weight per image (how often it was drawn), the same weights for the baseline and
-the candidate, clean and corrupted alike, and the metric of a resample is the metric of the
-weighted sums. With ``R`` resamples of ``N`` images, the sums of all resamples are one matrix
-product ``(R, N) @ (N, S)``: a thousand resamples of a cell take milliseconds.
+the candidate, clean and corrupted alike. Where the statistics add up (mIoU, PQ, referring),
+the metric of a resample is the metric of the weighted sums (:func:`of_sums`): with ``R``
+resamples of ``N`` images, the sums of all resamples are one matrix product
+``(R, N) @ (N, S)``, and a thousand resamples of a cell take milliseconds. A metric whose
+statistics do not add up (COCO mAP) scores the weighted multiset its own way
+(:meth:`~pytest_segrobust.metrics.base.Metric.resampled_scores`).
 
 A cell is judged against a non-inferiority ``margin`` (how far the candidate may fall below
 the baseline) at a confidence level:
@@ -32,7 +35,8 @@ from statistics import NormalDist
 
 import numpy as np
 
-Statistic = Callable[[np.ndarray], np.ndarray]
+# The score of weighted multisets of a run's images: (per-image statistics, weights (R, N)) -> (R,).
+Statistic = Callable[[np.ndarray, np.ndarray], np.ndarray]
 _NORMAL = NormalDist()
 
 
@@ -66,6 +70,16 @@ def miou_of_counts(counts: np.ndarray) -> np.ndarray:
     from pytest_segrobust.metrics.miou import MeanIoU
 
     return MeanIoU.score_of(counts)
+
+
+def of_sums(score_of: Callable[[np.ndarray], np.ndarray]) -> Statistic:
+    """The :data:`Statistic` of a metric whose per-image statistics ``(N, ...)`` add up: its
+    score (``(..., *S) -> (...)``) of each resample's weighted sums."""
+
+    def statistic(statistics: np.ndarray, weights: np.ndarray) -> np.ndarray:
+        return score_of(weighted_sums(weights, statistics))
+
+    return statistic
 
 
 def mean_of_values(values: np.ndarray) -> np.ndarray:
@@ -149,41 +163,58 @@ def t_quantile(tail: float, images: int) -> float:
     )
 
 
-def paired_change(
-    baseline: np.ndarray, candidate: np.ndarray, statistic: Statistic, weights: np.ndarray
-) -> Change:
-    """The change ``statistic(candidate) - statistic(baseline)`` over paired per-image statistics.
+@dataclass(frozen=True)
+class RunScores:
+    """One run's score on its images as they are, and on each resample of them.
 
-    Args:
-        baseline, candidate: ``(N, ...)`` per-image sufficient statistics of the same images.
-        statistic: The metric of summed statistics (e.g. :func:`miou_of_counts`).
-        weights: :func:`resample_weights` for ``N`` images.
+    Attributes:
+        observed: The score of every image taken once.
+        resampled: The score of each resample, ``(R,)``.
+        images: How many images the run scored.
     """
-    if baseline.shape != candidate.shape or baseline.shape[0] != weights.shape[1]:
-        raise ValueError(f"paired statistics of one shape for {weights.shape[1]} images, got {baseline.shape} and {candidate.shape}")
-    observed = statistic(candidate.sum(axis=0)) - statistic(baseline.sum(axis=0))
-    resampled = statistic(weighted_sums(weights, candidate)) - statistic(weighted_sums(weights, baseline))
-    return Change(float(observed), resampled, baseline.shape[0])
+
+    observed: float
+    resampled: np.ndarray
+    images: int
+
+    @classmethod
+    def of(cls, statistics: np.ndarray, statistic: Statistic, weights: np.ndarray) -> RunScores:
+        """Score per-image statistics as they are and under each row of ``weights``.
+
+        Args:
+            statistics: One run's per-image statistics, in the layout ``statistic`` reads.
+            statistic: The metric of a weighted multiset of the images, e.g. a metric's
+                :meth:`~pytest_segrobust.metrics.base.Metric.resampled_scores`.
+            weights: :func:`resample_weights` ``(R, N)`` for the run's ``N`` images.
+        """
+        images = weights.shape[1]
+        observed = float(statistic(statistics, np.ones((1, images)))[0])
+        return cls(observed, np.asarray(statistic(statistics, weights), dtype=np.float64), images)
+
+
+def paired_change(baseline: RunScores, candidate: RunScores) -> Change:
+    """The change of the score from ``baseline`` to ``candidate``, two runs over the same images
+    resampled with the same weights."""
+    _check_paired(baseline, candidate)
+    return Change(candidate.observed - baseline.observed, candidate.resampled - baseline.resampled, baseline.images)
 
 
 def paired_gamma_r_change(
-    baseline_clean: np.ndarray,
-    baseline_corrupted: np.ndarray,
-    candidate_clean: np.ndarray,
-    candidate_corrupted: np.ndarray,
-    statistic: Statistic,
-    weights: np.ndarray,
+    baseline_clean: RunScores, baseline_corrupted: RunScores, candidate_clean: RunScores, candidate_corrupted: RunScores
 ) -> Change:
     """The change of gamma_r = corrupted / clean score, every run resampled with the same images."""
-
-    def gamma(clean: np.ndarray, corrupted: np.ndarray) -> np.ndarray:
-        return statistic(corrupted) / statistic(clean)
-
-    observed = gamma(candidate_clean.sum(0), candidate_corrupted.sum(0)) - gamma(baseline_clean.sum(0), baseline_corrupted.sum(0))
-    resampled = gamma(weighted_sums(weights, candidate_clean), weighted_sums(weights, candidate_corrupted)) - gamma(
-        weighted_sums(weights, baseline_clean), weighted_sums(weights, baseline_corrupted)
+    _check_paired(baseline_clean, baseline_corrupted, candidate_clean, candidate_corrupted)
+    observed = candidate_corrupted.observed / candidate_clean.observed - baseline_corrupted.observed / baseline_clean.observed
+    resampled = (
+        candidate_corrupted.resampled / candidate_clean.resampled - baseline_corrupted.resampled / baseline_clean.resampled
     )
-    return Change(float(observed), resampled, baseline_clean.shape[0])
+    return Change(float(observed), resampled, baseline_clean.images)
+
+
+def _check_paired(*runs: RunScores) -> None:
+    shapes = {(run.images, run.resampled.shape) for run in runs}
+    if len(shapes) > 1:
+        raise ValueError(f"paired runs must cover the same images with the same resamples, got {sorted(shapes)}")
 
 
 def verdict(change: Change, margin: float, confidence: float) -> Verdict:
@@ -222,6 +253,12 @@ def benjamini_hochberg(p_values: np.ndarray) -> np.ndarray:
 
 
 def weighted_sums(weights: np.ndarray, statistics: np.ndarray) -> np.ndarray:
-    """Per-resample sums ``(R, ...)`` of per-image statistics ``(N, ...)``: one matrix product."""
+    """Per-resample sums ``(R, ...)`` of per-image statistics ``(N, ...)``: one matrix product.
+
+    Raises:
+        ValueError: when the statistics do not have one row per image of ``weights``.
+    """
+    if statistics.ndim == 0 or statistics.shape[0] != weights.shape[1]:
+        raise ValueError(f"per-image statistics of shape {statistics.shape} for {weights.shape[1]} images")
     flat = statistics.reshape(statistics.shape[0], -1).astype(np.float64)
     return (weights.astype(np.float64, copy=False) @ flat).reshape(weights.shape[0], *statistics.shape[1:])

@@ -194,7 +194,7 @@ def counts(rng: np.random.Generator, images: int = 6, classes: int = 4) -> np.nd
 def test_the_sidecar_round_trips_and_stores_a_shared_clean_array_once(tmp_path) -> None:
     rng = np.random.default_rng(0)
     clean = counts(rng)
-    entries = [SidecarEntry(f"m::c::{s}", "miou", counts(rng), clean) for s in (1, 2, 3)]
+    entries = [SidecarEntry(f"m::c::{s}", "miou", counts(rng), clean, 6) for s in (1, 2, 3)]
     write_sidecar(tmp_path / "s.stats.npz", "s", entries)
     read = read_sidecar(tmp_path / "s.stats.npz")
     assert sorted(read) == ["m::c::1", "m::c::2", "m::c::3"]
@@ -206,7 +206,7 @@ def test_the_sidecar_round_trips_and_stores_a_shared_clean_array_once(tmp_path) 
 def test_keep_only_drops_cells_the_json_no_longer_has_and_an_empty_sidecar_is_removed(tmp_path) -> None:
     rng = np.random.default_rng(1)
     path = tmp_path / "s.stats.npz"
-    write_sidecar(path, "s", [SidecarEntry(f"m::c::{s}", "miou", counts(rng), counts(rng)) for s in (1, 2)])
+    write_sidecar(path, "s", [SidecarEntry(f"m::c::{s}", "miou", counts(rng), counts(rng), 6) for s in (1, 2)])
     write_sidecar(path, "s", [], keep_only={"m::c::2"})
     assert list(read_sidecar(path)) == ["m::c::2"]
     write_sidecar(path, "s", [], keep_only=set())
@@ -238,15 +238,15 @@ def test_a_broken_sidecar_is_refused_naming_the_file_and_the_field(tmp_path, dam
 def test_a_lookup_recomputes_the_stored_numbers_from_the_statistics(tmp_path) -> None:
     rng = np.random.default_rng(2)
     corrupted, clean = counts(rng), counts(rng)
-    write_sidecar(sidecar_path(tmp_path / "s.json"), "s", [SidecarEntry("m::c::1", "miou", corrupted, clean)])
+    write_sidecar(sidecar_path(tmp_path / "s.json"), "s", [SidecarEntry("m::c::1", "miou", corrupted, clean, 6)])
     score = float(MeanIoU.score_of(corrupted.sum(0)))
     gamma_r = score / float(MeanIoU.score_of(clean.sum(0)))
     sidecar = Sidecar(tmp_path / "s.json")
-    found = sidecar.lookup("m::c::1", "miou", MeanIoU.score_of, {"score": round(score, 4), "gamma_r": gamma_r})
+    found = sidecar.lookup("m::c::1", "miou", MeanIoU.resampled_scores, {"score": round(score, 4), "gamma_r": gamma_r})
     assert found is not None and np.array_equal(found.clean, clean)
-    assert sidecar.lookup("m::c::2", "miou", MeanIoU.score_of, {"score": score}) is None
+    assert sidecar.lookup("m::c::2", "miou", MeanIoU.resampled_scores, {"score": score}) is None
     with pytest.raises(BaselineError, match="gives gamma_r|give gamma_r"):
-        sidecar.lookup("m::c::1", "miou", MeanIoU.score_of, {"score": score, "gamma_r": gamma_r + 0.01})
+        sidecar.lookup("m::c::1", "miou", MeanIoU.resampled_scores, {"score": score, "gamma_r": gamma_r + 0.01})
 
 
 def test_packed_arrays_survive_json_and_nothing_else_unpacks() -> None:
@@ -338,3 +338,18 @@ def test_the_report_gives_each_models_aggregate_changes_with_intervals(demo_proj
     assert environment["change"] == pytest.approx(2 * overall["change"], rel=1e-4)  # baselines store 6 digits
     assert environment["high"] < 0 and rows["mean γr (camera)"]["change"] == pytest.approx(0, abs=1e-5)
     assert rows["mPC"]["low"] < rows["mPC"]["change"] < rows["mPC"]["high"] < 0
+
+
+def test_evidence_scores_each_distinct_run_once_per_weights() -> None:
+    from pytest_segrobust.evidence import Evidence
+
+    evidence, rng = Evidence(), np.random.default_rng(3)
+    clean = counts(rng)
+    weights, other = resample_weights(6, 20, seed=1), resample_weights(6, 20, seed=2)
+    first = evidence.scores("miou", clean, weights)
+    assert evidence.scores("miou", clean.copy(), weights) is first  # the same numbers: scored once
+    assert evidence.scores("miou", clean, other) is not first
+    changed = clean.copy()
+    changed[0, 0, 0] += 1
+    assert evidence.scores("miou", changed, weights).observed != first.observed
+    np.testing.assert_array_equal(first.resampled, MeanIoU.resampled_scores(clean, weights))

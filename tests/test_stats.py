@@ -7,16 +7,23 @@ import pytest
 
 from pytest_segrobust.stats import (
     Change,
+    RunScores,
     Verdict,
     benjamini_hochberg,
     holm,
     mean_of_values,
     miou_of_counts,
+    of_sums,
     paired_change,
     paired_gamma_r_change,
     resample_weights,
     verdict,
 )
+
+
+def scores(runs: list[np.ndarray], score_of, weights: np.ndarray) -> list[RunScores]:
+    """Each run of sum-decomposable per-image statistics scored as it is and in each resample."""
+    return [RunScores.of(run, of_sums(score_of), weights) for run in runs]
 
 
 def per_image_counts(truth: np.ndarray, prediction: np.ndarray, classes: int) -> np.ndarray:
@@ -56,7 +63,7 @@ def test_the_vectorised_bootstrap_equals_resampling_image_lists() -> None:
     rng = np.random.default_rng(1)
     base, cand = rng.integers(0, 50, size=(12, 3, 3)), rng.integers(0, 50, size=(12, 3, 3))
     weights = resample_weights(12, 20, seed=5)
-    change = paired_change(base, cand, miou_of_counts, weights)
+    change = paired_change(*scores([base, cand], miou_of_counts, weights))
     for r in range(20):
         chosen = np.repeat(np.arange(12), weights[r].astype(int))  # the images of resample r, with repeats
         expected = miou_of_counts(cand[chosen].sum(0)) - miou_of_counts(base[chosen].sum(0))
@@ -68,7 +75,7 @@ def test_gamma_r_change_resamples_clean_and_corrupted_with_the_same_images() -> 
     rng = np.random.default_rng(2)
     runs = [rng.integers(1, 40, size=(9, 3, 3)) for _ in range(4)]
     weights = resample_weights(9, 7, seed=0)
-    change = paired_gamma_r_change(*runs, statistic=miou_of_counts, weights=weights)
+    change = paired_gamma_r_change(*scores(runs, miou_of_counts, weights))
     for r in range(7):
         chosen = np.repeat(np.arange(9), weights[r].astype(int))
         gamma = [miou_of_counts(runs[i + 1][chosen].sum(0)) / miou_of_counts(runs[i][chosen].sum(0)) for i in (0, 2)]
@@ -111,7 +118,7 @@ def test_at_the_margin_a_cell_fails_or_passes_by_chance_at_most_as_often_as_the_
     outcomes = {Verdict.FAIL: 0, Verdict.PASS: 0, Verdict.INCONCLUSIVE: 0}
     for _ in range(runs):
         base, cand = simulate(rng, images, shift=-margin)  # exactly at the margin: neither is true
-        outcomes[verdict(paired_change(base, cand, mean_of_values, weights), margin, confidence=0.90)] += 1
+        outcomes[verdict(paired_change(*scores([base, cand], mean_of_values, weights)), margin, confidence=0.90)] += 1
     level, error = 0.05, 3 * np.sqrt(0.05 * 0.95 / runs)  # each one-sided tail of a 90% interval
     assert outcomes[Verdict.FAIL] / runs <= level + error and outcomes[Verdict.PASS] / runs <= level + error
 
@@ -124,7 +131,7 @@ def test_a_suite_of_unchanged_cells_raises_few_family_wise_alarms_with_holm() ->
         p_values = []
         for _ in range(cells):
             base, cand = simulate(rng, images, shift=-margin)  # the worst case the gate must not call a failure
-            p_values.append(paired_change(base, cand, mean_of_values, weights).p_fail(margin))
+            p_values.append(paired_change(*scores([base, cand], mean_of_values, weights)).p_fail(margin))
         alarms += bool((holm(np.array(p_values)) < 0.05).any())
     assert alarms / suites <= 0.05 + 3 * np.sqrt(0.05 * 0.95 / suites)
 
@@ -133,7 +140,7 @@ def test_a_true_drop_beyond_the_margin_is_found() -> None:
     rng, margin, images = np.random.default_rng(9), 1.0, 200
     weights = resample_weights(images, 500, seed=13)
     found = sum(
-        verdict(paired_change(*simulate(rng, images, shift=-3.0), mean_of_values, weights), margin, 0.9) is Verdict.FAIL
+        verdict(paired_change(*scores(simulate(rng, images, shift=-3.0), mean_of_values, weights)), margin, 0.9) is Verdict.FAIL
         for _ in range(50)
     )
     assert found >= 48

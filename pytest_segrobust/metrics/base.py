@@ -26,6 +26,7 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
+from pytest_segrobust.stats import of_sums
 from pytest_segrobust.types import Batch, Field
 
 
@@ -133,12 +134,15 @@ class Metric(ABC):
         """The numbers of everything added so far; the states are left as they are."""
 
     def image_statistics(self) -> np.ndarray | None:
-        """Per-image sufficient statistics ``(N, ...)``, in the order the images were added, or
-        ``None`` for a metric that keeps none.
+        """Per-image sufficient statistics of everything added, or ``None`` for a metric that
+        keeps none.
 
-        Summed over any multiset of the images (a bootstrap resample), they give that
-        multiset's score through :meth:`score_of`: the paired statistics of
-        :mod:`pytest_segrobust.stats` need nothing else.
+        Most metrics give ``(N, ...)``, one row per image in the order the images were added,
+        which add up: summed over any multiset of the images (a bootstrap resample), they give
+        that multiset's score through :meth:`score_of`. A metric whose statistics do not add
+        up chooses its own layout (a numeric array, stored as it is) and scores a multiset in
+        :meth:`resampled_scores`. The paired statistics of :mod:`pytest_segrobust.stats` need
+        nothing else.
         """
         return None
 
@@ -148,9 +152,31 @@ class Metric(ABC):
         raise NotImplementedError(f"metric {cls.name} keeps no per-image statistics")
 
     @classmethod
+    def resampled_scores(cls, statistics: np.ndarray, weights: np.ndarray) -> np.ndarray:
+        """The score of each weighted multiset of the images: ``weights[r, i]`` copies of image ``i``.
+
+        The default scores the weighted sums of statistics that add up (:meth:`score_of`).
+
+        Args:
+            statistics: :meth:`image_statistics` of a run of ``N`` images.
+            weights: How often each image is drawn in each resample, ``(R, N)`` whole counts.
+
+        Shape:
+            return: ``(R,)``, float64.
+
+        Raises:
+            ValueError: when ``statistics`` do not describe ``N`` images.
+        """
+        return of_sums(cls.score_of)(statistics, weights)
+
+    @classmethod
     def keeps_image_statistics(cls) -> bool:
-        """Whether the metric gives per-image statistics (it defines :meth:`score_of`)."""
-        return cls.score_of.__func__ is not Metric.score_of.__func__  # type: ignore[attr-defined]
+        """Whether the metric gives per-image statistics (it defines :meth:`score_of` or
+        :meth:`resampled_scores`)."""
+        return any(
+            getattr(cls, name).__func__ is not getattr(Metric, name).__func__  # type: ignore[attr-defined]
+            for name in ("score_of", "resampled_scores")
+        )
 
     @classmethod
     def scale(cls) -> float:

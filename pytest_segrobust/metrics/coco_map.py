@@ -30,6 +30,7 @@ import torch
 from pytest_segrobust.data.base import instance_categories
 from pytest_segrobust.errors import DatasetError, ModelOutputError
 from pytest_segrobust.metrics.base import Metric, MetricResult, Reduction
+from pytest_segrobust.metrics.coco_matches import match_rows, resampled_map
 from pytest_segrobust.metrics.registry import register_metric
 from pytest_segrobust.models.base import InstancePredictions
 from pytest_segrobust.types import Batch, InstanceMasks, InstanceTarget, SampleIndex, boxes_from_masks, field_of
@@ -220,6 +221,15 @@ class CocoMAP:
         metric._image_ids = {image["id"] for image in metric.images}
         return metric
 
+    def match_rows(self) -> np.ndarray:
+        """Every image's COCO matches of its masks (the ``segm`` headline), one row per kept
+        detection and per image and category with ground truth to miss: what
+        :func:`~pytest_segrobust.metrics.coco_matches.resampled_map` re-accumulates for any
+        multiset of the images. Image ``i`` is the ``i``-th in id order."""
+        _, mask_utils = _coco_libraries()
+        category_ids = [category["id"] for category in self.categories]
+        return match_rows(self.images, self.ground_truths, self.detections, category_ids, mask_utils)
+
     def compute(self) -> MAPResult:
         """COCO AP, AP50, AP75 and AP per category of everything added so far."""
         segm = self._evaluate("segm")
@@ -357,6 +367,17 @@ class MaskAP(Metric):
         instances, index = field_of(batch, InstanceMasks), field_of(batch, SampleIndex)
         for position, target, predicted in zip(index.positions, instances.targets, predictions, strict=True):
             self.coco.update(position, instances.height, instances.width, target, predicted)
+
+    def image_statistics(self) -> np.ndarray:
+        """COCO's per-image matches of the masks, ``(rows, 6)``: :meth:`CocoMAP.match_rows`.
+
+        Image ``i`` is the dataset's ``i``-th image added (the records are numbered by position)."""
+        return self.coco.match_rows()
+
+    @classmethod
+    def resampled_scores(cls, statistics: np.ndarray, weights: np.ndarray) -> np.ndarray:
+        """Mask AP of each weighted multiset of the images, re-accumulated as COCO accumulates."""
+        return resampled_map(statistics, weights)
 
     def compute(self) -> MetricResult:
         result = self.coco.compute()

@@ -34,6 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+import numpy as np
 import torch
 
 from pytest_segrobust.errors import DatasetError, ModelOutputError
@@ -199,7 +200,20 @@ def panoptic_counts(
     num_classes: int,
     image_names: Sequence[str] | None = None,
 ) -> PanopticCounts:
-    """Per-class counts of a batch, on the CPU.
+    """Per-class counts of a batch, on the CPU: the sum of :func:`image_panoptic_counts`."""
+    total = PanopticCounts.zeros(num_classes)
+    for counts in image_panoptic_counts(predictions, targets, num_classes, image_names):
+        total = total + counts
+    return total
+
+
+def image_panoptic_counts(
+    predictions: Sequence[PanopticPredictions],
+    targets: Sequence[PanopticTarget],
+    num_classes: int,
+    image_names: Sequence[str] | None = None,
+) -> list[PanopticCounts]:
+    """Per-class counts of each image of a batch, on the CPU.
 
     Args:
         predictions: The model's segmentation of each image.
@@ -236,7 +250,7 @@ def panoptic_counts(
     gt_counts = [len(labels) for labels, _ in gt_tables]
     pred_counts = [len(labels) for labels in pred_tables]
     overlaps = segment_overlaps(gt_positions, gt_counts, pred_positions, pred_counts)
-    total = PanopticCounts.zeros(num_classes)
+    per_image = []
     for index, overlap in enumerate(overlaps):
         rows, columns = gt_counts[index], pred_counts[index]
         if overlap[rows + 1].any():
@@ -250,8 +264,8 @@ def panoptic_counts(
                 f"{names[index]}: predicted segment id {unlisted} covers pixels but is not in its ids"
             )
         gt_labels, gt_crowd = gt_tables[index]
-        total = total + match_segments(overlap, gt_labels, gt_crowd, pred_tables[index], num_classes)
-    return total
+        per_image.append(match_segments(overlap, gt_labels, gt_crowd, pred_tables[index], num_classes))
+    return per_image
 
 
 def _segment_table(
@@ -331,7 +345,9 @@ def panoptic_quality(counts: PanopticCounts, is_thing: Sequence[bool]) -> Metric
 class PanopticQuality(Metric):
     """Panoptic quality in percent; SQ, RQ and the things/stuff split as details.
 
-    States are per-class sums, so batches, workers and shards merge by addition.
+    States are per-class sums, so batches, workers and shards merge by addition, and each
+    image's own counts (for paired statistics: PQ of any multiset of images is PQ of the sum
+    of their counts, :meth:`score_of`).
     """
 
     name = "pq"
@@ -347,6 +363,7 @@ class PanopticQuality(Metric):
         "tp": Reduction.SUM,
         "fp": Reduction.SUM,
         "fn": Reduction.SUM,
+        "images": Reduction.CONCAT,
     }
 
     def __init__(self, context: MetricContext) -> None:
@@ -356,18 +373,43 @@ class PanopticQuality(Metric):
     def reset(self) -> None:
         zeros = PanopticCounts.zeros(len(self.context.class_names), self.context.device)
         self.iou_sum, self.tp, self.fp, self.fn = zeros.iou_sum, zeros.tp, zeros.fp, zeros.fn
+        self.images: list[torch.Tensor] = []
 
     def update(self, predictions: Sequence[PanopticPredictions], batch: Batch) -> None:
         targets = field_of(batch, PanopticMap).targets
-        counts = panoptic_counts(predictions, targets, len(self.context.class_names), _image_names(batch, len(targets)))
+        num_classes = len(self.context.class_names)
+        per_image = image_panoptic_counts(predictions, targets, num_classes, _image_names(batch, len(targets)))
+        counts = PanopticCounts.zeros(num_classes)
+        for image in per_image:
+            counts = counts + image
         device = self.iou_sum.device
         self.iou_sum = self.iou_sum + counts.iou_sum.to(device)
         self.tp = self.tp + counts.tp.to(device)
         self.fp = self.fp + counts.fp.to(device)
         self.fn = self.fn + counts.fn.to(device)
+        if per_image:  # the matching ran on the CPU: the per-image counts stay there
+            self.images.append(
+                torch.stack([torch.stack([c.tp.double(), c.fp.double(), c.fn.double(), c.iou_sum], dim=-1) for c in per_image])
+            )
 
     def compute(self) -> MetricResult:
         return panoptic_quality(PanopticCounts(self.iou_sum, self.tp, self.fp, self.fn), self.is_thing)
+
+    def image_statistics(self) -> np.ndarray:
+        """``(N, K, 4)`` float64: each image's TP, FP and FN counts and its matches' IoU sum per class."""
+        k = len(self.context.class_names)
+        parts = [torch.as_tensor(part, dtype=torch.float64).reshape(-1, k, 4).cpu() for part in self.images]
+        return torch.cat(parts).numpy() if parts else np.zeros((0, k, 4), dtype=np.float64)
+
+    @classmethod
+    def score_of(cls, summed: np.ndarray) -> np.ndarray:
+        """PQ in percent of summed ``(..., K, 4)`` statistics: the mean over classes with a TP, FP
+        or FN of ``IoU sum / (TP + FP / 2 + FN / 2)`` (NaN where no class has one), as :meth:`compute`."""
+        tp, fp, fn, iou_sum = summed[..., 0], summed[..., 1], summed[..., 2], summed[..., 3]
+        counted = (tp + fp + fn) > 0
+        pq = np.where(counted, iou_sum / np.where(counted, tp + 0.5 * fp + 0.5 * fn, 1.0), 0.0)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return 100.0 * pq.sum(axis=-1) / counted.sum(axis=-1)
 
 
 def _image_names(batch: Batch, count: int) -> list[str]:
