@@ -145,6 +145,7 @@ def evaluate(
     limit: int | None = None,
     progress: Progress | None = None,
     loader_workers: int = 0,
+    statistics: bool = True,
 ) -> EvalResult:
     """Evaluate ``model`` on ``dataset`` under ``corruption`` at ``severity``.
 
@@ -162,6 +163,10 @@ def evaluate(
         limit: Evaluate only the first ``limit`` images.
         progress: Called with ``(images done, total)`` after each batch.
         loader_workers: Processes that read samples ahead of the model (0: read inline).
+        statistics: Keep each metric's per-image statistics in the result (what the
+            statistical gate pairs); without them only the scores are kept. COCO's per-image
+            matches are a second pass over the detections, so suites that do not gate
+            statistically leave them out.
 
     Raises:
         DatasetError: for a sample whose annotation does not match its image.
@@ -192,15 +197,15 @@ def evaluate(
         done += len(samples)
         if progress is not None:
             progress(done, total)
-    results, statistics = {}, {}
+    results, kept = {}, {}
     for scorer in scorers:
         result = scorer.compute()
         check_score(type(scorer), result.score)
         results[scorer.name] = result
-        per_image = scorer.image_statistics()
+        per_image = scorer.image_statistics() if statistics else None
         if per_image is not None:
-            statistics[scorer.name] = per_image
-    return EvalResult(results, num_images=done, seconds=time.perf_counter() - start, statistics=statistics)
+            kept[scorer.name] = per_image
+    return EvalResult(results, num_images=done, seconds=time.perf_counter() - start, statistics=kept)
 
 
 def is_finite(result: EvalResult) -> bool:

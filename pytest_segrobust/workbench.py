@@ -171,6 +171,8 @@ class Workbench:
             str(suite.limit),
             ",".join(suite.metrics),
             model_device(model).type,
+            # A statistically gated suite needs the per-image statistics, which others leave out.
+            "statistics" if suite.gate is not None else "scores",
         )
 
     def _evaluate(
@@ -187,6 +189,7 @@ class Workbench:
             seed=suite.seed,
             batch_size=suite.batch_size,
             limit=suite.limit,
+            statistics=suite.gate is not None,
         )
 
     def run(
@@ -202,6 +205,7 @@ class Workbench:
         seed: int,
         batch_size: int,
         limit: int | None,
+        statistics: bool = True,
     ) -> EvalResult:
         """One evaluation under the run's options, with its progress logged and shown."""
         log, bar = _ProgressLog(cell), self.progress_bar
@@ -226,6 +230,7 @@ class Workbench:
                 limit=limit,
                 progress=progress,
                 loader_workers=self.options.loader_workers,
+                statistics=statistics,
             )
         finally:
             if bar is not None:

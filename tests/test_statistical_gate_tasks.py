@@ -106,3 +106,48 @@ def test_match_rows_survive_the_cached_result_and_the_sidecar(tmp_path) -> None:
     write_sidecar(sidecar_path(tmp_path / "s.json"), "s", [SidecarEntry("m::c::1", "map", corrupted, clean, 2)])
     with pytest.raises(BaselineError, match=r"s\.stats\.npz: cells\.m::c::1\.map: statistics the metric cannot read"):
         Sidecar(tmp_path / "s.json").lookup("m::c::1", "map", MaskAP.resampled_scores, {"score": score})
+
+
+# -- statistics only where a gate pairs them --------------------------------------------------
+
+
+def test_per_image_statistics_are_kept_only_on_request_and_leave_the_scores_alone() -> None:
+    import torch
+
+    from pytest_segrobust.data.demo import demo_dataset
+    from pytest_segrobust.evaluation import evaluate
+    from pytest_segrobust.models import adapt_model
+    from pytest_segrobust.models.demo import tiny_unet_instances
+    from pytest_segrobust.tasks import get_task
+
+    task = get_task("instance")
+    model = adapt_model(tiny_unet_instances(), task, device=torch.device("cpu"))
+    dataset = demo_dataset("val", size=6)
+    kept = evaluate(model, dataset, task=task, metrics=("map",))
+    left_out = evaluate(model, dataset, task=task, metrics=("map",), statistics=False)
+    assert set(kept.statistics) == {"map"} and kept.statistics["map"].shape[1] == 6
+    assert left_out.statistics == {}
+    assert left_out.metrics == kept.metrics
+
+
+def test_an_ungated_suite_keeps_no_statistics_and_a_gated_one_does_not_reuse_its_clean_cache(
+    pytester: pytest.Pytester,
+) -> None:
+    write(pytester, "instance", min_area=4)
+    gated = (pytester.path / "suites" / "gated.yaml").read_text()
+    ungated = gated.replace("gate:\n  margin: {gamma_r: 0.01, score: 1.0}\n", "tolerance: {gamma_r: 0.01, score: 1.0}\n")
+    assert ungated != gated
+    (pytester.path / "suites" / "gated.yaml").write_text(ungated)
+    pytester.runpytest("--segrobust", "--segrobust-update-baselines")  # clean results cached in .pytest_cache
+    assert not sidecar_path(pytester.path / "baselines" / "gated.json").exists()
+    stored = [json.loads(p.read_text()) for p in (pytester.path / ".pytest_cache" / "d" / "segrobust-clean").glob("*.json")]
+    assert stored and all(result["statistics"] == {} for result in stored)
+
+    # The same model and data under the statistical gate: the cached clean result holds no
+    # statistics, so it is computed again with them rather than failing the cells.
+    (pytester.path / "suites" / "gated.yaml").write_text(gated)
+    recorded = pytester.runpytest("--segrobust", "--segrobust-update-baselines")
+    assert "no per-image statistics" not in recorded.stdout.str()
+    stored = read_sidecar(sidecar_path(pytester.path / "baselines" / "gated.json"))
+    assert sorted(stored) == ["net::clean", "net::gaussian_noise::3"]
+    pytester.runpytest("--segrobust").assert_outcomes(passed=2)
