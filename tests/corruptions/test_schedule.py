@@ -87,7 +87,7 @@ def test_whole_batches_is_undone_on_the_way_out() -> None:
 def test_take_and_join_invert_each_other() -> None:
     fields, _ = every_field(batch_size=4)
     for name, field in fields.items():
-        parts = [field.take(range(0, 1)), field.take([2, 1]), field.take(range(3, 4))]
+        parts = [field.take(range(1)), field.take([2, 1]), field.take(range(3, 4))]
         assert parts[1].batch_size() == 2
         joined = type(field).join(parts)
         reordered = field.take([0, 2, 1, 3])
