@@ -46,9 +46,13 @@ CLASSES = 8
 class ColourBinner(torch.nn.Module):
     """Class = the red channel's bin: a model that costs next to nothing per pixel."""
 
+    def __init__(self, classes: int) -> None:
+        super().__init__()
+        self.classes = classes
+
     def forward(self, images: torch.Tensor) -> torch.Tensor:
-        bins = (images[:, 0] * CLASSES).long().clamp_(max=CLASSES - 1)
-        return torch.nn.functional.one_hot(bins, CLASSES).permute(0, 3, 1, 2).float()
+        bins = (images[:, 0] * self.classes).long().clamp_(max=self.classes - 1)
+        return torch.nn.functional.one_hot(bins, self.classes).permute(0, 3, 1, 2).float()
 
 
 def photo_like(rng: np.random.Generator, size: int) -> tuple[np.ndarray, np.ndarray]:
@@ -123,7 +127,7 @@ def main() -> None:
         dataset: SegmentationDataset = folder_dataset(args.root, args.images, args.size)
     else:
         dataset = DemoScenes("val", size=args.images)
-    model = as_segmentation_model(ColourBinner())
+    model = as_segmentation_model(ColourBinner(len(dataset.class_names)))
     budgets = [int(b) for b in args.budgets.split(",")]
     run(model, dataset, 0, args.batch)  # warm-up: imports, kernels, the file system's cache
 
