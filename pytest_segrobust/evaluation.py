@@ -20,6 +20,7 @@ import torch
 
 from pytest_segrobust.corruptions import Corruption
 from pytest_segrobust.data.base import Sample, SegmentationDataset
+from pytest_segrobust.data.sample_cache import SampleCache
 from pytest_segrobust.errors import DatasetError, ModelOutputError
 from pytest_segrobust.metrics import METRICS, Metric, MetricContext, MetricResult
 from pytest_segrobust.metrics.base import check_score
@@ -146,6 +147,7 @@ def evaluate(
     progress: Progress | None = None,
     loader_workers: int = 0,
     statistics: bool = True,
+    sample_cache: SampleCache | None = None,
 ) -> EvalResult:
     """Evaluate ``model`` on ``dataset`` under ``corruption`` at ``severity``.
 
@@ -167,6 +169,8 @@ def evaluate(
             statistical gate pairs); without them only the scores are kept. COCO's per-image
             matches are a second pass over the detections, so suites that do not gate
             statistically leave them out.
+        sample_cache: Where decoded samples are kept for the next evaluation on ``dataset``
+            (``None``: every sample is read from the dataset).
 
     Raises:
         DatasetError: for a sample whose annotation does not match its image.
@@ -182,7 +186,11 @@ def evaluate(
     scorers = [METRICS.get(name)(context) for name in (metrics or task.default_metrics)]
     corrupting = corruption is not None and severity > 0
     done = 0
-    for samples in _batches(_samples(dataset, total, loader_workers), batch_size):
+    if sample_cache is None:
+        stream = _read(dataset, range(total), loader_workers)
+    else:
+        stream = sample_cache.samples(dataset, total, lambda indices: _read(dataset, indices, loader_workers))
+    for samples in _batches(stream, batch_size):
         batch = task.collate(samples, range(done, done + len(samples)), dataset, device)
         if corrupting:
             assert corruption is not None
@@ -213,12 +221,12 @@ def is_finite(result: EvalResult) -> bool:
     return all(math.isfinite(r.score) for r in result.metrics.values())
 
 
-def _samples(dataset: SegmentationDataset, total: int, workers: int) -> Iterator[Sample]:
-    """The first ``total`` samples in order, read inline or by ``workers`` loader processes."""
+def _read(dataset: SegmentationDataset, indices: Sequence[int], workers: int) -> Iterator[Sample]:
+    """The samples at ``indices`` in order, read inline or by ``workers`` loader processes."""
     if workers == 0:
-        return (dataset[index] for index in range(total))
+        return (dataset[index] for index in indices)
     loader = torch.utils.data.DataLoader(
-        torch.utils.data.Subset(dataset, range(total)),  # type: ignore[arg-type]
+        torch.utils.data.Subset(dataset, indices),  # type: ignore[arg-type]
         batch_size=None,
         num_workers=workers,
         collate_fn=_as_is,

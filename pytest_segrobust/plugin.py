@@ -72,6 +72,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="processes reading samples ahead of the model (default 0: read inline)",
     )
     group.addoption(
+        "--segrobust-sample-cache",
+        type=_non_negative,
+        default=1024,
+        metavar="MB",
+        help="MiB of decoded samples each process keeps across a dataset's cells (default 1024; 0: decode in every cell)",
+    )
+    group.addoption(
         "--segrobust-timeout",
         type=_seconds,
         metavar="SECONDS",
@@ -199,6 +206,7 @@ def start_session(config: pytest.Config) -> SegRobustSession:
         amp=config.getoption("segrobust_amp"),
         batch_size=config.getoption("segrobust_batch_size"),
         loader_workers=config.getoption("segrobust_loader_workers"),
+        sample_cache_mb=config.getoption("segrobust_sample_cache"),
         timeout=config.getoption("segrobust_timeout"),
         prune=config.getoption("segrobust_prune"),
     )

@@ -13,7 +13,8 @@ This module is neutral: it knows tensors, not tasks, metrics or corruptions.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -25,7 +26,14 @@ VOID = 0
 
 
 class Field:
-    """A batch-level target: every field knows its batch size and its image size."""
+    """A batch-level target: every field knows its batch size and its image size.
+
+    A field can be cut into samples and put back together (:meth:`take`, :meth:`join`), so a
+    batch can be corrupted image by image, or part by part. The defaults serve a dataclass
+    whose tensor, tuple and list attributes hold one entry per sample along their first axis
+    and whose other attributes (an ignore index, the image size) hold for the whole batch, as
+    every field here does; a field of another shape overrides both.
+    """
 
     def batch_size(self) -> int:
         raise NotImplementedError
@@ -33,6 +41,42 @@ class Field:
     def size(self) -> tuple[int, int] | None:
         """``(H, W)`` of the images the field belongs to; ``None`` for a field without pixels."""
         raise NotImplementedError
+
+    def take(self, indices: Sequence[int]) -> Field:
+        """Samples ``indices`` of the batch, in that order, as a field of the same type.
+
+        A ``range`` of step 1 gives views of the tensors; other indices copy them.
+
+        Raises:
+            NotImplementedError: for a field that is not a dataclass and does not override this.
+        """
+        if not dataclasses.is_dataclass(self):
+            raise NotImplementedError(f"{type(self).__name__} does not say how to cut it into samples")
+        return dataclasses.replace(self, **{name: _take(value, indices) for name, value in _per_sample_values(self)})
+
+    @classmethod
+    def join(cls, parts: Sequence[Field]) -> Field:
+        """The batch of ``parts`` (fields of this type, in order): what :meth:`take` cut, put back."""
+        first = parts[0]
+        joined: dict[str, object] = {}
+        for name, value in _per_sample_values(first):
+            pieces = [getattr(part, name) for part in parts]
+            joined[name] = torch.cat(pieces) if isinstance(value, torch.Tensor) else type(value)(x for p in pieces for x in p)
+        return dataclasses.replace(first, **joined)  # type: ignore[type-var]
+
+
+def _per_sample_values(field: Field) -> list[tuple[str, torch.Tensor | tuple[object, ...] | list[object]]]:
+    """The attributes of a dataclass field that hold one entry per sample: its tensors, tuples and lists."""
+    values = ((f.name, getattr(field, f.name)) for f in dataclasses.fields(field))  # type: ignore[arg-type]
+    return [(name, value) for name, value in values if isinstance(value, (torch.Tensor, tuple, list))]
+
+
+def _take(value: torch.Tensor | tuple[object, ...] | list[object], indices: Sequence[int]) -> object:
+    if isinstance(value, torch.Tensor):
+        if isinstance(indices, range) and indices.step == 1:
+            return value[indices.start : indices.stop]
+        return value[torch.as_tensor(list(indices), dtype=torch.long, device=value.device)]
+    return type(value)(value[i] for i in indices)
 
 
 @dataclass(frozen=True)

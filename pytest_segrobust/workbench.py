@@ -5,7 +5,8 @@ so both honour the run's device, autocast, batch size, loader workers and clean-
 cache. A model is adapted to its suite's task once (registered adapters, then the
 ``pytest_segrobust_adapt_model`` hook); a dataset is built once per suite and split; a clean
 result is computed once per model x dataset and kept on disk when the model's code can be
-identified.
+identified. Decoded samples of a suite's dataset are kept in memory across its cells, within
+the run's budget (:class:`~pytest_segrobust.data.sample_cache.SampleCache`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pytest_segrobust.baselines import CellKey, Conditions
 from pytest_segrobust.cache import CleanCache
 from pytest_segrobust.corruptions import DEFAULT_PRESET, REGISTRY, Corruption, CorruptionRegistry
 from pytest_segrobust.data.base import SegmentationDataset
+from pytest_segrobust.data.sample_cache import MEBIBYTE, SampleCache
 from pytest_segrobust.errors import SegRobustError
 from pytest_segrobust.evaluation import CLEAN, CellResult, EvalResult, evaluate
 from pytest_segrobust.identity import UnknownIdentity, code_identity
@@ -56,6 +58,9 @@ class Workbench:
         self.adapt_hook = adapt_hook
         self.cache = CleanCache(options.cache_dir) if options.cache_dir is not None else None
         self.uncached = 0
+        # Suite datasets are built once per process, so their decoded samples can serve every cell.
+        budget = options.sample_cache_mb * MEBIBYTE
+        self.samples: SampleCache | None = SampleCache(budget) if budget > 0 else None
         self.builds = 0  # models built (and adapted) by this process
         # Set by the plugin when a terminal shows this process's output (not under xdist).
         self.progress_bar: TerminalProgress | None = None
@@ -190,6 +195,7 @@ class Workbench:
             batch_size=suite.batch_size,
             limit=suite.limit,
             statistics=suite.gate is not None,
+            sample_cache=self.samples,
         )
 
     def run(
@@ -206,8 +212,13 @@ class Workbench:
         batch_size: int,
         limit: int | None,
         statistics: bool = True,
+        sample_cache: SampleCache | None = None,
     ) -> EvalResult:
-        """One evaluation under the run's options, with its progress logged and shown."""
+        """One evaluation under the run's options, with its progress logged and shown.
+
+        ``sample_cache`` keeps the dataset's decoded samples for its next evaluation; only
+        datasets the workbench built (and so holds for the whole run) are given one.
+        """
         log, bar = _ProgressLog(cell), self.progress_bar
 
         def progress(done: int, total: int) -> None:
@@ -231,6 +242,7 @@ class Workbench:
                 progress=progress,
                 loader_workers=self.options.loader_workers,
                 statistics=statistics,
+                sample_cache=sample_cache,
             )
         finally:
             if bar is not None:

@@ -326,6 +326,16 @@ def test_batch_size_and_loader_workers_do_not_change_numbers(project: pytest.Pyt
     assert baseline(project) == before
 
 
+def test_sample_cache_does_not_change_numbers(project: pytest.Pytester) -> None:
+    run(project, "--segrobust-update-baselines", "--segrobust-sample-cache", "0").assert_outcomes(passed=CELLS)
+    before = baseline(project)
+    run(project, "--segrobust-update-baselines").assert_outcomes(passed=CELLS)  # the default: cached
+    assert baseline(project) == before
+    # Loader processes read what a cell does not find in memory (here: the first cell's samples).
+    run(project, "--segrobust-update-baselines", "--segrobust-loader-workers", "2")
+    assert baseline(project) == before
+
+
 def test_bad_batch_size_is_a_usage_error(project: pytest.Pytester) -> None:
     result = run(project, "--segrobust", "--segrobust-batch-size", "0")
     assert result.ret == pytest.ExitCode.USAGE_ERROR

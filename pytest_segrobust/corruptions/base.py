@@ -11,12 +11,13 @@ field through it (bilinear for images, nearest for masks, instances and segments
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Generic, TypeVar, overload
+from typing import Any, ClassVar, Generic, TypeVar, overload
 
 import torch
 
@@ -80,6 +81,11 @@ class Corruption(ABC, Generic[Params]):
     """
 
     geometric: bool = False
+    # On CPU a batch is corrupted one image at a time: a whole batch's float intermediates
+    # (tens of MB at 512x512) fall out of the caches and make every image slower. Each image's
+    # pixels depend on its seed alone, so no number changes. GPUs keep whole-batch kernels.
+    # Class-wide, so that a benchmark can compare both schedules.
+    image_by_image_on_cpu: ClassVar[bool] = True
 
     def __init__(self, name: str, category: Category, table: SeverityTable[Params]) -> None:
         self.name = name
@@ -101,7 +107,8 @@ class Corruption(ABC, Generic[Params]):
         A tensor is taken as images and a tensor is returned. A mapping (a sample batch, see
         :mod:`pytest_segrobust.types`) returns a mapping with the same names: image-like
         fields corrupted, annotations moved with the image by geometric corruptions and
-        untouched by photometric ones.
+        untouched by photometric ones. Photometric and geometric corruptions work on CPU
+        images one at a time (:attr:`image_by_image_on_cpu`); the result is the same.
 
         Args:
             inputs: Float images in ``[0, 1]``, or a batch of typed fields.
@@ -120,6 +127,10 @@ class Corruption(ABC, Generic[Params]):
         device = next(f for f in batch.values() if isinstance(f, Image)).data.device
         self.table[severity]  # fails for a severity outside 1..5
         return self._corrupt(batch, severity, seeds, size, device)
+
+    def _image_by_image(self, device: torch.device, seeds: Sequence[int]) -> bool:
+        """Whether a batch of ``seeds`` on ``device`` is corrupted one image at a time."""
+        return device.type == "cpu" and len(seeds) > 1 and self.image_by_image_on_cpu
 
     def _check(self, batch: dict[str, Field], seeds: Sequence[int]) -> tuple[int, int]:
         images = [f for f in batch.values() if isinstance(f, Image)]
@@ -142,6 +153,17 @@ class Corruption(ABC, Generic[Params]):
         self, batch: dict[str, Field], severity: int, seeds: Sequence[int], size: tuple[int, int], device: torch.device
     ) -> dict[str, Field]:
         """Corrupt a checked batch at a severity 1..5; ``size`` is its ``(H, W)``."""
+
+
+@contextlib.contextmanager
+def whole_batches() -> Iterator[None]:
+    """Corrupt CPU batches whole, as GPUs do, while inside: to test and time the batched kernels."""
+    before = Corruption.image_by_image_on_cpu
+    Corruption.image_by_image_on_cpu = False
+    try:
+        yield
+    finally:
+        Corruption.image_by_image_on_cpu = before
 
 
 def to_batch(images: torch.Tensor) -> dict[str, Field]:
@@ -167,8 +189,14 @@ class PhotometricCorruption(Corruption[Params]):
 
     def _corrupt(self, batch, severity, seeds, size, device):  # type: ignore[no-untyped-def]
         params = self.table[severity]
+
         # Every image-like field draws from fresh streams: the same seeds give the same draws.
-        change = lambda images: self.corrupt_images(images, params, SampleStreams(seeds, device))  # noqa: E731
+        def change(images: torch.Tensor) -> torch.Tensor:
+            if not self._image_by_image(device, seeds):
+                return self.corrupt_images(images, params, SampleStreams(seeds, device))
+            one = [self.corrupt_images(images[i : i + 1], params, SampleStreams([s], device)) for i, s in enumerate(seeds)]
+            return torch.cat(one)
+
         return {name: kernels.photometric(field, change) for name, field in batch.items()}
 
 
@@ -188,5 +216,17 @@ class GeometricCorruption(Corruption[Params]):
         """
 
     def _corrupt(self, batch, severity, seeds, size, device):  # type: ignore[no-untyped-def]
-        coords = self.sampling_coordinates(self.table[severity], SampleStreams(seeds, device), *size, device)
+        params = self.table[severity]
+        if self._image_by_image(device, seeds):
+            try:
+                alone = [{name: f.take(range(i, i + 1)) for name, f in batch.items()} for i in range(len(seeds))]
+            except NotImplementedError:  # a field that cannot be cut into samples: the whole batch at once
+                pass
+            else:
+                moved = [self._warp(one, params, [seed], size, device) for one, seed in zip(alone, seeds)]
+                return {name: type(field).join([one[name] for one in moved]) for name, field in moved[0].items()}
+        return self._warp(batch, params, seeds, size, device)
+
+    def _warp(self, batch, params, seeds, size, device):  # type: ignore[no-untyped-def]
+        coords = self.sampling_coordinates(params, SampleStreams(seeds, device), *size, device)
         return {name: kernels.warp(field, coords) for name, field in batch.items()}

@@ -28,6 +28,10 @@ DEFOCUS_BLUR = SeverityTable(
 class DefocusBlur(PhotometricCorruption[DefocusBlurParams]):
     """Out-of-focus blur: convolution with a (slightly softened) disk."""
 
+    # One dense conv2d over the batch is cheaper than one per image, on CPU too (at 512x512,
+    # image by image took 1.3-1.5x the wall and CPU time of the whole batch, measured interleaved).
+    image_by_image_on_cpu = False
+
     def corrupt_images(
         self, images: torch.Tensor, params: DefocusBlurParams, streams: SampleStreams
     ) -> torch.Tensor:

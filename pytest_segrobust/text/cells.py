@@ -187,8 +187,8 @@ class MixtureCell(Corruption[Any]):
 
 
 def take(batch: dict[str, Field], indices: Sequence[int]) -> dict[str, Field]:
-    """The samples ``indices`` of a batch, every field cut alike (tensors and tuples along the batch)."""
-    return {name: _map_field(f, lambda v: _take(v, indices)) for name, f in batch.items()}
+    """The samples ``indices`` of a batch, every field cut alike (:meth:`Field.take`)."""
+    return {name: f.take(indices) for name, f in batch.items()}
 
 
 def put(batch: dict[str, Field], indices: Sequence[int], part: dict[str, Field]) -> dict[str, Field]:
@@ -198,18 +198,6 @@ def put(batch: dict[str, Field], indices: Sequence[int], part: dict[str, Field])
         values = {x.name: _put(getattr(f, x.name), indices, getattr(part[name], x.name)) for x in dataclasses.fields(f)}  # type: ignore[arg-type]
         out[name] = dataclasses.replace(f, **values)  # type: ignore[type-var]
     return out
-
-
-def _map_field(f: Field, change: Any) -> Field:
-    return dataclasses.replace(f, **{x.name: change(getattr(f, x.name)) for x in dataclasses.fields(f)})  # type: ignore[type-var, arg-type]
-
-
-def _take(value: Any, indices: Sequence[int]) -> Any:
-    if isinstance(value, torch.Tensor):
-        return value[torch.as_tensor(list(indices), dtype=torch.long, device=value.device)]
-    if isinstance(value, (tuple, list)):
-        return type(value)(value[i] for i in indices)
-    return value
 
 
 def _put(value: Any, indices: Sequence[int], part: Any) -> Any:
