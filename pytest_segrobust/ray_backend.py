@@ -125,7 +125,11 @@ class RayBackend:
             raise SegRobustError(f"--segrobust-backend ray needs Ray, which is not installed: {INSTALL_HINT}") from None
         started_ray = not ray.is_initialized()
         if started_ray:
-            ray.init(address=settings.address, include_dashboard=False, configure_logging=False)
+            try:
+                ray.init(address=settings.address, include_dashboard=False, configure_logging=False)
+            except Exception as exc:  # noqa: BLE001 - whatever Ray raised, say which cluster
+                where = f"the cluster at --segrobust-ray-address {settings.address}" if settings.address else "a local instance"
+                raise SegRobustError(f"--segrobust-backend ray: Ray could not start {where}: {type(exc).__name__}: {exc}") from None
         backend = cls(ray, started_ray, len(cells), session.progress_bar)
         try:
             worker = ray.remote(CellWorker).options(

@@ -18,6 +18,7 @@ from tests.test_shards import baselines, take_report
 ray = pytest.importorskip("ray", reason="the Ray backend's tests need Ray: pip install 'pytest-segrobust[ray]'")
 
 RAY = ("--segrobust-backend", "ray")
+REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
@@ -26,6 +27,18 @@ def cluster() -> Iterator[None]:
     ray.init(num_cpus=2, include_dashboard=False, configure_logging=False)
     yield
     ray.shutdown()
+
+
+def test_a_demo_suite_reports_on_ray_as_without_it(pytester: pytest.Pytester, cluster: None) -> None:
+    """The embedded instance demo, compared with its committed baselines: three of its cells."""
+    (pytester.path / "suites").mkdir()
+    shutil.copy(REPO / "suites" / "demo-instance.yaml", pytester.path / "suites")
+    shutil.copytree(REPO / "baselines", pytester.path / "baselines")
+    args = ("--segrobust", "-k", "clean or gaussian_noise and 5 or rotate and 3")
+    run(pytester, *args).assert_outcomes(passed=3, deselected=28)
+    local = take_report(pytester, "segrobust-report-partial")
+    run(pytester, *args, *RAY).assert_outcomes(passed=3, deselected=28)
+    assert take_report(pytester, "segrobust-report-partial") == local
 
 
 def test_the_ray_backend_writes_what_a_local_run_writes(project: pytest.Pytester, cluster: None) -> None:
@@ -59,9 +72,21 @@ def test_k_and_x_select_and_stop_as_without_ray(project: pytest.Pytester, cluste
     assert list(report[0]["run"]["not_run"]) == ALL[2:]
 
 
+def test_a_cell_that_raises_fails_as_without_ray(project: pytest.Pytester, cluster: None) -> None:
+    suite = project.path / "suites" / "bands.yaml"
+    suite.write_text(suite.read_text().replace("factory: segrobust_fakes:red_binner", "factory: segrobust_fakes:crashing_model"))
+    suite.write_text(suite.read_text().replace(", kwargs: {smoothing: 5}", ""))
+    run(project, "--segrobust").assert_outcomes(failed=CELLS)
+    local = take_report(project)
+    result = run(project, "--segrobust", *RAY)
+    result.assert_outcomes(failed=CELLS)
+    assert take_report(project) == local  # each cell's error, as the report shows it
+    # The worker's traceback ends where the model raised.
+    result.stdout.fnmatch_lines(["*in forward*", "*RuntimeError: CUDA out of memory (simulated)"])
+
+
 DYING = """\
 import os
-from pathlib import Path
 
 from segrobust_fakes import RedBinner
 
@@ -126,3 +151,23 @@ def test_cells_whose_actor_died_twice_fail_naming_them(project: pytest.Pytester,
     report = json.loads((project.path / "segrobust-report.json").read_text())
     assert sorted(report["errors"]) == sorted(failed)
     assert report["run"]["not_run"] == {}
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["-n", "2"], "*--segrobust-backend ray spreads the cells over Ray actors itself: it cannot run under pytest-xdist (-n)*"),
+        (["--segrobust-shard", "1/2"], "*--segrobust-backend ray * cannot be combined with --segrobust-shard*"),
+    ],
+    ids=["xdist", "shard"],
+)
+def test_ray_refuses_xdist_and_shards(project: pytest.Pytester, args: list[str], message: str) -> None:
+    result = run(project, "--segrobust", *RAY, *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([message])
+
+
+def test_the_local_backend_never_imports_ray(project: pytest.Pytester) -> None:
+    project.makepyfile(test_plain="import sys\n\ndef test_no_ray():\n    assert 'ray' not in sys.modules\n")
+    result = project.runpytest_subprocess("-p", "no:cacheprovider", "--segrobust-update-baselines", "suites", "test_plain.py")
+    result.assert_outcomes(passed=CELLS + 1)
