@@ -22,7 +22,7 @@ import pytest
 from pytest_segrobust.baselines import CellKey
 from pytest_segrobust.errors import SegRobustError
 from pytest_segrobust.evaluation import CLEAN
-from pytest_segrobust.session import CellFailure
+from pytest_segrobust.session import CellFailure, RemoteCellError
 from pytest_segrobust.stash import SESSION_KEY
 from pytest_segrobust.suite import Suite
 
@@ -103,6 +103,8 @@ class SuiteItem(pytest.Item):
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str | Any:
         # Our own failures carry the whole story; a traceback through the harness would bury it.
+        if isinstance(excinfo.value, RemoteCellError):
+            return excinfo.value.failure
         if isinstance(excinfo.value, (CellFailure, SegRobustError)):
             return str(excinfo.value)
         return super().repr_failure(excinfo, style=style)

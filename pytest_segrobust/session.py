@@ -18,12 +18,14 @@ import logging
 import os
 import sys
 import time
+import traceback
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
+from dataclasses import replace as dataclass_replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from PIL import Image
@@ -76,11 +78,60 @@ from pytest_segrobust.suite import Suite, declared_name, load_suite
 from pytest_segrobust.text.cells import is_visual, modality
 from pytest_segrobust.workbench import Workbench
 
+if TYPE_CHECKING:
+    from pytest_segrobust.ray_backend import RayBackend, RaySettings
+
 logger = logging.getLogger("pytest_segrobust")
 
 
 class CellFailure(AssertionError):
     """A cell fell below its baseline or has none yet; the message says what to do."""
+
+
+class RemoteCellError(SegRobustError):
+    """A cell whose evaluation failed in a remote worker: shown with the worker's traceback.
+
+    Args:
+        message: What went wrong, as the local path records it (the report's error).
+        failure: What the test's failure shows: the message, with the worker's traceback for an
+            error not our own.
+    """
+
+    def __init__(self, message: str, failure: str) -> None:
+        super().__init__(message)
+        self.failure = failure
+
+
+def error_message(exc: BaseException) -> str:
+    """How a cell's error is recorded: our own errors say everything, others are named by type."""
+    return str(exc) if isinstance(exc, SegRobustError) else f"{type(exc).__name__}: {exc}"
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """A cell evaluated by a remote worker, not yet gated: what the worker sends the controller.
+
+    Either the cell's record, gated numbers and results with what the baseline is compared
+    under, or the error that stopped it. Pickled by the backend (the results hold arrays).
+
+    Attributes:
+        nodeid: The cell's pytest node id.
+        conditions: What the suite's numbers are measured under (the datasets' fingerprints).
+        model_fingerprint: The model's fingerprint, ``None`` where it could not be taken.
+        error: Why the cell has no result, as the report shows it.
+        failure: The worker's traceback of an error not our own, shown as the test's failure.
+        cache_counts: Clean results computed and read from the cache, and models built, for this cell.
+    """
+
+    nodeid: str
+    record: CellRecord | None = None
+    observed: dict[str, float] | None = None
+    result: CellResult | None = None
+    conditions: Conditions | None = None
+    model_fingerprint: str | None = None
+    error: str | None = None
+    failure: str | None = None
+    cache_counts: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -211,6 +262,9 @@ class SegRobustSession:
         self._fingerprints: dict[tuple[str, str], str | None] = {}
         self._import_paths: list[str] = []
         self._declared_names: dict[Path, dict[Path, str | None]] = {}
+        # Where cells are evaluated when not in this process (--segrobust-backend ray); set
+        # by the plugin once the run's cells are known.
+        self.backend: RayBackend | None = None
 
     @property
     def progress_bar(self) -> TerminalProgress | None:
@@ -323,15 +377,70 @@ class SegRobustSession:
         """
         __tracebackhide__ = True
         try:
-            with self.in_project(), time_limit(self.options.timeout or suite.timeout, key.label):
-                record, observed, result = self._measure(suite, key, nodeid)
+            if self.backend is not None:
+                record, observed, result = self._adopt(suite, key, self.backend.measurement(nodeid))
+            else:
+                record, observed, result = self._measure_limited(suite, key, nodeid)
         except BaseException as exc:
             if isinstance(exc, Exception):
-                self.errors[nodeid] = str(exc) if isinstance(exc, SegRobustError) else f"{type(exc).__name__}: {exc}"
+                self.errors[nodeid] = error_message(exc)
             raise
         self.records.append(record)
         self._gate(suite, key, observed, record, result)
         return record
+
+    def start_backend(self, cells: list[tuple[str, Suite, CellKey]], settings: RaySettings) -> None:
+        """Send the run's cells (node id, suite, key; in run order) to Ray actors; items then wait for them."""
+        from pytest_segrobust.ray_backend import RayBackend
+
+        self.backend = RayBackend.start(self, cells, settings)
+
+    def stop_backend(self) -> None:
+        """Kill the actors and drop the cells no item took (the run stopped early)."""
+        if self.backend is not None:
+            self.backend.close()
+            self.backend = None
+
+    def measure_cell(self, suite_path: Path, key: CellKey, nodeid: str) -> Measurement:
+        """Evaluate one cell without gating it: what a remote worker sends the controller.
+
+        Never raises for a failed evaluation: the measurement then carries the error, as the
+        local path would have recorded it, and the controller fails the cell with it.
+        """
+        before = self._cache_counts()
+        try:
+            suite = self.suite(suite_path)
+            record, observed, result = self._measure_limited(suite, key, nodeid)
+            conditions, fingerprint = self.bench.conditions(suite), self._model_fingerprint(suite, key.model)
+        except Exception as exc:  # noqa: BLE001 - the controller fails the cell with it
+            # As the local path shows them: our own errors alone, others with their traceback.
+            failure = None if isinstance(exc, SegRobustError) else "".join(traceback.format_exception(exc))
+            measurement = Measurement(nodeid, error=error_message(exc), failure=failure)
+        else:
+            measurement = Measurement(nodeid, record, observed, result, conditions, fingerprint)
+        after = self._cache_counts()
+        return dataclass_replace(measurement, cache_counts={name: after[name] - before.get(name, 0) for name in after})
+
+    def _measure_limited(self, suite: Suite, key: CellKey, nodeid: str) -> tuple[CellRecord, dict[str, float], CellResult]:
+        with self.in_project(), time_limit(self.options.timeout or suite.timeout, key.label):
+            return self._measure(suite, key, nodeid)
+
+    def _adopt(self, suite: Suite, key: CellKey, measured: Measurement) -> tuple[CellRecord, dict[str, float], CellResult]:
+        """A remote worker's measurement of a cell, ready to gate here as if measured here.
+
+        The conditions and the model's fingerprint come with it, so the controller compares
+        with the baseline without building the model or reading the dataset itself.
+        """
+        __tracebackhide__ = True
+        for name, count in measured.cache_counts.items():
+            self.cache_counts[name] = self.cache_counts.get(name, 0) + count
+        if measured.error is not None:
+            raise RemoteCellError(measured.error, measured.failure or measured.error)
+        assert measured.record is not None and measured.observed is not None and measured.result is not None
+        assert measured.conditions is not None
+        self.bench.adopt_conditions(suite, measured.conditions)
+        self._fingerprints.setdefault((str(suite.path), key.model), measured.model_fingerprint)
+        return measured.record, dict(measured.observed), measured.result
 
     @contextmanager
     def in_project(self) -> Iterator[None]:

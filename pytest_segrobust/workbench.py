@@ -124,6 +124,10 @@ class Workbench:
             )
         return self._conditions[key]
 
+    def adopt_conditions(self, suite: Suite, conditions: Conditions) -> None:
+        """Take the suite's conditions as another process measured them (a remote worker's)."""
+        self._conditions.setdefault(str(suite.path), conditions)
+
     # -- evaluations ----------------------------------------------------------------------
 
     def cell(self, suite: Suite, key: CellKey) -> tuple[CellResult, SegmentationDataset, str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
 import textwrap
 from pathlib import Path
@@ -473,6 +474,13 @@ def test_plain_pytest_never_imports_torch(pytester: pytest.Pytester) -> None:
     """Installed, the plugin loads in every project: without --segrobust it must cost nothing."""
     pytester.makepyfile(test_plain="import sys\n\ndef test_no_torch():\n    assert 'torch' not in sys.modules\n")
     pytester.runpytest_subprocess("-p", "no:cacheprovider").assert_outcomes(passed=1)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ray") is not None, reason="Ray is installed here")
+def test_the_ray_backend_without_ray_says_how_to_install_it(project: pytest.Pytester) -> None:
+    result = run(project, "--segrobust", "--segrobust-backend", "ray")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(['*--segrobust-backend ray needs Ray, which is not installed: pip install "pytest-segrobust?ray?"*'])
 
 
 def test_the_fixture_starts_the_engine_on_first_use(project: pytest.Pytester) -> None:

@@ -1,0 +1,222 @@
+"""Evaluate a run's cells on a Ray cluster: ``pytest --segrobust --segrobust-backend ray``.
+
+The pytest process stays the controller: it collects, selects (``-k``, ``--lf``...), gates,
+reports and writes baselines, as without Ray. Only the evaluations move. Once the run's cells
+are known, each (suite, model) gets one actor, a :class:`CellWorker` that builds the model and
+the datasets once and evaluates its cells in the order pytest will run them; each cell's
+:class:`~pytest_segrobust.session.Measurement` comes back as soon as it is done, and the
+cell's item waits for it and gates it (:meth:`RayBackend.measurement`).
+
+An actor whose process dies is restarted once and the cell it was evaluating is retried (Ray's
+``max_restarts`` and ``max_task_retries``); if it dies again, each of its cells without a result
+fails, naming the cell and the actor. When the run stops early (``-x``, Ctrl-C), the actors are
+killed and their outstanding cells dropped, so the report lists them as not run.
+
+Ray is imported here, and only when the backend is chosen.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pytest_segrobust.devices import DeviceChoice
+from pytest_segrobust.errors import SegRobustError
+
+if TYPE_CHECKING:
+    from pytest_segrobust.baselines import CellKey
+    from pytest_segrobust.corruptions import CorruptionRegistry
+    from pytest_segrobust.progress import TerminalProgress
+    from pytest_segrobust.session import Measurement, Options, SegRobustSession
+    from pytest_segrobust.suite import Suite
+
+logger = logging.getLogger("pytest_segrobust")
+
+BACKENDS = ("local", "ray")
+# A dead actor is started again once, and the cell it was running evaluated once more.
+RESTARTS = 1
+INSTALL_HINT = 'pip install "pytest-segrobust[ray]"'
+
+
+@dataclass(frozen=True)
+class RaySettings:
+    """Where and with what each actor runs, parsed from the command line.
+
+    Attributes:
+        address: The cluster to join (``auto``, ``ray://host:10001``...); ``None`` starts a
+            local Ray instance for the run (unless this process is already connected to one).
+        cpus: CPU cores Ray reserves for each actor (its torch threads).
+        gpus: GPUs Ray reserves for each actor; the model goes to ``cuda`` in the actor.
+        device: The run's ``--segrobust-device``, resolved in each actor, on its own machine.
+    """
+
+    address: str | None
+    cpus: float
+    gpus: float
+    device: DeviceChoice
+
+
+class CellWorker:
+    """The body of one actor: one suite's model, built once, evaluating that model's cells.
+
+    Args:
+        options: The run's settings; the device is chosen again here, where the model runs.
+        device: The run's device choice.
+        rootpath: The project's rootdir (the same path on every node: a shared file system).
+        registry: The run's corruptions, as the controller built them.
+    """
+
+    def __init__(self, options: Options, device: DeviceChoice, rootpath: Path, registry: CorruptionRegistry) -> None:
+        from pytest_segrobust.session import SegRobustSession
+
+        local = replace(options, device=device.resolve(None))
+        self.session = SegRobustSession(local, rootpath, registry=registry)
+
+    def measure(self, suite_path: Path, key: CellKey, nodeid: str) -> Measurement:
+        """Evaluate one cell; a failure comes back inside the measurement, never as an exception."""
+        return self.session.measure_cell(suite_path, key, nodeid)
+
+
+@dataclass
+class _Cell:
+    """A submitted cell: its result's reference and the actor evaluating it."""
+
+    ref: Any
+    actor: tuple[str, str]
+    label: str
+
+
+class RayBackend:
+    """The run's actors and the references of the cells they evaluate, by node id.
+
+    Built by :meth:`start`; :meth:`measurement` hands each item its cell's result and
+    :meth:`close` kills what is left.
+    """
+
+    def __init__(self, ray: Any, started_ray: bool, total: int, progress_bar: TerminalProgress | None = None) -> None:
+        self._ray = ray
+        self._progress_bar = progress_bar
+        self._started_ray = started_ray
+        self._cells: dict[str, _Cell] = {}
+        self._actors: dict[tuple[str, str], Any] = {}
+        self._remaining: dict[tuple[str, str], int] = {}
+        self._total = total
+        self._taken = 0
+
+    @classmethod
+    def start(
+        cls, session: SegRobustSession, cells: Sequence[tuple[str, Suite, CellKey]], settings: RaySettings
+    ) -> RayBackend:
+        """Connect to Ray (or start it), create one actor per (suite, model) and submit every cell.
+
+        Args:
+            session: The controller's session (its options, rootdir and corruptions go to the actors).
+            cells: The selected cells as (node id, suite, key), in the order pytest runs them.
+            settings: The cluster and each actor's resources.
+        """
+        try:
+            import ray
+        except ImportError:
+            raise SegRobustError(f"--segrobust-backend ray needs Ray, which is not installed: {INSTALL_HINT}") from None
+        started_ray = not ray.is_initialized()
+        if started_ray:
+            try:
+                ray.init(address=settings.address, include_dashboard=False, configure_logging=False)
+            except Exception as exc:  # noqa: BLE001 - whatever Ray raised, say which cluster
+                where = f"the cluster at --segrobust-ray-address {settings.address}" if settings.address else "a local instance"
+                raise SegRobustError(f"--segrobust-backend ray: Ray could not start {where}: {type(exc).__name__}: {exc}") from None
+        backend = cls(ray, started_ray, len(cells), session.progress_bar)
+        try:
+            worker = ray.remote(CellWorker).options(
+                num_cpus=settings.cpus,
+                num_gpus=settings.gpus,
+                max_restarts=RESTARTS,
+                max_task_retries=RESTARTS,
+                runtime_env={"env_vars": {"PYTHONPATH": _project_path(session)}},
+            )
+            for nodeid, suite, key in cells:
+                group = (str(suite.path), key.model)
+                if group not in backend._actors:
+                    backend._actors[group] = worker.remote(session.options, settings.device, session.rootpath, session.registry)
+                ref = backend._actors[group].measure.remote(suite.path, key, nodeid)
+                backend._cells[nodeid] = _Cell(ref, group, key.label)
+                backend._remaining[group] = backend._remaining.get(group, 0) + 1
+        except BaseException:
+            backend.close()
+            raise
+        logger.info("segrobust: %d cells submitted to %d Ray actors", len(cells), len(backend._actors))
+        return backend
+
+    def measurement(self, nodeid: str) -> Measurement:
+        """Wait for the cell's measurement, showing the run's progress; the actor is released after its last cell.
+
+        Raises:
+            SegRobustError: when the cell was never submitted, or its actor died twice
+                (once restarted and the cell retried) or could not start.
+        """
+        __tracebackhide__ = True
+        cell = self._cells.pop(nodeid, None)
+        if cell is None:
+            raise SegRobustError(f"{nodeid}: the cell was not submitted to Ray when the run started")
+        try:
+            self._wait(cell)
+            return self._ray.get(cell.ref)
+        except self._ray.exceptions.RayError as exc:
+            lines = [line for line in str(exc).splitlines() if line.strip()]
+            raise SegRobustError(
+                f"{cell.label}: the Ray actor of this model gave no result for the cell: {type(exc).__name__}: "
+                f"{lines[0] if lines else 'no detail'} (an actor that dies is restarted once and the cell retried)"
+            ) from None
+        finally:
+            self._taken += 1
+            self._remaining[cell.actor] -= 1
+            if self._remaining[cell.actor] == 0:  # its GPU or cores go to the actors still waiting
+                self._ray.kill(self._actors.pop(cell.actor), no_restart=True)
+
+    def _wait(self, cell: _Cell) -> None:
+        """Block until the cell is done, drawing how many of the run's cells are (on a terminal)."""
+        bar, begun = self._progress_bar, False
+        while not self._ray.wait([cell.ref], timeout=0.5)[0]:
+            if bar is not None:
+                if not begun:
+                    bar.begin(f"{cell.label} on Ray: cells done")
+                    begun = True
+                outstanding = [c.ref for c in self._cells.values()]
+                ready, _ = self._ray.wait(outstanding, num_returns=len(outstanding), timeout=0) if outstanding else ([], [])
+                bar.update(self._taken + len(ready), self._total)
+        if bar is not None and begun:
+            bar.close()
+
+    def close(self) -> None:
+        """Drop the cells no item took (the run stopped) and kill the actors; leave Ray as found."""
+        for cell in self._cells.values():
+            try:
+                self._ray.cancel(cell.ref)
+            except Exception:  # noqa: BLE001,S110 - the actor is killed next: what it still runs stops too
+                pass
+        self._cells.clear()
+        for actor in self._actors.values():
+            self._ray.kill(actor, no_restart=True)
+        self._actors.clear()
+        if self._started_ray:
+            self._ray.shutdown()
+            self._started_ray = False
+
+
+def _project_path(session: SegRobustSession) -> str:
+    """``PYTHONPATH`` for the actors: what makes the project's modules importable here.
+
+    The rootdir and the suites folder (as the session adds them), every import path under
+    the rootdir (pytest's ``pythonpath``, conftest folders) and the caller's own ``PYTHONPATH``,
+    so a factory, a dataset or a corruption registered in the project imports in the actor.
+    """
+    root = session.rootpath.resolve()
+    inside = [entry for entry in sys.path if entry and Path(entry).resolve().is_relative_to(root)]
+    folders = [str(root), str(session.options.suites_dir.resolve()), *inside]
+    folders += [entry for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry]
+    return os.pathsep.join(dict.fromkeys(folders))
