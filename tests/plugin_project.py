@@ -6,7 +6,13 @@ import json
 
 import pytest
 
-DISTRIBUTIONS = {"no-xdist": [], "n0": ["-n", "0"], "n2": ["-n", "2"]}
+# Plugin behaviour that can differ under xdist (the controller gathers, gates and writes what
+# workers measured) is tested both ways. ``-n 0`` is not a third way: with no workers the
+# plugin takes the plain path (tests/test_plugin.py checks that once).
+DISTRIBUTIONS = {"no-xdist": [], "n2": ["-n", "2"]}
+# For tests of what a worker computes the same way as a single process (a model source, a
+# task's numbers, collection of suite files): one run, no xdist.
+SINGLE_PROCESS = pytest.mark.parametrize("dist", [DISTRIBUTIONS["no-xdist"]], ids=["no-xdist"])
 
 SUITE = """\
 name: bands

@@ -14,7 +14,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from pytest_segrobust import __version__
-from tests.plugin_project import CELLS, DISTRIBUTIONS, baseline, run, write_suite
+from tests.plugin_project import CELLS, DISTRIBUTIONS, SINGLE_PROCESS, baseline, run, write_suite
 
 # Single process and the xdist controller: the two places baselines are written from.
 WRITERS = pytest.mark.parametrize("dist", [DISTRIBUTIONS["no-xdist"], DISTRIBUTIONS["n2"]], ids=["no-xdist", "n2"])
@@ -113,7 +113,7 @@ def test_a_full_update_leaves_no_stale_entries_a_partial_one_keeps_them(project:
     assert baseline(project) == clean_file
 
 
-@WRITERS
+@SINGLE_PROCESS
 def test_a_changed_model_is_shown_and_gated_all_the_same(project: pytest.Pytester, dist: list[str]) -> None:
     run(project, "--segrobust-update-baselines").assert_outcomes(passed=CELLS)
     document = baseline(project)

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.plugin_project import run
+from tests.plugin_project import SINGLE_PROCESS, run
 
 SHIFT_SUITE = """\
 name: shift
@@ -34,6 +34,7 @@ def shift_project(project: pytest.Pytester) -> pytest.Pytester:
     return project
 
 
+@SINGLE_PROCESS
 def test_a_shift_suite_with_two_metrics_runs_gates_and_reports(shift_project: pytest.Pytester, dist: list[str]) -> None:
     run(shift_project, "--segrobust-update-baselines", *dist).assert_outcomes(passed=SHIFT_CELLS)
     stored = json.loads((shift_project.path / "baselines" / "shift.json").read_text())
@@ -137,6 +138,7 @@ def test_without_an_adapter_the_error_says_what_was_expected(project: pytest.Pyt
     result.stdout.fnmatch_lines(["*models?binner?: factory conftest:opaque failed: TypeError: expected a SegmentationModel*got Opaque*"])
 
 
+@SINGLE_PROCESS
 def test_suites_in_subfolders_and_named_files_are_collected(project: pytest.Pytester, dist: list[str]) -> None:
     suites = project.path / "suites"
     (suites / "nightly").mkdir()
@@ -177,6 +179,7 @@ batch_size: 3
 """
 
 
+@SINGLE_PROCESS
 def test_a_panoptic_suite_runs_from_yaml_and_rotation_moves_the_segments(project: pytest.Pytester, dist: list[str]) -> None:
     (project.path / "suites" / "bands.yaml").unlink()
     (project.path / "suites" / "panoptic.yaml").write_text(PANOPTIC_SUITE)

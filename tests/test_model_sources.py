@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from tests.fakes import RedBinner
-from tests.plugin_project import run
+from tests.plugin_project import SINGLE_PROCESS, run
 
 pytest.importorskip("onnxruntime", reason="ONNX models need the onnx extra (onnxruntime)")
 pytest.importorskip("onnx", reason="exporting the test's torch model needs the onnx package")
@@ -76,7 +76,7 @@ def sources(project: pytest.Pytester) -> pytest.Pytester:
     return project
 
 
-@pytest.mark.parametrize("dist", [[], ["-n", "2"]], ids=["no-xdist", "n2"])
+@SINGLE_PROCESS
 def test_every_source_gives_the_torch_models_numbers(sources: pytest.Pytester, dist: list[str]) -> None:
     result = run(sources, "--segrobust", "--segrobust-update-baselines", *dist)
     result.assert_outcomes(passed=CELLS)

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from tests.fakes import write_coco_bands
-from tests.plugin_project import CELLS, SUITE, baseline, cached_run, run, write_suite
+from tests.plugin_project import CELLS, SINGLE_PROCESS, SUITE, baseline, cached_run, run, write_suite
 
 
 def test_missing_baseline_is_created_and_fails(project: pytest.Pytester, dist: list[str]) -> None:
@@ -60,6 +60,7 @@ def test_quiet_shortens_the_summary_to_the_verdict_and_the_documents(project: py
     full.stdout.fnmatch_lines(["suite bands:", "wrote *segrobust-report-bands-heatmap.png"])
 
 
+@SINGLE_PROCESS
 def test_regressed_model_fails_with_full_message(project: pytest.Pytester, dist: list[str]) -> None:
     run(project, "--segrobust-update-baselines").assert_outcomes(passed=CELLS)
     before = baseline(project)
@@ -408,6 +409,7 @@ batch_size: 4
 """
 
 
+@SINGLE_PROCESS
 def test_a_coco_format_instance_suite_runs_from_yaml(project: pytest.Pytester, dist: list[str]) -> None:
     """COCO json + PNGs with crowd, an empty image and sparse category ids, scored by mask AP."""
     images, annotations = write_coco_bands(project.path / "coco")
