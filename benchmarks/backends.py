@@ -23,16 +23,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pytest_segrobust.report import without_timing
+
 REPO = Path(__file__).resolve().parents[1]
-TIMING = {"seconds", "environment", "wall_seconds", "started"}
-
-
-def without_timing(data: Any) -> Any:
-    if isinstance(data, dict):
-        return {key: without_timing(value) for key, value in data.items() if key not in TIMING}
-    if isinstance(data, list):
-        return [without_timing(value) for value in data]
-    return data
 
 
 def run(suite: Path, backend: str, cpus: str) -> tuple[float, Any, str]:

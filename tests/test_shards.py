@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from pytest_segrobust import cli
+from pytest_segrobust.report import without_timing
 from pytest_segrobust.shards import ShardCell, ShardSpec, assign_cells
 from tests.plugin_project import CELLS, run
 from tests.test_rerun import ALL, collected
@@ -121,19 +122,10 @@ def test_the_shards_select_disjoint_parts_that_cover_every_cell(project: pytest.
 # -- merging -----------------------------------------------------------------------------------------
 
 # What differs between two runs of the same cells: when, how long, and on what machine.
-TIMING = {"seconds", "environment", "wall_seconds", "started"}
 
 
 def report_json(project: pytest.Pytester, base: str = "segrobust-report") -> Any:
     return without_timing(json.loads((project.path / f"{base}.json").read_text()))
-
-
-def without_timing(data: Any) -> Any:
-    if isinstance(data, dict):
-        return {key: without_timing(value) for key, value in data.items() if key not in TIMING}
-    if isinstance(data, list):
-        return [without_timing(value) for value in data]
-    return data
 
 
 def report_markdown(project: pytest.Pytester, base: str = "segrobust-report") -> str:

@@ -26,6 +26,20 @@ if TYPE_CHECKING:
 REPORT_FORMAT = 1
 
 
+# Fields of the JSON report that say when and how long, not what was measured.
+TIMING_FIELDS = frozenset({"seconds", "environment", "wall_seconds", "started"})
+
+
+def without_timing(data: Any) -> Any:
+    """The JSON report (or any part of it) less its :data:`TIMING_FIELDS`, at any depth: what two
+    runs of the same cells must agree on, whichever way they ran (xdist, shards, Ray)."""
+    if isinstance(data, dict):
+        return {key: without_timing(value) for key, value in data.items() if key not in TIMING_FIELDS}
+    if isinstance(data, list):
+        return [without_timing(value) for value in data]
+    return data
+
+
 class ReportIncomplete(SegRobustError):
     """Some files of the report could not be written; the others were.
 
