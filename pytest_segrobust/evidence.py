@@ -22,7 +22,7 @@ from pytest_segrobust.evaluation import CellResult
 from pytest_segrobust.gate import PairedCheck, paired_checks
 from pytest_segrobust.metrics import METRICS
 from pytest_segrobust.seeding import sample_seed
-from pytest_segrobust.sidecar import Sidecar, SidecarEntry, pack, unpack
+from pytest_segrobust.sidecar import Sidecar, SidecarEntry, pack, sidecar_path, unpack
 from pytest_segrobust.records import CellRecord
 from pytest_segrobust.stats import Change, RunScores, resample_weights
 from pytest_segrobust.suite import Suite
@@ -93,6 +93,7 @@ class Evidence:
         result: CellResult,
         baseline: Path,
         shown: str,
+        store: Path | None = None,
     ) -> tuple[tuple[PairedCheck, ...] | None, str | None, dict[str, Any] | None]:
         """The cell's paired checks, or why they cannot be made (the cell then fails), and the
         headline score of each resample (:func:`aggregate_changes` averages them over cells).
@@ -102,10 +103,15 @@ class Evidence:
             result: This run's results, with their per-image statistics.
             baseline: The baseline JSON; its sidecar holds the stored statistics.
             shown: The baseline JSON as messages show it.
+            store: The folder of the statistics file when it is not beside the JSON
+                (:func:`~pytest_segrobust.sidecar.sidecar_path`).
         """
         policy = suite.gate
         assert policy is not None
-        sidecar = self._sidecars.setdefault(baseline, Sidecar(baseline))
+        path = sidecar_path(baseline, store)
+        if path not in self._sidecars:
+            self._sidecars[path] = Sidecar(baseline, store)
+        sidecar = self._sidecars[path]
         images = result.corrupted.num_images
         weights = self.weights(suite, key, images)
         runs: dict[str, tuple[RunScores, RunScores, RunScores, RunScores]] = {}
@@ -120,7 +126,8 @@ class Evidence:
                 return None, str(exc), None
             if found is None:
                 return None, (
-                    f"{shown} stores this cell's numbers, but its statistics file {sidecar.path.name} has no per-image "
+                    f"{shown} stores this cell's numbers, but its statistics file "
+                    f"{sidecar.path.name if store is None else sidecar.path} has no per-image "
                     f"statistics of {name} for it, which the statistical gate (gate: in the suite) pairs; record them "
                     f"with pytest --segrobust {UPDATE_FLAG}"
                 ), None

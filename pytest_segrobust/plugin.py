@@ -276,6 +276,7 @@ def start_session(config: pytest.Config) -> SegRobustSession:
         report_html=config.getoption("segrobust_report_html"),
         device=device,
         cache_dir=cache.mkdir("segrobust-clean") if use_cache else None,
+        statistics_dir=None if cache is None else cache.mkdir("segrobust-statistics"),
         amp=config.getoption("segrobust_amp"),
         batch_size=config.getoption("segrobust_batch_size"),
         loader_workers=config.getoption("segrobust_loader_workers"),

@@ -141,6 +141,9 @@ class Options:
     Attributes:
         device: Where models, corruptions and metrics run in this process.
         cache_dir: Folder of cached clean results; ``None`` disables the disk cache.
+        statistics_dir: Folder of the statistics files of suites with ``gate: {statistics:
+            cache}`` (in pytest's cache, kept with ``--segrobust-no-cache`` too); ``None``
+            without pytest's cache.
         amp: Run ``nn.Module`` models under autocast.
         batch_size: Overrides every suite's batch size when set.
         loader_workers: Processes reading samples ahead of the model.
@@ -159,6 +162,7 @@ class Options:
     report_html: bool = False
     device: torch.device = torch.device("cpu")
     cache_dir: Path | None = None
+    statistics_dir: Path | None = None
     amp: bool = False
     batch_size: int | None = None
     loader_workers: int = 0
@@ -510,9 +514,14 @@ class SegRobustSession:
         change = None if problem is not None else self._model_change(suite, key.model, baseline)
         paired, missing = None, None
         if suite.gate is not None and stored is not None and problem is None and not self.options.update_baselines:
-            paired, missing, resampled = self.evidence.checks(
-                suite, key, observed, stored, result, baseline.path, self._shown(baseline.path)
-            )
+            try:
+                store = self.statistics_store(suite)
+            except WriteError as exc:
+                paired, missing, resampled = None, str(exc), None
+            else:
+                paired, missing, resampled = self.evidence.checks(
+                    suite, key, observed, stored, result, baseline.path, self._shown(baseline.path), store
+                )
             if resampled is not None:
                 self.resampled[record.nodeid] = resampled
         tolerances, lower_is_better = {}, []
@@ -876,7 +885,8 @@ class SegRobustSession:
         if self.shard is not None:
             self._write_shard(self.shard)
             return
-        for folder in (self.options.report_path.parent, self.options.baselines_dir, self.options.cache_dir):
+        folders = (self.options.report_path.parent, self.options.baselines_dir, self.options.cache_dir, self.options.statistics_dir)
+        for folder in folders:
             if folder is not None:  # what writes killed in an earlier run left behind
                 remove_stale_temporaries(folder)
         self.coverage = self.run_coverage()
@@ -1080,19 +1090,42 @@ class SegRobustSession:
             tool_version=__version__,
         )
         gated = suite_obj is not None and suite_obj.gate is not None
-        if gated or any(w.statistics for w in writes) or sidecar_path(path).exists():
+        store = None if suite_obj is None else self.statistics_store(suite_obj)
+        if gated or any(w.statistics for w in writes) or sidecar_path(path, store).exists():
             entries = [entry for w in ordered for entry in sidecar_entries(w.key, w.statistics)]
-            self._write_sidecar(path, suite, entries, replace_all=any(w.replace_all for w in writes))
+            self._write_sidecar(path, suite, entries, replace_all=any(w.replace_all for w in writes), store=store)
         return update
 
-    def _write_sidecar(self, path: Path, suite: str, entries: list[SidecarEntry], replace_all: bool) -> None:
-        """Store ``entries`` in the statistics file beside the baseline ``path``, keeping only the
-        cells the (just written) JSON still holds: the two files always describe the same cells."""
+    def statistics_store(self, suite: Suite) -> Path | None:
+        """The folder of the suite's statistics file when it is not beside its baseline JSON
+        (``gate: {statistics: cache}``: pytest's cache folder of this machine).
+
+        Raises:
+            WriteError: for statistics kept in the cache by a run without one.
+        """
+        if suite.gate is None or suite.gate.statistics != "cache":
+            return None
+        if self.options.statistics_dir is None:
+            raise WriteError(
+                f"{suite.path}: gate.statistics: cache keeps the baseline's per-image statistics in pytest's cache "
+                "folder, which this run has not (-p no:cacheprovider); run with pytest's cache, "
+                "or set gate.statistics: baselines to keep them beside the baseline"
+            )
+        return self.options.statistics_dir
+
+    def _write_sidecar(
+        self, path: Path, suite: str, entries: list[SidecarEntry], replace_all: bool, store: Path | None = None
+    ) -> None:
+        """Store ``entries`` in the statistics file of the baseline ``path`` (beside it, or in
+        ``store``), keeping only the cells the (just written) JSON still holds: the two files
+        always describe the same cells."""
+        target = sidecar_path(path, store)
         try:
             kept = stored_cells(read_baseline(path))
         except BaselineError as exc:
-            raise WriteError(f"cannot write {sidecar_path(path)}: {exc}") from None
-        write_sidecar(sidecar_path(path), suite, entries, replace_all=replace_all, keep_only=kept)
+            raise WriteError(f"cannot write {target}: {exc}") from None
+        target.parent.mkdir(parents=True, exist_ok=True)
+        write_sidecar(target, suite, entries, replace_all=replace_all, keep_only=kept)
 
     def _report_unused(self, path: Path, suite: str, cells: list[CellKey]) -> None:
         try:

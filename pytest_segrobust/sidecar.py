@@ -43,9 +43,11 @@ SIDECAR_FORMAT = 1
 SUFFIX = ".stats.npz"
 
 
-def sidecar_path(baseline: Path) -> Path:
-    """Where the statistics of the baseline file ``baseline`` live: ``<suite>.stats.npz`` beside it."""
-    return baseline.with_name(baseline.name.removesuffix(".json") + SUFFIX)
+def sidecar_path(baseline: Path, store: Path | None = None) -> Path:
+    """Where the statistics of the baseline file ``baseline`` live: ``<suite>.stats.npz`` beside
+    it, or in the folder ``store`` (a suite's ``gate: {statistics: cache}``)."""
+    name = baseline.name.removesuffix(".json") + SUFFIX
+    return baseline.with_name(name) if store is None else store / name
 
 
 def pack(array: np.ndarray) -> str:
@@ -86,8 +88,8 @@ class Sidecar:
         path: The ``.stats.npz`` file.
     """
 
-    def __init__(self, baseline: Path) -> None:
-        self.path = sidecar_path(baseline)
+    def __init__(self, baseline: Path, store: Path | None = None) -> None:
+        self.path = sidecar_path(baseline, store)
         self._cells: dict[str, dict[str, CellStatistics]] | None = None
 
     def lookup(

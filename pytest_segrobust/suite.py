@@ -73,7 +73,7 @@ _KNOWN_KEYS = {
 }
 REPLAY_PREFIX = "replay-"
 """A replay file's perturbation ``NAME`` is the cell ``replay-NAME``."""
-_GATE_KEYS = ("margin", "confidence", "inconclusive", "multiplicity", "resamples")
+_GATE_KEYS = ("margin", "confidence", "inconclusive", "multiplicity", "resamples", "statistics")
 # The keys of a factory mapping, by where it appears.
 _FACTORY_KEYS = {"dataset": ("factory", "kwargs"), "models": ("name", "factory", "kwargs", "input", "output")}
 _ONNX_KEYS = ("name", "onnx", "input", "output")
@@ -149,6 +149,10 @@ class GatePolicy:
         multiplicity: ``bonferroni`` splits ``1 - confidence`` over every number the suite
             gates; ``none`` gives each its own ``1 - confidence``.
         resamples: Bootstrap resamples per cell.
+        statistics: Where the baseline cells' per-image statistics live: ``baselines``
+            (``<suite>.stats.npz`` beside the JSON, committed with it) or ``cache`` (in
+            pytest's cache folder on this machine only: nothing binary in git, but a machine
+            without the recorded cache cannot gate, and says so).
     """
 
     margin: Tolerance = Tolerance()
@@ -156,6 +160,7 @@ class GatePolicy:
     inconclusive: str = "fail"
     multiplicity: str = "bonferroni"
     resamples: int = 2000
+    statistics: str = "baselines"
 
 
 @dataclass(frozen=True)
@@ -424,6 +429,7 @@ class _Validator:
             inconclusive=self.choice("gate.inconclusive", spec.get("inconclusive", defaults.inconclusive), ("fail", "warn", "pass")),
             multiplicity=self.choice("gate.multiplicity", spec.get("multiplicity", defaults.multiplicity), ("bonferroni", "none")),
             resamples=self.integer("gate.resamples", spec.get("resamples", defaults.resamples), minimum=200),
+            statistics=self.choice("gate.statistics", spec.get("statistics", defaults.statistics), ("baselines", "cache")),
         )
 
     def shifts(self, raw: Any, dataset: FactorySpec) -> Shifts:

@@ -184,6 +184,31 @@ def test_a_statistical_gate_without_stored_statistics_fails_and_says_how_to_reco
     result.stdout.fnmatch_lines(["*has no per-image statistics of miou for it*--segrobust-update-baselines*"])
 
 
+def test_statistics_kept_in_the_cache_gate_on_the_machine_that_recorded_them_and_nowhere_else(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(variants=VARIANTS)
+    pytester.makeini("[pytest]\npythonpath = .\n")
+    write(pytester)
+    suite = pytester.path / "suites" / "glare.yaml"
+    suite.write_text(suite.read_text().replace("  inconclusive: fail\n", "  inconclusive: fail\n  statistics: cache\n"))
+    rotate = ("-k", "rotate", "--segrobust-no-cache")  # no clean-result cache: the statistics' store stays on
+    pytester.runpytest("--segrobust", "--segrobust-update-baselines", "-k", "rotate").assert_outcomes(passed=1)
+    stored = pytester.path / ".pytest_cache" / "d" / "segrobust-statistics" / "glare.stats.npz"
+    assert stored.is_file() and not sidecar_path(pytester.path / "baselines" / "glare.json").exists()
+    assert sorted(read_sidecar(stored)) == ["net::rotate::3"]
+
+    pytester.runpytest("--segrobust", "-k", "rotate").assert_outcomes(passed=1)
+    # Without pytest's cache the run cannot find them, and says which field put them there.
+    result = pytester.runpytest("--segrobust", "-k", "rotate", "-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*glare.yaml: gate.statistics: cache keeps the baseline's per-image statistics*"])
+    stored.unlink()  # a machine that did not record them
+    result = pytester.runpytest("--segrobust", *rotate)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([f"*statistics file {stored} has no per-image statistics of miou*"])
+
+
 # -- the sidecar ------------------------------------------------------------------------------
 
 
@@ -276,6 +301,7 @@ severities: [1, 3]
         ("gate: {inconclusive: maybe}\n", "field 'gate.inconclusive': expected one of fail, warn, pass"),
         ("gate: {resamples: 10}\n", "field 'gate.resamples'"),
         ("gate: {alpha: 0.05}\n", "field 'gate.alpha': unknown field"),
+        ("gate: {statistics: git}\n", "field 'gate.statistics': expected one of baselines, cache"),
         ("metric: boundary_iou\ngate: {}\n", "metric boundary_iou keeps no per-image statistics"),
     ],
 )
