@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 
 from pytest_segrobust.corruptions.base import Corruption, GeometricCorruption, whole_batches
 from pytest_segrobust.corruptions.functional import sample_nearest
@@ -163,9 +163,17 @@ def properties_for(corruption: Corruption[Any]) -> list[Property]:
     return props
 
 
-def check_property(prop: Property, corruption: Corruption[Any], max_examples: int | None = None) -> None:
-    """Run one property under hypothesis (the active settings profile, or ``max_examples``)."""
-    overrides = {} if max_examples is None else {"max_examples": max_examples}
+def check_property(
+    prop: Property, corruption: Corruption[Any], max_examples: int | None = None, *, shrink: bool = True
+) -> None:
+    """Run one property under hypothesis (the active settings profile, or ``max_examples``).
+
+    ``shrink=False`` reports the first failing example as found instead of searching for the
+    smallest one (hypothesis' shrink phase), when only whether it fails matters.
+    """
+    overrides: dict[str, Any] = {} if max_examples is None else {"max_examples": max_examples}
+    if not shrink:
+        overrides["phases"] = [phase for phase in Phase if phase not in (Phase.shrink, Phase.explain)]
 
     @settings(deadline=None, suppress_health_check=[HealthCheck.too_slow], **overrides)
     @given(batch=batches(), severity=severities)
