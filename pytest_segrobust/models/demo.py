@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib.resources
 import io
+from typing import TypeVar
 
 import torch
 import torch.nn.functional as F
@@ -26,6 +27,7 @@ from pytest_segrobust.models.components import ComponentInstances, ComponentPano
 # Located relative to this package, so the weights folder needs no __init__.py.
 WEIGHTS_PACKAGE = "pytest_segrobust.models"
 WEIGHTS_PATH = ("weights", "tiny_unet.pt")
+M = TypeVar("M", bound=nn.Module)
 DEFAULT_WIDTHS: tuple[int, ...] = (16, 32, 48, 64)
 # Regions smaller than this are mostly specks of misclassified texture, not objects. Clean AP
 # is the same for 1 to 16; under noise, 4 keeps about half as many specks as 1 does.
@@ -134,9 +136,18 @@ def tiny_unet(weights: str | None = None, device: str = "cpu") -> TinyUNet:
     Raises:
         FileNotFoundError: When the weights file does not exist.
     """
-    model = TinyUNet()
+    return load_weights(TinyUNet(), weights, WEIGHTS_PATH, device)
+
+
+def load_weights(model: M, weights: str | None, shipped: tuple[str, str], device: str) -> M:
+    """``model`` with the state dict of the file ``weights``, or of the file ``shipped`` (folder,
+    name) in the package when ``weights`` is ``None``; in eval mode, on ``device``.
+
+    Raises:
+        FileNotFoundError: When the weights file does not exist.
+    """
     if weights is None:
-        folder, filename = WEIGHTS_PATH
+        folder, filename = shipped
         resource = importlib.resources.files(WEIGHTS_PACKAGE) / folder / filename
         # Read through the resource API so that zipped installs work too.
         state = torch.load(io.BytesIO(resource.read_bytes()), map_location="cpu", weights_only=True)

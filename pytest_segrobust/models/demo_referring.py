@@ -29,8 +29,6 @@ only, so the model is fragile under both visual corruptions and text perturbatio
 
 from __future__ import annotations
 
-import importlib.resources
-import io
 import math
 import re
 import zlib
@@ -42,7 +40,7 @@ from torch import nn
 
 from pytest_segrobust.data.demo import CLASS_NAMES
 from pytest_segrobust.models.components import connected_components
-from pytest_segrobust.models.demo import DEFAULT_WIDTHS, WEIGHTS_PACKAGE, TinyUNet
+from pytest_segrobust.models.demo import DEFAULT_WIDTHS, TinyUNet, load_weights
 
 WEIGHTS_PATH = ("weights", "tiny_referring.pt")
 TEXT_BUCKETS = 1024
@@ -286,12 +284,4 @@ def tiny_referring(weights: str | None = None, device: str = "cpu") -> TinyRefer
     Raises:
         FileNotFoundError: When the weights file does not exist.
     """
-    model = TinyReferringNet()
-    if weights is None:
-        folder, filename = WEIGHTS_PATH
-        resource = importlib.resources.files(WEIGHTS_PACKAGE) / folder / filename
-        state = torch.load(io.BytesIO(resource.read_bytes()), map_location="cpu", weights_only=True)
-    else:
-        state = torch.load(weights, map_location="cpu", weights_only=True)
-    model.load_state_dict(state)
-    return model.eval().to(device)
+    return load_weights(TinyReferringNet(), weights, WEIGHTS_PATH, device)
