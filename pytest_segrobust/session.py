@@ -244,6 +244,8 @@ class SegRobustSession:
         self.written: list[Path] = []
         # What went wrong while writing at the end of the run; each fails the run.
         self.problems: list[str] = []
+        # Worst cells described for the report, by (model row, cell node id): each evaluated once.
+        self._described: dict[tuple[str, str], tuple[dict[str, Any], Image.Image | None]] = {}
         self.cache_counts = {"hits": 0, "misses": 0, "uncached": 0}
         # What this run collected and selected, and why it stopped: see :meth:`run_coverage`.
         self.expected: list[str] = []
@@ -1001,33 +1003,16 @@ class SegRobustSession:
     def _worst_expressions(self, suite: Suite, entry: dict[str, Any]) -> dict[str, Any]:
         """For each model of a referring suite: in its worst cell that perturbs text (lowest γr), the
         samples whose score fell most, with their clean and perturbed expressions."""
-        worst: dict[str, Any] = {}
-        for row, model_entry in entry["models"].items():
-            records = [CellRecord.from_json(c) for c in model_entry["cells"]]
-            cell = worst_cell([r for r in records if modality(r.category) != "visual"])
-            if cell is None:
-                continue
-            try:
-                info, _ = self._describe_worst(suite, cell, row)
-            except Exception as exc:  # noqa: BLE001 - a table must never cost the report
-                self.problems.append(f"no worst expressions for {suite.name} {row}: {type(exc).__name__}: {exc}")
-                continue
-            worst[row] = info
-        return worst
+        def text(records: list[CellRecord]) -> list[CellRecord]:
+            return [r for r in records if modality(r.category) != "visual"]
+
+        return {row: info for row, info, _ in self._worst_per_model(suite, entry, text, "worst expressions")}
 
     def _worst_images(self, suite: Suite, entry: dict[str, Any]) -> dict[str, Image.Image]:
         """For each model (row) of a reported suite: its worst cell's images that lost most."""
         worst: dict[str, Any] = {}
         pictures: dict[str, Image.Image] = {}
-        for row, model_entry in entry["models"].items():
-            cell = worst_cell([CellRecord.from_json(c) for c in model_entry["cells"]])
-            if cell is None:
-                continue
-            try:
-                info, picture = self._describe_worst(suite, cell, row)
-            except Exception as exc:  # noqa: BLE001 - a figure must never cost the report
-                self.problems.append(f"no worst images for {suite.name} {row}: {type(exc).__name__}: {exc}")
-                continue
+        for row, info, picture in self._worst_per_model(suite, entry, list, "worst images"):
             if picture is not None:
                 kind = "worst-" + ("".join(c if c.isalnum() or c in "._-" else "-" for c in row).strip("-") or "model")
                 info["figure"] = kind if kind not in pictures else f"{kind}-{len(pictures)}"
@@ -1035,6 +1020,30 @@ class SegRobustSession:
             worst[row] = info
         entry["worst_images"] = worst
         return pictures
+
+    def _worst_per_model(
+        self,
+        suite: Suite,
+        entry: dict[str, Any],
+        candidates: Callable[[list[CellRecord]], list[CellRecord]],
+        what: str,
+    ) -> Iterator[tuple[str, dict[str, Any], Image.Image | None]]:
+        """Each model's worst cell among ``candidates`` of its cells, described
+        (:meth:`_describe_worst`, once per cell and model even when asked twice); a cell that
+        cannot be described is a problem of the report, named with ``what``, never its failure."""
+        for row, model_entry in entry["models"].items():
+            cell = worst_cell(candidates([CellRecord.from_json(c) for c in model_entry["cells"]]))
+            if cell is None:
+                continue
+            key = (row, cell.nodeid)
+            try:
+                if key not in self._described:
+                    self._described[key] = self._describe_worst(suite, cell, row)
+                info, picture = self._described[key]
+            except Exception as exc:  # noqa: BLE001 - a table or figure must never cost the report
+                self.problems.append(f"no {what} for {suite.name} {row}: {type(exc).__name__}: {exc}")
+                continue
+            yield row, dict(info), picture
 
     def _flush_baselines(self) -> None:
         """Write each suite's pending cells into its file, and say what changed and what is unused.
