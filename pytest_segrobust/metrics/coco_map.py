@@ -30,10 +30,11 @@ import torch
 from pytest_segrobust.data.base import instance_categories
 from pytest_segrobust.errors import DatasetError, ModelOutputError
 from pytest_segrobust.metrics.base import Metric, MetricResult, Reduction
+from pytest_segrobust.metrics.coco_masks import GROUND_TRUTH, EncodingCache, encode_masks
 from pytest_segrobust.metrics.coco_matches import match_rows, resampled_map
 from pytest_segrobust.metrics.registry import register_metric
 from pytest_segrobust.models.base import InstancePredictions
-from pytest_segrobust.types import Batch, InstanceMasks, InstanceTarget, SampleIndex, boxes_from_masks, field_of
+from pytest_segrobust.types import Batch, InstanceMasks, InstanceTarget, SampleIndex, field_of
 
 _LOG = logging.getLogger(__name__)
 
@@ -81,12 +82,19 @@ class CocoMAP:
             is the ``k``-th category in id order.
         iou_types: ``("segm",)`` or ``("segm", "bbox")``; the first entry is reported at the top
             level of :class:`MAPResult`, box AP under ``bbox``.
+        encodings: Where ground-truth encodings are kept across instances (default: the
+            process's, :data:`~pytest_segrobust.metrics.coco_masks.GROUND_TRUTH`).
 
     Raises:
         ImportError: when faster-coco-eval or pycocotools is missing.
     """
 
-    def __init__(self, categories: Sequence[dict[str, Any]], iou_types: Sequence[str] = ("segm",)) -> None:
+    def __init__(
+        self,
+        categories: Sequence[dict[str, Any]],
+        iou_types: Sequence[str] = ("segm",),
+        encodings: EncodingCache = GROUND_TRUTH,
+    ) -> None:
         _coco_libraries()
         if not categories:
             raise ValueError("CocoMAP needs at least one category")
@@ -102,6 +110,7 @@ class CocoMAP:
         self.ground_truths: list[dict[str, Any]] = []
         self.detections: list[dict[str, Any]] = []
         self._image_ids: set[int] = set()
+        self.encodings = encodings
 
     def reset(self) -> None:
         self.images, self.ground_truths, self.detections = [], [], []
@@ -154,40 +163,33 @@ class CocoMAP:
             raise ModelOutputError(f"{where}: model returned NaN or infinite instance scores")
 
         _, mask_utils = _coco_libraries()
-        target_rles = _encode(mask_utils, targets.masks)
+        # The ground truth's encoding is looked up by its bits: the same masks in another cell
+        # (a photometric corruption leaves them as they are) are encoded once per process.
+        truths = self.encodings.encode(mask_utils, targets.masks)
+        found = encode_masks(mask_utils, predictions.masks)
         target_boxes = targets.boxes.detach().double().cpu().tolist()
         crowd = targets.iscrowd.detach().cpu().tolist()
-        # COCO's area of a ground truth is its mask area; it decides the area range.
-        target_areas = targets.masks.detach().flatten(1).sum(dim=1).cpu().tolist()
-        predicted_rles = _encode(mask_utils, predictions.masks)
-        predicted_boxes = boxes_from_masks(predictions.masks.detach().cpu()).double().tolist()
 
         self.images.append({"id": image_id, "height": size[0], "width": size[1]})
         self._image_ids.add(image_id)
+        # COCO's area of a ground truth is its mask area; it decides the area range.
         for category_id, rle, area, (x0, y0, x1, y1), is_crowd in zip(
-            target_categories, target_rles, target_areas, target_boxes, crowd
+            target_categories, truths.rles(), truths.areas, target_boxes, crowd
         ):
             self.ground_truths.append(
                 {
                     "image_id": image_id,
                     "category_id": category_id,
                     "segmentation": rle,
-                    "area": int(area),
+                    "area": area,
                     "bbox": [x0, y0, x1 - x0, y1 - y0],
                     "iscrowd": int(bool(is_crowd)),
                 }
             )
-        for category_id, rle, (x0, y0, x1, y1), score in zip(
-            predicted_categories, predicted_rles, predicted_boxes, scores.tolist()
-        ):
+        # A detection's box is the tight box of its mask, as COCO derives it from the RLE.
+        for category_id, rle, box, score in zip(predicted_categories, found.rles(), found.boxes, scores.tolist()):
             self.detections.append(
-                {
-                    "image_id": image_id,
-                    "category_id": category_id,
-                    "segmentation": rle,
-                    "bbox": [x0, y0, x1 - x0, y1 - y0],
-                    "score": score,
-                }
+                {"image_id": image_id, "category_id": category_id, "segmentation": rle, "bbox": list(box), "score": score}
             )
 
     def merge(self, other: CocoMAP) -> None:
@@ -308,22 +310,6 @@ def _summarize(evaluation: Any, names: list[str]) -> MAPResult:
 
     per_class = {name: mean_valid(precision[:, :, index]) for index, name in enumerate(names)}
     return MAPResult(headline(precision), headline(at(0.5)), headline(at(0.75)), per_class)
-
-
-def _encode(mask_utils: ModuleType, masks: torch.Tensor) -> list[dict[str, Any]]:
-    """Compressed RLEs of binary masks, counts as ``str`` so that they serialise as JSON.
-
-    Shape:
-        masks: ``(N, H, W)``.
-    """
-    if masks.shape[0] == 0:
-        return []
-    # pycocotools reads masks column-major: (H, W, N) in Fortran order.
-    stacked = np.asfortranarray(masks.detach().cpu().numpy().astype(np.uint8).transpose(1, 2, 0))
-    return [
-        {"size": [int(v) for v in rle["size"]], "counts": rle["counts"].decode("ascii")}
-        for rle in mask_utils.encode(stacked)
-    ]
 
 
 def _copy_geometry(geometry: Any) -> Any:
