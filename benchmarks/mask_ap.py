@@ -103,7 +103,9 @@ class Direct:
         self.truths: list[dict] = []
         self.found: list[dict] = []
 
-    def update(self, image_id: int, height: int, width: int, target: InstanceTarget, predicted: InstancePredictions) -> None:
+    def update(
+        self, image_id: int, height: int, width: int, target: InstanceTarget, predicted: InstancePredictions
+    ) -> None:
         self.images.append({"id": image_id, "height": height, "width": width})
         truths = mask_utils.encode(np.asfortranarray(target.masks.numpy().transpose(1, 2, 0).astype(np.uint8)))
         areas = mask_utils.area(truths)
@@ -140,7 +142,9 @@ class Ours:
         self.metric.coco.encodings = encodings
         self.statistics = statistics
 
-    def update(self, image_id: int, height: int, width: int, target: InstanceTarget, predicted: InstancePredictions) -> None:
+    def update(
+        self, image_id: int, height: int, width: int, target: InstanceTarget, predicted: InstancePredictions
+    ) -> None:
         batch = {
             "index": SampleIndex((image_id,), (str(image_id),)),
             "instances": InstanceMasks((target,), height, width),
@@ -211,7 +215,10 @@ def main() -> None:
         for name, (seconds, ap) in one_round(args, ways).items():
             times[name].append(seconds)
             aps[name] = ap
-    print(f"{args.images} images of {args.height}x{args.width}, {CATEGORIES} categories, {args.repeats} rounds; one torch thread")
+    print(
+        f"{args.images} images of {args.height}x{args.width}, {CATEGORIES} categories, {args.repeats} rounds; "
+        "one torch thread"
+    )
     print("| way | min (s) | median (s) | min / direct | mask AP |")
     print("|---|---:|---:|---:|---:|")
     for name in ways:
@@ -223,7 +230,8 @@ def main() -> None:
             raise SystemExit(f"{name} gives mask AP {ap}, faster-coco-eval {aps['direct']}")
     if args.profile:
         profiler = cProfile.Profile()
-        one_round(args, {"ours+stats, first cell": lambda: Ours(categories, EncodingCache(), statistics=True)}, profiler)
+        first = {"ours+stats, first cell": lambda: Ours(categories, EncodingCache(), statistics=True)}
+        one_round(args, first, profiler)
         text = io.StringIO()
         pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(15)
         print("\nours+stats, first cell, one round, by own time (cProfile):")

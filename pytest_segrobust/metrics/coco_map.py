@@ -29,8 +29,9 @@ import torch
 
 from pytest_segrobust.data.base import instance_categories
 from pytest_segrobust.errors import DatasetError, ModelOutputError
+from pytest_segrobust.metrics import coco_masks
 from pytest_segrobust.metrics.base import Metric, MetricResult, Reduction
-from pytest_segrobust.metrics.coco_masks import GROUND_TRUTH, EncodingCache, encode_masks
+from pytest_segrobust.metrics.coco_masks import EncodingCache, encode_masks
 from pytest_segrobust.metrics.coco_matches import match_rows, resampled_map
 from pytest_segrobust.metrics.registry import register_metric
 from pytest_segrobust.models.base import InstancePredictions
@@ -93,7 +94,7 @@ class CocoMAP:
         self,
         categories: Sequence[dict[str, Any]],
         iou_types: Sequence[str] = ("segm",),
-        encodings: EncodingCache = GROUND_TRUTH,
+        encodings: EncodingCache | None = None,
     ) -> None:
         _coco_libraries()
         if not categories:
@@ -110,7 +111,7 @@ class CocoMAP:
         self.ground_truths: list[dict[str, Any]] = []
         self.detections: list[dict[str, Any]] = []
         self._image_ids: set[int] = set()
-        self.encodings = encodings
+        self.encodings = coco_masks.GROUND_TRUTH if encodings is None else encodings
 
     def reset(self) -> None:
         self.images, self.ground_truths, self.detections = [], [], []
@@ -189,7 +190,13 @@ class CocoMAP:
         # A detection's box is the tight box of its mask, as COCO derives it from the RLE.
         for category_id, rle, box, score in zip(predicted_categories, found.rles(), found.boxes, scores.tolist()):
             self.detections.append(
-                {"image_id": image_id, "category_id": category_id, "segmentation": rle, "bbox": list(box), "score": score}
+                {
+                    "image_id": image_id,
+                    "category_id": category_id,
+                    "segmentation": rle,
+                    "bbox": list(box),
+                    "score": score,
+                }
             )
 
     def merge(self, other: CocoMAP) -> None:
