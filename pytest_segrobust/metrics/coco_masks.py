@@ -18,7 +18,6 @@ pycocotools is an optional dependency (the ``coco`` extra); callers hand its ``m
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -78,10 +77,15 @@ def encode_masks(mask_utils: ModuleType, masks: torch.Tensor) -> EncodedMasks:
     Shape:
         masks: ``(N, H, W)``.
     """
-    count, height, width = (int(v) for v in masks.shape)
+    return _encode_planes(mask_utils, _uint8_planes(masks))
+
+
+def _encode_planes(mask_utils: ModuleType, planes: np.ndarray) -> EncodedMasks:
+    """:func:`encode_masks` of ``(N, H, W)`` C-ordered ``uint8`` 0/1 planes."""
+    count, height, width = planes.shape
     if count == 0:
         return EncodedMasks((height, width), (), (), ())
-    rles = mask_utils.encode(column_major(masks))
+    rles = mask_utils.encode(column_major(planes))
     return EncodedMasks(
         (height, width),
         tuple(rle["counts"].decode("ascii") for rle in rles),
@@ -90,16 +94,15 @@ def encode_masks(mask_utils: ModuleType, masks: torch.Tensor) -> EncodedMasks:
     )
 
 
-def column_major(masks: torch.Tensor) -> np.ndarray:
+def column_major(planes: np.ndarray) -> np.ndarray:
     """Masks as pycocotools reads them: ``(H, W, N)`` ``uint8`` in Fortran order, one copy.
 
     That layout is each ``(H, W)`` mask transposed. OpenCV's transpose (when installed)
     is several times faster than numpy's strided copy; both give the same bytes.
 
     Shape:
-        masks: ``(N, H, W)``; return: ``(H, W, N)``.
+        planes: ``(N, H, W)``, ``uint8``, C order; return: ``(H, W, N)``.
     """
-    planes = _uint8_planes(masks)  # (N, H, W), C order
     cv2 = opencv()
     if cv2 is None:
         return np.asfortranarray(planes.transpose(1, 2, 0))
@@ -143,21 +146,23 @@ class EncodingCache:
         self._kept: dict[bytes, EncodedMasks] = {}
 
     def encode(self, mask_utils: ModuleType, masks: torch.Tensor) -> EncodedMasks:
-        """:func:`encode_masks` of ``masks``, from memory when these very bits were encoded before."""
-        return self.get(masks, lambda: encode_masks(mask_utils, masks))
+        """:func:`encode_masks` of ``masks``, from memory when these very bits were encoded before
+        (kept for the next time if it fits the budget).
 
-    def get(self, masks: torch.Tensor, compute: Callable[[], EncodedMasks]) -> EncodedMasks:
-        """The encoding kept for ``masks``, else ``compute()`` (kept if it fits the budget)."""
-        if self.budget == 0 or masks.shape[0] == 0:
+        Shape:
+            masks: ``(N, H, W)``.
+        """
+        planes = _uint8_planes(masks)
+        if self.budget == 0 or planes.shape[0] == 0:
             self.misses += 1
-            return compute()
-        key = digest(masks)
+            return _encode_planes(mask_utils, planes)
+        key = digest(planes)
         found = self._kept.get(key)
         if found is not None:
             self.hits += 1
             return found
         self.misses += 1
-        encoded = compute()
+        encoded = _encode_planes(mask_utils, planes)
         size = encoded.nbytes()
         if self.used + size <= self.budget:
             self.used += size
@@ -168,15 +173,15 @@ class EncodingCache:
         return len(self._kept)
 
 
-def digest(masks: torch.Tensor) -> bytes:
-    """BLAKE2b of binary masks' shape and bits (nonzero is 1): equal digests, equal masks.
+def digest(planes: np.ndarray) -> bytes:
+    """BLAKE2b of binary masks' shape and bits: equal digests, equal masks.
 
     Shape:
-        masks: ``(N, H, W)``.
+        planes: ``(N, H, W)``, ``uint8`` 0/1, C order.
     """
     hasher = hashlib.blake2b(digest_size=20)
-    hasher.update(np.asarray(masks.shape, dtype=np.int64).tobytes())
-    hasher.update(np.packbits(_uint8_planes(masks)).data)
+    hasher.update(np.asarray(planes.shape, dtype=np.int64).tobytes())
+    hasher.update(np.packbits(planes).data)
     return hasher.digest()
 
 
