@@ -7,6 +7,10 @@ whose mask is a compressed RLE with its counts as ``str``. That keeps the state 
 per pixel) and mergeable by concatenation. ``compute`` hands the records to
 faster-coco-eval, a C++ re-implementation of ``COCOeval`` that gives the same numbers.
 
+Masks become RLEs in :mod:`pytest_segrobust.metrics.coco_masks`, with the areas and boxes
+read off the RLEs; the ground truth's encodings are kept by content across the process's
+evaluations, so the cells of a model that leave the ground truth in place encode it once.
+
 Labels are contiguous: label ``k`` (1-based) is the ``k``-th category in id order, which is
 how :class:`pytest_segrobust.data.coco.CocoInstances` numbers its classes, so a model's
 labels and the dataset's targets go through the same table.
