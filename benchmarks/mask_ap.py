@@ -1,6 +1,6 @@
 """COCO mask AP: our metric next to faster-coco-eval called directly, on the same masks.
 
-    python benchmarks/mask_ap.py [--images 500] [--height 480] [--width 640] [--repeats 3] [--profile]
+    python benchmarks/mask_ap.py [--images 500] [--height 480] [--width 640] [--repeats 3] [--profile] [--no-opencv]
 
 The data is a COCO-like synthetic set made here, deterministically: per image about
 ``--instances`` ground-truth instances (ellipses and rectangles of 80 categories, one in 30 a
@@ -25,7 +25,8 @@ machine slows them alike (their order rotates from image to image):
 
 Mask generation is not timed. Each way's time is the sum of its per-image work and its final
 evaluation; ``--repeats`` rounds give min and median. ``--profile`` adds a cProfile summary of
-one more round of ``ours+stats`` in a first cell: where our time goes.
+one more round of ``ours+stats`` in a first cell: where our time goes. ``--no-opencv`` times
+ours as an install without OpenCV runs it (numpy transposes the masks for pycocotools).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ import torch
 from faster_coco_eval import COCO, COCOeval_faster
 from pycocotools import mask as mask_utils
 
+from pytest_segrobust.metrics import coco_masks
 from pytest_segrobust.metrics.base import MetricContext
 from pytest_segrobust.metrics.coco_map import MaskAP
 from pytest_segrobust.metrics.coco_masks import EncodingCache
@@ -195,7 +197,10 @@ def main() -> None:
     parser.add_argument("--instances", type=float, default=7.0, help="mean ground-truth instances per image")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--profile", action="store_true", help="profile one more round of ours+stats (first cell)")
+    parser.add_argument("--no-opencv", action="store_true", help="ours as without OpenCV installed (numpy's transpose)")
     args = parser.parse_args()
+    if args.no_opencv:
+        coco_masks.opencv = lambda: None
     torch.set_num_threads(1)
     categories = [{"id": k, "name": f"category {k}", "supercategory": "thing"} for k in range(1, CATEGORIES + 1)]
     # A model's first cell encodes the ground truth (an empty cache each round); its later
@@ -217,7 +222,7 @@ def main() -> None:
             aps[name] = ap
     print(
         f"{args.images} images of {args.height}x{args.width}, {CATEGORIES} categories, {args.repeats} rounds; "
-        "one torch thread"
+        f"one torch thread; ours {'without' if coco_masks.opencv() is None else 'with'} OpenCV"
     )
     print("| way | min (s) | median (s) | min / direct | mask AP |")
     print("|---|---:|---:|---:|---:|")
