@@ -26,6 +26,13 @@ copying from the cache) and decoding, collating onto the device, corrupting, the
 ``predict``, checking the predictions, updating and computing the metrics. Those runs are
 apart from the timed ones because on a GPU each phase waits for the device.
 
+``--keep-memory`` tells glibc's allocator (Linux) to serve every allocation from a heap it
+never gives back to the system, as ``MALLOC_MMAP_THRESHOLD_``, ``MALLOC_TRIM_THRESHOLD_``
+and ``MALLOC_TOP_PAD_`` would: by default each large tensor is a fresh ``mmap`` whose pages
+fault in (and are zeroed) on first touch, which at 512x512 costs the model and the harness
+alike tens of thousands of page faults per image. The option shows that cost apart; it
+changes the whole process, bare runs included.
+
 Images are demo scenes rendered at ``--size`` and written as PNG files read through
 ``SemanticFolder``, so reading and decoding cost what they cost for a real dataset.
 Models: ``tiny`` (the demo's U-Net, the worst case: almost no compute), ``wide`` (the
@@ -33,11 +40,14 @@ same U-Net 8x wider) and ``segformer-b0`` (SegFormer-B0's architecture with rand
 weights through the transformers adapter; needs the ``transformers`` extra).
 
     python benchmarks/overhead.py [--model segformer-b0] [--images 16] [--size 512] [--repeats 5] [--phases]
+                                  [--threads 2] [--keep-memory]
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
+import ctypes.util
 import statistics
 import tempfile
 import time
@@ -101,6 +111,15 @@ def build_model(name: str, device: torch.device, folder: Path) -> Any:
     return load_transformers(checkpoint, task="semantic", device=device, class_names=names, label_map=None, allow_download=False)
 
 
+def keep_memory() -> None:
+    """Large allocations from glibc's heap, never trimmed back to the system (see the module docstring)."""
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+    m_trim_threshold, m_top_pad, m_mmap_threshold = -1, -2, -3  # glibc's mallopt parameters
+    for parameter, value in ((m_mmap_threshold, 2**31 - 1), (m_trim_threshold, 2**31 - 1), (m_top_pad, 2**30)):
+        if not libc.mallopt(parameter, value):
+            raise SystemExit("--keep-memory: mallopt failed (it needs glibc)")
+
+
 def timed(run: Callable[[], object], device: torch.device) -> float:
     start = clock(device)
     run()
@@ -138,7 +157,11 @@ def main() -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, default=0, help="torch's (and OpenCV's) threads; 0: torch's default")
     parser.add_argument("--phases", action="store_true", help="also print where each harness run's time goes")
+    parser.add_argument("--keep-memory", action="store_true", help="no page faults from glibc giving memory back")
     args = parser.parse_args()
+
+    if args.keep_memory:
+        keep_memory()
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -200,7 +223,8 @@ def main() -> None:
 
     print(
         f"model {args.model} on {device}, {args.images} PNG images of {args.size}x{args.size}, batch {args.batch}, "
-        f"{args.repeats} interleaved repeats, torch threads {torch.get_num_threads()}\n"
+        f"{args.repeats} interleaved repeats, torch threads {torch.get_num_threads()}"
+        f"{', glibc heap kept (--keep-memory)' if args.keep_memory else ''}\n"
     )
     print("| run | min ms/img | median ms/img | overhead (min) | overhead (median) |")
     print("|---|---:|---:|---:|---:|")
