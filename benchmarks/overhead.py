@@ -16,7 +16,9 @@ process, at equal work in two pairs:
 over (c) is the same at equal work when the files are read as well. Each repeat runs all
 the runs in alternating order (forwards, then backwards) so that a slow phase of a shared
 machine hits them alike; the table gives min and median milliseconds per image and the
-overheads of the minima (noise only ever adds time) and of the medians. A corrupted cell
+overheads of the minima (noise only ever adds time) and of the medians, in wall time and
+again in the process's CPU time (which a busy machine inflates less: time spent waiting for
+a core is not counted, though threads spinning at barriers are). A corrupted cell
 (cache warm) is timed the same way and its corruption's time is taken out, since that is
 work the harness exists to do, not overhead.
 
@@ -120,10 +122,11 @@ def keep_memory() -> None:
             raise SystemExit("--keep-memory: mallopt failed (it needs glibc)")
 
 
-def timed(run: Callable[[], object], device: torch.device) -> float:
-    start = clock(device)
+def timed(run: Callable[[], object], device: torch.device) -> tuple[float, float]:
+    """Wall seconds and this process's CPU seconds (all its threads) of ``run()``."""
+    start, cpu = clock(device), time.process_time()
     run()
-    return clock(device) - start
+    return clock(device) - start, time.process_time() - cpu
 
 
 def overhead(times: list[float], reference: list[float]) -> str:
@@ -133,10 +136,27 @@ def overhead(times: list[float], reference: list[float]) -> str:
     return f"{100 * low:+.1f}% | {100 * mid:+.1f}%"
 
 
+def print_table(title: str, times: dict[str, list[float]]) -> None:
+    """Min and median ms/img of every run, and each harness run's overhead over its bare run."""
+    net = [t - c for t, c in zip(times["harness corrupted, cache warm"], times["corruption alone"], strict=True)]
+    overheads = {
+        "harness, cache warm": overhead(times["harness, cache warm"], times["bare"]) + " (vs bare)",
+        "harness incl. decode": overhead(times["harness incl. decode"], times["bare incl. decode"])
+        + " (vs bare incl. decode)",
+        "harness corrupted, cache warm": overhead(net, times["bare"]) + " (vs bare; corruption's time taken out)",
+    }
+    print(f"{title}:\n")
+    print("| run | min ms/img | median ms/img | overhead (min) | overhead (median) |")
+    print("|---|---:|---:|---:|---:|")
+    for name, values in times.items():
+        print(f"| {name} | {min(values):.1f} | {statistics.median(values):.1f} | {overheads.get(name, ' | ')} |")
+    print()
+
+
 def print_phases(phases: dict[str, Phases]) -> None:
     """Milliseconds per image of each phase of each harness run, and the time outside ``predict``."""
     names = [name for name in Phases.NAMES if any(p.seconds[name] for p in phases.values())]
-    print("\nWhere the harness's time goes (ms/img, summed over the runs; share: outside predict / predict):\n")
+    print("Where the harness's time goes (ms/img, summed over the runs; share: outside predict / predict):\n")
     print(f"| run | {' | '.join(names)} | outside predict |")
     print(f"|---|{'---:|' * (len(names) + 1)}")
     for run, timing in phases.items():
@@ -211,10 +231,13 @@ def main() -> None:
         for run in runs.values():  # warm-up: lazy imports, allocator, first-call kernels, the sample cache
             run()
         times: dict[str, list[float]] = {name: [] for name in runs}
+        cpu_times: dict[str, list[float]] = {name: [] for name in runs}
         order = list(runs)
         for repeat in range(args.repeats):
             for name in order if repeat % 2 == 0 else reversed(order):
-                times[name].append(1000 * timed(runs[name], device) / args.images)
+                wall, cpu = timed(runs[name], device)
+                times[name].append(1000 * wall / args.images)
+                cpu_times[name].append(1000 * cpu / args.images)
         phases = {name: Phases() for name in harnesses}
         if args.phases:
             for _ in range(args.repeats):
@@ -226,18 +249,8 @@ def main() -> None:
         f"{args.repeats} interleaved repeats, torch threads {torch.get_num_threads()}"
         f"{', glibc heap kept (--keep-memory)' if args.keep_memory else ''}\n"
     )
-    print("| run | min ms/img | median ms/img | overhead (min) | overhead (median) |")
-    print("|---|---:|---:|---:|---:|")
-    corruption_times = times["corruption alone"]
-    net = [t - c for t, c in zip(times["harness corrupted, cache warm"], corruption_times, strict=True)]
-    overheads = {
-        "harness, cache warm": overhead(times["harness, cache warm"], times["bare"]) + " (vs bare)",
-        "harness incl. decode": overhead(times["harness incl. decode"], times["bare incl. decode"])
-        + " (vs bare incl. decode)",
-        "harness corrupted, cache warm": overhead(net, times["bare"]) + " (vs bare; corruption's time taken out)",
-    }
-    for name, values in times.items():
-        print(f"| {name} | {min(values):.1f} | {statistics.median(values):.1f} | {overheads.get(name, ' | ')} |")
+    print_table("Wall time", times)
+    print_table("CPU time of the process", cpu_times)
     if args.phases:
         print_phases(phases)
 
