@@ -9,9 +9,10 @@ statistics. Nothing here knows which task or metric it runs: both are looked up 
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -133,6 +134,60 @@ class CellResult:
         )
 
 
+class Phases:
+    """Seconds :func:`evaluate` spends in each phase, summed over every call it is given to.
+
+    What a benchmark reads to say where the harness's time goes next to the model's own
+    (``predict``). On a GPU each phase waits for the device's queued work before it ends,
+    so kernels are charged to the phase that launched them; that wait is why timing is
+    asked for, never on by default.
+
+    Attributes:
+        seconds: Wall seconds by phase, in :data:`NAMES` order.
+        images: Images evaluated.
+    """
+
+    NAMES = ("setup", "read", "collate", "corrupt", "predict", "check", "metrics", "results")
+
+    def __init__(self) -> None:
+        self.seconds = dict.fromkeys(self.NAMES, 0.0)
+        self.images = 0
+
+    @contextlib.contextmanager
+    def timing(self, name: str, device: torch.device) -> Iterator[None]:
+        """Add the time spent inside (and the queued ``device`` work it launched) to phase ``name``."""
+        _synchronize(device)
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            _synchronize(device)
+            self.seconds[name] += time.perf_counter() - start
+
+    def iterate(self, name: str, items: Iterable[Any], device: torch.device) -> Iterator[Any]:
+        """``items`` one by one, the time taken to produce each added to phase ``name``."""
+        iterator = iter(items)
+        while True:
+            with self.timing(name, device):
+                item = next(iterator, _END)
+            if item is _END:
+                return
+            yield item
+
+
+_END = object()
+
+
+def _untimed(name: str, device: torch.device) -> contextlib.AbstractContextManager[None]:
+    """What :func:`evaluate` times its phases with unless given :class:`Phases`: nothing, no device wait."""
+    return contextlib.nullcontext()
+
+
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
 def evaluate(
     model: Any,
     dataset: SegmentationDataset,
@@ -148,6 +203,7 @@ def evaluate(
     loader_workers: int = 0,
     statistics: bool = True,
     sample_cache: SampleCache | None = None,
+    phases: Phases | None = None,
 ) -> EvalResult:
     """Evaluate ``model`` on ``dataset`` under ``corruption`` at ``severity``.
 
@@ -171,6 +227,7 @@ def evaluate(
             statistically leave them out.
         sample_cache: Where decoded samples are kept for the next evaluation on ``dataset``
             (``None``: every sample is read from the dataset).
+        phases: Where to add the time of each phase (``None``: nothing is timed).
 
     Raises:
         DatasetError: for a sample whose annotation does not match its image.
@@ -182,37 +239,49 @@ def evaluate(
     total = len(dataset) if limit is None else min(limit, len(dataset))
     if total == 0:
         raise DatasetError(f"{dataset.name}: the dataset has no samples; there is nothing to evaluate")
-    context = MetricContext.of(dataset, device)
-    scorers = [METRICS.get(name)(context) for name in (metrics or task.default_metrics)]
+    timing = phases.timing if phases is not None else _untimed
+    with timing("setup", device):
+        context = MetricContext.of(dataset, device)
+        scorers = [METRICS.get(name)(context) for name in (metrics or task.default_metrics)]
     corrupting = corruption is not None and severity > 0
     done = 0
     if sample_cache is None:
         stream = _read(dataset, range(total), loader_workers)
     else:
         stream = sample_cache.samples(dataset, total, lambda indices: _read(dataset, indices, loader_workers))
-    for samples in _batches(stream, batch_size):
-        batch = task.collate(samples, range(done, done + len(samples)), dataset, device)
+    batches = _batches(stream, batch_size)
+    for samples in batches if phases is None else phases.iterate("read", batches, device):
+        with timing("collate", device):
+            batch = task.collate(samples, range(done, done + len(samples)), dataset, device)
         if corrupting:
             assert corruption is not None
-            seeds = [sample_seed(seed, s.sample_id, corruption.name, severity) for s in samples]
-            batch = corruption(batch, severity, seeds)
+            with timing("corrupt", device):
+                seeds = [sample_seed(seed, s.sample_id, corruption.name, severity) for s in samples]
+                batch = corruption(batch, severity, seeds)
         try:
-            predictions = task.check_predictions(task.predict(model, batch), batch)
+            with timing("predict", device):
+                predictions = task.predict(model, batch)
+            with timing("check", device):
+                predictions = task.check_predictions(predictions, batch)
         except ModelOutputError as exc:
             raise ModelOutputError(f"{exc} (batch starting at sample {samples[0].sample_id})") from None
-        for scorer in scorers:
-            scorer.update(predictions, batch)
+        with timing("metrics", device):
+            for scorer in scorers:
+                scorer.update(predictions, batch)
         done += len(samples)
         if progress is not None:
             progress(done, total)
     results, kept = {}, {}
-    for scorer in scorers:
-        result = scorer.compute()
-        check_score(type(scorer), result.score)
-        results[scorer.name] = result
-        per_image = scorer.image_statistics() if statistics else None
-        if per_image is not None:
-            kept[scorer.name] = per_image
+    with timing("results", device):
+        for scorer in scorers:
+            result = scorer.compute()
+            check_score(type(scorer), result.score)
+            results[scorer.name] = result
+            per_image = scorer.image_statistics() if statistics else None
+            if per_image is not None:
+                kept[scorer.name] = per_image
+    if phases is not None:
+        phases.images += done
     return EvalResult(results, num_images=done, seconds=time.perf_counter() - start, statistics=kept)
 
 
