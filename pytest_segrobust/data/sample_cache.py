@@ -6,12 +6,9 @@ bytes shared by all the process's datasets, and serves the later cells from memo
 
 Three rules keep the numbers exactly what an uncached run gives:
 
-* A cell never sees the cache's own annotations: every sample it gets carries private
-  copies of them, so a corruption, task or model that works in place (on CPU
-  ``.to(device)`` returns the same tensor) cannot change what the next cell reads. The
-  image is the one thing shared, read-only: its only reader is
-  :meth:`~pytest_segrobust.tasks.base.Task.collate`, which stacks the batch's images into
-  a new tensor before anything can change them, so a second copy here would only cost time.
+* A cell never sees the cache's own tensors: every sample it gets is a private copy, so a
+  corruption, task or model that works in place (on CPU ``.to(device)`` returns the same
+  tensor) cannot change what the next cell reads.
 * Only samples the dataset returned are kept: a sample that raised is read (and raises)
   again in the next cell.
 * Nothing is ever evicted: once the budget is spent, the samples that did not fit are read
@@ -64,7 +61,7 @@ class SampleCache:
         self._kept: dict[int, tuple[SegmentationDataset, dict[int, Sample]]] = {}
 
     def samples(self, dataset: SegmentationDataset, total: int, read: Reader) -> Iterator[Sample]:
-        """The first ``total`` samples of ``dataset`` in order: kept ones from memory, the others from ``read``.
+        """The first ``total`` samples of ``dataset`` in order: kept ones copied, the others from ``read``.
 
         Args:
             dataset: Whose samples.
@@ -78,7 +75,7 @@ class SampleCache:
         for index in range(total):
             if index in kept:
                 self.hits += 1
-                yield _served(kept[index])
+                yield _copy(kept[index])
             else:
                 sample = next(fresh)  # a sample that raises is not kept: the next cell reads it again
                 self.reads += 1
@@ -107,13 +104,6 @@ def nbytes(value: Any) -> int:
     if isinstance(value, dict):
         return sum(nbytes(item) for item in value.values())
     return sys.getsizeof(value)
-
-
-def _served(sample: Sample) -> Sample:
-    """What a cell gets of a kept sample: its image shared (collate copies it), everything else copied."""
-    return dataclasses.replace(
-        sample, **{f.name: _copy(getattr(sample, f.name)) for f in dataclasses.fields(sample) if f.name != "image"}
-    )
 
 
 def _copy(value: Any) -> Any:
