@@ -12,21 +12,28 @@ An actor whose process dies is restarted once and the cell it was evaluating is 
 fails, naming the cell and the actor. When the run stops early (``-x``, Ctrl-C), the actors are
 killed and their outstanding cells dropped, so the report lists them as not run.
 
-Ray is imported here, and only when the backend is chosen.
+Ray is imported here, and only when the backend is chosen. The plugin hands this module the
+backend's options (:func:`add_options`) and, once configured, the run (:func:`configure`): the
+refusals and the loop that starts and stops the actors around pytest's live here.
 """
 
 from __future__ import annotations
 
+import argparse
+import importlib.util
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pytest
+
 from pytest_segrobust.devices import DeviceChoice
 from pytest_segrobust.errors import SegRobustError
+from pytest_segrobust.shards import SHARD_FLAG
 
 if TYPE_CHECKING:
     from pytest_segrobust.baselines import CellKey
@@ -41,6 +48,82 @@ BACKENDS = ("local", "ray")
 # A dead actor is started again once, and the cell it was running evaluated once more.
 RESTARTS = 1
 INSTALL_HINT = 'pip install "pytest-segrobust[ray]"'
+
+
+def add_options(group: pytest.OptionGroup) -> None:
+    """The backend's command-line options, in the plugin's option group."""
+    group.addoption(
+        "--segrobust-backend",
+        choices=BACKENDS,
+        default="local",
+        help="where cells are evaluated: local (default: this process, or its xdist workers) or ray "
+        "(one Ray actor per suite and model; this process gates and reports)",
+    )
+    group.addoption(
+        "--segrobust-ray-address",
+        metavar="ADDRESS",
+        help="the Ray cluster of --segrobust-backend ray: auto (the running one), ray://HOST:PORT; "
+        "default: start a local Ray instance for the run",
+    )
+    group.addoption(
+        "--segrobust-ray-cpus",
+        type=_positive_number,
+        default=1.0,
+        metavar="N",
+        help="CPU cores Ray reserves for each actor (default 1)",
+    )
+    group.addoption(
+        "--segrobust-ray-gpus",
+        type=_non_negative_number,
+        metavar="N",
+        help="GPUs Ray reserves for each actor (default: 1 if the device resolves to cuda here, else 0)",
+    )
+
+
+def _non_negative_number(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
+    return value
+
+
+def _positive_number(text: str) -> float:
+    value = _non_negative_number(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
+    return value
+
+
+def configure(config: pytest.Config, segrobust: SegRobustSession, *, under_xdist: bool) -> None:
+    """Under ``--segrobust-backend ray``, refuse what the backend cannot do, before anything runs,
+    and register the :class:`RayRun` that evaluates the run's cells on Ray.
+
+    Args:
+        config: The run's configuration (the gate is on).
+        segrobust: The run's session.
+        under_xdist: Whether this process is an xdist controller or worker.
+
+    Raises:
+        pytest.UsageError: under xdist, with ``--segrobust-shard`` or without Ray installed.
+    """
+    if config.getoption("segrobust_backend") != "ray":
+        return
+    if under_xdist:
+        raise pytest.UsageError(
+            "--segrobust-backend ray spreads the cells over Ray actors itself: it cannot run under "
+            "pytest-xdist (-n); drop -n, or use the local backend"
+        )
+    if config.getoption("segrobust_shard") is not None:
+        raise pytest.UsageError(
+            f"--segrobust-backend ray runs the whole run on one cluster: it cannot be combined with {SHARD_FLAG}; "
+            "run the shards with the local backend"
+        )
+    if importlib.util.find_spec("ray") is None:
+        raise pytest.UsageError(f"--segrobust-backend ray needs Ray, which is not installed: {INSTALL_HINT}")
+    config.pluginmanager.register(RayRun(segrobust, RaySettings.of(config, segrobust)), "segrobust-ray")
 
 
 @dataclass(frozen=True)
@@ -59,6 +142,67 @@ class RaySettings:
     cpus: float
     gpus: float
     device: DeviceChoice
+
+    @classmethod
+    def of(cls, config: pytest.Config, segrobust: SegRobustSession) -> RaySettings:
+        """The settings the command line gives, GPUs defaulting to the device resolved here."""
+        gpus = config.getoption("segrobust_ray_gpus")
+        return cls(
+            address=config.getoption("segrobust_ray_address"),
+            cpus=config.getoption("segrobust_ray_cpus"),
+            gpus=gpus if gpus is not None else float(segrobust.options.device.type == "cuda"),
+            device=config.getoption("segrobust_device"),
+        )
+
+
+class RayRun:
+    """The pytest plugin of a run on Ray: says where cells go, and keeps the actors alive
+    around pytest's loop, from the selected cells' submission until the last one (or ``-x``,
+    or Ctrl-C).
+
+    Args:
+        segrobust: The run's session (it holds the :class:`RayBackend` while the loop runs).
+        settings: The cluster and each actor's resources.
+    """
+
+    def __init__(self, segrobust: SegRobustSession, settings: RaySettings) -> None:
+        self.segrobust = segrobust
+        self.settings = settings
+
+    def pytest_report_header(self) -> list[str]:
+        cluster = self.settings.address or "a local Ray instance"
+        resources = f"{self.settings.cpus:g} CPUs, {self.settings.gpus:g} GPUs each"
+        return [f"segrobust: cells evaluated on {cluster}, one actor per suite and model ({resources}); gated and reported here"]
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, object, object]:
+        config = session.config
+        collection_failed = session.testsfailed and not config.option.continue_on_collection_errors
+        if not (config.getoption("collectonly") or collection_failed):  # pytest's loop runs nothing then
+            self._start(session)
+        try:
+            return (yield)
+        finally:
+            self.segrobust.stop_backend()  # after -x, Ctrl-C or the last cell: the actors go
+
+    def _start(self, session: pytest.Session) -> None:
+        """Submit the selected cells, in the order pytest runs them."""
+        from pytest_segrobust.items import SuiteItem
+
+        adapters = [impl.plugin_name for impl in session.config.hook.pytest_segrobust_adapt_model.get_hookimpls()]
+        if adapters:
+            raise pytest.UsageError(
+                "--segrobust-backend ray: the actors cannot call the pytest_segrobust_adapt_model hook of "
+                f"{', '.join(adapters)}; register the adapter with pytest_segrobust.models.adapters.register_adapter "
+                "in a module the factory imports instead, "
+                "or use the local backend"
+            )
+        cells = [(item.nodeid, item.suite, item.key) for item in session.items if isinstance(item, SuiteItem)]
+        if cells:
+            try:
+                self.segrobust.start_backend(cells, self.settings)
+            except SegRobustError as exc:
+                raise pytest.UsageError(str(exc)) from None
 
 
 class CellWorker:
