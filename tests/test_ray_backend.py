@@ -10,6 +10,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests.plugin_project import CELLS, run
@@ -41,6 +42,42 @@ def test_a_demo_suite_reports_on_ray_as_without_it(pytester: pytest.Pytester, cl
     local = take_report(pytester, "segrobust-report-partial")
     run(pytester, *args, *RAY).assert_outcomes(passed=2, deselected=29)
     assert take_report(pytester, "segrobust-report-partial") == local
+
+
+@pytest.mark.parametrize(
+    ("suite", "keyword", "cells", "deselected"),
+    [("demo.yaml", "clean or gaussian_noise and 3", 4, 58), ("demo-instance.yaml", "clean or rotate and 3", 2, 29)],
+    ids=["semantic-miou", "instance-map"],
+)
+def test_a_cell_split_over_actors_gives_the_unsplit_result(
+    pytester: pytest.Pytester, cluster: None, suite: str, keyword: str, cells: int, deselected: int
+) -> None:
+    """Two actors per model, each corrupted cell's 64 images cut in two: the same report, baselines
+    and per-image statistics (the sidecar's arrays, byte for byte) as the unsplit local run."""
+    (pytester.path / "suites").mkdir()
+    shutil.copy(REPO / "suites" / suite, pytester.path / "suites")
+    args = ("--segrobust-update-baselines", "-k", keyword)
+    run(pytester, *args).assert_outcomes(passed=cells, deselected=deselected)
+    unsplit, unsplit_baselines, unsplit_statistics = take_report(pytester, "segrobust-report-partial"), *written(pytester)
+    shutil.rmtree(pytester.path / "baselines")
+    result = run(pytester, *args, *RAY, "--segrobust-ray-split", "2")
+    result.assert_outcomes(passed=cells, deselected=deselected)
+    result.stdout.fnmatch_lines(["segrobust: --segrobust-ray-split 2: 2 actors per suite and model*"])
+    assert take_report(pytester, "segrobust-report-partial") == unsplit
+    baselines_, statistics = written(pytester)
+    assert baselines_ == unsplit_baselines
+    assert statistics.keys() == unsplit_statistics.keys() and statistics
+    for name, array in unsplit_statistics.items():
+        assert (statistics[name].dtype, statistics[name].tobytes()) == (array.dtype, array.tobytes()), name
+
+
+def written(project: pytest.Pytester) -> tuple[dict[str, str], dict[str, np.ndarray]]:
+    """The baseline files, and the arrays of their per-image statistics (.stats.npz) by file and name."""
+    arrays = {}
+    for path in sorted((project.path / "baselines").glob("*.npz")):
+        with np.load(path) as stored:
+            arrays |= {f"{path.name}:{name}": stored[name] for name in stored.files}
+    return baselines(project), arrays
 
 
 def test_the_ray_backend_writes_what_a_local_run_writes(project: pytest.Pytester, cluster: None) -> None:
