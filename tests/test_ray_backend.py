@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from tests.plugin_project import CELLS, run
-from tests.test_rerun import ALL
+from tests.test_rerun import ALL, cached, last_failed
 from tests.test_shards import baselines, take_report
 from tests.test_trust import one_cell_suite
 
@@ -109,6 +109,20 @@ def test_k_and_x_select_and_stop_as_without_ray(project: pytest.Pytester, cluste
     report = take_report(project, "segrobust-report-partial")
     assert report == local
     assert list(report[0]["run"]["not_run"]) == ALL[2:]
+
+
+def test_lf_reruns_the_failed_cell_alone_on_ray(project: pytest.Pytester, cluster: None) -> None:
+    failing = "suites/bands.yaml::binner::rotate[5]"
+    run(project, "--segrobust-update-baselines", "-k", "not (rotate and 5)").assert_outcomes(passed=CELLS - 1, deselected=1)
+    cached(project, *RAY).assert_outcomes(passed=CELLS - 1, failed=1)  # rotate[5] has no baseline: written now
+    assert last_failed(project) == {failing}
+    rerun = cached(project, "--lf", *RAY, "-v")
+    rerun.assert_outcomes(passed=1, deselected=CELLS - 1)
+    assert [line.split()[0] for line in rerun.outlines if line.startswith("suites/")] == [failing]
+    assert last_failed(project) == set()
+    partial = json.loads((project.path / "segrobust-report-partial.json").read_text())["run"]
+    assert partial["deselected"] == [nodeid for nodeid in ALL if nodeid != failing] and partial["selection"] == ["--lf"]
+    assert partial["not_run"] == {}
 
 
 def test_a_cell_that_raises_fails_as_without_ray(project: pytest.Pytester, cluster: None) -> None:
