@@ -52,7 +52,7 @@ class Outcome:
         longest: The longest of them (a shard's, for the shards).
         builds: Model builds the runs counted.
         report: The report JSON less its timing fields, canonical; ``None`` when none was written.
-        last: pytest's (or the merge's) last line, for a glance at the verdict.
+        last: The last run's summary line (pytest's, or the merge's last line), for a glance at the verdict.
     """
 
     seconds: float
@@ -81,8 +81,9 @@ def in_project(suite: Path, commands: list[list[str]]) -> Outcome:
             took = time.perf_counter() - start
             seconds, longest = seconds + took, max(longest, took)
             builds += sum(int(count) for count in BUILDS.findall(done.stdout))
-            lines = (done.stdout + done.stderr).strip().splitlines()
-            last = lines[-1] if lines else f"exit status {done.returncode}"
+            lines = done.stdout.strip().splitlines()
+            summary = [line for line in lines if line.startswith("=")]  # pytest's last line; the merge has none
+            last = (summary or lines or [f"exit status {done.returncode}"])[-1]
         path = project / "segrobust-report.json"
         report = json.dumps(without_timing(json.loads(path.read_text())), sort_keys=True) if path.exists() else None
         return Outcome(seconds, longest, builds, report, last)
