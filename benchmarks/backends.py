@@ -1,12 +1,23 @@
-"""Wall time of a demo suite's run on the local backend and on Ray, and whether the reports agree.
+"""The demo suites run three ways, single process, 4 shards merged and Ray, and whether their reports agree.
 
-Each round runs ``pytest --segrobust SUITE`` twice in a fresh copy of the suite and its
-baselines, once per backend (``--segrobust-backend local``, then ``ray`` starting its own local
-Ray instance), alternating so that a load change on the machine hits both alike. The table
-shows each run's wall time (the pytest process, from start to exit) and whether its report
-equals the first local run's, timing fields aside. Needs Ray (``pip install "pytest-segrobust[ray]"``).
+For each suite (default: every ``suites/demo*.yaml``), each way runs in a fresh copy of the
+suite and the committed baselines, with pytest's cache on (so the clean-results line counts
+the model builds) and empty:
 
-    python benchmarks/backends.py [--suite suites/demo-instance.yaml] [--rounds 2] [--cpus 1]
+* ``single``: ``pytest --segrobust``;
+* ``shards``: ``pytest --segrobust --segrobust-shard K/4`` for K = 1..4, one after the other,
+  then ``segrobust merge`` of the four shard files;
+* ``ray``: ``pytest --segrobust --segrobust-backend ray`` (a local Ray instance started by the
+  run), with ``--segrobust-ray-split N`` when ``--split`` is given.
+
+The table shows each way's wall time (shards: the four runs and the merge in a row, and the
+longest shard, what a matrix of four machines would wait for), its model builds (summed over
+the shards) and whether its report JSON, less :func:`~pytest_segrobust.report.without_timing`,
+is byte-identical (as canonical JSON) to the single run's. Rounds alternate the ways, so that a
+load change on the machine hits them alike. Exits 1 when a report differs or is missing. Ray is
+needed (``pip install "pytest-segrobust[ray]"``).
+
+    python benchmarks/backends.py [--suite suites/demo.yaml ...] [--rounds 1] [--cpus 1] [--split 1]
 """
 
 from __future__ import annotations
@@ -14,58 +25,110 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from pytest_segrobust.report import without_timing
 
 REPO = Path(__file__).resolve().parents[1]
+SHARDS = 4
+BUILDS = re.compile(r"; (\d+) model builds")
+MERGE = "import sys; from pytest_segrobust.cli import main; sys.exit(main(sys.argv[1:]))"
 
 
-def run(suite: Path, backend: str, cpus: str) -> tuple[float, Any, str]:
-    """One run in a fresh project: (wall seconds, report without timing, pytest's last line)."""
+@dataclass(frozen=True)
+class Outcome:
+    """One way's run of one suite.
+
+    Attributes:
+        seconds: Wall time of every process the way ran, one after the other.
+        longest: The longest of them (a shard's, for the shards).
+        builds: Model builds the runs counted.
+        report: The report JSON less its timing fields, canonical; ``None`` when none was written.
+        last: The last run's summary line (pytest's, or the merge's last line), for a glance at the verdict.
+    """
+
+    seconds: float
+    longest: float
+    builds: int
+    report: str | None
+    last: str
+
+
+def pytest_command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "pytest", "--segrobust", *args]
+
+
+def in_project(suite: Path, commands: list[list[str]]) -> Outcome:
+    """Run ``commands`` one after the other in a fresh project holding ``suite`` and the baselines."""
     with tempfile.TemporaryDirectory() as folder:
         project = Path(folder)
         (project / "suites").mkdir()
         shutil.copy(suite, project / "suites")
         shutil.copytree(REPO / "baselines", project / "baselines")
         (project / "pytest.ini").write_text("[pytest]\n")
-        command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--segrobust"]
-        command += ["--segrobust-backend", backend, "--segrobust-ray-cpus", cpus]
-        start = time.perf_counter()
-        done = subprocess.run(command, cwd=project, capture_output=True, text=True, check=False)
-        seconds = time.perf_counter() - start
-        lines = done.stdout.strip().splitlines()
-        report = project / "segrobust-report.json"
-        return seconds, without_timing(json.loads(report.read_text())) if report.exists() else None, lines[-1]
+        seconds, longest, builds, last = 0.0, 0.0, 0, ""
+        for command in commands:
+            start = time.perf_counter()
+            done = subprocess.run(command, cwd=project, capture_output=True, text=True, check=False)
+            took = time.perf_counter() - start
+            seconds, longest = seconds + took, max(longest, took)
+            builds += sum(int(count) for count in BUILDS.findall(done.stdout))
+            lines = done.stdout.strip().splitlines()
+            summary = [line for line in lines if line.startswith("=")]  # pytest's last line; the merge has none
+            last = (summary or lines or [f"exit status {done.returncode}"])[-1]
+        path = project / "segrobust-report.json"
+        report = json.dumps(without_timing(json.loads(path.read_text())), sort_keys=True) if path.exists() else None
+        return Outcome(seconds, longest, builds, report, last)
 
 
-def main() -> None:
+def ways(cpus: str, split: str) -> dict[str, Callable[[Path], Outcome]]:
+    shard_files = [f"segrobust-report-shard-{k}-of-{SHARDS}.json" for k in range(1, SHARDS + 1)]
+    merge = [sys.executable, "-c", MERGE, "merge", *shard_files, "--rootdir", "."]
+    ray = ["--segrobust-backend", "ray", "--segrobust-ray-cpus", cpus, "--segrobust-ray-split", split]
+    return {
+        "single": lambda suite: in_project(suite, [pytest_command()]),
+        "shards": lambda suite: in_project(
+            suite, [*(pytest_command("--segrobust-shard", f"{k}/{SHARDS}") for k in range(1, SHARDS + 1)), merge]
+        ),
+        "ray": lambda suite: in_project(suite, [pytest_command(*ray)]),
+    }
+
+
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--suite", type=Path, default=REPO / "suites" / "demo-instance.yaml")
-    parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--cpus", default="1", help="--segrobust-ray-cpus: cores per actor")
+    parser.add_argument("--suite", type=Path, action="append", help="a suite file (repeatable; default: suites/demo*.yaml)")
+    parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--cpus", default="1", help="--segrobust-ray-cpus: cores per actor (default 1)")
+    parser.add_argument("--split", default="1", help="--segrobust-ray-split: actors per model (default 1)")
     args = parser.parse_args()
-    print(f"suite {args.suite.name}, {os.cpu_count()} cores, OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', '(unset)')}")
-    times: dict[str, list[float]] = {"local": [], "ray": []}
-    reference = None
-    print(f"{'round':>5}  {'backend':<7}  {'wall s':>7}  {'report':<9}  pytest")
-    for round_ in range(1, args.rounds + 1):
-        for backend in ("local", "ray"):
-            seconds, report, last = run(args.suite, backend, args.cpus)
-            reference = report if reference is None else reference
-            same = "missing" if report is None else ("same" if report == reference else "DIFFERS")
-            times[backend].append(seconds)
-            print(f"{round_:>5}  {backend:<7}  {seconds:7.1f}  {same:<9}  {last}", flush=True)
-    for backend, values in times.items():
-        print(f"{backend}: min {min(values):.1f} s, median {statistics.median(values):.1f} s")
+    suites = args.suite or sorted((REPO / "suites").glob("demo*.yaml"))
+    threads = os.environ.get("OMP_NUM_THREADS", "(unset)")
+    print(f"{os.cpu_count()} cores, OMP_NUM_THREADS={threads}; shards: {SHARDS} in a row, then merged")
+    print(f"{'suite':<20}  {'round':>5}  {'way':<6}  {'wall s':>7}  {'longest':>7}  {'builds':>6}  {'report':<9}  last line")
+    failed = False
+    for suite in suites:
+        for round_ in range(1, args.rounds + 1):
+            reference = None
+            for name, way in ways(args.cpus, args.split).items():
+                outcome = way(suite)
+                reference = outcome.report if name == "single" else reference
+                same = "missing" if outcome.report is None else ("same" if outcome.report == reference else "DIFFERS")
+                failed |= same != "same"
+                print(
+                    f"{suite.name:<20}  {round_:>5}  {name:<6}  {outcome.seconds:7.1f}  {outcome.longest:7.1f}  "
+                    f"{outcome.builds:>6}  {same:<9}  {outcome.last}",
+                    flush=True,
+                )
+    return int(failed)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

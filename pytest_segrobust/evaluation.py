@@ -234,11 +234,65 @@ def evaluate(
         ModelOutputError: for predictions of the wrong type, shape, dtype or class range.
     """
     start = time.perf_counter()
-    task = get_task(task) if isinstance(task, str) else task
-    device = model_device(model)
+    total = sample_count(dataset, limit)
+    scorers = accumulate(
+        model,
+        dataset,
+        corruption,
+        severity,
+        range(total),
+        task=task,
+        metrics=metrics,
+        seed=seed,
+        batch_size=batch_size,
+        progress=progress,
+        loader_workers=loader_workers,
+        sample_cache=sample_cache,
+        phases=phases,
+    )
+    return result_of(scorers, total, time.perf_counter() - start, statistics=statistics, phases=phases)
+
+
+def sample_count(dataset: SegmentationDataset, limit: int | None) -> int:
+    """How many of the dataset's samples an evaluation with ``limit`` takes (the first ones).
+
+    Raises:
+        DatasetError: when that is none.
+    """
     total = len(dataset) if limit is None else min(limit, len(dataset))
     if total == 0:
         raise DatasetError(f"{dataset.name}: the dataset has no samples; there is nothing to evaluate")
+    return total
+
+
+def accumulate(
+    model: Any,
+    dataset: SegmentationDataset,
+    corruption: Corruption | None,
+    severity: int,
+    positions: range,
+    *,
+    task: str | Task,
+    metrics: Sequence[str] | None,
+    seed: int,
+    batch_size: int,
+    progress: Progress | None = None,
+    loader_workers: int = 0,
+    sample_cache: SampleCache | None = None,
+    phases: Phases | None = None,
+) -> list[Metric]:
+    """Feed the samples at ``positions`` (consecutive) to every metric: :func:`evaluate`'s loop.
+
+    A sample's corruption depends only on the seed, its id, the corruption and the severity,
+    and its metric records are numbered by its position in the dataset, so the metrics of
+    consecutive ranges, merged in order, are those of the whole (:mod:`pytest_segrobust.pieces`).
+    The arguments are :func:`evaluate`'s; ``progress`` counts the range's samples.
+
+    Returns:
+        The metrics, by the names given (the task's defaults if none), with the range added.
+    """
+    task = get_task(task) if isinstance(task, str) else task
+    device = model_device(model)
     timing = phases.timing if phases is not None else _untimed
     with timing("setup", device):
         context = MetricContext.of(dataset, device)
@@ -246,13 +300,15 @@ def evaluate(
     corrupting = corruption is not None and severity > 0
     done = 0
     if sample_cache is None:
-        stream = _read(dataset, range(total), loader_workers)
+        stream = _read(dataset, positions, loader_workers)
     else:
-        stream = sample_cache.samples(dataset, total, lambda indices: _read(dataset, indices, loader_workers))
+        read = lambda indices: _read(dataset, indices, loader_workers)
+        stream = sample_cache.samples(dataset, positions.stop, read, start=positions.start)
     batches = _batches(stream, batch_size)
     for samples in batches if phases is None else phases.iterate("read", batches, device):
+        first = positions.start + done
         with timing("collate", device):
-            batch = task.collate(samples, range(done, done + len(samples)), dataset, device)
+            batch = task.collate(samples, range(first, first + len(samples)), dataset, device)
         if corrupting:
             assert corruption is not None
             with timing("corrupt", device):
@@ -270,7 +326,21 @@ def evaluate(
                 scorer.update(predictions, batch)
         done += len(samples)
         if progress is not None:
-            progress(done, total)
+            progress(done, len(positions))
+    if phases is not None:
+        phases.images += done
+    return scorers
+
+
+def result_of(
+    scorers: Sequence[Metric], num_images: int, seconds: float, *, statistics: bool, phases: Phases | None = None
+) -> EvalResult:
+    """The result of metrics that saw ``num_images`` images: each one's numbers, checked against
+    its scale, and (``statistics``) its per-image statistics. ``seconds`` is the time the
+    metrics took to fill; the result's time adds what computing them takes."""
+    start = time.perf_counter()
+    device = scorers[0].context.device if scorers else torch.device("cpu")
+    timing = phases.timing if phases is not None else _untimed
     results, kept = {}, {}
     with timing("results", device):
         for scorer in scorers:
@@ -280,9 +350,8 @@ def evaluate(
             per_image = scorer.image_statistics() if statistics else None
             if per_image is not None:
                 kept[scorer.name] = per_image
-    if phases is not None:
-        phases.images += done
-    return EvalResult(results, num_images=done, seconds=time.perf_counter() - start, statistics=kept)
+    seconds += time.perf_counter() - start
+    return EvalResult(results, num_images=num_images, seconds=seconds, statistics=kept)
 
 
 def is_finite(result: EvalResult) -> bool:

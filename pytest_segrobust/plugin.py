@@ -8,7 +8,6 @@ is given or a test requests the ``segrobust`` fixture. Without either, every hoo
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import shlex
 from collections.abc import Generator
@@ -17,10 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_segrobust import hookspecs
+from pytest_segrobust import hookspecs, ray_backend
 from pytest_segrobust.devices import parse_device, worker_index
 from pytest_segrobust.errors import SegRobustError
-from pytest_segrobust.ray_backend import BACKENDS, INSTALL_HINT, RaySettings
 from pytest_segrobust.shards import SHARD_FLAG, ShardSpec
 from pytest_segrobust.stash import PAYLOAD_KEY, REGISTRY_KEY, SESSION_KEY
 
@@ -93,32 +91,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="run shard K of N of the cells and write <report>-shard-K-of-N.json instead of the report "
         "and the baselines; `segrobust merge` turns the N files into the report",
     )
-    group.addoption(
-        "--segrobust-backend",
-        choices=BACKENDS,
-        default="local",
-        help="where cells are evaluated: local (default: this process, or its xdist workers) or ray "
-        "(one Ray actor per suite and model; this process gates and reports)",
-    )
-    group.addoption(
-        "--segrobust-ray-address",
-        metavar="ADDRESS",
-        help="the Ray cluster of --segrobust-backend ray: auto (the running one), ray://HOST:PORT; "
-        "default: start a local Ray instance for the run",
-    )
-    group.addoption(
-        "--segrobust-ray-cpus",
-        type=_positive_number,
-        default=1.0,
-        metavar="N",
-        help="CPU cores Ray reserves for each actor (default 1)",
-    )
-    group.addoption(
-        "--segrobust-ray-gpus",
-        type=_non_negative_number,
-        metavar="N",
-        help="GPUs Ray reserves for each actor (default: 1 if the device resolves to cuda here, else 0)",
-    )
+    ray_backend.add_options(group)
     parser.addini("segrobust_suites", "folder of robustness suites, relative to rootdir", default="suites")
     parser.addini("segrobust_baselines", "folder of baseline files, relative to rootdir", default="baselines")
     parser.addini("segrobust_report", "report path without suffix, relative to rootdir", default="segrobust-report")
@@ -138,23 +111,6 @@ def _seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
     if not 0 < value < float("inf"):
         raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text!r}")
-    return value
-
-
-def _non_negative_number(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not 0 <= value < float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
-    return value
-
-
-def _positive_number(text: str) -> float:
-    value = _non_negative_number(text)
-    if value == 0:
-        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
     return value
 
 
@@ -185,34 +141,7 @@ def pytest_configure(config: pytest.Config) -> None:
             segrobust.collect_explicitly(config.args, config.invocation_params.dir)
         if (shard := config.getoption("segrobust_shard")) is not None:
             segrobust.begin_shard(shard)
-        if config.getoption("segrobust_backend") == "ray":
-            _check_ray_backend(config)
-
-
-def _check_ray_backend(config: pytest.Config) -> None:
-    """Refuse what the Ray backend cannot do, before anything runs."""
-    if hasattr(config, "workerinput") or _is_xdist_controller(config):
-        raise pytest.UsageError(
-            "--segrobust-backend ray spreads the cells over Ray actors itself: it cannot run under "
-            "pytest-xdist (-n); drop -n, or use the local backend"
-        )
-    if config.getoption("segrobust_shard") is not None:
-        raise pytest.UsageError(
-            f"--segrobust-backend ray runs the whole run on one cluster: it cannot be combined with {SHARD_FLAG}; "
-            "run the shards with the local backend"
-        )
-    if importlib.util.find_spec("ray") is None:
-        raise pytest.UsageError(f"--segrobust-backend ray needs Ray, which is not installed: {INSTALL_HINT}")
-
-
-def _ray_settings(config: pytest.Config, segrobust: SegRobustSession) -> RaySettings:
-    gpus = config.getoption("segrobust_ray_gpus")
-    return RaySettings(
-        address=config.getoption("segrobust_ray_address"),
-        cpus=config.getoption("segrobust_ray_cpus"),
-        gpus=gpus if gpus is not None else float(segrobust.options.device.type == "cuda"),
-        device=config.getoption("segrobust_device"),
-    )
+        ray_backend.configure(config, segrobust, under_xdist=hasattr(config, "workerinput") or _is_xdist_controller(config))
 
 
 def _enabled(config: pytest.Config) -> bool:
@@ -346,13 +275,6 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     ]
     if segrobust.shard is not None:
         lines.append(f"segrobust: shard {segrobust.shard}: report and baselines are written by `segrobust merge`")
-    if config.getoption("segrobust_backend") == "ray":
-        settings = _ray_settings(config, segrobust)
-        cluster = settings.address or "a local Ray instance"
-        lines.append(
-            f"segrobust: cells evaluated on {cluster}, one actor per suite and model "
-            f"({settings.cpus:g} CPUs, {settings.gpus:g} GPUs each); gated and reported here"
-        )
     return lines
 
 
@@ -386,40 +308,6 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         from pytest_segrobust.items import SuiteItem
 
         segrobust.expect([i.nodeid for i in session.items if isinstance(i, SuiteItem)], collected_here=True)
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtestloop(session: pytest.Session) -> Generator[None, object, object]:
-    config = session.config
-    segrobust = _session(config)
-    if segrobust is None or not segrobust.options.enabled or config.getoption("segrobust_backend") != "ray":
-        return (yield)
-    collection_failed = session.testsfailed and not config.option.continue_on_collection_errors
-    if not (config.getoption("collectonly") or collection_failed):  # pytest's loop runs nothing then
-        _start_ray_backend(session, segrobust)
-    try:
-        return (yield)
-    finally:
-        segrobust.stop_backend()  # after -x, Ctrl-C or the last cell: the actors go
-
-
-def _start_ray_backend(session: pytest.Session, segrobust: SegRobustSession) -> None:
-    from pytest_segrobust.items import SuiteItem
-
-    adapters = [impl.plugin_name for impl in session.config.hook.pytest_segrobust_adapt_model.get_hookimpls()]
-    if adapters:
-        raise pytest.UsageError(
-            "--segrobust-backend ray: the actors cannot call the pytest_segrobust_adapt_model hook of "
-            f"{', '.join(adapters)}; register the adapter with pytest_segrobust.models.adapters.register_adapter "
-            "in a module the factory imports instead, "
-            "or use the local backend"
-        )
-    cells = [(item.nodeid, item.suite, item.key) for item in session.items if isinstance(item, SuiteItem)]
-    if cells:
-        try:
-            segrobust.start_backend(cells, _ray_settings(session.config, segrobust))
-        except SegRobustError as exc:
-            raise pytest.UsageError(str(exc)) from None
 
 
 def pytest_deselected(items: list[pytest.Item]) -> None:

@@ -5,32 +5,43 @@ reports and writes baselines, as without Ray. Only the evaluations move. Once th
 are known, each (suite, model) gets one actor, a :class:`CellWorker` that builds the model and
 the datasets once and evaluates its cells in the order pytest will run them; each cell's
 :class:`~pytest_segrobust.session.Measurement` comes back as soon as it is done, and the
-cell's item waits for it and gates it (:meth:`RayBackend.measurement`).
+cell's item waits for it and gates it (:meth:`RayBackend.measurement`). With
+``--segrobust-ray-split N``, each (suite, model) gets N actors instead, and each corrupted
+cell's samples are cut into N pieces evaluated side by side, which the first actor merges
+exactly (:mod:`pytest_segrobust.pieces`).
 
 An actor whose process dies is restarted once and the cell it was evaluating is retried (Ray's
 ``max_restarts`` and ``max_task_retries``); if it dies again, each of its cells without a result
 fails, naming the cell and the actor. When the run stops early (``-x``, Ctrl-C), the actors are
 killed and their outstanding cells dropped, so the report lists them as not run.
 
-Ray is imported here, and only when the backend is chosen.
+Ray is imported here, and only when the backend is chosen. The plugin hands this module the
+backend's options (:func:`add_options`) and, once configured, the run (:func:`configure`): the
+refusals and the loop that starts and stops the actors around pytest's live here.
 """
 
 from __future__ import annotations
 
+import argparse
+import importlib.util
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pytest
+
 from pytest_segrobust.devices import DeviceChoice
 from pytest_segrobust.errors import SegRobustError
+from pytest_segrobust.shards import SHARD_FLAG
 
 if TYPE_CHECKING:
     from pytest_segrobust.baselines import CellKey
     from pytest_segrobust.corruptions import CorruptionRegistry
+    from pytest_segrobust.pieces import Piece
     from pytest_segrobust.progress import TerminalProgress
     from pytest_segrobust.session import Measurement, Options, SegRobustSession
     from pytest_segrobust.suite import Suite
@@ -43,6 +54,100 @@ RESTARTS = 1
 INSTALL_HINT = 'pip install "pytest-segrobust[ray]"'
 
 
+def add_options(group: pytest.OptionGroup) -> None:
+    """The backend's command-line options, in the plugin's option group."""
+    group.addoption(
+        "--segrobust-backend",
+        choices=BACKENDS,
+        default="local",
+        help="where cells are evaluated: local (default: this process, or its xdist workers) or ray "
+        "(one Ray actor per suite and model; this process gates and reports)",
+    )
+    group.addoption(
+        "--segrobust-ray-address",
+        metavar="ADDRESS",
+        help="the Ray cluster of --segrobust-backend ray: auto (the running one), ray://HOST:PORT; "
+        "default: start a local Ray instance for the run",
+    )
+    group.addoption(
+        "--segrobust-ray-cpus",
+        type=_positive_number,
+        default=1.0,
+        metavar="N",
+        help="CPU cores Ray reserves for each actor (default 1)",
+    )
+    group.addoption(
+        "--segrobust-ray-gpus",
+        type=_non_negative_number,
+        metavar="N",
+        help="GPUs Ray reserves for each actor (default: 1 if the device resolves to cuda here, else 0)",
+    )
+    group.addoption(
+        "--segrobust-ray-split",
+        type=_positive_integer,
+        default=1,
+        metavar="N",
+        help="N actors per suite and model, each corrupted cell's samples cut into N consecutive ranges "
+        "evaluated side by side and merged exactly (default 1: no split)",
+    )
+
+
+def _positive_integer(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return value
+
+
+def _non_negative_number(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
+    return value
+
+
+def _positive_number(text: str) -> float:
+    value = _non_negative_number(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
+    return value
+
+
+def configure(config: pytest.Config, segrobust: SegRobustSession, *, under_xdist: bool) -> None:
+    """Under ``--segrobust-backend ray``, refuse what the backend cannot do, before anything runs,
+    and register the :class:`RayRun` that evaluates the run's cells on Ray.
+
+    Args:
+        config: The run's configuration (the gate is on).
+        segrobust: The run's session.
+        under_xdist: Whether this process is an xdist controller or worker.
+
+    Raises:
+        pytest.UsageError: under xdist, with ``--segrobust-shard`` or without Ray installed.
+    """
+    if config.getoption("segrobust_backend") != "ray":
+        return
+    if under_xdist:
+        raise pytest.UsageError(
+            "--segrobust-backend ray spreads the cells over Ray actors itself: it cannot run under "
+            "pytest-xdist (-n); drop -n, or use the local backend"
+        )
+    if config.getoption("segrobust_shard") is not None:
+        raise pytest.UsageError(
+            f"--segrobust-backend ray runs the whole run on one cluster: it cannot be combined with {SHARD_FLAG}; "
+            "run the shards with the local backend"
+        )
+    if importlib.util.find_spec("ray") is None:
+        raise pytest.UsageError(f"--segrobust-backend ray needs Ray, which is not installed: {INSTALL_HINT}")
+    config.pluginmanager.register(RayRun(segrobust, RaySettings.of(config, segrobust)), "segrobust-ray")
+
+
 @dataclass(frozen=True)
 class RaySettings:
     """Where and with what each actor runs, parsed from the command line.
@@ -53,12 +158,82 @@ class RaySettings:
         cpus: CPU cores Ray reserves for each actor (its torch threads).
         gpus: GPUs Ray reserves for each actor; the model goes to ``cuda`` in the actor.
         device: The run's ``--segrobust-device``, resolved in each actor, on its own machine.
+        split: Actors per (suite, model); each corrupted cell is cut into this many pieces.
     """
 
     address: str | None
     cpus: float
     gpus: float
     device: DeviceChoice
+    split: int = 1
+
+    @classmethod
+    def of(cls, config: pytest.Config, segrobust: SegRobustSession) -> RaySettings:
+        """The settings the command line gives, GPUs defaulting to the device resolved here."""
+        gpus = config.getoption("segrobust_ray_gpus")
+        return cls(
+            address=config.getoption("segrobust_ray_address"),
+            cpus=config.getoption("segrobust_ray_cpus"),
+            gpus=gpus if gpus is not None else float(segrobust.options.device.type == "cuda"),
+            device=config.getoption("segrobust_device"),
+            split=config.getoption("segrobust_ray_split"),
+        )
+
+
+class RayRun:
+    """The pytest plugin of a run on Ray: says where cells go, and keeps the actors alive
+    around pytest's loop, from the selected cells' submission until the last one (or ``-x``,
+    or Ctrl-C).
+
+    Args:
+        segrobust: The run's session (it holds the :class:`RayBackend` while the loop runs).
+        settings: The cluster and each actor's resources.
+    """
+
+    def __init__(self, segrobust: SegRobustSession, settings: RaySettings) -> None:
+        self.segrobust = segrobust
+        self.settings = settings
+
+    def pytest_report_header(self) -> list[str]:
+        cluster = self.settings.address or "a local Ray instance"
+        resources = f"{self.settings.cpus:g} CPUs, {self.settings.gpus:g} GPUs each"
+        lines = [f"segrobust: cells evaluated on {cluster}, one actor per suite and model ({resources}); gated and reported here"]
+        if self.settings.split > 1:
+            lines.append(
+                f"segrobust: --segrobust-ray-split {self.settings.split}: {self.settings.split} actors per suite and model, "
+                "each corrupted cell's samples split over them"
+            )
+        return lines
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, object, object]:
+        config = session.config
+        collection_failed = session.testsfailed and not config.option.continue_on_collection_errors
+        if not (config.getoption("collectonly") or collection_failed):  # pytest's loop runs nothing then
+            self._start(session)
+        try:
+            return (yield)
+        finally:
+            self.segrobust.stop_backend()  # after -x, Ctrl-C or the last cell: the actors go
+
+    def _start(self, session: pytest.Session) -> None:
+        """Submit the selected cells, in the order pytest runs them."""
+        from pytest_segrobust.items import SuiteItem
+
+        adapters = [impl.plugin_name for impl in session.config.hook.pytest_segrobust_adapt_model.get_hookimpls()]
+        if adapters:
+            raise pytest.UsageError(
+                "--segrobust-backend ray: the actors cannot call the pytest_segrobust_adapt_model hook of "
+                f"{', '.join(adapters)}; register the adapter with pytest_segrobust.models.adapters.register_adapter "
+                "in a module the factory imports instead, "
+                "or use the local backend"
+            )
+        cells = [(item.nodeid, item.suite, item.key) for item in session.items if isinstance(item, SuiteItem)]
+        if cells:
+            try:
+                self.segrobust.start_backend(cells, self.settings)
+            except SegRobustError as exc:
+                raise pytest.UsageError(str(exc)) from None
 
 
 class CellWorker:
@@ -77,18 +252,67 @@ class CellWorker:
         local = replace(options, device=device.resolve(None))
         self.session = SegRobustSession(local, rootpath, registry=registry)
 
-    def measure(self, suite_path: Path, key: CellKey, nodeid: str) -> Measurement:
-        """Evaluate one cell; a failure comes back inside the measurement, never as an exception."""
-        return self.session.measure_cell(suite_path, key, nodeid)
+    def measure(self, suite_path: Path, key: CellKey, nodeid: str, pieces: Sequence[Any] = ()) -> Measurement:
+        """Evaluate one cell; a failure comes back inside the measurement, never as an exception.
+
+        Args:
+            suite_path: The cell's suite file.
+            key: The cell.
+            nodeid: Its pytest node id.
+            pieces: For a split cell, the references of its pieces but the first, which the
+                model's other actors evaluate meanwhile; this actor evaluates the first and
+                merges them (:mod:`pytest_segrobust.pieces`).
+        """
+        from pytest_segrobust.pieces import Split
+
+        if not pieces:
+            return self.session.measure_cell(suite_path, key, nodeid)
+        fetched: list[Piece] = []
+
+        def others() -> list[Piece]:
+            fetched.extend(_fetch(pieces, key.label))
+            return fetched
+
+        measurement = self.session.measure_cell(suite_path, key, nodeid, Split(1 + len(pieces), others))
+        counts = dict(measurement.cache_counts)  # the other actors' model builds count too
+        for piece in fetched:
+            for name, count in piece.cache_counts.items():
+                counts[name] = counts.get(name, 0) + count
+        return replace(measurement, cache_counts=counts)
+
+    def piece(self, suite_path: Path, key: CellKey, index: int, count: int) -> Piece:
+        """Evaluate piece ``index`` of ``count`` of a split cell, for the actor that merges it."""
+        return self.session.measure_piece(suite_path, key, index, count)
+
+
+def _fetch(refs: Sequence[Any], label: str) -> list[Piece]:
+    """The pieces of a split cell, in order; the first that failed raises its own error, as the
+    unsplit cell would have (the first failing sample's)."""
+    import ray
+
+    pieces = []
+    for number, ref in enumerate(refs, start=2):
+        try:
+            pieces.append(ray.get(ref))
+        except ray.exceptions.RayTaskError as exc:
+            raise exc.cause from None
+        except ray.exceptions.RayError as exc:
+            lines = [line for line in str(exc).splitlines() if line.strip()]
+            raise SegRobustError(
+                f"{label}: the Ray actor evaluating piece {number} of {len(refs) + 1} of the cell gave no result: "
+                f"{type(exc).__name__}: {lines[0] if lines else 'no detail'}"
+            ) from None
+    return pieces
 
 
 @dataclass
 class _Cell:
-    """A submitted cell: its result's reference and the actor evaluating it."""
+    """A submitted cell: its result's reference, its other pieces' and the actors' (suite, model)."""
 
     ref: Any
     actor: tuple[str, str]
     label: str
+    pieces: list[Any]
 
 
 class RayBackend:
@@ -103,7 +327,8 @@ class RayBackend:
         self._progress_bar = progress_bar
         self._started_ray = started_ray
         self._cells: dict[str, _Cell] = {}
-        self._actors: dict[tuple[str, str], Any] = {}
+        self._actors: dict[tuple[str, str], list[Any]] = {}
+        self._groups: dict[tuple[str, str], Any] = {}  # placement groups of split models
         self._remaining: dict[tuple[str, str], int] = {}
         self._total = total
         self._taken = 0
@@ -112,7 +337,11 @@ class RayBackend:
     def start(
         cls, session: SegRobustSession, cells: Sequence[tuple[str, Suite, CellKey]], settings: RaySettings
     ) -> RayBackend:
-        """Connect to Ray (or start it), create one actor per (suite, model) and submit every cell.
+        """Connect to Ray (or start it), create the actors of each (suite, model) and submit every cell.
+
+        With ``settings.split`` N above 1, each (suite, model) has N actors: the first
+        evaluates the clean cells and, of each corrupted cell, the first piece, which it
+        merges with the N - 1 others, each evaluated by another actor.
 
         Args:
             session: The controller's session (its options, rootdir and corruptions go to the actors).
@@ -132,25 +361,59 @@ class RayBackend:
                 raise SegRobustError(f"--segrobust-backend ray: Ray could not start {where}: {type(exc).__name__}: {exc}") from None
         backend = cls(ray, started_ray, len(cells), session.progress_bar)
         try:
-            worker = ray.remote(CellWorker).options(
-                num_cpus=settings.cpus,
-                num_gpus=settings.gpus,
-                max_restarts=RESTARTS,
-                max_task_retries=RESTARTS,
-                runtime_env={"env_vars": {"PYTHONPATH": _project_path(session)}},
-            )
+            worker = ray.remote(CellWorker)
+            options = {
+                "num_cpus": settings.cpus,
+                "num_gpus": settings.gpus,
+                "max_restarts": RESTARTS,
+                "max_task_retries": RESTARTS,
+                "runtime_env": {"env_vars": {"PYTHONPATH": _project_path(session)}},
+            }
             for nodeid, suite, key in cells:
                 group = (str(suite.path), key.model)
                 if group not in backend._actors:
-                    backend._actors[group] = worker.remote(session.options, settings.device, session.rootpath, session.registry)
-                ref = backend._actors[group].measure.remote(suite.path, key, nodeid)
-                backend._cells[nodeid] = _Cell(ref, group, key.label)
+                    backend._actors[group] = backend._create(worker, options, session, settings, group)
+                lead, *others = backend._actors[group]
+                split = others if key.severity > 0 else []  # a clean cell is the model's clean result: not split
+                pieces = [actor.piece.remote(suite.path, key, index, settings.split) for index, actor in enumerate(split, 1)]
+                ref = lead.measure.remote(suite.path, key, nodeid, pieces)
+                backend._cells[nodeid] = _Cell(ref, group, key.label, pieces)
                 backend._remaining[group] = backend._remaining.get(group, 0) + 1
         except BaseException:
             backend.close()
             raise
-        logger.info("segrobust: %d cells submitted to %d Ray actors", len(cells), len(backend._actors))
+        actors = sum(map(len, backend._actors.values()))
+        logger.info("segrobust: %d cells submitted to %d Ray actors", len(cells), actors)
         return backend
+
+    def _create(self, worker: Any, options: dict[str, Any], session: SegRobustSession, settings: RaySettings, group: tuple[str, str]) -> list[Any]:
+        """The actors of one (suite, model): one, or ``settings.split`` started together.
+
+        A split model's actors wait for each other's pieces, so they are reserved as one
+        placement group: all of them start or none does (two models each holding some of
+        their actors, and waiting for the rest, would wait forever).
+        """
+        arguments = (session.options, settings.device, session.rootpath, session.registry)
+        if settings.split == 1:
+            return [worker.options(**options).remote(*arguments)]
+        from ray.util.placement_group import placement_group
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        bundle = {"CPU": settings.cpus} | ({"GPU": settings.gpus} if settings.gpus else {})
+        self._groups[group] = reserved = placement_group([bundle] * settings.split, strategy="SPREAD")
+        return [
+            worker.options(**options, scheduling_strategy=PlacementGroupSchedulingStrategy(reserved, index)).remote(*arguments)
+            for index in range(settings.split)
+        ]
+
+    def _release(self, group: tuple[str, str]) -> None:
+        """Kill the actors of one (suite, model) and free what they reserved."""
+        for actor in self._actors.pop(group):
+            self._ray.kill(actor, no_restart=True)
+        if group in self._groups:
+            from ray.util.placement_group import remove_placement_group
+
+            remove_placement_group(self._groups.pop(group))
 
     def measurement(self, nodeid: str) -> Measurement:
         """Wait for the cell's measurement, showing the run's progress; the actor is released after its last cell.
@@ -175,8 +438,8 @@ class RayBackend:
         finally:
             self._taken += 1
             self._remaining[cell.actor] -= 1
-            if self._remaining[cell.actor] == 0:  # its GPU or cores go to the actors still waiting
-                self._ray.kill(self._actors.pop(cell.actor), no_restart=True)
+            if self._remaining[cell.actor] == 0:  # their GPUs or cores go to the actors still waiting
+                self._release(cell.actor)
 
     def _wait(self, cell: _Cell) -> None:
         """Block until the cell is done, drawing how many of the run's cells are (on a terminal)."""
@@ -195,14 +458,14 @@ class RayBackend:
     def close(self) -> None:
         """Drop the cells no item took (the run stopped) and kill the actors; leave Ray as found."""
         for cell in self._cells.values():
-            try:
-                self._ray.cancel(cell.ref)
-            except Exception:  # noqa: BLE001,S110 - the actor is killed next: what it still runs stops too
-                pass
+            for ref in (cell.ref, *cell.pieces):
+                try:
+                    self._ray.cancel(ref)
+                except Exception:  # noqa: BLE001,S110 - the actor is killed next: what it still runs stops too
+                    pass
         self._cells.clear()
-        for actor in self._actors.values():
-            self._ray.kill(actor, no_restart=True)
-        self._actors.clear()
+        for group in list(self._actors):
+            self._release(group)
         if self._started_ray:
             self._ray.shutdown()
             self._started_ray = False

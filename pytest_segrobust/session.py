@@ -53,6 +53,7 @@ from pytest_segrobust.gate import Status, judge
 from pytest_segrobust.limits import time_limit
 from pytest_segrobust.metrics import METRICS
 from pytest_segrobust.models.base import model_device
+from pytest_segrobust.pieces import Piece, Split
 from pytest_segrobust.progress import TerminalProgress
 from pytest_segrobust.records import CellRecord
 from pytest_segrobust.report import ReportIncomplete, build_report, write_report
@@ -407,16 +408,18 @@ class SegRobustSession:
             self.backend.close()
             self.backend = None
 
-    def measure_cell(self, suite_path: Path, key: CellKey, nodeid: str) -> Measurement:
+    def measure_cell(self, suite_path: Path, key: CellKey, nodeid: str, split: Split | None = None) -> Measurement:
         """Evaluate one cell without gating it: what a remote worker sends the controller.
 
         Never raises for a failed evaluation: the measurement then carries the error, as the
-        local path would have recorded it, and the controller fails the cell with it.
+        local path would have recorded it, and the controller fails the cell with it. With
+        ``split``, this worker evaluates the first piece of the cell's samples and merges the
+        others (:meth:`measure_piece`, in other workers).
         """
         before = self._cache_counts()
         try:
             suite = self.suite(suite_path)
-            record, observed, result = self._measure_limited(suite, key, nodeid)
+            record, observed, result = self._measure_limited(suite, key, nodeid, split)
             conditions, fingerprint = self.bench.conditions(suite), self._model_fingerprint(suite, key.model)
         except Exception as exc:  # noqa: BLE001 - the controller fails the cell with it
             # As the local path shows them: our own errors alone, others with their traceback.
@@ -424,12 +427,30 @@ class SegRobustSession:
             measurement = Measurement(nodeid, error=error_message(exc), failure=failure)
         else:
             measurement = Measurement(nodeid, record, observed, result, conditions, fingerprint)
-        after = self._cache_counts()
-        return dataclass_replace(measurement, cache_counts={name: after[name] - before.get(name, 0) for name in after})
+        return dataclass_replace(measurement, cache_counts=self._counts_since(before))
 
-    def _measure_limited(self, suite: Suite, key: CellKey, nodeid: str) -> tuple[CellRecord, dict[str, float], CellResult]:
+    def measure_piece(self, suite_path: Path, key: CellKey, index: int, count: int) -> Piece:
+        """Evaluate piece ``index`` of ``count`` of a split cell's samples, for the worker that merges them.
+
+        Raises:
+            Exception: what the cell's evaluation raises; the merging worker records it as the cell's error.
+        """
+        before = self._cache_counts()
+        suite = self.suite(suite_path)
         with self.in_project(), time_limit(self.options.timeout or suite.timeout, key.label):
-            return self._measure(suite, key, nodeid)
+            piece = self.bench.piece(suite, key, index, count)
+        return dataclass_replace(piece, cache_counts=self._counts_since(before))
+
+    def _counts_since(self, before: dict[str, int]) -> dict[str, int]:
+        """What this process built and computed since it had the counts ``before``."""
+        after = self._cache_counts()
+        return {name: after[name] - before.get(name, 0) for name in after}
+
+    def _measure_limited(
+        self, suite: Suite, key: CellKey, nodeid: str, split: Split | None = None
+    ) -> tuple[CellRecord, dict[str, float], CellResult]:
+        with self.in_project(), time_limit(self.options.timeout or suite.timeout, key.label):
+            return self._measure(suite, key, nodeid, split)
 
     def _adopt(self, suite: Suite, key: CellKey, measured: Measurement) -> tuple[CellRecord, dict[str, float], CellResult]:
         """A remote worker's measurement of a cell, ready to gate here as if measured here.
@@ -462,9 +483,11 @@ class SegRobustSession:
         finally:
             os.chdir(previous)
 
-    def _measure(self, suite: Suite, key: CellKey, nodeid: str) -> tuple[CellRecord, dict[str, float], CellResult]:
+    def _measure(
+        self, suite: Suite, key: CellKey, nodeid: str, split: Split | None = None
+    ) -> tuple[CellRecord, dict[str, float], CellResult]:
         self.bench.conditions(suite)  # fingerprints the datasets: what the baseline is compared under
-        result, dataset, category = self.bench.cell(suite, key)
+        result, dataset, category = self.bench.cell(suite, key, split)
         corrupted, clean = result.corrupted, result.clean
         observed = _observed(result, key.severity)
         record = CellRecord(

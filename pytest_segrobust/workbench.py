@@ -24,10 +24,12 @@ from pytest_segrobust.data.sample_cache import MEBIBYTE, SampleCache
 from pytest_segrobust.errors import SegRobustError
 from pytest_segrobust.evaluation import CLEAN, CellResult, EvalResult, evaluate
 from pytest_segrobust.identity import UnknownIdentity, code_identity
+from pytest_segrobust.metrics import MetricContext
 from pytest_segrobust.models.adapters import adapt_model
 from pytest_segrobust.models.arrays import ArrayModel
 from pytest_segrobust.models.base import model_device
 from pytest_segrobust.models.build import build_model
+from pytest_segrobust.pieces import Piece, Split, evaluate_piece, merge_pieces
 from pytest_segrobust.suite import Suite, load_object
 from pytest_segrobust.tasks import get_task
 from pytest_segrobust.text.cells import resolve_cell
@@ -130,16 +132,46 @@ class Workbench:
 
     # -- evaluations ----------------------------------------------------------------------
 
-    def cell(self, suite: Suite, key: CellKey) -> tuple[CellResult, SegmentationDataset, str]:
-        """The cell's corrupted and clean results, the dataset they ran on and the corruption's category."""
+    def cell(self, suite: Suite, key: CellKey, split: Split | None = None) -> tuple[CellResult, SegmentationDataset, str]:
+        """The cell's corrupted and clean results, the dataset they ran on and the corruption's category.
+
+        With ``split``, this process evaluates the first piece of the corrupted samples, and
+        merges it with the others it is handed (the clean result is never split).
+        """
         model = self.model(suite, key.model)
         dataset = self.dataset(suite, key.split)
         clean = self.clean(suite, key.model, key.split)
         if key.severity == 0:
             return CellResult(corrupted=clean, clean=clean), dataset, CLEAN
         corruption = suite.corruption(key.corruption, self.registry)
-        corrupted = self._evaluate(suite, model, dataset, corruption, key.severity, key.label)
+        if split is None:
+            corrupted = self._evaluate(suite, model, dataset, corruption, key.severity, key.label)
+        else:
+            start = time.perf_counter()
+            pieces = [self.piece(suite, key, 0, split.count), *split.others()]
+            context = MetricContext.of(dataset, model_device(model))
+            corrupted = merge_pieces(pieces, context, statistics=suite.gate is not None, seconds=time.perf_counter() - start)
         return CellResult(corrupted=corrupted, clean=clean), dataset, corruption.category.value
+
+    def piece(self, suite: Suite, key: CellKey, index: int, count: int) -> Piece:
+        """Piece ``index`` of ``count`` of a corrupted cell's evaluation (:mod:`pytest_segrobust.pieces`)."""
+        model, dataset = self.model(suite, key.model), self.dataset(suite, key.split)
+        return evaluate_piece(
+            model,
+            dataset,
+            suite.corruption(key.corruption, self.registry),
+            key.severity,
+            index,
+            count,
+            task=suite.task,
+            metrics=suite.metrics,
+            seed=suite.seed,
+            batch_size=self.options.batch_size or suite.batch_size,
+            limit=suite.limit,
+            progress=_ProgressLog(f"{key.label} (piece {index + 1} of {count})"),
+            loader_workers=self.options.loader_workers,
+            sample_cache=self.samples,
+        )
 
     def clean(self, suite: Suite, model_name: str, split: str | None = None) -> EvalResult:
         """The clean result of a suite's model, computed once (and cached on disk when possible)."""

@@ -10,10 +10,11 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tests.plugin_project import CELLS, run
-from tests.test_rerun import ALL
+from tests.test_rerun import ALL, cached, last_failed
 from tests.test_shards import baselines, take_report
 from tests.test_trust import one_cell_suite
 
@@ -41,6 +42,42 @@ def test_a_demo_suite_reports_on_ray_as_without_it(pytester: pytest.Pytester, cl
     local = take_report(pytester, "segrobust-report-partial")
     run(pytester, *args, *RAY).assert_outcomes(passed=2, deselected=29)
     assert take_report(pytester, "segrobust-report-partial") == local
+
+
+@pytest.mark.parametrize(
+    ("suite", "keyword", "cells", "deselected"),
+    [("demo.yaml", "clean or gaussian_noise and 3", 4, 58), ("demo-instance.yaml", "clean or rotate and 3", 2, 29)],
+    ids=["semantic-miou", "instance-map"],
+)
+def test_a_cell_split_over_actors_gives_the_unsplit_result(
+    pytester: pytest.Pytester, cluster: None, suite: str, keyword: str, cells: int, deselected: int
+) -> None:
+    """Two actors per model, each corrupted cell's 64 images cut in two: the same report, baselines
+    and per-image statistics (the sidecar's arrays, byte for byte) as the unsplit local run."""
+    (pytester.path / "suites").mkdir()
+    shutil.copy(REPO / "suites" / suite, pytester.path / "suites")
+    args = ("--segrobust-update-baselines", "-k", keyword)
+    run(pytester, *args).assert_outcomes(passed=cells, deselected=deselected)
+    unsplit, unsplit_baselines, unsplit_statistics = take_report(pytester, "segrobust-report-partial"), *written(pytester)
+    shutil.rmtree(pytester.path / "baselines")
+    result = run(pytester, *args, *RAY, "--segrobust-ray-split", "2")
+    result.assert_outcomes(passed=cells, deselected=deselected)
+    result.stdout.fnmatch_lines(["segrobust: --segrobust-ray-split 2: 2 actors per suite and model*"])
+    assert take_report(pytester, "segrobust-report-partial") == unsplit
+    baselines_, statistics = written(pytester)
+    assert baselines_ == unsplit_baselines
+    assert statistics.keys() == unsplit_statistics.keys() and statistics
+    for name, array in unsplit_statistics.items():
+        assert (statistics[name].dtype, statistics[name].tobytes()) == (array.dtype, array.tobytes()), name
+
+
+def written(project: pytest.Pytester) -> tuple[dict[str, str], dict[str, np.ndarray]]:
+    """The baseline files, and the arrays of their per-image statistics (.stats.npz) by file and name."""
+    arrays = {}
+    for path in sorted((project.path / "baselines").glob("*.npz")):
+        with np.load(path) as stored:
+            arrays |= {f"{path.name}:{name}": stored[name] for name in stored.files}
+    return baselines(project), arrays
 
 
 def test_the_ray_backend_writes_what_a_local_run_writes(project: pytest.Pytester, cluster: None) -> None:
@@ -72,6 +109,20 @@ def test_k_and_x_select_and_stop_as_without_ray(project: pytest.Pytester, cluste
     report = take_report(project, "segrobust-report-partial")
     assert report == local
     assert list(report[0]["run"]["not_run"]) == ALL[2:]
+
+
+def test_lf_reruns_the_failed_cell_alone_on_ray(project: pytest.Pytester, cluster: None) -> None:
+    failing = "suites/bands.yaml::binner::rotate[5]"
+    run(project, "--segrobust-update-baselines", "-k", "not (rotate and 5)").assert_outcomes(passed=CELLS - 1, deselected=1)
+    cached(project, *RAY).assert_outcomes(passed=CELLS - 1, failed=1)  # rotate[5] has no baseline: written now
+    assert last_failed(project) == {failing}
+    rerun = cached(project, "--lf", *RAY, "-v")
+    rerun.assert_outcomes(passed=1, deselected=CELLS - 1)
+    assert [line.split()[0] for line in rerun.outlines if line.startswith("suites/")] == [failing]
+    assert last_failed(project) == set()
+    partial = json.loads((project.path / "segrobust-report-partial.json").read_text())["run"]
+    assert partial["deselected"] == [nodeid for nodeid in ALL if nodeid != failing] and partial["selection"] == ["--lf"]
+    assert partial["not_run"] == {}
 
 
 def test_a_cell_that_raises_fails_as_without_ray(project: pytest.Pytester, cluster: None) -> None:

@@ -60,19 +60,21 @@ class SampleCache:
         self.reads = 0
         self._kept: dict[int, tuple[SegmentationDataset, dict[int, Sample]]] = {}
 
-    def samples(self, dataset: SegmentationDataset, total: int, read: Reader) -> Iterator[Sample]:
-        """The first ``total`` samples of ``dataset`` in order: kept ones copied, the others from ``read``.
+    def samples(self, dataset: SegmentationDataset, total: int, read: Reader, *, start: int = 0) -> Iterator[Sample]:
+        """The samples of ``dataset`` at positions ``start`` to ``total - 1``, in order: kept ones
+        copied, the others from ``read``.
 
         Args:
             dataset: Whose samples.
-            total: How many, from position 0.
+            total: Where they end (the first ``total`` samples, from ``start`` on).
             read: Given the positions the cache does not hold (ascending), yields those samples
                 in that order (inline, or through loader processes).
+            start: The first position (a piece of a cell split over workers starts past 0).
         """
         kept = self._kept.setdefault(id(dataset), (dataset, {}))[1]
-        missing = [index for index in range(total) if index not in kept]
+        missing = [index for index in range(start, total) if index not in kept]
         fresh = read(missing) if missing else iter(())
-        for index in range(total):
+        for index in range(start, total):
             if index in kept:
                 self.hits += 1
                 yield _copy(kept[index])
