@@ -94,6 +94,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "and the baselines; `segrobust merge` turns the N files into the report",
     )
     group.addoption(
+        "--segrobust-dist",
+        choices=("model", "load"),
+        default="model",
+        help="how -n spreads cells over xdist workers: model (default: a model's cells on one worker, which "
+        "builds it once; a large model's cells in a few runs) or load (xdist's own --dist load); "
+        "another --dist mode is left to xdist",
+    )
+    group.addoption(
         "--segrobust-backend",
         choices=BACKENDS,
         default="local",
@@ -471,6 +479,19 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 def _is_xdist_controller(config: pytest.Config) -> bool:
     return bool(getattr(config.option, "numprocesses", None)) and not hasattr(config, "workerinput")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    # Asked before xdist's own (trylast); None leaves the choice to xdist.
+    segrobust = _session(config)
+    if segrobust is None or not segrobust.options.enabled or config.getvalue("dist") != "load":
+        return None
+    if config.getoption("segrobust_dist") != "model":
+        return None
+    from pytest_segrobust.scheduling import ModelGroupScheduling
+
+    return ModelGroupScheduling(config, log, is_cell=lambda nodeid: segrobust.is_suite_file(config.rootpath / nodeid.split("::")[0]))
 
 
 @pytest.hookimpl(optionalhook=True)
