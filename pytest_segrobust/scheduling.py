@@ -49,8 +49,9 @@ def plan_units(collection: Sequence[str], is_cell: Callable[[str], bool], worker
 
     A model's cells (node ids ``<suite file>::<model>::...``) form one unit, or a few units of
     consecutive cells when they exceed ``ceil(cells / workers)``; every other test is a unit
-    of its own. Units are ordered largest first, then by their first test's place in the
-    collection: a pure function of the collection.
+    of its own. The cells' units come first, largest first, then by their first cell's place
+    in the collection; the other tests follow in collection order. A pure function of the
+    collection.
 
     Args:
         collection: Every test's node id, as the workers collected them.
@@ -70,8 +71,8 @@ def plan_units(collection: Sequence[str], is_cell: Callable[[str], bool], worker
             others.append([index])
     cells = sum(len(indices) for indices in models.values())
     share = max(1, math.ceil(cells / max(1, workers)))
-    units = [piece for indices in models.values() for piece in cut(indices, share)] + others
-    return sorted(units, key=lambda unit: (-len(unit), unit[0]))
+    units = [piece for indices in models.values() for piece in cut(indices, share)]
+    return sorted(units, key=lambda unit: (-len(unit), unit[0])) + others
 
 
 class ModelGroupScheduling:
