@@ -17,8 +17,8 @@ results and decoding the same samples. With ``--segrobust`` and xdist's ``load``
 * Other tests of the run are units of one test each, after the cells, in collection order.
 * A worker that crashes loses only the cell it was running (xdist reports it failed): the
   cells sent to it that had not started go back to the front of the queue, as their units.
-  xdist's ``loadscope``, which this resembles, re-queues the crashed test too, and a
-  worker replacing it crashes on it again.
+  xdist's ``loadscope``, which this resembles, re-queues the crashed test with them, so
+  a worker replacing the crashed one runs it again.
 
 ``--segrobust-dist load`` keeps xdist's own scheduler; an explicit other ``--dist`` mode
 (``loadscope``, ``loadfile``, ``loadgroup``, ``worksteal``, ``each``) is always left to xdist.
