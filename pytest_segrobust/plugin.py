@@ -91,6 +91,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="run shard K of N of the cells and write <report>-shard-K-of-N.json instead of the report "
         "and the baselines; `segrobust merge` turns the N files into the report",
     )
+    group.addoption(
+        "--segrobust-dist",
+        choices=("model", "load"),
+        default="model",
+        help="how -n spreads cells over xdist workers: model (default: a model's cells on one worker, which "
+        "builds it once; a large model's cells in a few runs) or load (xdist's own --dist load); "
+        "another --dist mode is left to xdist",
+    )
     ray_backend.add_options(group)
     parser.addini("segrobust_suites", "folder of robustness suites, relative to rootdir", default="suites")
     parser.addini("segrobust_baselines", "folder of baseline files, relative to rootdir", default="baselines")
@@ -359,6 +367,19 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 def _is_xdist_controller(config: pytest.Config) -> bool:
     return bool(getattr(config.option, "numprocesses", None)) and not hasattr(config, "workerinput")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    # Asked before xdist's own (trylast); None leaves the choice to xdist.
+    segrobust = _session(config)
+    if segrobust is None or not segrobust.options.enabled or config.getvalue("dist") != "load":
+        return None
+    if config.getoption("segrobust_dist") != "model":
+        return None
+    from pytest_segrobust.scheduling import ModelGroupScheduling
+
+    return ModelGroupScheduling(config, log, is_cell=lambda nodeid: segrobust.is_suite_file(config.rootpath / nodeid.split("::")[0]))
 
 
 @pytest.hookimpl(optionalhook=True)

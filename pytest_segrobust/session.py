@@ -937,7 +937,9 @@ class SegRobustSession:
             suite = self.suite_order.get(name)
             if suite is None or suite.gate is None:
                 continue
-            records = [r for r in self.records if r.suite == name]
+            # In suite order, not in the order cells finished (xdist's workers' order): the means'
+            # rounding and the categories' order must not depend on scheduling.
+            records = [r for r in self.ordered_records() if r.suite == name]
             entry["aggregates"] = aggregate_changes(records, self.resampled, suite.gate.confidence)
 
     def _write_report(self) -> None:

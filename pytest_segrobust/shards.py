@@ -26,13 +26,15 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pytest_segrobust.errors import SegRobustError
 
 # Version of ShardFile.to_json; a file of another version is refused, never half-read.
 SHARD_FORMAT = 1
 SHARD_FLAG = "--segrobust-shard"
+
+T = TypeVar("T")
 
 
 class ShardError(SegRobustError):
@@ -118,13 +120,7 @@ def assign_cells(cells: Iterable[ShardCell], count: int) -> dict[str, int]:
     pieces: list[tuple[tuple[str, str, str], int, list[str]]] = []
     for group, members in groups.items():
         ordered = [c.nodeid for c in sorted(members, key=lambda c: (c.rank, c.nodeid))]
-        parts = math.ceil(len(ordered) / share)
-        size, extra = divmod(len(ordered), parts)
-        start = 0
-        for part in range(parts):
-            end = start + size + (1 if part < extra else 0)
-            pieces.append((group, part, ordered[start:end]))
-            start = end
+        pieces.extend((group, part, nodeids) for part, nodeids in enumerate(cut(ordered, share)))
     pieces.sort(key=lambda piece: (-len(piece[2]), piece[0], piece[1]))
     loads = [0] * count
     assignment: dict[str, int] = {}
@@ -133,6 +129,29 @@ def assign_cells(cells: Iterable[ShardCell], count: int) -> dict[str, int]:
         loads[shard] += len(nodeids)
         assignment.update({nodeid: shard + 1 for nodeid in nodeids})
     return assignment
+
+
+def cut(members: Sequence[T], share: int) -> list[list[T]]:
+    """``members`` in the fewest runs of consecutive members of at most ``share`` each, near-equal.
+
+    The first runs take one member more when they cannot be equal: 7 in shares of 3 is 3, 2, 2.
+    How a group of cells too large for one shard (or one xdist worker) is divided.
+
+    Args:
+        members: A group's members, in the order to keep.
+        share: The most members a run may have, at least 1.
+    """
+    if not members:
+        return []
+    parts = math.ceil(len(members) / share)
+    size, extra = divmod(len(members), parts)
+    runs: list[list[T]] = []
+    start = 0
+    for part in range(parts):
+        end = start + size + (1 if part < extra else 0)
+        runs.append(list(members[start:end]))
+        start = end
+    return runs
 
 
 @dataclass(frozen=True)
