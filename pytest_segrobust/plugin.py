@@ -7,7 +7,6 @@ is given or a test requests the ``segrobust`` fixture. Without either, every hoo
 
 from __future__ import annotations
 
-import argparse
 import os
 import shlex
 from collections.abc import Generator
@@ -16,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_segrobust import hookspecs, ray_backend
+from pytest_segrobust import arguments, hookspecs, ray_backend
 from pytest_segrobust.devices import parse_device, worker_index
 from pytest_segrobust.errors import SegRobustError
 from pytest_segrobust.shards import SHARD_FLAG, ShardSpec
@@ -62,25 +61,25 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--segrobust-amp", action="store_true", help="run torch modules under autocast (float16 on CUDA, bfloat16 on CPU)"
     )
     group.addoption(
-        "--segrobust-batch-size", type=_positive, metavar="N", help="images per forward pass (overrides the suites)"
+        "--segrobust-batch-size", type=arguments.positive_integer, metavar="N", help="images per forward pass (overrides the suites)"
     )
     group.addoption(
         "--segrobust-loader-workers",
-        type=_non_negative,
+        type=arguments.non_negative_integer,
         default=0,
         metavar="N",
         help="processes reading samples ahead of the model (default 0: read inline)",
     )
     group.addoption(
         "--segrobust-sample-cache",
-        type=_non_negative,
+        type=arguments.non_negative_integer,
         default=1024,
         metavar="MB",
         help="MiB of decoded samples each process keeps across a dataset's cells (default 1024; 0: decode in every cell)",
     )
     group.addoption(
         "--segrobust-timeout",
-        type=_seconds,
+        type=arguments.seconds,
         metavar="SECONDS",
         help="fail a cell that runs longer than this (overrides the suites' 'timeout'; default: no limit)",
     )
@@ -105,31 +104,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("segrobust_report", "report path without suffix, relative to rootdir", default="segrobust-report")
 
 
-def _positive(text: str) -> int:
-    value = _non_negative(text)
-    if value == 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
-    return value
 
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text!r}")
-    return value
-
-
-def _non_negative(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
-    return value
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:

@@ -22,7 +22,6 @@ refusals and the loop that starts and stops the actors around pytest's live here
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import logging
 import os
@@ -34,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_segrobust import arguments
 from pytest_segrobust.devices import DeviceChoice
 from pytest_segrobust.errors import SegRobustError
 from pytest_segrobust.shards import SHARD_FLAG
@@ -71,20 +71,20 @@ def add_options(group: pytest.OptionGroup) -> None:
     )
     group.addoption(
         "--segrobust-ray-cpus",
-        type=_positive_number,
+        type=arguments.positive_number,
         default=1.0,
         metavar="N",
         help="CPU cores Ray reserves for each actor (default 1)",
     )
     group.addoption(
         "--segrobust-ray-gpus",
-        type=_non_negative_number,
+        type=arguments.non_negative_number,
         metavar="N",
         help="GPUs Ray reserves for each actor (default: 1 if the device resolves to cuda here, else 0)",
     )
     group.addoption(
         "--segrobust-ray-split",
-        type=_positive_integer,
+        type=arguments.positive_integer,
         default=1,
         metavar="N",
         help="N actors per suite and model, each corrupted cell's samples cut into N consecutive ranges "
@@ -92,31 +92,7 @@ def add_options(group: pytest.OptionGroup) -> None:
     )
 
 
-def _positive_integer(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
-    return value
 
-
-def _non_negative_number(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not 0 <= value < float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
-    return value
-
-
-def _positive_number(text: str) -> float:
-    value = _non_negative_number(text)
-    if value == 0:
-        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
-    return value
 
 
 def configure(config: pytest.Config, segrobust: SegRobustSession, *, under_xdist: bool) -> None:
