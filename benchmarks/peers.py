@@ -10,6 +10,13 @@ throwaway environment (never albumentationsx, which is AGPL), for example
     python3 -m venv /tmp/peers && /tmp/peers/bin/pip install torch==2.13.0
     /tmp/peers/bin/pip install albumentations==2.0.8 kornia opencv-python-headless numpy pyyaml scipy pillow
     PYTHONPATH=. /tmp/peers/bin/python benchmarks/peers.py [--rounds 7] [--only gaussian_blur,jpeg_compression]
+
+``--profile`` then explains every row where ours at batch 1 (what the CPU harness runs: it
+corrupts image by image) is slower than the best peer: the calls where our time goes, by
+self time under cProfile (torch ops, OpenCV and numpy calls alike, as Python sees them) and
+the ATen operators under torch.profiler, each as a share of the profiled time, and one line
+on what the peer computes instead (read from albumentations 2.0.8's source). Both profiles
+run in the same process, after the timed rounds.
 """
 
 from __future__ import annotations
@@ -20,6 +27,9 @@ for _variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
     os.environ[_variable] = "1"  # before numpy, torch and OpenCV start their pools
 
 import argparse
+import cProfile
+import pstats
+import re
 import statistics
 import time
 from collections.abc import Callable
@@ -72,6 +82,7 @@ class Row:
 
     A peer factory takes the imported peer module and returns a callable on the image in
     that peer's own format (HWC uint8 for albumentations, ``(1, 3, H, W)`` float for kornia).
+    ``albumentations_does`` says in one line how albumentations computes it, for ``--profile``.
     """
 
     label: str
@@ -79,6 +90,7 @@ class Row:
     preset: str
     albumentations: Callable[[Any], Callable[[Any], Any]] | None
     kornia: Callable[[Any], Callable[[Any], Any]] | None
+    albumentations_does: str = ""
 
 
 def _albu(make: Callable[[Any], Any]) -> Callable[[Any], Callable[[np.ndarray], Any]]:
@@ -100,6 +112,7 @@ ROWS = (
         "imagenet-c",
         _albu(lambda A: A.GaussianBlur(blur_limit=(25, 25), sigma_limit=(3.0, 3.0), p=1.0)),
         lambda K: lambda image: K.filters.gaussian_blur2d(image, (25, 25), (3.0, 3.0), border_type="replicate"),
+        albumentations_does="cv2.sepFilter2D of the uint8 HWC image with the 25-tap float kernel, rounded back to uint8",
     ),
     Row(
         "zoom_blur",
@@ -107,6 +120,7 @@ ROWS = (
         "imagenet-c",
         _albu(lambda A: A.ZoomBlur(max_factor=(1.21, 1.21), step_factor=(0.02, 0.02), p=1.0)),
         None,
+        albumentations_does="float32 HWC; per factor cv2.resize(INTER_LINEAR, half-pixel centres) of the centre crop, summed in float32",
     ),
     Row(
         "rotate",
@@ -114,6 +128,7 @@ ROWS = (
         "coco-p",
         _albu(lambda A: A.Rotate(limit=(40, 40), border_mode=0, p=1.0)),
         lambda K: lambda image: K.geometry.transform.rotate(image, torch.tensor([40.0])),
+        albumentations_does="cv2.warpAffine of the uint8 HWC image, INTER_LINEAR: 1/32-pixel coordinates, fixed-point weights",
     ),
     Row(
         "shear",
@@ -121,6 +136,7 @@ ROWS = (
         "coco-p",
         _albu(lambda A: A.Affine(shear={"x": (15, 15), "y": (0, 0)}, p=1.0)),
         lambda K: lambda image: K.geometry.transform.shear(image, torch.tensor([[0.268, 0.0]])),
+        albumentations_does="cv2.warpAffine of the uint8 HWC image, INTER_LINEAR: 1/32-pixel coordinates, fixed-point weights",
     ),
     Row(
         "translate",
@@ -128,6 +144,7 @@ ROWS = (
         "coco-p",
         _albu(lambda A: A.Affine(translate_px={"x": (60, 60), "y": (0, 0)}, p=1.0)),
         lambda K: lambda image: K.geometry.transform.translate(image, torch.tensor([[60.0, 0.0]])),
+        albumentations_does="cv2.warpAffine of the uint8 HWC image, INTER_LINEAR: 1/32-pixel coordinates, fixed-point weights",
     ),
     Row(
         "jpeg_compression",
@@ -135,6 +152,7 @@ ROWS = (
         "imagenet-c",
         _albu(lambda A: A.ImageCompression(quality_range=(15, 15), p=1.0)),
         lambda K: lambda image: K.enhance.jpeg_codec_differentiable(image, torch.tensor([15.0])),
+        albumentations_does="cv2.imencode/imdecode straight on the uint8 HWC array (RGB handed over as BGR), no float conversion",
     ),
     Row(
         "contrast",
@@ -142,6 +160,7 @@ ROWS = (
         "imagenet-c",
         _albu(lambda A: A.RandomBrightnessContrast(brightness_limit=(0, 0), contrast_limit=(-0.8, -0.8), p=1.0)),
         lambda K: lambda image: K.enhance.adjust_contrast(image, 0.2),
+        albumentations_does="mean of cv2.cvtColor(RGB2GRAY), then a 256-entry uint8 lookup table (albucore multiply_add_lut)",
     ),
     Row(
         "saturate",
@@ -149,6 +168,7 @@ ROWS = (
         "imagenet-c",
         _albu(lambda A: A.ColorJitter(brightness=0, contrast=0, saturation=(2.0, 2.0), hue=0, p=1.0)),
         lambda K: lambda image: K.enhance.adjust_saturation(image, 2.0),
+        albumentations_does="cv2.cvtColor RGB2GRAY and GRAY2RGB, then cv2.addWeighted, all uint8 (saturating, rounded)",
     ),
     Row(
         "elastic_transform",
@@ -160,6 +180,7 @@ ROWS = (
                 image, torch.rand(1, 2, image.shape[-2], image.shape[-1]) * 2 - 1, (63, 63), (5.12, 5.12), (44.6, 44.6)
             )
         ),
+        albumentations_does="numpy float32 normal fields, cv2.GaussianBlur on them, cv2.remap of the uint8 image (1/32-pixel bilinear)",
     ),
     Row(
         "gaussian_noise",
@@ -167,6 +188,7 @@ ROWS = (
         "imagenet-c",
         _albu(lambda A: A.GaussNoise(std_range=(0.18, 0.18), p=1.0)),
         lambda K: lambda image: (image + 0.18 * torch.randn_like(image)).clamp_(0.0, 1.0),
+        albumentations_does="cv2.randn into a float64 HWC array, .astype(float32), cv2.add to the image as float32, clip, back to uint8",
     ),
     Row(
         "defocus_blur",
@@ -174,6 +196,7 @@ ROWS = (
         "imagenet-c",
         _albu(lambda A: A.Defocus(radius=(6, 6), alias_blur=(0.5, 0.5), p=1.0)),
         None,
+        albumentations_does="cv2.filter2D of the uint8 image with a float32 disc kernel (itself cv2.GaussianBlur-ed)",
     ),
     Row(
         "glass_blur",
@@ -181,6 +204,7 @@ ROWS = (
         "imagenet-c",
         _albu(lambda A: A.GlassBlur(sigma=1.0, max_delta=2, iterations=3, p=1.0)),
         None,
+        albumentations_does="cv2.GaussianBlur, a Python loop of pixel swaps, cv2.GaussianBlur again",
     ),
     Row(
         "motion_blur (trail, 31 taps)",
@@ -195,8 +219,58 @@ ROWS = (
         "coco-p",
         _albu(lambda A: A.MotionBlur(blur_limit=(13, 13), p=1.0)),
         lambda K: lambda image: K.filters.motion_blur(image, 13, 20.0, 0.0),
+        albumentations_does="cv2.filter2D of the uint8 image with a 13x13 line kernel",
     ),
 )
+
+
+def _python_name(key: tuple[str, int, str]) -> str:
+    """A cProfile entry's function as ``file.py:line(name)``, ``Type.method`` or the builtin's name."""
+    filename, line, function = key
+    if filename != "~":
+        return f"{os.path.basename(filename)}:{line}({function})"
+    # Builtins and C functions such as torch ops and cv2 calls: "<built-in method torch.conv2d>",
+    # "<method 'add_' of 'torch._C.TensorBase' objects>".
+    method = re.fullmatch(r"<method '(\w+)' of '([\w.]+)' objects>", function)
+    if method is not None:
+        owner = method[2].rsplit(".", 1)[-1].replace("TensorBase", "Tensor")
+        return f"{owner}.{method[1]}"
+    return function.strip("<>").removeprefix("built-in method ")
+
+
+def profile(call: Callable[[], Any], calls: int, top: int) -> list[str]:
+    """Where ``call``'s time goes: its top functions by self time, and its top ATen operators.
+
+    cProfile sees every call made from Python, so OpenCV, numpy and torch calls all show up
+    with their own (self) time; torch.profiler (shapes not recorded) breaks the torch calls
+    down into the operators they run. Each share is of the time the ``calls`` calls took
+    under that profiler, so the two lists are comparable with each other but not with the
+    timed rounds (profiling adds overhead per call).
+
+    Returns:
+        Lines to print, most expensive first.
+    """
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for _ in range(calls):
+        call()
+    profiler.disable()
+    entries = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
+    total = sum(entry[2] for entry in entries.values())
+    by_self_time = sorted(entries.items(), key=lambda item: item[1][2], reverse=True)[:top]
+    lines = ["self time: " + ", ".join(f"{_python_name(key)} {entry[2] / total:.0%}" for key, entry in by_self_time)]
+
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=False) as torch_profile:
+        start = time.perf_counter()  # inside, so that starting and stopping the profiler are not counted
+        for _ in range(calls):
+            call()
+        elapsed_us = (time.perf_counter() - start) * 1e6
+    operators = sorted(torch_profile.key_averages(), key=lambda event: event.self_cpu_time_total, reverse=True)
+    lines.append(
+        "ATen ops:  "
+        + ", ".join(f"{event.key} {event.self_cpu_time_total / elapsed_us:.0%}" for event in operators[:top])
+    )
+    return lines
 
 
 def _import(name: str) -> Any:
@@ -213,6 +287,10 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=16, help="the harness's batch for the second 'ours' column")
     parser.add_argument("--rounds", type=int, default=5, help="timed calls per row (after one warm-up)")
     parser.add_argument("--only", default="", help="comma-separated corruption names")
+    parser.add_argument(
+        "--profile", action="store_true", help="profile ours on every row where batch 1 is slower than the best peer"
+    )
+    parser.add_argument("--top", type=int, default=4, help="entries per profile list")
     args = parser.parse_args()
 
     torch.set_num_threads(1)
@@ -267,6 +345,23 @@ def main() -> None:
             measured = times.get((index, column))
             cells.append(f"{min(measured):.1f} / {statistics.median(measured):.1f}" if measured else "-")
         print(f"| {row.label} | " + " | ".join(cells) + " |")
+
+    if args.profile:
+        print(f"\nWhere ours at batch 1 is slower than the best peer (min over rounds), {args.rounds} calls profiled:")
+        for index, row in enumerate(rows):
+            ours = min(times[index, "ours b1"])
+            peers = {
+                column: min(times[index, column]) for column in ("albumentations", "kornia") if (index, column) in times
+            }
+            if not peers or ours <= min(peers.values()):
+                continue
+            best = min(peers, key=peers.__getitem__)
+            print(f"\n{row.label}: ours {ours:.1f} ms, {best} {peers[best]:.1f} ms ({ours / peers[best]:.1f}x)")
+            if best == "albumentations" and row.albumentations_does:
+                print(f"  albumentations: {row.albumentations_does}")
+            call = next(c for i, column, _, c in contenders if i == index and column == "ours b1")
+            for line in profile(call, args.rounds, args.top):
+                print(f"  {line}")
 
 
 if __name__ == "__main__":
