@@ -312,6 +312,36 @@ def test_zoom_blur_matches_the_reference_clipped_zoom(size: tuple[int, int], sev
     np.testing.assert_allclose(ours, reference_zoom_blur(pixels, factors), atol=1e-6)
 
 
+def zoom_blur_plane_by_plane(images: torch.Tensor, factors: tuple[float, ...]) -> torch.Tensor:
+    """Zoom blur as first written: each centre crop interpolated as a (B, C, H, W) view, added with ``+=``."""
+    h, w = images.shape[-2:]
+    out = torch.zeros_like(images)
+    for factor in factors:
+        crop_h, crop_w = math.ceil(h / factor), math.ceil(w / factor)
+        top, left = (h - crop_h) // 2, (w - crop_w) // 2
+        size = (round(crop_h * factor), round(crop_w * factor))
+        crop = images[:, :, top : top + crop_h, left : left + crop_w]
+        zoomed = torch.nn.functional.interpolate(crop, size=size, mode="bilinear", align_corners=True)
+        rows, cols = min(h, size[0]), min(w, size[1])
+        out[:, :, :rows, :cols] += zoomed[:, :, :rows, :cols]
+    return ((images + out) / (len(factors) + 1)).clamp_(0.0, 1.0)
+
+
+@pytest.mark.parametrize(
+    ("shape", "dtype", "severity"),
+    [((1, 3, 512, 512), torch.float32, 3), ((2, 3, 37, 50), torch.float64, 5), ((1, 1, 61, 44), torch.float32, 1)],
+)
+def test_zoom_blur_through_channels_last_is_bitwise_the_plain_layout(
+    shape: tuple[int, ...], dtype: torch.dtype, severity: int
+) -> None:
+    # The CPU path zooms channels-last crops to save the kernel's own layout copies; same values.
+    images = torch.rand(shape, generator=torch.Generator().manual_seed(severity), dtype=dtype)
+    factors = ZOOM_BLUR_IMAGENET_C[severity].factors
+    out = Fn.zoom_blur(images, factors)
+    assert out.is_contiguous() and out.dtype == dtype
+    assert torch.equal(out, zoom_blur_plane_by_plane(images, factors))
+
+
 def test_local_shuffle_keeps_the_first_row_and_column_and_swaps_permute() -> None:
     h, w, delta = 20, 24, 3
     images = torch.arange(h * w, dtype=torch.float64).view(1, 1, h, w)

@@ -360,17 +360,24 @@ def zoom_blur(images: torch.Tensor, factors: Sequence[float]) -> torch.Tensor:
     if images[0].numel() <= SMALL_IMAGE and images.shape[0] > 1:
         # Image by image, so that no tensor grows past torch's threading threshold.
         return torch.cat([zoom_blur(image[None], factors) for image in images])
-    out = torch.zeros_like(images)
+    # torch's CPU bilinear kernel works channels-last: given (B, C, H, W) planes it copies the
+    # input to channels-last and the output back on every call (three copies per zoom). One
+    # conversion up front, crops that are channels-last views and one conversion at the end
+    # run that same kernel on the same values, so the result is bit for bit the same.
+    layout = torch.channels_last if images.device.type == "cpu" else torch.contiguous_format
+    source = images.contiguous(memory_format=layout)
+    out = torch.zeros_like(source)
     for factor in factors:
         crop_h, crop_w = math.ceil(h / factor), math.ceil(w / factor)
         top, left = (h - crop_h) // 2, (w - crop_w) // 2
-        crop = images[:, :, top : top + crop_h, left : left + crop_w]
+        crop = source[:, :, top : top + crop_h, left : left + crop_w]
         size = (round(crop_h * factor), round(crop_w * factor))
         zoomed = F.interpolate(crop, size=size, mode="bilinear", align_corners=True)
         # A layer short of H x W (float corner cases only) adds into the top-left, as in the reference.
         rows, cols = min(h, size[0]), min(w, size[1])
-        out[:, :, :rows, :cols] += zoomed[:, :, :rows, :cols]
-    return ((images + out) / (len(factors) + 1)).clamp_(0.0, 1.0)
+        # In place on the view (``out[...] += x`` would also copy the view onto itself).
+        out[:, :, :rows, :cols].add_(zoomed[:, :, :rows, :cols])
+    return ((source + out) / (len(factors) + 1)).clamp_(0.0, 1.0).contiguous()
 
 
 def psf_blur(images: torch.Tensor, centre_sigma: float, corner_sigma: float, levels: int = 4) -> torch.Tensor:
