@@ -11,6 +11,7 @@ from PIL import Image, ImageEnhance
 
 from pytest_segrobust.corruptions import REGISTRY
 from pytest_segrobust.corruptions import functional as Fn
+from pytest_segrobust.corruptions.functional.geometry import _normalise
 from pytest_segrobust.strategies import make_batch
 
 
@@ -98,6 +99,17 @@ def test_affine_coordinates_round_the_float64_map_once(height: int, width: int) 
     coords = Fn.affine_coordinates(matrices, height, width, torch.float32)
     assert coords.dtype == torch.float32 and torch.equal(coords, expected.to(torch.float32))
     assert torch.equal(Fn.affine_coordinates(matrices[2:3], height, width, torch.float32), coords[2:3])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_sample_bilinear_normalises_each_coordinate_with_the_plain_formula(dtype: torch.dtype) -> None:
+    # grid_sample's [-1, 1] grid is (2 c + 1) / n - 1, rounded after every operation as the
+    # unfused expression rounds it: worked on plane by plane, the grid is bit for bit the same.
+    angles = torch.tensor([40.0, -23.7], dtype=torch.float64)
+    coords = Fn.affine_coordinates(Fn.rotation_about_centre(angles, 37, 50), 37, 50, dtype)
+    expected = torch.stack([(coords[..., 0] * 2 + 1) / 50 - 1, (coords[..., 1] * 2 + 1) / 37 - 1], dim=-1)
+    grid = _normalise(coords, height=37, width=50)
+    assert grid.is_contiguous() and torch.equal(grid, expected)
 
 
 def test_sample_nearest_fills_outside_and_keeps_dtype() -> None:

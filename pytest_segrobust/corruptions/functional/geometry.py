@@ -57,7 +57,7 @@ def affine_coordinates(
     out = torch.empty((len(matrices), height, width, 2), device=device, dtype=dtype or work)
     for axis in range(2):
         m = matrices[:, axis, :, None, None]  # (B, 3, 1, 1)
-        out[..., axis].copy_(m[:, 0] * xs + m[:, 1] * ys[:, None] + m[:, 2])
+        out[..., axis].copy_((m[:, 0] * xs + m[:, 1] * ys[:, None]).add_(m[:, 2]))
     return out
 
 
@@ -100,11 +100,12 @@ def sample_nearest(labels: torch.Tensor, coords: torch.Tensor, fill: int) -> tor
 
 def _normalise(coords: torch.Tensor, height: int, width: int) -> torch.Tensor:
     # grid_sample with align_corners=False puts -1 and +1 on the outer pixel edges:
-    # (2 c + 1) / n - 1, in place after the first product, written into one tensor.
+    # (2 c + 1) / n - 1, in place after the first product. Each axis is worked on as a
+    # contiguous plane and interleaved once at the end: the four passes over every other
+    # value of the grid took about twice as long, for the same values.
     out = torch.empty_like(coords, memory_format=torch.contiguous_format)
     for axis, n in ((0, width), (1, height)):
-        torch.mul(coords[..., axis], 2, out=out[..., axis])
-        out[..., axis].add_(1).div_(n).sub_(1)
+        out[..., axis].copy_(torch.mul(coords[..., axis], 2).add_(1).div_(n).sub_(1))
     return out
 
 
