@@ -290,6 +290,7 @@ def main() -> None:
     parser.add_argument(
         "--profile", action="store_true", help="profile ours on every row where batch 1 is slower than the best peer"
     )
+    parser.add_argument("--profile-calls", type=int, default=20, help="calls of ours per profile")
     parser.add_argument("--top", type=int, default=4, help="entries per profile list")
     args = parser.parse_args()
 
@@ -347,7 +348,9 @@ def main() -> None:
         print(f"| {row.label} | " + " | ".join(cells) + " |")
 
     if args.profile:
-        print(f"\nWhere ours at batch 1 is slower than the best peer (min over rounds), {args.rounds} calls profiled:")
+        print(
+            f"\nWhere ours at batch 1 is slower than the best peer (min over rounds), {args.profile_calls} calls profiled:"
+        )
         for index, row in enumerate(rows):
             ours = min(times[index, "ours b1"])
             peers = {
@@ -360,7 +363,7 @@ def main() -> None:
             if best == "albumentations" and row.albumentations_does:
                 print(f"  albumentations: {row.albumentations_does}")
             call = next(c for i, column, _, c in contenders if i == index and column == "ours b1")
-            for line in profile(call, args.rounds, args.top):
+            for line in profile(call, args.profile_calls, args.top):
                 print(f"  {line}")
 
 
