@@ -302,7 +302,9 @@ def main() -> None:
         cv2.setNumThreads(1)
 
     photo = photo_like(args.size)
-    single = torch.from_numpy(photo).permute(2, 0, 1)[None].to(torch.float32) / 255.0
+    # Contiguous (B, C, H, W), as the datasets hand images to the harness: the permuted view
+    # alone would keep HWC strides through the division, a layout no harness call sees.
+    single = torch.from_numpy(photo).permute(2, 0, 1)[None].contiguous().to(torch.float32) / 255.0
     batch = single.expand(args.batch, -1, -1, -1).contiguous()
     wanted = set(args.only.split(",")) if args.only else None
     rows = [row for row in ROWS if wanted is None or row.name in wanted]
