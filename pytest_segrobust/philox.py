@@ -138,11 +138,12 @@ def _philox4x32_numpy(
     Each 32 x 32-bit product is one uint64 multiply (exact: it is below 2**64); its high and
     low halves are the odd and even uint32 words of the product's memory on a little-endian
     machine, read as strided views rather than shifted and cast into new arrays, which is
-    what makes this path fast. The key's words stay Python integers.
+    what makes this path fast. Counter words given as Python integers (a stream's constant
+    words) stay integers while they can: a random block's first two rounds then cost about
+    one round of array work.
 
     Args:
-        counter: four uint32 arrays of one shape ``(n,)``, or integers broadcast over them
-            (the stream's constant words).
+        counter: four words, each a uint32 array of shape ``(n,)`` or a Python integer.
         key: the two 32-bit key words.
         out: ``(n, 4)`` uint32 array that receives the words.
         rounds: 10 for Philox-4x32-10.
@@ -150,22 +151,37 @@ def _philox4x32_numpy(
     Returns:
         ``out``.
     """
-    c0, c1, c2, c3 = (np.asarray(c, dtype=np.uint32) for c in counter)
-    c0, c1, c2, c3 = np.broadcast_arrays(c0, c1, c2, c3)
+    c0, c1, c2, c3 = counter
     k0, k1 = key
-    m0, m1 = np.uint64(_MULTIPLIERS[0]), np.uint64(_MULTIPLIERS[1])
     for _ in range(rounds):
-        # (n, 2) uint32 views of the products: column 0 the low words, column 1 the high.
-        p0 = np.multiply(c0, m0, dtype=np.uint64).view(np.uint32).reshape(-1, 2)
-        p1 = np.multiply(c2, m1, dtype=np.uint64).view(np.uint32).reshape(-1, 2)
-        c0 = np.bitwise_xor(p1[:, 1], c1)
-        c0 ^= np.uint32(k0)
-        c2 = np.bitwise_xor(p0[:, 1], c3)
-        c2 ^= np.uint32(k1)
-        c1, c3 = p1[:, 0], p0[:, 0]
+        hi0, lo0 = _mul_hi_lo_numpy(c0, _MULTIPLIERS[0])
+        hi1, lo1 = _mul_hi_lo_numpy(c2, _MULTIPLIERS[1])
+        c0, c1, c2, c3 = _xor_numpy(hi1, c1, k0), lo1, _xor_numpy(hi0, c3, k1), lo0
         k0, k1 = (k0 + _WEYL[0]) & _MASK32, (k1 + _WEYL[1]) & _MASK32
     out[:, 0], out[:, 1], out[:, 2], out[:, 3] = c0, c1, c2, c3
     return out
+
+
+def _mul_hi_lo_numpy(value: np.ndarray | int, multiplier: int) -> tuple[np.ndarray | int, np.ndarray | int]:
+    """The high and low 32 bits of ``value * multiplier``: uint32 views of one uint64 product, or integers."""
+    if isinstance(value, int):
+        product = value * multiplier
+        return product >> 32, product & _MASK32
+    halves = np.multiply(value, np.uint64(multiplier), dtype=np.uint64).view(np.uint32).reshape(-1, 2)
+    return halves[:, 1], halves[:, 0]
+
+
+def _xor_numpy(a: np.ndarray | int, b: np.ndarray | int, key: int) -> np.ndarray | int:
+    """``a ^ b ^ key`` in one new uint32 array (or an integer), the integers folded together first."""
+    if isinstance(a, int):
+        a, b = b, a
+    if isinstance(a, int):
+        return a ^ b ^ key
+    if isinstance(b, int):
+        return a ^ np.uint32(b ^ key)
+    result = np.bitwise_xor(a, b)
+    result ^= np.uint32(key)
+    return result
 
 
 def _uses_numpy(device: torch.device) -> bool:
