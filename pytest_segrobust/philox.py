@@ -1,4 +1,4 @@
-"""Counter-based random numbers that are the same on every device: Philox-4x32-10 in plain torch.
+"""Counter-based random numbers that are the same on every device: Philox-4x32-10 in plain torch (numpy on CPUs).
 
 ``torch.Generator`` streams differ between CPU and CUDA, so a baseline recorded on a CPU
 runner would be compared with other corrupted pixels on a GPU machine. Philox (Salmon et
@@ -9,7 +9,8 @@ Each 32 x 32-bit product is one int64 multiply that wraps modulo 2**64 where a o
 check on the device confirms it does, and is otherwise split into 16-bit halves so that
 nothing overflows; both give the same bits. On a CPU the same function runs in numpy on
 uint32 lanes (:func:`_philox4x32_numpy`: one uint64 product per multiply, its halves read as
-two uint32 views without copying), about four times faster than the int64 tensor ops; the
+two uint32 views without copying), three to four times faster than the int64 tensor ops
+(``benchmarks/philox.py``); the
 draws below take their words from it there and are the same bits (their float64 maths stays
 in torch, so ``normal`` too is bit-identical on both paths). :func:`_uses_numpy` is the one
 place that picks the path.
@@ -53,7 +54,8 @@ ROUNDS = 10
 # Blocks per CPU slice times samples: 256 KiB per int64 temporary (the torch path on a CPU,
 # used only where a test forces it).
 _CPU_CHUNK_WORDS = 2**15
-# Blocks per slice of the numpy path: 512 KiB per uint64 product.
+# Blocks per slice of the numpy path: 512 KiB per uint64 product (for 3 x 512 x 512 words,
+# 2**15 to 2**18 blocks per slice take about the same time; 2**13 a quarter longer).
 _NUMPY_CHUNK_BLOCKS = 2**16
 # Rates up to this draw Poisson variates by inverting the CDF; above it, a normal approximation.
 POISSON_INVERSION_LIMIT = 256.0
