@@ -8,12 +8,11 @@ integer tensor ops only, it gives bit-identical words on CPU, CUDA and MPS, for 
 Each 32 x 32-bit product is one int64 multiply that wraps modulo 2**64 where a one-off
 check on the device confirms it does, and is otherwise split into 16-bit halves so that
 nothing overflows; both give the same bits. On a CPU the same function runs in numpy on
-uint32 lanes (:func:`_philox4x32_numpy`: one uint64 product per multiply, its halves read as
-two uint32 views without copying), three to four times faster than the int64 tensor ops
-(``benchmarks/philox.py``); the
-draws below take their words from it there and are the same bits (their float64 maths stays
-in torch, so ``normal`` too is bit-identical on both paths). :func:`_uses_numpy` is the one
-place that picks the path.
+uint32 lanes (:func:`_philox4x32_numpy`: one uint64 product per multiply, its halves read
+as two uint32 views without copying), three to four times faster than the int64 tensor ops
+(``benchmarks/philox.py``); the draws below take their words from it there and are the
+same bits (their float64 maths stays in torch, so ``normal`` too is bit-identical on both
+paths). :func:`_uses_numpy` is the one place that picks the path.
 
 A sample's 63-bit seed (:func:`pytest_segrobust.seeding.sample_seed`) is the key; the
 counter is ``(block, stream, 0, 0)``, so every ``stream`` (one per kind of draw inside a
