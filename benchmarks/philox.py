@@ -4,7 +4,7 @@ Both give the same bits (tests/test_philox_numpy.py); this measures what the num
 saves, on the raw words, the draws built on them and the corruptions that draw most (the
 noise corruptions and elastic transform, severity 3). Every repeat runs each row's two paths
 one after the other, alternating which goes first, in one process, so that a busy machine
-weighs on both alike; the table gives the minimum and the median milliseconds per image
+weighs on both alike; the table gives the minimum and the median CPU milliseconds per image
 (noise only ever adds time, so the minimum is the better estimate of the cost):
 
     OMP_NUM_THREADS=1 python benchmarks/philox.py [--size 512] [--batch 1] [--repeats 15]
@@ -31,11 +31,11 @@ CORRUPTIONS = ("gaussian_noise", "shot_noise", "impulse_noise", "speckle_noise",
 
 
 def seconds(fn: Callable[[], object], torch_path: bool) -> float:
-    """Wall seconds of one call of ``fn`` on the chosen path."""
+    """CPU seconds of one call of ``fn`` on the chosen path (with one thread, what a busy machine disturbs least)."""
     with mock.patch.object(philox, "_uses_numpy", lambda device: False) if torch_path else contextlib.nullcontext():
-        start = time.perf_counter()
+        start = time.process_time()
         fn()
-        return time.perf_counter() - start
+        return time.process_time() - start
 
 
 def side_by_side(rows: dict[str, Callable[[], object]], repeats: int, batch: int) -> None:
@@ -83,7 +83,7 @@ def main() -> None:
         rows[name] = lambda corruption=corruption: corruption(images, args.severity, seeds)
     print(
         f"{args.size}x{args.size}, batch {args.batch}, severity {args.severity} ({args.preset}), "
-        f"torch threads {torch.get_num_threads()}, {args.repeats} repeats; ms per image\n"
+        f"torch threads {torch.get_num_threads()}, {args.repeats} repeats; CPU ms per image\n"
     )
     side_by_side(rows, args.repeats, args.batch)
 
