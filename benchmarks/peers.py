@@ -191,6 +191,15 @@ ROWS = (
         albumentations_does="cv2.randn into a float64 HWC array, .astype(float32), cv2.add to the image as float32, clip, back to uint8",
     ),
     Row(
+        "shot_noise",
+        "shot_noise",
+        "imagenet-c",
+        # ImageNet-C's severity 3 is 12 photons per unit intensity: Poisson(12 x) / 12.
+        _albu(lambda A: A.ShotNoise(scale_range=(1 / 12, 1 / 12), p=1.0)),
+        lambda K: lambda image: (torch.poisson(image * 12.0) / 12.0).clamp_(0.0, 1.0),
+        albumentations_does="numpy Generator.poisson of the float32 image in linear light (cv2.pow 2.2), scaled back, gamma reapplied",
+    ),
+    Row(
         "defocus_blur",
         "defocus_blur",
         "imagenet-c",
