@@ -273,12 +273,17 @@ def _fetch(refs: Sequence[Any], label: str) -> list[Piece]:
         except ray.exceptions.RayTaskError as exc:
             raise exc.cause from None
         except ray.exceptions.RayError as exc:
-            lines = [line for line in str(exc).splitlines() if line.strip()]
             raise SegRobustError(
                 f"{label}: the Ray actor evaluating piece {number} of {len(refs) + 1} of the cell gave no result: "
-                f"{type(exc).__name__}: {lines[0] if lines else 'no detail'}"
+                f"{_summary(exc)}"
             ) from None
     return pieces
+
+
+def _summary(exc: BaseException) -> str:
+    """A Ray error in one line: its type and the first line of its message (Ray's run to many)."""
+    lines = [line for line in str(exc).splitlines() if line.strip()]
+    return f"{type(exc).__name__}: {lines[0] if lines else 'no detail'}"
 
 
 @dataclass
@@ -406,10 +411,9 @@ class RayBackend:
             self._wait(cell)
             return self._ray.get(cell.ref)
         except self._ray.exceptions.RayError as exc:
-            lines = [line for line in str(exc).splitlines() if line.strip()]
             raise SegRobustError(
-                f"{cell.label}: the Ray actor of this model gave no result for the cell: {type(exc).__name__}: "
-                f"{lines[0] if lines else 'no detail'} (an actor that dies is restarted once and the cell retried)"
+                f"{cell.label}: the Ray actor of this model gave no result for the cell: {_summary(exc)} "
+                "(an actor that dies is restarted once and the cell retried)"
             ) from None
         finally:
             self._taken += 1
