@@ -130,18 +130,23 @@ def evaluate_piece(
     return Piece(positions.start, positions.stop, states, time.perf_counter() - start)
 
 
-def merge_pieces(pieces: Sequence[Piece], context: MetricContext, *, statistics: bool, seconds: float) -> EvalResult:
+def merge_pieces(
+    pieces: Sequence[Piece], total: int, context: MetricContext, *, statistics: bool, seconds: float
+) -> EvalResult:
     """The result of the whole from its pieces, merged in sample order through the metrics' reductions.
 
     Args:
         pieces: Every piece of one evaluation, in order.
+        total: How many samples the whole evaluates (:func:`~pytest_segrobust.evaluation.sample_count`):
+            the pieces must cover exactly ``0..total-1``, so a piece lost on the way fails the
+            cell instead of scoring it on fewer samples.
         context: The dataset's metric context, on the device the metrics compute on.
         statistics: Keep each metric's per-image statistics (concatenated in sample order).
         seconds: The wall time to report for the whole.
 
     Raises:
-        ValueError: when the pieces do not cut ``0..N`` into consecutive ranges (a gap, an
-            overlap, a piece out of order), cover no sample, or disagree on the metrics.
+        ValueError: when the pieces do not cut ``0..total-1`` into consecutive ranges (a gap, an
+            overlap, a piece out of order, a missing last piece), or disagree on the metrics.
     """
     if not pieces:
         raise ValueError("no piece to merge")
@@ -156,8 +161,11 @@ def merge_pieces(pieces: Sequence[Piece], context: MetricContext, *, statistics:
         if list(piece.states) != names:
             raise ValueError(f"piece {number} has metrics {list(piece.states)}, piece 0 has {names}")
         expected = piece.stop
-    if expected == 0:
-        raise ValueError("the pieces cover no sample")
+    if expected != total:
+        raise ValueError(
+            f"the pieces cover samples 0..{expected - 1}, the evaluation has {total}: "
+            "a piece is missing, and a cell is never scored on part of its samples"
+        )
     scorers = [METRICS.get(name)(context) for name in names]
     for piece in pieces:
         for scorer in scorers:

@@ -22,7 +22,7 @@ from pytest_segrobust.corruptions import DEFAULT_PRESET, REGISTRY, Corruption, C
 from pytest_segrobust.data.base import SegmentationDataset
 from pytest_segrobust.data.sample_cache import MEBIBYTE, SampleCache
 from pytest_segrobust.errors import SegRobustError
-from pytest_segrobust.evaluation import CLEAN, CellResult, EvalResult, evaluate
+from pytest_segrobust.evaluation import CLEAN, CellResult, EvalResult, evaluate, sample_count
 from pytest_segrobust.identity import UnknownIdentity, code_identity
 from pytest_segrobust.metrics import MetricContext
 from pytest_segrobust.models.adapters import adapt_model
@@ -150,7 +150,13 @@ class Workbench:
             start = time.perf_counter()
             pieces = [self.piece(suite, key, 0, split.count), *split.others()]
             context = MetricContext.of(dataset, model_device(model))
-            corrupted = merge_pieces(pieces, context, statistics=suite.gate is not None, seconds=time.perf_counter() - start)
+            corrupted = merge_pieces(
+                pieces,
+                sample_count(dataset, suite.limit),
+                context,
+                statistics=suite.gate is not None,
+                seconds=time.perf_counter() - start,
+            )
         return CellResult(corrupted=corrupted, clean=clean), dataset, corruption.category.value
 
     def piece(self, suite: Suite, key: CellKey, index: int, count: int) -> Piece:

@@ -49,7 +49,7 @@ def test_a_split_evaluation_merges_into_the_unsplit_one(suite: str, limit: int, 
     whole = evaluate(model, dataset, REGISTRY.get(corruption), 3, **options)
     pieces = [evaluate_piece(model, dataset, REGISTRY.get(corruption), 3, i, count, **options) for i in range(count)]
     context = MetricContext.of(dataset, model_device(model))
-    merged = merge_pieces(pieces, context, statistics=True, seconds=whole.seconds)
+    merged = merge_pieces(pieces, limit, context, statistics=True, seconds=whole.seconds)
     assert merged == whole  # every metric's score, per-class and details; the image count
     assert merged.metrics[metrics[0]].score == whole.score  # mask AP itself, exactly
     assert list(merged.statistics) == list(whole.statistics) == metrics
@@ -64,11 +64,17 @@ def test_merging_refuses_pieces_that_are_not_each_sample_once() -> None:
     first, second = (evaluate_piece(model, dataset, None, 0, i, 2, **options) for i in range(2))
     context = MetricContext.of(dataset, model_device(model))
     with pytest.raises(ValueError, match=r"piece 0 covers samples 4\.\.5, expected it to start at 0"):
-        merge_pieces([second, first], context, statistics=False, seconds=0.0)  # out of order
+        merge_pieces([second, first], 6, context, statistics=False, seconds=0.0)  # out of order
     with pytest.raises(ValueError, match=r"piece 1 covers samples 0\.\.3, expected it to start at 4"):
-        merge_pieces([first, first], context, statistics=False, seconds=0.0)  # a duplicate
+        merge_pieces([first, first], 6, context, statistics=False, seconds=0.0)  # a duplicate
     with pytest.raises(ValueError, match=r"piece 1 covers samples 5\.\.5, expected it to start at 4"):
-        merge_pieces([first, replace(second, start=5)], context, statistics=False, seconds=0.0)  # a gap
+        merge_pieces([first, replace(second, start=5)], 6, context, statistics=False, seconds=0.0)  # a gap
     with pytest.raises(ValueError, match="piece 1 has metrics"):
-        merge_pieces([first, replace(second, states={})], context, statistics=False, seconds=0.0)
-    assert np.isfinite(merge_pieces([first, second], context, statistics=False, seconds=0.0).score)
+        merge_pieces([first, replace(second, states={})], 6, context, statistics=False, seconds=0.0)
+    with pytest.raises(ValueError, match=r"the pieces cover samples 0\.\.3, the evaluation has 6"):
+        merge_pieces([first], 6, context, statistics=False, seconds=0.0)  # the last piece lost
+    with pytest.raises(ValueError, match=r"the pieces cover samples 0\.\.5, the evaluation has 7"):
+        merge_pieces([first, second], 7, context, statistics=False, seconds=0.0)  # a shorter evaluation's pieces
+    with pytest.raises(ValueError, match="no piece to merge"):
+        merge_pieces([], 6, context, statistics=False, seconds=0.0)
+    assert np.isfinite(merge_pieces([first, second], 6, context, statistics=False, seconds=0.0).score)
