@@ -143,11 +143,15 @@ def shift_sum(fields: torch.Tensor, taps: Sequence[Tap], border: Border, *, fuse
 
     (dy, dx, weight), *rest = taps
     out = shifted(dy, dx) * weight
+    # Unfused: each product into one scratch buffer, then added in place. The same two
+    # roundings as ``out = out + shifted * w``, without two fresh field-sized tensors per
+    # tap (their allocation cost more than the arithmetic).
+    scratch = None if fused or not rest else torch.empty_like(out)
     for dy, dx, weight in rest:
-        if fused:
+        if scratch is None:
             out.add_(shifted(dy, dx), alpha=weight)
         else:
-            out = out + shifted(dy, dx) * weight
+            out.add_(torch.mul(shifted(dy, dx), weight, out=scratch))
     return out
 
 
