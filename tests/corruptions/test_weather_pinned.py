@@ -1,0 +1,51 @@
+"""Weather corruptions pinned bit for bit to their plain formulations.
+
+The weather layers were restructured for speed (crops before arithmetic, in-place steps,
+cached resampling matrices, OpenCV where it computes the same integers). Each formulation
+below is the straightforward one, every step a fresh tensor rounded as written, as the
+corruptions computed it before; the corruptions must still give exactly its bits, so that
+baselines recorded before the restructuring stay valid.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from pytest_segrobust.corruptions import REGISTRY
+from pytest_segrobust.corruptions import functional as Fn
+from pytest_segrobust.corruptions.functional.color import luma
+from pytest_segrobust.corruptions.functional.weather import SnowParams
+from pytest_segrobust.seeding import SampleStreams
+from pytest_segrobust.strategies import make_batch
+
+SHAPES = [(2, 3, 48, 64), (1, 3, 61, 37), (2, 1, 40, 40)]
+
+
+def plain_snow(images: torch.Tensor, params: SnowParams, seeds: list[int]) -> torch.Tensor:
+    """Snow as first written: zoom of the whole affine field, fresh tensors at every step."""
+    streams = SampleStreams(seeds, images.device)
+    height, width = images.shape[-2:]
+    p = params
+    noise = streams.normal((height, width))
+    angles = (streams.uniform((1,), dtype=torch.float64)[:, 0] * 90 - 135).tolist()
+    layers = []
+    for sample_noise, angle in zip(noise, angles):
+        flakes = Fn.clipped_zoom(sample_noise * p.scale + p.loc, p.zoom, trim=False)
+        flakes = torch.where(flakes < p.threshold, torch.zeros_like(flakes), flakes).clamp(0.0, 1.0)
+        streaks = Fn.streak_blur(flakes, p.motion_radius, p.motion_sigma, angle)[:height, :width]
+        layers.append((streaks * 255).round() / 255)
+    layer = torch.stack(layers)[:, None].to(images.dtype)
+    gray = luma(images) if images.shape[1] == 3 else images
+    whitened = p.blend * images + (1 - p.blend) * torch.maximum(images, gray * 1.5 + 0.5)
+    return (whitened + layer + layer.flip(-2, -1)).clamp_(0.0, 1.0)
+
+
+@pytest.mark.parametrize("severity", [1, 2, 3, 4, 5])
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+def test_snow_is_bitwise_its_plain_formulation(severity: int, shape: tuple[int, int, int, int]) -> None:
+    snow = REGISTRY.get("snow", "imagenet-c")
+    batch, channels, height, width = shape
+    images = make_batch(batch=batch, height=height, width=width, classes=3, seed=severity).images[:, :channels]
+    seeds = [severity * 1000 + k for k in range(batch)]
+    assert torch.equal(snow(images, severity, seeds), plain_snow(images, snow.table[severity], seeds))
