@@ -28,6 +28,7 @@ for _variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
 
 import argparse
 import cProfile
+import math
 import pstats
 import re
 import statistics
@@ -99,6 +100,17 @@ def _albu(make: Callable[[Any], Any]) -> Callable[[Any], Callable[[np.ndarray], 
         return lambda image: transform(image=image)["image"]
 
     return factory
+
+
+def _kornia_radial(kornia: Any) -> Callable[[torch.Tensor], torch.Tensor]:
+    # Focal length the half-diagonal, principal point the centre: our normalisation of r.
+    def distort(image: torch.Tensor) -> torch.Tensor:
+        height, width = image.shape[-2:]
+        focal = math.hypot((width - 1) / 2, (height - 1) / 2)
+        camera = torch.tensor([[[focal, 0.0, (width - 1) / 2], [0.0, focal, (height - 1) / 2], [0.0, 0.0, 1.0]]])
+        return kornia.geometry.calibration.undistort_image(image, camera, torch.tensor([[0.10, 0.03, 0.0, 0.0]]))
+
+    return distort
 
 
 def _kornia_motion(kornia: Any) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -209,6 +221,16 @@ ROWS = (
         albumentations_does="multiplies by 0.7 through a 256-entry uint8 lookup table",
     ),
     Row(
+        "geometric_distortion",
+        "geometric_distortion",
+        "cityscapes-c",
+        # k1 = k2 = k, r over the image width (corner r^2 = 1/2): k = 0.17 moves the corners
+        # as far as our k1 = 0.10, k2 = 0.03 with r over the half-diagonal.
+        _albu(lambda A: A.OpticalDistortion(distort_limit=(0.17, 0.17), mode="camera", p=1.0)),
+        _kornia_radial,
+        albumentations_does="cv2.initUndistortRectifyMap float32 maps, cv2.remap of the uint8 image (1/32-pixel bilinear)",
+    ),
+    Row(
         "elastic_transform",
         "elastic_transform",
         "imagenet-c",
@@ -253,6 +275,19 @@ ROWS = (
         _albu(lambda A: A.MultiplicativeNoise(multiplier=(0.394, 1.606), per_channel=True, elementwise=True, p=1.0)),
         lambda K: lambda image: (image * (1.0 + 0.35 * torch.randn_like(image))).clamp_(0.0, 1.0),
         albumentations_does="numpy Generator.uniform float32 HWC multipliers (not normal), albucore multiply of uint8, clip",
+    ),
+    Row(
+        "intensity_noise",
+        "intensity_noise",
+        "cityscapes-c",
+        _albu(lambda A: A.ISONoise(color_shift=(0.03, 0.03), intensity=(0.12, 0.12), p=1.0)),
+        # Our formula, drawn from torch's global generator.
+        lambda K: (
+            lambda image: torch.log2(
+                torch.exp2(image) + 0.06 * (torch.randn_like(image[:, :1]) + torch.randn_like(image))
+            ).clamp_(0.0, 1.0)
+        ),
+        albumentations_does="float32 HLS round trip by cv2.cvtColor, numpy normal hue and lightness noise (not linear light)",
     ),
     Row(
         "defocus_blur",
