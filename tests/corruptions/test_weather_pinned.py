@@ -9,6 +9,8 @@ baselines recorded before the restructuring stay valid.
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -17,10 +19,21 @@ from pytest_segrobust.corruptions import functional as Fn
 from pytest_segrobust.corruptions.functional.color import luma
 from pytest_segrobust.corruptions.functional.padding import Border
 from pytest_segrobust.corruptions.functional.weather import SnowParams, SpatterParams, _spatter
+from pytest_segrobust.corruptions.functional.weather._threshold import zero_below
 from pytest_segrobust.seeding import SampleStreams
 from pytest_segrobust.strategies import make_batch
 
 SHAPES = [(2, 3, 48, 64), (1, 3, 61, 37), (2, 1, 40, 40)]
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32, torch.float64])
+@pytest.mark.parametrize("threshold", [0.9, 0.85, 0.68, 1 / 3, 0.0])
+def test_zero_below_is_the_where_cut_at_the_thresholds_neighbours(dtype: torch.dtype, threshold: float) -> None:
+    cut = torch.tensor(threshold, dtype=dtype)
+    below, above = (torch.nextafter(cut, cut.new_tensor(bound)) for bound in (-math.inf, math.inf))
+    field = torch.cat([torch.stack([below, cut, above]), torch.linspace(-0.5, 1.5, 101, dtype=dtype)])
+    expected = torch.where(field < threshold, torch.zeros_like(field), field)
+    assert torch.equal(zero_below(field.clone(), threshold), expected)
 
 
 def plain_snow(images: torch.Tensor, params: SnowParams, seeds: list[int]) -> torch.Tensor:

@@ -10,6 +10,7 @@ import torch
 
 from pytest_segrobust.corruptions.functional.blur import streak_blur
 from pytest_segrobust.corruptions.functional.color import luma
+from pytest_segrobust.corruptions.functional.weather._threshold import zero_below
 from pytest_segrobust.seeding import SampleStreams
 
 
@@ -98,7 +99,7 @@ def snow_layer(streams: SampleStreams, height: int, width: int, params: SnowPara
     for sample_noise, angle, layer in zip(noise, angles, layers):
         # Only the crop is ever read: the affine map of it alone gives the same values.
         flakes = _upscale_crop(sample_noise[crop] * p.scale + p.loc, height, width, p.zoom, trim=False)
-        flakes = flakes.masked_fill_(flakes < p.threshold, 0.0).clamp_(0.0, 1.0)
+        flakes = zero_below(flakes, p.threshold).clamp_(0.0, 1.0)
         streaks = streak_blur(flakes, p.motion_radius, p.motion_sigma, angle)[:height, :width]
         torch.mul(streaks, 255, out=layer).round_().div_(255)
     return layers

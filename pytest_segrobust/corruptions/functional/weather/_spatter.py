@@ -14,6 +14,7 @@ from pytest_segrobust.corruptions.functional.color import luma
 from pytest_segrobust.corruptions.functional.filters import gaussian_filter, kernel_taps, shift_sum
 from pytest_segrobust.corruptions.functional.opencv import opencv as _opencv
 from pytest_segrobust.corruptions.functional.padding import Border
+from pytest_segrobust.corruptions.functional.weather._threshold import zero_below
 from pytest_segrobust.seeding import SampleStreams
 
 
@@ -244,7 +245,7 @@ def _spatter_one(noise: torch.Tensor, params: SpatterParams) -> torch.Tensor:
     # One image's opacity (H, W) from its standard normal field (H, W).
     p = params
     layer = gaussian_filter(torch.mul(noise, p.scale).add_(p.loc), p.sigma, Border.NEAREST)
-    layer.masked_fill_(layer < p.threshold, 0.0)
+    zero_below(layer, p.threshold)
     if p.liquid == "water":
         # The reference casts to uint8 (truncation); values above 1 would wrap there, we saturate.
         wet = layer.mul_(255).floor_().clamp_(0, 255)
@@ -252,7 +253,7 @@ def _spatter_one(noise: torch.Tensor, params: SpatterParams) -> torch.Tensor:
         peak = opacity.max()
         return opacity.div_(peak).mul_(p.intensity) if peak > 0 else opacity
     mask = gaussian_filter((layer > p.threshold).float(), p.intensity, Border.NEAREST)
-    return mask.masked_fill_(mask < 0.8, 0.0)
+    return zero_below(mask, 0.8)
 
 
 def spatter(images: torch.Tensor, params: SpatterParams, streams: SampleStreams) -> torch.Tensor:
