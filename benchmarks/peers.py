@@ -265,7 +265,7 @@ ROWS = (
         "imagenet-c",
         _albu(lambda A: A.SaltAndPepper(amount=(0.09, 0.09), salt_vs_pepper=(0.5, 0.5), p=1.0)),
         lambda K: K.augmentation.RandomSaltAndPepperNoise(amount=(0.09, 0.09), salt_vs_pepper=(0.5, 0.5), p=1.0),
-        albumentations_does="numpy Generator masks per pixel (all channels at once, ours per value), np.where on uint8",
+        albumentations_does="Generator.choice of exactly 9% of the pixels (all channels at once; ours draws per value), np.where on uint8",
     ),
     Row(
         "speckle_noise",
@@ -274,7 +274,7 @@ ROWS = (
         # Ours multiplies by 1 + 0.35 N(0, 1); albumentations draws uniform multipliers of the same spread.
         _albu(lambda A: A.MultiplicativeNoise(multiplier=(0.394, 1.606), per_channel=True, elementwise=True, p=1.0)),
         lambda K: lambda image: (image * (1.0 + 0.35 * torch.randn_like(image))).clamp_(0.0, 1.0),
-        albumentations_does="numpy Generator.uniform float32 HWC multipliers (not normal), albucore multiply of uint8, clip",
+        albumentations_does="numpy Generator.uniform HWC multipliers (not normal), cv2.multiply in float32, clipped to uint8",
     ),
     Row(
         "intensity_noise",
