@@ -273,6 +273,7 @@ ROWS = (
         "imagenet-c",
         # Ours multiplies by 1 + 0.35 N(0, 1); albumentations draws uniform multipliers of the same spread.
         _albu(lambda A: A.MultiplicativeNoise(multiplier=(0.394, 1.606), per_channel=True, elementwise=True, p=1.0)),
+        # Our formula, drawn from torch's global generator.
         lambda K: lambda image: (image * (1.0 + 0.35 * torch.randn_like(image))).clamp_(0.0, 1.0),
         albumentations_does="numpy Generator.uniform HWC multipliers (not normal), cv2.multiply in float32, clipped to uint8",
     ),
@@ -319,6 +320,7 @@ ROWS = (
         "snow",
         "imagenet-c",
         _albu(lambda A: A.RandomSnow(snow_point_range=(0.5, 0.5), brightness_coeff=2.5, method="texture", p=1.0)),
+        # Kornia's snow is a bleach: HLS lightness below the coefficient scaled up, no flakes.
         lambda K: K.augmentation.RandomSnow(snow_coefficient=(0.5, 0.5), brightness=(2.0, 2.0), p=1.0),
         albumentations_does="uint8 HSV brightening, a N(0.5, 0.3) field through cv2.GaussianBlur (sigma 1) twice, no zoom, no streaks",
     ),
