@@ -28,6 +28,7 @@ for _variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
 
 import argparse
 import cProfile
+import math
 import pstats
 import re
 import statistics
@@ -101,6 +102,17 @@ def _albu(make: Callable[[Any], Any]) -> Callable[[Any], Callable[[np.ndarray], 
     return factory
 
 
+def _kornia_radial(kornia: Any) -> Callable[[torch.Tensor], torch.Tensor]:
+    # Focal length the half-diagonal, principal point the centre: our normalisation of r.
+    def distort(image: torch.Tensor) -> torch.Tensor:
+        height, width = image.shape[-2:]
+        focal = math.hypot((width - 1) / 2, (height - 1) / 2)
+        camera = torch.tensor([[[focal, 0.0, (width - 1) / 2], [0.0, focal, (height - 1) / 2], [0.0, 0.0, 1.0]]])
+        return kornia.geometry.calibration.undistort_image(image, camera, torch.tensor([[0.10, 0.03, 0.0, 0.0]]))
+
+    return distort
+
+
 def _kornia_motion(kornia: Any) -> Callable[[torch.Tensor], torch.Tensor]:
     return lambda image: kornia.filters.motion_blur(image, 31, 20.0, 0.0, border_type="replicate")
 
@@ -155,6 +167,26 @@ ROWS = (
         albumentations_does="cv2.imencode/imdecode straight on the uint8 HWC array (RGB handed over as BGR), no float conversion",
     ),
     Row(
+        "pixelate",
+        "pixelate",
+        "imagenet-c",
+        _albu(
+            lambda A: A.Downscale(
+                scale_range=(0.4, 0.4), interpolation_pair={"downscale": 3, "upscale": 0}, p=1.0
+            )  # cv2.INTER_AREA down, cv2.INTER_NEAREST up
+        ),
+        lambda K: (
+            lambda image: K.geometry.transform.resize(
+                K.geometry.transform.resize(
+                    image, [int(0.4 * side) for side in image.shape[-2:]], interpolation="area"
+                ),
+                image.shape[-2:],
+                interpolation="nearest",
+            )
+        ),
+        albumentations_does="cv2.resize INTER_AREA down, INTER_NEAREST up, both on the uint8 HWC image",
+    ),
+    Row(
         "contrast",
         "contrast",
         "imagenet-c",
@@ -169,6 +201,34 @@ ROWS = (
         _albu(lambda A: A.ColorJitter(brightness=0, contrast=0, saturation=(2.0, 2.0), hue=0, p=1.0)),
         lambda K: lambda image: K.enhance.adjust_saturation(image, 2.0),
         albumentations_does="cv2.cvtColor RGB2GRAY and GRAY2RGB, then cv2.addWeighted, all uint8 (saturating, rounded)",
+    ),
+    Row(
+        "brightness",
+        "brightness",
+        "imagenet-c",
+        # Ours raises HSV value by 0.3 (a pixel's channels move together up to white); the
+        # peers add 0.3 to every channel.
+        _albu(lambda A: A.RandomBrightnessContrast(brightness_limit=(0.3, 0.3), contrast_limit=(0, 0), p=1.0)),
+        lambda K: lambda image: K.enhance.adjust_brightness(image, 0.3),
+        albumentations_does="adds 0.3 * 255 to every channel through a 256-entry uint8 lookup table (no HSV round trip)",
+    ),
+    Row(
+        "darkness",
+        "darkness",
+        "coco-p",
+        _albu(lambda A: A.RandomBrightnessContrast(brightness_limit=(0, 0), contrast_limit=(-0.3, -0.3), p=1.0)),
+        lambda K: lambda image: K.enhance.adjust_contrast(image, 0.7),
+        albumentations_does="multiplies by 0.7 through a 256-entry uint8 lookup table",
+    ),
+    Row(
+        "geometric_distortion",
+        "geometric_distortion",
+        "cityscapes-c",
+        # k1 = k2 = k, r over the image width (corner r^2 = 1/2): k = 0.17 moves the corners
+        # as far as our k1 = 0.10, k2 = 0.03 with r over the half-diagonal.
+        _albu(lambda A: A.OpticalDistortion(distort_limit=(0.17, 0.17), mode="camera", p=1.0)),
+        _kornia_radial,
+        albumentations_does="cv2.initUndistortRectifyMap float32 maps, cv2.remap of the uint8 image (1/32-pixel bilinear)",
     ),
     Row(
         "elastic_transform",
@@ -200,6 +260,37 @@ ROWS = (
         albumentations_does="numpy Generator.poisson of the float32 image in linear light (cv2.pow 2.2), scaled back, gamma reapplied",
     ),
     Row(
+        "impulse_noise",
+        "impulse_noise",
+        "imagenet-c",
+        _albu(lambda A: A.SaltAndPepper(amount=(0.09, 0.09), salt_vs_pepper=(0.5, 0.5), p=1.0)),
+        lambda K: K.augmentation.RandomSaltAndPepperNoise(amount=(0.09, 0.09), salt_vs_pepper=(0.5, 0.5), p=1.0),
+        albumentations_does="Generator.choice of exactly 9% of the pixels (all channels at once; ours draws per value), np.where on uint8",
+    ),
+    Row(
+        "speckle_noise",
+        "speckle_noise",
+        "imagenet-c",
+        # Ours multiplies by 1 + 0.35 N(0, 1); albumentations draws uniform multipliers of the same spread.
+        _albu(lambda A: A.MultiplicativeNoise(multiplier=(0.394, 1.606), per_channel=True, elementwise=True, p=1.0)),
+        # Our formula, drawn from torch's global generator.
+        lambda K: lambda image: (image * (1.0 + 0.35 * torch.randn_like(image))).clamp_(0.0, 1.0),
+        albumentations_does="numpy Generator.uniform HWC multipliers (not normal), cv2.multiply in float32, clipped to uint8",
+    ),
+    Row(
+        "intensity_noise",
+        "intensity_noise",
+        "cityscapes-c",
+        _albu(lambda A: A.ISONoise(color_shift=(0.03, 0.03), intensity=(0.12, 0.12), p=1.0)),
+        # Our formula, drawn from torch's global generator.
+        lambda K: (
+            lambda image: torch.log2(
+                torch.exp2(image) + 0.06 * (torch.randn_like(image[:, :1]) + torch.randn_like(image))
+            ).clamp_(0.0, 1.0)
+        ),
+        albumentations_does="float32 HLS round trip by cv2.cvtColor, numpy normal hue and lightness noise (not linear light)",
+    ),
+    Row(
         "defocus_blur",
         "defocus_blur",
         "imagenet-c",
@@ -214,6 +305,43 @@ ROWS = (
         _albu(lambda A: A.GlassBlur(sigma=1.0, max_delta=2, iterations=3, p=1.0)),
         None,
         albumentations_does="cv2.GaussianBlur, a Python loop of pixel swaps, cv2.GaussianBlur again",
+    ),
+    Row(
+        "fog",
+        "fog",
+        "imagenet-c",
+        _albu(lambda A: A.RandomFog(fog_coef_range=(0.7, 0.7), alpha_coef=0.08, p=1.0)),
+        # Kornia's plasma is a diamond-square map like ours; its roughness is our 1 / wibble_decay.
+        lambda K: K.augmentation.RandomPlasmaBrightness(roughness=(0.59, 0.59), intensity=(0.7, 0.7), p=1.0),
+        albumentations_does="no plasma: hundreds of cv2.circle discs, each cv2.addWeighted over a uint8 copy, then cv2.GaussianBlur",
+    ),
+    Row(
+        "snow",
+        "snow",
+        "imagenet-c",
+        _albu(lambda A: A.RandomSnow(snow_point_range=(0.5, 0.5), brightness_coeff=2.5, method="texture", p=1.0)),
+        # Kornia's snow is a bleach: HLS lightness below the coefficient scaled up, no flakes.
+        lambda K: K.augmentation.RandomSnow(snow_coefficient=(0.5, 0.5), brightness=(2.0, 2.0), p=1.0),
+        albumentations_does="uint8 HSV brightening, a N(0.5, 0.3) field through cv2.GaussianBlur (sigma 1) twice, no zoom, no streaks",
+    ),
+    Row(
+        "spatter",
+        "spatter",
+        "imagenet-c",
+        _albu(
+            lambda A: A.Spatter(
+                mean=(0.65, 0.65),
+                std=(0.3, 0.3),
+                gauss_sigma=(2, 2),
+                cutout_threshold=(0.68, 0.68),
+                intensity=(0.5, 0.5),
+                mode="rain",
+                p=1.0,
+            )
+        ),
+        None,
+        albumentations_does="ImageNet-C's water recipe in OpenCV: float64 normal field, GaussianBlur (13 taps), Canny, "
+        "distanceTransform, blurs, equalizeHist, emboss",
     ),
     Row(
         "motion_blur (trail, 31 taps)",

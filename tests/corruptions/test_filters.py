@@ -67,6 +67,27 @@ def test_shift_sum_is_a_correlation_with_the_taps(border: Border) -> None:
         np.testing.assert_allclose(ours.numpy(), expected, rtol=0, atol=1e-15)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_unfused_shift_sum_rounds_each_product_and_sum(dtype: torch.dtype) -> None:
+    # Bit for bit ``out = out + shifted * w`` tap by tap (the baselines' arithmetic), also
+    # where autograd records it.
+    image = field(3, 31, 29, seed=2).to(dtype)
+    taps = Fn.motion_trail_taps(7, 3, -100.0, 31, 29)
+    padded = Fn.pad(image, (15,) * 4, Border.NEAREST)
+    expected = torch.zeros_like(image)
+    for k, (dy, dx, w) in enumerate(taps):
+        product = padded[:, 15 - dy : 15 - dy + 31, 15 - dx : 15 - dx + 29] * w
+        expected = product if k == 0 else expected + product
+    assert torch.equal(Fn.shift_sum(image, taps, Border.NEAREST), expected)
+    tracked = image.clone().requires_grad_()
+    summed = Fn.shift_sum(tracked, taps, Border.NEAREST)
+    assert torch.equal(summed.detach(), expected)
+    summed.sum().backward()
+    assert tracked.grad is not None and float(tracked.grad.sum()) == pytest.approx(
+        sum(w for *_, w in taps) * image.numel()
+    )
+
+
 @pytest.mark.parametrize("border", [Border.NEAREST, Border.MIRROR])
 def test_fft_shift_sum_is_shift_sum(border: Border) -> None:
     images = field(2, 3, 40, 52, seed=1).float()

@@ -143,11 +143,20 @@ def shift_sum(fields: torch.Tensor, taps: Sequence[Tap], border: Border, *, fuse
 
     (dy, dx, weight), *rest = taps
     out = shifted(dy, dx) * weight
-    for dy, dx, weight in rest:
-        if fused:
+    if fused:
+        for dy, dx, weight in rest:
             out.add_(shifted(dy, dx), alpha=weight)
-        else:
+    elif out.requires_grad:
+        # Autograd records no ``out=`` products: fresh tensors, the same arithmetic.
+        for dy, dx, weight in rest:
             out = out + shifted(dy, dx) * weight
+    else:
+        # Each product into one scratch buffer, then added in place: the same two roundings
+        # as ``out = out + shifted * w`` without two fresh field-sized tensors per tap, whose
+        # allocation costs more than the arithmetic.
+        scratch = torch.empty_like(out)
+        for dy, dx, weight in rest:
+            out.add_(torch.mul(shifted(dy, dx), weight, out=scratch))
     return out
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -9,6 +10,7 @@ import torch
 
 from pytest_segrobust.corruptions.functional.blur import streak_blur
 from pytest_segrobust.corruptions.functional.color import luma
+from pytest_segrobust.corruptions.functional.weather._threshold import zero_below
 from pytest_segrobust.seeding import SampleStreams
 
 
@@ -41,27 +43,39 @@ def clipped_zoom(field: torch.Tensor, zoom: float, trim: bool = True) -> torch.T
         field: ``(H, W)``; return: same, or at least that (``round(ceil(H / zoom) * zoom)`` rows) untrimmed.
     """
     height, width = field.shape
+    return _upscale_crop(field[_centre_crop(height, width, zoom)], height, width, zoom, trim)
+
+
+def _centre_crop(height: int, width: int, zoom: float) -> tuple[slice, slice]:
+    # The rows and columns of an H x W map that clipped_zoom reads.
     crop_h, crop_w = math.ceil(height / zoom), math.ceil(width / zoom)
     top, left = (height - crop_h) // 2, (width - crop_w) // 2
-    crop = field[top : top + crop_h, left : left + crop_w]
+    return slice(top, top + crop_h), slice(left, left + crop_w)
+
+
+def _upscale_crop(crop: torch.Tensor, height: int, width: int, zoom: float, trim: bool) -> torch.Tensor:
+    # clipped_zoom's upscale of its centre crop of an H x W map.
+    crop_h, crop_w = crop.shape
     out_h, out_w = round(crop_h * zoom), round(crop_w * zoom)
-    rows = _linear_resampler(crop_h, out_h, height if trim else max(out_h, height), field)
-    cols = _linear_resampler(crop_w, out_w, width if trim else max(out_w, width), field)
+    rows = _linear_resampler(crop_h, out_h, height if trim else max(out_h, height), crop.dtype, crop.device)
+    cols = _linear_resampler(crop_w, out_w, width if trim else max(out_w, width), crop.dtype, crop.device)
     return rows @ crop @ cols.T
 
 
-def _linear_resampler(n_in: int, n_out: int, keep: int, like: torch.Tensor) -> torch.Tensor:
+@functools.lru_cache(maxsize=32)
+def _linear_resampler(n_in: int, n_out: int, keep: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
     # Row i holds the linear-interpolation weights of output sample i over the inputs.
+    # Cached (every layer of a run asks for the same few): callers only read it.
     scale = (n_in - 1) / (n_out - 1) if n_out > 1 else 1.0
-    position = torch.arange(keep, dtype=torch.float64, device=like.device) * scale
+    position = torch.arange(keep, dtype=torch.float64, device=device) * scale
     lower = position.floor().long().clamp(0, n_in - 1)
     upper = (lower + 1).clamp(max=n_in - 1)
     frac = position - lower
-    weights = torch.zeros(keep, n_in, dtype=torch.float64, device=like.device)
-    rows = torch.arange(keep, device=like.device)
+    weights = torch.zeros(keep, n_in, dtype=torch.float64, device=device)
+    rows = torch.arange(keep, device=device)
     weights.index_put_((rows, lower), 1 - frac, accumulate=True)
     weights.index_put_((rows, upper), frac, accumulate=True)
-    return weights.to(like.dtype)
+    return weights.to(dtype)
 
 
 def snow_layer(streams: SampleStreams, height: int, width: int, params: SnowParams) -> torch.Tensor:
@@ -80,13 +94,15 @@ def snow_layer(streams: SampleStreams, height: int, width: int, params: SnowPara
     p = params
     noise = streams.normal((height, width))
     angles = (streams.uniform((1,), dtype=torch.float64)[:, 0] * 90 - 135).tolist()
-    layers = []
-    for sample_noise, angle in zip(noise, angles):
-        flakes = clipped_zoom(sample_noise * p.scale + p.loc, p.zoom, trim=False)
-        flakes = torch.where(flakes < p.threshold, torch.zeros_like(flakes), flakes).clamp(0.0, 1.0)
+    crop = _centre_crop(height, width, p.zoom)
+    layers = torch.empty(len(noise), height, width, dtype=noise.dtype, device=noise.device)
+    for sample_noise, angle, layer in zip(noise, angles, layers):
+        # Only the crop is ever read: the affine map of it alone gives the same values.
+        flakes = _upscale_crop(sample_noise[crop] * p.scale + p.loc, height, width, p.zoom, trim=False)
+        flakes = zero_below(flakes, p.threshold).clamp_(0.0, 1.0)
         streaks = streak_blur(flakes, p.motion_radius, p.motion_sigma, angle)[:height, :width]
-        layers.append((streaks * 255).round() / 255)
-    return torch.stack(layers)
+        torch.mul(streaks, 255, out=layer).round_().div_(255)
+    return layers
 
 
 def snow(images: torch.Tensor, params: SnowParams, streams: SampleStreams) -> torch.Tensor:
@@ -104,5 +120,8 @@ def snow(images: torch.Tensor, params: SnowParams, streams: SampleStreams) -> to
     layers = layers[:, None].to(images.dtype)
     gray = luma(images) if images.shape[1] == 3 else images
     blend = params.blend
-    whitened = blend * images + (1 - blend) * torch.maximum(images, gray * 1.5 + 0.5)
-    return (whitened + layers + layers.flip(-2, -1)).clamp_(0.0, 1.0)
+    # blend * x + (1 - blend) * max(x, 1.5 * gray + 0.5) + snow + rot180(snow), each step
+    # rounded as written, in place on two image-sized buffers.
+    out = torch.maximum(images, gray.mul(1.5).add_(0.5)).mul_(1 - blend)
+    out.add_(images * blend).add_(layers).add_(layers.flip(-2, -1))
+    return out.clamp_(0.0, 1.0)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Literal
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -12,6 +14,7 @@ from pytest_segrobust.corruptions.functional.color import luma
 from pytest_segrobust.corruptions.functional.filters import gaussian_filter, kernel_taps, shift_sum
 from pytest_segrobust.corruptions.functional.opencv import opencv as _opencv
 from pytest_segrobust.corruptions.functional.padding import Border
+from pytest_segrobust.corruptions.functional.weather._threshold import zero_below
 from pytest_segrobust.seeding import SampleStreams
 
 
@@ -39,7 +42,8 @@ _MUD_RGB = (63, 42, 20)
 # OpenCV's 3x3 kernels of the water relief, applied by filter2D/blur under their default
 # border (Border.MIRROR); the fused sums are the ones the baselines were computed with.
 _BOX3 = kernel_taps(torch.ones(3, 3, dtype=torch.float64))
-_EMBOSS = kernel_taps(torch.tensor(((-2.0, -1.0, 0.0), (-1.0, 1.0, 1.0), (0.0, 1.0, 2.0)), dtype=torch.float64))
+_EMBOSS_KERNEL = np.array(((-2.0, -1.0, 0.0), (-1.0, 1.0, 1.0), (0.0, 1.0, 2.0)), dtype=np.float32)
+_EMBOSS = kernel_taps(torch.from_numpy(_EMBOSS_KERNEL).double())
 
 
 def _box3(field: torch.Tensor) -> torch.Tensor:
@@ -150,13 +154,18 @@ def chamfer_distance(edges: torch.Tensor, cap: int) -> torch.Tensor:
     return costs.clamp_(max=cap)
 
 
-def _edge_distance(levels: torch.Tensor, backend: str) -> torch.Tensor:
-    # Distance (truncated at the cap) from each pixel to the nearest Canny edge of the 8-bit
-    # liquid layer: OpenCV itself on the CPU when it is installed, the torch twin otherwise.
+def _opencv_for_shading(levels: torch.Tensor, backend: str) -> ModuleType | None:
+    # ``cv2`` where the water relief runs on OpenCV: on the CPU, installed, not forced off.
     cv2 = _opencv() if backend != "torch" else None
     if backend == "opencv" and cv2 is None:
         raise RuntimeError("water_shading(backend='opencv') needs opencv-python-headless")
-    if cv2 is not None and levels.device.type == "cpu":
+    return cv2 if levels.device.type == "cpu" else None
+
+
+def _edge_distance(levels: torch.Tensor, cv2: ModuleType | None) -> torch.Tensor:
+    # Distance (truncated at the cap) from each pixel to the nearest Canny edge of the 8-bit
+    # liquid layer: OpenCV itself where ``cv2`` is given, the torch twin otherwise.
+    if cv2 is not None:
         host = levels.to(torch.uint8).numpy()
         distance = cv2.distanceTransform(255 - cv2.Canny(host, _CANNY_LOW, _CANNY_HIGH), cv2.DIST_L2, 5)
         return torch.from_numpy(distance).clamp_(max=_DISTANCE_CAP).to(levels.dtype)
@@ -188,15 +197,33 @@ def water_shading(liquid: torch.Tensor, backend: Literal["auto", "opencv", "torc
     installed (``backend="auto"``), its own ``Canny`` and ``distanceTransform`` compute the
     distance; elsewhere (a GPU, or no OpenCV) :func:`canny_edges` and
     :func:`chamfer_distance`, torch ports of the same operators, do; ``backend`` forces one.
-    The remaining steps are torch in both cases and follow OpenCV's arithmetic.
+    The distance blur is torch's on both paths; the steps after it are integer arithmetic,
+    OpenCV's own where OpenCV computes the distance and torch's elsewhere, with the same
+    results bit for bit.
 
     Shape:
         liquid: ``(H, W)`` thresholded 8-bit liquid layer; return: ``(H, W)`` shading in ``[0, 255]``.
     """
-    distance = _box3(_edge_distance(liquid, backend)).floor()
+    cv2 = _opencv_for_shading(liquid, backend)
+    distance = _box3(_edge_distance(liquid, cv2)).floor()
+    if cv2 is not None:
+        return _opencv_relief(cv2, distance)
     equalised = _equalize_hist(distance)
     embossed = shift_sum(equalised, _EMBOSS, Border.MIRROR, fused=True).round().clamp(0, 255)
     return _box3(embossed)
+
+
+def _opencv_relief(cv2: ModuleType, distance: torch.Tensor) -> torch.Tensor:
+    # water_shading's steps after the distance blur, by OpenCV's own equalizeHist, filter2D
+    # and (unnormalised) boxFilter. From the equalisation on every value is an integer below
+    # 2^13, so the sums are exact in float32 in any order: the same values as the torch
+    # steps, bit for bit; the final 1/9 is the torch path's own multiplication.
+    levels = distance.to(torch.uint8).numpy()
+    equalised = cv2.equalizeHist(levels).astype(np.float32)
+    embossed = cv2.filter2D(equalised, -1, _EMBOSS_KERNEL, borderType=cv2.BORDER_REFLECT_101)
+    np.clip(embossed, 0, 255, out=embossed)
+    summed = cv2.boxFilter(embossed, -1, (3, 3), normalize=False, borderType=cv2.BORDER_REFLECT_101)
+    return torch.from_numpy(summed).to(distance.dtype) * (1 / 9)
 
 
 def spatter_layer(streams: SampleStreams, height: int, width: int, params: SpatterParams) -> torch.Tensor:
@@ -217,18 +244,16 @@ def spatter_layer(streams: SampleStreams, height: int, width: int, params: Spatt
 def _spatter_one(noise: torch.Tensor, params: SpatterParams) -> torch.Tensor:
     # One image's opacity (H, W) from its standard normal field (H, W).
     p = params
-    layer = noise * p.scale + p.loc
-    layer = gaussian_filter(layer, p.sigma, Border.NEAREST)
-    layer = torch.where(layer < p.threshold, torch.zeros_like(layer), layer)
+    layer = gaussian_filter(torch.mul(noise, p.scale).add_(p.loc), p.sigma, Border.NEAREST)
+    zero_below(layer, p.threshold)
     if p.liquid == "water":
         # The reference casts to uint8 (truncation); values above 1 would wrap there, we saturate.
-        wet = (layer * 255).floor().clamp(0, 255)
-        opacity = wet * water_shading(wet)
+        wet = layer.mul_(255).floor_().clamp_(0, 255)
+        opacity = water_shading(wet).mul_(wet)
         peak = opacity.max()
-        return opacity / peak * p.intensity if peak > 0 else opacity
-    mask = (layer > p.threshold).float()
-    mask = gaussian_filter(mask, p.intensity, Border.NEAREST)
-    return torch.where(mask < 0.8, torch.zeros_like(mask), mask)
+        return opacity.div_(peak).mul_(p.intensity) if peak > 0 else opacity
+    mask = gaussian_filter((layer > p.threshold).float(), p.intensity, Border.NEAREST)
+    return zero_below(mask, 0.8)
 
 
 def spatter(images: torch.Tensor, params: SpatterParams, streams: SampleStreams) -> torch.Tensor:
@@ -247,6 +272,7 @@ def spatter(images: torch.Tensor, params: SpatterParams, streams: SampleStreams)
     colour = torch.tensor(rgb, dtype=images.dtype, device=images.device).view(1, 3, 1, 1) / 255
     if images.shape[1] != 3:
         colour = luma(colour)
+    # In place on the first product; sums as written (addition commutes exactly).
     if params.liquid == "water":
-        return (images + opacity * colour).clamp_(0.0, 1.0)
-    return (images * (1 - opacity) + opacity * colour).clamp_(0.0, 1.0)
+        return (opacity * colour).add_(images).clamp_(0.0, 1.0)
+    return (images * (1 - opacity)).add_(opacity * colour).clamp_(0.0, 1.0)
