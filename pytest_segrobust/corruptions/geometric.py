@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Literal
 
@@ -163,8 +164,16 @@ class GeometricDistortion(GeometricCorruption[RadialDistortionParams]):
     def sampling_coordinates(
         self, params: RadialDistortionParams, streams: SampleStreams, height: int, width: int, device: torch.device
     ) -> torch.Tensor:
-        coords = Fn.radial_distortion_coordinates(params.k1, params.k2, height, width, device)
-        return coords.to(torch.float32).expand(len(streams), -1, -1, -1)
+        # A copy per call: a warp kernel (a plugin's too) may write into its coordinates.
+        field = _radial_field(params.k1, params.k2, height, width, torch.device(device))
+        return field.expand(len(streams), -1, -1, -1).clone()
+
+
+@functools.lru_cache(maxsize=16)
+def _radial_field(k1: float, k2: float, height: int, width: int, device: torch.device) -> torch.Tensor:
+    # The distortion depends on nothing but its coefficients and the frame, and computing it
+    # (in float64) took twice as long as the warp itself: computed once per size and severity.
+    return Fn.radial_distortion_coordinates(k1, k2, height, width, device).to(torch.float32)
 
 
 # One instance per severity table; the presets in registry.py list them, in each paper's order.

@@ -395,3 +395,16 @@ def test_barrel_distortion_fixes_the_centre_and_pulls_in_the_corners() -> None:
     for y, x in ((0, 0), (0, width - 1), (height - 1, 0), (height - 1, width - 1)):
         assert int(out.masks[0, y, x]) == IGNORE and bool((out.images[0, :, y, x] == 0).all())
     assert int(out.masks[0, 16, 24]) == int(batch.masks[0, 16, 24])
+
+
+def test_barrel_distortion_field_is_computed_once_and_never_shared() -> None:
+    distortion = REGISTRY.get("geometric_distortion", "cityscapes-c")
+    params = distortion.table[4]
+    expected = Fn.radial_distortion_coordinates(params.k1, params.k2, 21, 34, CPU).to(torch.float32)
+    first = distortion.sampling_coordinates(params, SampleStreams([1, 2], CPU), 21, 34, CPU)
+    assert first.shape == (2, 21, 34, 2) and torch.equal(first[0], expected) and torch.equal(first[1], expected)
+    first.zero_()  # a warp kernel that writes into its coordinates must not change the next call's
+    again = distortion.sampling_coordinates(params, SampleStreams([1], CPU), 21, 34, CPU)
+    assert torch.equal(again[0], expected)
+    other = distortion.sampling_coordinates(distortion.table[5], SampleStreams([1], CPU), 21, 34, CPU)
+    assert not torch.equal(other[0], expected)  # the severity is part of the key
