@@ -64,10 +64,12 @@ _RATE_BUCKETS_LOG2 = 16
 _RATE_HASH = 0x9E3779B97F4A7C15 - 2**64
 # A bucket no rate fell into holds the bits of a NaN, which no valid rate has.
 _NO_RATE = 0x7FF8000000000001
-# Tables of the CDF pay for themselves where each distinct rate has this many values or more,
-# and are made for this many distinct rates at most (tables of about 3 MiB).
+# Tables of the CDF pay for themselves where each distinct rate has this many values or more
+# (3 x 512 x 512 values with 24576 rates: 2.2x faster than the walk at 12 photons, 1.2x at
+# 250), and are made for this many distinct rates at most (about 200 float64 values and
+# labels each at rates near POISSON_INVERSION_LIMIT: 25 MiB).
 _VALUES_PER_RATE = 32
-_MOST_TABLES = 2**11
+_MOST_TABLES = 2**13
 # A table runs down from the mode until its CDF is at most this (a uniform below it walks
 # instead: one value in 2**24 or fewer) and up until its CDF exceeds the next.
 _TABLE_LOW = 2.0**-30
@@ -374,7 +376,6 @@ def _poisson_inversion(lam: torch.Tensor, u: torch.Tensor, tables: bool = True) 
     Shape:
         lam, u: any, the same; return: same, float64 integers.
     """
-    mode = torch.floor(lam)
     groups = _rate_groups(lam) if tables else None
     if groups is None:
         rates, inverse = torch.unique(lam, return_inverse=True)
@@ -387,9 +388,7 @@ def _poisson_inversion(lam: torch.Tensor, u: torch.Tensor, tables: bool = True) 
     start_cdf = torch.special.gammaincc(torch.floor(rates) + 1, rates)
     log_factorial = torch.lgamma(torch.floor(rates) + 1)
     flat_inverse = inverse.reshape(-1)
-    pmf = torch.exp(
-        mode * torch.log(torch.where(lam > 0, lam, 1.0)) - lam - log_factorial.index_select(0, flat_inverse).view_as(lam)
-    )
+    pmf = _mode_pmf(lam, log_factorial.index_select(0, flat_inverse).view_as(lam))
     flat_lam, flat_u, flat_pmf = lam.reshape(-1), u.reshape(-1), pmf.reshape(-1)
     if groups is None:
         return _poisson_walk(flat_lam, flat_u, flat_pmf, start_cdf.index_select(0, flat_inverse)).view_as(lam)
@@ -402,6 +401,15 @@ def _poisson_inversion(lam: torch.Tensor, u: torch.Tensor, tables: bool = True) 
             start_cdf.index_select(0, flat_inverse[unresolved]),
         )
     return k.view_as(lam)
+
+
+def _mode_pmf(lam: torch.Tensor, log_factorial: torch.Tensor) -> torch.Tensor:
+    """``pmf(m)`` at ``m = floor(lam)``: ``exp(m log(lam) - lam - log(m!))``, given ``log(m!)``.
+
+    Shape:
+        lam, log_factorial: any, the same; return: same.
+    """
+    return torch.exp(torch.floor(lam) * torch.log(torch.where(lam > 0, lam, 1.0)) - lam - log_factorial)
 
 
 def _poisson_walk(lam: torch.Tensor, u: torch.Tensor, pmf: torch.Tensor, cdf: torch.Tensor) -> torch.Tensor:
@@ -499,11 +507,10 @@ def _resolve_by_table(
         rates, log_factorial, start_cdf: ``(G,)``; index (int32), pmf, u: ``(n,)``;
         return: ``(n,)`` float64 counts and the int64 places (1-D) that must walk.
     """
-    mode = torch.floor(rates)
-    start_pmf = torch.exp(mode * torch.log(torch.where(rates > 0, rates, 1.0)) - rates - log_factorial)
+    start_pmf = _mode_pmf(rates, log_factorial)
     values, labels = _cdf_tables(rates, start_pmf, start_cdf)
     width = values.shape[1]
-    bins = min(_GUIDE_BINS, 1 << (u.numel() // rates.numel()).bit_length() - 1)
+    bins = min(_GUIDE_BINS, 1 << ((u.numel() // rates.numel()).bit_length() - 1))  # at most one per value
     edges = torch.arange(bins, dtype=torch.float64, device=u.device) / bins
     guide = torch.searchsorted(values, edges.expand(rates.numel(), -1).contiguous(), right=True, out_int32=True)
     guide += torch.arange(0, rates.numel() * width, width, dtype=torch.int32, device=u.device).unsqueeze(1)
