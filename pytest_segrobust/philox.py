@@ -31,9 +31,11 @@ Derived draws, and how exact they are across devices:
 * :func:`poisson`: inversion of the CDF for rates up to :data:`POISSON_INVERSION_LIMIT`
   (exact given the uniforms, up to the float64 rounding of the CDF's terms: a count can
   differ across devices only where a uniform lies within a few float64 ulps of a CDF step;
-  the search starts at the mode and walks a few ``sqrt(rate)`` steps at most), and a rounded normal approximation
-  with continuity correction above it, where the two distributions differ by less than 1%
-  in total variation.
+  the search starts at the mode and walks a few ``sqrt(rate)`` steps at most; where rates
+  repeat, as in an 8-bit image times a photon count, each rate's CDF values are tabulated
+  once and looked up instead, with the walk's counts bit for bit), and a rounded normal
+  approximation with continuity correction above it, where the two distributions differ
+  by less than 1% in total variation.
 """
 
 from __future__ import annotations
