@@ -501,9 +501,9 @@ def _resolve_by_table(
     a value whose own ``pmf(m)`` (computed over the field, where a vectorised ``exp`` may
     give other last bits at other places) has other bits must walk, and so must one whose
     ``u`` lies beyond its table. The search: a guide of up to :data:`_GUIDE_BINS` bins per
-    rate holds, for each bin's lower edge, the first place whose value exceeds it; no
-    place before it can exceed ``u``, and the few values still behind a value at most
-    ``u`` move on one place at a time.
+    rate holds, for each bin's lower edge, the first place whose value exceeds it (a
+    histogram of the values' bins, summed); no place before it can exceed ``u``, and the
+    few values still behind a value at most ``u`` move on one place at a time.
 
     Shape:
         rates, log_factorial, start_cdf: ``(G,)``; index (int32), pmf, u: ``(n,)``;
@@ -513,8 +513,12 @@ def _resolve_by_table(
     values, labels = _cdf_tables(rates, start_pmf, start_cdf)
     width = values.shape[1]
     bins = min(_GUIDE_BINS, 1 << ((u.numel() // rates.numel()).bit_length() - 1))  # at most one per value
-    edges = torch.arange(bins, dtype=torch.float64, device=u.device) / bins
-    guide = torch.searchsorted(values, edges.expand(rates.numel(), -1).contiguous(), right=True, out_int32=True)
+    # The number of a table's values at most the edge b / bins is the number whose first
+    # bin at or above them, ceil(value * bins) (exact: a power of two), is at most b.
+    first_bins = (values * bins).ceil_().clamp_(0, bins).long()
+    guide = torch.zeros(rates.numel(), bins + 1, dtype=torch.int32, device=u.device)
+    guide.scatter_add_(1, first_bins, torch.ones_like(first_bins, dtype=torch.int32))
+    guide = guide[:, :bins].cumsum(1, dtype=torch.int32)
     guide += torch.arange(0, rates.numel() * width, width, dtype=torch.int32, device=u.device).unsqueeze(1)
     # u * bins is exact (a power of two) and non-negative: truncation is the floor.
     place = guide.view(-1).index_select(0, torch.add((u * bins).to(torch.int32), index, alpha=bins))
