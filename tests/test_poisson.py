@@ -120,6 +120,13 @@ def test_tables_hold_the_walks_cdf_bits(rate: float) -> None:
     assert u.numel() and walked <= u.numel() // 8  # nearly all from the table
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_tables_give_the_walks_counts_on_cuda() -> None:
+    lam = photo_rates(12.0).double().cuda()
+    u = philox.uniform([5, 6], lam.shape[1:], "cuda").double()
+    assert torch.equal(bits(philox._poisson_inversion(lam, u)), bits(philox._poisson_inversion(lam, u, tables=False)))
+
+
 def test_uniforms_beyond_a_table_walk() -> None:
     # u = 0 lies below a table that stops short of k = 0 (a rate of 200); u = 1 - 2**-24 is
     # inside every table (they end above 1 - 2**-30).
