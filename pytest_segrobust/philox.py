@@ -355,8 +355,9 @@ def poisson(seeds: Sequence[int], rates: torch.Tensor, stream: int = 0) -> torch
     small = lam <= POISSON_INVERSION_LIMIT
     k = _poisson_inversion(torch.where(small, lam, torch.zeros_like(lam)), u)
     # Above the limit: N(lam, lam) rounded, from its own stream of normals.
-    z = normal(seeds, shape, rates.device, stream + 1).to(torch.float64)
-    k = torch.where(small, k, torch.clamp(torch.floor(lam + torch.sqrt(lam) * z + 0.5), min=0))
+    if float(highest) > POISSON_INVERSION_LIMIT:
+        z = normal(seeds, shape, rates.device, stream + 1).to(torch.float64)
+        k = torch.where(small, k, torch.clamp(torch.floor(lam + torch.sqrt(lam) * z + 0.5), min=0))
     return k.to(rates.dtype)
 
 

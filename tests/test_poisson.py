@@ -174,6 +174,19 @@ def test_an_off_by_one_table_is_caught() -> None:
     assert torch.equal(k, philox._poisson_inversion(lam, u, tables=False) + 1)
 
 
+@pytest.mark.parametrize("layout", ["contiguous", "transposed", "float64"])
+def test_poisson_draws_the_walks_counts_below_the_limit_and_normals_above(layout: str) -> None:
+    rates = photo_rates(300.0)  # 8-bit levels times 300: those above 256 take the normal approximation
+    rates = {"contiguous": rates, "transposed": rates.transpose(-1, -2), "float64": rates.double()}[layout]
+    walk = partial(philox._poisson_inversion, tables=False)
+    with mock.patch.object(philox, "_poisson_inversion", walk):
+        walked = philox.poisson([3, 4], rates, 9)
+    drawn = philox.poisson([3, 4], rates, 9)
+    assert torch.equal(drawn, walked) and drawn.dtype == rates.dtype
+    above = rates > LIMIT
+    assert bool(above.any()) and bool((drawn[above] > LIMIT / 2).all())
+
+
 def test_fields_whose_rates_barely_repeat_walk() -> None:
     lam = torch.rand(4096, dtype=torch.float64, generator=torch.Generator().manual_seed(2)) * 20
     assert philox._rate_groups(lam) is None
