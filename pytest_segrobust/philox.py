@@ -379,31 +379,43 @@ def _poisson_inversion(lam: torch.Tensor, u: torch.Tensor, tables: bool = True) 
     Shape:
         lam, u: any, the same; return: same, float64 integers.
     """
+    # gammaincc and lgamma are costly and, on a CPU, scalar loops (a value's result does not
+    # depend on where it sits): evaluated once per distinct rate where rates repeat. exp and
+    # log are vectorised (a SIMD body and a scalar tail that may part in the last bit):
+    # evaluated over the whole field, exactly so, since every result below depends on these bits.
+    flat_lam, flat_u = lam.reshape(-1), u.reshape(-1)
     groups = _rate_groups(lam) if tables else None
     if groups is None:
-        rates, inverse = torch.unique(lam, return_inverse=True)
-    else:
-        rates, inverse = groups
-    # gammaincc and lgamma are costly and, on a CPU, scalar loops (a value's result does not
-    # depend on where it sits): evaluated once per distinct rate. exp and log are vectorised
-    # (a SIMD body and a scalar tail that may part in the last bit): evaluated over the
-    # whole field, exactly so, since every result below depends on these bits.
-    start_cdf = torch.special.gammaincc(torch.floor(rates) + 1, rates)
-    log_factorial = torch.lgamma(torch.floor(rates) + 1)
+        if tables:  # the rates barely repeat: evaluating at every value costs less than sorting them out
+            start_cdf, log_factorial = _start_values(flat_lam)
+        else:
+            rates, inverse = torch.unique(flat_lam, return_inverse=True)
+            start_cdf, log_factorial = (values.index_select(0, inverse) for values in _start_values(rates))
+        pmf = _mode_pmf(lam, log_factorial.view_as(lam)).reshape(-1)
+        return _poisson_walk(flat_lam, flat_u, pmf, start_cdf).view_as(lam)
+    rates, inverse = groups
     flat_inverse = inverse.reshape(-1)
-    pmf = _mode_pmf(lam, log_factorial.index_select(0, flat_inverse).view_as(lam))
-    flat_lam, flat_u, flat_pmf = lam.reshape(-1), u.reshape(-1), pmf.reshape(-1)
-    if groups is None:
-        return _poisson_walk(flat_lam, flat_u, flat_pmf, start_cdf.index_select(0, flat_inverse)).view_as(lam)
-    k, unresolved = _resolve_by_table(rates, log_factorial, start_cdf, flat_inverse, flat_pmf, flat_u)
+    start_cdf, log_factorial = _start_values(rates)
+    pmf = _mode_pmf(lam, log_factorial.index_select(0, flat_inverse).view_as(lam)).reshape(-1)
+    k, unresolved = _resolve_by_table(rates, log_factorial, start_cdf, flat_inverse, pmf, flat_u)
     if unresolved.numel():
         k[unresolved] = _poisson_walk(
             flat_lam[unresolved],
             flat_u[unresolved],
-            flat_pmf[unresolved],
+            pmf[unresolved],
             start_cdf.index_select(0, flat_inverse[unresolved]),
         )
     return k.view_as(lam)
+
+
+def _start_values(rates: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``CDF(m)`` (the regularised upper incomplete gamma function) and ``log(m!)`` at ``m = floor(rates)``.
+
+    Shape:
+        rates: ``(G,)``; return: two ``(G,)``.
+    """
+    mode_plus_one = torch.floor(rates) + 1
+    return torch.special.gammaincc(mode_plus_one, rates), torch.lgamma(mode_plus_one)
 
 
 def _mode_pmf(lam: torch.Tensor, log_factorial: torch.Tensor) -> torch.Tensor:

@@ -189,7 +189,13 @@ def test_poisson_draws_the_walks_counts_below_the_limit_and_normals_above(layout
 
 def test_fields_whose_rates_barely_repeat_walk() -> None:
     lam = torch.rand(4096, dtype=torch.float64, generator=torch.Generator().manual_seed(2)) * 20
+    lam[::7] = 3.0  # some repeat
     assert philox._rate_groups(lam) is None
+    # Start values evaluated at every value (no torch.unique): the same counts.
+    u = philox.uniform([8], (4096,), "cpu").double()[0]
+    with mock.patch.object(philox, "_rate_groups", lambda lam: None):
+        k, walked = walked_values(lam, u)
+    assert walked == lam.numel() and torch.equal(bits(k), bits(philox._poisson_inversion(lam, u, tables=False)))
     assert philox._rate_groups(lam[:128].repeat(32)) is not None  # 32 values per rate
     assert philox._rate_groups(torch.zeros(31, dtype=torch.float64)) is None  # too few values for one table
 
