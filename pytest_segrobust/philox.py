@@ -438,29 +438,35 @@ def _poisson_walk(lam: torch.Tensor, u: torch.Tensor, pmf: torch.Tensor, cdf: to
         lam, u, pmf, cdf: ``(n,)`` float64; return: ``(n,)`` float64 integers.
     """
     k = torch.floor(lam)
-    # Each walk carries one (6, n) float64 state, so that dropping the values that stopped is
-    # one indexing call: rows are the value's place, rate, uniform, pmf(k), CDF(k) and k.
-    place = torch.arange(k.numel(), dtype=torch.float64, device=k.device)
-    state = torch.stack([place, lam, u, pmf, cdf, k])
 
     # Down: while k > 0 and CDF(k - 1) > u, step to k - 1.
-    walk = state[:, u < cdf]
+    walk = _walk_state((u < cdf).nonzero().squeeze(1), lam, u, pmf, cdf, k)
     while walk.shape[1]:
         walk[4] -= walk[3]  # CDF(k - 1)
-        walk = walk[:, (walk[5] > 0) & (walk[4] > walk[2])]
+        walk = walk.index_select(1, ((walk[5] > 0) & (walk[4] > walk[2])).nonzero().squeeze(1))
         walk[3] = walk[3] * walk[5] / walk[1]  # pmf(k - 1)
         walk[5] -= 1
         k[walk[0].long()] = walk[5]
 
     # Up: while CDF(k) <= u, step to k + 1.
-    walk = state[:, cdf <= u]
+    walk = _walk_state((cdf <= u).nonzero().squeeze(1), lam, u, pmf, cdf, k)
     while walk.shape[1]:
         walk[5] += 1
         walk[3] = walk[3] * walk[1] / walk[5]  # pmf(k)
         walk[4] += walk[3]
         k[walk[0].long()] = walk[5]
-        walk = walk[:, walk[4] <= walk[2]]
+        walk = walk.index_select(1, (walk[4] <= walk[2]).nonzero().squeeze(1))
     return k
+
+
+def _walk_state(places: torch.Tensor, *rows: torch.Tensor) -> torch.Tensor:
+    """The ``(1 + len(rows), len(places))`` float64 state of the values at ``places`` that set off on a walk.
+
+    One tensor, so that dropping the values that stopped is one ``index_select``: row 0 is
+    a value's place, then its rate, uniform, pmf(k), CDF(k) and k (as :func:`_poisson_walk`
+    passes them).
+    """
+    return torch.stack([places.to(torch.float64), *(row.index_select(0, places) for row in rows)])
 
 
 def _rate_groups(lam: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:

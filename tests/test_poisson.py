@@ -72,6 +72,41 @@ def test_tables_give_the_walks_counts(field: tuple[torch.Tensor, torch.Tensor]) 
         assert torch.equal(bits(philox._poisson_inversion(lam, u)), bits(philox._poisson_inversion(lam, u, tables=False)))
 
 
+def scalar_walk(lam: float, u: float, pmf: float, cdf: float, mode: float) -> float:
+    """The walk from the mode for one value, in Python floats (IEEE doubles, each operation correctly rounded)."""
+    k, term, total = mode, pmf, cdf
+    if u < total:
+        while True:
+            total = total - term  # CDF(k - 1)
+            if not (k > 0 and total > u):
+                return k
+            term = term * k / lam  # pmf(k - 1)
+            k = k - 1
+    while True:
+        k = k + 1
+        term = term * lam / k  # pmf(k)
+        total = total + term
+        if not total <= u:
+            return k
+
+
+@settings(max_examples=40, deadline=None)
+@given(rate_fields())
+def test_walk_and_tables_are_the_scalar_recurrences(field: tuple[torch.Tensor, torch.Tensor]) -> None:
+    # An oracle outside torch: the same recurrences one value at a time in Python floats.
+    lam, u = field
+    start_cdf, log_factorial = philox._start_values(lam)
+    pmf = philox._mode_pmf(lam, log_factorial)
+    expected = [
+        scalar_walk(*values)
+        for values in zip(lam.tolist(), u.tolist(), pmf.tolist(), start_cdf.tolist(), torch.floor(lam).tolist())
+    ]
+    expected_bits = bits(torch.tensor(expected, dtype=torch.float64))
+    assert torch.equal(bits(philox._poisson_walk(lam, u, pmf, start_cdf)), expected_bits)
+    with tables_for_every_field():
+        assert torch.equal(bits(philox._poisson_inversion(lam, u)), expected_bits)
+
+
 @settings(max_examples=40, deadline=None)
 @given(rate_fields(), st.integers(1, 3))
 def test_rates_sharing_a_bucket_are_grouped_apart(field: tuple[torch.Tensor, torch.Tensor], log2_buckets: int) -> None:
@@ -103,21 +138,37 @@ def test_an_image_is_resolved_by_its_tables_alone(photons: float) -> None:
     assert torch.equal(bits(k), bits(philox._poisson_inversion(lam, u, tables=False)))
 
 
+def scalar_cdf_steps(lam: float, pmf: float, cdf: float, mode: float) -> list[float]:
+    """Every CDF value the scalar walk from the mode passes, down to k = 0 and up past the largest uniform."""
+    steps, term, total, k = [cdf], pmf, cdf, mode
+    while k > 0:
+        total, term, k = total - term, term * k / lam, k - 1
+        steps.append(total)
+    term, total, k = pmf, cdf, mode
+    while total <= 1 - 2.0**-24:
+        k = k + 1
+        term = term * lam / k
+        total = total + term
+        steps.append(total)
+    return steps
+
+
 @pytest.mark.parametrize("rate", [1e-6, 0.01, 0.37, 1.0, 7.5, 12.0, 99.9, 255.99])
-def test_tables_hold_the_walks_cdf_bits(rate: float) -> None:
-    # Uniforms on every tabulated CDF value and one float64 ulp below it: a table value one
-    # ulp off the walk's would give another count at one of the two. (Up to the largest
-    # float32 uniform: a u at or above the CDF's float64 limit would walk up forever.)
+def test_walk_and_tables_stop_where_the_scalar_walk_does_on_every_cdf_step(rate: float) -> None:
+    # Uniforms on every CDF value of the scalar walk and one float64 ulp below it: a CDF
+    # value one ulp off in the walk or in a table gives another count at one of the two.
     lam = torch.tensor([rate], dtype=torch.float64)
-    log_factorial = torch.lgamma(torch.floor(lam) + 1)
-    start_cdf = torch.special.gammaincc(torch.floor(lam) + 1, lam)
-    values, _ = philox._cdf_tables(lam, philox._mode_pmf(lam, log_factorial), start_cdf)
-    steps = values[(values >= 0) & (values <= 1 - 2.0**-24)]
-    u = torch.cat([steps, torch.nextafter(steps, torch.tensor(-1.0, dtype=torch.float64))]).clamp_(min=0.0)
+    start_cdf, log_factorial = philox._start_values(lam)
+    pmf = philox._mode_pmf(lam, log_factorial)
+    start = (rate, pmf.item(), start_cdf.item(), math.floor(rate) * 1.0)
+    steps = torch.tensor(scalar_cdf_steps(*start), dtype=torch.float64)
+    u = torch.cat([steps, torch.nextafter(steps, torch.tensor(-1.0, dtype=torch.float64))]).clamp_(0.0, 1 - 2.0**-24)
+    expected = torch.tensor([scalar_walk(rate, value, *start[1:]) for value in u.tolist()], dtype=torch.float64)
     lam = lam.expand(u.numel()).contiguous()
+    assert torch.equal(bits(philox._poisson_walk(lam, u, pmf.expand_as(u), start_cdf.expand_as(u))), bits(expected))
     k, walked = walked_values(lam, u)
-    assert torch.equal(bits(k), bits(philox._poisson_inversion(lam, u, tables=False)))
-    assert u.numel() and walked <= u.numel() // 8  # nearly all from the table
+    assert torch.equal(bits(k), bits(expected))
+    assert walked <= int((u < philox._TABLE_LOW).sum())  # only uniforms below a table's low end walk
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
