@@ -69,7 +69,9 @@ def walked_values(lam: torch.Tensor, u: torch.Tensor) -> tuple[torch.Tensor, int
 def test_tables_give_the_walks_counts(field: tuple[torch.Tensor, torch.Tensor]) -> None:
     lam, u = field
     with tables_for_every_field():
-        assert torch.equal(bits(philox._poisson_inversion(lam, u)), bits(philox._poisson_inversion(lam, u, tables=False)))
+        assert torch.equal(
+            bits(philox._poisson_inversion(lam, u)), bits(philox._poisson_inversion(lam, u, tables=False))
+        )
 
 
 def scalar_walk(lam: float, u: float, pmf: float, cdf: float, mode: float) -> float:
@@ -117,7 +119,9 @@ def test_rates_sharing_a_bucket_are_grouped_apart(field: tuple[torch.Tensor, tor
         rates, index = groups
         assert torch.equal(bits(rates[index.long()]), bits(lam))  # every value is its group's rate, bit for bit
         assert torch.unique(bits(rates)).numel() == rates.numel()
-        assert torch.equal(bits(philox._poisson_inversion(lam, u)), bits(philox._poisson_inversion(lam, u, tables=False)))
+        assert torch.equal(
+            bits(philox._poisson_inversion(lam, u)), bits(philox._poisson_inversion(lam, u, tables=False))
+        )
 
 
 def photo_rates(photons: float, size: int = 61, seed: int = 0) -> torch.Tensor:
