@@ -2,24 +2,32 @@
 
 Both give the same bits (tests/test_philox_numpy.py); this measures what the numpy path
 saves, on the raw words, the draws built on them and the corruptions that draw most (the
-noise corruptions and elastic transform, severity 3). Every repeat runs each row's two paths
-one after the other, alternating which goes first, in one process, so that a busy machine
-weighs on both alike; the table gives the minimum and the median CPU milliseconds per image
-(noise only ever adds time, so the minimum is the better estimate of the cost):
+noise corruptions and elastic transform, severity 3). A second table measures Poisson
+counts found by walking from the mode alone (what every value did before the CDF tables)
+against the CDF tables, which give the same bits (tests/test_poisson.py): on 8-bit images
+times a photon count (few distinct rates) and on a smooth float image (about one rate per
+value, where the tables stand aside and both walk), and ``shot_noise``. Every repeat runs
+each row's two paths one after the other, alternating which goes first, in one process, so
+that a busy machine weighs on both alike; the tables give the minimum and the median CPU
+milliseconds per image (noise only ever adds time, so the minimum is the better estimate
+of the cost):
 
     OMP_NUM_THREADS=1 python benchmarks/philox.py [--size 512] [--batch 1] [--repeats 15]
 
 The torch path is what GPUs run; it is forced on the CPU here by the one switch that picks
-the path (``pytest_segrobust.philox._uses_numpy``).
+the path (``pytest_segrobust.philox._uses_numpy``); the walk alone by
+``_poisson_inversion(..., tables=False)``.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import statistics
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from unittest import mock
 
 import torch
@@ -30,29 +38,45 @@ from pytest_segrobust.corruptions import REGISTRY
 CORRUPTIONS = ("gaussian_noise", "shot_noise", "impulse_noise", "speckle_noise", "elastic_transform")
 
 
-def seconds(fn: Callable[[], object], torch_path: bool) -> float:
-    """CPU seconds of one call of ``fn`` on the chosen path (with one thread, what a busy machine disturbs least)."""
-    with mock.patch.object(philox, "_uses_numpy", lambda device: False) if torch_path else contextlib.nullcontext():
+def seconds(fn: Callable[[], object], forced: Callable[[], AbstractContextManager[object]] | None) -> float:
+    """CPU seconds of one call of ``fn``, inside ``forced()`` if given (with one thread, what a busy machine disturbs least)."""
+    with forced() if forced else contextlib.nullcontext():
         start = time.process_time()
         fn()
         return time.process_time() - start
 
 
-def side_by_side(rows: dict[str, Callable[[], object]], repeats: int, batch: int) -> None:
-    """Print one table row per entry: min and median ms per image of each path, and the speed-up of the minima."""
-    print("| row | torch path min / median ms | numpy path min / median ms | speed-up (min) |")
+def torch_path() -> AbstractContextManager[object]:
+    """Philox words from int64 tensor ops, as on a GPU."""
+    return mock.patch.object(philox, "_uses_numpy", lambda device: False)
+
+
+def walk_alone() -> AbstractContextManager[object]:
+    """Poisson counts by the walk from the mode for every value, without CDF tables."""
+    return mock.patch.object(philox, "_poisson_inversion", functools.partial(philox._poisson_inversion, tables=False))
+
+
+def side_by_side(
+    rows: dict[str, Callable[[], object]],
+    repeats: int,
+    batch: int,
+    old: Callable[[], AbstractContextManager[object]],
+    names: tuple[str, str],
+) -> None:
+    """Print one table row per entry: min and median ms per image of the ``old()`` path and the default one, and the speed-up of the minima."""
+    print(f"| row | {names[0]} min / median ms | {names[1]} min / median ms | speed-up (min) |")
     print("|---|---:|---:|---:|")
     for name, fn in rows.items():
         times: dict[bool, list[float]] = {True: [], False: []}
-        for torch_path in (True, False):  # warm-up: lazy imports, caches
-            seconds(fn, torch_path)
+        for forced in (True, False):  # warm-up: lazy imports, caches
+            seconds(fn, old if forced else None)
         for repeat in range(repeats):
-            for torch_path in (True, False) if repeat % 2 else (False, True):
-                times[torch_path].append(seconds(fn, torch_path) / batch * 1e3)
-        old, new = times[True], times[False]
+            for forced in (True, False) if repeat % 2 else (False, True):
+                times[forced].append(seconds(fn, old if forced else None) / batch * 1e3)
+        before, after = times[True], times[False]
         print(
-            f"| {name} | {min(old):.2f} / {statistics.median(old):.2f} | {min(new):.2f} / {statistics.median(new):.2f} "
-            f"| {min(old) / min(new):.2f}x |"
+            f"| {name} | {min(before):.2f} / {statistics.median(before):.2f} "
+            f"| {min(after):.2f} / {statistics.median(after):.2f} | {min(before) / min(after):.2f}x |"
         )
 
 
@@ -68,8 +92,8 @@ def main() -> None:
     # 8-bit images, as decoded photos are (a Poisson rate field then has few distinct rates).
     g = torch.Generator().manual_seed(0)
     coarse = torch.rand(args.batch, 3, args.size // 16, args.size // 16, generator=g)
-    images = torch.nn.functional.interpolate(coarse, size=(args.size, args.size), mode="bilinear")
-    images = ((0.8 * images + 0.2 * torch.rand(images.shape, generator=g)) * 255).round() / 255
+    smooth = torch.nn.functional.interpolate(coarse, size=(args.size, args.size), mode="bilinear")
+    images = ((0.8 * smooth + 0.2 * torch.rand(smooth.shape, generator=g)) * 255).round() / 255
     seeds = list(range(args.batch))
     shape = (3, args.size, args.size)
     rows: dict[str, Callable[[], object]] = {
@@ -85,7 +109,16 @@ def main() -> None:
         f"{args.size}x{args.size}, batch {args.batch}, severity {args.severity} ({args.preset}), "
         f"torch threads {torch.get_num_threads()}, {args.repeats} repeats; CPU ms per image\n"
     )
-    side_by_side(rows, args.repeats, args.batch)
+    side_by_side(rows, args.repeats, args.batch, torch_path, ("torch path", "numpy path"))
+    print()
+    shot_noise = next(c for c in REGISTRY.available(args.preset) if c.name == "shot_noise")
+    poisson_rows: dict[str, Callable[[], object]] = {
+        f"poisson, 8-bit image x {photons:g}": lambda photons=photons: philox.poisson(seeds, images * photons)
+        for photons in (3.0, 12.0, 60.0, 250.0)
+    }
+    poisson_rows["poisson, float image x 12"] = lambda: philox.poisson(seeds, smooth * 12.0)
+    poisson_rows[f"shot_noise (severity {args.severity})"] = lambda: shot_noise(images, args.severity, seeds)
+    side_by_side(poisson_rows, args.repeats, args.batch, walk_alone, ("walk alone", "CDF tables"))
 
 
 if __name__ == "__main__":

@@ -31,9 +31,11 @@ Derived draws, and how exact they are across devices:
 * :func:`poisson`: inversion of the CDF for rates up to :data:`POISSON_INVERSION_LIMIT`
   (exact given the uniforms, up to the float64 rounding of the CDF's terms: a count can
   differ across devices only where a uniform lies within a few float64 ulps of a CDF step;
-  the search starts at the mode and walks a few ``sqrt(rate)`` steps at most), and a rounded normal approximation
-  with continuity correction above it, where the two distributions differ by less than 1%
-  in total variation.
+  the search starts at the mode and walks a few ``sqrt(rate)`` steps at most; where rates
+  repeat, as in an 8-bit image times a photon count, each rate's CDF values are tabulated
+  once and looked up instead, with the walk's counts bit for bit), and a rounded normal
+  approximation with continuity correction above it, where the two distributions differ
+  by less than 1% in total variation.
 """
 
 from __future__ import annotations
@@ -58,6 +60,28 @@ _CPU_CHUNK_WORDS = 2**15
 _NUMPY_CHUNK_BLOCKS = 2**16
 # Rates up to this draw Poisson variates by inverting the CDF; above it, a normal approximation.
 POISSON_INVERSION_LIMIT = 256.0
+# Poisson rates are grouped by hashing their bits into this many buckets (2**16: 512 KiB).
+_RATE_BUCKETS_LOG2 = 16
+# Odd 64-bit multiplier of the hash (2**64 over the golden ratio), as an int64.
+_RATE_HASH = 0x9E3779B97F4A7C15 - 2**64
+# A bucket no rate fell into holds the bits of a NaN, which no valid rate has.
+_NO_RATE = 0x7FF8000000000001
+# Tables of the CDF pay for themselves where each distinct rate has this many values or more
+# (3 x 512 x 512 values with 24576 rates: 2.2x faster than the walk at 12 photons, 1.2x at
+# 250), and are made for this many distinct rates at most (about 200 float64 values and
+# labels each at rates near POISSON_INVERSION_LIMIT: 25 MiB).
+_VALUES_PER_RATE = 32
+_MOST_TABLES = 2**13
+# A table runs down from the mode until its CDF is at most this (a uniform below it walks
+# instead: one value in 2**24 or fewer) and up until its CDF exceeds the next.
+_TABLE_LOW = 2.0**-30
+_TABLE_HIGH = 1.0 - 2.0**-30
+# At most this many steps each way (rates up to POISSON_INVERSION_LIMIT need about 100),
+# asking whether to stop after every few (a step past the end is only a longer table).
+_TABLE_MAX_STEPS = 1024
+_TABLE_STEPS_PER_CHECK = 8
+# Bins of U[0, 1) per rate in the guide of a table lookup, at most (and at most one per value).
+_GUIDE_BINS = 2**10
 # The dtypes that draws convert words to, and numpy's names for them.
 _NUMPY_DTYPES = {torch.int64: np.int64, torch.float32: np.float32, torch.float64: np.float64}
 
@@ -318,60 +342,255 @@ def poisson(seeds: Sequence[int], rates: torch.Tensor, stream: int = 0) -> torch
     """
     if rates.shape[0] != len(seeds):
         raise ValueError(f"{len(seeds)} seeds for a batch of {rates.shape[0]} rate fields")
-    if bool((rates < 0).any()) or not bool(torch.isfinite(rates).all()):
+    # One pass for both checks: a NaN makes the minimum NaN, which fails ``>= 0``.
+    lowest, highest = torch.aminmax(rates) if rates.numel() else (rates.new_zeros(()), rates.new_zeros(()))
+    if not (float(lowest) >= 0 and math.isfinite(float(highest))):
         raise ValueError("Poisson rates must be finite and non-negative")
     shape = tuple(rates.shape[1:])
     lam = rates.to(torch.float64)
     u = uniform(seeds, shape, rates.device, stream).to(torch.float64)
+    if float(highest) <= POISSON_INVERSION_LIMIT and lam.is_contiguous():
+        # What torch.where below would make of it: the same values in the same layout.
+        return _poisson_inversion(lam, u).to(rates.dtype)
     small = lam <= POISSON_INVERSION_LIMIT
     k = _poisson_inversion(torch.where(small, lam, torch.zeros_like(lam)), u)
     # Above the limit: N(lam, lam) rounded, from its own stream of normals.
-    if not bool(small.all()):
+    if float(highest) > POISSON_INVERSION_LIMIT:
         z = normal(seeds, shape, rates.device, stream + 1).to(torch.float64)
         k = torch.where(small, k, torch.clamp(torch.floor(lam + torch.sqrt(lam) * z + 0.5), min=0))
     return k.to(rates.dtype)
 
 
-def _poisson_inversion(lam: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
-    """The smallest ``k`` with ``CDF(k) > u`` for Poisson rates ``lam`` (float64, any shape).
+def _poisson_inversion(lam: torch.Tensor, u: torch.Tensor, tables: bool = True) -> torch.Tensor:
+    """The smallest ``k`` with ``CDF(k) > u`` for Poisson rates ``lam`` (float64, any shape, ``u`` in ``[0, 1)``).
 
-    The search starts at the mode ``m = floor(lam)``, with ``CDF(m)`` from the regularised
-    upper incomplete gamma function and ``pmf(m)`` from ``lgamma``; it then walks down (``CDF(k - 1) = CDF(k) - pmf(k)``) or up
-    (``CDF(k + 1) = CDF(k) + pmf(k + 1)``) with correctly rounded arithmetic only, carrying
-    just the values still walking. A value walks about ``|k - m|`` steps, a few times
-    ``sqrt(lam)`` at most, instead of ``k`` steps from 0.
+    The CDF is the one a walk from the mode computes (:func:`_poisson_walk`): it starts at
+    ``m = floor(lam)`` with ``CDF(m)`` from the regularised upper incomplete gamma function
+    and ``pmf(m)`` from ``lgamma``, and moves down (``CDF(k - 1) = CDF(k) - pmf(k)``) or up
+    (``CDF(k + 1) = CDF(k) + pmf(k + 1)``) with correctly rounded arithmetic only. Given a
+    rate and its start values, those CDF values are fixed and ``u`` only decides where the
+    walk stops, so where rates repeat (an 8-bit image times a photon count has at most 256)
+    each rate's values are tabulated once (:func:`_cdf_tables`) and every value looks its
+    ``k`` up: the same result as the walk, bit for bit, by construction. A value walks
+    instead where its start values are not its rate's (:func:`_resolve_by_table`) or its
+    ``u`` falls outside its rate's table, and every value walks when the rates barely
+    repeat (:func:`_rate_groups`) or ``tables`` is false (what tests compare with).
+
+    Shape:
+        lam, u: any, the same; return: same, float64 integers.
     """
-    mode = torch.floor(lam)
     # gammaincc and lgamma are costly and, on a CPU, scalar loops (a value's result does not
-    # depend on where it sits): evaluated once per distinct rate (8-bit images times a
-    # photon count have few). exp and log are vectorised: evaluated over the whole field.
-    rates, inverse = torch.unique(lam, return_inverse=True)
-    cdf = torch.special.gammaincc(torch.floor(rates) + 1, rates)[inverse]
-    log_factorial = torch.lgamma(torch.floor(rates) + 1)[inverse]
-    pmf = torch.exp(mode * torch.log(torch.where(lam > 0, lam, 1.0)) - lam - log_factorial)
-    k = mode.reshape(-1).clone()
-    flat_lam, flat_u, flat_pmf, flat_cdf = lam.reshape(-1), u.reshape(-1), pmf.reshape(-1), cdf.reshape(-1)
+    # depend on where it sits): evaluated once per distinct rate where rates repeat. exp and
+    # log are vectorised (a SIMD body and a scalar tail that may part in the last bit):
+    # evaluated over the whole field, exactly so, since every result below depends on these bits.
+    flat_lam, flat_u = lam.reshape(-1), u.reshape(-1)
+    groups = _rate_groups(lam) if tables else None
+    if groups is None:
+        if tables:  # the rates barely repeat: evaluating at every value costs less than sorting them out
+            start_cdf, log_factorial = _start_values(flat_lam)
+        else:
+            rates, inverse = torch.unique(flat_lam, return_inverse=True)
+            start_cdf, log_factorial = (values.index_select(0, inverse) for values in _start_values(rates))
+        pmf = _mode_pmf(lam, log_factorial.view_as(lam)).reshape(-1)
+        return _poisson_walk(flat_lam, flat_u, pmf, start_cdf).view_as(lam)
+    rates, inverse = groups
+    flat_inverse = inverse.reshape(-1)
+    start_cdf, log_factorial = _start_values(rates)
+    pmf = _mode_pmf(lam, log_factorial.index_select(0, flat_inverse).view_as(lam)).reshape(-1)
+    k, unresolved = _resolve_by_table(rates, log_factorial, start_cdf, flat_inverse, pmf, flat_u)
+    if unresolved.numel():
+        k[unresolved] = _poisson_walk(
+            flat_lam[unresolved],
+            flat_u[unresolved],
+            pmf[unresolved],
+            start_cdf.index_select(0, flat_inverse[unresolved]),
+        )
+    return k.view_as(lam)
 
-    # Each walk carries one (6, n) float64 state, so that dropping the values that stopped is
-    # one indexing call: rows are the value's place, rate, uniform, pmf(k), CDF(k) and k.
-    place = torch.arange(k.numel(), dtype=torch.float64, device=k.device)
-    state = torch.stack([place, flat_lam, flat_u, flat_pmf, flat_cdf, k])
+
+def _start_values(rates: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``CDF(m)`` (the regularised upper incomplete gamma function) and ``log(m!)`` at ``m = floor(rates)``.
+
+    Shape:
+        rates: ``(G,)``; return: two ``(G,)``.
+    """
+    mode_plus_one = torch.floor(rates) + 1
+    return torch.special.gammaincc(mode_plus_one, rates), torch.lgamma(mode_plus_one)
+
+
+def _mode_pmf(lam: torch.Tensor, log_factorial: torch.Tensor) -> torch.Tensor:
+    """``pmf(m)`` at ``m = floor(lam)``: ``exp(m log(lam) - lam - log(m!))``, given ``log(m!)``.
+
+    Shape:
+        lam, log_factorial: any, the same; return: same.
+    """
+    return torch.exp(torch.floor(lam) * torch.log(torch.where(lam > 0, lam, 1.0)) - lam - log_factorial)
+
+
+def _poisson_walk(lam: torch.Tensor, u: torch.Tensor, pmf: torch.Tensor, cdf: torch.Tensor) -> torch.Tensor:
+    """:func:`_poisson_inversion` by walking from the mode, given ``pmf(m)`` and ``CDF(m)`` at ``m = floor(lam)``.
+
+    A value walks about ``|k - m|`` steps, a few times ``sqrt(lam)`` at most, instead of ``k``
+    steps from 0; each step carries just the values still walking. Every operation is
+    elementwise and correctly rounded, so a value's result does not depend on the others.
+
+    Shape:
+        lam, u, pmf, cdf: ``(n,)`` float64; return: ``(n,)`` float64 integers.
+    """
+    k = torch.floor(lam)
 
     # Down: while k > 0 and CDF(k - 1) > u, step to k - 1.
-    walk = state[:, flat_u < flat_cdf]
+    walk = _walk_state((u < cdf).nonzero().squeeze(1), lam, u, pmf, cdf, k)
     while walk.shape[1]:
         walk[4] -= walk[3]  # CDF(k - 1)
-        walk = walk[:, (walk[5] > 0) & (walk[4] > walk[2])]
+        walk = walk.index_select(1, ((walk[5] > 0) & (walk[4] > walk[2])).nonzero().squeeze(1))
         walk[3] = walk[3] * walk[5] / walk[1]  # pmf(k - 1)
         walk[5] -= 1
         k[walk[0].long()] = walk[5]
 
     # Up: while CDF(k) <= u, step to k + 1.
-    walk = state[:, flat_cdf <= flat_u]
+    walk = _walk_state((cdf <= u).nonzero().squeeze(1), lam, u, pmf, cdf, k)
     while walk.shape[1]:
         walk[5] += 1
         walk[3] = walk[3] * walk[1] / walk[5]  # pmf(k)
         walk[4] += walk[3]
         k[walk[0].long()] = walk[5]
-        walk = walk[:, walk[4] <= walk[2]]
-    return k.view_as(lam)
+        walk = walk.index_select(1, (walk[4] <= walk[2]).nonzero().squeeze(1))
+    return k
+
+
+def _walk_state(places: torch.Tensor, *rows: torch.Tensor) -> torch.Tensor:
+    """The ``(1 + len(rows), len(places))`` float64 state of the values at ``places`` that set off on a walk.
+
+    One tensor, so that dropping the values that stopped is one ``index_select``: row 0 is
+    a value's place, then its rate, uniform, pmf(k), CDF(k) and k (as :func:`_poisson_walk`
+    passes them).
+    """
+    return torch.stack([places.to(torch.float64), *(row.index_select(0, places) for row in rows)])
+
+
+def _rate_groups(lam: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """The distinct rates of ``lam`` by their bits, and each value's index among them; None if they barely repeat.
+
+    :func:`torch.unique` sorts the whole field: a third of a shot-noise draw's time. Here
+    each value's bits are hashed into 2 ** :data:`_RATE_BUCKETS_LOG2` buckets, each bucket
+    keeps one of its values (whichever the scatter writes), and the values with the same
+    bits as their bucket's form its group; the few others (another rate that hashed to the
+    same bucket) are grouped by :func:`torch.unique` over them alone. Grouping by bits puts
+    together only identical values: the hash and the value a bucket keeps change how fast
+    this is, never a result.
+
+    Shape:
+        lam: any float64; return: ``(G,)`` float64 rates and an int32 index of ``lam``'s shape.
+    """
+    bits = lam.reshape(-1).view(torch.int64)
+    most_rates = min(_MOST_TABLES, bits.numel() // _VALUES_PER_RATE)
+    # Multiplicative hashing: the top bits of the product (wrapping modulo 2**64) mix all of a value's bits.
+    buckets = (bits * _RATE_HASH).bitwise_right_shift_(64 - _RATE_BUCKETS_LOG2).bitwise_and_(2**_RATE_BUCKETS_LOG2 - 1)
+    kept = torch.full((2**_RATE_BUCKETS_LOG2,), _NO_RATE, dtype=torch.int64, device=lam.device)
+    kept.scatter_(0, buckets, bits)
+    used = kept != _NO_RATE
+    if not 0 < int(used.sum()) <= most_rates:
+        return None
+    buckets = buckets.to(torch.int32)
+    index = (torch.cumsum(used, 0, dtype=torch.int32) - 1).index_select(0, buckets)
+    rates = kept[used]
+    bucket_bits = kept.index_select(0, buckets)
+    if not torch.equal(bucket_bits, bits):  # one fast pass where no two rates share a bucket
+        others = (bucket_bits != bits).nonzero().squeeze(1)
+        other_rates, other_index = torch.unique(bits[others], return_inverse=True)
+        index[others] = other_index.to(torch.int32) + rates.numel()
+        rates = torch.cat([rates, other_rates])
+        if rates.numel() > most_rates:
+            return None
+    return rates.view(torch.float64), index.view(lam.shape)
+
+
+def _resolve_by_table(
+    rates: torch.Tensor,
+    log_factorial: torch.Tensor,
+    start_cdf: torch.Tensor,
+    index: torch.Tensor,
+    pmf: torch.Tensor,
+    u: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each value's ``k`` from its rate's CDF table (:func:`_cdf_tables`), and the values that must walk instead.
+
+    Each rate's table starts from one ``pmf(m)``, computed here by the field's expression;
+    a value whose own ``pmf(m)`` (computed over the field, where a vectorised ``exp`` may
+    give other last bits at other places) has other bits must walk, and so must one whose
+    ``u`` lies beyond its table. The search: a guide of up to :data:`_GUIDE_BINS` bins per
+    rate holds, for each bin's lower edge, the first place whose value exceeds it (a
+    histogram of the values' bins, summed); no place before it can exceed ``u``, and the
+    few values still behind a value at most ``u`` move on one place at a time.
+
+    Shape:
+        rates, log_factorial, start_cdf: ``(G,)``; index (int32), pmf, u: ``(n,)``;
+        return: ``(n,)`` float64 counts and the int64 places (1-D) that must walk.
+    """
+    start_pmf = _mode_pmf(rates, log_factorial)
+    values, labels = _cdf_tables(rates, start_pmf, start_cdf)
+    width = values.shape[1]
+    bins = min(_GUIDE_BINS, 1 << ((u.numel() // rates.numel()).bit_length() - 1))  # at most one per value
+    # The number of a table's values at most the edge b / bins is the number whose first
+    # bin at or above them, ceil(value * bins) (exact: a power of two), is at most b.
+    first_bins = (values * bins).ceil_().clamp_(0, bins).long()
+    guide = torch.zeros(rates.numel(), bins + 1, dtype=torch.int32, device=u.device)
+    guide.scatter_add_(1, first_bins, torch.ones_like(first_bins, dtype=torch.int32))
+    guide = guide[:, :bins].cumsum(1, dtype=torch.int32)
+    guide += torch.arange(0, rates.numel() * width, width, dtype=torch.int32, device=u.device).unsqueeze(1)
+    # u * bins is exact (a power of two) and non-negative: truncation is the floor.
+    place = guide.view(-1).index_select(0, torch.add((u * bins).to(torch.int32), index, alpha=bins))
+    flat_values = values.view(-1)
+    behind = (flat_values.index_select(0, place) <= u).nonzero().squeeze(1)
+    while behind.numel():  # the +inf closing every table stops this
+        place[behind] += 1
+        behind = behind[flat_values.index_select(0, place[behind]) <= u[behind]]
+    k = labels.view(-1).index_select(0, place)
+    pmf_bits, start_bits = pmf.view(torch.int64), start_pmf.view(torch.int64).index_select(0, index)
+    if float(k.min()) >= 0 and torch.equal(pmf_bits, start_bits):  # two fast passes for the usual case
+        return k, place[:0].long()
+    return k, (pmf_bits != start_bits).logical_or_(k < 0).nonzero().squeeze(1)
+
+
+def _cdf_tables(rates: torch.Tensor, pmf: torch.Tensor, cdf: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Every CDF value the walk from the mode can reach for each rate, and the ``k`` each stands for.
+
+    Row ``g`` holds, in increasing order, ``CDF(k)`` for ``k`` from where the walk down
+    passes :data:`_TABLE_LOW` (or from 0) up to where the walk up passes
+    :data:`_TABLE_HIGH`, each computed by the walk's own recurrences from the same start
+    values (the same correctly rounded operations in the same order, so the same bits),
+    then ``+inf``. The answer for ``u`` is the label at the first place whose value exceeds
+    ``u``: ``k``, or -1 (walk instead) at the closing ``+inf`` or where ``u`` lies below a
+    table that does not reach down to 0. Places left of ``k = 0`` hold ``-inf``. The label
+    at the mode is ``floor(rate)`` itself, as the walk leaves it (-0.0 for a rate of -0.0).
+
+    Shape:
+        rates, pmf, cdf: ``(G,)`` float64 (``pmf(m)`` and ``CDF(m)`` at ``m = floor(rate)``);
+        return: two ``(G, W)`` float64 tensors, values and labels.
+    """
+    mode = torch.floor(rates)
+    down, term, k = [cdf], pmf, mode
+    for step in range(_TABLE_MAX_STEPS):
+        if step % _TABLE_STEPS_PER_CHECK == 0 and not bool(((k > 0) & (down[-1] > _TABLE_LOW)).any()):
+            break
+        down.append(down[-1] - term)  # CDF(k - 1)
+        term = term * k / rates  # pmf(k - 1); past k = 0 (-inf there) it may be NaN
+        k = k - 1
+    up, term, k = [cdf], pmf, mode
+    for step in range(_TABLE_MAX_STEPS):
+        if step % _TABLE_STEPS_PER_CHECK == 0 and not bool((up[-1] <= _TABLE_HIGH).any()):
+            break
+        k = k + 1
+        term = term * rates / k  # pmf(k)
+        up.append(up[-1] + term)
+    up = up[1:]
+    below = len(down) - 1
+    steps = torch.arange(-below, len(up) + 1, dtype=torch.float64, device=rates.device)
+    ks = mode.unsqueeze(1) + steps
+    values = torch.stack(down[::-1] + up, dim=1).masked_fill_(ks < 0, -math.inf)
+    labels = ks.clone()
+    labels[:, below] = mode
+    labels[:, 0].masked_fill_(ks[:, 0] > 0, -1.0)
+    closing = torch.full((rates.numel(), 1), math.inf, dtype=torch.float64, device=rates.device)
+    return torch.cat([values, closing], dim=1), torch.cat([labels, torch.full_like(closing, -1.0)], dim=1)
