@@ -27,11 +27,11 @@ from typing import Any
 CHOICES = ("tuned", "system")
 DEFAULT = "tuned"
 
-# glibc's mallopt parameters (malloc.h) and the values ``tuned`` gives them.
-_M_TRIM_THRESHOLD = -1
-_M_MMAP_THRESHOLD = -3
-_MMAP_THRESHOLD = 2**31 - 1  # the largest mallopt's int takes: blocks up to 2 GiB from the heap
-_TRIM_THRESHOLD = -1  # glibc: "disables trimming completely"
+# glibc's mallopt parameters (their numbers in malloc.h) and the values ``tuned`` gives them.
+_TUNING = (
+    ("M_MMAP_THRESHOLD", -3, 2**31 - 1),  # the largest mallopt's int takes: blocks up to 2 GiB from the heap
+    ("M_TRIM_THRESHOLD", -1, -1),  # -1: glibc "disables trimming completely"
+)
 
 
 @dataclass(frozen=True)
@@ -86,10 +86,13 @@ def configure(choice: str) -> AllocatorSetting:
     if isinstance(libc, str):
         _current = AllocatorSetting("tuned", False, f"does nothing here: {libc}")
         return _current
-    for parameter, value in ((_M_MMAP_THRESHOLD, _MMAP_THRESHOLD), (_M_TRIM_THRESHOLD, _TRIM_THRESHOLD)):
+    applied: list[str] = []
+    for name, parameter, value in _TUNING:
         if not libc.mallopt(parameter, value):
-            _current = AllocatorSetting("tuned", False, f"glibc's mallopt refused parameter {parameter}")
+            done = f" ({', '.join(applied)} was set)" if applied else ""
+            _current = AllocatorSetting("tuned", bool(applied), f"glibc's mallopt refused {name}{done}")
             return _current
+        applied.append(name)
     _current = AllocatorSetting(
         "tuned", True, f"glibc {platform.libc_ver()[1]}: blocks up to 2 GiB from the heap, freed memory kept for reuse"
     )

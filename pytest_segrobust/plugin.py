@@ -103,7 +103,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         choices=allocator.CHOICES,
         default=allocator.DEFAULT,
         help="tuned (default): on glibc, large blocks from the heap and freed memory kept for reuse, which saves "
-        "the page faults of every batch for 10-15%% more peak memory; system: malloc as the C library set it",
+        "the page faults of every batch for about 10%% more peak memory; system: malloc as the C library set it",
     )
     ray_backend.add_options(group)
     parser.addini("segrobust_suites", "folder of robustness suites, relative to rootdir", default="suites")

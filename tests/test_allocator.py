@@ -95,6 +95,26 @@ def test_tuned_does_nothing_elsewhere_and_says_why(
     assert setting == allocator.current() == allocator.AllocatorSetting("tuned", False, f"does nothing here: {reason}")
 
 
+class RefusingLibc:
+    """A C library whose ``mallopt`` takes the first ``accepted`` calls and refuses the rest."""
+
+    def __init__(self, accepted: int) -> None:
+        self.accepted = accepted
+
+    def mallopt(self, parameter: int, value: int) -> int:
+        self.accepted -= 1
+        return int(self.accepted >= 0)
+
+
+@pytest.mark.parametrize(("accepted", "tuned", "detail"), [
+    (0, False, "glibc's mallopt refused M_MMAP_THRESHOLD"),
+    (1, True, "glibc's mallopt refused M_TRIM_THRESHOLD (M_MMAP_THRESHOLD was set)"),
+])
+def test_a_refused_mallopt_says_what_was_set(monkeypatch: pytest.MonkeyPatch, accepted: int, tuned: bool, detail: str) -> None:
+    monkeypatch.setattr(allocator, "_glibc", lambda: RefusingLibc(accepted))
+    assert allocator.configure("tuned") == allocator.AllocatorSetting("tuned", tuned, detail)
+
+
 def test_an_unknown_choice_is_refused() -> None:
     with pytest.raises(ValueError, match="allocator setting must be one of tuned, system, not 'fast'"):
         allocator.configure("fast")
