@@ -15,6 +15,7 @@ import pytest
 
 from pytest_segrobust import allocator
 from pytest_segrobust.report import without_timing
+from tests.plugin_project import DISTRIBUTIONS
 
 ROOT = Path(__file__).resolve().parent.parent
 GLIBC = sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc"
@@ -129,22 +130,23 @@ def test_plain_pytest_leaves_malloc_alone(pytester: pytest.Pytester) -> None:
 
 
 def test_the_demo_report_is_the_same_either_way_and_says_which(pytester: pytest.Pytester) -> None:
-    """Fresh processes (the allocator is the process's): the header and the report name the
-    setting, and nothing but the report's timing and environment differs."""
+    """Fresh processes (the allocator is the process's), tuned also under xdist (each worker
+    tunes its own): the header and the report name the setting, and nothing but the report's
+    timing and environment differs."""
     pytester.mkdir("suites").joinpath("demo.yaml").write_text((ROOT / "suites" / "demo.yaml").read_text())
     tuned = "glibc *: blocks up to 2 GiB from the heap, freed memory kept for reuse" if GLIBC else "does nothing here: *"
     described = {"system": "system (malloc left as the C library set it)", "tuned": f"tuned ({tuned})"}
-    reports = {}
-    for choice, description in described.items():
+    reports = []
+    for choice, dist in (("system", []), ("tuned", []), ("tuned", DISTRIBUTIONS["n2"])):
         result = pytester.runpytest_subprocess(
             "--segrobust", "--segrobust-update-baselines", "-p", "no:cacheprovider", "--segrobust-malloc", choice,
-            "-k", "tiny-unet and not smoothed and rotate and (3 or 5)",
+            "-k", "tiny-unet and not smoothed and rotate and (3 or 5)", *dist,
         )
         result.assert_outcomes(passed=2)
-        result.stdout.fnmatch_lines([f"segrobust: malloc {description}"])
+        result.stdout.fnmatch_lines([f"segrobust: malloc {described[choice]}"])
         report = json.loads((pytester.path / "segrobust-report-partial.json").read_text())
-        assert fnmatch.fnmatch(report["environment"]["malloc"], description)
+        assert fnmatch.fnmatch(report["environment"]["malloc"], described[choice])
         assert f"| malloc | {report['environment']['malloc']} |" in (pytester.path / "segrobust-report-partial.md").read_text()
-        reports[choice] = without_timing(report)
+        reports.append(without_timing(report))
         shutil.rmtree(pytester.path / "baselines")  # each run writes the baselines afresh: nothing else differs
-    assert reports["system"] == reports["tuned"]
+    assert reports[0] == reports[1] == reports[2]
