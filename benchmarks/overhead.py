@@ -28,12 +28,12 @@ copying from the cache) and decoding, collating onto the device, corrupting, the
 ``predict``, checking the predictions, updating and computing the metrics. Those runs are
 apart from the timed ones because on a GPU each phase waits for the device.
 
-``--keep-memory`` tells glibc's allocator (Linux) to serve every allocation from a heap it
-never gives back to the system, as ``MALLOC_MMAP_THRESHOLD_``, ``MALLOC_TRIM_THRESHOLD_``
-and ``MALLOC_TOP_PAD_`` would: by default each large tensor is a fresh ``mmap`` whose pages
-fault in (and are zeroed) on first touch, which at 512x512 costs the model and the harness
-alike tens of thousands of page faults per image. The option shows that cost apart; it
-changes the whole process, bare runs included.
+``--keep-memory`` tunes glibc's allocator as ``pytest --segrobust`` does by default
+(``--segrobust-malloc tuned``, :mod:`pytest_segrobust.allocator`): without it each large
+tensor is a fresh ``mmap`` whose pages fault in (and are zeroed) on first touch, which at
+512x512 costs the model and the harness alike tens of thousands of page faults per image.
+The option shows that cost apart; it changes the whole process, bare runs included
+(``benchmarks/malloc.py`` compares the two settings in fresh processes).
 
 Images are demo scenes rendered at ``--size`` and written as PNG files read through
 ``SemanticFolder``, so reading and decoding cost what they cost for a real dataset.
@@ -48,8 +48,6 @@ weights through the transformers adapter; needs the ``transformers`` extra).
 from __future__ import annotations
 
 import argparse
-import ctypes
-import ctypes.util
 import statistics
 import tempfile
 import time
@@ -61,6 +59,7 @@ import numpy as np
 import torch
 from PIL import Image as PILImage
 
+from pytest_segrobust import allocator
 from pytest_segrobust.corruptions import REGISTRY
 from pytest_segrobust.data.demo import CLASS_NAMES, DemoScenes
 from pytest_segrobust.data.sample_cache import SampleCache
@@ -114,12 +113,10 @@ def build_model(name: str, device: torch.device, folder: Path) -> Any:
 
 
 def keep_memory() -> None:
-    """Large allocations from glibc's heap, never trimmed back to the system (see the module docstring)."""
-    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-    m_trim_threshold, m_top_pad, m_mmap_threshold = -1, -2, -3  # glibc's mallopt parameters
-    for parameter, value in ((m_mmap_threshold, 2**31 - 1), (m_trim_threshold, 2**31 - 1), (m_top_pad, 2**30)):
-        if not libc.mallopt(parameter, value):
-            raise SystemExit("--keep-memory: mallopt failed (it needs glibc)")
+    """This process's allocator tuned as the gate tunes it (see the module docstring)."""
+    setting = allocator.configure("tuned")
+    if not setting.tuned:
+        raise SystemExit(f"--keep-memory: {setting.detail}")
 
 
 def timed(run: Callable[[], object], device: torch.device) -> tuple[float, float]:

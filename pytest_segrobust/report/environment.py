@@ -1,4 +1,4 @@
-"""Where and with what a run was made: git commit, package versions, device, wall time."""
+"""Where and with what a run was made: git commit, package versions, device, allocator, wall time."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
+from pytest_segrobust import allocator
 
 # Distributions whose versions can change a number in the report; those not installed are left out.
 DISTRIBUTIONS = ("pytest-segrobust", "torch", "torchvision", "numpy", "pillow", "pytest", "pytest-xdist", "matplotlib")
@@ -35,6 +37,7 @@ def run_environment(root: Path, device: torch.device, started: float) -> dict[st
         "device": describe_device(device),
         "platform": f"Python {platform.python_version()} on {platform.system()} {platform.machine()}",
         "versions": versions(),
+        "malloc": None if (setting := allocator.current()) is None else setting.describe(),
     }
 
 

@@ -653,7 +653,7 @@ def regressions(records: Sequence[CellRecord], labels: dict[str, dict[str, str]]
 
 
 def environment(info: Mapping[str, Any]) -> Table:
-    """The run's provenance: git commit, versions, device, wall time (one row per item)."""
+    """The run's provenance: git commit, versions, device, allocator, wall time (one row per item)."""
     rows: list[tuple[str, str]] = []
     commit = info.get("git_commit")
     if commit:
@@ -668,6 +668,8 @@ def environment(info: Mapping[str, Any]) -> Table:
         rows.append(("device", str(info["device"])))
     if info.get("platform"):
         rows.append(("platform", str(info["platform"])))
+    if info.get("malloc"):
+        rows.append(("malloc", str(info["malloc"])))
     versions = info.get("versions") or {}
     if versions:
         rows.append(("versions", ", ".join(f"{name} {version}" for name, version in versions.items())))
