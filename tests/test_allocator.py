@@ -15,7 +15,6 @@ import pytest
 
 from pytest_segrobust import allocator
 from pytest_segrobust.report import without_timing
-from tests.plugin_project import DISTRIBUTIONS
 
 ROOT = Path(__file__).resolve().parent.parent
 GLIBC = sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc"
@@ -130,17 +129,18 @@ def test_plain_pytest_leaves_malloc_alone(pytester: pytest.Pytester) -> None:
 
 
 def test_the_demo_report_is_the_same_either_way_and_says_which(pytester: pytest.Pytester) -> None:
-    """Fresh processes (the allocator is the process's), tuned also under xdist (each worker
-    tunes its own): the header and the report name the setting, and nothing but the report's
-    timing and environment differs."""
+    """Fresh processes (the allocator is the process's): the header and the report name the
+    setting, and nothing but the report's timing and environment differs. (Under xdist each
+    worker tunes its own: the demo gate, ``pytest --segrobust -n 2`` tuned against baselines
+    stored untuned, is that check.)"""
     pytester.mkdir("suites").joinpath("demo.yaml").write_text((ROOT / "suites" / "demo.yaml").read_text())
     tuned = "glibc *: blocks up to 2 GiB from the heap, freed memory kept for reuse" if GLIBC else "does nothing here: *"
     described = {"system": "system (malloc left as the C library set it)", "tuned": f"tuned ({tuned})"}
     reports = []
-    for choice, dist in (("system", []), ("tuned", []), ("tuned", DISTRIBUTIONS["n2"])):
+    for choice in ("system", "tuned"):
         result = pytester.runpytest_subprocess(
             "--segrobust", "--segrobust-update-baselines", "-p", "no:cacheprovider", "--segrobust-malloc", choice,
-            "-k", "tiny-unet and not smoothed and rotate and (3 or 5)", *dist,
+            "-k", "tiny-unet and not smoothed and rotate and (3 or 5)",
         )
         result.assert_outcomes(passed=2)
         result.stdout.fnmatch_lines([f"segrobust: malloc {described[choice]}"])
@@ -149,4 +149,4 @@ def test_the_demo_report_is_the_same_either_way_and_says_which(pytester: pytest.
         assert f"| malloc | {report['environment']['malloc']} |" in (pytester.path / "segrobust-report-partial.md").read_text()
         reports.append(without_timing(report))
         shutil.rmtree(pytester.path / "baselines")  # each run writes the baselines afresh: nothing else differs
-    assert reports[0] == reports[1] == reports[2]
+    assert reports[0] == reports[1]
