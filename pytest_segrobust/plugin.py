@@ -177,8 +177,6 @@ def start_session(config: pytest.Config) -> SegRobustSession:
 
     root = config.rootpath
     enabled = _enabled(config)
-    if enabled:  # the process that runs the gate; plain pytest and the fixture alone leave malloc alone
-        allocator.configure(config.getoption("segrobust_malloc"))
     choice = config.getoption("segrobust_device")
     try:
         device = choice.resolve(worker_index(getattr(config, "workerinput", {}).get("workerid")))
@@ -204,7 +202,10 @@ def start_session(config: pytest.Config) -> SegRobustSession:
         sample_cache_mb=config.getoption("segrobust_sample_cache"),
         timeout=config.getoption("segrobust_timeout"),
         prune=config.getoption("segrobust_prune"),
+        malloc=config.getoption("segrobust_malloc"),
     )
+    if enabled:  # the process that runs the gate; plain pytest and the fixture alone leave malloc alone
+        allocator.configure(options.malloc)
     segrobust = config.stash[SESSION_KEY] = SegRobustSession(
         options, root, registry=run_registry(config), adapt_hook=config.hook.pytest_segrobust_adapt_model
     )

@@ -223,8 +223,10 @@ class CellWorker:
     """
 
     def __init__(self, options: Options, device: DeviceChoice, rootpath: Path, registry: CorruptionRegistry) -> None:
+        from pytest_segrobust import allocator
         from pytest_segrobust.session import SegRobustSession
 
+        allocator.configure(options.malloc)  # the allocator is this process's: the controller's setting is not inherited
         local = replace(options, device=device.resolve(None))
         self.session = SegRobustSession(local, rootpath, registry=registry)
 

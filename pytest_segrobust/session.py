@@ -153,6 +153,9 @@ class Options:
         timeout: Seconds a cell may take; overrides every suite's ``timeout`` when set.
         prune: Remove the baseline entries the suites no longer have (``--segrobust-prune``).
         report_html: Also write the report as one self-contained HTML page beside the markdown.
+        malloc: What the processes that evaluate cells do to glibc's ``malloc``
+            (:mod:`pytest_segrobust.allocator`): the plugin applies it in its own process,
+            a Ray actor in its own.
     """
 
     enabled: bool
@@ -170,6 +173,7 @@ class Options:
     sample_cache_mb: int = 1024
     timeout: float | None = None
     prune: bool = False
+    malloc: str = "system"
 
 
 @dataclass(frozen=True)

@@ -234,3 +234,36 @@ def test_the_local_backend_never_imports_ray(project: pytest.Pytester) -> None:
     project.makepyfile(test_plain="import sys\n\ndef test_no_ray():\n    assert 'ray' not in sys.modules\n")
     result = project.runpytest_subprocess("-p", "no:cacheprovider", "--segrobust-update-baselines", "suites", "test_plain.py")
     result.assert_outcomes(passed=CELLS + 1)
+
+
+RECORDING = """\
+import os
+from pathlib import Path
+
+from pytest_segrobust import allocator
+from segrobust_fakes import red_binner
+
+
+def records_malloc(folder):
+    \"\"\"The fake binner, after writing what this process's malloc runs with to folder/<pid>.\"\"\"
+    setting = allocator.current()
+    Path(folder, str(os.getpid())).write_text("never configured" if setting is None else setting.describe())
+    return red_binner()
+"""
+
+
+@pytest.mark.parametrize("choice", ["tuned", "system"])
+def test_each_actor_sets_its_own_malloc_as_asked(project: pytest.Pytester, cluster: None, choice: str) -> None:
+    """The allocator is a process's: an actor does not inherit the controller's setting."""
+    project.makepyfile(recording=RECORDING)
+    folder = project.mkdir(f"malloc-{choice}")
+    (project.path / "suites" / "bands.yaml").write_text(
+        "dataset: {factory: segrobust_fakes:band_scenes}\n"
+        f"models: [{{name: m, factory: recording:records_malloc, kwargs: {{folder: '{folder}'}}}}]\n"
+        "corruptions: [gaussian_noise]\nseverities: [5]\n"
+    )
+    run(project, "--segrobust-update-baselines", "--segrobust-malloc", choice, *RAY).assert_outcomes(passed=2)
+    seen = {int(path.name): path.read_text() for path in folder.iterdir()}
+    actors = [setting for pid, setting in seen.items() if pid != os.getpid()]
+    assert actors, f"no actor built the model: {seen}"
+    assert all(setting.startswith(f"{choice} (") for setting in actors), seen
