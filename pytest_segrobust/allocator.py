@@ -5,7 +5,8 @@ blocks freed up to 32 MiB) with a fresh ``mmap`` and returns it with ``munmap`` 
 and it gives the top of its heap back to the system once more than twice that threshold is
 free. A model's activations and the harness's batches are such blocks, allocated and freed
 for every batch, so each batch faults every page of them in again and the kernel zeroes it.
-``tuned`` serves blocks up to 2 GiB from the heap and keeps what is freed for the next batch.
+``tuned`` serves blocks up to 2 GiB from the heap (32 MiB on glibc versions that cap the
+threshold there) and keeps what is freed for the next batch.
 Measured with ``benchmarks/malloc.py`` on a loaded 2-core machine: the demo gate's page
 faults fell by 97%, its kernel time from 8-9 s to 0.5 s per 10-15 cells and its cells' time
 by 40-60%; SegFormer-B0's ``predict`` at 512x512 went from 212 to 124 ms per image. The cost:
@@ -27,10 +28,17 @@ from typing import Any
 CHOICES = ("tuned", "system")
 DEFAULT = "tuned"
 
-# glibc's mallopt parameters (their numbers in malloc.h) and the values ``tuned`` gives them.
+# glibc's mallopt parameters (their numbers in malloc.h) and the values ``tuned`` gives them,
+# each parameter's in order of preference with how the run's header says it.
 _TUNING = (
-    ("M_MMAP_THRESHOLD", -3, 2**31 - 1),  # the largest mallopt's int takes: blocks up to 2 GiB from the heap
-    ("M_TRIM_THRESHOLD", -1, -1),  # -1: glibc "disables trimming completely"
+    (
+        "M_MMAP_THRESHOLD",
+        -3,
+        # The largest mallopt's int takes; glibc versions that cap the threshold at half their
+        # largest heap (HEAP_MAX_SIZE / 2: 32 MiB on 64-bit) refuse it, and take the cap.
+        ((2**31 - 1, "blocks up to 2 GiB from the heap"), (32 << 20, "blocks up to 32 MiB from the heap")),
+    ),
+    ("M_TRIM_THRESHOLD", -1, ((-1, "freed memory kept for reuse"),)),  # -1: glibc "disables trimming completely"
 )
 
 
@@ -87,15 +95,16 @@ def configure(choice: str) -> AllocatorSetting:
         _current = AllocatorSetting("tuned", False, f"does nothing here: {libc}")
         return _current
     applied: list[str] = []
-    for name, parameter, value in _TUNING:
-        if not libc.mallopt(parameter, value):
+    effects: list[str] = []
+    for name, parameter, values in _TUNING:
+        effect = next((effect for value, effect in values if libc.mallopt(parameter, value)), None)
+        if effect is None:
             done = f" ({', '.join(applied)} was set)" if applied else ""
             _current = AllocatorSetting("tuned", bool(applied), f"glibc's mallopt refused {name}{done}")
             return _current
         applied.append(name)
-    _current = AllocatorSetting(
-        "tuned", True, f"glibc {platform.libc_ver()[1]}: blocks up to 2 GiB from the heap, freed memory kept for reuse"
-    )
+        effects.append(effect)
+    _current = AllocatorSetting("tuned", True, f"glibc {platform.libc_ver()[1]}: {', '.join(effects)}")
     return _current
 
 

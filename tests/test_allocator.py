@@ -115,6 +115,28 @@ def test_a_refused_mallopt_says_what_was_set(monkeypatch: pytest.MonkeyPatch, ac
     assert allocator.configure("tuned") == allocator.AllocatorSetting("tuned", tuned, detail)
 
 
+class CappingLibc:
+    """A C library whose ``mallopt`` refuses an mmap threshold above 32 MiB, as older glibc does."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[int, int]] = []
+
+    def mallopt(self, parameter: int, value: int) -> int:
+        self.calls.append((parameter, value))
+        return int(parameter != -3 or value <= 32 << 20)
+
+
+def test_a_capped_mmap_threshold_takes_the_cap_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    libc = CappingLibc()
+    monkeypatch.setattr(allocator, "_glibc", lambda: libc)
+    monkeypatch.setattr(platform, "libc_ver", lambda: ("glibc", "2.31"))
+    setting = allocator.configure("tuned")
+    assert setting == allocator.AllocatorSetting(
+        "tuned", True, "glibc 2.31: blocks up to 32 MiB from the heap, freed memory kept for reuse"
+    )
+    assert libc.calls == [(-3, 2**31 - 1), (-3, 32 << 20), (-1, -1)]
+
+
 def test_an_unknown_choice_is_refused() -> None:
     with pytest.raises(ValueError, match="allocator setting must be one of tuned, system, not 'fast'"):
         allocator.configure("fast")
