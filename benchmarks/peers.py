@@ -191,7 +191,8 @@ ROWS = (
         "contrast",
         "imagenet-c",
         _albu(lambda A: A.RandomBrightnessContrast(brightness_limit=(0, 0), contrast_limit=(-0.8, -0.8), p=1.0)),
-        lambda K: lambda image: K.enhance.adjust_contrast(image, 0.2),
+        # kornia's blend towards the grey mean (adjust_contrast alone only multiplies).
+        lambda K: lambda image: K.enhance.adjust_contrast_with_mean_subtraction(image, 0.2),
         albumentations_does="mean of cv2.cvtColor(RGB2GRAY), then a 256-entry uint8 lookup table (albucore multiply_add_lut)",
     ),
     Row(
