@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from pytest_segrobust.corruptions import REGISTRY
-from pytest_segrobust.corruptions.functional import opencv
+from pytest_segrobust.opencv import opencv
 
 cv2 = pytest.importorskip("cv2")
 
@@ -34,6 +34,6 @@ def test_a_corruption_on_opencv_runs_it_on_torch_s_thread_count(threads: int) ->
 @pytest.mark.usefixtures("restore_threads")
 def test_the_count_follows_torch_when_torch_s_changes_after_opencv_was_imported() -> None:
     torch.set_num_threads(2)
-    assert opencv.opencv() is cv2 and cv2.getNumThreads() == 2
+    assert opencv() is cv2 and cv2.getNumThreads() == 2
     torch.set_num_threads(1)
-    assert opencv.opencv() is cv2 and cv2.getNumThreads() == 1
+    assert opencv() is cv2 and cv2.getNumThreads() == 1

@@ -13,9 +13,9 @@ import numpy as np
 import torch
 from PIL import Image
 
-from pytest_segrobust.corruptions.functional import opencv
 from pytest_segrobust.corruptions.functional.color import to_uint8
 from pytest_segrobust.corruptions.functional.padding import SMALL_IMAGE
+from pytest_segrobust.opencv import opencv
 
 
 def jpeg(images: torch.Tensor, quality: int) -> torch.Tensor:
@@ -42,7 +42,7 @@ def jpeg(images: torch.Tensor, quality: int) -> torch.Tensor:
     else:
         source = np.ascontiguousarray(to_uint8(images).cpu().numpy())
         target = np.empty((b, c, h, w), dtype=np.uint8)
-    cv2 = opencv.opencv()
+    cv2 = opencv()
 
     def code(i: int) -> None:
         planes = _quantise(source[i]) if on_host else source[i]

@@ -1,5 +1,7 @@
 """OpenCV's kernels on CPU tensors, where OpenCV computes the operation the torch code does.
 
+The module itself comes from :func:`pytest_segrobust.opencv.opencv`, the one way in to ``cv2``.
+
 OpenCV (``opencv-python-headless``, the ``opencv`` extra) is optional: it is imported on
 first use, only for float images on the CPU, and every caller keeps its torch path for
 other devices and for installs without it. The two paths agree within float rounding (the
@@ -10,7 +12,6 @@ transposed or copied on the way in or out.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterator
 from types import ModuleType
 
@@ -18,33 +19,7 @@ import numpy as np
 import torch
 
 from pytest_segrobust.corruptions.functional.padding import Border
-
-
-def opencv() -> ModuleType | None:
-    """The ``cv2`` module running on as many threads as torch, or None where it is not installed.
-
-    OpenCV's own default is a thread per core. Next to torch's threads, which the plugin
-    shares out between xdist workers and ``OMP_NUM_THREADS`` or the user may lower, that
-    oversubscribes the CPU: N workers would each run a pool of every core. Every use of
-    OpenCV goes through here, so each call matches torch's count as it is at that moment,
-    whatever set it last.
-    """
-    cv2 = _import_opencv()
-    if cv2 is not None:
-        threads = torch.get_num_threads()
-        if cv2.getNumThreads() != threads:
-            cv2.setNumThreads(threads)
-    return cv2
-
-
-@functools.lru_cache(maxsize=1)
-def _import_opencv() -> ModuleType | None:
-    """``cv2``, imported once, or None where it is not installed."""
-    try:
-        import cv2
-    except ImportError:
-        return None
-    return cv2
+from pytest_segrobust.opencv import opencv
 
 
 def opencv_for(fields: torch.Tensor) -> ModuleType | None:
