@@ -441,7 +441,7 @@ class SegRobustSession:
         """
         before = self._cache_counts()
         suite = self.suite(suite_path)
-        with self.in_project(), time_limit(self.options.timeout or suite.timeout, key.label):
+        with self._cell_bounds(suite, key):
             piece = self.bench.piece(suite, key, index, count)
         return dataclass_replace(piece, cache_counts=self._counts_since(before))
 
@@ -453,8 +453,15 @@ class SegRobustSession:
     def _measure_limited(
         self, suite: Suite, key: CellKey, nodeid: str, split: Split | None = None
     ) -> tuple[CellRecord, dict[str, float], CellResult]:
-        with self.in_project(), time_limit(self.options.timeout or suite.timeout, key.label):
+        with self._cell_bounds(suite, key):
             return self._measure(suite, key, nodeid, split)
+
+    @contextmanager
+    def _cell_bounds(self, suite: Suite, key: CellKey) -> Iterator[None]:
+        """Where a cell's evaluation, or a piece of it, runs: in the project's folder, within the
+        cell's time limit (the command line's, else the suite's)."""
+        with self.in_project(), time_limit(self.options.timeout or suite.timeout, key.label):
+            yield
 
     def _adopt(self, suite: Suite, key: CellKey, measured: Measurement) -> tuple[CellRecord, dict[str, float], CellResult]:
         """A remote worker's measurement of a cell, ready to gate here as if measured here.
