@@ -26,6 +26,7 @@ import importlib.util
 import logging
 import os
 import sys
+from collections import Counter
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -90,9 +91,6 @@ def add_options(group: pytest.OptionGroup) -> None:
         help="N actors per suite and model, each corrupted cell's samples cut into N consecutive ranges "
         "evaluated side by side and merged exactly (default 1: no split)",
     )
-
-
-
 
 
 def configure(config: pytest.Config, segrobust: SegRobustSession, *, under_xdist: bool) -> None:
@@ -252,11 +250,10 @@ class CellWorker:
             return fetched
 
         measurement = self.session.measure_cell(suite_path, key, nodeid, Split(1 + len(pieces), others))
-        counts = dict(measurement.cache_counts)  # the other actors' model builds count too
+        counts = Counter(measurement.cache_counts)  # the other actors' model builds count too
         for piece in fetched:
-            for name, count in piece.cache_counts.items():
-                counts[name] = counts.get(name, 0) + count
-        return replace(measurement, cache_counts=counts)
+            counts.update(piece.cache_counts)
+        return replace(measurement, cache_counts=dict(counts))
 
     def piece(self, suite_path: Path, key: CellKey, index: int, count: int) -> Piece:
         """Evaluate piece ``index`` of ``count`` of a split cell, for the actor that merges it."""
