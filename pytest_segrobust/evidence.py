@@ -29,10 +29,14 @@ from pytest_segrobust.suite import Suite
 
 
 def family_size(suite: Suite) -> int:
-    """How many numbers a full run of ``suite`` gates: each metric's score per cell, and its
-    gamma_r per corrupted cell. Bonferroni splits the suite's error rate over them."""
+    """How many numbers a full run of ``suite`` decides with statistics: each metric's score per
+    cell and its gamma_r per corrupted cell, every requirement decided by the bootstrap and every
+    aggregate margin (:func:`pytest_segrobust.release.release_tests`). Bonferroni splits the
+    suite's error rate over them."""
+    from pytest_segrobust.release import release_tests
+
     per_model = len(suite.splits) * (1 + 2 * len(suite.corruptions) * len(suite.severities))
-    return len(suite.models) * len(suite.metrics) * per_model
+    return len(suite.models) * len(suite.metrics) * per_model + release_tests(suite)
 
 
 def cell_level(suite: Suite) -> float:
@@ -159,6 +163,34 @@ class Evidence:
             "corrupted": pack(np.stack([run_corrupted.resampled, base_corrupted.resampled]).astype(np.float32)),
         }
         return paired_checks(observed, stored, runs, margins, cell_level(suite)), None, resampled
+
+    def own_runs(self, suite: Suite, key: CellKey, result: CellResult) -> dict[str, tuple[RunScores, RunScores]]:
+        """Each metric's clean and corrupted scores of this run, as they are and in each resample
+        (the model's resamples, as :meth:`checks` pairs them): what requirements are decided by.
+
+        Raises:
+            ValueError: for a metric that gave no per-image statistics in this run.
+        """
+        weights = self.weights(suite, key, result.corrupted.num_images)
+        runs = {}
+        for name in suite.metrics:
+            clean, corrupted = result.clean.statistics.get(name), result.corrupted.statistics.get(name)
+            if clean is None or corrupted is None:
+                raise ValueError(f"metric {name} gave no per-image statistics in this run")
+            runs[name] = (self.scores(name, clean, weights), self.scores(name, corrupted, weights))
+        return runs
+
+    def class_runs(self, suite: Suite, key: CellKey, result: CellResult, metric: str) -> tuple[np.ndarray, np.ndarray] | None:
+        """``metric``'s per-class clean and corrupted scores in each resample, ``(R, K)`` each, or
+        ``None`` where the metric cannot resample classes."""
+        weights = self.weights(suite, key, result.corrupted.num_images)
+        kind = METRICS.get(metric)
+        clean, corrupted = result.clean.statistics.get(metric), result.corrupted.statistics.get(metric)
+        if clean is None or corrupted is None:
+            return None
+        per_clean = kind.resampled_class_scores(clean, weights)
+        per_corrupted = kind.resampled_class_scores(corrupted, weights)
+        return None if per_clean is None or per_corrupted is None else (per_clean, per_corrupted)
 
     def scores(self, metric: str, statistics: np.ndarray, weights: np.ndarray) -> RunScores:
         """``metric``'s scores of a run's statistics under ``weights`` (from :meth:`weights`),

@@ -14,6 +14,11 @@ failure). Every rule of the gate lives here:
   significantly beyond the margin, passed when significantly within, and inconclusive
   otherwise, which the suite's policy turns into a failure, a warning or a pass;
 * an update compares too, for the record, but accepts whatever it finds;
+* a suite's requirements (``require:``, :mod:`pytest_segrobust.requirements`) are absolute
+  thresholds, decided whatever the baseline says: an unmet one fails the cell (an update's
+  too, which still writes); an undecided one follows the ``inconclusive`` policy; a cell
+  without a baseline whose requirements are all met passes (``recorded``): a first release
+  is gated by its requirements;
 * a model that differs from the one the baseline was made with is gated all the same (that
   change is what the gate measures); a failure says so.
 """
@@ -26,6 +31,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from pytest_segrobust.baselines import UPDATE_FLAG, CellKey, Check, compare
+from pytest_segrobust.requirements import RequirementCheck
 from pytest_segrobust.stats import Change, RunScores, paired_change, paired_gamma_r_change
 
 
@@ -38,6 +44,8 @@ class Status(str, Enum):
     INCONCLUSIVE = "inconclusive"  # fails: the suite's policy is inconclusive: fail
     INCONCLUSIVE_ALLOWED = "inconclusive-allowed"  # passes, under inconclusive: warn or pass
     NEW = "new"
+    RECORDED = "recorded"  # no baseline yet, but the suite's requirements are met: passes
+    UNMET = "unmet"  # a requirement (release criterion) is not met: fails
     UPDATED = "updated"
     ERROR = "error"
 
@@ -183,6 +191,7 @@ def judge(
     paired: Sequence[PairedCheck] | None = None,
     inconclusive: str = "fail",
     missing_statistics: str | None = None,
+    requirements: Sequence[RequirementCheck] = (),
 ) -> Verdict:
     """Decide one cell.
 
@@ -205,7 +214,88 @@ def judge(
         inconclusive: The suite's policy for an inconclusive number: ``fail``, ``warn`` or ``pass``.
         missing_statistics: Why the statistical gate cannot pair this cell with its stored
             value (the baseline has no per-image statistics for it): the cell fails.
+        requirements: The suite's requirements decided for this cell
+            (:func:`pytest_segrobust.requirements.decide`).
     """
+    verdict = _against_baseline(
+        key,
+        observed,
+        stored,
+        tolerances,
+        update=update,
+        baseline_problem=baseline_problem,
+        baseline_file=baseline_file,
+        metric_label=metric_label,
+        clean_score=clean_score,
+        lower_is_better=lower_is_better,
+        model_change=model_change,
+        paired=paired,
+        inconclusive=inconclusive,
+        missing_statistics=missing_statistics,
+    )
+    return with_requirements(verdict, key.label, requirements, inconclusive)
+
+
+def with_requirements(verdict: Verdict, label: str, requirements: Sequence[RequirementCheck], inconclusive: str) -> Verdict:
+    """``verdict`` (against the baseline) with the requirements' outcomes added.
+
+    An unmet requirement fails whatever the baseline said (an update still writes); an
+    undecided one fails, warns or passes by the ``inconclusive`` policy; a cell that only
+    lacked a baseline passes as ``recorded`` when every requirement is met.
+    """
+    if not requirements or verdict.status is Status.ERROR:
+        return verdict
+    unmet = [c for c in requirements if c.outcome == "fail"]
+    undecided = [c for c in requirements if c.outcome == "inconclusive"]
+    lines: list[str] = []
+    if unmet:
+        lines += [f"{label}: {len(unmet)} requirement{'s' if len(unmet) > 1 else ''} not met:"]
+        lines += [f"  {c.describe()}" for c in unmet]
+    undecided_text = None
+    if undecided:
+        undecided_text = "\n".join(
+            [
+                (
+                    f"{label}: {len(undecided)} requirement{'s' if len(undecided) > 1 else ''} undecided "
+                    f"(suite policy: inconclusive: {inconclusive}); more images would decide:"
+                ),
+                *(f"  {c.describe()}" for c in undecided),
+            ]
+        )
+        if inconclusive == "fail":
+            lines.append(undecided_text)
+    first = verdict.status is Status.NEW
+    if first:
+        if not lines:
+            warning = undecided_text if undecided and inconclusive == "warn" else verdict.warning
+            return Verdict(Status.RECORDED, verdict.checks, write=verdict.write, replace_all=verdict.replace_all, warning=warning)
+        lines.append(f"  (no baseline yet: the numbers are recorded all the same; {verdict.message})")
+    if not lines:
+        warning = "\n".join(w for w in (verdict.warning, undecided_text if inconclusive == "warn" else None) if w)
+        return Verdict(verdict.status, verdict.checks, verdict.write, verdict.replace_all, verdict.message, warning or None)
+    failed_before = verdict.message is not None and not first
+    status = verdict.status if failed_before else Status.UNMET if unmet else Status.INCONCLUSIVE
+    message = "\n".join([*((verdict.message,) if failed_before else ()), *lines])
+    return Verdict(status, verdict.checks, verdict.write, verdict.replace_all, message, verdict.warning)
+
+
+def _against_baseline(
+    key: CellKey,
+    observed: Mapping[str, float],
+    stored: Mapping[str, float] | None,
+    tolerances: Mapping[str, float],
+    *,
+    update: bool,
+    baseline_problem: str | None,
+    baseline_file: str,
+    metric_label: str,
+    clean_score: float | None,
+    lower_is_better: Iterable[str],
+    model_change: str | None,
+    paired: Sequence[PairedCheck] | None,
+    inconclusive: str,
+    missing_statistics: str | None,
+) -> Verdict:
     invalid = _non_finite(observed, metric_label, clean_score)
     if invalid:
         return Verdict(

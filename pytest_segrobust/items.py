@@ -10,6 +10,12 @@ cells as ordinary tests::
 
 Severity is the item's parameter, as for a parametrized test: ``...::tiny-unet::rotate``
 selects every severity of ``rotate``, ``...::tiny-unet`` every cell of the model.
+
+A suite that requires aggregates of its models (``require: {aggregates: ...}``, a split's
+``delta_pct``) or gates them (``gate: {aggregates: ...}``) gives each model one more item, after
+its cells, that decides them (:mod:`pytest_segrobust.release`)::
+
+    suites/demo.yaml::tiny-unet::aggregates
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import pytest
 from pytest_segrobust.baselines import CellKey
 from pytest_segrobust.errors import SegRobustError
 from pytest_segrobust.evaluation import CLEAN
+from pytest_segrobust.requirements import MODEL_ITEM
 from pytest_segrobust.session import CellFailure, RemoteCellError
 from pytest_segrobust.stash import SESSION_KEY
 from pytest_segrobust.suite import Suite
@@ -47,6 +54,12 @@ class SuiteFile(pytest.File):
             yield ModelCells.from_parent(self, name=model, suite=suite, keys=keys, by_split=suite.shifts is not None)
 
 
+def cell_nodeid(model_nodeid: str, key: CellKey) -> str:
+    """The node id of ``key``'s item under its model's node id."""
+    split = "" if key.split is None else f"{key.split}::"
+    return f"{model_nodeid}::{split}{cell_name(key)}"
+
+
 class CellGroup(pytest.Collector):
     """The cells of one model, or of one model on one split of a natural-shift suite.
 
@@ -62,18 +75,36 @@ class CellGroup(pytest.Collector):
         self.keys = list(keys)
         self.by_split = by_split
 
-    def collect(self) -> Iterator[CellGroup | SuiteItem]:
+    def collect(self) -> Iterator[CellGroup | pytest.Item]:
         if self.by_split:
             for split in dict.fromkeys(key.split for key in self.keys):
                 keys = [key for key in self.keys if key.split == split]
                 yield SplitCells.from_parent(self, name=str(split), suite=self.suite, keys=keys)
-            return
-        for key in self.keys:
-            yield SuiteItem.from_parent(self, name=cell_name(key), suite=self.suite, key=key)
+        else:
+            for key in self.keys:
+                yield SuiteItem.from_parent(self, name=cell_name(key), suite=self.suite, key=key)
+        yield from self.model_gate()
+
+    def model_gate(self) -> Iterator[pytest.Item]:
+        return iter(())
 
 
 class ModelCells(CellGroup):
-    """A model's cells: ``suites/demo.yaml::tiny-unet``."""
+    """A model's cells: ``suites/demo.yaml::tiny-unet``, and its ``aggregates`` item where the suite has one."""
+
+    def model_gate(self) -> Iterator[pytest.Item]:
+        if not self.suite.gates_models:
+            return
+        cells = [(key, cell_nodeid(self.nodeid, key)) for key in self.keys]
+        requirements = self.suite.requirements
+        reference = self.suite.degradation.reference if self.suite.degradation is not None else None
+        if requirements is not None and reference not in (None, self.name) and {"mce", "rmce"} & set(requirements.aggregates):
+            file_nodeid = self.nodeid.rsplit("::", 1)[0]
+            ref_keys = [
+                CellKey(key.suite, reference, key.corruption, key.severity, key.split) for key in self.keys  # type: ignore[arg-type]
+            ]
+            cells += [(key, cell_nodeid(f"{file_nodeid}::{reference}", key)) for key in ref_keys]
+        yield ModelGateItem.from_parent(self, name=MODEL_ITEM, suite=self.suite, model=self.name, cells=cells)
 
 
 class SplitCells(CellGroup):
@@ -113,3 +144,44 @@ class SuiteItem(pytest.Item):
         # Never a suffix of the node id: pytest would rewrite the dots of such a suffix into '::'
         # when it prints the id (`-v`), and a model named `unet.v2` would no longer paste back.
         return self.path, None, f"{self.suite.name}: {self.nodeid.split('::', 1)[-1]}"
+
+
+class ModelGateItem(pytest.Item):
+    """A model's aggregates: its aggregate requirements and aggregate margins, decided from its cells.
+
+    Args:
+        suite: The suite.
+        model: The model whose aggregates it decides.
+        cells: Every cell it needs (the model's, and the ``cd`` reference's for mCE), with their node ids.
+    """
+
+    def __init__(self, *, suite: Suite, model: str, cells: Sequence[tuple[CellKey, str]], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.suite = suite
+        self.model = model
+        self.cells = list(cells)
+        # A stand-in key, for what groups items by suite and model (shards).
+        self.key = CellKey(suite.name, model, MODEL_ITEM, 0, None)
+        self.add_marker(pytest.mark.segrobust)
+        self.segrobust_payload: str | None = None
+
+    def runtest(self) -> None:
+        session = self.config.stash[SESSION_KEY]
+        try:
+            session.run_model_gate(self.suite, self.model, self.nodeid, self.cells)
+        finally:
+            self.segrobust_payload = session.cell_payload(self.nodeid)
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str | Any:
+        if isinstance(excinfo.value, RemoteCellError):
+            return excinfo.value.failure
+        if isinstance(excinfo.value, (CellFailure, SegRobustError)):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo, style=style)
+
+    def reportinfo(self) -> tuple[Any, int | None, str]:
+        return self.path, None, f"{self.suite.name}: {self.nodeid.split('::', 1)[-1]}"
+
+
+ROBUSTNESS_ITEMS = (SuiteItem, ModelGateItem)
+"""Every kind of item a suite file collects."""

@@ -287,30 +287,30 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     segrobust = _session(config)
     if segrobust is None or segrobust.shard is None:
         return
-    from pytest_segrobust.items import SuiteItem
+    from pytest_segrobust.items import ROBUSTNESS_ITEMS
 
-    cells = [item for item in items if isinstance(item, SuiteItem)]
+    cells = [item for item in items if isinstance(item, ROBUSTNESS_ITEMS)]
     ours = segrobust.plan_shard([(item.nodeid, item.suite, item.key) for item in cells])
     others = [item for item in cells if item.nodeid not in ours]
     if others:
-        items[:] = [item for item in items if not isinstance(item, SuiteItem) or item.nodeid in ours]
+        items[:] = [item for item in items if not isinstance(item, ROBUSTNESS_ITEMS) or item.nodeid in ours]
         config.hook.pytest_deselected(items=others)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     segrobust = _session(session.config)
     if segrobust is not None and segrobust.options.enabled and not _is_xdist_controller(session.config):
-        from pytest_segrobust.items import SuiteItem
+        from pytest_segrobust.items import ROBUSTNESS_ITEMS
 
-        segrobust.expect([i.nodeid for i in session.items if isinstance(i, SuiteItem)], collected_here=True)
+        segrobust.expect([i.nodeid for i in session.items if isinstance(i, ROBUSTNESS_ITEMS)], collected_here=True)
 
 
 def pytest_deselected(items: list[pytest.Item]) -> None:
     segrobust = _session(items[0].config) if items else None
     if segrobust is not None and segrobust.options.enabled:
-        from pytest_segrobust.items import SuiteItem
+        from pytest_segrobust.items import ROBUSTNESS_ITEMS
 
-        segrobust.deselect([i.nodeid for i in items if isinstance(i, SuiteItem)])
+        segrobust.deselect([i.nodeid for i in items if isinstance(i, ROBUSTNESS_ITEMS)])
 
 
 @pytest.hookimpl(optionalhook=True)

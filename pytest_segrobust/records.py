@@ -24,7 +24,8 @@ class CellRecord:
     ``gamma_r``, ``gamma_a``, ``per_class``, ``clean_per_class``, ``details``). ``split`` is
     the dataset split of a natural-shift suite's cell. ``model_fingerprint`` and
     ``dataset_fingerprint`` identify what was measured (``None`` where they could not be taken);
-    ``device`` is where the model said it ran.
+    ``device`` is where the model said it ran. ``requirements`` holds the suite's requirements
+    decided for the cell (:class:`~pytest_segrobust.requirements.RequirementCheck` as JSON).
     """
 
     nodeid: str
@@ -53,6 +54,7 @@ class CellRecord:
     model_fingerprint: str | None = None
     dataset_fingerprint: str | None = None
     device: str | None = None
+    requirements: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         """JSON-safe fields with the format version (statuses as their value)."""

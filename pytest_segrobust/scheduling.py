@@ -8,7 +8,7 @@ results and decoding the same samples. With ``--segrobust`` and xdist's ``load``
 * The cells of one model of one suite (every split of a natural-shift suite: the model is
   built once for all of them) form a unit, sent to one worker whole.
 * A model with more cells than the ideal share of a worker (``ceil(cells / workers)``) is
-  cut into the fewest near-equal runs of consecutive cells within that share
+  cut (unless it has an ``aggregates`` item, which decides from the cells its worker ran) into the fewest near-equal runs of consecutive cells within that share
   (:func:`~pytest_segrobust.shards.cut`, as the shards are), so that one large model
   cannot leave the other workers idle; each run may go to another worker.
 * Units go out largest first, each to the next worker that is about to run out of work:
@@ -37,6 +37,7 @@ from xdist.remote import Producer
 from xdist.report import report_collection_diff
 from xdist.workermanage import WorkerController, parse_tx_spec_config
 
+from pytest_segrobust.requirements import MODEL_ITEM
 from pytest_segrobust.shards import cut
 
 # A worker runs a test only once it has been sent the next one (or told to shut down), so
@@ -71,7 +72,12 @@ def plan_units(collection: Sequence[str], is_cell: Callable[[str], bool], worker
             others.append([index])
     cells = sum(len(indices) for indices in models.values())
     share = max(1, math.ceil(cells / max(1, workers)))
-    units = [piece for indices in models.values() for piece in cut(indices, share)]
+    # A model with an aggregates item stays whole: the item decides from the cells its worker ran.
+    units = [
+        piece
+        for indices in models.values()
+        for piece in ([indices] if any(collection[i].endswith(f"::{MODEL_ITEM}") for i in indices) else cut(indices, share))
+    ]
     return sorted(units, key=lambda unit: (-len(unit), unit[0])) + others
 
 

@@ -56,6 +56,7 @@ from pytest_segrobust.models.base import model_device
 from pytest_segrobust.pieces import Piece, Split
 from pytest_segrobust.progress import TerminalProgress
 from pytest_segrobust.records import CellRecord
+from pytest_segrobust.release import CellEvidence, ModelOutcome, cell_checks, judge_model
 from pytest_segrobust.report import ReportIncomplete, build_report, write_report
 from pytest_segrobust.report.coverage import RunCoverage, partial_report_path
 from pytest_segrobust.report.environment import run_environment
@@ -64,6 +65,7 @@ from pytest_segrobust.report.gallery import REPORT_TILE, render_gallery
 from pytest_segrobust.report.html import write_html
 from pytest_segrobust.report.overlays import describe_worst
 from pytest_segrobust.report.tables import worst_cell
+from pytest_segrobust.requirements import RequirementCheck
 from pytest_segrobust.shards import (
     ShardCell,
     ShardCoverage,
@@ -245,6 +247,10 @@ class SegRobustSession:
         self.evidence = Evidence()
         # Node id -> the headline score of each bootstrap resample (statistical gates): the aggregates' intervals.
         self.resampled: dict[str, dict[str, Any]] = {}
+        # Node id -> what a model's aggregates need of the cell (this process's cells only).
+        self.cell_evidence: dict[str, CellEvidence] = {}
+        # Node id of a model's aggregates item -> its outcome.
+        self.model_outcomes: dict[str, ModelOutcome] = {}
         self.report: dict[str, Any] | None = None
         self.written: list[Path] = []
         # What went wrong while writing at the end of the run; each fails the run.
@@ -397,8 +403,85 @@ class SegRobustSession:
                 self.errors[nodeid] = error_message(exc)
             raise
         self.records.append(record)
-        self._gate(suite, key, observed, record, result)
+        try:
+            self._gate(suite, key, observed, record, result)
+        except CellFailure:
+            raise
+        except BaseException as exc:
+            # The record was kept as passed until the gate spoke: an error in the gate must not leave it so.
+            record.status = Status.ERROR
+            if isinstance(exc, Exception):
+                self.errors[nodeid] = error_message(exc)
+            raise
         return record
+
+    def run_model_gate(self, suite: Suite, model: str, nodeid: str, cells: list[tuple[CellKey, str]]) -> ModelOutcome:
+        """Decide a model's aggregates (its ``aggregates`` item) from its cells (node id by key).
+
+        Cells this process evaluated are used as they are; the others (run by another worker,
+        deselected, or not yet run) are measured here, within their time limits, and never gated
+        (:mod:`pytest_segrobust.release`).
+
+        Raises:
+            CellFailure: when an aggregate regressed or a requirement is not met.
+            SegRobustError: when a cell it needs has no result.
+        """
+        __tracebackhide__ = True
+        try:
+            outcome = self._model_outcome(suite, model, nodeid, cells)
+        except BaseException as exc:
+            if isinstance(exc, Exception):
+                self.errors[nodeid] = error_message(exc)
+            raise
+        self.model_outcomes[nodeid] = outcome
+        if outcome.status == Status.INCONCLUSIVE_ALLOWED.value and suite.gate is not None and suite.gate.inconclusive == "warn":
+            warnings.warn(InconclusiveWarning("\n".join(outcome.notes)), stacklevel=1)
+        if not outcome.passed:
+            raise CellFailure(outcome.message)
+        return outcome
+
+    def _model_outcome(self, suite: Suite, model: str, nodeid: str, cells: list[tuple[CellKey, str]]) -> ModelOutcome:
+        by_split: dict[str | None, list[CellEvidence]] = {}
+        reference: dict[str | None, list[CellRecord]] = {}
+        measured = 0
+        for key, cell_nodeid in cells:
+            evidence = self.cell_evidence.get(cell_nodeid)
+            if evidence is None:
+                if cell_nodeid in self.errors:
+                    raise SegRobustError(f"{nodeid}: cell {cell_nodeid} has no result ({self.errors[cell_nodeid]})")
+                evidence = self._measure_evidence(suite, key, cell_nodeid)
+                measured += 1
+            if key.model == model:
+                by_split.setdefault(key.split, []).append(evidence)
+            else:
+                reference.setdefault(key.split, []).append(evidence.record)
+        outcome = judge_model(suite, model, nodeid, by_split, reference, self._shown(suite.path))
+        outcome.measured_here = measured
+        return outcome
+
+    def _measure_evidence(self, suite: Suite, key: CellKey, nodeid: str) -> CellEvidence:
+        """Measure a cell for a model's aggregates alone: its numbers, resamples and pairing with the baseline."""
+        record, observed, result = self._measure_limited(suite, key, nodeid)
+        baseline = self._baseline_file(suite)
+        try:
+            stored = baseline.lookup(key, self.bench.conditions(suite))
+        except BaselineError:
+            stored = None
+        paired = None
+        if suite.gate is not None and stored is not None and not self.options.update_baselines:
+            record.baseline = dict(stored)
+            _, _, paired = self.evidence.checks(
+                suite, key, observed, stored, result, baseline.path, self._shown(baseline.path), self.statistics_store(suite)
+            )
+        return self._cell_evidence(suite, key, record, result, paired)
+
+    def _cell_evidence(
+        self, suite: Suite, key: CellKey, record: CellRecord, result: CellResult, paired: dict[str, Any] | None
+    ) -> CellEvidence:
+        if suite.gate is None:
+            return CellEvidence(record, paired=paired)
+        clean, corrupted = self.evidence.own_runs(suite, key, result)[suite.metric]
+        return CellEvidence(record, clean.resampled, corrupted.resampled, corrupted.images, paired)
 
     def start_backend(self, cells: list[tuple[str, Suite, CellKey]], settings: RaySettings) -> None:
         """Send the run's cells (node id, suite, key; in run order) to Ray actors; items then wait for them."""
@@ -567,6 +650,10 @@ class SegRobustSession:
                 tolerances[f"{prefix}gamma_r"] = suite.tolerance.gamma_r
             if not METRICS.get(name).higher_is_better:
                 lower_is_better.append(f"{prefix}score")
+        requirements = self._requirement_checks(suite, key, record, observed, result)
+        record.requirements = [c.to_json() for c in requirements]
+        if suite.gates_models:
+            self.cell_evidence[record.nodeid] = self._cell_evidence(suite, key, record, result, self.resampled.get(record.nodeid))
         verdict = judge(
             key,
             observed,
@@ -582,6 +669,7 @@ class SegRobustSession:
             paired=paired,
             inconclusive=suite.gate.inconclusive if suite.gate is not None else "fail",
             missing_statistics=missing,
+            requirements=requirements,
         )
         record.status = verdict.status
         if verdict.checks:  # an update's too: the report keeps the numbers it replaces
@@ -593,6 +681,21 @@ class SegRobustSession:
             warnings.warn(InconclusiveWarning(verdict.warning), stacklevel=1)
         if not verdict.passed:
             raise CellFailure(verdict.message)
+
+    def _requirement_checks(
+        self, suite: Suite, key: CellKey, record: CellRecord, observed: dict[str, float], result: CellResult
+    ) -> list[RequirementCheck]:
+        """The suite's requirements of this cell, decided (by the bootstrap under a statistical gate)."""
+        if suite.requirements is None:
+            return []
+        runs = class_runs = None
+        if suite.gate is not None:
+            runs = self.evidence.own_runs(suite, key, result)
+            class_runs = {name: self.evidence.class_runs(suite, key, result, name) for name in suite.metrics}
+        try:
+            return cell_checks(suite, record, observed, runs, class_runs)
+        except ValueError as exc:
+            raise SuiteError(f"{self._shown(suite.path)}: {exc}") from None
 
     def _queue(
         self,
@@ -672,6 +775,8 @@ class SegRobustSession:
         Each cell's payload travels with its own report, so a worker that crashes loses
         only the cell it was running.
         """
+        if nodeid in self.model_outcomes:
+            return json.dumps(self._model_entry(self.model_outcomes[nodeid]))
         record = next((r for r in reversed(self.records) if r.nodeid == nodeid), None)
         if record is None:
             error = self.errors.get(nodeid)
@@ -692,11 +797,20 @@ class SegRobustSession:
             "resampled": self.resampled.get(record.nodeid),
         }
 
+    def _model_entry(self, outcome: ModelOutcome) -> dict[str, Any]:
+        """A model's aggregates outcome, as :meth:`absorb_cell` reads it (a shard file keeps it among the results)."""
+        return {"model_gate": outcome.to_json(), "suite": str(self.suite_order[outcome.suite].path), "pending": []}
+
     def absorb_cell(self, payload: str) -> None:
         """Merge one cell's payload, sent by a worker, into this (controller) session."""
         data: dict[str, Any] = json.loads(payload)
         if "error" in data:
             self.errors[data["error"]["nodeid"]] = data["error"]["message"]
+            return
+        if "model_gate" in data:
+            self.suite(Path(data["suite"]))
+            outcome = ModelOutcome.from_json(data["model_gate"])
+            self.model_outcomes[outcome.nodeid] = outcome
             return
         self.suite(Path(data["suite"]))
         self.records.append(CellRecord.from_json(data["record"]))
@@ -744,12 +858,13 @@ class SegRobustSession:
 
     def missing(self) -> list[str]:
         """Selected cells with neither a record nor an error: ``-x`` or ``--sw`` stopped the run, or it was interrupted."""
-        done = {r.nodeid for r in self.records} | set(self.errors)
+        done = {r.nodeid for r in self.records} | set(self.errors) | set(self.model_outcomes)
         return [nodeid for nodeid in self.expected if nodeid not in done]
 
     def fail_without_result(self, nodeid: str, message: str) -> None:
         """A selected cell whose test failed with neither its result nor its error (its xdist worker crashed)."""
-        if nodeid in self.expected and nodeid not in self.errors and all(r.nodeid != nodeid for r in self.records):
+        known = nodeid in self.errors or nodeid in self.model_outcomes
+        if nodeid in self.expected and not known and all(r.nodeid != nodeid for r in self.records):
             self.errors[nodeid] = message
 
     def run_coverage(self) -> RunCoverage:
@@ -835,8 +950,9 @@ class SegRobustSession:
         plan = self.shard_plan or ShardPlan([], [])  # no process collected: the merge refuses it
         others = set(plan.cells) - set(plan.assigned)
         results = []
-        for record in self.ordered_records():
-            entry = self._cell_entry(record)
+        entries = [self._cell_entry(record) for record in self.ordered_records()]
+        entries += [self._model_entry(outcome) for outcome in self.model_outcomes.values()]
+        for entry in entries:
             entry["suite"] = relative(Path(entry["suite"]), self.rootpath)
             entry["pending"] = [p | {"path": relative(Path(p["path"]), self.rootpath)} for p in entry["pending"]]
             results.append(entry)
@@ -931,7 +1047,12 @@ class SegRobustSession:
         if self.records or self.errors:
             try:
                 self.report = build_report(
-                    self.ordered_records(), self.suite_order, list(self.coverage.not_run), self.rootpath, errors=self.errors
+                    self.ordered_records(),
+                    self.suite_order,
+                    list(self.coverage.not_run),
+                    self.rootpath,
+                    errors=self.errors,
+                    model_outcomes=[o.to_json() for o in self.ordered_model_outcomes()],
                 )
                 self.report["run"] = self.coverage.to_json()
                 self._aggregate_changes()
@@ -1182,6 +1303,21 @@ class SegRobustSession:
                 f"{self._shown(path)}: {len(unused)} unused entries (no longer in suite {suite}): "
                 f"{', '.join(unused)}; remove them with {PRUNE_FLAG}"
             )
+
+    def ordered_model_outcomes(self) -> list[ModelOutcome]:
+        """Model outcomes in suite and model order, independent of scheduling."""
+
+        def rank(outcome: ModelOutcome) -> tuple[Any, ...]:
+            suite = self.suite_order.get(outcome.suite)
+            models = [m.name for m in suite.models] if suite else []
+            suites = list(self.suite_order)
+            return (
+                suites.index(outcome.suite) if outcome.suite in suites else len(suites),
+                models.index(outcome.model) if outcome.model in models else len(models),
+                outcome.nodeid,
+            )
+
+        return sorted(self.model_outcomes.values(), key=rank)
 
     def ordered_records(self) -> list[CellRecord]:
         """Records in suite order (model, corruption, severity), independent of scheduling."""

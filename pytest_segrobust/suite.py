@@ -59,6 +59,7 @@ from pytest_segrobust.corruptions.composition import SEPARATOR
 from pytest_segrobust.errors import SegRobustError, SuiteError, UnknownNameError
 from pytest_segrobust.metrics import METRICS
 from pytest_segrobust.models.arrays import ArrayInput, ArrayOutput, ArraySpecError
+from pytest_segrobust.requirements import RequirementError, Requirements, SuiteShape, parse_requirements
 from pytest_segrobust.tasks import TASKS, get_task
 from pytest_segrobust.text.cells import MIXTURE_CELL, MixtureSpec, is_text_name, resolve_cell
 from pytest_segrobust.text.registry import TextPerturbationRegistry
@@ -69,11 +70,14 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
 _KNOWN_KEYS = {
     "name", "description", "task", "dataset", "models", "preset", "corruptions", "severities",
     "metric", "metrics", "tolerance", "batch_size", "seed", "limit", "cd", "timeout", "shifts", "gate",
-    "text_replay", "mixture",
+    "text_replay", "mixture", "require",
 }
 REPLAY_PREFIX = "replay-"
 """A replay file's perturbation ``NAME`` is the cell ``replay-NAME``."""
-_GATE_KEYS = ("margin", "confidence", "inconclusive", "multiplicity", "resamples", "statistics")
+_GATE_KEYS = ("margin", "confidence", "inconclusive", "multiplicity", "resamples", "statistics", "aggregates")
+# What ``gate.aggregates`` may give a non-inferiority margin: a model's aggregates (and the mean
+# gamma_r of each category, under mean_gamma_r's margin).
+AGGREGATE_MARGINS = ("mpc", "rpc", "mean_gamma_r")
 # The keys of a factory mapping, by where it appears.
 _FACTORY_KEYS = {"dataset": ("factory", "kwargs"), "models": ("name", "factory", "kwargs", "input", "output")}
 _ONNX_KEYS = ("name", "onnx", "input", "output")
@@ -153,6 +157,10 @@ class GatePolicy:
             (``<suite>.stats.npz`` beside the JSON, committed with it) or ``cache`` (in
             pytest's cache folder on this machine only: nothing binary in git, but a machine
             without the recorded cache cannot gate, and says so).
+        aggregates: Non-inferiority margins of a model's aggregates (``mpc`` in the metric's
+            points, ``rpc`` and ``mean_gamma_r`` as fractions; ``mean_gamma_r``'s also for each
+            category's mean), paired over the same image resamples as the cells and decided by
+            the model's ``aggregates`` item.
     """
 
     margin: Tolerance = Tolerance()
@@ -161,6 +169,7 @@ class GatePolicy:
     multiplicity: str = "bonferroni"
     resamples: int = 2000
     statistics: str = "baselines"
+    aggregates: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -218,6 +227,7 @@ class Suite:
     gate: GatePolicy | None = None
     text_replay: str | None = None
     mixture: MixtureSpec | None = None
+    requirements: Requirements | None = None
     text_perturbations: TextPerturbationRegistry = field(
         default_factory=TextPerturbationRegistry.builtin, compare=False, repr=False
     )
@@ -244,6 +254,12 @@ class Suite:
 
     def model(self, name: str) -> ModelSpec:
         return next(m for m in self.models if m.name == name)
+
+    @property
+    def gates_models(self) -> bool:
+        """Whether each model has an ``aggregates`` item: aggregate requirements or aggregate margins."""
+        required = self.requirements is not None and self.requirements.has_model_level
+        return required or (self.gate is not None and bool(self.gate.aggregates))
 
 
 def load_object(target: str) -> Any:
@@ -324,6 +340,32 @@ class _Validator:
         mixture = None if raw.get("mixture") is None else self.mixture(raw["mixture"], corruptions, preset)
         if mixture is not None:
             corruptions = (*corruptions, MIXTURE_CELL)
+        metrics = self.metrics(raw, task)
+        severities = self.severities(raw.get("severities", list(range(1, MAX_SEVERITY + 1))))
+        shifts = None if raw.get("shifts") is None else self.shifts(raw["shifts"], dataset)
+        requirements = None
+        if raw.get("require") is not None:
+            categories = {
+                name: resolve_cell(name, registry=self.registry, preset=preset, text=self.text, seed=0, mixture=mixture).category.value
+                for name in corruptions
+            }
+            shape = SuiteShape(
+                headline=metrics[0],
+                metrics=metrics,
+                corruptions=categories,
+                severities=severities,
+                splits=None if shifts is None else tuple(shifts.splits),
+                reference_split=None if shifts is None else shifts.reference,
+                has_cd=raw.get("cd") is not None,
+                lower_is_better=frozenset(m for m in metrics if not METRICS.get(m).higher_is_better),
+                percent=frozenset(
+                    m for m in metrics if METRICS.get(m).higher_is_better and tuple(METRICS.get(m).bounds) == (0.0, 100.0)
+                ),
+            )
+            try:
+                requirements = parse_requirements(raw["require"], shape, self.path)
+            except RequirementError as exc:
+                raise self.fail(exc.field, str(exc)) from None
         return Suite(
             path=self.path,
             name=name,
@@ -333,18 +375,19 @@ class _Validator:
             models=models,
             preset=preset,
             corruptions=corruptions,
-            severities=self.severities(raw.get("severities", list(range(1, MAX_SEVERITY + 1)))),
-            metrics=self.metrics(raw, task),
+            severities=severities,
+            metrics=metrics,
             tolerance=self.tolerance(raw.get("tolerance", {})),
             batch_size=self.integer("batch_size", raw.get("batch_size", 16), minimum=1),
             seed=self.integer("seed", raw.get("seed", 0), minimum=0),
             limit=None if raw.get("limit") is None else self.integer("limit", raw["limit"], minimum=1),
             degradation=None if raw.get("cd") is None else self.degradation(raw["cd"], models),
             timeout=None if raw.get("timeout") is None else self.positive("timeout", raw["timeout"]),
-            shifts=None if raw.get("shifts") is None else self.shifts(raw["shifts"], dataset),
-            gate=None if raw.get("gate") is None else self.gate(raw, self.metrics(raw, task)),
+            shifts=shifts,
+            gate=None if raw.get("gate") is None else self.gate(raw, metrics),
             text_replay=replay,
             mixture=mixture,
+            requirements=requirements,
             text_perturbations=text,
         )
 
@@ -430,7 +473,22 @@ class _Validator:
             multiplicity=self.choice("gate.multiplicity", spec.get("multiplicity", defaults.multiplicity), ("bonferroni", "none")),
             resamples=self.integer("gate.resamples", spec.get("resamples", defaults.resamples), minimum=200),
             statistics=self.choice("gate.statistics", spec.get("statistics", defaults.statistics), ("baselines", "cache")),
+            aggregates=self.aggregate_margins(spec.get("aggregates", {})),
         )
+
+    def aggregate_margins(self, raw: Any) -> dict[str, float]:
+        """``gate.aggregates: {mpc: 0.5, rpc: 0.005, mean_gamma_r: 0.005}``: margins, each > 0."""
+        if not isinstance(raw, dict):
+            raise self.fail("gate.aggregates", f"expected a mapping of {', '.join(AGGREGATE_MARGINS)} to margins, got {raw!r}")
+        margins: dict[str, float] = {}
+        for name, value in raw.items():
+            where = f"gate.aggregates.{name}"
+            if name not in AGGREGATE_MARGINS:
+                raise self.fail(where, f"unknown field; expected one of {', '.join(AGGREGATE_MARGINS)}")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
+                raise self.fail(where, f"expected a margin > 0 (how far the aggregate may truly fall), got {value!r}")
+            margins[name] = float(value)
+        return margins
 
     def shifts(self, raw: Any, dataset: FactorySpec) -> Shifts:
         """``{reference: a, splits: [a, b]}`` (the dataset factory called with ``split=``) or

@@ -170,6 +170,13 @@ class Metric(ABC):
         return of_sums(cls.score_of)(statistics, weights)
 
     @classmethod
+    def resampled_class_scores(cls, statistics: np.ndarray, weights: np.ndarray) -> np.ndarray | None:
+        """Each class's score in each weighted multiset of the images, ``(R, K)`` (NaN where a
+        class is absent from a resample), or ``None`` for a metric that cannot say: per-class
+        requirements are then compared by their point value."""
+        return None
+
+    @classmethod
     def keeps_image_statistics(cls) -> bool:
         """Whether the metric gives per-image statistics (it defines :meth:`score_of` or
         :meth:`resampled_scores`)."""

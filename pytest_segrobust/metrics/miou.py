@@ -15,6 +15,7 @@ import torch
 from pytest_segrobust.errors import ModelOutputError
 from pytest_segrobust.metrics.base import Metric, MetricResult, Reduction
 from pytest_segrobust.metrics.registry import register_metric
+from pytest_segrobust.stats import weighted_sums
 from pytest_segrobust.types import Batch, SemanticMask, field_of
 
 
@@ -160,6 +161,15 @@ class MeanIoU(Metric):
         k = len(self.context.class_names)
         parts = [torch.as_tensor(part).reshape(-1, k, 3).cpu() for part in self.images]
         return torch.cat(parts).numpy() if parts else np.zeros((0, k, 3), dtype=np.int64)
+
+    @classmethod
+    def resampled_class_scores(cls, statistics: np.ndarray, weights: np.ndarray) -> np.ndarray:
+        """IoU in percent of every class in each resample, ``(R, K)``; NaN where a class is in
+        neither truth nor prediction of the resample (as the per-class table leaves it out)."""
+        summed = weighted_sums(weights, statistics)
+        union = summed[..., 0] + summed[..., 1] + summed[..., 2]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(union > 0, 100.0 * summed[..., 0] / union, np.nan)
 
     @classmethod
     def score_of(cls, summed: np.ndarray) -> np.ndarray:

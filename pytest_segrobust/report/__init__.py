@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -60,6 +60,7 @@ def build_report(
     missing: Sequence[str] = (),
     root: Path | None = None,
     errors: Mapping[str, str] | None = None,
+    model_outcomes: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
     """Group records by suite and model and compute the summaries (JSON-safe).
 
@@ -70,6 +71,8 @@ def build_report(
             worker, an interrupted run).
         root: Suite files are shown relative to this folder (the project's root) when under it.
         errors: Cells that raised instead of producing a result: node id -> message.
+        model_outcomes: Each model's ``aggregates`` item decided
+            (:meth:`pytest_segrobust.release.ModelOutcome.to_json`), in report order.
     """
     report: dict[str, Any] = {
         "format": REPORT_FORMAT,
@@ -77,7 +80,7 @@ def build_report(
         "missing": list(missing),
         "errors": dict(sorted((errors or {}).items())),
     }
-    for suite_name in dict.fromkeys(r.suite for r in records):
+    for suite_name in dict.fromkeys([*(r.suite for r in records), *(o["suite"] for o in model_outcomes)]):
         suite = suites.get(suite_name)
         suite_records = [r for r in records if r.suite == suite_name]
         models: dict[str, Any] = {}
@@ -106,11 +109,44 @@ def build_report(
             "figures": {},
             "gate": None if suite is None or suite.gate is None else _gate_entry(suite),
         }
+        outcomes = [dict(o) for o in model_outcomes if o["suite"] == suite_name]
+        release = release_entry(suite, suite_records, outcomes)
+        if release is not None:
+            report["suites"][suite_name]["release"] = release
         if suite is not None and Expressions in get_task(suite.task).target_types:
             by_model = {model: [CellRecord.from_json(c) for c in entry["cells"]] for model, entry in models.items()}
             report["suites"][suite_name]["r2bench"] = r2bench_entry(by_model, suite.metric)
-    report["verdict"] = run_verdict(records, report["errors"], report["missing"]).to_json()
+    report["verdict"] = run_verdict(
+        records, report["errors"], report["missing"], [o["status"] for o in model_outcomes if o["nodeid"] not in report["errors"]]
+    ).to_json()
     return report
+
+
+def release_entry(suite: Suite | None, records: Sequence[CellRecord], outcomes: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The suite's release criteria: each requirement over the cells and models it was decided for,
+    and each model's aggregates item; ``None`` for a suite that states none."""
+    from pytest_segrobust.requirements import RequirementCheck, summarize
+
+    checks = [RequirementCheck.from_json(c) for r in records for c in r.requirements]
+    checks += [RequirementCheck.from_json(c) for o in outcomes for c in o["requirements"]]
+    if not checks and not outcomes and (suite is None or suite.requirements is None):
+        return None
+    rows = [
+        {
+            "rule": s.rule,
+            "line": s.line,
+            "number": s.number,
+            "threshold": s.threshold,
+            "at_least": s.at_least,
+            "outcome": s.outcome,
+            "outcomes": dict(s.outcomes),
+            "worst": s.worst.to_json(),
+            "confirmable": s.confirmable,
+        }
+        for s in summarize(checks)
+    ]
+    statistical = suite is not None and suite.gate is not None
+    return {"requirements": rows, "models": outcomes, "basis": "bootstrap" if statistical else "point"}
 
 
 def _gate_entry(suite: Suite) -> dict[str, Any]:
@@ -147,6 +183,7 @@ def _scale(metric: str | None) -> tuple[tuple[float, float] | None, bool]:
 
 _COUNTED = {
     "regressed": "regressed",
+    "unmet": "with a requirement unmet",
     "inconclusive": "inconclusive",
     "new": "new (no baseline)",
     "error": "error",
@@ -155,6 +192,7 @@ _COUNTED = {
     "improved": "improved",
     "inconclusive-allowed": "inconclusive (allowed by the suite)",
     "updated": "baseline updated",
+    "recorded": "recorded (no baseline yet; requirements met)",
 }
 
 
@@ -170,26 +208,42 @@ class RunVerdict:
 
     passed: bool
     counts: dict[str, int]
+    models: dict[str, int] = field(default_factory=dict)
 
     def line(self) -> str:
-        """``FAIL · 62 cells: 3 regressed, 1 new (no baseline), 58 passed``."""
+        """``FAIL · 62 cells: 3 regressed, 1 new (no baseline), 58 passed; 2 models' aggregates: 1 unmet, 1 passed``."""
         total = sum(self.counts.values())
         parts = [f"{count} {_COUNTED.get(status, status)}" for status, count in self.counts.items() if count]
-        return f"{'PASS' if self.passed else 'FAIL'} · {total} cells: {', '.join(parts) or 'none'}"
+        line = f"{'PASS' if self.passed else 'FAIL'} · {total} cells: {', '.join(parts) or 'none'}"
+        if self.models:
+            models = sum(self.models.values())
+            shown = ", ".join(f"{count} {_COUNTED.get(status, status)}" for status, count in self.models.items())
+            whose = "models'" if models > 1 else "model's"
+            line += f"; {models} {whose} aggregates: {shown}"
+        return line
 
     def to_json(self) -> dict[str, Any]:
-        return {"passed": self.passed, "counts": dict(self.counts), "line": self.line()}
+        data: dict[str, Any] = {"passed": self.passed, "counts": dict(self.counts), "line": self.line()}
+        if self.models:
+            data["models"] = dict(self.models)
+        return data
 
 
-def run_verdict(records: Sequence[CellRecord], errors: Mapping[str, str], missing: Sequence[str]) -> RunVerdict:
-    """PASS or FAIL, and how many cells ended how (failing outcomes first)."""
+def run_verdict(
+    records: Sequence[CellRecord], errors: Mapping[str, str], missing: Sequence[str], models: Sequence[str] = ()
+) -> RunVerdict:
+    """PASS or FAIL, and how many cells (and models' aggregates items) ended how (failing outcomes first)."""
     counts = tables.status_counts(records)
     recorded = {r.nodeid for r in records}
     counts["error"] = counts.get("error", 0) + sum(1 for nodeid in errors if nodeid not in recorded)
     counts["no result"] = len(missing)
     ordered = {status: counts[status] for status in (*_COUNTED, *counts) if counts.get(status)}
-    failing = any(ordered.get(status) for status in (*tables.FAILING, "no result"))
-    return RunVerdict(passed=not failing, counts=ordered)
+    model_counts: dict[str, int] = {}
+    for status in models:
+        model_counts[status] = model_counts.get(status, 0) + 1
+    model_counts = {status: model_counts[status] for status in (*_COUNTED, *model_counts) if model_counts.get(status)}
+    failing = any(counts.get(status) for counts in (ordered, model_counts) for status in (*tables.FAILING, "no result"))
+    return RunVerdict(passed=not failing, counts=ordered, models=model_counts)
 
 
 def metric_label(metric: str) -> str:
@@ -312,8 +366,36 @@ OVERLAY_CAPTION = (
 def verdict(report: Mapping[str, Any]) -> RunVerdict:
     """The report's verdict (recomputed from its cells for a report without one)."""
     if report.get("verdict"):
-        return RunVerdict(bool(report["verdict"]["passed"]), dict(report["verdict"]["counts"]))
+        return RunVerdict(
+            bool(report["verdict"]["passed"]), dict(report["verdict"]["counts"]), dict(report["verdict"].get("models", {}))
+        )
     return run_verdict(_records(report), report.get("errors") or {}, report.get("missing") or [])
+
+
+def release_sections(report: Mapping[str, Any]) -> list[Table]:
+    """The run's release criteria and aggregate gate, where a suite states any: right after the verdict."""
+    suites = report["suites"]
+    out = []
+    if any((suite.get("release") or {}).get("requirements") for suite in suites.values()):
+        out.append(tables.release_criteria(suites))
+    if any(o["checks"] for suite in suites.values() for o in (suite.get("release") or {}).get("models", [])):
+        out.append(tables.model_gates(suites))
+    return out
+
+
+def release_lines(report: Mapping[str, Any]) -> list[str]:
+    """One terminal line per unmet (or undecided) requirement, naming the suite line to change."""
+    from pytest_segrobust.requirements import RequirementCheck, unmet_lines
+
+    lines = []
+    for suite in report["suites"].values():
+        release = suite.get("release")
+        if not release:
+            continue
+        checks = [RequirementCheck.from_json(c) for r in records_by_model(suite).values() for rec in r for c in rec.requirements]
+        checks += [RequirementCheck.from_json(c) for o in release["models"] for c in o["requirements"]]
+        lines += unmet_lines(checks, suite.get("file") or "")
+    return lines
 
 
 def regression_sections(report: Mapping[str, Any]) -> list[Table]:
@@ -342,7 +424,7 @@ def _records(report: Mapping[str, Any]) -> list[CellRecord]:
 
 def render_markdown(report: Mapping[str, Any]) -> str:
     lines = ["# Segmentation robustness report", "", f"**{verdict(report).line()}**", "", *coverage.markdown_lines(report)]
-    for section in regression_sections(report):
+    for section in [*release_sections(report), *regression_sections(report)]:
         lines += _markdown_section(section)
     if report.get("errors"):
         lines += [
@@ -390,7 +472,7 @@ def text_table(table: Table) -> list[str]:
 
 def terminal_summary(report: Mapping[str, Any], *, brief: bool = False) -> list[str]:
     """The run's verdict, what it left out, its errors and, unless ``brief``, each suite's headline table."""
-    lines: list[str] = [verdict(report).line(), *coverage.terminal_lines(report)]
+    lines: list[str] = [verdict(report).line(), *coverage.terminal_lines(report), *release_lines(report)]
     if report.get("errors"):
         shown = ", ".join(list(report["errors"])[:3]) + (", ..." if len(report["errors"]) > 3 else "")
         lines.append(f"{len(report['errors'])} cells failed with an error (no result): {shown}")

@@ -20,9 +20,11 @@ STATUS_MARK = {
     "passed": "ok",
     "improved": "▲ improved",
     "regressed": "▼ REGRESSED",
+    "unmet": "✗ REQUIREMENT UNMET",
     "inconclusive": "? INCONCLUSIVE",
     "inconclusive-allowed": "? inconclusive (allowed)",
     "new": "new (no baseline)",
+    "recorded": "recorded (no baseline; requirements met)",
     "updated": "baseline updated",
     "error": "error",
 }
@@ -318,6 +320,90 @@ def aggregate_changes(rows: Sequence[dict[str, Any]], confidence: float) -> Tabl
     )
 
 
+_OUTCOME_MARK = {"pass": "met", "fail": "✗ UNMET", "inconclusive": "? undecided"}
+_OUTCOME_WORD = {"pass": "met", "fail": "unmet", "inconclusive": "undecided"}
+
+
+def release_criteria(suites: Mapping[str, Mapping[str, Any]]) -> Table:
+    """Each suite's requirements: the threshold, the decisive value with its bounds, the outcome.
+
+    One row per requirement (a rule of the suite for one number), over every cell or model it
+    was decided for; the value shown is the one closest to (or furthest past) the threshold.
+    """
+    rows = []
+    point = False
+    for name, suite in suites.items():
+        release = suite.get("release") or {}
+        for row in release.get("requirements", []):
+            worst = row["worst"]
+            digits = _digits(row["number"])
+            bounds = "–" if worst["low"] is None else f"[{fmt(worst['low'], digits)}, {fmt(worst['high'], digits)}]"
+            point = point or worst["low"] is None
+            counts = row["outcomes"]
+            total = sum(counts.values())
+            outcome = _OUTCOME_MARK[row["outcome"]]
+            if total > 1:
+                outcome += f" ({', '.join(f'{n} {_OUTCOME_WORD[o]}' for o, n in counts.items())})"
+            where = f"{row['rule']}" + (f" (line {row['line']})" if row.get("line") else "")
+            rows.append(
+                (
+                    name,
+                    where,
+                    f"{'≥' if row['at_least'] else '≤'} {fmt(row['threshold'], digits)}",
+                    worst["subject"] if total == 1 else f"{total} decisions; closest: {worst['subject']}",
+                    fmt(worst["observed"], digits),
+                    bounds,
+                    "–" if row["confirmable"] is None else f"{'≥' if row['at_least'] else '≤'} {fmt(row['confirmable'], digits)}",
+                    outcome,
+                )
+            )
+    note = (
+        "Bounds are one-sided confidence bounds from the per-image bootstrap at the suite's level for each "
+        "decision (its confidence split over the statistical gate's family): a requirement is met when the bound "
+        "on its side clears the threshold and unmet when the other bound misses it. The last column but one is "
+        "the strictest threshold every decision would confirm with 80% power."
+    )
+    if point:
+        note += " Rows without bounds compare the point value: their suite has no statistical gate (or the number, like mCE, pairs two models)."
+    header = ("suite", "requirement", "threshold", "decided for", "value", "bounds", "confirmable at 80%", "outcome")
+    return Table("Release criteria", header, tuple(rows), note)
+
+
+def model_gates(suites: Mapping[str, Mapping[str, Any]]) -> Table:
+    """Each model's aggregates against its baseline's (``gate.aggregates``): change, interval, margin, outcome."""
+    rows = []
+    for name, suite in suites.items():
+        for outcome in (suite.get("release") or {}).get("models", []):
+            for check in outcome["checks"]:
+                digits = 2 if str(check["metric"]).startswith("mPC") else 4
+                rows.append(
+                    (
+                        name,
+                        outcome["model"],
+                        str(check["metric"]),
+                        fmt(check["observed"], digits),
+                        fmt(check["baseline"], digits),
+                        signed(check["observed"] - check["baseline"], digits),
+                        f"[{signed(check['low'], digits)}, {signed(check['high'], digits)}]",
+                        f"-{fmt(check['margin'], digits)}",
+                        "–" if check.get("detectable") is None else fmt(check["detectable"], digits),
+                        {"fail": "▼ REGRESSED", "pass": "ok", "inconclusive": "? inconclusive"}[str(check["outcome"])],
+                    )
+                )
+    header = ("suite", "model", "aggregate", "value", "baseline", "Δ", "interval", "margin", "detectable at 80%", "outcome")
+    return Table(
+        "Aggregate gate",
+        header,
+        tuple(rows),
+        "A model's aggregates, paired over the same image resamples as its cells, against the suite's "
+        "gate.aggregates margins; the detectable margin is the smallest an unchanged model is confirmed within with 80% power.",
+    )
+
+
+def _digits(number: str) -> int:
+    return 2 if number.split(".")[-1].split(" ")[0] in ("score", "mPC", "Δ%", "mCE", "rmCE") else 4
+
+
 def _columns_by_category(records: Sequence[CellRecord]) -> list[tuple[str, str]]:
     """``(category, corruption)`` in report order: categories by first appearance, then corruptions."""
     order: dict[str, list[str]] = {}
@@ -579,7 +665,7 @@ def further_metrics(models: dict[str, list[CellRecord]], labels: dict[str, str])
 # -- the top of the report: verdict, regressions, what was measured ---------------------------
 
 # Statuses that fail a cell's test (an update run passes: it accepts the numbers).
-FAILING = ("regressed", "inconclusive", "new", "error")
+FAILING = ("regressed", "unmet", "inconclusive", "new", "error")
 _NUMBER_NAMES = {"score": "score", "gamma_r": "γr", "gamma_a": "γa"}
 
 
