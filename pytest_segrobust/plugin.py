@@ -441,7 +441,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
     nothing = (
         segrobust.options.enabled
         and segrobust.shard is None
-        and not (segrobust.records or segrobust.errors)
+        and not (segrobust.records or segrobust.errors or segrobust.model_outcomes)
         and not config.getoption("collectonly")
     )
     if not (segrobust.report or segrobust.written or segrobust.problems or segrobust.baseline_summary or nothing):

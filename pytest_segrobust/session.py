@@ -1044,7 +1044,7 @@ class SegRobustSession:
         self.coverage = self.run_coverage()
         # A run that evaluated nothing (--co, every cell deselected) leaves every report as it was;
         # a partial one writes beside the full report (report_base).
-        if self.records or self.errors:
+        if self.records or self.errors or self.model_outcomes:
             try:
                 self.report = build_report(
                     self.ordered_records(),

@@ -246,7 +246,7 @@ class ShardFile:
         baseline_digests: Every baseline file's digest as read at the start, by relative path.
         cells: The cells of the whole run (every shard's), in collection order.
         assigned: This shard's cells.
-        results: One entry per evaluated cell, as a cell's xdist payload carries it (record,
+        results: One entry per evaluated cell (and model's aggregates item), as its xdist payload carries it (record,
             pending baseline writes, model change), with paths relative to the rootdir.
         errors: Cells that failed with an error instead of a result: node id -> message.
         coverage: What the shard selected and left out.
@@ -306,6 +306,10 @@ class ShardFile:
             values["spec"] = ShardSpec(int(data["spec"]["index"]), int(data["spec"]["count"]))
             values["coverage"] = ShardCoverage(**data["coverage"])
             for entry in data["results"]:
+                if "model_gate" in entry:  # a model's aggregates item (pytest_segrobust.release.ModelOutcome)
+                    if not isinstance(entry["model_gate"], dict) or "nodeid" not in entry["model_gate"]:
+                        raise TypeError("a model_gate result without its node id")
+                    continue
                 CellRecord.from_json(entry["record"])
             shard = cls(**values)
         except (KeyError, TypeError) as exc:

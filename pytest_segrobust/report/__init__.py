@@ -465,7 +465,7 @@ def markdown_table(table: Table) -> list[str]:
 
 def text_table(table: Table) -> list[str]:
     """A plain aligned table for the terminal."""
-    widths = [max(len(h), *(len(r[i]) for r in table.rows)) for i, h in enumerate(table.header)]
+    widths = [max([len(h), *(len(r[i]) for r in table.rows)]) for i, h in enumerate(table.header)]
     line = lambda cells: "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))  # noqa: E731
     return [line(table.header), *(line(r) for r in table.rows)]
 
