@@ -1168,9 +1168,9 @@ class SegRobustSession:
         try:
             kept = stored_cells(read_baseline(path))
         except BaselineError as exc:
-            raise WriteError(f"cannot write {target}: {exc}") from None
+            raise WriteError(f"cannot write {self._shown(target)}: {exc}") from None
         target.parent.mkdir(parents=True, exist_ok=True)
-        write_sidecar(target, suite, entries, replace_all=replace_all, keep_only=kept)
+        write_sidecar(target, suite, entries, replace_all=replace_all, keep_only=kept, shown=self._shown(target))
 
     def _report_unused(self, path: Path, suite: str, cells: list[CellKey]) -> None:
         try:

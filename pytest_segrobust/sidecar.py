@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from pytest_segrobust.baselines import UPDATE_FLAG
 from pytest_segrobust.errors import BaselineError
 from pytest_segrobust.files import atomic_write_bytes
 
@@ -84,12 +85,19 @@ class CellStatistics:
 class Sidecar:
     """The statistics of one baseline file, read once and kept.
 
+    Args:
+        baseline: The baseline JSON.
+        store: The folder of the statistics file when it is not beside the JSON.
+        shown: The statistics file as messages name it (a path relative to the rootdir);
+            its full path by default.
+
     Attributes:
         path: The ``.stats.npz`` file.
     """
 
-    def __init__(self, baseline: Path, store: Path | None = None) -> None:
+    def __init__(self, baseline: Path, store: Path | None = None, shown: str | None = None) -> None:
         self.path = sidecar_path(baseline, store)
+        self.shown = str(self.path) if shown is None else shown
         self._cells: dict[str, dict[str, CellStatistics]] | None = None
 
     def lookup(
@@ -114,7 +122,7 @@ class Sidecar:
                 changed without the other).
         """
         if self._cells is None:
-            self._cells = read_sidecar(self.path)
+            self._cells = read_sidecar(self.path, self.shown)
         found = self._cells.get(cell, {}).get(metric)
         if found is None:
             return None
@@ -124,58 +132,65 @@ class Sidecar:
             mine = {"score": score, "gamma_r": score / float(statistic(found.clean, every_image)[0])}
         except ValueError as exc:
             raise BaselineError(
-                f"{self.path}: cells.{cell}.{metric}: statistics the metric cannot read ({exc}); "
-                "re-record them with --segrobust-update"
+                f"{self.shown}: cells.{cell}.{metric}: statistics the metric cannot read ({exc}); "
+                f"re-record them with {UPDATE_FLAG}"
             ) from None
         for name, theirs in stored.items():
             if theirs is not None and not math.isclose(theirs, mine[name], rel_tol=1e-5, abs_tol=1e-9):
                 raise BaselineError(
-                    f"{self.path}: cells.{cell}.{metric}: the statistics give {name} {mine[name]:.6g}, the baseline JSON "
-                    f"stores {theirs:.6g}: one file changed without the other; re-record both with --segrobust-update"
+                    f"{self.shown}: cells.{cell}.{metric}: the statistics give {name} {mine[name]:.6g}, "
+                    f"the baseline JSON stores {theirs:.6g}: one file changed without the other; "
+                    f"re-record both with {UPDATE_FLAG}"
                 )
         return found
 
 
-def read_sidecar(path: Path) -> dict[str, dict[str, CellStatistics]]:
+def read_sidecar(path: Path, shown: str | None = None) -> dict[str, dict[str, CellStatistics]]:
     """Every cell's statistics in ``path`` (empty when there is no file).
+
+    Args:
+        shown: The file as messages name it (a path relative to the rootdir); ``path`` by default.
 
     Raises:
         BaselineError: naming the file and the member or field at fault.
     """
+    path_shown = str(path) if shown is None else shown
     if not path.exists():
         return {}
     try:
         with np.load(path, allow_pickle=False) as archive:
             members = {name: archive[name] for name in archive.files}
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
-        raise BaselineError(f"{path}: not a readable statistics file ({exc}); re-record it with --segrobust-update") from None
+        raise BaselineError(
+            f"{path_shown}: not a readable statistics file ({exc}); re-record it with {UPDATE_FLAG}"
+        ) from None
     index = members.pop("index", None)
     if index is None or index.dtype != np.uint8:
-        raise BaselineError(f"{path}: no index member; re-record it with --segrobust-update")
+        raise BaselineError(f"{path_shown}: no index member; re-record it with {UPDATE_FLAG}")
     try:
         document = json.loads(index.tobytes().decode())
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise BaselineError(f"{path}: index: not JSON ({exc})") from None
+        raise BaselineError(f"{path_shown}: index: not JSON ({exc})") from None
     if not isinstance(document, dict) or document.get("format") != SIDECAR_FORMAT:
         found = document.get("format") if isinstance(document, dict) else document
-        raise BaselineError(f"{path}: index.format is {found!r}, expected {SIDECAR_FORMAT}")
+        raise BaselineError(f"{path_shown}: index.format is {found!r}, expected {SIDECAR_FORMAT}")
     raw_cells = document.get("cells")
     if not isinstance(raw_cells, dict):
-        raise BaselineError(f"{path}: index.cells: expected a mapping")
+        raise BaselineError(f"{path_shown}: index.cells: expected a mapping")
     cells: dict[str, dict[str, CellStatistics]] = {}
     for cell, by_metric in raw_cells.items():
         if not isinstance(by_metric, dict):
-            raise BaselineError(f"{path}: index.cells.{cell}: expected a mapping of metrics")
+            raise BaselineError(f"{path_shown}: index.cells.{cell}: expected a mapping of metrics")
         for metric, entry in by_metric.items():
             at = f"index.cells.{cell}.{metric}"
             try:
                 corrupted, clean, images = members[entry["corrupted"]], members[entry["clean"]], int(entry["images"])
             except (KeyError, TypeError, ValueError) as exc:
-                raise BaselineError(f"{path}: {at}: missing or broken field or array ({exc})") from None
+                raise BaselineError(f"{path_shown}: {at}: missing or broken field or array ({exc})") from None
             # Rows may differ (detections per run), the layout of a row may not.
             if images < 1 or corrupted.ndim == 0 or corrupted.shape[1:] != clean.shape[1:]:
                 raise BaselineError(
-                    f"{path}: {at}: arrays of shapes {corrupted.shape} and {clean.shape} for {images} images"
+                    f"{path_shown}: {at}: arrays of shapes {corrupted.shape} and {clean.shape} for {images} images"
                 )
             cells.setdefault(cell, {})[metric] = CellStatistics(corrupted, clean, images)
     return cells
@@ -193,13 +208,20 @@ class SidecarEntry:
 
 
 def write_sidecar(
-    path: Path, suite: str, entries: Iterable[SidecarEntry], *, replace_all: bool = False, keep_only: Collection[str] | None = None
+    path: Path,
+    suite: str,
+    entries: Iterable[SidecarEntry],
+    *,
+    replace_all: bool = False,
+    keep_only: Collection[str] | None = None,
+    shown: str | None = None,
 ) -> None:
     """Store ``entries`` in ``path``, keeping its other cells (unless ``replace_all``) that are in ``keep_only``.
 
-    Writes atomically; with nothing left to store, removes the file.
+    Writes atomically; with nothing left to store, removes the file. ``shown`` names the file
+    in messages (:func:`read_sidecar`).
     """
-    cells = {} if replace_all else read_sidecar(path)
+    cells = {} if replace_all else read_sidecar(path, shown)
     for e in entries:
         cells.setdefault(e.cell, {})[e.metric] = CellStatistics(e.corrupted, e.clean, e.images)
     if keep_only is not None:
