@@ -28,7 +28,6 @@ import hashlib
 import io
 import json
 import math
-import zipfile
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -130,7 +129,7 @@ class Sidecar:
         try:
             score = float(statistic(found.corrupted, every_image)[0])
             mine = {"score": score, "gamma_r": score / float(statistic(found.clean, every_image)[0])}
-        except ValueError as exc:
+        except (ValueError, TypeError, IndexError) as exc:
             raise BaselineError(
                 f"{self.shown}: cells.{cell}.{metric}: statistics the metric cannot read ({exc}); "
                 f"re-record them with {UPDATE_FLAG}"
@@ -152,48 +151,78 @@ def read_sidecar(path: Path, shown: str | None = None) -> dict[str, dict[str, Ce
         shown: The file as messages name it (a path relative to the rootdir); ``path`` by default.
 
     Raises:
-        BaselineError: naming the file and the member or field at fault.
+        BaselineError: for any file that cannot be read, naming it, the member or field at
+            fault where there is one, and the flag that rewrites it; never another exception.
     """
-    path_shown = str(path) if shown is None else shown
-    if not path.exists():
-        return {}
+    shown = str(path) if shown is None else shown
     try:
-        with np.load(path, allow_pickle=False) as archive:
-            members = {name: archive[name] for name in archive.files}
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
-        raise BaselineError(
-            f"{path_shown}: not a readable statistics file ({exc}); re-record it with {UPDATE_FLAG}"
-        ) from None
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return {}
+    except OSError as exc:
+        raise BaselineError(f"{shown}: cannot read the statistics file ({exc.strerror or exc}){_REWRITE}") from None
+    return parse_sidecar(data, shown)
+
+
+_REWRITE = f"; re-record it with {UPDATE_FLAG}"
+
+
+def parse_sidecar(data: bytes, shown: str) -> dict[str, dict[str, CellStatistics]]:
+    """Every cell's statistics in ``data``, the content of the statistics file ``shown``.
+
+    Raises:
+        BaselineError: as :func:`read_sidecar`.
+    """
+    members = _members(data, shown)
     index = members.pop("index", None)
-    if index is None or index.dtype != np.uint8:
-        raise BaselineError(f"{path_shown}: no index member; re-record it with {UPDATE_FLAG}")
+    if index is None or index.dtype != np.uint8 or index.ndim != 1:
+        raise BaselineError(f"{shown}: no index member{_REWRITE}")
     try:
         document = json.loads(index.tobytes().decode())
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise BaselineError(f"{path_shown}: index: not JSON ({exc})") from None
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise BaselineError(f"{shown}: index: not JSON ({type(exc).__name__}: {exc}){_REWRITE}") from None
     if not isinstance(document, dict) or document.get("format") != SIDECAR_FORMAT:
         found = document.get("format") if isinstance(document, dict) else document
-        raise BaselineError(f"{path_shown}: index.format is {found!r}, expected {SIDECAR_FORMAT}")
+        raise BaselineError(f"{shown}: index.format is {found!r}, expected {SIDECAR_FORMAT}{_REWRITE}")
     raw_cells = document.get("cells")
     if not isinstance(raw_cells, dict):
-        raise BaselineError(f"{path_shown}: index.cells: expected a mapping")
+        raise BaselineError(f"{shown}: index.cells: expected a mapping{_REWRITE}")
     cells: dict[str, dict[str, CellStatistics]] = {}
     for cell, by_metric in raw_cells.items():
         if not isinstance(by_metric, dict):
-            raise BaselineError(f"{path_shown}: index.cells.{cell}: expected a mapping of metrics")
+            raise BaselineError(f"{shown}: index.cells.{cell}: expected a mapping of metrics{_REWRITE}")
         for metric, entry in by_metric.items():
-            at = f"index.cells.{cell}.{metric}"
-            try:
-                corrupted, clean, images = members[entry["corrupted"]], members[entry["clean"]], int(entry["images"])
-            except (KeyError, TypeError, ValueError) as exc:
-                raise BaselineError(f"{path_shown}: {at}: missing or broken field or array ({exc})") from None
-            # Rows may differ (detections per run), the layout of a row may not.
-            if images < 1 or corrupted.ndim == 0 or corrupted.shape[1:] != clean.shape[1:]:
-                raise BaselineError(
-                    f"{path_shown}: {at}: arrays of shapes {corrupted.shape} and {clean.shape} for {images} images"
-                )
-            cells.setdefault(cell, {})[metric] = CellStatistics(corrupted, clean, images)
+            cells.setdefault(cell, {})[metric] = _cell_statistics(members, entry, f"{shown}: index.cells.{cell}.{metric}")
     return cells
+
+
+def _members(data: bytes, shown: str) -> dict[str, np.ndarray]:
+    """The arrays of an ``.npz``, each read in full (and so checked against its CRC)."""
+    try:
+        with np.load(io.BytesIO(data), allow_pickle=False) as archive:
+            return {name: archive[name] for name in archive.files}
+    # A damaged archive fails anywhere in zipfile, zlib or numpy's .npy reader, with whatever
+    # each raises (BadZipFile, zlib.error, NotImplementedError for an unknown zip version,
+    # EOFError, struct.error, OverflowError, ...): every one is the file's fault, not a bug here.
+    except Exception as exc:  # noqa: BLE001
+        raise BaselineError(
+            f"{shown}: not a readable statistics file ({type(exc).__name__}: {exc}){_REWRITE}"
+        ) from None
+
+
+def _cell_statistics(members: dict[str, np.ndarray], entry: Any, at: str) -> CellStatistics:
+    try:
+        corrupted, clean, images = members[entry["corrupted"]], members[entry["clean"]], int(entry["images"])
+    except (KeyError, TypeError, ValueError, OverflowError) as exc:
+        raise BaselineError(f"{at}: missing or broken field or array ({type(exc).__name__}: {exc}){_REWRITE}") from None
+    if corrupted.dtype.kind not in "biuf" or clean.dtype.kind not in "biuf":
+        raise BaselineError(f"{at}: arrays of {corrupted.dtype} and {clean.dtype}, expected numbers{_REWRITE}")
+    # Rows may differ (detections per run), the layout of a row may not.
+    if images < 1 or corrupted.ndim == 0 or clean.ndim == 0 or corrupted.shape[1:] != clean.shape[1:]:
+        raise BaselineError(
+            f"{at}: arrays of shapes {corrupted.shape} and {clean.shape} for {images} images{_REWRITE}"
+        )
+    return CellStatistics(corrupted, clean, images)
 
 
 @dataclass(frozen=True)
