@@ -55,6 +55,8 @@ FORMAT = 2
 UPDATE_FLAG = "--segrobust-update-baselines"
 PRUNE_FLAG = "--segrobust-prune"
 CLEAN = "clean"
+# The keys of a corruption's severities in a file.
+SEVERITY_KEYS = frozenset(str(severity) for severity in range(1, 6))
 # Precision of stored values: readable diffs, and far below any tolerance.
 SIGNIFICANT_DIGITS = 6
 
@@ -416,6 +418,10 @@ def read_baseline(path: Path) -> StoredBaselines | None:
             f"{path}: broken baseline file (invalid JSON at line {exc.lineno}); fix or delete it, "
             f"or rewrite it with {UPDATE_FLAG}"
         ) from exc
+    except (ValueError, RecursionError) as exc:  # an integer of over 4300 digits; arrays nested too deep
+        raise BaselineError(
+            f"{path}: broken baseline file ({type(exc).__name__}: {exc}); fix or delete it, or rewrite it with {UPDATE_FLAG}"
+        ) from None
     if not isinstance(data, dict) or not isinstance(data.get("models"), dict):
         raise BaselineError(f"{path}: not a baseline file (expected keys 'format' and 'models'); rewrite it with {UPDATE_FLAG}")
     if data.get("format") != FORMAT:
@@ -458,7 +464,7 @@ def _validate_cells(cells: dict[str, Any], prefix: str, where: str) -> None:
         if not isinstance(entry, dict):
             raise BaselineError(f"{where}: {at}: expected a mapping of severities, got {entry!r}")
         for severity, values in entry.items():
-            if not severity.isdigit() or not 1 <= int(severity) <= 5:
+            if severity not in SEVERITY_KEYS:  # not isdigit(): "¹" is a digit that int() refuses
                 raise BaselineError(f"{where}: {at}: expected severities '1'..'5', got {severity!r}")
             _validate_values(values, f"{at}.{severity}", where)
 
@@ -469,7 +475,11 @@ def _validate_values(values: Any, at: str, where: str) -> None:
     for metric, value in values.items():
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise BaselineError(f"{where}: {at}.{metric}: expected a number, got {value!r}")
-        if not math.isfinite(value):
+        try:
+            number = float(value)
+        except OverflowError:
+            raise BaselineError(f"{where}: {at}.{metric} is an integer too large for a float") from None
+        if not math.isfinite(number):
             raise BaselineError(f"{where}: {at}.{metric} is {value}: a baseline stores finite numbers only")
 
 
