@@ -42,10 +42,11 @@ from __future__ import annotations
 import copy
 import json
 import math
+import re
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pytest_segrobust import __version__
 from pytest_segrobust.errors import BaselineError
@@ -55,6 +56,8 @@ FORMAT = 2
 UPDATE_FLAG = "--segrobust-update-baselines"
 PRUNE_FLAG = "--segrobust-prune"
 CLEAN = "clean"
+# The keys of a corruption's severities in a file.
+SEVERITY_KEYS = frozenset(str(severity) for severity in range(1, 6))
 # Precision of stored values: readable diffs, and far below any tolerance.
 SIGNIFICANT_DIGITS = 6
 
@@ -246,13 +249,58 @@ class Provenance:
 
 
 @dataclass(frozen=True)
+class StatisticsRecord:
+    """What a baseline file records of the statistics file written with it
+    (:mod:`pytest_segrobust.sidecar`): the SHA-256 of its content, or ``None`` where it has none.
+
+    A file without the record was written before it existed; its statistics file is taken as found.
+    """
+
+    sha256: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"sha256": self.sha256}
+
+    @classmethod
+    def from_json(cls, data: Any, where: str) -> StatisticsRecord:
+        """Parse a file's ``statistics``.
+
+        Raises:
+            BaselineError: naming the field of the wrong type.
+        """
+        digest = data.get("sha256", "") if isinstance(data, dict) else ""
+        if digest is not None and not (isinstance(digest, str) and re.fullmatch("[0-9a-f]{64}", digest)):
+            raise BaselineError(f"{where}: statistics: expected {{'sha256': 64 hex digits or null}}, got {data!r}")
+        return cls(digest)
+
+
+class StatisticsWriter(Protocol):
+    """The statistics file written with a baseline file (:class:`pytest_segrobust.sidecar.SidecarWriter`).
+
+    A write of the pair calls :meth:`stage`, writes the JSON with the record it returns, then
+    calls :meth:`commit`; a process killed anywhere in between leaves both files old or both new.
+    """
+
+    def stage(self, cells: set[str], recorded: StatisticsRecord | None) -> StatisticsRecord:
+        """Write the statistics of ``cells`` (the new JSON's :func:`key_path` s) where a reader of
+        the new JSON finds them, without touching the file a reader of the old JSON (which
+        records ``recorded``) uses; return the new JSON's record."""
+        ...
+
+    def commit(self) -> None:
+        """Put the staged file in place, once the JSON that records it is written."""
+        ...
+
+
+@dataclass(frozen=True)
 class StoredBaselines:
-    """A parsed baseline file: its conditions, its numbers by model and what made them."""
+    """A parsed baseline file: its conditions, its numbers by model, what made them and its statistics file."""
 
     suite: str
     conditions: Conditions
     models: dict[str, dict[str, Any]]
     provenance: Provenance = field(default_factory=Provenance)
+    statistics: StatisticsRecord | None = None
 
 
 @dataclass(frozen=True)
@@ -371,11 +419,13 @@ class BaselineFile:
 
 def stored_cells(stored: StoredBaselines | None) -> set[str]:
     """The :func:`key_path` of every cell ``stored`` holds numbers for."""
-    if stored is None:
-        return set()
+    return set() if stored is None else _cell_paths(stored.models, bool(stored.conditions.splits))
+
+
+def _cell_paths(models: Mapping[str, Any], splits: bool) -> set[str]:
     found: set[str] = set()
-    for model, entry in stored.models.items():
-        groups = entry.items() if stored.conditions.splits else [(None, entry)]
+    for model, entry in models.items():
+        groups = entry.items() if splits else [(None, entry)]
         for split, cells in groups:
             prefix = model if split is None else f"{model}::{split}"
             for corruption, value in cells.items():
@@ -416,6 +466,10 @@ def read_baseline(path: Path) -> StoredBaselines | None:
             f"{path}: broken baseline file (invalid JSON at line {exc.lineno}); fix or delete it, "
             f"or rewrite it with {UPDATE_FLAG}"
         ) from exc
+    except (ValueError, RecursionError) as exc:  # an integer of over 4300 digits; arrays nested too deep
+        raise BaselineError(
+            f"{path}: broken baseline file ({type(exc).__name__}: {exc}); fix or delete it, or rewrite it with {UPDATE_FLAG}"
+        ) from None
     if not isinstance(data, dict) or not isinstance(data.get("models"), dict):
         raise BaselineError(f"{path}: not a baseline file (expected keys 'format' and 'models'); rewrite it with {UPDATE_FLAG}")
     if data.get("format") != FORMAT:
@@ -428,10 +482,11 @@ def read_baseline(path: Path) -> StoredBaselines | None:
             raise BaselineError(f"{path}: 'suite' must be a string, got {data.get('suite')!r}")
         conditions = Conditions.from_json(data.get("conditions"), str(path))
         provenance = Provenance.from_json(data.get("made_with"), str(path))
+        statistics = StatisticsRecord.from_json(data["statistics"], str(path)) if "statistics" in data else None
         _validate_models(data["models"], str(path), conditions.splits)
     except BaselineError as exc:
         raise BaselineError(f"{exc}; fix it or rewrite it with {UPDATE_FLAG}") from None
-    return StoredBaselines(data["suite"], conditions, data["models"], provenance)
+    return StoredBaselines(data["suite"], conditions, data["models"], provenance, statistics)
 
 
 def _validate_models(models: dict[str, Any], where: str, splits: tuple[str, ...]) -> None:
@@ -458,7 +513,7 @@ def _validate_cells(cells: dict[str, Any], prefix: str, where: str) -> None:
         if not isinstance(entry, dict):
             raise BaselineError(f"{where}: {at}: expected a mapping of severities, got {entry!r}")
         for severity, values in entry.items():
-            if not severity.isdigit() or not 1 <= int(severity) <= 5:
+            if severity not in SEVERITY_KEYS:  # not isdigit(): "¹" is a digit that int() refuses
                 raise BaselineError(f"{where}: {at}: expected severities '1'..'5', got {severity!r}")
             _validate_values(values, f"{at}.{severity}", where)
 
@@ -469,7 +524,11 @@ def _validate_values(values: Any, at: str, where: str) -> None:
     for metric, value in values.items():
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise BaselineError(f"{where}: {at}.{metric}: expected a number, got {value!r}")
-        if not math.isfinite(value):
+        try:
+            number = float(value)
+        except OverflowError:
+            raise BaselineError(f"{where}: {at}.{metric} is an integer too large for a float") from None
+        if not math.isfinite(number):
             raise BaselineError(f"{where}: {at}.{metric} is {value}: a baseline stores finite numbers only")
 
 
@@ -501,6 +560,7 @@ def write_baseline(
     keep_only: Collection[CellKey] | None = None,
     fingerprints: Mapping[str, str] | None = None,
     tool_version: str = __version__,
+    statistics: StatisticsWriter | None = None,
 ) -> BaselineUpdate:
     """Merge ``cells``, rounded, into the file at ``path`` and write it atomically.
 
@@ -514,6 +574,8 @@ def write_baseline(
             update of the whole suite, or ``--segrobust-prune``); ``None`` keeps them.
         fingerprints: The fingerprint of each model whose cells are written.
         tool_version: The version recorded as having made the numbers.
+        statistics: The statistics file written with it, of the file's cells; without one the
+            file keeps its record of the statistics file, which this write leaves as it was.
 
     Returns:
         Each written cell's stored numbers before and after, and the entries removed.
@@ -561,7 +623,8 @@ def write_baseline(
         tables = {name: rows for name, rows in tables.items() if name in kept}
     recorded |= dict(fingerprints or {})
     provenance = Provenance(tool_version, {model: fp for model, fp in recorded.items() if model in models})
-    _write(path, suite, replace(conditions, severity_tables=tables), provenance, models)
+    old_record = None if stored is None else stored.statistics
+    _write(path, suite, replace(conditions, severity_tables=tables), provenance, models, old_record, statistics)
     return BaselineUpdate(path, tuple(changes), tuple("::".join(entry) for entry in removed))
 
 
@@ -578,11 +641,14 @@ def unused_entries(stored: StoredBaselines | None, cells: Collection[CellKey]) -
     return ["::".join(entry) for entry in _unused(stored.models, bool(stored.conditions.splits), cells)]
 
 
-def prune_baseline(path: Path, cells: Collection[CellKey]) -> BaselineUpdate:
+def prune_baseline(
+    path: Path, cells: Collection[CellKey], statistics: StatisticsWriter | None = None
+) -> BaselineUpdate:
     """Remove from the file at ``path`` every entry the suite of ``cells`` no longer has.
 
     Everything else is written back as it was: the numbers, conditions and provenance of the
-    cells kept. Nothing is written when there is nothing to remove.
+    cells kept, and with ``statistics`` their statistics. Nothing is written when there is
+    nothing to remove.
 
     Raises:
         BaselineError: when the file is broken.
@@ -599,7 +665,8 @@ def prune_baseline(path: Path, cells: Collection[CellKey]) -> BaselineUpdate:
     kept = {key.corruption for key in cells}
     tables = {name: rows for name, rows in stored.conditions.severity_tables.items() if name in kept}
     provenance = replace(stored.provenance, models={m: fp for m, fp in stored.provenance.models.items() if m in models})
-    _write(path, stored.suite, replace(stored.conditions, severity_tables=tables), provenance, models)
+    conditions = replace(stored.conditions, severity_tables=tables)
+    _write(path, stored.suite, conditions, provenance, models, stored.statistics, statistics)
     return BaselineUpdate(path, removed=tuple("::".join(entry) for entry in unused))
 
 
@@ -644,12 +711,30 @@ def _drop(models: dict[str, Any], entries: Iterable[tuple[str, ...]]) -> None:
             del chain[depth - 1][entry[depth - 1]]
 
 
-def _write(path: Path, suite: str, conditions: Conditions, provenance: Provenance, models: dict[str, Any]) -> None:
+def _write(
+    path: Path,
+    suite: str,
+    conditions: Conditions,
+    provenance: Provenance,
+    models: dict[str, Any],
+    record: StatisticsRecord | None,
+    statistics: StatisticsWriter | None,
+) -> None:
+    """Write the file, and with ``statistics`` its statistics file: staged, the JSON, committed.
+
+    ``record`` is the file's record of its statistics file so far.
+    """
+    if statistics is not None:
+        record = statistics.stage(_cell_paths(models, bool(conditions.splits)), record)
     document: dict[str, Any] = {"format": FORMAT, "suite": suite, "conditions": conditions.to_json()}
     if provenance != Provenance():
         document["made_with"] = provenance.to_json()
+    if record is not None:
+        document["statistics"] = record.to_json()
     document["models"] = _sorted(models, bool(conditions.splits))
     atomic_write_text(path, json.dumps(document, indent=2, allow_nan=False) + "\n")
+    if statistics is not None:
+        statistics.commit()
 
 
 def _sorted(models: dict[str, Any], splits: bool) -> dict[str, Any]:

@@ -114,7 +114,8 @@ class Evidence:
         assert policy is not None
         path = sidecar_path(baseline, store)
         if path not in self._sidecars:
-            self._sidecars[path] = Sidecar(baseline, store)
+            # Beside the JSON it is named as the JSON is; in the cache folder, by its full path.
+            self._sidecars[path] = Sidecar(baseline, store, str(sidecar_path(Path(shown))) if store is None else None)
         sidecar = self._sidecars[path]
         images = result.corrupted.num_images
         weights = self.weights(suite, key, images)

@@ -39,7 +39,6 @@ from pytest_segrobust.baselines import (
     Conditions,
     prune_baseline,
     read_baseline,
-    stored_cells,
     unused_entries,
     write_baseline,
 )
@@ -76,7 +75,7 @@ from pytest_segrobust.shards import (
     digests,
     relative,
 )
-from pytest_segrobust.sidecar import SidecarEntry, sidecar_path, write_sidecar
+from pytest_segrobust.sidecar import SidecarWriter, sidecar_path
 from pytest_segrobust.suite import Suite, declared_name, load_suite
 from pytest_segrobust.text.cells import is_visual, modality
 from pytest_segrobust.workbench import Workbench
@@ -1224,43 +1223,41 @@ class SegRobustSession:
             whole = self.options.update_baselines and evaluated.get(name, set()) >= set(cells)
             tidy = bool(cells) and (self.options.prune or whole)
             try:
-                update = self._write_suite_baseline(path, name, writes, cells if tidy else None)
+                update, notes = self._write_suite_baseline(path, name, writes, cells if tidy else None)
             except SegRobustError as exc:
                 self.problems.append(f"baselines not written, the stored ones are unchanged: {exc}")
                 continue
             if writes or update.removed:
                 self.written.append(path)
-            self.baseline_summary += update.summary(self._shown(path))
+            self.baseline_summary += update.summary(self._shown(path)) + notes
             if not tidy:
                 self._report_unused(path, name, cells)
         self.pending.clear()
 
     def _write_suite_baseline(
         self, path: Path, suite: str, writes: list[PendingWrite], keep_only: list[CellKey] | None
-    ) -> BaselineUpdate:
+    ) -> tuple[BaselineUpdate, list[str]]:
+        """Write the suite's baseline file and, in step with it, its statistics file; what it did,
+        and lines about a statistics file the write had to replace."""
         suite_obj = self.suite_order.get(suite)
-        if not writes:
-            update = BaselineUpdate(path) if keep_only is None else prune_baseline(path, keep_only)
-            if update.removed:
-                self._write_sidecar(path, suite, [], replace_all=False)
-            return update
         ordered = sorted(writes, key=lambda w: (w.key.model, str(w.key.split), w.key.corruption, w.key.severity))
-        update = write_baseline(
-            path,
-            suite,
-            Conditions.from_json(writes[0].conditions, str(path)),
-            [(w.key, w.values) for w in ordered],
-            replace_all=any(w.replace_all for w in writes),
-            keep_only=keep_only,
-            fingerprints={w.key.model: w.model_fingerprint for w in writes if w.model_fingerprint is not None},
-            tool_version=__version__,
-        )
-        gated = suite_obj is not None and suite_obj.gate is not None
-        store = None if suite_obj is None else self.statistics_store(suite_obj)
-        if gated or any(w.statistics for w in writes) or sidecar_path(path, store).exists():
-            entries = [entry for w in ordered for entry in sidecar_entries(w.key, w.statistics)]
-            self._write_sidecar(path, suite, entries, replace_all=any(w.replace_all for w in writes), store=store)
-        return update
+        replace_all = any(w.replace_all for w in writes)
+        statistics = self._sidecar_writer(path, suite_obj, suite, ordered, replace_all)
+        if not writes:
+            update = BaselineUpdate(path) if keep_only is None else prune_baseline(path, keep_only, statistics)
+        else:
+            update = write_baseline(
+                path,
+                suite,
+                Conditions.from_json(writes[0].conditions, str(path)),
+                [(w.key, w.values) for w in ordered],
+                replace_all=replace_all,
+                keep_only=keep_only,
+                fingerprints={w.key.model: w.model_fingerprint for w in writes if w.model_fingerprint is not None},
+                tool_version=__version__,
+                statistics=statistics,
+            )
+        return update, [] if statistics is None else self._replaced_sidecar(statistics)
 
     def statistics_store(self, suite: Suite) -> Path | None:
         """The folder of the suite's statistics file when it is not beside its baseline JSON
@@ -1279,19 +1276,42 @@ class SegRobustSession:
             )
         return self.options.statistics_dir
 
-    def _write_sidecar(
-        self, path: Path, suite: str, entries: list[SidecarEntry], replace_all: bool, store: Path | None = None
-    ) -> None:
-        """Store ``entries`` in the statistics file of the baseline ``path`` (beside it, or in
-        ``store``), keeping only the cells the (just written) JSON still holds: the two files
-        always describe the same cells."""
+    def _sidecar_writer(
+        self, path: Path, suite_obj: Suite | None, suite: str, writes: list[PendingWrite], replace_all: bool
+    ) -> SidecarWriter | None:
+        """The statistics file of the baseline ``path`` (beside it, or in the suite's statistics
+        store) with this run's statistics, where the suite has one; an update starts a broken one afresh.
+
+        Raises:
+            WriteError: for statistics kept in the cache by a run without one.
+        """
+        store = None if suite_obj is None else self.statistics_store(suite_obj)
         target = sidecar_path(path, store)
-        try:
-            kept = stored_cells(read_baseline(path))
-        except BaselineError as exc:
-            raise WriteError(f"cannot write {target}: {exc}") from None
-        target.parent.mkdir(parents=True, exist_ok=True)
-        write_sidecar(target, suite, entries, replace_all=replace_all, keep_only=kept)
+        entries = [entry for w in writes for entry in sidecar_entries(w.key, w.statistics)]
+        if not (suite_obj is not None and suite_obj.gate is not None) and not entries and not target.exists():
+            return None
+        shown = self._shown(target)
+        return SidecarWriter(
+            target, suite, entries, replace_all=replace_all, shown=shown, repair=self.options.update_baselines
+        )
+
+    def _replaced_sidecar(self, statistics: SidecarWriter) -> list[str]:
+        """Terminal lines for a statistics file an update could not read and wrote afresh."""
+        if statistics.unreadable is None:
+            return []
+        lost = sorted(statistics.cells - statistics.measured)
+        lines = [
+            (
+                f"{statistics.shown}: could not be read ({statistics.unreadable}); written afresh with the "
+                f"statistics of the {len(statistics.measured)} cells this update measured"
+            )
+        ]
+        if lost:
+            lines.append(
+                f"{statistics.shown}: {len(lost)} cells not measured by this update have no statistics now, and their "
+                f"statistical gate fails until an update measures them: {', '.join(lost)}"
+            )
+        return lines
 
     def _report_unused(self, path: Path, suite: str, cells: list[CellKey]) -> None:
         try:

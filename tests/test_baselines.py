@@ -110,6 +110,22 @@ def test_broken_file_is_an_error_that_names_it(tmp_path: Path) -> None:
         read_baseline(path)
 
 
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[" * 200_000 + "]" * 200_000, "broken baseline file (RecursionError"),
+        ('{"format": 2, "models": {"m": {"clean": {"score": ' + "9" * 5000 + "}}}}", "broken baseline file (ValueError"),
+    ],
+    ids=["nested-200000-deep", "5000-digit-integer"],
+)
+def test_json_that_python_cannot_parse_is_a_broken_file_naming_it(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "demo.json"
+    path.write_text(text)
+    with pytest.raises(BaselineError) as error:
+        read_baseline(path)
+    assert str(error.value).startswith(f"{path}: {message}") and "--segrobust-update-baselines" in str(error.value)
+
+
 def valid_document() -> dict:
     return {
         "format": 2,
@@ -130,6 +146,8 @@ def valid_document() -> dict:
         (lambda d: d["models"].update(m=[]), "models.m: expected a mapping of corruptions"),
         (lambda d: d["models"]["m"].update(gaussian_noise=[1]), "models.m.gaussian_noise: expected a mapping of severities"),
         (lambda d: d["models"]["m"]["gaussian_noise"].update({"7": {"score": 1.0}}), "expected severities '1'..'5', got '7'"),
+        (lambda d: d["models"]["m"]["gaussian_noise"].update({"¹": {"score": 1.0}}), "expected severities '1'..'5', got '¹'"),
+        (lambda d: d["models"]["m"]["clean"].update(score=10**400), "models.m.clean.score is an integer too large"),
         (lambda d: d["models"]["m"].update(clean={}), "models.m.clean: expected a mapping with at least 'score'"),
         (lambda d: d["conditions"].update(seed="0"), "conditions.seed: expected a int, got '0'"),
         (lambda d: d.pop("conditions"), "'conditions' must be a mapping, got None"),
