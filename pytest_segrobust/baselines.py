@@ -50,6 +50,7 @@ from typing import Any
 from pytest_segrobust import __version__
 from pytest_segrobust.errors import BaselineError
 from pytest_segrobust.files import atomic_write_text
+from pytest_segrobust.wording import article
 
 FORMAT = 2
 UPDATE_FLAG = "--segrobust-update-baselines"
@@ -127,7 +128,9 @@ class Conditions:
         expected = {"task": str, "metric": str, "preset": str, "seed": int, "dataset": str}
         for name, kind in expected.items():
             if not isinstance(data.get(name), kind) or isinstance(data.get(name), bool):
-                raise BaselineError(f"{where}: conditions.{name}: expected a {kind.__name__}, got {data.get(name)!r}")
+                raise BaselineError(
+                    f"{where}: conditions.{name}: expected {article(kind.__name__)}, got {data.get(name)!r}"
+                )
         limit = data.get("limit")
         if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool)):
             raise BaselineError(f"{where}: conditions.limit: expected an integer or null, got {limit!r}")

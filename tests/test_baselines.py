@@ -131,7 +131,7 @@ def valid_document() -> dict:
         (lambda d: d["models"]["m"].update(gaussian_noise=[1]), "models.m.gaussian_noise: expected a mapping of severities"),
         (lambda d: d["models"]["m"]["gaussian_noise"].update({"7": {"score": 1.0}}), "expected severities '1'..'5', got '7'"),
         (lambda d: d["models"]["m"].update(clean={}), "models.m.clean: expected a mapping with at least 'score'"),
-        (lambda d: d["conditions"].update(seed="0"), "conditions.seed: expected a int, got '0'"),
+        (lambda d: d["conditions"].update(seed="0"), "conditions.seed: expected an int, got '0'"),
         (lambda d: d.pop("conditions"), "'conditions' must be a mapping, got None"),
     ],
 )

@@ -1,0 +1,39 @@
+from __future__ import annotations
+
+import pytest
+
+from pytest_segrobust.wording import article, did_you_mean, plural
+
+
+@pytest.mark.parametrize(
+    ("count", "noun", "many", "expected"),
+    [
+        (0, "cell", None, "0 cells"),
+        (1, "cell", None, "1 cell"),
+        (2, "cell", None, "2 cells"),
+        (1, "entry", "entries", "1 entry"),
+        (3, "entry", "entries", "3 entries"),
+    ],
+)
+def test_plural_agrees_with_the_count(count: int, noun: str, many: str | None, expected: str) -> None:
+    assert plural(count, noun, many) == expected
+
+
+@pytest.mark.parametrize(
+    ("word", "expected"),
+    [
+        ("int", "an int"),
+        ("float", "a float"),
+        ("str", "a str"),
+        ("'instance'", "an 'instance'"),
+        ("upernet", "an upernet"),
+        ("", "a "),
+    ],
+)
+def test_article_follows_the_first_letter(word: str, expected: str) -> None:
+    assert article(word) == expected
+
+
+def test_did_you_mean_names_the_closest_known_name_or_nothing() -> None:
+    assert did_you_mean("mispelling", ["misspelling", "mispunctuation"]) == "; did you mean 'misspelling'?"
+    assert did_you_mean("zzz", ["misspelling"]) == ""
