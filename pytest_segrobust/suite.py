@@ -646,6 +646,8 @@ class _Validator:
         if not isinstance(raw, list) or not raw:
             raise self.fail("corruptions", "expected a non-empty list of corruption names")
         canonical: list[str] = []
+        # A task without expressions offers no text perturbation: an unknown name lists the image corruptions only.
+        text = self.text if self.task_reads_text else TextPerturbationRegistry()
         for i, name in enumerate(raw):
             if not isinstance(name, str):
                 raise self.fail(f"corruptions[{i}]", f"expected a corruption name, got {name!r}")
@@ -659,13 +661,16 @@ class _Validator:
                 )
             try:
                 # A composition is stored under its canonical, stage-ordered name.
-                canonical.append(
-                    resolve_cell(name, registry=self.registry, preset=preset, text=self.text, seed=0).name
-                )
+                cell = resolve_cell(name, registry=self.registry, preset=preset, text=text, seed=0).name
             except SegRobustError as exc:
                 raise self.fail(f"corruptions[{i}]", str(exc)) from exc
-        if len(set(canonical)) != len(canonical):
-            raise self.fail("corruptions", "lists a corruption twice")
+            if cell in canonical:
+                first = canonical.index(cell)
+                also = "names it too" if raw[first] == name else f"{raw[first]!r} is the same cell"
+                raise self.fail(
+                    f"corruptions[{i}]", f"corruption {name!r} is listed twice: corruptions[{first}] {also}"
+                )
+            canonical.append(cell)
         return tuple(canonical)
 
     def severities(self, raw: Any, field_name: str = "severities") -> tuple[int, ...]:

@@ -22,6 +22,6 @@ def article(word: str) -> str:
 
 
 def did_you_mean(name: str, known: Iterable[str]) -> str:
-    """``; did you mean 'misspelling'?`` for the known name closest to ``name``, or ``""``."""
+    """`` (did you mean 'misspelling'?)`` for the known name closest to ``name``, or ``""``."""
     close = difflib.get_close_matches(name, list(known), n=1)
-    return f"; did you mean {close[0]!r}?" if close else ""
+    return f" (did you mean {close[0]!r}?)" if close else ""

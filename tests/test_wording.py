@@ -35,5 +35,5 @@ def test_article_follows_the_first_letter(word: str, expected: str) -> None:
 
 
 def test_did_you_mean_names_the_closest_known_name_or_nothing() -> None:
-    assert did_you_mean("mispelling", ["misspelling", "mispunctuation"]) == "; did you mean 'misspelling'?"
+    assert did_you_mean("mispelling", ["misspelling", "mispunctuation"]) == " (did you mean 'misspelling'?)"
     assert did_you_mean("zzz", ["misspelling"]) == ""
