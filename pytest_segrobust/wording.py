@@ -1,4 +1,4 @@
-"""Small helpers for the words of messages: counts with their noun, articles, close names."""
+"""Small helpers for the words of messages: counts with their noun, articles, close names, decimals."""
 
 from __future__ import annotations
 
@@ -25,3 +25,10 @@ def did_you_mean(name: str, known: Iterable[str]) -> str:
     """`` (did you mean 'misspelling'?)`` for the known name closest to ``name``, or ``""``."""
     close = difflib.get_close_matches(name, list(known), n=1)
     return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def decimals(value: float, digits: int, *, sign: bool = False) -> str:
+    """``value`` to ``digits`` decimals, with ``+`` before a positive one when ``sign``; a value that
+    rounds to zero is ``0.0000``, never ``-0.0000`` (nor ``+0.0000``): zero has no direction."""
+    text = f"{value:{'+' if sign else ''}.{digits}f}"
+    return text.lstrip("+-") if float(text) == 0 else text

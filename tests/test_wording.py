@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_segrobust.wording import article, did_you_mean, plural
+from pytest_segrobust.wording import article, decimals, did_you_mean, plural
 
 
 @pytest.mark.parametrize(
@@ -37,3 +37,9 @@ def test_article_follows_the_first_letter(word: str, expected: str) -> None:
 def test_did_you_mean_names_the_closest_known_name_or_nothing() -> None:
     assert did_you_mean("mispelling", ["misspelling", "mispunctuation"]) == " (did you mean 'misspelling'?)"
     assert did_you_mean("zzz", ["misspelling"]) == ""
+
+
+def test_decimals_print_a_rounded_zero_without_a_sign() -> None:
+    assert [decimals(v, 4) for v in (-0.00004, -0.0, 0.0, 0.00004, -0.00006)] == ["0.0000"] * 4 + ["-0.0001"]
+    assert [decimals(v, 2, sign=True) for v in (-0.004, 0.0, 0.25, -0.25)] == ["0.00", "0.00", "+0.25", "-0.25"]
+    assert decimals(float("nan"), 4) == "nan" and decimals(float("-inf"), 2, sign=True) == "-inf"

@@ -70,6 +70,18 @@ def test_regressions_name_further_metrics_and_lower_is_better_numbers() -> None:
     assert [(row[4], row[7]) for row in table.rows] == [("PQ", "-5.00"), ("err", "+2.00")]
 
 
+def test_a_change_that_rounds_to_nothing_prints_without_a_sign() -> None:
+    record = cells("a", 80.0, SCORES_A)[1]
+    record.checks = [  # tolerance 0 (exact): a change of -0.00004 regresses, and shows as 0.000, not -0.000
+        {"metric": "gamma_r", "observed": 0.66, "baseline": 0.66004, "tolerance": 0.0, "regressed": True},
+    ]
+    (row,) = tables.regressions([record], {"s": {"": "mIoU"}}).rows
+    assert row[5:] == ("0.660", "0.660", "0.000", "0.000")
+    signed = [tables.signed(v, 2) for v in (-0.004, 0.0, -0.0, 0.004, -0.006, 0.006)]
+    assert signed == ["0.00", "0.00", "0.00", "0.00", "-0.01", "+0.01"]
+    assert [tables.fmt(v, 3) for v in (-0.0004, -0.0, -0.0006)] == ["0.000", "0.000", "-0.001"]
+
+
 def test_what_was_measured_shows_device_seed_images_and_fingerprints() -> None:
     records = cells("a", 80.0, SCORES_A)
     for r in records:
