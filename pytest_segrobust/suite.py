@@ -423,8 +423,17 @@ class _Validator:
         confidence = spec.get("confidence", defaults.confidence)
         if isinstance(confidence, bool) or not isinstance(confidence, (int, float)) or not 0.5 <= confidence < 1:
             raise self.fail("gate.confidence", f"expected a level in [0.5, 1), e.g. 0.95, got {confidence!r}")
+        margin = self.tolerance(spec.get("margin", {}), "gate.margin")
+        for number, allowed in (("gamma_r", margin.gamma_r), ("score", margin.score)):
+            if allowed == 0:  # a tolerance of 0 means exact; a margin of 0 can never be confirmed
+                raise self.fail(
+                    f"gate.margin.{number}",
+                    "expected a non-inferiority margin > 0, got 0: a number passes only when its whole interval "
+                    "lies above -margin, which an unchanged model's interval [0, 0] does not, so every cell would be "
+                    f"inconclusive; to require unchanged numbers, gate by tolerance: {{{number}: 0}} instead",
+                )
         return GatePolicy(
-            margin=self.tolerance(spec.get("margin", {}), "gate.margin"),
+            margin=margin,
             confidence=float(confidence),
             inconclusive=self.choice("gate.inconclusive", spec.get("inconclusive", defaults.inconclusive), ("fail", "warn", "pass")),
             multiplicity=self.choice("gate.multiplicity", spec.get("multiplicity", defaults.multiplicity), ("bonferroni", "none")),

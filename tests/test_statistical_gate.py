@@ -297,6 +297,8 @@ severities: [1, 3]
     [
         ("gate: {margin: {gamma_r: 0.01}}\ntolerance: {score: 1}\n", "field 'gate': a suite gates by tolerance"),
         ("gate: {margin: {gamma_r: .nan}}\n", "field 'gate.margin.gamma_r': expected a number >= 0"),
+        ("gate: {margin: {gamma_r: 0}}\n", "field 'gate.margin.gamma_r': expected a non-inferiority margin > 0, got 0"),
+        ("gate: {margin: {score: 0.0}}\n", "field 'gate.margin.score': expected a non-inferiority margin > 0, got 0"),
         ("gate: {confidence: 1.0}\n", "field 'gate.confidence'"),
         ("gate: {inconclusive: maybe}\n", "field 'gate.inconclusive': expected one of fail, warn, pass"),
         ("gate: {resamples: 10}\n", "field 'gate.resamples'"),

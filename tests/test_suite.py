@@ -34,6 +34,12 @@ def test_defaults(tmp_path: Path) -> None:
     assert suite.dataset.kwargs == {"size": 4}
 
 
+def test_a_tolerance_of_zero_means_exact_and_is_accepted(tmp_path: Path) -> None:
+    # Unlike a statistical gate's margin (refused at 0: no interval can confirm it), a point tolerance may be 0.
+    suite = load_suite(write(tmp_path, VALID + "corruptions: [rotate]\ntolerance: {gamma_r: 0, score: 0}\n"))
+    assert suite.tolerance == Tolerance(gamma_r=0.0, score=0.0)
+
+
 def test_a_bare_preset_means_all_its_corruptions(tmp_path: Path) -> None:
     suite = load_suite(write(tmp_path, VALID))
     assert suite.preset == "coco-p"
