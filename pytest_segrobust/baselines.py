@@ -50,7 +50,7 @@ from typing import Any
 from pytest_segrobust import __version__
 from pytest_segrobust.errors import BaselineError
 from pytest_segrobust.files import atomic_write_text
-from pytest_segrobust.wording import article
+from pytest_segrobust.wording import article, plural
 
 FORMAT = 2
 UPDATE_FLAG = "--segrobust-update-baselines"
@@ -296,10 +296,11 @@ class BaselineUpdate:
         unchanged = len(self.changes) - len(changed) - len(new)
         lines = []
         if self.changes:
-            lines.append(f"{shown}: {len(changed)} cells changed, {len(new)} new, {unchanged} unchanged")
+            lines.append(f"{shown}: {plural(len(changed), 'cell')} changed, {len(new)} new, {unchanged} unchanged")
             lines += [f"  {c.describe()}" for c in self.changes if c.changed]
         if self.removed:
-            lines.append(f"{shown}: removed {len(self.removed)} unused entries: {', '.join(self.removed)}")
+            removed = plural(len(self.removed), "unused entry", "unused entries")
+            lines.append(f"{shown}: removed {removed}: {', '.join(self.removed)}")
         return lines
 
 

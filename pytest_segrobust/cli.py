@@ -17,6 +17,7 @@ from pytest_segrobust import __version__
 from pytest_segrobust.corruptions import DEFAULT_PRESET, PRESETS, REGISTRY
 from pytest_segrobust.errors import SegRobustError
 from pytest_segrobust.report.gallery import render_gallery
+from pytest_segrobust.wording import plural
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -119,7 +120,8 @@ def _gallery(image_path: Path, out: Path, preset: str, severities: list[int], si
     grid = render_gallery(image, corruptions, severities, seed=seed, sample_id=image_path.name, tile=size)
     out.parent.mkdir(parents=True, exist_ok=True)
     grid.save(out, format="PNG")
-    print(f"wrote {out}: {len(corruptions)} corruptions of {preset} at severities {', '.join(map(str, severities))}")
+    shown = plural(len(corruptions), "corruption")
+    print(f"wrote {out}: {shown} of {preset} at severities {', '.join(map(str, severities))}")
     return 0
 
 
@@ -224,7 +226,7 @@ def _convert_refs(source: Path, target: Path) -> int:
     from pytest_segrobust.data.referring import convert_refs
 
     count = convert_refs(source, target)
-    print(f"wrote {target}: {count} refs from {source}")
+    print(f"wrote {target}: {plural(count, 'ref')} from {source}")
     return 0
 
 

@@ -77,6 +77,7 @@ from pytest_segrobust.shards import (
 from pytest_segrobust.sidecar import SidecarEntry, sidecar_path, write_sidecar
 from pytest_segrobust.suite import Suite, declared_name, load_suite
 from pytest_segrobust.text.cells import is_visual, modality
+from pytest_segrobust.wording import plural
 from pytest_segrobust.workbench import Workbench
 
 if TYPE_CHECKING:
@@ -793,7 +794,7 @@ class SegRobustSession:
         if counts.get("uncached"):
             line += f"; {counts['uncached']} not cacheable (what the model computes cannot be identified; see the warnings)"
         if counts.get("builds"):
-            line += f"; {counts['builds']} model builds"
+            line += f"; {plural(counts['builds'], 'model build')}"
         return line
 
     # -- shards -------------------------------------------------------------------------------
@@ -1179,7 +1180,8 @@ class SegRobustSession:
             return  # a broken file fails its cells already, naming it
         if unused:
             self.baseline_summary.append(
-                f"{self._shown(path)}: {len(unused)} unused entries (no longer in suite {suite}): "
+                f"{self._shown(path)}: {plural(len(unused), 'unused entry', 'unused entries')} "
+                f"(no longer in suite {suite}): "
                 f"{', '.join(unused)}; remove them with {PRUNE_FLAG}"
             )
 

@@ -6,9 +6,10 @@ import difflib
 from collections.abc import Iterable
 
 
-def plural(count: int, noun: str, many: str | None = None) -> str:
-    """``1 cell``, ``0 cells``, ``3 cells``; ``many`` is the plural of an irregular noun (``entries``)."""
-    return f"{count} {noun if count == 1 else many or f'{noun}s'}"
+def plural(count: float, noun: str, many: str | None = None) -> str:
+    """``1 cell``, ``0 cells``, ``3 cells``, ``0.5 CPUs``; ``many`` is the plural of an irregular noun (``entries``)."""
+    shown = f"{count:g}" if isinstance(count, float) else str(count)
+    return f"{shown} {noun if count == 1 else many or f'{noun}s'}"
 
 
 def article(word: str) -> str:

@@ -49,7 +49,7 @@ def test_an_update_prints_old_to_new_per_cell_and_the_report_keeps_the_old_value
     assert new["gamma_r"] < old["gamma_r"]
     second.stdout.fnmatch_lines(
         [
-            "baselines/bands.json: * cells changed, 0 new, * unchanged",
+            "baselines/bands.json: * changed, 0 new, * unchanged",  # cell or cells
             f"  binner::gaussian_noise::5: score {old['score']:.6g} -> {new['score']:.6g}, "
             f"gamma_r {old['gamma_r']:.6g} -> {new['gamma_r']:.6g}",
         ]

@@ -10,7 +10,7 @@ import torch
 
 from pytest_segrobust.records import CellRecord
 from pytest_segrobust.report import build_report, render_markdown, run_verdict, tables, terminal_summary
-from pytest_segrobust.report.environment import run_environment
+from pytest_segrobust.report.environment import describe_device, run_environment
 from tests.report.test_report import SCORES_A, cells
 
 
@@ -37,6 +37,18 @@ def test_verdict_passes_only_without_failing_cells() -> None:
     assert not verdict.passed
     # Failing outcomes first, then the others; an error without a record and a missing cell count too.
     assert verdict.line() == "FAIL · 7 cells: 1 new (no baseline), 1 error, 1 without a result, 3 passed, 1 improved"
+
+
+def test_counts_of_one_are_singular_in_the_verdict_and_the_summary() -> None:
+    records = cells("a", 80.0, SCORES_A)[:1]
+    assert run_verdict(records, {}, []).line() == "PASS · 1 cell: 1 passed"
+    records[0].status = "updated"  # an update writes every cell, changed or not
+    assert run_verdict(records, {}, []).line() == "PASS · 1 cell: 1 written to the baseline"
+    report = build_report(records, {}, errors={"s.yaml::a::fog[1]": "boom"})
+    lines = terminal_summary(report)
+    assert lines[0] == "FAIL · 2 cells: 1 error, 1 written to the baseline"
+    assert "1 cell failed with an error (no result): s.yaml::a::fog[1]" in lines
+    assert "**1 cell failed with an error and has no result**; the tables below leave them out:" in render_markdown(report)
 
 
 def test_markdown_opens_with_verdict_then_regressed_cells_worst_first() -> None:
@@ -92,6 +104,13 @@ def test_what_was_measured_shows_device_seed_images_and_fingerprints() -> None:
     report["suites"]["s"]["seed"] = 7
     table = tables.measured(report["suites"])
     assert table.rows == (("s", "a", "cpu/cuda:1", "7", "4", "`dddddddd`", f"`{'m' * 16}`…", "5", "0.5 s"),)
+
+
+def test_a_cpu_of_one_thread_is_described_in_the_singular(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 1)
+    assert describe_device(torch.device("cpu")) == "cpu (1 thread)"
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 8)
+    assert describe_device(torch.device("cpu")) == "cpu (8 threads)"
 
 
 def test_environment_outside_git(tmp_path: Path) -> None:
