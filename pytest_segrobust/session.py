@@ -636,8 +636,9 @@ class SegRobustSession:
         return [f"suite {suite}: model {model} ran on {device}, not on the run's {wanted}" for suite, model, device in elsewhere]
 
     def cell_properties(self, nodeid: str) -> list[tuple[str, object]]:
-        """A cell's numbers as JUnit properties (what ``record_property`` adds): status, score,
-        gamma_r and, where a baseline was compared, its value and the delta."""
+        """A cell's numbers as JUnit properties (what ``record_property`` adds): status, the
+        headline metric's name, score, gamma_r, the suite's tolerance (or statistical gate's
+        margin) of each and, where a baseline was compared, its value and the delta."""
         record = next((r for r in reversed(self.records) if r.nodeid == nodeid), None)
         if record is None:
             return []
@@ -645,6 +646,11 @@ class SegRobustSession:
         properties: list[tuple[str, object]] = [("status", Status(record.status).value), ("score", record.score)]
         if record.gamma_r is not None:
             properties.append(("gamma_r", record.gamma_r))
+        if (suite := self.suite_order.get(record.suite)) is not None:
+            kind, allowed = ("margin", suite.gate.margin) if suite.gate is not None else ("tolerance", suite.tolerance)
+            properties[1:1] = [("metric", suite.metric)]
+            properties += [(f"{kind}_score", allowed.score)]
+            properties += [(f"{kind}_gamma_r", allowed.gamma_r)] if record.gamma_r is not None else []
         if "score" in stored:
             properties += [("baseline", stored["score"]), ("delta", record.score - stored["score"])]
         if "gamma_r" in stored and record.gamma_r is not None:
