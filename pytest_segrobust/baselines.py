@@ -51,6 +51,7 @@ from typing import Any, Protocol
 from pytest_segrobust import __version__
 from pytest_segrobust.errors import BaselineError
 from pytest_segrobust.files import atomic_write_text
+from pytest_segrobust.wording import article, plural
 
 FORMAT = 2
 UPDATE_FLAG = "--segrobust-update-baselines"
@@ -130,7 +131,9 @@ class Conditions:
         expected = {"task": str, "metric": str, "preset": str, "seed": int, "dataset": str}
         for name, kind in expected.items():
             if not isinstance(data.get(name), kind) or isinstance(data.get(name), bool):
-                raise BaselineError(f"{where}: conditions.{name}: expected a {kind.__name__}, got {data.get(name)!r}")
+                raise BaselineError(
+                    f"{where}: conditions.{name}: expected {article(kind.__name__)}, got {data.get(name)!r}"
+                )
         limit = data.get("limit")
         if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool)):
             raise BaselineError(f"{where}: conditions.limit: expected an integer or null, got {limit!r}")
@@ -341,10 +344,11 @@ class BaselineUpdate:
         unchanged = len(self.changes) - len(changed) - len(new)
         lines = []
         if self.changes:
-            lines.append(f"{shown}: {len(changed)} cells changed, {len(new)} new, {unchanged} unchanged")
+            lines.append(f"{shown}: {plural(len(changed), 'cell')} changed, {len(new)} new, {unchanged} unchanged")
             lines += [f"  {c.describe()}" for c in self.changes if c.changed]
         if self.removed:
-            lines.append(f"{shown}: removed {len(self.removed)} unused entries: {', '.join(self.removed)}")
+            removed = plural(len(self.removed), "unused entry", "unused entries")
+            lines.append(f"{shown}: removed {removed}: {', '.join(self.removed)}")
         return lines
 
 

@@ -17,6 +17,7 @@ from pytest_segrobust import __version__
 from pytest_segrobust.corruptions import DEFAULT_PRESET, PRESETS, REGISTRY
 from pytest_segrobust.errors import SegRobustError
 from pytest_segrobust.report.gallery import render_gallery
+from pytest_segrobust.wording import plural
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -24,7 +25,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--version", action="version", version=f"segrobust {__version__} (torch {torch.__version__})")
     commands = parser.add_subparsers(dest="command", required=True)
     listing = commands.add_parser("list", help="list corruptions and presets with their severity parameters")
-    listing.add_argument("--preset", default=None, help="only this preset (default: every preset)")
+    listing.add_argument(
+        "--preset", default=None, help=f"only this preset (default: every preset, {DEFAULT_PRESET} first, then by name)"
+    )
+    listing.add_argument(
+        "--names", action="store_true", help="only the corruption names, one per line, each once (for scripts)"
+    )
     gallery = commands.add_parser("gallery", help="one image under every corruption of a preset, as a PNG grid")
     gallery.add_argument("image", type=Path, help="an image file Pillow can read")
     gallery.add_argument("--out", type=Path, required=True, help="PNG file to write")
@@ -91,7 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         REGISTRY.load_entry_points()
         if args.command == "gallery":
             return _gallery(args.image, args.out, args.preset, args.severities, args.size, args.seed)
-        return _list(args.preset)
+        return _list(args.preset, names=args.names)
     except SegRobustError as exc:
         print(f"segrobust: error: {exc}", file=sys.stderr)
         return 2
@@ -119,7 +125,8 @@ def _gallery(image_path: Path, out: Path, preset: str, severities: list[int], si
     grid = render_gallery(image, corruptions, severities, seed=seed, sample_id=image_path.name, tile=size)
     out.parent.mkdir(parents=True, exist_ok=True)
     grid.save(out, format="PNG")
-    print(f"wrote {out}: {len(corruptions)} corruptions of {preset} at severities {', '.join(map(str, severities))}")
+    shown = plural(len(corruptions), "corruption")
+    print(f"wrote {out}: {shown} of {preset} at severities {', '.join(map(str, severities))}")
     return 0
 
 
@@ -224,12 +231,16 @@ def _convert_refs(source: Path, target: Path) -> int:
     from pytest_segrobust.data.referring import convert_refs
 
     count = convert_refs(source, target)
-    print(f"wrote {target}: {count} refs from {source}")
+    print(f"wrote {target}: {plural(count, 'ref')} from {source}")
     return 0
 
 
-def _list(only: str | None) -> int:
-    presets = [only] if only else REGISTRY.presets()
+def _list(only: str | None, names: bool = False) -> int:
+    presets = [only] if only else sorted(REGISTRY.presets(), key=lambda name: (name != DEFAULT_PRESET, name))
+    if names:
+        listed = (corruption.name for name in presets for corruption in REGISTRY.available(name))
+        print("\n".join(dict.fromkeys(listed)))
+        return 0
     for name in presets:
         available = REGISTRY.available(name)  # raises for an unknown preset
         preset = PRESETS.get(name)

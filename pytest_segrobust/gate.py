@@ -33,6 +33,7 @@ from enum import Enum
 from pytest_segrobust.baselines import UPDATE_FLAG, CellKey, Check, compare
 from pytest_segrobust.requirements import RequirementCheck
 from pytest_segrobust.stats import Change, RunScores, paired_change, paired_gamma_r_change
+from pytest_segrobust.wording import decimals
 
 
 class Status(str, Enum):
@@ -356,7 +357,7 @@ def _format(values: Mapping[str, float]) -> str:
 
 
 def _number(value: float) -> str:
-    return "nan" if math.isnan(value) else f"{value:.4f}"
+    return decimals(value, 4)
 
 
 def _inconclusive_message(key: CellKey, undecided: list[PairedCheck], policy: str) -> str:
@@ -369,7 +370,7 @@ def _inconclusive_message(key: CellKey, undecided: list[PairedCheck], policy: st
         )
         lines.append(
             f"  {c.metric}: change {_number(c.delta)}, interval [{_number(c.low)}, {_number(c.high)}] "
-            f"straddles -{_number(c.margin)}; {more}"
+            f"straddles {_number(-c.margin)}; {more}"
         )
     return "\n".join(lines)
 
@@ -383,7 +384,7 @@ def _regression_message(
             lines.append(
                 f"  {c.metric}: observed {_number(c.observed)}, baseline {_number(c.baseline)}, "
                 f"delta {_number(c.delta)}, interval [{_number(c.low)}, {_number(c.high)}] "
-                f"entirely below the margin -{_number(c.margin)}"
+                f"entirely below the margin {_number(-c.margin)}"
             )
             continue
         lines.append(

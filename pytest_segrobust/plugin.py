@@ -20,6 +20,7 @@ from pytest_segrobust.devices import parse_device, worker_index
 from pytest_segrobust.errors import SegRobustError
 from pytest_segrobust.shards import SHARD_FLAG, ShardSpec
 from pytest_segrobust.stash import PAYLOAD_KEY, REGISTRY_KEY, SESSION_KEY
+from pytest_segrobust.wording import plural
 
 if TYPE_CHECKING:
     from pytest_segrobust.corruptions import CorruptionRegistry
@@ -417,7 +418,7 @@ def _why_stopped(session: pytest.Session, watch: _InterruptWatch | None) -> str 
     if session.shouldfail or text.startswith("stopping after"):  # pytest's and xdist's words for -x / --maxfail
         maxfail = config.getoption("maxfail", 0) or 1
         flag = "-x" if maxfail == 1 else f"--maxfail={maxfail}"
-        return f"the run stopped after {maxfail} failure{'s' if maxfail > 1 else ''} ({flag})"
+        return f"the run stopped after {plural(maxfail, 'failure')} ({flag})"
     if config.getoption("stepwise", False) and text:
         return "--sw stopped the run at the first failure; the next --sw run starts from it"
     if interrupt is not None or session.shouldstop or session.exitstatus == pytest.ExitCode.INTERRUPTED:
@@ -476,7 +477,7 @@ def _written_lines(written: list[Path], brief: bool) -> list[str]:
     figures = len(written) - len(documents)
     lines = [f"wrote {path}" for path in documents]
     if figures:
-        lines.append(f"wrote {figures} figures beside the report")
+        lines.append(f"wrote {plural(figures, 'figure')} beside the report")
     return lines
 
 

@@ -38,6 +38,7 @@ from pytest_segrobust import arguments
 from pytest_segrobust.devices import DeviceChoice
 from pytest_segrobust.errors import SegRobustError
 from pytest_segrobust.shards import SHARD_FLAG
+from pytest_segrobust.wording import plural
 
 if TYPE_CHECKING:
     from pytest_segrobust.baselines import CellKey
@@ -170,7 +171,7 @@ class RayRun:
 
     def pytest_report_header(self) -> list[str]:
         cluster = self.settings.address or "a local Ray instance"
-        resources = f"{self.settings.cpus:g} CPUs, {self.settings.gpus:g} GPUs each"
+        resources = f"{plural(float(self.settings.cpus), 'CPU')}, {plural(float(self.settings.gpus), 'GPU')} each"
         lines = [f"segrobust: cells evaluated on {cluster}, one actor per suite and model ({resources}); gated and reported here"]
         if self.settings.split > 1:
             lines.append(

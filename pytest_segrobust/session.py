@@ -78,6 +78,7 @@ from pytest_segrobust.shards import (
 from pytest_segrobust.sidecar import SidecarWriter, sidecar_path
 from pytest_segrobust.suite import Suite, declared_name, load_suite
 from pytest_segrobust.text.cells import is_visual, modality
+from pytest_segrobust.wording import plural
 from pytest_segrobust.workbench import Workbench
 
 if TYPE_CHECKING:
@@ -737,8 +738,9 @@ class SegRobustSession:
         return [f"suite {suite}: model {model} ran on {device}, not on the run's {wanted}" for suite, model, device in elsewhere]
 
     def cell_properties(self, nodeid: str) -> list[tuple[str, object]]:
-        """A cell's numbers as JUnit properties (what ``record_property`` adds): status, score,
-        gamma_r and, where a baseline was compared, its value and the delta."""
+        """A cell's numbers as JUnit properties (what ``record_property`` adds): status, the
+        headline metric's name, score, gamma_r, the suite's tolerance (or statistical gate's
+        margin) of each and, where a baseline was compared, its value and the delta."""
         record = next((r for r in reversed(self.records) if r.nodeid == nodeid), None)
         if record is None:
             return []
@@ -746,6 +748,11 @@ class SegRobustSession:
         properties: list[tuple[str, object]] = [("status", Status(record.status).value), ("score", record.score)]
         if record.gamma_r is not None:
             properties.append(("gamma_r", record.gamma_r))
+        if (suite := self.suite_order.get(record.suite)) is not None:
+            kind, allowed = ("margin", suite.gate.margin) if suite.gate is not None else ("tolerance", suite.tolerance)
+            properties[1:1] = [("metric", suite.metric)]
+            properties += [(f"{kind}_score", allowed.score)]
+            properties += [(f"{kind}_gamma_r", allowed.gamma_r)] if record.gamma_r is not None else []
         if "score" in stored:
             properties += [("baseline", stored["score"]), ("delta", record.score - stored["score"])]
         if "gamma_r" in stored and record.gamma_r is not None:
@@ -907,7 +914,7 @@ class SegRobustSession:
         if counts.get("uncached"):
             line += f"; {counts['uncached']} not cacheable (what the model computes cannot be identified; see the warnings)"
         if counts.get("builds"):
-            line += f"; {counts['builds']} model builds"
+            line += f"; {plural(counts['builds'], 'model build')}"
         return line
 
     # -- shards -------------------------------------------------------------------------------
@@ -1320,7 +1327,8 @@ class SegRobustSession:
             return  # a broken file fails its cells already, naming it
         if unused:
             self.baseline_summary.append(
-                f"{self._shown(path)}: {len(unused)} unused entries (no longer in suite {suite}): "
+                f"{self._shown(path)}: {plural(len(unused), 'unused entry', 'unused entries')} "
+                f"(no longer in suite {suite}): "
                 f"{', '.join(unused)}; remove them with {PRUNE_FLAG}"
             )
 

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from pytest_segrobust.errors import SegRobustError
+from pytest_segrobust.wording import plural
 
 # Version of ShardFile.to_json; a file of another version is refused, never half-read.
 SHARD_FORMAT = 1
@@ -404,7 +405,8 @@ def check_shards(shards: Sequence[tuple[Path, ShardFile]], tool_version: str) ->
             runner[nodeid] = name
     unassigned = [nodeid for nodeid in first.cells if nodeid not in runner]
     if unassigned:
-        raise ShardError(f"{len(unassigned)} cells were run by no shard, e.g. {unassigned[0]}")
+        were = "was" if len(unassigned) == 1 else "were"
+        raise ShardError(f"{plural(len(unassigned), 'cell')} {were} run by no shard, e.g. {unassigned[0]}")
     return ordered
 
 

@@ -466,8 +466,17 @@ class _Validator:
         confidence = spec.get("confidence", defaults.confidence)
         if isinstance(confidence, bool) or not isinstance(confidence, (int, float)) or not 0.5 <= confidence < 1:
             raise self.fail("gate.confidence", f"expected a level in [0.5, 1), e.g. 0.95, got {confidence!r}")
+        margin = self.tolerance(spec.get("margin", {}), "gate.margin")
+        for number, allowed in (("gamma_r", margin.gamma_r), ("score", margin.score)):
+            if allowed == 0:  # a tolerance of 0 means exact; a margin of 0 can never be confirmed
+                raise self.fail(
+                    f"gate.margin.{number}",
+                    "expected a non-inferiority margin > 0, got 0: a number passes only when its whole interval "
+                    "lies above -margin, which an unchanged model's interval [0, 0] does not, so every cell would be "
+                    f"inconclusive; to require unchanged numbers, gate by tolerance: {{{number}: 0}} instead",
+                )
         return GatePolicy(
-            margin=self.tolerance(spec.get("margin", {}), "gate.margin"),
+            margin=margin,
             confidence=float(confidence),
             inconclusive=self.choice("gate.inconclusive", spec.get("inconclusive", defaults.inconclusive), ("fail", "warn", "pass")),
             multiplicity=self.choice("gate.multiplicity", spec.get("multiplicity", defaults.multiplicity), ("bonferroni", "none")),
@@ -704,6 +713,8 @@ class _Validator:
         if not isinstance(raw, list) or not raw:
             raise self.fail("corruptions", "expected a non-empty list of corruption names")
         canonical: list[str] = []
+        # A task without expressions offers no text perturbation: an unknown name lists the image corruptions only.
+        text = self.text if self.task_reads_text else TextPerturbationRegistry()
         for i, name in enumerate(raw):
             if not isinstance(name, str):
                 raise self.fail(f"corruptions[{i}]", f"expected a corruption name, got {name!r}")
@@ -717,13 +728,16 @@ class _Validator:
                 )
             try:
                 # A composition is stored under its canonical, stage-ordered name.
-                canonical.append(
-                    resolve_cell(name, registry=self.registry, preset=preset, text=self.text, seed=0).name
-                )
+                cell = resolve_cell(name, registry=self.registry, preset=preset, text=text, seed=0).name
             except SegRobustError as exc:
                 raise self.fail(f"corruptions[{i}]", str(exc)) from exc
-        if len(set(canonical)) != len(canonical):
-            raise self.fail("corruptions", "lists a corruption twice")
+            if cell in canonical:
+                first = canonical.index(cell)
+                also = "names it too" if raw[first] == name else f"{raw[first]!r} is the same cell"
+                raise self.fail(
+                    f"corruptions[{i}]", f"corruption {name!r} is listed twice: corruptions[{first}] {also}"
+                )
+            canonical.append(cell)
         return tuple(canonical)
 
     def severities(self, raw: Any, field_name: str = "severities") -> tuple[int, ...]:

@@ -49,7 +49,7 @@ def test_an_update_prints_old_to_new_per_cell_and_the_report_keeps_the_old_value
     assert new["gamma_r"] < old["gamma_r"]
     second.stdout.fnmatch_lines(
         [
-            "baselines/bands.json: * cells changed, 0 new, * unchanged",
+            "baselines/bands.json: * changed, 0 new, * unchanged",  # cell or cells
             f"  binner::gaussian_noise::5: score {old['score']:.6g} -> {new['score']:.6g}, "
             f"gamma_r {old['gamma_r']:.6g} -> {new['gamma_r']:.6g}",
         ]
@@ -142,8 +142,34 @@ def test_junit_xml_has_each_cells_numbers(project: pytest.Pytester, dist: list[s
     stored = baseline(project)["models"]["binner"]
     # Whatever the cell's name looks like once junitxml has mangled its node id.
     noise = next(properties for name, properties in cases.items() if re.fullmatch(r"gaussian_noise\W+5\W*", name))
-    assert set(noise) == {"status", "score", "gamma_r", "baseline", "delta", "baseline_gamma_r", "delta_gamma_r"}
+    numbers = {"score", "gamma_r", "baseline", "delta", "baseline_gamma_r", "delta_gamma_r"}
+    assert set(noise) == {"status", "metric", "tolerance_score", "tolerance_gamma_r", *numbers}
     assert noise["status"] == "passed" and float(noise["baseline"]) == stored["gaussian_noise"]["5"]["score"]
+    assert (noise["metric"], noise["tolerance_score"], noise["tolerance_gamma_r"]) == ("miou", "1.0", "0.01")
     assert float(noise["delta"]) == pytest.approx(float(noise["score"]) - float(noise["baseline"]))
     assert float(noise["delta_gamma_r"]) == pytest.approx(float(noise["gamma_r"]) - float(noise["baseline_gamma_r"]))
-    assert set(cases["clean"]) == {"status", "score", "baseline", "delta"}  # gamma_r is 1 by definition
+    # gamma_r is 1 by definition
+    assert set(cases["clean"]) == {"status", "metric", "score", "tolerance_score", "baseline", "delta"}
+    # junitxml's classname: the node id's path with '/' as '.' (it drops .py only, so .yaml stays), then the model.
+    assert {case.get("classname") for case in ET.parse(project.path / "results.xml").getroot().iter("testcase")} == {
+        "suites.bands.yaml.binner"
+    }
+
+
+def test_a_statistical_gate_names_its_margin_in_the_junit_properties(tmp_path) -> None:
+    from types import SimpleNamespace
+
+    from pytest_segrobust.session import SegRobustSession
+    from pytest_segrobust.suite import load_suite
+    from tests.report.test_report import SCORES_A, cells
+    from tests.test_statistical_gate import GATED
+
+    path = tmp_path / "s.yaml"
+    path.write_text(GATED.replace("name: g", "name: s") + "gate: {margin: {gamma_r: 0.02, score: 0.5}}\n")
+    clean, corrupted = cells("a", 80.0, SCORES_A)[:2]
+    session = SimpleNamespace(records=[clean, corrupted], suite_order={"s": load_suite(path)})
+    properties = dict(SegRobustSession.cell_properties(session, corrupted.nodeid))  # type: ignore[arg-type]
+    assert (properties["metric"], properties["margin_score"], properties["margin_gamma_r"]) == ("miou", 0.5, 0.02)
+    assert "tolerance_score" not in properties
+    clean_properties = dict(SegRobustSession.cell_properties(session, clean.nodeid))  # type: ignore[arg-type]
+    assert "margin_score" in clean_properties and "margin_gamma_r" not in clean_properties

@@ -11,6 +11,7 @@ import pytest
 from pytest_segrobust import __version__
 from pytest_segrobust.baselines import (
     BaselineFile,
+    BaselineUpdate,
     CellChange,
     CellKey,
     Check,
@@ -149,7 +150,7 @@ def valid_document() -> dict:
         (lambda d: d["models"]["m"]["gaussian_noise"].update({"¹": {"score": 1.0}}), "expected severities '1'..'5', got '¹'"),
         (lambda d: d["models"]["m"]["clean"].update(score=10**400), "models.m.clean.score is an integer too large"),
         (lambda d: d["models"]["m"].update(clean={}), "models.m.clean: expected a mapping with at least 'score'"),
-        (lambda d: d["conditions"].update(seed="0"), "conditions.seed: expected a int, got '0'"),
+        (lambda d: d["conditions"].update(seed="0"), "conditions.seed: expected an int, got '0'"),
         (lambda d: d.pop("conditions"), "'conditions' must be a mapping, got None"),
     ],
 )
@@ -257,7 +258,7 @@ def test_a_write_says_what_changed_per_cell(tmp_path: Path) -> None:
         (NOISE1, None, True),
     ]
     assert update.summary("baselines/demo.json") == [
-        "baselines/demo.json: 1 cells changed, 1 new, 1 unchanged",
+        "baselines/demo.json: 1 cell changed, 1 new, 1 unchanged",
         "  m::gaussian_noise::3: score 60 -> 58.25, gamma_r 0.66 -> 0.64722",
         "  m::gaussian_noise::1: new (score 70, gamma_r 0.777778)",
     ]
@@ -313,6 +314,7 @@ def test_prune_removes_unused_entries_and_keeps_everything_else_as_it_was(tmp_pa
     assert after["made_with"] == before["made_with"] | {"models": {"m": "aa"}}
     assert list(after["conditions"]["severity_tables"]) == ["gaussian_noise"]  # the table of rotate went with it
     assert update.summary("b/demo.json") == ["b/demo.json: removed 3 unused entries: m::gaussian_noise::5, m::rotate, old"]
+    assert BaselineUpdate(path, removed=("old",)).summary("b/demo.json") == ["b/demo.json: removed 1 unused entry: old"]
     # Nothing left to remove: nothing is written (a write would replace the file).
     inode = path.stat().st_ino
     assert prune_baseline(path, SUITE_CELLS).removed == ()

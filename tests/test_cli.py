@@ -3,6 +3,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_segrobust.cli import main
+from pytest_segrobust.corruptions import DEFAULT_PRESET, PRESETS
 
 
 def test_list_prints_every_corruption_with_category_and_five_rows(capsys: pytest.CaptureFixture[str]) -> None:
@@ -16,6 +17,25 @@ def test_list_prints_every_corruption_with_category_and_five_rows(capsys: pytest
     assert "not implemented yet" not in out  # coco-p is complete
     for name in ("impulse_noise", "zoom_blur", "pixelate", "shear", "translate", "darkness", "fog", "snow"):
         assert f"  {name}  [" in out
+
+
+def test_list_starts_with_the_default_preset_then_the_others_by_name(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["list"]) == 0
+    headers = [line.split(":")[0] for line in capsys.readouterr().out.splitlines() if line.startswith("preset ")]
+    others = sorted(name for name in PRESETS if name != DEFAULT_PRESET)
+    assert headers == [f"preset {DEFAULT_PRESET} (default)", *(f"preset {name}" for name in others)]
+
+
+def test_list_names_prints_one_name_per_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["list", "--names", "--preset", "imagenet-c"]) == 0
+    assert capsys.readouterr().out.splitlines() == list(PRESETS["imagenet-c"].corruption_names)
+    # Every preset: each name once, the default preset's first and in its order.
+    assert main(["list", "--names"]) == 0
+    names = capsys.readouterr().out.splitlines()
+    assert names[: len(PRESETS[DEFAULT_PRESET].corruption_names)] == list(PRESETS[DEFAULT_PRESET].corruption_names)
+    assert len(names) == len(set(names)) and {"spatter", "rotate"} <= set(names)
+    assert main(["list", "--names", "--preset", "nope"]) == 2
+    assert "unknown preset 'nope'" in capsys.readouterr().err
 
 
 def test_unknown_preset_is_an_error(capsys: pytest.CaptureFixture[str]) -> None:
@@ -78,7 +98,7 @@ gate: {margin: {gamma_r: %s, score: %s}}
 def test_calibrate_measures_each_cells_noise_and_names_a_margin_below_it(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "suites").mkdir()
     suite = tmp_path / "suites" / "noise.yaml"
-    suite.write_text(CALIBRATED % (0.0, 0.0))  # no room at all: autocast's bfloat16 moves the numbers
+    suite.write_text(CALIBRATED % (0.0001, 0.0001))  # next to no room (0 is refused): autocast's bfloat16 moves the numbers more
     assert main(["calibrate", str(suite), "--rootdir", str(tmp_path)]) == 1
     out = capsys.readouterr().out
     assert "noise: cpu, batch 4" in out and "noise: cpu, batch 1" in out and "noise: cpu, batch 8" in out

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from pytest_segrobust.baselines import CellKey
-from pytest_segrobust.gate import Status, judge
+from pytest_segrobust.gate import PairedCheck, Status, judge
 
 NOISE = CellKey("demo", "m", "gaussian_noise", 3)
 TOLERANCES = {"score": 1.0, "gamma_r": 0.01}
@@ -34,6 +34,19 @@ def test_a_regression_fails_with_the_full_message() -> None:
         "  baseline file: b/demo.json",
         "  if the new numbers are intended: pytest --segrobust --segrobust-update-baselines",
     ]
+
+
+def test_numbers_that_round_to_zero_print_without_a_minus_sign() -> None:
+    exact = judge(NOISE, {"gamma_r": 0.69998}, {"gamma_r": 0.7}, {"gamma_r": 0.0}, update=False)
+    assert exact.status is Status.REGRESSED
+    assert "  gamma_r: observed 0.7000, baseline 0.7000, delta 0.0000, tolerance 0.0000" in exact.message.splitlines()
+    undecided = PairedCheck("score", 59.99999, 60.0, 1.0, low=-1.5, high=0.00004, outcome="inconclusive", images=8)
+    verdict = judge(NOISE, OBSERVED, {"score": 60.0}, {}, update=False, paired=[undecided])
+    assert verdict.status is Status.INCONCLUSIVE
+    assert "  score: change 0.0000, interval [-1.5000, 0.0000] straddles -1.0000; the change sits on the margin" in (
+        verdict.message.splitlines()
+    )
+    assert "-0.0000" not in exact.message + verdict.message
 
 
 def test_no_baseline_fails_and_records() -> None:

@@ -48,7 +48,7 @@ def test_quiet_shortens_the_summary_to_the_verdict_and_the_documents(project: py
     updated.assert_outcomes(passed=CELLS)
     section = next(i for i, line in enumerate(updated.outlines) if line.startswith("=") and " segrobust " in line)
     lines = updated.outlines[section + 1 :]
-    assert f"PASS · {CELLS} cells: {CELLS} baseline updated" in lines
+    assert f"PASS · {CELLS} cells: {CELLS} written to the baseline" in lines
     assert "baselines/bands.json: 0 cells changed, 5 new, 0 unchanged" in lines
     assert not any(line.startswith("  ") for line in lines)  # no old -> new line per cell, no tables
     assert not any(line.startswith("suite bands") for line in lines)
@@ -301,7 +301,7 @@ def test_a_crashed_worker_loses_only_its_cell_and_the_report_names_it(project: p
     result = run(project, "--segrobust-update-baselines", "-n", "2")
     result.assert_outcomes(passed=6, failed=1)  # xdist reports the crashed item as failed
     result.stdout.fnmatch_lines(
-        ["*worker 'gw*' crashed while running*blackout[[]5[]]*", "1 cells failed with an error (no result)*blackout[[]5[]]*"]
+        ["*worker 'gw*' crashed while running*blackout[[]5[]]*", "1 cell failed with an error (no result)*blackout[[]5[]]*"]
     )
     report = json.loads((project.path / "segrobust-report.json").read_text())  # every cell ran: the full report
     crashed = "suites/bands.yaml::fragile::blackout[5]"
@@ -539,3 +539,13 @@ def test_registrations_do_not_leak_into_the_next_run(project: pytest.Pytester) -
     assert second.ret != pytest.ExitCode.OK
     second.stdout.fnmatch_lines(["*field 'corruptions[[]0[]]': unknown corruption 'blackout' in preset 'coco-p'*"])
     assert "blackout" not in REGISTRY.definition("coco-p").corruption_names  # nor into this process
+
+
+def test_the_ray_header_counts_each_actors_resources_in_the_singular_or_plural() -> None:
+    from pytest_segrobust.ray_backend import RayRun, RaySettings
+
+    def header(cpus: float, gpus: float) -> str:
+        return RayRun(None, RaySettings(None, cpus, gpus, None)).pytest_report_header()[0]  # type: ignore[arg-type]
+
+    assert "one actor per suite and model (1 CPU, 0 GPUs each)" in header(1.0, 0.0)
+    assert "(0.5 CPUs, 1 GPU each)" in header(0.5, 1.0)

@@ -100,7 +100,32 @@ def test_text_cells_in_a_suite_without_expressions_are_refused(
     [
         ("corruptions: [misspelling+grammar_error]", r"corruptions\[0\]", "at most one text perturbation per cell"),
         ("corruptions: [fog+rotate+misspelling]", r"corruptions\[0\]", "chains at most 2"),
-        ("corruptions: [misspelling, misspelling]", "corruptions", "lists a corruption twice"),
+        (
+            "corruptions: [fog, misspelling, misspelling]",
+            r"corruptions\[2\]",
+            r"corruption 'misspelling' is listed twice: corruptions\[1\] names it too",
+        ),
+        (
+            "corruptions: [misspelling+fog, fog+misspelling]",
+            r"corruptions\[1\]",
+            r"corruption 'fog\+misspelling' is listed twice: corruptions\[0\] 'misspelling\+fog' is the same cell",
+        ),
+        (
+            "corruptions: [fog, mispelling]",
+            r"corruptions\[1\]",
+            (
+                r"unknown corruption or text perturbation 'mispelling' \(did you mean 'misspelling'\?\); "
+                r"image corruptions of preset '[a-z-]+': .*fog.*; text perturbations: misspelling, mispunctuation, "
+            ),
+        ),
+        (
+            "corruptions: [fog+grammar_eror]",
+            r"corruptions\[0\]",
+            (
+                r"invalid composition 'fog\+grammar_eror': unknown corruption or text perturbation 'grammar_eror' "
+                r"\(did you mean 'grammar_error'\?\);.* text perturbations: .*grammar_error"
+            ),
+        ),
         (f"corruptions: [{MIXTURE_CELL}]", r"corruptions\[0\]", "added by 'mixture: r2bench'"),
         ("corruptions: [fog]\nmixture: r3bench", "mixture", "expected 'r2bench'"),
         (
@@ -121,7 +146,7 @@ def test_text_cells_in_a_suite_without_expressions_are_refused(
         ("corruptions: [fog]\nmixture: {protocol: r2bench, seed: 1}", "mixture.seed", "unknown field"),
         ("corruptions: [fog]\ntext_replay: missing.json", "text_replay", r"replay file .*missing.json: cannot read it"),
         ("corruptions: [fog]\ntext_replay: bad.json", "text_replay", r"replay file .*bad.json"),
-        ("corruptions: [replay-misspelling]", r"corruptions\[0\]", "unknown corruption 'replay-misspelling'"),
+        ("corruptions: [replay-misspelling]", r"corruptions\[0\]", "unknown corruption or text perturbation 'replay-misspelling'"),
     ],
 )
 def test_bad_text_fields_name_the_file_and_the_field(project: Path, change: str, field: str, message: str) -> None:

@@ -13,8 +13,8 @@ from types import SimpleNamespace
 import pytest
 
 from pytest_segrobust.files import atomic_write_text
-from pytest_segrobust.plugin import _InterruptWatch, _why_stopped
-from pytest_segrobust.report.coverage import RunCoverage, markdown_lines, partial_report_path
+from pytest_segrobust.plugin import _InterruptWatch, _why_stopped, _written_lines
+from pytest_segrobust.report.coverage import RunCoverage, headline, markdown_lines, partial_report_path, terminal_lines
 from tests.plugin_project import CELLS, run
 
 ROTATE = ["suites/bands.yaml::binner::rotate[1]", "suites/bands.yaml::binner::rotate[5]"]
@@ -222,6 +222,16 @@ def test_why_a_run_stopped_is_said_in_the_users_terms() -> None:
     assert why(shouldstop="Test failed, continuing from this test next run.", stepwise=True) == stepwise
     assert why(interrupt="Test failed, continuing from this test next run.", stepwise=True) == stepwise
     assert why(interrupt="") == "the run was interrupted"
+
+
+def test_what_a_run_left_out_is_counted_in_the_singular_for_one_cell() -> None:
+    one = RunCoverage(evaluated=0, errors=0, not_run={"s.yaml::m::clean": "the run was interrupted"})
+    assert headline(one) == "Partial run: this report covers 0 of the 1 cell it collected."
+    # A report of an earlier version lists its missing cells only.
+    assert terminal_lines({"missing": ["s.yaml::m::clean"]}) == ["1 cell has no result: s.yaml::m::clean"]
+    assert terminal_lines({"missing": ["a", "b"]}) == ["2 cells have no result: a, b"]
+    assert markdown_lines({"missing": ["a"]})[0] == "**1 cell selected has no result**:"
+    assert _written_lines([Path("r.md"), Path("r-1.png")], brief=True) == ["wrote r.md", "wrote 1 figure beside the report"]
 
 
 def test_run_coverage_round_trips_and_names_what_it_left_out() -> None:

@@ -156,11 +156,11 @@ def test_a_drop_the_images_cannot_decide_is_inconclusive_and_the_policy_decides(
     write(demo_project, "{glare_rows: 6}")  # about 1.8 points of gamma_r: within reach of the margin at 32 images
     failing = cached_run(demo_project, "-k", "brightness")
     failing.assert_outcomes(failed=1)
-    failing.stdout.fnmatch_lines(["*FAIL · 1 cells: 1 inconclusive*", "*images (now 32) would decide it*"])
+    failing.stdout.fnmatch_lines(["*FAIL · 1 cell: 1 inconclusive*", "*images (now 32) would decide it*"])
     write(demo_project, "{glare_rows: 6}", inconclusive="warn")
     warned = cached_run(demo_project, "-k", "brightness")
     warned.assert_outcomes(passed=1)  # other warnings (e.g. assertion rewriting) depend on the environment
-    warned.stdout.fnmatch_lines(["*InconclusiveWarning*", "*PASS · 1 cells: 1 inconclusive (allowed by the suite)*"])
+    warned.stdout.fnmatch_lines(["*InconclusiveWarning*", "*PASS · 1 cell: 1 inconclusive (allowed by the suite)*"])
     report = (demo_project.path / "segrobust-report-partial.md").read_text()
     assert "### Statistical gate" in report and "Δγr interval" in report and "? inconclusive (allowed)" in report
 
@@ -297,6 +297,8 @@ severities: [1, 3]
     [
         ("gate: {margin: {gamma_r: 0.01}}\ntolerance: {score: 1}\n", "field 'gate': a suite gates by tolerance"),
         ("gate: {margin: {gamma_r: .nan}}\n", "field 'gate.margin.gamma_r': expected a number >= 0"),
+        ("gate: {margin: {gamma_r: 0}}\n", "field 'gate.margin.gamma_r': expected a non-inferiority margin > 0, got 0"),
+        ("gate: {margin: {score: 0.0}}\n", "field 'gate.margin.score': expected a non-inferiority margin > 0, got 0"),
         ("gate: {confidence: 1.0}\n", "field 'gate.confidence'"),
         ("gate: {inconclusive: maybe}\n", "field 'gate.inconclusive': expected one of fail, warn, pass"),
         ("gate: {resamples: 10}\n", "field 'gate.resamples'"),

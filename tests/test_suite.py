@@ -34,6 +34,12 @@ def test_defaults(tmp_path: Path) -> None:
     assert suite.dataset.kwargs == {"size": 4}
 
 
+def test_a_tolerance_of_zero_means_exact_and_is_accepted(tmp_path: Path) -> None:
+    # Unlike a statistical gate's margin (refused at 0: no interval can confirm it), a point tolerance may be 0.
+    suite = load_suite(write(tmp_path, VALID + "corruptions: [rotate]\ntolerance: {gamma_r: 0, score: 0}\n"))
+    assert suite.tolerance == Tolerance(gamma_r=0.0, score=0.0)
+
+
 def test_a_bare_preset_means_all_its_corruptions(tmp_path: Path) -> None:
     suite = load_suite(write(tmp_path, VALID))
     assert suite.preset == "coco-p"
@@ -60,7 +66,14 @@ def test_a_bare_preset_means_all_its_corruptions(tmp_path: Path) -> None:
         ("corruptions: [rotate]\nshifts: {reference: a, splits: [a], extra: 1}", "shifts.extra", "unknown field"),
         ("corruptions: [rotate]\nshifts: {reference: a, splits: 3}", "shifts.splits", "expected a non-empty list"),
         ("corruptions: [rotate]\nseeds: 3", "seeds", "unknown field"),
-        ("corruptions: [rotate, rotate]", "corruptions", "lists a corruption twice"),
+        ("corruptions: [fog, rotate, rotate]", "corruptions[2]", "corruption 'rotate' is listed twice: corruptions[1] names it too"),
+        (
+            "corruptions: [rotate+fog, fog+rotate]",
+            "corruptions[1]",
+            "corruption 'fog+rotate' is listed twice: corruptions[0] 'rotate+fog' is the same cell",
+        ),
+        # A semantic suite reads no text: a misspelt name is an unknown image corruption, nothing else.
+        ("corruptions: [rotat]", "corruptions[0]", "unknown corruption 'rotat' in preset 'coco-p' (did you mean 'rotate'?); known: "),
         ("corruptions: [rotate]\npreset: imagenet-x", "preset", "unknown preset 'imagenet-x'"),
         ("corruptions: [rotate]\nseverities: [3, 3]", "severities[1]", "severity 3 is listed twice"),
         ("corruptions: [rotate]\ncd: {reference: binner, noise_severities: [1, 1]}", "cd.noise_severities[1]", "listed twice"),

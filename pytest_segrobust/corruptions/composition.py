@@ -62,7 +62,8 @@ class Composition(Corruption[tuple[Any, ...]]):
 
     def __init__(self, parts: Sequence[Corruption[Any]]) -> None:
         if not 2 <= len(parts) <= MAX_PARTS:
-            raise ValueError(f"a composition chains 2 to {MAX_PARTS} corruptions, got {len(parts)}")
+            allowed = f"exactly {MAX_PARTS}" if MAX_PARTS == 2 else f"2 to {MAX_PARTS}"
+            raise ValueError(f"a composition chains {allowed} corruptions, got {len(parts)}")
         names = [p.name for p in parts]
         if len(set(names)) != len(names):
             raise ValueError(f"a composition cannot repeat a corruption: {SEPARATOR.join(names)}")

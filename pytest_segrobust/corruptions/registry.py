@@ -19,6 +19,7 @@ from pytest_segrobust.corruptions import blur, compression, digital, geometric, 
 from pytest_segrobust.corruptions.base import Corruption
 from pytest_segrobust.corruptions.composition import SEPARATOR, Composition
 from pytest_segrobust.errors import UnknownCorruptionError
+from pytest_segrobust.wording import did_you_mean
 
 DEFAULT_PRESET = "coco-p"
 ENTRY_POINT_GROUP = "segrobust.corruptions"
@@ -189,8 +190,11 @@ class CorruptionRegistry:
                 raise UnknownCorruptionError(f"invalid composition {name!r}: {exc}") from exc
         found = self.definition(preset).find(name)
         if found is None:
-            known = ", ".join(sorted(self.definition(preset).corruption_names))
-            raise UnknownCorruptionError(f"unknown corruption {name!r} in preset {preset!r}; known: {known}")
+            names = self.definition(preset).corruption_names
+            close = did_you_mean(name, names)
+            raise UnknownCorruptionError(
+                f"unknown corruption {name!r} in preset {preset!r}{close}; known: {', '.join(sorted(names))}"
+            )
         return found
 
     def definition(self, preset: str) -> Preset:

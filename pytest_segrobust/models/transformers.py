@@ -50,6 +50,7 @@ import torch.nn.functional as F
 from pytest_segrobust.errors import SegRobustError
 from pytest_segrobust.models.base import InstancePredictions, PanopticPredictions
 from pytest_segrobust.models.torch_module import class_ids, module_fingerprint, require_finite
+from pytest_segrobust.wording import article
 
 _INSTALL = 'pip install "pytest-segrobust[transformers]"'
 # Mask-classification models whose image processors post-process all three tasks.
@@ -92,7 +93,9 @@ def load_transformers(
     except ImportError as exc:
         raise SegRobustError(f"transformers models need Hugging Face transformers: {_INSTALL} ({exc})") from exc
     if task not in _TASKS:
-        raise SegRobustError(f"transformers model {checkpoint}: a {task!r} suite is not supported; tasks: {', '.join(_TASKS)}")
+        raise SegRobustError(
+            f"transformers model {checkpoint}: {article(repr(task))} suite is not supported; tasks: {', '.join(_TASKS)}"
+        )
     if not allow_download and not Path(checkpoint).is_dir():
         raise SegRobustError(
             f"transformers model {checkpoint}: no such checkpoint directory (relative paths start at the pytest rootdir); "
@@ -148,8 +151,8 @@ def _family(checkpoint: str, config: Any, task: str) -> str:
     if model_type in MODEL_FOR_SEMANTIC_SEGMENTATION_MAPPING_NAMES:
         if task != "semantic":
             raise SegRobustError(
-                f"transformers model {checkpoint}: a {model_type} model predicts a class per pixel and serves semantic suites "
-                f"only, not a {task} suite; use a Mask2Former or MaskFormer checkpoint"
+                f"transformers model {checkpoint}: {article(model_type)} model predicts a class per pixel and serves "
+                f"semantic suites only, not {article(task)} suite; use a Mask2Former or MaskFormer checkpoint"
             )
         return "semantic"
     supported = sorted({*MODEL_FOR_SEMANTIC_SEGMENTATION_MAPPING_NAMES, *_UNIVERSAL})

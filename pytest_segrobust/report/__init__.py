@@ -19,6 +19,7 @@ from pytest_segrobust.report.r2bench import r2bench_entry, r2bench_tables
 from pytest_segrobust.report.tables import Table
 from pytest_segrobust.tasks import get_task
 from pytest_segrobust.types import Expressions
+from pytest_segrobust.wording import plural
 
 if TYPE_CHECKING:
     from pytest_segrobust.suite import Suite
@@ -191,7 +192,7 @@ _COUNTED = {
     "passed": "passed",
     "improved": "improved",
     "inconclusive-allowed": "inconclusive (allowed by the suite)",
-    "updated": "baseline updated",
+    "updated": "written to the baseline",  # every cell of an update, changed or not
     "recorded": "recorded (no baseline yet; requirements met)",
 }
 
@@ -214,7 +215,7 @@ class RunVerdict:
         """``FAIL · 62 cells: 3 regressed, 1 new (no baseline), 58 passed; 2 models' aggregates: 1 unmet, 1 passed``."""
         total = sum(self.counts.values())
         parts = [f"{count} {_COUNTED.get(status, status)}" for status, count in self.counts.items() if count]
-        line = f"{'PASS' if self.passed else 'FAIL'} · {total} cells: {', '.join(parts) or 'none'}"
+        line = f"{'PASS' if self.passed else 'FAIL'} · {plural(total, 'cell')}: {', '.join(parts) or 'none'}"
         if self.models:
             models = sum(self.models.values())
             shown = ", ".join(f"{count} {_COUNTED.get(status, status)}" for status, count in self.models.items())
@@ -427,8 +428,9 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     for section in [*release_sections(report), *regression_sections(report)]:
         lines += _markdown_section(section)
     if report.get("errors"):
+        have = "has" if len(report["errors"]) == 1 else "have"
         lines += [
-            f"**{len(report['errors'])} cells failed with an error and have no result**; the tables below leave them out:",
+            f"**{plural(len(report['errors']), 'cell')} failed with an error and {have} no result**; the tables below leave them out:",
             "",
             *(f"- `{nodeid}`: {_one_line(message)}" for nodeid, message in report["errors"].items()),
             "",
@@ -475,7 +477,7 @@ def terminal_summary(report: Mapping[str, Any], *, brief: bool = False) -> list[
     lines: list[str] = [verdict(report).line(), *coverage.terminal_lines(report), *release_lines(report)]
     if report.get("errors"):
         shown = ", ".join(list(report["errors"])[:3]) + (", ..." if len(report["errors"]) > 3 else "")
-        lines.append(f"{len(report['errors'])} cells failed with an error (no result): {shown}")
+        lines.append(f"{plural(len(report['errors']), 'cell')} failed with an error (no result): {shown}")
     for suite in report["suites"].values():
         if suite.get("gate"):
             lines += tables.statistical_gate(suite["gate"], [r for rs in records_by_model(suite).values() for r in rs])[1]

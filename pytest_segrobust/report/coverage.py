@@ -13,6 +13,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from pytest_segrobust.wording import plural
+
 # Version of RunCoverage.to_json; another version is refused, never half-read.
 COVERAGE_FORMAT = 1
 # How many node ids a markdown list shows before "and N more" (the JSON has them all).
@@ -85,7 +87,7 @@ class RunCoverage:
 def headline(coverage: RunCoverage) -> str:
     """One sentence: what a partial run covers and where the full report is."""
     errors = f", {coverage.errors} of them with an error" if coverage.errors else ""
-    covered = f"{coverage.evaluated + coverage.errors} of the {coverage.collected} cells it collected{errors}"
+    covered = f"{coverage.evaluated + coverage.errors} of the {plural(coverage.collected, 'cell')} it collected{errors}"
     narrowed = f" (collected from {', '.join(coverage.narrowed_to)} only)" if coverage.narrowed_to else ""
     full = f"; the full report, {coverage.full_report}, is left as it was" if coverage.full_report else ""
     return f"Partial run: this report covers {covered}{narrowed}{full}."
@@ -109,7 +111,8 @@ def markdown_lines(report: Mapping[str, Any]) -> list[str]:
     """The top of the markdown report: the partial-run notice, then what was left out and why."""
     if "run" not in report:  # a report of an earlier version
         missing = report.get("missing") or []
-        return [f"**{_cells(len(missing))} selected have no result**:", "", *(f"- `{n}`" for n in missing), ""] if missing else []
+        title = f"**{_cells(len(missing))} selected {_have(missing)} no result**:"
+        return [title, "", *(f"- `{n}`" for n in missing), ""] if missing else []
     coverage = RunCoverage.from_json(report["run"])
     lines = [f"> **{headline(coverage)}**", ""] if coverage.partial else []
     for title, nodeids in left_out(coverage):
@@ -123,14 +126,18 @@ def terminal_lines(report: Mapping[str, Any]) -> list[str]:
     """The same, one line per group, for the terminal summary."""
     if "run" not in report:
         missing = report.get("missing") or []
-        return [f"{_cells(len(missing))} have no result: {_few(missing)}"] if missing else []
+        return [f"{_cells(len(missing))} {_have(missing)} no result: {_few(missing)}"] if missing else []
     coverage = RunCoverage.from_json(report["run"])
     lines = [headline(coverage)] if coverage.partial else []
     return lines + [f"{title}: {_few(nodeids)}" if nodeids else title for title, nodeids in left_out(coverage)]
 
 
 def _cells(count: int) -> str:
-    return f"{count} cell" if count == 1 else f"{count} cells"
+    return plural(count, "cell")
+
+
+def _have(nodeids: list[str]) -> str:
+    return "has" if len(nodeids) == 1 else "have"
 
 
 def _few(nodeids: list[str]) -> str:

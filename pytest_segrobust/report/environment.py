@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 from pytest_segrobust import allocator
+from pytest_segrobust.wording import plural
 
 # Distributions whose versions can change a number in the report; those not installed are left out.
 DISTRIBUTIONS = ("pytest-segrobust", "torch", "torchvision", "numpy", "pillow", "pytest", "pytest-xdist", "matplotlib")
@@ -59,7 +60,7 @@ def describe_device(device: torch.device) -> str:
             index = device.index if device.index is not None else torch.cuda.current_device()
             return f"{device} ({torch.cuda.get_device_name(index)})"
         if device.type == "cpu":
-            return f"cpu ({torch.get_num_threads()} threads)"
+            return f"cpu ({plural(torch.get_num_threads(), 'thread')})"
     except Exception:  # noqa: BLE001 - a description, never a reason to fail the report
         pass
     return str(device)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pytest_segrobust.scores import mean, per_class_relative_robustness
+from pytest_segrobust.wording import decimals
 
 if TYPE_CHECKING:
     from pytest_segrobust.records import CellRecord
@@ -41,13 +42,14 @@ class Table:
 def fmt(value: float | None, digits: int = 2) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "–"
-    return f"{value:.{digits}f}"
+    return decimals(value, digits)
 
 
 def signed(value: float | None, digits: int = 2) -> str:
+    """``+0.12``, ``-0.12``; ``0.00`` for a change that rounds to none."""
     if value is None or math.isnan(value):
         return "–"
-    return f"{value:+.{digits}f}"
+    return decimals(value, digits, sign=True)
 
 
 def corrupted(records: Iterable[CellRecord]) -> list[CellRecord]:

@@ -43,6 +43,7 @@ from pytest_segrobust.text.base import TextPerturbation
 from pytest_segrobust.text.mixture import R2BENCH_PROPORTIONS, MixtureDraw, r2bench_mixture
 from pytest_segrobust.text.registry import TextPerturbationRegistry
 from pytest_segrobust.types import Expressions, Field, SampleIndex
+from pytest_segrobust.wording import did_you_mean
 
 MIXTURE_CELL = "r2bench-mixture"
 """The cell name of R2-Bench's mixture (``mixture: r2bench`` in a suite)."""
@@ -255,6 +256,8 @@ def resolve_cell(
         parts = [part.strip() for part in name.split(SEPARATOR)]
         texts = [part for part in parts if part in text]
         if not texts:
+            for part in parts:
+                _require_known(part, registry, preset, text, f"invalid composition {name!r}: ")
             return registry.get(name, preset)
         if len(parts) > MAX_PARTS:
             raise UnknownCorruptionError(
@@ -269,7 +272,23 @@ def resolve_cell(
         return CrossModalComposition(registry.get(visual, preset), TextCell(text.get(texts[0]), seed))
     if name in text:
         return TextCell(text.get(name), seed)
+    _require_known(name, registry, preset, text)
     return registry.get(name, preset)
+
+
+def _require_known(
+    name: str, registry: CorruptionRegistry, preset: str, text: TextPerturbationRegistry, where: str = ""
+) -> None:
+    """Refuse a name that is neither an image corruption of ``preset`` nor a text perturbation,
+    listing both: where text perturbations may be named, a misspelt one is not an image corruption."""
+    images = registry.definition(preset).corruption_names
+    if not len(text) or name in text or name in images:
+        return
+    close = did_you_mean(name, [*images, *text.names()])
+    raise UnknownCorruptionError(
+        f"{where}unknown corruption or text perturbation {name!r}{close}; image corruptions of preset {preset!r}: "
+        f"{', '.join(sorted(images))}; text perturbations: {', '.join(text.names())}"
+    )
 
 
 def is_text_name(name: str, text: TextPerturbationRegistry) -> bool:

@@ -44,7 +44,7 @@ def test_parts_draw_independent_randomness() -> None:
     ("name", "message"),
     [
         ("rotate+rotate", "cannot repeat a corruption"),
-        ("rotate+contrast+jpeg_compression", "chains 2 to 2 corruptions, got 3"),
+        ("rotate+contrast+jpeg_compression", "chains exactly 2 corruptions, got 3"),
         ("rotate+fogg", "unknown corruption 'fogg'"),
     ],
 )

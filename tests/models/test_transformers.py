@@ -263,6 +263,8 @@ def test_without_transformers_the_error_says_what_to_install(tmp_path: Path, mon
 def test_models_that_do_not_fit_the_task_are_refused(tmp_path: Path) -> None:
     with pytest.raises(SegRobustError, match="predicts a class per pixel and serves semantic suites only, not a panoptic suite"):
         load(segformer(tmp_path / "seg"), task="panoptic")
+    with pytest.raises(SegRobustError, match="a segformer model predicts .* only, not an instance suite"):
+        load(tmp_path / "seg", task="instance")  # the checkpoint saved just above
     transformers.OneFormerConfig(backbone_config=swin()).save_pretrained(tmp_path / "one")
     with pytest.raises(SegRobustError, match="OneFormer is not supported"):
         load(tmp_path / "one")

@@ -10,7 +10,7 @@ import torch
 
 from pytest_segrobust.records import CellRecord
 from pytest_segrobust.report import build_report, render_markdown, run_verdict, tables, terminal_summary
-from pytest_segrobust.report.environment import run_environment
+from pytest_segrobust.report.environment import describe_device, run_environment
 from tests.report.test_report import SCORES_A, cells
 
 
@@ -37,6 +37,18 @@ def test_verdict_passes_only_without_failing_cells() -> None:
     assert not verdict.passed
     # Failing outcomes first, then the others; an error without a record and a missing cell count too.
     assert verdict.line() == "FAIL · 7 cells: 1 new (no baseline), 1 error, 1 without a result, 3 passed, 1 improved"
+
+
+def test_counts_of_one_are_singular_in_the_verdict_and_the_summary() -> None:
+    records = cells("a", 80.0, SCORES_A)[:1]
+    assert run_verdict(records, {}, []).line() == "PASS · 1 cell: 1 passed"
+    records[0].status = "updated"  # an update writes every cell, changed or not
+    assert run_verdict(records, {}, []).line() == "PASS · 1 cell: 1 written to the baseline"
+    report = build_report(records, {}, errors={"s.yaml::a::fog[1]": "boom"})
+    lines = terminal_summary(report)
+    assert lines[0] == "FAIL · 2 cells: 1 error, 1 written to the baseline"
+    assert "1 cell failed with an error (no result): s.yaml::a::fog[1]" in lines
+    assert "**1 cell failed with an error and has no result**; the tables below leave them out:" in render_markdown(report)
 
 
 def test_markdown_opens_with_verdict_then_regressed_cells_worst_first() -> None:
@@ -70,6 +82,18 @@ def test_regressions_name_further_metrics_and_lower_is_better_numbers() -> None:
     assert [(row[4], row[7]) for row in table.rows] == [("PQ", "-5.00"), ("err", "+2.00")]
 
 
+def test_a_change_that_rounds_to_nothing_prints_without_a_sign() -> None:
+    record = cells("a", 80.0, SCORES_A)[1]
+    record.checks = [  # tolerance 0 (exact): a change of -0.00004 regresses, and shows as 0.000, not -0.000
+        {"metric": "gamma_r", "observed": 0.66, "baseline": 0.66004, "tolerance": 0.0, "regressed": True},
+    ]
+    (row,) = tables.regressions([record], {"s": {"": "mIoU"}}).rows
+    assert row[5:] == ("0.660", "0.660", "0.000", "0.000")
+    signed = [tables.signed(v, 2) for v in (-0.004, 0.0, -0.0, 0.004, -0.006, 0.006)]
+    assert signed == ["0.00", "0.00", "0.00", "0.00", "-0.01", "+0.01"]
+    assert [tables.fmt(v, 3) for v in (-0.0004, -0.0, -0.0006)] == ["0.000", "0.000", "-0.001"]
+
+
 def test_what_was_measured_shows_device_seed_images_and_fingerprints() -> None:
     records = cells("a", 80.0, SCORES_A)
     for r in records:
@@ -80,6 +104,13 @@ def test_what_was_measured_shows_device_seed_images_and_fingerprints() -> None:
     report["suites"]["s"]["seed"] = 7
     table = tables.measured(report["suites"])
     assert table.rows == (("s", "a", "cpu/cuda:1", "7", "4", "`dddddddd`", f"`{'m' * 16}`…", "5", "0.5 s"),)
+
+
+def test_a_cpu_of_one_thread_is_described_in_the_singular(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 1)
+    assert describe_device(torch.device("cpu")) == "cpu (1 thread)"
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 8)
+    assert describe_device(torch.device("cpu")) == "cpu (8 threads)"
 
 
 def test_environment_outside_git(tmp_path: Path) -> None:

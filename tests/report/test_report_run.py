@@ -15,7 +15,7 @@ def test_report_of_a_run_says_verdict_provenance_and_shows_worst_images(
 ) -> None:
     run(project, "--segrobust-update-baselines", *dist).assert_outcomes(passed=CELLS)
     markdown = (project.path / "segrobust-report.md").read_text()
-    assert markdown.splitlines()[2] == f"**PASS · {CELLS} cells: {CELLS} baseline updated**"
+    assert markdown.splitlines()[2] == f"**PASS · {CELLS} cells: {CELLS} written to the baseline**"
     report = json.loads((project.path / "segrobust-report.json").read_text())
     assert report["verdict"]["passed"]
     assert report["environment"]["wall_seconds"] > 0 and "torch" in report["environment"]["versions"]

@@ -151,6 +151,7 @@ def test_a_cross_modal_cell_runs_the_image_part_then_the_text_part(dataset: Refe
         ("misspelling+grammar_error", "at most one text perturbation per cell"),
         ("gaussian_noise+rotate+misspelling", "chains at most 2 perturbations"),
         ("not_a_thing+misspelling", "unknown corruption 'not_a_thing'"),
+        ("mispelling", r"unknown corruption or text perturbation 'mispelling' \(did you mean 'misspelling'\?\)"),
         (MIXTURE_CELL, "mixture: r2bench"),
     ],
 )
