@@ -741,6 +741,8 @@ class SegRobustSession:
         """A cell's numbers as JUnit properties (what ``record_property`` adds): status, the
         headline metric's name, score, gamma_r, the suite's tolerance (or statistical gate's
         margin) of each and, where a baseline was compared, its value and the delta."""
+        if nodeid in self.model_outcomes:
+            return _outcome_properties(self.model_outcomes[nodeid])
         record = next((r for r in reversed(self.records) if r.nodeid == nodeid), None)
         if record is None:
             return []
@@ -757,7 +759,7 @@ class SegRobustSession:
             properties += [("baseline", stored["score"]), ("delta", record.score - stored["score"])]
         if "gamma_r" in stored and record.gamma_r is not None:
             properties += [("baseline_gamma_r", stored["gamma_r"]), ("delta_gamma_r", record.gamma_r - stored["gamma_r"])]
-        return properties
+        return properties + _requirement_properties(record.requirements)
 
     # -- shared state -----------------------------------------------------------------------
 
@@ -1365,6 +1367,24 @@ class SegRobustSession:
             )
 
         return sorted(self.records, key=rank)
+
+
+def _requirement_properties(checks: list[dict[str, Any]]) -> list[tuple[str, object]]:
+    """``requirement <rule>``: ``met``, ``unmet`` or ``undecided``, with the value: one JUnit property per requirement."""
+    words = {"pass": "met", "fail": "unmet", "inconclusive": "undecided"}
+    return [
+        (f"requirement {c['rule']}", f"{words[c['outcome']]}: {c['number']} {c['observed']:.6g} (threshold {c['threshold']:.6g})")
+        for c in checks
+    ]
+
+
+def _outcome_properties(outcome: ModelOutcome) -> list[tuple[str, object]]:
+    """A model's aggregates item as JUnit properties: its status, each aggregate margin and requirement."""
+    properties: list[tuple[str, object]] = [("status", outcome.status)]
+    for check in outcome.checks:
+        properties += [(str(check["metric"]), check["observed"]), (f"baseline {check['metric']}", check["baseline"])]
+        properties += [(f"margin {check['metric']}", check["margin"])]
+    return properties + _requirement_properties([c.to_json() for c in outcome.requirements])
 
 
 def _observed(result: CellResult, severity: int) -> dict[str, float]:

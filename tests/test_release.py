@@ -80,8 +80,12 @@ def test_a_first_release_passes_on_its_requirements_and_each_model_has_an_aggreg
     assert model["status"] == "passed" and model["measured_here"] == 0
     # No baseline yet: the aggregate margins have nothing to pair with, and say so.
     assert model["checks"] == [] and "no baseline statistics" in model["notes"][0]
-    cases = {case.get("name") for case in ET.parse(project.path / "junit.xml").getroot().iter("testcase")}
-    assert "aggregates" in cases
+    cases = {case.get("name"): case for case in ET.parse(project.path / "junit.xml").getroot().iter("testcase")}
+    properties = {p.get("name"): p.get("value") for p in cases["aggregates"].iter("property")}
+    assert properties["status"] == "passed"
+    assert properties["requirement require.aggregates.mpc"].startswith("met: mPC ")
+    cell = {p.get("name"): p.get("value") for p in cases["gaussian_noise[5]"].iter("property")}
+    assert cell["requirement require.gamma_r"].startswith("met: gamma_r ")
     # Against the baselines it just recorded: the cells and the aggregate margins pass.
     again = run(project, "--segrobust", *dist)
     again.assert_outcomes(passed=CELLS + 1)
