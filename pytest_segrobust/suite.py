@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import importlib
 import re
+import traceback
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -271,11 +272,23 @@ def load_object(target: str) -> Any:
         obj: Any = importlib.import_module(module_name)
     except ImportError as exc:
         raise ValueError(f"cannot import module {module_name!r} ({exc})") from exc
+    except Exception as exc:  # the module's own code ran: whatever it raised is the user's to see
+        raise ValueError(f"importing module {module_name!r} raised {type(exc).__name__}: {_located(exc)}") from exc
     for part in attribute.split("."):
         if not hasattr(obj, part):
             raise ValueError(f"module {module_name!r} has no attribute {attribute!r}")
         obj = getattr(obj, part)
     return obj
+
+
+def _located(exc: Exception) -> str:
+    """``exc``'s message with the file and line it was raised at, as Python words a ``SyntaxError``."""
+    if isinstance(exc, SyntaxError):
+        return str(exc)  # "invalid syntax (x.py, line 3)"
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return str(exc)
+    return f"{exc} ({Path(frames[-1].filename).name}, line {frames[-1].lineno})"
 
 
 def declared_name(path: Path) -> str | None:

@@ -115,6 +115,27 @@ def test_bad_structure_is_named(tmp_path: Path, text: str, field: str, expected:
     assert expected in str(info.value)
 
 
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ('LABELS = {}\nLABELS["road"]\n', "raised KeyError: 'road' (segrobust_broken_{kind}.py, line 2)"),
+        ("def make(:\n    pass\n", "raised SyntaxError: invalid syntax (segrobust_broken_{kind}.py, line 1)"),
+    ],
+    ids=["key", "syntax"],
+)
+def test_a_module_that_fails_at_import_is_one_line_naming_the_field(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest, source: str, expected: str
+) -> None:
+    kind = request.node.callspec.id
+    (tmp_path / f"segrobust_broken_{kind}.py").write_text(source)
+    monkeypatch.syspath_prepend(tmp_path)
+    path = write(tmp_path, f"dataset: segrobust_broken_{kind}:make\nmodels: [{{name: a, factory: tests.fakes:red_binner}}]\n")
+    with pytest.raises(SuiteError) as info:
+        load_suite(path)
+    message = str(info.value)
+    assert message == f"{path}: field 'dataset.factory': importing module 'segrobust_broken_{kind}' " + expected.format(kind=kind)
+
+
 def test_invalid_yaml_names_line_and_column(tmp_path: Path) -> None:
     path = write(tmp_path, "models: [a,\n  b: c\n")
     with pytest.raises(SuiteError, match=rf"^{path}: invalid YAML at line \d+, column \d+"):
