@@ -132,3 +132,21 @@ def test_a_module_that_fails_at_import_is_one_collection_error_and_its_traceback
     )
     assert "Traceback" not in result.stdout.str()
     run(project, "--segrobust", "-v").stdout.fnmatch_lines(["Traceback (most recent call last):", '*bad_parts.py", line 1'])
+
+
+def test_a_metric_whose_extra_is_missing_is_one_collection_error_naming_field_and_extra(project: pytest.Pytester) -> None:
+    # As without pytest-segrobust[coco]: the module cannot be found, nor imported.
+    (project.path / "conftest.py").write_text("import sys\n\nsys.modules['faster_coco_eval'] = None\n")
+    suite = SUITE.format(dataset="segrobust_fakes:band_scenes", model="segrobust_fakes:instance_binner")
+    (project.path / "suites" / "bands.yaml").write_text(suite + "task: instance\nmetric: map\n")
+    result = run(project, "--segrobust")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            (
+                "*/suites/bands.yaml: field 'metric': metric 'map' needs faster_coco_eval, which is not installed: "
+                'pip install "pytest-segrobust[[]coco[]]"'
+            )
+        ]
+    )
+    assert "Traceback" not in result.stdout.str()
