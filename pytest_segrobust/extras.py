@@ -38,7 +38,6 @@ COCO = Extra("coco", ("faster_coco_eval", "pycocotools"))
 ONNX = Extra("onnx", ("onnxruntime",))
 # scipy is needed by Mask2Former and MaskFormer only, but the extra installs it for every checkpoint.
 TRANSFORMERS = Extra("transformers", ("transformers", "scipy"))
-RAY = Extra("ray", ("ray",))
 
 
 def installed(module: str) -> bool:
