@@ -22,6 +22,10 @@ class ModelOutputError(SegRobustError):
     """A model returned predictions of the wrong shape, dtype or with invalid values."""
 
 
+class ModelError(SegRobustError):
+    """A model raised while predicting a batch: the message names the batch's samples and the exception."""
+
+
 class DatasetError(SegRobustError):
     """A dataset sample is malformed (size mismatch, unknown class ids, unreadable file)."""
 

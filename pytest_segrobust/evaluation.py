@@ -20,9 +20,9 @@ import numpy as np
 import torch
 
 from pytest_segrobust.corruptions import Corruption
-from pytest_segrobust.data.base import Sample, SegmentationDataset
+from pytest_segrobust.data.base import Sample, SegmentationDataset, check_sample
 from pytest_segrobust.data.sample_cache import SampleCache
-from pytest_segrobust.errors import DatasetError, ModelOutputError
+from pytest_segrobust.errors import DatasetError, ModelError, ModelOutputError, SegRobustError
 from pytest_segrobust.metrics import METRICS, Metric, MetricContext, MetricResult
 from pytest_segrobust.metrics.base import check_score
 from pytest_segrobust.models.base import model_device
@@ -322,6 +322,10 @@ def accumulate(
                 predictions = task.check_predictions(predictions, batch)
         except ModelOutputError as exc:
             raise ModelOutputError(f"{exc} (batch starting at sample {samples[0].sample_id})") from None
+        except SegRobustError:
+            raise  # a cell's time limit, an adapter's own message
+        except Exception as exc:  # the model's own code: whatever it raises fails the cell in one line
+            raise ModelError(f"the model raised on the batch of {_sample_ids(samples)}: {type(exc).__name__}: {exc}") from exc
         with timing("metrics", device):
             for scorer in scorers:
                 scorer.update(predictions, batch)
@@ -357,10 +361,18 @@ def is_finite(result: EvalResult) -> bool:
     return all(math.isfinite(r.score) for r in result.metrics.values())
 
 
+def _sample_ids(samples: Sequence[Sample], shown: int = 4) -> str:
+    """``samples a/1, a/2 and 3 more``: which images a batch held, for a message."""
+    ids = [str(s.sample_id) for s in samples]
+    more = f" and {len(ids) - shown} more" if len(ids) > shown else ""
+    return f"{'sample' if len(ids) == 1 else 'samples'} {', '.join(ids[:shown])}{more}"
+
+
 def _read(dataset: SegmentationDataset, indices: Sequence[int], workers: int) -> Iterator[Sample]:
-    """The samples at ``indices`` in order, read inline or by ``workers`` loader processes."""
+    """The samples at ``indices`` in order, read inline or by ``workers`` loader processes, each
+    checked to be a :class:`Sample` before anything reads its fields."""
     if workers == 0:
-        return (dataset[index] for index in indices)
+        return (check_sample(dataset, index, dataset[index]) for index in indices)
     loader = torch.utils.data.DataLoader(
         torch.utils.data.Subset(dataset, indices),  # type: ignore[arg-type]
         batch_size=None,
@@ -368,7 +380,7 @@ def _read(dataset: SegmentationDataset, indices: Sequence[int], workers: int) ->
         collate_fn=_as_is,
         prefetch_factor=4,
     )
-    return iter(loader)
+    return (check_sample(dataset, index, sample) for index, sample in zip(indices, loader, strict=True))
 
 
 def _as_is(sample: Sample) -> Sample:

@@ -20,6 +20,7 @@ its cells, that decides them (:mod:`pytest_segrobust.release`)::
 
 from __future__ import annotations
 
+import traceback
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -47,11 +48,20 @@ class SuiteFile(pytest.File):
         try:
             suite = session.suite(self.path)
         except SegRobustError as exc:
-            raise self.CollectError(str(exc)) from None
+            raise self.CollectError(explain(self.config, exc)) from None
         cells = session.cells(suite)
         for model in dict.fromkeys(key.model for key in cells):
             keys = [key for key in cells if key.model == model]
             yield ModelCells.from_parent(self, name=model, suite=suite, keys=keys, by_split=suite.shifts is not None)
+
+
+def explain(config: pytest.Config, exc: BaseException) -> str:
+    """Our error's one line; under ``-v`` or ``--tb=long``, followed by the traceback of what caused it
+    (the harness's own frames, and pytest's, would only bury it)."""
+    if config.get_verbosity() > 0 or config.option.tbstyle == "long":
+        cause = exc.__cause__ or exc
+        return f"{exc}\n\n{''.join(traceback.format_exception(cause)).rstrip()}"
+    return str(exc)
 
 
 def cell_nodeid(model_nodeid: str, key: CellKey) -> str:
@@ -136,8 +146,10 @@ class SuiteItem(pytest.Item):
         # Our own failures carry the whole story; a traceback through the harness would bury it.
         if isinstance(excinfo.value, RemoteCellError):
             return excinfo.value.failure
-        if isinstance(excinfo.value, (CellFailure, SegRobustError)):
+        if isinstance(excinfo.value, CellFailure):
             return str(excinfo.value)
+        if isinstance(excinfo.value, SegRobustError):
+            return explain(self.config, excinfo.value)
         return super().repr_failure(excinfo, style=style)
 
     def reportinfo(self) -> tuple[Any, int | None, str]:
@@ -175,8 +187,10 @@ class ModelGateItem(pytest.Item):
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str | Any:
         if isinstance(excinfo.value, RemoteCellError):
             return excinfo.value.failure
-        if isinstance(excinfo.value, (CellFailure, SegRobustError)):
+        if isinstance(excinfo.value, CellFailure):
             return str(excinfo.value)
+        if isinstance(excinfo.value, SegRobustError):
+            return explain(self.config, excinfo.value)
         return super().repr_failure(excinfo, style=style)
 
     def reportinfo(self) -> tuple[Any, int | None, str]:

@@ -46,7 +46,8 @@ from __future__ import annotations
 
 import importlib
 import re
-from collections.abc import Mapping
+import traceback
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -57,6 +58,7 @@ from pytest_segrobust.corruptions import DEFAULT_PRESET, REGISTRY, CorruptionReg
 from pytest_segrobust.corruptions.base import MAX_SEVERITY, Corruption
 from pytest_segrobust.corruptions.composition import SEPARATOR
 from pytest_segrobust.errors import SegRobustError, SuiteError, UnknownNameError
+from pytest_segrobust.extras import Extra, unmet
 from pytest_segrobust.metrics import METRICS
 from pytest_segrobust.models.arrays import ArrayInput, ArrayOutput, ArraySpecError
 from pytest_segrobust.requirements import RequirementError, Requirements, SuiteShape, parse_requirements
@@ -271,11 +273,23 @@ def load_object(target: str) -> Any:
         obj: Any = importlib.import_module(module_name)
     except ImportError as exc:
         raise ValueError(f"cannot import module {module_name!r} ({exc})") from exc
+    except Exception as exc:  # the module's own code ran: whatever it raised is the user's to see
+        raise ValueError(f"importing module {module_name!r} raised {type(exc).__name__}: {_located(exc)}") from exc
     for part in attribute.split("."):
         if not hasattr(obj, part):
             raise ValueError(f"module {module_name!r} has no attribute {attribute!r}")
         obj = getattr(obj, part)
     return obj
+
+
+def _located(exc: Exception) -> str:
+    """``exc``'s message with the file and line it was raised at, as Python words a ``SyntaxError``."""
+    if isinstance(exc, SyntaxError):
+        return str(exc)  # "invalid syntax (x.py, line 3)"
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return str(exc)
+    return f"{exc} ({Path(frames[-1].filename).name}, line {frames[-1].lineno})"
 
 
 def declared_name(path: Path) -> str | None:
@@ -547,6 +561,7 @@ class _Validator:
                 metric = METRICS.get(name)
             except UnknownNameError as exc:
                 raise self.fail(where, str(exc)) from None
+            self.require(where, f"metric {name!r}", metric.requires)
             missing = [kind.__name__ for kind in metric.accepts if kind not in task.target_types]
             if missing:
                 raise self.fail(
@@ -587,6 +602,12 @@ class _Validator:
         if not _NAME.match(text):
             raise self.fail(field_name, f"{text!r} is not a valid name (letters, digits, '_', '.', '+', '-')")
         return text
+
+    def require(self, field_name: str, what: str, extras: Iterable[Extra]) -> None:
+        """Refuse ``what`` where the packages of its ``extras`` are not installed, naming the one to install."""
+        reason = unmet(what, extras)
+        if reason is not None:
+            raise self.fail(field_name, reason)
 
     def choice(self, field_name: str, value: Any, choices: tuple[str, ...]) -> str:
         if value not in choices:
@@ -654,11 +675,17 @@ class _Validator:
                 "and 'transformers' (a checkpoint directory)",
             )
         if "transformers" in entry:
+            from pytest_segrobust.models import transformers
+
+            self.require(f"{where}.transformers", "a transformers model", transformers.REQUIRES)
             return self.transformers_model(where, name, entry)
         input_spec = self.array_block(f"{where}.input", entry.get("input"), ArrayInput)
         output_spec = self.array_block(f"{where}.output", entry.get("output"), ArrayOutput)
         if "onnx" in entry:
+            from pytest_segrobust.models import onnx
+
             path = self.model_source(where, entry, "onnx", _ONNX_KEYS, "expected the path of an .onnx file")
+            self.require(f"{where}.onnx", "an ONNX model", onnx.REQUIRES)
             return ModelSpec(name, onnx=path, input=input_spec, output=output_spec)
         if input_spec is not None and output_spec is None:
             raise self.fail(f"{where}.output", "is required with 'input': what the function returns (kind: logits, ...)")
@@ -728,9 +755,11 @@ class _Validator:
                 )
             try:
                 # A composition is stored under its canonical, stage-ordered name.
-                cell = resolve_cell(name, registry=self.registry, preset=preset, text=text, seed=0).name
+                resolved = resolve_cell(name, registry=self.registry, preset=preset, text=text, seed=0)
             except SegRobustError as exc:
                 raise self.fail(f"corruptions[{i}]", str(exc)) from exc
+            self.require(f"corruptions[{i}]", f"corruption {name!r}", getattr(resolved, "requires", ()))
+            cell = resolved.name
             if cell in canonical:
                 first = canonical.index(cell)
                 also = "names it too" if raw[first] == name else f"{raw[first]!r} is the same cell"

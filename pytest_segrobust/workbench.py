@@ -13,15 +13,16 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from pytest_segrobust.baselines import CellKey, Conditions
 from pytest_segrobust.cache import CleanCache
 from pytest_segrobust.corruptions import DEFAULT_PRESET, REGISTRY, Corruption, CorruptionRegistry
-from pytest_segrobust.data.base import SegmentationDataset
+from pytest_segrobust.data.base import SegmentationDataset, check_dataset
 from pytest_segrobust.data.sample_cache import MEBIBYTE, SampleCache
-from pytest_segrobust.errors import SegRobustError
+from pytest_segrobust.errors import DatasetError, ModelError, ModelOutputError, SegRobustError
 from pytest_segrobust.evaluation import CLEAN, CellResult, EvalResult, evaluate, sample_count
 from pytest_segrobust.identity import UnknownIdentity, code_identity
 from pytest_segrobust.metrics import MetricContext
@@ -82,7 +83,7 @@ class Workbench:
             # A checkpoint's labels are matched to the dataset's classes; other models never read them.
             names = () if spec.transformers is None else tuple(self.dataset(suite, suite.splits[0]).class_names)
             build = lambda: self.adapt(build_model(spec, self.options.device, suite.task, names), suite.task)  # noqa: E731
-            self._models[key] = _build(suite, spec.source, f"models[{name}]", build)
+            self._models[key] = _build(suite, spec.source, _model_field(suite, name), build)
             self.builds += 1
         return self._models[key]
 
@@ -93,9 +94,10 @@ class Workbench:
         """The suite's dataset (of ``split``, for a natural-shift suite)."""
         key = (str(suite.path), split)
         if key not in self._datasets:
-            where = "dataset" if split is None else f"shifts.splits.{split}"
             spec = suite.dataset_spec(split)
-            self._datasets[key] = _build(suite, f"factory {spec.target}", where, spec.build)
+            source = f"factory {spec.target}"
+            build = lambda: check_dataset(spec.build(), source)
+            self._datasets[key] = _build(suite, source, _dataset_field(split), build)
         return self._datasets[key]
 
     def dataset_fingerprint(self, suite: Suite, split: str | None = None) -> str:
@@ -145,7 +147,7 @@ class Workbench:
             return CellResult(corrupted=clean, clean=clean), dataset, CLEAN
         corruption = suite.corruption(key.corruption, self.registry)
         if split is None:
-            corrupted = self._evaluate(suite, model, dataset, corruption, key.severity, key.label)
+            corrupted = self._evaluate(suite, model, dataset, corruption, key)
         else:
             start = time.perf_counter()
             pieces = [self.piece(suite, key, 0, split.count), *split.others()]
@@ -162,30 +164,31 @@ class Workbench:
     def piece(self, suite: Suite, key: CellKey, index: int, count: int) -> Piece:
         """Piece ``index`` of ``count`` of a corrupted cell's evaluation (:mod:`pytest_segrobust.pieces`)."""
         model, dataset = self.model(suite, key.model), self.dataset(suite, key.split)
-        return evaluate_piece(
-            model,
-            dataset,
-            suite.corruption(key.corruption, self.registry),
-            key.severity,
-            index,
-            count,
-            task=suite.task,
-            metrics=suite.metrics,
-            seed=suite.seed,
-            batch_size=self.options.batch_size or suite.batch_size,
-            limit=suite.limit,
-            progress=_ProgressLog(f"{key.label} (piece {index + 1} of {count})"),
-            loader_workers=self.options.loader_workers,
-            sample_cache=self.samples,
-        )
+        with _blame(suite, key):
+            return evaluate_piece(
+                model,
+                dataset,
+                suite.corruption(key.corruption, self.registry),
+                key.severity,
+                index,
+                count,
+                task=suite.task,
+                metrics=suite.metrics,
+                seed=suite.seed,
+                batch_size=self.options.batch_size or suite.batch_size,
+                limit=suite.limit,
+                progress=_ProgressLog(f"{key.label} (piece {index + 1} of {count})"),
+                loader_workers=self.options.loader_workers,
+                sample_cache=self.samples,
+            )
 
     def clean(self, suite: Suite, model_name: str, split: str | None = None) -> EvalResult:
         """The clean result of a suite's model, computed once (and cached on disk when possible)."""
         key = (str(suite.path), model_name, str(split))
         if key not in self._clean:
             model, dataset = self.model(suite, model_name), self.dataset(suite, split)
-            label = CellKey(suite.name, model_name, CLEAN, 0, split).label
-            compute = lambda: self._evaluate(suite, model, dataset, None, 0, label)  # noqa: E731
+            clean_key = CellKey(suite.name, model_name, CLEAN, 0, split)
+            compute = lambda: self._evaluate(suite, model, dataset, None, clean_key)  # noqa: E731
             fingerprint = None if self.cache is None else self._fingerprint(suite, model_name, model, split)
             if self.cache is None or fingerprint is None:
                 self._clean[key] = compute()
@@ -223,22 +226,23 @@ class Workbench:
         )
 
     def _evaluate(
-        self, suite: Suite, model: Any, dataset: SegmentationDataset, corruption: Corruption | None, severity: int, cell: str
+        self, suite: Suite, model: Any, dataset: SegmentationDataset, corruption: Corruption | None, key: CellKey
     ) -> EvalResult:
-        return self.run(
-            model,
-            dataset,
-            corruption,
-            severity,
-            cell=cell,
-            task=suite.task,
-            metrics=suite.metrics,
-            seed=suite.seed,
-            batch_size=suite.batch_size,
-            limit=suite.limit,
-            statistics=suite.gate is not None,
-            sample_cache=self.samples,
-        )
+        with _blame(suite, key):
+            return self.run(
+                model,
+                dataset,
+                corruption,
+                key.severity,
+                cell=key.label,
+                task=suite.task,
+                metrics=suite.metrics,
+                seed=suite.seed,
+                batch_size=suite.batch_size,
+                limit=suite.limit,
+                statistics=suite.gate is not None,
+                sample_cache=self.samples,
+            )
 
     def run(
         self,
@@ -328,6 +332,36 @@ def _build(suite: Suite, source: str, where: str, build: Callable[[], Any]) -> A
         raise type(exc)(f"{suite.path}: {where}: {exc}") from exc  # say which suite's entry it was
     except Exception as exc:
         raise SegRobustError(f"{suite.path}: {where}: {source} failed: {type(exc).__name__}: {exc}") from exc
+
+
+def _model_field(suite: Suite, name: str) -> str:
+    """``field 'models[1]' (segformer)``: the suite's entry of model ``name``, as collection errors name it."""
+    index = next(i for i, spec in enumerate(suite.models) if spec.name == name)
+    return f"field 'models[{index}]' ({name})"
+
+
+def _dataset_field(split: str | None) -> str:
+    """The suite's entry of the dataset of ``split``."""
+    return "field 'dataset'" if split is None else f"field 'shifts.splits.{split}'"
+
+
+@contextmanager
+def _blame(suite: Suite, key: CellKey) -> Iterator[None]:
+    """An evaluation of ``key``'s model and dataset, whose errors name the suite, the field at fault and the cell.
+
+    Any error of the dataset is the dataset entry's; any error of a prediction, the model entry's.
+    """
+    evaluated = ("" if key.split is None else f"{key.split}::") + (
+        CLEAN if key.severity == 0 else f"{key.corruption}[{key.severity}]"
+    )
+    try:
+        yield
+    except DatasetError as exc:
+        if str(exc).startswith(str(suite.path)):
+            raise
+        raise DatasetError(f"{suite.path}: {_dataset_field(key.split)}: evaluating {evaluated}: {exc}") from exc
+    except (ModelError, ModelOutputError) as exc:
+        raise type(exc)(f"{suite.path}: {_model_field(suite, key.model)}: evaluating {evaluated}: {exc}") from exc
 
 
 class _ProgressLog:

@@ -135,7 +135,7 @@ def test_without_an_adapter_the_error_says_what_was_expected(project: pytest.Pyt
     (project.path / "suites" / "bands.yaml").write_text(suite)
     result = run(project, "--segrobust")
     result.assert_outcomes(failed=5)
-    result.stdout.fnmatch_lines(["*models?binner?: factory conftest:opaque failed: TypeError: expected a SegmentationModel*got Opaque*"])
+    result.stdout.fnmatch_lines(["*field 'models[[]0[]]' (binner): factory conftest:opaque failed: TypeError: expected a SegmentationModel*got Opaque*"])
 
 
 @SINGLE_PROCESS

@@ -97,7 +97,7 @@ def test_a_missing_onnx_file_fails_its_models_cells_naming_file_and_field(source
     (sources.path / "nets" / "binner.onnx").unlink()
     result = run(sources, "--segrobust", "--segrobust-update-baselines", "-k", "onnx")
     result.assert_outcomes(failed=3, deselected=CELLS - 3)
-    result.stdout.fnmatch_lines(["*sources.yaml: models?onnx?: nets/binner.onnx: cannot read the ONNX model (No such file*"] * 3)
+    result.stdout.fnmatch_lines(["*sources.yaml: field 'models?*?' (onnx): nets/binner.onnx: cannot read the ONNX model (No such file*"] * 3)
 
 
 def test_a_function_without_a_fingerprint_is_not_cached_across_runs(sources: pytest.Pytester) -> None:

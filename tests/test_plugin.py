@@ -391,7 +391,7 @@ def test_a_failing_factory_fails_its_items_naming_file_field_and_target(project:
     )
     result = run(project, "--segrobust")
     result.assert_outcomes(failed=2)
-    result.stdout.fnmatch_lines(["*bands.yaml: models[[]binner[]]: factory segrobust_fakes:red_binner failed: TypeError:*"])
+    result.stdout.fnmatch_lines(["*bands.yaml: field 'models[[]0[]]' (binner): factory segrobust_fakes:red_binner failed: TypeError:*"])
 
 
 COCO_SUITE = """\

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from pathlib import Path
 
@@ -9,6 +10,7 @@ import pytest
 
 from pytest_segrobust.corruptions import PRESETS
 from pytest_segrobust.errors import SuiteError
+from pytest_segrobust.extras import Extra
 from pytest_segrobust.suite import Tolerance, load_suite
 
 VALID = """\
@@ -113,6 +115,94 @@ def test_bad_structure_is_named(tmp_path: Path, text: str, field: str, expected:
         load_suite(path)
     assert str(info.value).startswith(f"{path}: field '{field}': ")
     assert expected in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ('LABELS = {}\nLABELS["road"]\n', "raised KeyError: 'road' (segrobust_broken_{kind}.py, line 2)"),
+        ("def make(:\n    pass\n", "raised SyntaxError: invalid syntax (segrobust_broken_{kind}.py, line 1)"),
+    ],
+    ids=["key", "syntax"],
+)
+def test_a_module_that_fails_at_import_is_one_line_naming_the_field(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest, source: str, expected: str
+) -> None:
+    kind = request.node.callspec.id
+    (tmp_path / f"segrobust_broken_{kind}.py").write_text(source)
+    monkeypatch.syspath_prepend(tmp_path)
+    path = write(tmp_path, f"dataset: segrobust_broken_{kind}:make\nmodels: [{{name: a, factory: tests.fakes:red_binner}}]\n")
+    with pytest.raises(SuiteError) as info:
+        load_suite(path)
+    message = str(info.value)
+    assert message == f"{path}: field 'dataset.factory': importing module 'segrobust_broken_{kind}' " + expected.format(kind=kind)
+
+
+def missing_modules(monkeypatch: pytest.MonkeyPatch, *names: str) -> None:
+    """Make ``names`` look uninstalled to the check of extras (it finds modules without importing them)."""
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name in names else find_spec(name, *a))
+
+
+@pytest.mark.parametrize(
+    ("text", "missing", "field", "expected"),
+    [
+        (
+            VALID + "task: instance\nmetric: map\n",
+            "faster_coco_eval",
+            "metric",
+            ("metric 'map'", "coco"),
+        ),
+        (
+            VALID + "task: instance\nmetrics: [map]\n",
+            "pycocotools",
+            "metrics[0]",
+            ("metric 'map'", "coco"),
+        ),
+        (
+            "dataset: tests.fakes:band_scenes\nmodels: [{name: m, onnx: m.onnx}]\n",
+            "onnxruntime",
+            "models[0].onnx",
+            ("an ONNX model", "onnx"),
+        ),
+        (
+            "dataset: tests.fakes:band_scenes\nmodels: [{name: m, transformers: ckpt}]\n",
+            "transformers",
+            "models[0].transformers",
+            ("a transformers model", "transformers"),
+        ),
+    ],
+    ids=["metric", "metrics", "onnx", "transformers"],
+)
+def test_a_missing_extra_is_one_error_naming_the_field_the_module_and_the_extra(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str, missing: str, field: str, expected: tuple[str, str]
+) -> None:
+    what, extra = expected
+    path = write(tmp_path, text + "corruptions: [rotate]\n")
+    load_suite(path)  # every extra is installed where the tests run
+    missing_modules(monkeypatch, missing)
+    with pytest.raises(SuiteError) as info:
+        load_suite(path)
+    install = f'pip install "pytest-segrobust[{extra}]"'
+    assert str(info.value) == f"{path}: field '{field}': {what} needs {missing}, which is not installed: {install}"
+
+
+def test_a_corruption_that_declares_an_extra_is_checked_alone_and_in_a_composition(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pytest_segrobust.corruptions import REGISTRY
+
+    monkeypatch.setattr(type(REGISTRY.get("gaussian_noise")), "requires", (Extra("opencv", ("cv2",)),))
+    missing_modules(monkeypatch, "cv2")
+    for i, listed in enumerate(["rotate, gaussian_noise", "rotate, gaussian_noise+rotate"]):
+        path = write(tmp_path, VALID + f"corruptions: [{listed}]\n", f"s{i}.yaml")
+        with pytest.raises(SuiteError) as info:
+            load_suite(path)
+        name = listed.split(", ")[1]
+        assert str(info.value) == (
+            f"{path}: field 'corruptions[1]': corruption {name!r} needs cv2, which is not installed: "
+            'pip install "pytest-segrobust[opencv]"'
+        )
 
 
 def test_invalid_yaml_names_line_and_column(tmp_path: Path) -> None:

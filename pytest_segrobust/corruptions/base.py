@@ -22,6 +22,7 @@ from typing import Any, ClassVar, Generic, TypeVar, overload
 import torch
 
 from pytest_segrobust.corruptions import kernels
+from pytest_segrobust.extras import Extra
 from pytest_segrobust.seeding import SampleStreams
 from pytest_segrobust.types import Batch, Field, Image
 
@@ -78,9 +79,12 @@ class Corruption(ABC, Generic[Params]):
         name: Registry name, e.g. ``"gaussian_noise"``.
         category: Family the corruption is reported under.
         table: Parameters of severities 1..5.
+        requires: The extras whose packages it cannot run without (a corruption with a path of
+            its own for installs without OpenCV requires none); checked when a suite is loaded.
     """
 
     geometric: bool = False
+    requires: tuple[Extra, ...] = ()
     # On CPU a batch is corrupted one image at a time: a whole batch's float intermediates
     # (tens of MB at 512x512) fall out of the caches and make every image slower. Each image's
     # pixels depend on its seed alone, so no number changes. GPUs keep whole-batch kernels.

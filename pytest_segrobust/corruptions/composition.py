@@ -71,6 +71,7 @@ class Composition(Corruption[tuple[Any, ...]]):
         rows = tuple(tuple(p.table[s] for p in self.parts) for s in range(1, 6))
         super().__init__(SEPARATOR.join(p.name for p in self.parts), Category.COMPOSED, SeverityTable(rows))
         self.geometric = any(p.geometric for p in self.parts)
+        self.requires = tuple(dict.fromkeys(extra for p in self.parts for extra in p.requires))
 
     def _corrupt(self, batch, severity, seeds, size, device):  # type: ignore[no-untyped-def]
         for part in self.parts:

@@ -14,6 +14,7 @@ import torch
 
 from pytest_segrobust.errors import DatasetError
 from pytest_segrobust.types import DEFAULT_IGNORE_INDEX, InstanceTarget, PanopticTarget, boxes_from_masks
+from pytest_segrobust.wording import article
 
 __all__ = [
     "DEFAULT_IGNORE_INDEX",
@@ -24,6 +25,8 @@ __all__ = [
     "SegmentationDataset",
     "SemanticTarget",
     "boxes_from_masks",
+    "check_dataset",
+    "check_sample",
     "instance_categories",
     "supercategories",
 ]
@@ -94,6 +97,42 @@ class SegmentationDataset(Protocol):
     def fingerprint(self) -> str:
         """A string that changes whenever the content of the dataset changes."""
         ...
+
+
+# What the harness reads from a dataset besides indexing it (the protocol above).
+_DATASET_METHODS = ("__len__", "__getitem__", "fingerprint")
+_DATASET_ATTRIBUTES = ("name", "class_names", "ignore_index")
+
+
+def check_dataset(obj: Any, source: str = "the factory") -> SegmentationDataset:
+    """``obj``, which ``source`` returned, when it has what :class:`SegmentationDataset` promises.
+
+    Raises:
+        DatasetError: naming what ``obj`` lacks, before an evaluation trips over it.
+    """
+    missing = [f"{name}()" for name in _DATASET_METHODS if not callable(getattr(obj, name, None))]
+    missing += [name for name in _DATASET_ATTRIBUTES if not hasattr(obj, name)]
+    if missing:
+        raise DatasetError(
+            f"{source} returned {article(type(obj).__name__)}, which is not a dataset: it has no {', '.join(missing)} "
+            "(a dataset has __len__, __getitem__ returning a pytest_segrobust Sample, fingerprint(), "
+            "name, class_names and ignore_index)"
+        )
+    return obj
+
+
+def check_sample(dataset: SegmentationDataset, index: int, sample: Any) -> Sample:
+    """``dataset[index]``, when it is a :class:`Sample`.
+
+    Raises:
+        DatasetError: naming the dataset, the position and what it returned instead.
+    """
+    if not isinstance(sample, Sample):
+        raise DatasetError(
+            f"{dataset.name}: dataset[{index}] is {article(type(sample).__name__)}, not a Sample "
+            "(pytest_segrobust.data.base.Sample(sample_id, image, target))"
+        )
+    return sample
 
 
 def instance_categories(dataset: SegmentationDataset) -> tuple[dict[str, Any], ...]:

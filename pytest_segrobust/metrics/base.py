@@ -26,6 +26,7 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
+from pytest_segrobust.extras import Extra
 from pytest_segrobust.stats import of_sums
 from pytest_segrobust.types import Batch, Field
 
@@ -107,6 +108,8 @@ class Metric(ABC):
         accepts: The ground-truth field types :meth:`update` reads from a batch.
         states: Name and reduction of every state attribute.
         detail_labels: How tables show the keys of :attr:`MetricResult.details`.
+        requires: The extras whose packages :meth:`reset` imports; a suite naming the metric is
+            refused when they are not installed.
     """
 
     name: ClassVar[str]
@@ -116,6 +119,7 @@ class Metric(ABC):
     accepts: ClassVar[tuple[type[Field], ...]] = ()
     states: ClassVar[dict[str, Reduction]] = {}
     detail_labels: ClassVar[dict[str, str]] = {}
+    requires: ClassVar[tuple[Extra, ...]] = ()
 
     def __init__(self, context: MetricContext) -> None:
         self.context = context

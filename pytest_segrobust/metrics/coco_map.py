@@ -33,6 +33,7 @@ import torch
 
 from pytest_segrobust.data.base import instance_categories
 from pytest_segrobust.errors import DatasetError, ModelOutputError
+from pytest_segrobust.extras import COCO
 from pytest_segrobust.metrics import coco_masks
 from pytest_segrobust.metrics.base import Metric, MetricResult, Reduction
 from pytest_segrobust.metrics.coco_masks import EncodingCache, encode_masks
@@ -342,6 +343,7 @@ class MaskAP(Metric):
         "ap50": "AP50", "ap75": "AP75", "bbox_ap": "box AP", "bbox_ap50": "box AP50", "bbox_ap75": "box AP75"
     }
     states = {"images": Reduction.CONCAT, "ground_truths": Reduction.CONCAT, "detections": Reduction.CONCAT}
+    requires = (COCO,)
 
     def reset(self) -> None:
         self.categories = instance_categories(self.context)

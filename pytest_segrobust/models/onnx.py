@@ -20,7 +20,11 @@ import numpy as np
 import torch
 
 from pytest_segrobust.errors import SegRobustError
+from pytest_segrobust.extras import ONNX, import_failure
 from pytest_segrobust.models.arrays import ArrayInput, ArrayModel, ArrayOutput
+
+REQUIRES = (ONNX,)
+"""What ``onnx: file`` models need installed; a suite with one is checked when it is loaded."""
 
 # ONNX Runtime's element types and the numpy dtypes an input spec can name.
 _ELEMENT_TYPES = {
@@ -50,7 +54,7 @@ def load_onnx(
     try:
         import onnxruntime
     except ImportError as exc:
-        raise SegRobustError(f'ONNX models need onnxruntime: pip install "pytest-segrobust[onnx]" ({exc})') from exc
+        raise SegRobustError(f"ONNX models need onnxruntime: {import_failure(exc, ONNX)}") from exc
     try:
         content = path.read_bytes()
     except OSError as exc:

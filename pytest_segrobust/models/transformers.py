@@ -48,11 +48,13 @@ import torch
 import torch.nn.functional as F
 
 from pytest_segrobust.errors import SegRobustError
+from pytest_segrobust.extras import TRANSFORMERS, import_failure
 from pytest_segrobust.models.base import InstancePredictions, PanopticPredictions
 from pytest_segrobust.models.torch_module import class_ids, module_fingerprint, require_finite
 from pytest_segrobust.wording import article
 
-_INSTALL = 'pip install "pytest-segrobust[transformers]"'
+REQUIRES = (TRANSFORMERS,)
+"""What ``transformers: dir`` models need installed; a suite with one is checked when it is loaded."""
 # Mask-classification models whose image processors post-process all three tasks.
 _UNIVERSAL = ("mask2former", "maskformer")
 _TASKS = ("semantic", "instance", "panoptic")
@@ -90,8 +92,8 @@ def load_transformers(
     """
     try:
         import transformers
-    except ImportError as exc:
-        raise SegRobustError(f"transformers models need Hugging Face transformers: {_INSTALL} ({exc})") from exc
+    except Exception as exc:  # a broken dependency raises more than ImportError (torchvision::nms)
+        raise SegRobustError(f"transformers models need Hugging Face transformers: {import_failure(exc, TRANSFORMERS)}") from exc
     if task not in _TASKS:
         raise SegRobustError(
             f"transformers model {checkpoint}: {article(repr(task))} suite is not supported; tasks: {', '.join(_TASKS)}"
@@ -123,9 +125,9 @@ def _load(checkpoint: str, what: str, load: Any) -> Any:
     """``load()``, with transformers' errors as a :class:`SegRobustError` naming the checkpoint."""
     try:
         return load()
-    except ImportError as exc:  # a model's own dependency, such as scipy for Mask2Former
-        raise SegRobustError(f"transformers model {checkpoint}: loading its {what} needs a package: {exc} ({_INSTALL})") from exc
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except ImportError as exc:  # a model's own dependency (scipy for Mask2Former), or one that is broken
+        raise SegRobustError(f"transformers model {checkpoint}: cannot load its {what}: {import_failure(exc, TRANSFORMERS)}") from exc
+    except (OSError, ValueError, KeyError, TypeError, RuntimeError) as exc:
         raise SegRobustError(f"transformers model {checkpoint}: cannot load its {what}: {type(exc).__name__}: {exc}") from exc
 
 

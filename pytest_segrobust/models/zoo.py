@@ -30,6 +30,7 @@ from typing import Any
 import torch
 
 from pytest_segrobust.errors import SegRobustError
+from pytest_segrobust.extras import installed
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -162,6 +163,8 @@ def _import(module: str, package: str) -> ModuleType:
     try:
         return importlib.import_module(module)
     except Exception as exc:  # noqa: BLE001 - a broken install raises more than ImportError (torchvision::nms)
+        if isinstance(exc, ModuleNotFoundError) and not installed(package):
+            raise SegRobustError(f"{package} is not installed: pip install {package.replace('_', '-')}") from exc
         raise SegRobustError(
             f"{package} cannot be imported ({type(exc).__name__}: {exc}); install a build that matches your torch"
         ) from exc

@@ -32,6 +32,7 @@ from typing import Generic, TypeVar
 import numpy as np
 
 from pytest_segrobust.corruptions.base import MAX_SEVERITY, SeverityTable
+from pytest_segrobust.extras import Extra
 from pytest_segrobust.seeding import sample_seed
 
 Params = TypeVar("Params")
@@ -79,9 +80,11 @@ class TextPerturbation(ABC):
         name: Registry name, e.g. ``"misspelling"``.
         family: Always ``"text"`` (image corruptions report their category instead).
         description: One line for reports: what it does and where its rates come from.
+        requires: The extras whose packages it cannot run without; checked when a suite is loaded.
     """
 
     family = FAMILY
+    requires: tuple[Extra, ...] = ()
 
     def __init__(self, name: str, description: str) -> None:
         self.name = name

@@ -101,6 +101,7 @@ class TextCell(Corruption[Any]):
         super().__init__(perturbation.name, CellCategory.TEXT, table)  # type: ignore[arg-type]
         self.perturbation = perturbation
         self.seed = seed
+        self.requires = perturbation.requires
 
     def texts(self, texts: Sequence[str], sample_ids: Sequence[str], severity: int) -> list[str]:
         """The perturbed expressions of samples ``sample_ids`` at ``severity``."""
@@ -136,6 +137,7 @@ class CrossModalComposition(Corruption[Any]):
         self.visual, self.text = visual, text
         self.parts = (visual, text)
         self.geometric = visual.geometric
+        self.requires = tuple(dict.fromkeys((*visual.requires, *text.requires)))
 
     def _corrupt(self, batch, severity, seeds, size, device):  # type: ignore[no-untyped-def]
         batch = self.visual(batch, severity, [part_seed(s, self.visual.name) for s in seeds])

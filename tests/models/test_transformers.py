@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import builtins
+import importlib.util
 import shutil
 import sys
 from pathlib import Path
@@ -258,6 +260,57 @@ def test_without_transformers_the_error_says_what_to_install(tmp_path: Path, mon
     monkeypatch.setitem(sys.modules, "transformers", None)
     with pytest.raises(SegRobustError, match=r'pip install "pytest-segrobust\[transformers\]"'):
         load(tmp_path)
+
+
+BROKEN_TORCHVISION = RuntimeError("operator torchvision::nms does not exist")
+
+
+def test_a_broken_dependency_at_import_is_reported_as_it_is(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # transformers installed, but a torchvision built for another torch breaks its import.
+    real_import = builtins.__import__
+
+    def importing(name: str, *args: object, **kwargs: object) -> object:
+        if name == "transformers":
+            raise BROKEN_TORCHVISION
+        return real_import(name, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(builtins, "__import__", importing)
+    with pytest.raises(SegRobustError) as raised:
+        load(tmp_path)
+    assert "RuntimeError: operator torchvision::nms does not exist" in str(raised.value)
+    assert "pip install" not in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("error", "expected"),
+    [
+        (BROKEN_TORCHVISION, "cannot load its model: RuntimeError: operator torchvision::nms does not exist"),
+        (
+            ImportError("cannot import name 'nms' from 'torchvision.ops'"),
+            "cannot load its model: ImportError: cannot import name 'nms' from 'torchvision.ops'",
+        ),
+        (
+            ModuleNotFoundError("No module named 'scipy'", name="scipy"),
+            'cannot load its model: scipy is not installed: pip install "pytest-segrobust[transformers]"',
+        ),
+    ],
+    ids=["runtime-error", "import-error", "not-installed"],
+)
+def test_a_dependency_that_fails_while_loading_is_blamed_on_the_extra_only_when_it_is_not_installed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, error: Exception, expected: str
+) -> None:
+    checkpoint = segformer(tmp_path / "seg")
+
+    def failing(*args: object, **kwargs: object) -> None:
+        raise error
+
+    monkeypatch.setattr(transformers.AutoModelForSemanticSegmentation, "from_pretrained", failing)
+    if isinstance(error, ModuleNotFoundError):
+        find_spec = importlib.util.find_spec
+        monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "scipy" else find_spec(name, *a))
+    with pytest.raises(SegRobustError) as raised:
+        load(checkpoint)
+    assert str(raised.value) == f"transformers model {checkpoint}: {expected}"
 
 
 def test_models_that_do_not_fit_the_task_are_refused(tmp_path: Path) -> None:
