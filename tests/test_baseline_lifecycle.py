@@ -167,7 +167,7 @@ def test_a_statistical_gate_names_its_margin_in_the_junit_properties(tmp_path) -
     path = tmp_path / "s.yaml"
     path.write_text(GATED.replace("name: g", "name: s") + "gate: {margin: {gamma_r: 0.02, score: 0.5}}\n")
     clean, corrupted = cells("a", 80.0, SCORES_A)[:2]
-    session = SimpleNamespace(records=[clean, corrupted], suite_order={"s": load_suite(path)})
+    session = SimpleNamespace(records=[clean, corrupted], suite_order={"s": load_suite(path)}, model_outcomes={})
     properties = dict(SegRobustSession.cell_properties(session, corrupted.nodeid))  # type: ignore[arg-type]
     assert (properties["metric"], properties["margin_score"], properties["margin_gamma_r"]) == ("miou", 0.5, 0.02)
     assert "tolerance_score" not in properties

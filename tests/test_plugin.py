@@ -110,7 +110,10 @@ def test_malformed_suite_is_a_clear_collection_error(project: pytest.Pytester, d
     )
     result = run(project, "--segrobust", *dist)
     assert result.ret != pytest.ExitCode.OK  # xdist runs the valid suites and exits 1; pytest alone stops
-    expected = "broken.yaml: field 'corruptions[1]': unknown corruption 'gausian_blur' in preset 'coco-p'; known: "
+    expected = (
+        "broken.yaml: field 'corruptions[1]': unknown corruption 'gausian_blur' in preset 'coco-p' "
+        "(did you mean 'gaussian_noise'?); known: "
+    )
     assert expected in result.stdout.str()
 
 
