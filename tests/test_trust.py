@@ -51,6 +51,27 @@ def test_a_nan_in_the_baseline_fails_instead_of_passing_everything(project: pyte
     result.stdout.fnmatch_lines(["*models.binner.gaussian_noise.5.gamma_r is nan: a baseline stores finite numbers only*"])
 
 
+def test_a_stored_cell_without_a_gated_number_fails_naming_it_until_an_update_repairs_it(project: pytest.Pytester) -> None:
+    run(project, "--segrobust-update-baselines").assert_outcomes(passed=CELLS)
+    path = project.path / "baselines" / "bands.json"
+    document = json.loads(path.read_text())
+    del document["models"]["binner"]["gaussian_noise"]["5"]["gamma_r"]  # removed by hand
+    path.write_text(json.dumps(document))
+    result = run(project, "--segrobust")  # the same model: only the missing number can fail
+    result.assert_outcomes(failed=1, passed=CELLS - 1)
+    result.stdout.fnmatch_lines(
+        [
+            (
+                "*bands::binner::gaussian_noise::5: baselines/bands.json: models.binner.gaussian_noise.5 has no gamma_r, "
+                "which the suite gates*rewrite the cell with pytest --segrobust --segrobust-update-baselines"
+            )
+        ]
+    )
+    update = run(project, "--segrobust-update-baselines", "-k", "gaussian_noise and 5")
+    update.assert_outcomes(passed=1)
+    assert "gamma_r" in baseline(project)["models"]["binner"]["gaussian_noise"]["5"]
+
+
 def test_nan_logits_fail_their_cells_and_are_never_recorded(project: pytest.Pytester, dist: list[str]) -> None:
     one_cell_suite(project, "nan_binner")
     result = run(project, "--segrobust-update-baselines", *dist)
