@@ -177,6 +177,24 @@ def test_two_suite_files_with_one_name_are_a_collection_error(project: pytest.Py
     )
 
 
+def test_a_suite_from_elsewhere_with_the_name_of_one_in_the_suites_folder_is_a_collection_error(
+    project: pytest.Pytester,
+) -> None:
+    run(project, "--segrobust-update-baselines").assert_outcomes(passed=CELLS)
+    stored = (project.path / "baselines" / "bands.json").read_text()
+    (project.path / "other").mkdir()
+    (project.path / "other" / "s.yaml").write_text("name: bands\n" + SUITE.format(smoothing=1))
+    clash = "suite name 'bands' is also the name of {}; both would share baselines/bands.json*"
+    # Named alone, the suite in suites/ is not collected, and still counts.
+    alone = run(project, "--segrobust-update-baselines", "other/s.yaml")
+    assert alone.ret == pytest.ExitCode.INTERRUPTED
+    alone.stdout.fnmatch_lines(["*other/s.yaml: field 'name': " + clash.format("suites/bands.yaml")])
+    both = run(project, "--segrobust-update-baselines", "suites", "other/s.yaml")
+    assert both.ret == pytest.ExitCode.INTERRUPTED
+    both.stdout.fnmatch_lines(["*suites/bands.yaml: field 'name': " + clash.format("other/s.yaml")])
+    assert (project.path / "baselines" / "bands.json").read_text() == stored
+
+
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
