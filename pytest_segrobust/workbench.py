@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from pytest_segrobust.baselines import CellKey, Conditions
@@ -21,7 +22,7 @@ from pytest_segrobust.cache import CleanCache
 from pytest_segrobust.corruptions import DEFAULT_PRESET, REGISTRY, Corruption, CorruptionRegistry
 from pytest_segrobust.data.base import SegmentationDataset
 from pytest_segrobust.data.sample_cache import MEBIBYTE, SampleCache
-from pytest_segrobust.errors import SegRobustError
+from pytest_segrobust.errors import DuplicateSampleError, SegRobustError
 from pytest_segrobust.evaluation import CLEAN, CellResult, EvalResult, evaluate, sample_count
 from pytest_segrobust.identity import UnknownIdentity, code_identity
 from pytest_segrobust.metrics import MetricContext
@@ -145,7 +146,7 @@ class Workbench:
             return CellResult(corrupted=clean, clean=clean), dataset, CLEAN
         corruption = suite.corruption(key.corruption, self.registry)
         if split is None:
-            corrupted = self._evaluate(suite, model, dataset, corruption, key.severity, key.label)
+            corrupted = self._evaluate(suite, model, dataset, corruption, key.severity, key.label, key.split)
         else:
             start = time.perf_counter()
             pieces = [self.piece(suite, key, 0, split.count), *split.others()]
@@ -162,22 +163,23 @@ class Workbench:
     def piece(self, suite: Suite, key: CellKey, index: int, count: int) -> Piece:
         """Piece ``index`` of ``count`` of a corrupted cell's evaluation (:mod:`pytest_segrobust.pieces`)."""
         model, dataset = self.model(suite, key.model), self.dataset(suite, key.split)
-        return evaluate_piece(
-            model,
-            dataset,
-            suite.corruption(key.corruption, self.registry),
-            key.severity,
-            index,
-            count,
-            task=suite.task,
-            metrics=suite.metrics,
-            seed=suite.seed,
-            batch_size=self.options.batch_size or suite.batch_size,
-            limit=suite.limit,
-            progress=_ProgressLog(f"{key.label} (piece {index + 1} of {count})"),
-            loader_workers=self.options.loader_workers,
-            sample_cache=self.samples,
-        )
+        with _in_field(suite, key.split):
+            return evaluate_piece(
+                model,
+                dataset,
+                suite.corruption(key.corruption, self.registry),
+                key.severity,
+                index,
+                count,
+                task=suite.task,
+                metrics=suite.metrics,
+                seed=suite.seed,
+                batch_size=self.options.batch_size or suite.batch_size,
+                limit=suite.limit,
+                progress=_ProgressLog(f"{key.label} (piece {index + 1} of {count})"),
+                loader_workers=self.options.loader_workers,
+                sample_cache=self.samples,
+            )
 
     def clean(self, suite: Suite, model_name: str, split: str | None = None) -> EvalResult:
         """The clean result of a suite's model, computed once (and cached on disk when possible)."""
@@ -185,7 +187,7 @@ class Workbench:
         if key not in self._clean:
             model, dataset = self.model(suite, model_name), self.dataset(suite, split)
             label = CellKey(suite.name, model_name, CLEAN, 0, split).label
-            compute = lambda: self._evaluate(suite, model, dataset, None, 0, label)  # noqa: E731
+            compute = lambda: self._evaluate(suite, model, dataset, None, 0, label, split)  # noqa: E731
             fingerprint = None if self.cache is None else self._fingerprint(suite, model_name, model, split)
             if self.cache is None or fingerprint is None:
                 self._clean[key] = compute()
@@ -223,22 +225,30 @@ class Workbench:
         )
 
     def _evaluate(
-        self, suite: Suite, model: Any, dataset: SegmentationDataset, corruption: Corruption | None, severity: int, cell: str
+        self,
+        suite: Suite,
+        model: Any,
+        dataset: SegmentationDataset,
+        corruption: Corruption | None,
+        severity: int,
+        cell: str,
+        split: str | None,
     ) -> EvalResult:
-        return self.run(
-            model,
-            dataset,
-            corruption,
-            severity,
-            cell=cell,
-            task=suite.task,
-            metrics=suite.metrics,
-            seed=suite.seed,
-            batch_size=suite.batch_size,
-            limit=suite.limit,
-            statistics=suite.gate is not None,
-            sample_cache=self.samples,
-        )
+        with _in_field(suite, split):
+            return self.run(
+                model,
+                dataset,
+                corruption,
+                severity,
+                cell=cell,
+                task=suite.task,
+                metrics=suite.metrics,
+                seed=suite.seed,
+                batch_size=suite.batch_size,
+                limit=suite.limit,
+                statistics=suite.gate is not None,
+                sample_cache=self.samples,
+            )
 
     def run(
         self,
@@ -316,6 +326,16 @@ class Workbench:
             self._clean[key] = self.run(model, dataset, None, 0, cell=f"{dataset.name}::clean", **options)
         corrupted = self.run(model, dataset, chosen, severity, cell=f"{dataset.name}::{chosen.name}::{severity}", **options)
         return CellResult(corrupted=corrupted, clean=self._clean[key])
+
+
+@contextmanager
+def _in_field(suite: Suite, split: str | None) -> Iterator[None]:
+    """Name the suite and its dataset's field in the error of a dataset whose sample ids repeat."""
+    try:
+        yield
+    except DuplicateSampleError as exc:
+        where = "dataset" if split is None else f"shifts.splits.{split}"
+        raise DuplicateSampleError(f"{suite.path}: field '{where}': {exc}") from None
 
 
 def _build(suite: Suite, source: str, where: str, build: Callable[[], Any]) -> Any:

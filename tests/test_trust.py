@@ -222,6 +222,24 @@ def test_an_empty_dataset_is_a_clear_error(project: pytest.Pytester) -> None:
     assert "TypeError" not in result.stdout.str() and "INTERNALERROR" not in result.stdout.str()
 
 
+@pytest.mark.parametrize("dist", [[], ["-n", "2"]], ids=["no-xdist", "n2"])
+def test_duplicate_sample_ids_fail_every_cell_naming_the_dataset_the_id_and_both_indices(
+    project: pytest.Pytester, dist: list[str]
+) -> None:
+    (project.path / "suites" / "bands.yaml").write_text(SUITE.format(smoothing=5).replace(":band_scenes", ":repeated_id_scenes"))
+    result = run(project, "--segrobust-update-baselines", *dist)  # an update would accept any number measured
+    result.assert_outcomes(failed=CELLS)
+    result.stdout.fnmatch_lines(
+        [
+            (
+                "*bands.yaml: field 'dataset': bands-8-32x32-0: sample_id 'bands/2' is used twice, by the samples at "
+                "index 2 and 5; sample ids must be unique*"
+            )
+        ]
+    )
+    assert not (project.path / "baselines" / "bands.json").exists()
+
+
 def test_a_model_whose_device_is_a_string_runs(project: pytest.Pytester) -> None:
     one_cell_suite(project, "string_device_binner")
     cached_run(project, "--segrobust-update-baselines").assert_outcomes(passed=2)
