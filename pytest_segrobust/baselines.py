@@ -568,10 +568,12 @@ def write_baseline(
 ) -> BaselineUpdate:
     """Merge ``cells``, rounded, into the file at ``path`` and write it atomically.
 
-    Stored cells not given keep their values (a ``-k`` run does not forget the rest) as long
-    as they were measured under the same conditions: a change of seed, dataset, metric, ...
-    drops them all, a changed severity table drops that corruption's. ``replace_all`` (set
-    when the stored file is broken) starts from an empty file.
+    Stored cells not given keep their values (a ``-k`` run does not forget the rest). A change
+    of seed, dataset, metric, ... invalidates them all, a changed severity table that
+    corruption's: the write must then give every invalidated cell the suite still has (an
+    update of the whole suite, or of that corruption), and refuses otherwise, never discarding
+    stored cells silently. ``replace_all`` (set when the stored file could not be used)
+    starts from an empty file where the stored one is broken.
 
     Args:
         keep_only: The suite's cells, when every stored entry it no longer has must go (an
@@ -586,14 +588,25 @@ def write_baseline(
 
     Raises:
         ValueError: for a value that is not a finite number (a baseline never stores NaN).
+        BaselineError: when the stored file is broken (without ``replace_all``), or when the
+            write would discard stored cells that this run's conditions invalidate and it does
+            not give (a ``-k`` update after a change of seed); nothing is written then.
         WriteError: when the file cannot be written.
     """
+    cells = list(cells)
     models: dict[str, dict[str, Any]] = {}
     tables = dict(conditions.severity_tables)
     recorded: dict[str, str] = {}
-    stored = None if replace_all else read_baseline(path)
-    if stored is not None and not conditions.general_differences(stored.conditions):
+    try:
+        stored = read_baseline(path)
+    except BaselineError:
+        if not replace_all:
+            raise
+        stored = None
+    reasons = [] if stored is None else conditions.general_differences(stored.conditions)
+    if stored is not None and not reasons:
         stale = {c for c in stored.conditions.severity_tables if conditions.table_difference(stored.conditions, c)}
+        reasons = [conditions.table_difference(stored.conditions, c) or c for c in sorted(stale)]
         tables = {c: rows for c, rows in stored.conditions.severity_tables.items() if c not in stale} | tables
         recorded = dict(stored.provenance.models)
 
@@ -604,6 +617,22 @@ def write_baseline(
             model: fresh(cells_) if not conditions.splits else {split: fresh(c) for split, c in cells_.items()}
             for model, cells_ in copy.deepcopy(stored.models).items()
         }
+    invalidated = stored_cells(stored) - _cell_paths(models, bool(conditions.splits))
+    discarded = invalidated - {key_path(key) for key, _ in cells}
+    gone: list[tuple[str, ...]] = []
+    if keep_only is not None:  # entries the suite no longer has go whatever their conditions
+        suite_cells = {key_path(key) for key in keep_only}
+        gone = [tuple(entry.split("::")) for entry in sorted(discarded - suite_cells)]
+        discarded &= suite_cells
+    if discarded:
+        shown = sorted(discarded)
+        listed = ", ".join(shown[:5]) + (f" and {len(shown) - 5} more" if len(shown) > 5 else "")
+        raise BaselineError(
+            f"{path}: this update writes {plural(len(cells), 'cell')} of suite {suite} under other conditions "
+            f"than the file's ({'; '.join(reasons)}) and would discard {plural(len(discarded), 'stored cell')} "
+            f"it did not measure ({listed}); update every cell of the suite at once (without -k): "
+            f"pytest --segrobust {UPDATE_FLAG}"
+        )
     changes = []
     for key, values in cells:
         bad = {metric: value for metric, value in values.items() if not math.isfinite(value)}
@@ -623,6 +652,7 @@ def write_baseline(
     if keep_only is not None:
         removed = _unused(models, bool(conditions.splits), keep_only)
         _drop(models, removed)
+        removed += gone
         kept = {key.corruption for key in keep_only}
         tables = {name: rows for name, rows in tables.items() if name in kept}
     recorded |= dict(fingerprints or {})

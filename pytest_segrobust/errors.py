@@ -30,6 +30,10 @@ class DatasetError(SegRobustError):
     """A dataset sample is malformed (size mismatch, unknown class ids, unreadable file)."""
 
 
+class DuplicateSampleError(DatasetError):
+    """Two samples of a dataset share one ``sample_id``: their corruptions and per-image statistics would be confused."""
+
+
 class BaselineError(SegRobustError):
     """A baseline file cannot be read; it is reported and never overwritten silently."""
 

@@ -22,7 +22,7 @@ import torch
 from pytest_segrobust.corruptions import Corruption
 from pytest_segrobust.data.base import Sample, SegmentationDataset, check_sample
 from pytest_segrobust.data.sample_cache import SampleCache
-from pytest_segrobust.errors import DatasetError, ModelError, ModelOutputError, SegRobustError
+from pytest_segrobust.errors import DatasetError, DuplicateSampleError, ModelError, ModelOutputError, SegRobustError
 from pytest_segrobust.metrics import METRICS, Metric, MetricContext, MetricResult
 from pytest_segrobust.metrics.base import check_score
 from pytest_segrobust.models.base import model_device
@@ -230,7 +230,8 @@ def evaluate(
         phases: Where to add the time of each phase (``None``: nothing is timed).
 
     Raises:
-        DatasetError: for a sample whose annotation does not match its image.
+        DatasetError: for a sample whose annotation does not match its image, or two samples
+            with one ``sample_id``.
         ModelOutputError: for predictions of the wrong type, shape, dtype or class range.
     """
     start = time.perf_counter()
@@ -300,6 +301,7 @@ def accumulate(
         scorers = [METRICS.get(name)(context) for name in (metrics or task.default_metrics)]
     corrupting = corruption is not None and severity > 0
     done = 0
+    positions_of: dict[str, int] = {}
     if sample_cache is None:
         stream = _read(dataset, positions, loader_workers)
     else:
@@ -308,6 +310,7 @@ def accumulate(
     batches = _batches(stream, batch_size)
     for samples in batches if phases is None else phases.iterate("read", batches, device):
         first = positions.start + done
+        _check_unique_ids(samples, first, positions_of, dataset)
         with timing("collate", device):
             batch = task.collate(samples, range(first, first + len(samples)), dataset, device)
         if corrupting:
@@ -381,6 +384,23 @@ def _read(dataset: SegmentationDataset, indices: Sequence[int], workers: int) ->
         prefetch_factor=4,
     )
     return (check_sample(dataset, index, sample) for index, sample in zip(indices, loader, strict=True))
+
+
+def _check_unique_ids(samples: Sequence[Sample], first: int, positions_of: dict[str, int], dataset: SegmentationDataset) -> None:
+    """Record the ids of ``samples`` (at positions from ``first`` on) in ``positions_of``.
+
+    Raises:
+        DuplicateSampleError: for an id seen before: an id seeds its image's corruption and pairs
+            its per-image statistics, so two images with one id would be confused.
+    """
+    for position, sample in enumerate(samples, start=first):
+        earlier = positions_of.setdefault(sample.sample_id, position)
+        if earlier != position:
+            raise DuplicateSampleError(
+                f"{dataset.name}: sample_id {sample.sample_id!r} is used twice, by the samples at index {earlier} and "
+                f"{position}; sample ids must be unique (each seeds its image's corruption, and per-image statistics "
+                "pair images by id)"
+            )
 
 
 def _as_is(sample: Sample) -> Sample:

@@ -8,6 +8,8 @@ failure). Every rule of the gate lives here:
 * a baseline that cannot be used (broken, recorded under other conditions) fails the cell,
   unless the run updates baselines, which then rewrites the file;
 * without a stored value the cell fails and its numbers are recorded for the next run;
+* a stored cell without a number the suite gates (removed by hand) fails, naming it; an
+  update rewrites the cell;
 * otherwise each toleranced number is checked, and any regression fails the cell;
 * a suite with a statistical gate (``gate:`` in the suite) decides each number by its paired
   interval against the margin instead (:func:`paired_checks`): failed when the drop is
@@ -30,7 +32,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
-from pytest_segrobust.baselines import UPDATE_FLAG, CellKey, Check, compare
+from pytest_segrobust.baselines import UPDATE_FLAG, CellKey, Check, compare, key_path
 from pytest_segrobust.requirements import RequirementCheck
 from pytest_segrobust.stats import Change, RunScores, paired_change, paired_gamma_r_change
 from pytest_segrobust.wording import decimals
@@ -318,6 +320,17 @@ def _against_baseline(
                 f"{key.label}: no baseline yet in {baseline_file}; recorded {_format(observed)}; "
                 f"it is written at the end of the run (by `segrobust merge` for a sharded run), re-run to compare "
                 f"(or accept all current numbers with pytest --segrobust {UPDATE_FLAG})"
+            ),
+        )
+    unstored = [name for name in tolerances if name in observed and name not in stored]
+    if unstored:
+        at = "models." + key_path(key).replace("::", ".")
+        return Verdict(
+            Status.ERROR,
+            message=(
+                f"{key.label}: {baseline_file}: {at} has no {' or '.join(unstored)}, which the suite gates, so the "
+                f"cell cannot be compared (was the file edited by hand?); restore it, or rewrite the cell with "
+                f"pytest --segrobust {UPDATE_FLAG}"
             ),
         )
     if missing_statistics is not None:

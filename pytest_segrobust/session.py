@@ -343,26 +343,36 @@ class SegRobustSession:
     def _check_unique_name(self, suite: Suite) -> None:
         """Two suite files with one name would share, and overwrite, one baseline file.
 
-        Every suite under the suites folder (subfolders too) is compared, and for a suite named
-        on the command line from elsewhere, those beside it.
+        A suite is compared with every suite the run touches wherever its file lies: all those
+        under the suites folder (subfolders too, collected by this run or not), those named on
+        the command line, and for a suite named from elsewhere, those beside it.
         """
-        inside = suite.path.resolve().is_relative_to(self._suites_dir)
-        folder = self._suites_dir if inside else suite.path.parent
-        if folder not in self._declared_names:  # read once per folder, not once per suite
-            search = folder.rglob if inside else folder.glob
-            files = sorted([*search("*.yaml"), *search("*.yml")])
-            self._declared_names[folder] = {path.resolve(): declared_name(path) for path in files}
-        others = [
-            other
-            for other, name in self._declared_names[folder].items()
-            if other != suite.path.resolve() and name == suite.name
-        ]
+        here = suite.path.resolve()
+        declared = dict(self._names_in(self._suites_dir, deep=True))
+        if not here.is_relative_to(self._suites_dir):
+            declared |= self._names_in(here.parent, deep=False)
+        for path in sorted(self._explicit):
+            if path.suffix in (".yaml", ".yml") and path.is_file():
+                declared |= self._names_in(path, deep=False)
+        others = sorted(other for other, name in declared.items() if other != here and name == suite.name)
         if others:
             raise SuiteError(
                 f"{suite.path}: field 'name': suite name {suite.name!r} is also the name of "
                 f"{', '.join(self._shown(o) for o in others)}; both would share baselines/{suite.name}.json. "
                 "Give each suite its own name"
             )
+
+    def _names_in(self, where: Path, *, deep: bool) -> dict[Path, str | None]:
+        """The name each suite file at ``where`` declares: a file, a folder, or (``deep``) its subfolders too;
+        read once per place, not once per suite."""
+        if where not in self._declared_names:
+            if where.is_file():
+                files = [where]
+            else:
+                search = where.rglob if deep else where.glob
+                files = sorted([*search("*.yaml"), *search("*.yml")])
+            self._declared_names[where] = {path.resolve(): declared_name(path) for path in files}
+        return self._declared_names[where]
 
     def close(self) -> None:
         """Undo what the run changed in this process (the import path)."""

@@ -359,7 +359,7 @@ def _blame(suite: Suite, key: CellKey) -> Iterator[None]:
     except DatasetError as exc:
         if str(exc).startswith(str(suite.path)):
             raise
-        raise DatasetError(f"{suite.path}: {_dataset_field(key.split)}: evaluating {evaluated}: {exc}") from exc
+        raise type(exc)(f"{suite.path}: {_dataset_field(key.split)}: evaluating {evaluated}: {exc}") from exc
     except (ModelError, ModelOutputError) as exc:
         raise type(exc)(f"{suite.path}: {_model_field(suite, key.model)}: evaluating {evaluated}: {exc}") from exc
 

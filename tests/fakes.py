@@ -161,8 +161,20 @@ class CrashingModel(RedBinner):
         raise RuntimeError("CUDA out of memory (simulated)")
 
 
+class RepeatedIdScenes(BandScenes):
+    """BandScenes whose sample at index 5 carries the id of the one at index 2, as a copy-paste slip would."""
+
+    def __getitem__(self, index: int) -> Sample:
+        sample = super().__getitem__(index)
+        return Sample("bands/2", sample.image, sample.target) if index == 5 else sample
+
+
 def band_scenes(size: int = 8, height: int = 32, width: int = 32, seed: int = 0) -> BandScenes:
     return BandScenes(size, height, width, seed)
+
+
+def repeated_id_scenes(size: int = 8) -> RepeatedIdScenes:
+    return RepeatedIdScenes(size)
 
 
 def red_binner(smoothing: int = 1) -> RedBinner:

@@ -113,6 +113,32 @@ def test_a_full_update_leaves_no_stale_entries_a_partial_one_keeps_them(project:
     assert baseline(project) == clean_file
 
 
+@WRITERS
+def test_a_partial_update_under_changed_conditions_refuses_and_keeps_every_cell(project: pytest.Pytester, dist: list[str]) -> None:
+    run(project, "--segrobust-update-baselines").assert_outcomes(passed=CELLS)
+    stored = (project.path / "baselines" / "bands.json").read_text()
+    suite = project.path / "suites" / "bands.yaml"
+    suite.write_text(suite.read_text() + "seed: 7\n")
+    partial = run(project, "--segrobust-update-baselines", "-k", "rotate", *dist)
+    assert partial.ret == pytest.ExitCode.TESTS_FAILED
+    partial.stdout.fnmatch_lines(
+        [
+            (
+                "error: baselines not written, the stored ones are unchanged: *bands.json: this update writes 2 cells of "
+                "suite bands under other conditions than the file's (seed: baseline 0, this run 7) and would discard "
+                "3 stored cells it did not measure (binner::clean, binner::gaussian_noise::1, binner::gaussian_noise::5); "
+                "update every cell of the suite at once (without -k): pytest --segrobust --segrobust-update-baselines"
+            )
+        ]
+    )
+    assert (project.path / "baselines" / "bands.json").read_text() == stored
+    full = run(project, "--segrobust-update-baselines", *dist)
+    full.assert_outcomes(passed=CELLS)
+    full.stdout.fnmatch_lines(["baselines/bands.json: * changed, 0 new, * unchanged"])  # the old numbers, not "new"
+    document = baseline(project)
+    assert document["conditions"]["seed"] == 7 and len(numbers(document["models"])) == 1 + 4 * 3
+
+
 @SINGLE_PROCESS
 def test_a_changed_model_is_shown_and_gated_all_the_same(project: pytest.Pytester, dist: list[str]) -> None:
     run(project, "--segrobust-update-baselines").assert_outcomes(passed=CELLS)

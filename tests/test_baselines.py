@@ -58,17 +58,59 @@ def test_partial_write_keeps_other_cells(tmp_path: Path) -> None:
     assert read_baseline(path).models == {"m": {"clean": {"score": 90.0}, "gaussian_noise": {"3": {"score": 61.0}}}}
 
 
-def test_partial_write_under_other_conditions_drops_what_they_invalidate(tmp_path: Path) -> None:
+def test_a_write_under_other_conditions_replaces_what_they_invalidate_when_it_gives_it_all(tmp_path: Path) -> None:
     path = tmp_path / "demo.json"
     cells = [(CLEAN, {"score": 90.0}), (NOISE3, {"score": 60.0}), (ROTATE1, {"score": 70.0})]
     write_baseline(path, "demo", CONDITIONS, cells, False)
-    # A new noise table invalidates the stored noise cells only.
+    # A new noise table invalidates the stored noise cells only: a write of them keeps the rest.
     tables = dict(CONDITIONS.severity_tables) | {"gaussian_noise": ("std=0.1",) * 5}
-    write_baseline(path, "demo", replace(CONDITIONS, severity_tables=tables), [(CLEAN, {"score": 91.0})], False)
-    assert read_baseline(path).models == {"m": {"clean": {"score": 91.0}, "rotate": {"1": {"score": 70.0}}}}
-    # A new seed invalidates every stored cell.
-    write_baseline(path, "demo", replace(CONDITIONS, seed=1), [(NOISE3, {"score": 59.0})], False)
-    assert read_baseline(path).models == {"m": {"gaussian_noise": {"3": {"score": 59.0}}}}
+    update = write_baseline(path, "demo", replace(CONDITIONS, severity_tables=tables), [(NOISE3, {"score": 59.0})], False)
+    assert read_baseline(path).models == {
+        "m": {"clean": {"score": 90.0}, "gaussian_noise": {"3": {"score": 59.0}}, "rotate": {"1": {"score": 70.0}}}
+    }
+    assert [(c.old, c.new) for c in update.changes] == [({"score": 60.0}, {"score": 59.0})]  # changed, not new
+    # A new seed invalidates every stored cell: an update of the whole suite rewrites them all.
+    suite = [CLEAN, NOISE3, ROTATE1]
+    write_baseline(path, "demo", replace(CONDITIONS, seed=1), [(k, {"score": 1.0}) for k in suite], False, keep_only=suite)
+    stored = read_baseline(path)
+    assert stored.conditions.seed == 1 and len(numbers_of(stored.models)) == 3
+
+
+@pytest.mark.parametrize("replace_all", [False, True], ids=["plain", "replace-all"])  # the gate's, for a changed seed
+def test_a_partial_write_under_other_conditions_refuses_to_discard_the_other_cells(tmp_path: Path, replace_all: bool) -> None:
+    path = tmp_path / "demo.json"
+    write_baseline(path, "demo", CONDITIONS, [(CLEAN, {"score": 90.0}), (NOISE3, {"score": 60.0}), (ROTATE1, {"score": 70.0})], False)
+    before = path.read_text()
+    with pytest.raises(BaselineError) as error:
+        write_baseline(path, "demo", replace(CONDITIONS, seed=7), [(ROTATE1, {"score": 71.0})], replace_all)
+    assert re.search(
+        rf"{re.escape(str(path))}: this update writes 1 cell of suite demo under other conditions than the file's "
+        r"\(seed: baseline 0, this run 7\) and would discard 2 stored cells it did not measure "
+        r"\(m::clean, m::gaussian_noise::3\); update every cell of the suite at once \(without -k\): "
+        r"pytest --segrobust --segrobust-update-baselines$",
+        str(error.value),
+    )
+    # A changed severity table: a write of other cells would discard that corruption's.
+    tables = dict(CONDITIONS.severity_tables) | {"gaussian_noise": ("std=0.1",) * 5}
+    with pytest.raises(BaselineError, match=r"\(severity_tables.gaussian_noise: severity 1 was .*\(m::gaussian_noise::3\)"):
+        write_baseline(path, "demo", replace(CONDITIONS, severity_tables=tables), [(CLEAN, {"score": 91.0})], replace_all)
+    # An update of the whole suite that could not measure a cell (its result was NaN) refuses too.
+    suite = [CLEAN, NOISE3, ROTATE1]
+    with pytest.raises(BaselineError, match=r"would discard 1 stored cell it did not measure \(m::rotate::1\)"):
+        write_baseline(path, "demo", replace(CONDITIONS, seed=7), [(CLEAN, {"score": 1.0}), (NOISE3, {"score": 1.0})], replace_all, keep_only=suite)
+    assert path.read_text() == before
+
+
+def test_a_whole_update_under_other_conditions_removes_the_entries_the_suite_no_longer_has(tmp_path: Path) -> None:
+    path = tmp_path / "demo.json"
+    write_baseline(path, "demo", CONDITIONS, [(CLEAN, {"score": 90.0}), (NOISE3, {"score": 60.0}), (ROTATE1, {"score": 70.0})], False)
+    update = write_baseline(path, "demo", replace(CONDITIONS, seed=7), [(CLEAN, {"score": 1.0})], False, keep_only=[CLEAN])
+    assert update.removed == ("m::gaussian_noise::3", "m::rotate::1")  # named in the summary, never silent
+    assert read_baseline(path).models == {"m": {"clean": {"score": 1.0}}}
+
+
+def numbers_of(tree: dict) -> list[float]:
+    return [n for value in tree.values() for n in (numbers_of(value) if isinstance(value, dict) else [value])]
 
 
 @pytest.mark.parametrize(

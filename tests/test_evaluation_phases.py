@@ -1,15 +1,19 @@
-"""evaluate()'s phase timer: each phase's time lands in its own slot, and timing changes no number."""
+"""evaluate()'s phase timer: each phase's time lands in its own slot, and timing changes no number; the
+samples it reads must have unique ids."""
 
 from __future__ import annotations
 
 import time
 
+import pytest
 import torch
 
 from pytest_segrobust.corruptions import REGISTRY
+from pytest_segrobust.data.sample_cache import SampleCache
+from pytest_segrobust.errors import DuplicateSampleError
 from pytest_segrobust.evaluation import Phases, evaluate
 from pytest_segrobust.models import as_segmentation_model
-from tests.fakes import BandScenes, RedBinner
+from tests.fakes import BandScenes, RedBinner, RepeatedIdScenes
 
 PAUSE = 0.1
 
@@ -46,3 +50,13 @@ def test_timed_and_untimed_evaluations_give_the_same_results() -> None:
     assert timed.metrics == untimed.metrics
     assert timed.statistics.keys() == untimed.statistics.keys()
     assert all((timed.statistics[k] == untimed.statistics[k]).all() for k in untimed.statistics)
+
+
+@pytest.mark.parametrize("cache", [None, SampleCache(2**20)], ids=["read", "cached"])
+def test_two_samples_with_one_id_are_an_error_naming_the_id_and_both_indices(cache: SampleCache | None) -> None:
+    model = as_segmentation_model(RedBinner())
+    # Across batches of 2 (samples 2 and 5 are in different ones), clean and corrupted, read or served from memory.
+    for corruption, severity in ((None, 0), (REGISTRY.get("rotate"), 2)):
+        with pytest.raises(DuplicateSampleError, match=r"^bands-8-32x32-0: sample_id 'bands/2' is used twice, by the samples at index 2 and 5;"):
+            evaluate(model, RepeatedIdScenes(), corruption, severity, batch_size=2, sample_cache=cache)
+    assert evaluate(model, RepeatedIdScenes(), limit=5).num_images == 5  # the repeat lies past the limit

@@ -109,5 +109,26 @@ def test_a_changed_model_is_gated_all_the_same_and_a_failure_names_the_change() 
     change = "model m differs from the one b/demo.json was made with (fingerprint 2222, recorded 1111)"
     passing = judge(NOISE, OBSERVED, dict(OBSERVED), TOLERANCES, update=False, model_change=change)
     assert passing.status is Status.PASSED and passing.passed
-    failing = judge(NOISE, OBSERVED, {"score": 70.0}, TOLERANCES, update=False, baseline_file="b/demo.json", model_change=change)
+    stored = {"score": 70.0, "gamma_r": 0.66}
+    failing = judge(NOISE, OBSERVED, stored, TOLERANCES, update=False, baseline_file="b/demo.json", model_change=change)
     assert failing.status is Status.REGRESSED and f"  baseline file: b/demo.json\n  {change}\n" in failing.message
+
+
+@pytest.mark.parametrize("paired", [None, [PairedCheck("score", 60.0, 60.0, 1.0, low=-0.1, high=0.1, outcome="pass", images=8)]])
+def test_a_stored_cell_without_a_gated_number_fails_naming_it_and_an_update_rewrites_it(paired) -> None:
+    stored = {"score": 60.0, "gamma_a": 0.7}  # gamma_r removed by hand
+    failing = judge(NOISE, OBSERVED, stored, TOLERANCES, update=False, baseline_file="b/demo.json", paired=paired)
+    assert failing.status is Status.ERROR and not failing.passed and not failing.write
+    assert failing.message == (
+        "demo::m::gaussian_noise::3: b/demo.json: models.m.gaussian_noise.3 has no gamma_r, which the suite gates, "
+        "so the cell cannot be compared (was the file edited by hand?); restore it, or rewrite the cell with "
+        "pytest --segrobust --segrobust-update-baselines"
+    )
+    rewriting = judge(NOISE, OBSERVED, stored, TOLERANCES, update=True, paired=paired)
+    assert rewriting.status is Status.UPDATED and rewriting.write and not rewriting.replace_all
+    # A further metric's number, in a cell of a split.
+    key = CellKey("demo", "m", "gaussian_noise", 3, split="night")
+    tolerances = TOLERANCES | {"boundary_iou.score": 1.0}
+    observed = OBSERVED | {"boundary_iou.score": 50.0}
+    verdict = judge(key, observed, {"score": 60.0, "gamma_r": 0.66}, tolerances, update=False, baseline_file="b/demo.json")
+    assert "b/demo.json: models.m.night.gaussian_noise.3 has no boundary_iou.score, which" in verdict.message

@@ -51,6 +51,27 @@ def test_a_nan_in_the_baseline_fails_instead_of_passing_everything(project: pyte
     result.stdout.fnmatch_lines(["*models.binner.gaussian_noise.5.gamma_r is nan: a baseline stores finite numbers only*"])
 
 
+def test_a_stored_cell_without_a_gated_number_fails_naming_it_until_an_update_repairs_it(project: pytest.Pytester) -> None:
+    run(project, "--segrobust-update-baselines").assert_outcomes(passed=CELLS)
+    path = project.path / "baselines" / "bands.json"
+    document = json.loads(path.read_text())
+    del document["models"]["binner"]["gaussian_noise"]["5"]["gamma_r"]  # removed by hand
+    path.write_text(json.dumps(document))
+    result = run(project, "--segrobust")  # the same model: only the missing number can fail
+    result.assert_outcomes(failed=1, passed=CELLS - 1)
+    result.stdout.fnmatch_lines(
+        [
+            (
+                "*bands::binner::gaussian_noise::5: baselines/bands.json: models.binner.gaussian_noise.5 has no gamma_r, "
+                "which the suite gates*rewrite the cell with pytest --segrobust --segrobust-update-baselines"
+            )
+        ]
+    )
+    update = run(project, "--segrobust-update-baselines", "-k", "gaussian_noise and 5")
+    update.assert_outcomes(passed=1)
+    assert "gamma_r" in baseline(project)["models"]["binner"]["gaussian_noise"]["5"]
+
+
 def test_nan_logits_fail_their_cells_and_are_never_recorded(project: pytest.Pytester, dist: list[str]) -> None:
     one_cell_suite(project, "nan_binner")
     result = run(project, "--segrobust-update-baselines", *dist)
@@ -156,6 +177,24 @@ def test_two_suite_files_with_one_name_are_a_collection_error(project: pytest.Py
     )
 
 
+def test_a_suite_from_elsewhere_with_the_name_of_one_in_the_suites_folder_is_a_collection_error(
+    project: pytest.Pytester,
+) -> None:
+    run(project, "--segrobust-update-baselines").assert_outcomes(passed=CELLS)
+    stored = (project.path / "baselines" / "bands.json").read_text()
+    (project.path / "other").mkdir()
+    (project.path / "other" / "s.yaml").write_text("name: bands\n" + SUITE.format(smoothing=1))
+    clash = "suite name 'bands' is also the name of {}; both would share baselines/bands.json*"
+    # Named alone, the suite in suites/ is not collected, and still counts.
+    alone = run(project, "--segrobust-update-baselines", "other/s.yaml")
+    assert alone.ret == pytest.ExitCode.INTERRUPTED
+    alone.stdout.fnmatch_lines(["*other/s.yaml: field 'name': " + clash.format("suites/bands.yaml")])
+    both = run(project, "--segrobust-update-baselines", "suites", "other/s.yaml")
+    assert both.ret == pytest.ExitCode.INTERRUPTED
+    both.stdout.fnmatch_lines(["*suites/bands.yaml: field 'name': " + clash.format("other/s.yaml")])
+    assert (project.path / "baselines" / "bands.json").read_text() == stored
+
+
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
@@ -181,6 +220,24 @@ def test_an_empty_dataset_is_a_clear_error(project: pytest.Pytester) -> None:
     result.assert_outcomes(failed=2)
     result.stdout.fnmatch_lines(["*bands-0-32x32-0: the dataset has no samples; there is nothing to evaluate*"])
     assert "TypeError" not in result.stdout.str() and "INTERNALERROR" not in result.stdout.str()
+
+
+@pytest.mark.parametrize("dist", [[], ["-n", "2"]], ids=["no-xdist", "n2"])
+def test_duplicate_sample_ids_fail_every_cell_naming_the_dataset_the_id_and_both_indices(
+    project: pytest.Pytester, dist: list[str]
+) -> None:
+    (project.path / "suites" / "bands.yaml").write_text(SUITE.format(smoothing=5).replace(":band_scenes", ":repeated_id_scenes"))
+    result = run(project, "--segrobust-update-baselines", *dist)  # an update would accept any number measured
+    result.assert_outcomes(failed=CELLS)
+    result.stdout.fnmatch_lines(
+        [
+            (
+                "*bands.yaml: field 'dataset': bands-8-32x32-0: sample_id 'bands/2' is used twice, by the samples at "
+                "index 2 and 5; sample ids must be unique*"
+            )
+        ]
+    )
+    assert not (project.path / "baselines" / "bands.json").exists()
 
 
 def test_a_model_whose_device_is_a_string_runs(project: pytest.Pytester) -> None:
