@@ -194,7 +194,7 @@ def judge(
     paired: Sequence[PairedCheck] | None = None,
     inconclusive: str = "fail",
     missing_statistics: str | None = None,
-    requirements: Sequence[RequirementCheck] = (),
+    requirements: Sequence[RequirementCheck] | None = None,
 ) -> Verdict:
     """Decide one cell.
 
@@ -218,7 +218,8 @@ def judge(
         missing_statistics: Why the statistical gate cannot pair this cell with its stored
             value (the baseline has no per-image statistics for it): the cell fails.
         requirements: The suite's requirements decided for this cell
-            (:func:`pytest_segrobust.requirements.decide`).
+            (:func:`pytest_segrobust.requirements.decide`); ``None`` for a suite without
+            ``require:``, whose cells without a baseline fail as new (with it, they are recorded).
     """
     verdict = _against_baseline(
         key,
@@ -239,14 +240,16 @@ def judge(
     return with_requirements(verdict, key.label, requirements, inconclusive)
 
 
-def with_requirements(verdict: Verdict, label: str, requirements: Sequence[RequirementCheck], inconclusive: str) -> Verdict:
+def with_requirements(
+    verdict: Verdict, label: str, requirements: Sequence[RequirementCheck] | None, inconclusive: str
+) -> Verdict:
     """``verdict`` (against the baseline) with the requirements' outcomes added.
 
     An unmet requirement fails whatever the baseline said (an update still writes); an
     undecided one fails, warns or passes by the ``inconclusive`` policy; a cell that only
     lacked a baseline passes as ``recorded`` when every requirement is met.
     """
-    if not requirements or verdict.status is Status.ERROR:
+    if requirements is None or verdict.status is Status.ERROR:
         return verdict
     unmet = [c for c in requirements if c.outcome == "fail"]
     undecided = [c for c in requirements if c.outcome == "inconclusive"]

@@ -318,13 +318,13 @@ def judge_model(
         ]
     if unmet:
         lines.append(f"{nodeid}: {len(unmet)} requirement{'s' if len(unmet) > 1 else ''} not met:")
-        lines += [f"  {c.describe()}" for c in unmet]
+        lines += [f"  {c.subject}: {c.describe()}" for c in unmet]
     undecided_lines = []
     if undecided:
         undecided_lines.append(f"{nodeid}: {len(undecided)} undecided (suite policy: inconclusive: {policy}):")
         for c in undecided:
             if isinstance(c, RequirementCheck):
-                undecided_lines.append(f"  {c.describe()}")
+                undecided_lines.append(f"  {c.subject}: {c.describe()}")
             else:
                 undecided_lines.append(
                     f"  {c.metric}: change {_num(c.delta)}, interval [{_num(c.low)}, {_num(c.high)}] straddles -{_num(c.margin)}"

@@ -661,7 +661,7 @@ class SegRobustSession:
             if not METRICS.get(name).higher_is_better:
                 lower_is_better.append(f"{prefix}score")
         requirements = self._requirement_checks(suite, key, record, observed, result)
-        record.requirements = [c.to_json() for c in requirements]
+        record.requirements = [c.to_json() for c in requirements or ()]
         if suite.gates_models:
             self.cell_evidence[record.nodeid] = self._cell_evidence(suite, key, record, result, self.resampled.get(record.nodeid))
         verdict = judge(
@@ -694,10 +694,11 @@ class SegRobustSession:
 
     def _requirement_checks(
         self, suite: Suite, key: CellKey, record: CellRecord, observed: dict[str, float], result: CellResult
-    ) -> list[RequirementCheck]:
-        """The suite's requirements of this cell, decided (by the bootstrap under a statistical gate)."""
+    ) -> list[RequirementCheck] | None:
+        """The suite's requirements of this cell, decided (by the bootstrap under a statistical gate);
+        ``None`` for a suite without ``require:``."""
         if suite.requirements is None:
-            return []
+            return None
         runs = class_runs = None
         if suite.gate is not None:
             runs = self.evidence.own_runs(suite, key, result)

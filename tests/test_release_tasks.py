@@ -48,7 +48,7 @@ corruptions: [gaussian_noise, misspelling]
 severities: [1]
 metrics: [referring_miou, referring_oiou]
 limit: 12
-gate: {margin: {gamma_r: 0.05, score: 5.0}}
+gate: {margin: {gamma_r: 0.05, score: 5.0}, inconclusive: warn}   # 12 expressions decide little
 require:
   categories: {text: {gamma_r: 0.05}}
   metrics: {referring_oiou: {gamma_r: 0.05}}
@@ -100,7 +100,10 @@ def test_requirements_gate_every_kind_of_suite(pytester: pytest.Pytester, kind: 
     release = report["suites"]["kind"]["release"]
     rows = {row["rule"]: row for row in release["requirements"]}
     assert set(rows) == EXPECTED_RULES[kind]
-    assert all(row["outcome"] == "pass" for row in rows.values())
+    # Twelve expressions leave the referring cells' bounds wide: undecided there, which the suite's policy warns about.
+    allowed = {"pass", "inconclusive"} if kind == "referring" else {"pass"}
+    assert {row["outcome"] for row in rows.values()} <= allowed
+    assert rows["require.aggregates.mean_gamma_r"]["outcome"] == "pass"
     statistical = kind != "panoptic"
     assert release["basis"] == ("bootstrap" if statistical else "point")
     aggregate = rows["require.aggregates.mean_gamma_r"]["worst"]
@@ -114,4 +117,10 @@ def test_requirements_gate_every_kind_of_suite(pytester: pytest.Pytester, kind: 
     second = run(pytester, "--segrobust")
     outcomes = second.parseoutcomes()
     assert outcomes.get("failed") == 1, second.stdout.str()[-3000:]
-    second.stdout.fnmatch_lines(["*require.aggregates.mean_gamma_r ≥ 5.0000 unmet for 1 of 1*"])
+    splits = 2 if kind == "shift" else 1  # a natural-shift suite's aggregates are each split's
+    second.stdout.fnmatch_lines(
+        [
+            f"*net{' @ val' if kind == 'shift' else ''} aggregates: mean γr *requires ≥ 5.0000*",
+            f"*require.aggregates.mean_gamma_r ≥ 5.0000 unmet for {splits} of {splits}*",
+        ]
+    )

@@ -293,8 +293,10 @@ def test_a_first_release_is_gated_by_its_requirements() -> None:
     unmet = verdict(None, [UNMET])
     assert unmet.status is Status.UNMET and not unmet.passed and unmet.write
     assert "require.gamma_r" in unmet.message and "no baseline yet" in unmet.message
-    # Without requirements a missing baseline fails, as it always did.
-    assert verdict(None, []).status is Status.NEW
+    # In a suite with require:, a cell no rule applies to is recorded too; without require:, a
+    # missing baseline fails, as it always did.
+    assert verdict(None, []).status is Status.RECORDED
+    assert verdict(None, None).status is Status.NEW
 
 
 def test_an_unmet_requirement_fails_a_cell_its_baseline_passes() -> None:
