@@ -146,12 +146,12 @@ severities: [1, 2, 3, 4, 5]
 gate:
   margin: {{gamma_r: 0.01, score: 1.0}}
   inconclusive: warn
-  aggregates: {{mpc: 1.0, mean_gamma_r: 0.01}}
+  aggregates: {{mpc: {mpc_margin}, mean_gamma_r: {gamma_margin}}}
 batch_size: 16
 """
 
 
-def worse_release(amount: float) -> None:
+def worse_release(amount: float, gamma_margin: float, mpc_margin: float) -> None:
     with tempfile.TemporaryDirectory() as folder:
         project = Path(folder)
         (project / "variants.py").write_text(textwrap.dedent(WORSE))
@@ -159,13 +159,17 @@ def worse_release(amount: float) -> None:
         (project / "suites").mkdir()
         suite = project / "suites" / "noise.yaml"
         command = [sys.executable, "-m", "pytest", "--segrobust", "-q", "-p", "no:randomly", "-n", "2"]
-        suite.write_text(SUITE.format(amount=0.0))
+        margins = {"gamma_margin": gamma_margin, "mpc_margin": mpc_margin}
+        suite.write_text(SUITE.format(amount=0.0, **margins))
         subprocess.run([*command, "--segrobust-update-baselines"], cwd=project, capture_output=True, check=True)
-        suite.write_text(SUITE.format(amount=amount))
+        suite.write_text(SUITE.format(amount=amount, **margins))
         done = subprocess.run(command, cwd=project, capture_output=True, text=True, check=False)
         report = json.loads((project / "segrobust-report.json").read_text())
     entry = report["suites"]["noise"]
-    print(f"\nA release behind an unsharp mask of {amount} (exit {done.returncode}), gated against the demo network:\n")
+    print(
+        f"\nA release behind an unsharp mask of {amount} (exit {done.returncode}), gated against the demo network "
+        f"(cells: margin 0.01 of gamma_r; aggregates: {gamma_margin} of mean gamma_r, {mpc_margin} of mPC):\n"
+    )
     print("| cell | γr baseline | γr release | Δγr | interval | outcome |")
     print("|---|---:|---:|---:|---|---|")
     drops = []
@@ -195,11 +199,13 @@ def main() -> None:
     parser.add_argument("--base", default="tiny-unet")
     parser.add_argument("--candidate", default="tiny-unet-smoothed")
     parser.add_argument("--worse", action="store_true", help="also gate a release that is worse on noisy images")
-    parser.add_argument("--amount", type=float, default=0.15, help="the worse release's unsharp mask")
+    parser.add_argument("--amount", type=float, default=0.03, help="the worse release's unsharp mask")
+    parser.add_argument("--gamma-margin", type=float, default=0.005, help="gate.aggregates' mean_gamma_r margin")
+    parser.add_argument("--mpc-margin", type=float, default=0.5, help="gate.aggregates' mpc margin")
     args = parser.parse_args()
     paired_cells(args.sidecar, args.base, args.candidate, args.suite)
     if args.worse:
-        worse_release(args.amount)
+        worse_release(args.amount, args.gamma_margin, args.mpc_margin)
 
 
 if __name__ == "__main__":
