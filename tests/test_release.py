@@ -31,6 +31,7 @@ gate:
 require:
   score: 1
   gamma_r: 0.01
+  classes: {{b: {{gamma_r: 0.01}}}}
   aggregates:
     mpc: {mpc}
     mean_gamma_r: 0.01
@@ -70,9 +71,13 @@ def test_a_first_release_passes_on_its_requirements_and_each_model_has_an_aggreg
     assert set(rows) == {
         "require.score",
         "require.gamma_r",
+        "require.classes.b.gamma_r",
         "require.aggregates.mpc",
         "require.aggregates.mean_gamma_r",
     }
+    # mIoU resamples classes: a class's requirement has bootstrap bounds, as the cell's numbers do.
+    assert rows["require.classes.b.gamma_r"]["worst"]["low"] is not None
+    assert rows["require.classes.b.gamma_r"]["worst"]["number"] == "gamma_r of b"
     assert dict(rows["require.score"]["outcomes"]) == {"pass": CELLS}
     assert dict(rows["require.gamma_r"]["outcomes"]) == {"pass": CELLS - 1}
     assert rows["require.aggregates.mpc"]["worst"]["low"] is not None  # decided by the bootstrap
@@ -105,9 +110,9 @@ def test_an_unmet_aggregate_requirement_fails_its_item_naming_the_suite_line_and
     result.stdout.fnmatch_lines(
         [
             "*requirement not met*",
-            "*mPC *requires ≥ 99.5000 (require.aggregates.mpc, line 16)*",
+            "*mPC *requires ≥ 99.5000 (require.aggregates.mpc, line 17)*",
             "FAIL · 5 cells: 5 passed; 1 model's aggregates: 1 with a requirement unmet",
-            "suites/bands.yaml:16: require.aggregates.mpc ≥ 99.5000 unmet for 1 of 1 (worst: binner aggregates: mPC *",
+            "suites/bands.yaml:17: require.aggregates.mpc ≥ 99.5000 unmet for 1 of 1 (worst: binner aggregates: mPC *",
             f"FAILED {AGGREGATES} - *",
         ]
     )
