@@ -55,10 +55,10 @@ def write(project: pytest.Pytester, dataset: str = "segrobust_fakes:band_scenes"
 
 
 def failure_lines(result: pytest.RunResult) -> list[str]:
-    """The text of the failures section, between its banner and the plugin's summary."""
+    """The text of the failures section, between its banner and the next section's (warnings, the plugin's summary)."""
     lines = result.stdout.lines
     start = next(i for i, line in enumerate(lines) if "FAILURES" in line)
-    end = next(i for i, line in enumerate(lines) if i > start and "= segrobust =" in line)
+    end = next(i for i, line in enumerate(lines) if i > start and line.startswith("=") and line.endswith("="))
     return [line for line in lines[start + 1 : end] if line.strip()]
 
 

@@ -232,7 +232,7 @@ def test_duplicate_sample_ids_fail_every_cell_naming_the_dataset_the_id_and_both
     result.stdout.fnmatch_lines(
         [
             (
-                "*bands.yaml: field 'dataset': bands-8-32x32-0: sample_id 'bands/2' is used twice, by the samples at "
+                "*bands.yaml: field 'dataset': evaluating *: bands-8-32x32-0: sample_id 'bands/2' is used twice, by the samples at "
                 "index 2 and 5; sample ids must be unique*"
             )
         ]
