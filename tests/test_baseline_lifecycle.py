@@ -113,7 +113,7 @@ def test_a_full_update_leaves_no_stale_entries_a_partial_one_keeps_them(project:
     assert baseline(project) == clean_file
 
 
-@WRITERS
+@SINGLE_PROCESS  # the refusal is the controller's, at the end of the run: xdist changes nothing of it
 def test_a_partial_update_under_changed_conditions_refuses_and_keeps_every_cell(project: pytest.Pytester, dist: list[str]) -> None:
     run(project, "--segrobust-update-baselines").assert_outcomes(passed=CELLS)
     stored = (project.path / "baselines" / "bands.json").read_text()

@@ -222,7 +222,7 @@ def test_an_empty_dataset_is_a_clear_error(project: pytest.Pytester) -> None:
     assert "TypeError" not in result.stdout.str() and "INTERNALERROR" not in result.stdout.str()
 
 
-@pytest.mark.parametrize("dist", [[], ["-n", "2"]], ids=["no-xdist", "n2"])
+@pytest.mark.parametrize("dist", [[]], ids=["no-xdist"])  # a cell's error crosses xdist as any other (tested elsewhere)
 def test_duplicate_sample_ids_fail_every_cell_naming_the_dataset_the_id_and_both_indices(
     project: pytest.Pytester, dist: list[str]
 ) -> None:
