@@ -109,6 +109,26 @@ class PairedCheck:
     detectable: float | None = None
     higher_is_better: bool = True
 
+    @classmethod
+    def decide(
+        cls, metric: str, observed: float, baseline: float, change: Change, margin: float, confidence: float
+    ) -> PairedCheck:
+        """Non-inferiority of ``change`` (candidate - baseline) at ``margin``, from its interval at ``confidence``."""
+        low, high = change.interval(confidence)
+        outcome = "fail" if high < -margin else "pass" if low > -margin else "inconclusive"
+        return cls(
+            metric,
+            float(observed),
+            float(baseline),
+            margin,
+            low,
+            high,
+            outcome,
+            change.images,
+            change.images_to_decide(margin, confidence) if outcome == "inconclusive" else None,
+            change.detectable(confidence) if change.standard_error > 0 else None,
+        )
+
     @property
     def delta(self) -> float:
         return self.observed - self.baseline
@@ -158,23 +178,7 @@ def paired_checks(
                 if number == "score"
                 else paired_gamma_r_change(base_clean, base_corrupted, clean, corrupted)
             )
-            margin = margins[name]
-            low, high = change.interval(confidence)
-            outcome = "fail" if high < -margin else "pass" if low > -margin else "inconclusive"
-            checks.append(
-                PairedCheck(
-                    name,
-                    float(observed[name]),
-                    float(stored[name]),
-                    margin,
-                    low,
-                    high,
-                    outcome,
-                    change.images,
-                    change.images_to_decide(margin, confidence) if outcome == "inconclusive" else None,
-                    change.detectable(confidence) if change.standard_error > 0 else None,
-                )
-            )
+            checks.append(PairedCheck.decide(name, observed[name], stored[name], change, margins[name], confidence))
     return tuple(checks)
 
 
@@ -274,11 +278,15 @@ def with_requirements(
     if first:
         if not lines:
             warning = undecided_text if undecided and inconclusive == "warn" else verdict.warning
-            return Verdict(Status.RECORDED, verdict.checks, write=verdict.write, replace_all=verdict.replace_all, warning=warning)
+            return Verdict(
+                Status.RECORDED, verdict.checks, write=verdict.write, replace_all=verdict.replace_all, warning=warning
+            )
         lines.append(f"  (no baseline yet: the numbers are recorded all the same; {verdict.message})")
     if not lines:
         warning = "\n".join(w for w in (verdict.warning, undecided_text if inconclusive == "warn" else None) if w)
-        return Verdict(verdict.status, verdict.checks, verdict.write, verdict.replace_all, verdict.message, warning or None)
+        return Verdict(
+            verdict.status, verdict.checks, verdict.write, verdict.replace_all, verdict.message, warning or None
+        )
     failed_before = verdict.message is not None and not first
     status = verdict.status if failed_before else Status.UNMET if unmet else Status.INCONCLUSIVE
     message = "\n".join([*((verdict.message,) if failed_before else ()), *lines])

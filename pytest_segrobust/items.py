@@ -108,10 +108,15 @@ class ModelCells(CellGroup):
         cells = [(key, cell_nodeid(self.nodeid, key)) for key in self.keys]
         requirements = self.suite.requirements
         reference = self.suite.degradation.reference if self.suite.degradation is not None else None
-        if requirements is not None and reference not in (None, self.name) and {"mce", "rmce"} & set(requirements.aggregates):
+        if (
+            requirements is not None
+            and reference not in (None, self.name)
+            and {"mce", "rmce"} & set(requirements.aggregates)
+        ):
             file_nodeid = self.nodeid.rsplit("::", 1)[0]
             ref_keys = [
-                CellKey(key.suite, reference, key.corruption, key.severity, key.split) for key in self.keys  # type: ignore[arg-type]
+                CellKey(key.suite, reference, key.corruption, key.severity, key.split)
+                for key in self.keys  # type: ignore[arg-type]
             ]
             cells += [(key, cell_nodeid(f"{file_nodeid}::{reference}", key)) for key in ref_keys]
         yield ModelGateItem.from_parent(self, name=MODEL_ITEM, suite=self.suite, model=self.name, cells=cells)
@@ -121,26 +126,16 @@ class SplitCells(CellGroup):
     """A model's cells on one split of a natural-shift suite: ``suites/demo-shift.yaml::tiny-unet::ood-hard``."""
 
 
-class SuiteItem(pytest.Item):
-    """One cell of a suite: evaluate, compare with the baseline, record."""
+class _SuiteFileItem(pytest.Item):
+    """What every item of a suite file shares: its suite, the ``segrobust`` marker, the payload its
+    report carries to the xdist controller, and failures told in the plugin's own words."""
 
-    def __init__(self, *, suite: Suite, key: CellKey, **kwargs: Any) -> None:
-        # Spelled out as text so that pytest parses ``rotate[5]`` as name and parameter, as it
-        # does an id read back from its cache: ``--lf`` and ``--sw`` compare the two (pytest 9.2).
-        kwargs.setdefault("nodeid", f"{kwargs['parent'].nodeid}::{kwargs['name']}")
+    def __init__(self, *, suite: Suite, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.suite = suite
-        self.key = key
         self.add_marker(pytest.mark.segrobust)
+        # Read by the plugin into this item's report, which carries it to the xdist controller.
         self.segrobust_payload: str | None = None
-
-    def runtest(self) -> None:
-        session = self.config.stash[SESSION_KEY]
-        try:
-            session.run_cell(self.suite, self.key, self.nodeid)
-        finally:
-            # Read by the plugin into this item's report, which carries it to the xdist controller.
-            self.segrobust_payload = session.cell_payload(self.nodeid)
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str | Any:
         # Our own failures carry the whole story; a traceback through the harness would bury it.
@@ -158,7 +153,25 @@ class SuiteItem(pytest.Item):
         return self.path, None, f"{self.suite.name}: {self.nodeid.split('::', 1)[-1]}"
 
 
-class ModelGateItem(pytest.Item):
+class SuiteItem(_SuiteFileItem):
+    """One cell of a suite: evaluate, compare with the baseline, record."""
+
+    def __init__(self, *, suite: Suite, key: CellKey, **kwargs: Any) -> None:
+        # Spelled out as text so that pytest parses ``rotate[5]`` as name and parameter, as it
+        # does an id read back from its cache: ``--lf`` and ``--sw`` compare the two (pytest 9.2).
+        kwargs.setdefault("nodeid", f"{kwargs['parent'].nodeid}::{kwargs['name']}")
+        super().__init__(suite=suite, **kwargs)
+        self.key = key
+
+    def runtest(self) -> None:
+        session = self.config.stash[SESSION_KEY]
+        try:
+            session.run_cell(self.suite, self.key, self.nodeid)
+        finally:
+            self.segrobust_payload = session.cell_payload(self.nodeid)
+
+
+class ModelGateItem(_SuiteFileItem):
     """A model's aggregates: its aggregate requirements and aggregate margins, decided from its cells.
 
     Args:
@@ -168,14 +181,11 @@ class ModelGateItem(pytest.Item):
     """
 
     def __init__(self, *, suite: Suite, model: str, cells: Sequence[tuple[CellKey, str]], **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.suite = suite
+        super().__init__(suite=suite, **kwargs)
         self.model = model
         self.cells = list(cells)
         # A stand-in key, for what groups items by suite and model (shards).
         self.key = CellKey(suite.name, model, MODEL_ITEM, 0, None)
-        self.add_marker(pytest.mark.segrobust)
-        self.segrobust_payload: str | None = None
 
     def runtest(self) -> None:
         session = self.config.stash[SESSION_KEY]
@@ -183,18 +193,6 @@ class ModelGateItem(pytest.Item):
             session.run_model_gate(self.suite, self.model, self.nodeid, self.cells)
         finally:
             self.segrobust_payload = session.cell_payload(self.nodeid)
-
-    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> str | Any:
-        if isinstance(excinfo.value, RemoteCellError):
-            return excinfo.value.failure
-        if isinstance(excinfo.value, CellFailure):
-            return str(excinfo.value)
-        if isinstance(excinfo.value, SegRobustError):
-            return explain(self.config, excinfo.value)
-        return super().repr_failure(excinfo, style=style)
-
-    def reportinfo(self) -> tuple[Any, int | None, str]:
-        return self.path, None, f"{self.suite.name}: {self.nodeid.split('::', 1)[-1]}"
 
 
 ROBUSTNESS_ITEMS = (SuiteItem, ModelGateItem)

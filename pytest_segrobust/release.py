@@ -32,6 +32,7 @@ from pytest_segrobust.requirements import (
     Rule,
     decide,
     robustness,
+    shown_number,
 )
 from pytest_segrobust.scores import corruption_degradation, error, mean, relative_corruption_degradation
 from pytest_segrobust.sidecar import unpack
@@ -312,8 +313,8 @@ def judge_model(
     if regressed:
         lines.append(f"{nodeid}: {len(regressed)} aggregate{'s' if len(regressed) > 1 else ''} regressed:")
         lines += [
-            f"  {c.metric}: observed {_num(c.observed)}, baseline {_num(c.baseline)}, change {_num(c.delta)}, "
-            f"interval [{_num(c.low)}, {_num(c.high)}] entirely below the margin -{_num(c.margin)} (gate.aggregates)"
+            f"  {c.metric}: observed {shown_number(c.observed)}, baseline {shown_number(c.baseline)}, change {shown_number(c.delta)}, "
+            f"interval [{shown_number(c.low)}, {shown_number(c.high)}] entirely below the margin -{shown_number(c.margin)} (gate.aggregates)"
             for c in regressed
         ]
     if unmet:
@@ -327,7 +328,7 @@ def judge_model(
                 undecided_lines.append(f"  {c.subject}: {c.describe()}")
             else:
                 undecided_lines.append(
-                    f"  {c.metric}: change {_num(c.delta)}, interval [{_num(c.low)}, {_num(c.high)}] straddles -{_num(c.margin)}"
+                    f"  {c.metric}: change {shown_number(c.delta)}, interval [{shown_number(c.low)}, {shown_number(c.high)}] straddles -{shown_number(c.margin)}"
                 )
         if policy == "fail":
             lines += undecided_lines
@@ -557,28 +558,5 @@ def _aggregate_regressions(suite: Suite, evidence: Sequence[CellEvidence]) -> tu
         else:
             values, per_resample = (seen[members] / seen_clean).mean(0), (scores[members] / clean).mean(0)
         change = Change(float(values[0] - values[1]), per_resample[0] - per_resample[1], images)
-        margin = margins[number]
-        low, high = change.interval(level)
-        outcome = "fail" if high < -margin else "pass" if low > -margin else "inconclusive"
-        checks.append(
-            PairedCheck(
-                label,
-                float(values[0]),
-                float(values[1]),
-                margin,
-                low,
-                high,
-                outcome,
-                images,
-                change.images_to_decide(margin, level) if outcome == "inconclusive" else None,
-                change.detectable(level) if change.standard_error > 0 else None,
-            )
-        )
+        checks.append(PairedCheck.decide(label, values[0], values[1], change, margins[number], level))
     return checks, None
-
-
-def _num(value: float | None) -> str:
-    if value is None:
-        return "-"
-    text = f"{value:.4f}"
-    return "0.0000" if text == "-0.0000" else text

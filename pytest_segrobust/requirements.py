@@ -534,10 +534,10 @@ class RequirementCheck:
 
     def describe(self) -> str:
         """``gamma_r 0.4120, bound [0.3900, 0.4300], requires ≥ 0.8000 (require.gamma_r)``."""
-        interval = "" if self.low is None else f", bounds [{_num(self.low)}, {_num(self.high)}]"
+        interval = "" if self.low is None else f", bounds [{shown_number(self.low)}, {shown_number(self.high)}]"
         basis = "" if self.low is not None else " (point value: no statistical gate)"
         return (
-            f"{self.number} {_num(self.observed)}{interval}, requires {self.relation} {_num(self.threshold)}{basis} "
+            f"{self.number} {shown_number(self.observed)}{interval}, requires {self.relation} {shown_number(self.threshold)}{basis} "
             f"({self.rule}{f', line {self.line}' if self.line else ''})"
         )
 
@@ -700,15 +700,16 @@ def unmet_lines(checks: Iterable[RequirementCheck], suite_file: str) -> list[str
         where = f"{suite_file}:{summary.line}" if summary.line else suite_file
         state = "unmet" if summary.outcome == "fail" else "undecided"
         count = summary.outcomes.get(summary.outcome, 0)
-        bounds = "" if c.low is None else f", bounds [{_num(c.low)}, {_num(c.high)}]"
+        bounds = "" if c.low is None else f", bounds [{shown_number(c.low)}, {shown_number(c.high)}]"
         lines.append(
-            f"{where}: {summary.rule} {c.relation} {_num(summary.threshold)} {state} for {count} of {summary.decisions} "
-            f"(worst: {c.subject}: {c.number} {_num(c.observed)}{bounds})"
+            f"{where}: {summary.rule} {c.relation} {shown_number(summary.threshold)} {state} for {count} of {summary.decisions} "
+            f"(worst: {c.subject}: {c.number} {shown_number(c.observed)}{bounds})"
         )
     return lines
 
 
-def _num(value: float | None) -> str:
+def shown_number(value: float | None) -> str:
+    """A number as messages show it: 4 decimals, ``-`` for none, never ``-0.0000``."""
     if value is None:
         return "-"
     if not math.isfinite(value):
