@@ -24,6 +24,7 @@ import torch.nn.functional as F
 
 from pytest_segrobust.corruptions.functional import opencv
 from pytest_segrobust.corruptions.functional.padding import SMALL_IMAGE, Border, pad
+from pytest_segrobust.corruptions.functional.precision import ieee_float32
 
 Tap = tuple[int, int, float]
 """One tap of a sparse kernel: the image shifted down by ``dy`` and right by ``dx``, times a weight."""
@@ -218,7 +219,7 @@ def filter2d(images: torch.Tensor, kernel: torch.Tensor) -> torch.Tensor:
         if cv2 is not None:
             return opencv_filter2d(cv2, images, kernel, border)
         padded = pad(images, (reach,) * 4, border)
-        return F.conv2d(padded, kernel.to(images).expand(c, 1, -1, -1), groups=c)
+        return _conv2d(padded, kernel.to(images).expand(c, 1, -1, -1), groups=c)
     # Every entry, zeros too, and the kernel's full reach: the transform size stays K's.
     return fft_shift_sum(images, _all_taps(kernel), Border.MIRROR, (reach,) * 4)
 
@@ -298,9 +299,9 @@ def _depthwise_separable(
     ky, kx = kernel_y.to(images), kernel_x.to(images)
     py, px = ky.numel() // 2, kx.numel() // 2
     padded = pad(images, (0, 0, py, py), border).contiguous(memory_format=torch.channels_last)
-    out = F.conv2d(padded, ky.view(1, 1, -1, 1).expand(c, 1, -1, 1), groups=c)
+    out = _conv2d(padded, ky.view(1, 1, -1, 1).expand(c, 1, -1, 1), groups=c)
     padded = pad(out, (px, px, 0, 0), border).contiguous(memory_format=torch.channels_last)
-    out = F.conv2d(padded, kx.view(1, 1, 1, -1).expand(c, 1, 1, -1), groups=c)
+    out = _conv2d(padded, kx.view(1, 1, 1, -1).expand(c, 1, 1, -1), groups=c)
     return out.contiguous()
 
 
@@ -339,6 +340,12 @@ def gaussian_blur(images: torch.Tensor, sigma: float, truncate: float = 4.0) -> 
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+def _conv2d(inputs: torch.Tensor, weight: torch.Tensor, groups: int) -> torch.Tensor:
+    # In IEEE float32 on every device (cuDNN's default TF32 moved a blur's sums by 4e-4).
+    with ieee_float32(inputs.device):
+        return F.conv2d(inputs, weight, groups=groups)
 
 
 def _reach(taps: Sequence[Tap]) -> tuple[int, int, int, int]:

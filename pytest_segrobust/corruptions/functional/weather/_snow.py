@@ -10,6 +10,7 @@ import torch
 
 from pytest_segrobust.corruptions.functional.blur import streak_blur
 from pytest_segrobust.corruptions.functional.color import luma
+from pytest_segrobust.corruptions.functional.precision import ieee_float32
 from pytest_segrobust.corruptions.functional.weather._threshold import zero_below
 from pytest_segrobust.seeding import SampleStreams
 
@@ -59,7 +60,8 @@ def _upscale_crop(crop: torch.Tensor, height: int, width: int, zoom: float, trim
     out_h, out_w = round(crop_h * zoom), round(crop_w * zoom)
     rows = _linear_resampler(crop_h, out_h, height if trim else max(out_h, height), crop.dtype, crop.device)
     cols = _linear_resampler(crop_w, out_w, width if trim else max(out_w, width), crop.dtype, crop.device)
-    return rows @ crop @ cols.T
+    with ieee_float32(crop.device):  # no TF32 products, whatever the model runs with
+        return rows @ crop @ cols.T
 
 
 @functools.lru_cache(maxsize=32)
