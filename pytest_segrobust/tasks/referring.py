@@ -20,7 +20,7 @@ from pytest_segrobust.data.base import Sample, SegmentationDataset
 from pytest_segrobust.errors import DatasetError, ModelOutputError
 from pytest_segrobust.models.base import REFERRING_LOGIT_THRESHOLD, ReferringSegmentationModel
 from pytest_segrobust.tasks import register_task
-from pytest_segrobust.tasks.base import Task, first_id
+from pytest_segrobust.tasks.base import Task, first_id, upload
 from pytest_segrobust.types import Batch, Expressions, Field, Image, ReferringMask, field_of
 
 
@@ -56,7 +56,7 @@ class ReferringTask(Task):
         masks = torch.stack([s.referring.mask for s in samples if s.referring is not None])
         return {
             "expression": Expressions(tuple(s.referring.expression for s in samples if s.referring is not None)),
-            "referring_mask": ReferringMask(masks.to(device, non_blocking=True)),
+            "referring_mask": ReferringMask(upload(masks, device)),
         }
 
     def predict(self, model: Any, batch: Batch) -> Any:

@@ -11,7 +11,7 @@ from pytest_segrobust.data.base import Sample, SegmentationDataset
 from pytest_segrobust.errors import DatasetError, ModelOutputError
 from pytest_segrobust.models.base import SegmentationModel
 from pytest_segrobust.tasks import register_task
-from pytest_segrobust.tasks.base import Task, first_id
+from pytest_segrobust.tasks.base import Task, first_id, upload
 from pytest_segrobust.types import Batch, Field, Image, SemanticMask, field_of
 
 
@@ -35,7 +35,7 @@ class SemanticTask(Task):
                     f"{dataset.name}: sample {sample.sample_id}: mask size {tuple(sample.target.mask.shape)} differs "
                     f"from image size {tuple(sample.image.shape[1:])}"
                 )
-        masks = torch.stack([s.target.mask for s in samples if s.target is not None]).to(device, non_blocking=True)
+        masks = upload(torch.stack([s.target.mask for s in samples if s.target is not None]), device)
         return {"mask": SemanticMask(masks, dataset.ignore_index)}
 
     def check_predictions(self, predictions: Any, batch: Batch) -> torch.Tensor:
