@@ -16,9 +16,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, Protocol, TypeVar
 
 import torch
+
+from pytest_segrobust.errors import DatasetError, ModelOutputError
 
 DEFAULT_IGNORE_INDEX = 255
 # Segment id of unlabelled (void) pixels in a panoptic map.
@@ -295,3 +297,110 @@ def boxes_from_masks(masks: torch.Tensor) -> torch.Tensor:
     x1 = torch.where(cols, x, -1).amax(dim=1) + 1
     boxes = torch.stack([x0, y0, x1, y1], dim=1).float()
     return torch.where(rows.any(dim=1, keepdim=True), boxes, torch.zeros_like(boxes))
+
+
+@dataclass(frozen=True)
+class InstancePredictions:
+    """What an instance segmentation model returns for one image.
+
+    Labels follow the dataset's contiguous numbering (``1..K``, 0 is background and never
+    predicted).
+
+    Shape:
+        masks: ``(N, H, W)``, bool; labels: ``(N,)``, int64; scores: ``(N,)``, float.
+    """
+
+    masks: torch.Tensor
+    labels: torch.Tensor
+    scores: torch.Tensor
+
+    def __post_init__(self) -> None:
+        if self.masks.dim() != 3 or self.masks.dtype != torch.bool:
+            raise ModelOutputError(
+                f"instance masks must be a bool tensor of shape (N, H, W), got {self.masks.dtype} "
+                f"of shape {tuple(self.masks.shape)} (threshold mask probabilities in the adapter)"
+            )
+        count = self.masks.shape[0]
+        if tuple(self.labels.shape) != (count,) or tuple(self.scores.shape) != (count,):
+            raise ModelOutputError(
+                f"{count} instance masks need labels and scores of shape ({count},), got "
+                f"{tuple(self.labels.shape)} and {tuple(self.scores.shape)}"
+            )
+        if self.labels.is_floating_point() or self.labels.is_complex() or self.labels.dtype == torch.bool:
+            raise ModelOutputError(f"instance labels must be integer class ids, got {self.labels.dtype}")
+        if not self.scores.is_floating_point():
+            raise ModelOutputError(f"instance scores must be floating point, got {self.scores.dtype}")
+
+    def __len__(self) -> int:
+        return int(self.labels.numel())
+
+
+@dataclass(frozen=True)
+class PanopticPredictions:
+    """What a panoptic segmentation model returns for one image.
+
+    Every pixel carries a segment id (``0`` = void: the model abstains there); segment
+    ``ids[i]`` has class ``labels[i]`` in the dataset's numbering (label ``k`` is
+    ``class_names[k]``). Stuff classes have one segment per image, thing classes one per
+    instance.
+
+    Shape:
+        segments: ``(H, W)``, int64; ids, labels: ``(S,)``, int64.
+    """
+
+    segments: torch.Tensor
+    ids: torch.Tensor
+    labels: torch.Tensor
+
+    def __post_init__(self) -> None:
+        if self.segments.dim() != 2 or self.segments.is_floating_point() or self.segments.dtype == torch.bool:
+            raise ModelOutputError(
+                f"panoptic segments must be an integer tensor of shape (H, W), got {self.segments.dtype} "
+                f"of shape {tuple(self.segments.shape)}"
+            )
+        if self.ids.dim() != 1 or tuple(self.labels.shape) != tuple(self.ids.shape):
+            raise ModelOutputError(
+                f"panoptic ids and labels must have one shape (S,), got {tuple(self.ids.shape)} and {tuple(self.labels.shape)}"
+            )
+        if self.ids.is_floating_point() or self.labels.is_floating_point():
+            raise ModelOutputError("panoptic ids and labels must be integers")
+
+
+class Categorised(Protocol):
+    """What the category helpers read of a dataset (or a metric's context): its name and classes.
+
+    A dataset may also have ``categories``, COCO category dicts (``id``, ``name``, and
+    optionally ``supercategory``), read with ``getattr``.
+    """
+
+    name: str
+    class_names: Sequence[str]
+
+
+def instance_categories(dataset: Categorised) -> tuple[dict[str, Any], ...]:
+    """COCO category dicts of labels ``1..K``, in label order.
+
+    Label ``k`` is ``class_names[k]`` (0 is background). A dataset's own ``categories``
+    are used when it has them (their names must then be ``class_names[1:]``); otherwise
+    the classes become categories with ids ``1..K``.
+
+    Raises:
+        DatasetError: when the dataset's categories do not match its class names.
+    """
+    names = tuple(dataset.class_names[1:])
+    given = getattr(dataset, "categories", None)
+    if given is None:
+        return tuple({"id": label, "name": name} for label, name in enumerate(names, 1))
+    categories = tuple(sorted((dict(c) for c in given), key=lambda c: c["id"]))
+    if tuple(c["name"] for c in categories) != names:
+        raise DatasetError(
+            f"{dataset.name}: categories in id order ({', '.join(c['name'] for c in categories)}) are not "
+            f"class_names[1:] ({', '.join(names)}); instance labels would be ambiguous"
+        )
+    return categories
+
+
+def supercategories(dataset: Categorised) -> list[str | None]:
+    """The COCO supercategory of each of ``class_names`` (``None`` where there is none)."""
+    of_name = {c["name"]: c.get("supercategory") for c in getattr(dataset, "categories", None) or ()}
+    return [of_name.get(name) for name in dataset.class_names]

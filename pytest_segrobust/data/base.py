@@ -13,7 +13,14 @@ from typing import Any, Protocol, runtime_checkable
 import torch
 
 from pytest_segrobust.errors import DatasetError
-from pytest_segrobust.types import DEFAULT_IGNORE_INDEX, InstanceTarget, PanopticTarget, boxes_from_masks
+from pytest_segrobust.types import (
+    DEFAULT_IGNORE_INDEX,
+    InstanceTarget,
+    PanopticTarget,
+    boxes_from_masks,
+    instance_categories,
+    supercategories,
+)
 from pytest_segrobust.wording import article
 
 __all__ = [
@@ -133,32 +140,3 @@ def check_sample(dataset: SegmentationDataset, index: int, sample: Any) -> Sampl
             "(pytest_segrobust.data.base.Sample(sample_id, image, target))"
         )
     return sample
-
-
-def instance_categories(dataset: SegmentationDataset) -> tuple[dict[str, Any], ...]:
-    """COCO category dicts of labels ``1..K``, in label order.
-
-    Label ``k`` is ``class_names[k]`` (0 is background). A dataset's own ``categories``
-    are used when it has them (their names must then be ``class_names[1:]``); otherwise
-    the classes become categories with ids ``1..K``.
-
-    Raises:
-        DatasetError: when the dataset's categories do not match its class names.
-    """
-    names = tuple(dataset.class_names[1:])
-    given = getattr(dataset, "categories", None)
-    if given is None:
-        return tuple({"id": label, "name": name} for label, name in enumerate(names, 1))
-    categories = tuple(sorted((dict(c) for c in given), key=lambda c: c["id"]))
-    if tuple(c["name"] for c in categories) != names:
-        raise DatasetError(
-            f"{dataset.name}: categories in id order ({', '.join(c['name'] for c in categories)}) are not "
-            f"class_names[1:] ({', '.join(names)}); instance labels would be ambiguous"
-        )
-    return categories
-
-
-def supercategories(dataset: SegmentationDataset) -> list[str | None]:
-    """The COCO supercategory of each of ``class_names`` (``None`` where there is none)."""
-    of_name = {c["name"]: c.get("supercategory") for c in getattr(dataset, "categories", None) or ()}
-    return [of_name.get(name) for name in dataset.class_names]

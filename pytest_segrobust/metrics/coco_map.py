@@ -31,7 +31,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from pytest_segrobust.data.base import instance_categories
 from pytest_segrobust.errors import DatasetError, ModelOutputError
 from pytest_segrobust.extras import COCO
 from pytest_segrobust.metrics import coco_masks
@@ -39,8 +38,15 @@ from pytest_segrobust.metrics.base import Metric, MetricResult, Reduction
 from pytest_segrobust.metrics.coco_masks import EncodingCache, encode_masks
 from pytest_segrobust.metrics.coco_matches import match_rows, resampled_map
 from pytest_segrobust.metrics.registry import register_metric
-from pytest_segrobust.models.base import InstancePredictions
-from pytest_segrobust.types import Batch, InstanceMasks, InstanceTarget, SampleIndex, field_of
+from pytest_segrobust.types import (
+    Batch,
+    InstanceMasks,
+    InstancePredictions,
+    InstanceTarget,
+    SampleIndex,
+    field_of,
+    instance_categories,
+)
 
 _LOG = logging.getLogger(__name__)
 

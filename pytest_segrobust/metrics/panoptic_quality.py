@@ -40,8 +40,15 @@ import torch
 from pytest_segrobust.errors import DatasetError, ModelOutputError
 from pytest_segrobust.metrics.base import Metric, MetricContext, MetricResult, Reduction
 from pytest_segrobust.metrics.registry import register_metric
-from pytest_segrobust.models.base import PanopticPredictions
-from pytest_segrobust.types import VOID, Batch, PanopticMap, PanopticTarget, SampleIndex, field_of
+from pytest_segrobust.types import (
+    VOID,
+    Batch,
+    PanopticMap,
+    PanopticPredictions,
+    PanopticTarget,
+    SampleIndex,
+    field_of,
+)
 
 # A match needs IoU above this; an unmatched prediction more than this fraction void or crowd is ignored.
 MATCH_IOU = 0.5

@@ -10,12 +10,23 @@ the model's business.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 import torch
 
 from pytest_segrobust.errors import ModelOutputError
+from pytest_segrobust.types import InstancePredictions, PanopticPredictions
+
+__all__ = [
+    "REFERRING_LOGIT_THRESHOLD",
+    "InstancePredictions",
+    "InstanceSegmentationModel",
+    "PanopticPredictions",
+    "PanopticSegmentationModel",
+    "ReferringSegmentationModel",
+    "SegmentationModel",
+    "model_device",
+]
 
 
 @runtime_checkable
@@ -36,73 +47,6 @@ class SegmentationModel(Protocol):
     def fingerprint(self) -> str:
         """A string that changes whenever the model's behaviour may change (weights, config)."""
         ...
-
-
-@dataclass(frozen=True)
-class InstancePredictions:
-    """What an instance segmentation model returns for one image.
-
-    Labels follow the dataset's contiguous numbering (``1..K``, 0 is background and never
-    predicted).
-
-    Shape:
-        masks: ``(N, H, W)``, bool; labels: ``(N,)``, int64; scores: ``(N,)``, float.
-    """
-
-    masks: torch.Tensor
-    labels: torch.Tensor
-    scores: torch.Tensor
-
-    def __post_init__(self) -> None:
-        if self.masks.dim() != 3 or self.masks.dtype != torch.bool:
-            raise ModelOutputError(
-                f"instance masks must be a bool tensor of shape (N, H, W), got {self.masks.dtype} "
-                f"of shape {tuple(self.masks.shape)} (threshold mask probabilities in the adapter)"
-            )
-        count = self.masks.shape[0]
-        if tuple(self.labels.shape) != (count,) or tuple(self.scores.shape) != (count,):
-            raise ModelOutputError(
-                f"{count} instance masks need labels and scores of shape ({count},), got "
-                f"{tuple(self.labels.shape)} and {tuple(self.scores.shape)}"
-            )
-        if self.labels.is_floating_point() or self.labels.is_complex() or self.labels.dtype == torch.bool:
-            raise ModelOutputError(f"instance labels must be integer class ids, got {self.labels.dtype}")
-        if not self.scores.is_floating_point():
-            raise ModelOutputError(f"instance scores must be floating point, got {self.scores.dtype}")
-
-    def __len__(self) -> int:
-        return int(self.labels.numel())
-
-
-@dataclass(frozen=True)
-class PanopticPredictions:
-    """What a panoptic segmentation model returns for one image.
-
-    Every pixel carries a segment id (``0`` = void: the model abstains there); segment
-    ``ids[i]`` has class ``labels[i]`` in the dataset's numbering (label ``k`` is
-    ``class_names[k]``). Stuff classes have one segment per image, thing classes one per
-    instance.
-
-    Shape:
-        segments: ``(H, W)``, int64; ids, labels: ``(S,)``, int64.
-    """
-
-    segments: torch.Tensor
-    ids: torch.Tensor
-    labels: torch.Tensor
-
-    def __post_init__(self) -> None:
-        if self.segments.dim() != 2 or self.segments.is_floating_point() or self.segments.dtype == torch.bool:
-            raise ModelOutputError(
-                f"panoptic segments must be an integer tensor of shape (H, W), got {self.segments.dtype} "
-                f"of shape {tuple(self.segments.shape)}"
-            )
-        if self.ids.dim() != 1 or tuple(self.labels.shape) != tuple(self.ids.shape):
-            raise ModelOutputError(
-                f"panoptic ids and labels must have one shape (S,), got {tuple(self.ids.shape)} and {tuple(self.labels.shape)}"
-            )
-        if self.ids.is_floating_point() or self.labels.is_floating_point():
-            raise ModelOutputError("panoptic ids and labels must be integers")
 
 
 @runtime_checkable

@@ -10,7 +10,8 @@ import torch
 
 from pytest_segrobust.errors import ModelOutputError
 from pytest_segrobust.models.adapters import register_adapter
-from pytest_segrobust.models.base import REFERRING_LOGIT_THRESHOLD, InstancePredictions, PanopticPredictions
+from pytest_segrobust.models.base import REFERRING_LOGIT_THRESHOLD
+from pytest_segrobust.types import InstancePredictions, PanopticPredictions
 
 _INSTANCE_KEYS = ("masks", "labels", "scores")
 

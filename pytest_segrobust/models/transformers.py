@@ -49,8 +49,8 @@ import torch.nn.functional as F
 
 from pytest_segrobust.errors import SegRobustError
 from pytest_segrobust.extras import TRANSFORMERS, import_failure
-from pytest_segrobust.models.base import InstancePredictions, PanopticPredictions
 from pytest_segrobust.models.torch_module import class_ids, module_fingerprint, require_finite
+from pytest_segrobust.types import InstancePredictions, PanopticPredictions
 from pytest_segrobust.wording import article
 
 REQUIRES = (TRANSFORMERS,)

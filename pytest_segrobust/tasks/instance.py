@@ -9,10 +9,10 @@ import torch
 
 from pytest_segrobust.data.base import Sample, SegmentationDataset
 from pytest_segrobust.errors import DatasetError, ModelOutputError
-from pytest_segrobust.models.base import InstancePredictions, InstanceSegmentationModel
+from pytest_segrobust.models.base import InstanceSegmentationModel
 from pytest_segrobust.tasks import register_task
 from pytest_segrobust.tasks.base import Task, first_id
-from pytest_segrobust.types import Batch, Field, InstanceMasks, SampleIndex, field_of
+from pytest_segrobust.types import Batch, Field, InstanceMasks, InstancePredictions, SampleIndex, field_of
 
 
 @register_task

@@ -9,10 +9,10 @@ import torch
 
 from pytest_segrobust.data.base import Sample, SegmentationDataset
 from pytest_segrobust.errors import DatasetError, ModelOutputError
-from pytest_segrobust.models.base import PanopticPredictions, PanopticSegmentationModel
+from pytest_segrobust.models.base import PanopticSegmentationModel
 from pytest_segrobust.tasks import register_task
 from pytest_segrobust.tasks.base import Task
-from pytest_segrobust.types import Batch, Field, Image, PanopticMap, SampleIndex, field_of
+from pytest_segrobust.types import Batch, Field, Image, PanopticMap, PanopticPredictions, SampleIndex, field_of
 
 
 @register_task
