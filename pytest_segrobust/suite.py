@@ -67,6 +67,7 @@ from pytest_segrobust.text.cells import MIXTURE_CELL, MixtureSpec, is_text_name,
 from pytest_segrobust.text.registry import TextPerturbationRegistry
 from pytest_segrobust.text.replay import ReplayFileError, load_replay
 from pytest_segrobust.types import Expressions
+from pytest_segrobust.wording import did_you_mean
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
 _KNOWN_KEYS = {
@@ -255,7 +256,16 @@ class Suite:
         return self.dataset if split is None or self.shifts is None else self.shifts.splits[split]
 
     def model(self, name: str) -> ModelSpec:
-        return next(m for m in self.models if m.name == name)
+        """The model called ``name``.
+
+        Raises:
+            SuiteError: naming the suite, the model and the models it has, when it has none of that name.
+        """
+        for model in self.models:
+            if model.name == name:
+                return model
+        names = [m.name for m in self.models]
+        raise SuiteError(f"{self.name}: no model {name!r} (models: {', '.join(names)}){did_you_mean(name, names)}")
 
     @property
     def gates_models(self) -> bool:

@@ -344,3 +344,10 @@ def test_model_entries_keep_their_source_and_blocks(tmp_path: Path) -> None:
     assert (b.factory.target, b.input, b.output, b.source) == (
         "tests.fakes:red_binner", {"layout": "NHWC"}, {"kind": "labels"}, "factory tests.fakes:red_binner"
     )
+
+
+def test_asking_a_suite_for_a_model_it_lacks_names_the_suite_and_its_models() -> None:
+    suite = load_suite(Path(__file__).resolve().parents[1] / "suites" / "demo.yaml")
+    assert suite.model(suite.models[0].name) is suite.models[0]
+    with pytest.raises(SuiteError, match=r"demo: no model 'tiny-unett' \(models: .*tiny-unet.*\) \(did you mean 'tiny-unet'\?\)"):
+        suite.model("tiny-unett")
