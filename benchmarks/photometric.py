@@ -28,10 +28,10 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-from peers import photo_like  # noqa: E402
+from peers import photo_like
 
-from pytest_segrobust import allocator  # noqa: E402
-from pytest_segrobust.corruptions import REGISTRY  # noqa: E402
+from pytest_segrobust import allocator
+from pytest_segrobust.corruptions import REGISTRY
 
 
 def plain_calls(cv2: Any, photo: np.ndarray, size: int) -> dict[str, tuple[str, Callable[[], Any]]]:
@@ -61,13 +61,13 @@ def plain_calls(cv2: Any, photo: np.ndarray, size: int) -> dict[str, tuple[str, 
             "cv2.imencode, imdecode (uint8)",
             lambda: cv2.imdecode(cv2.imencode(".jpg", photo, (cv2.IMWRITE_JPEG_QUALITY, 15))[1], cv2.IMREAD_COLOR),
         ),
-        "impulse_noise": (
-            "torch.rand, two compares, clamp",
-            lambda: (lambda u: torch.clamp(chw, min=(u >= 0.955).float(), max=(u >= 0.045).float()))(
-                torch.rand(chw.shape)
-            ),
-        ),
+        "impulse_noise": ("torch.rand, two compares, clamp", lambda: _salt_and_pepper(chw)),
     }
+
+
+def _salt_and_pepper(images: torch.Tensor) -> torch.Tensor:
+    draw = torch.rand(images.shape)
+    return torch.clamp(images, min=(draw >= 0.955).float(), max=(draw >= 0.045).float())
 
 
 ROWS = (
