@@ -83,7 +83,7 @@ _TABLE_STEPS_PER_CHECK = 8
 # Bins of U[0, 1) per rate in the guide of a table lookup, at most (and at most one per value).
 _GUIDE_BINS = 2**10
 # The dtypes that draws convert words to, and numpy's names for them.
-_NUMPY_DTYPES = {torch.int64: np.int64, torch.float32: np.float32, torch.float64: np.float64}
+_NUMPY_DTYPES = {torch.int64: np.int64, torch.int32: np.int32, torch.float32: np.float32, torch.float64: np.float64}
 
 
 def philox4x32(counter: torch.Tensor, key: torch.Tensor, rounds: int = ROUNDS) -> torch.Tensor:
@@ -305,6 +305,20 @@ def uniform(
     shift, scale = (8, 2.0**-24) if dtype == torch.float32 else (0, 2.0**-32)
     bits = _words(seeds, math.prod(shape), torch.device(device), stream, shift, dtype)
     return bits.mul_(scale).view(len(seeds), *shape)
+
+
+def uniform_levels(
+    seeds: Sequence[int], shape: Sequence[int], device: torch.device | str, stream: int = 0
+) -> torch.Tensor:
+    """The float32 :func:`uniform` draws times 2^24: the top 24 bits of each word, as int32.
+
+    For draws that only compare uniforms with thresholds: the comparisons can be made on
+    these integers exactly, without a float conversion.
+
+    Returns:
+        ``(len(seeds), *shape)`` int32 in ``[0, 2**24)``.
+    """
+    return _words(seeds, math.prod(shape), torch.device(device), stream, 8, torch.int32).view(len(seeds), *shape)
 
 
 def integers(

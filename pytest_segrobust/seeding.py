@@ -84,6 +84,14 @@ class SampleStreams:
         """
         return philox.uniform(self.seeds, tuple(shape), self.device, self._take(), dtype=dtype)
 
+    def uniform_levels(self, shape: Sequence[int]) -> torch.Tensor:
+        """The float32 :meth:`uniform` draws times 2^24 (one draw, the same stream), as int32.
+
+        Shape:
+            return: ``(B, *shape)``, int32 in ``[0, 2**24)``.
+        """
+        return philox.uniform_levels(self.seeds, tuple(shape), self.device, self._take())
+
     def normal(self, shape: Sequence[int], dtype: torch.dtype = torch.float32) -> torch.Tensor:
         """Standard normal per sample (Box-Muller, computed in float64, rounded to float32).
 

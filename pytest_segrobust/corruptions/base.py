@@ -198,8 +198,16 @@ class PhotometricCorruption(Corruption[Params]):
         def change(images: torch.Tensor) -> torch.Tensor:
             if not self._image_by_image(device, seeds):
                 return self.corrupt_images(images, params, SampleStreams(seeds, device))
-            one = [self.corrupt_images(images[i : i + 1], params, SampleStreams([s], device)) for i, s in enumerate(seeds)]
-            return torch.cat(one)
+            # Each result goes straight into the batch's output and is freed: concatenating
+            # them would hold the whole batch twice and, with glibc's default malloc, fault
+            # in fresh pages for every image's result.
+            out: torch.Tensor | None = None
+            for i, seed in enumerate(seeds):
+                one = self.corrupt_images(images[i : i + 1], params, SampleStreams([seed], device))
+                if out is None:
+                    out = one.new_empty((len(seeds), *one.shape[1:]))
+                out[i : i + 1] = one
+            return out
 
         return {name: kernels.photometric(field, change) for name, field in batch.items()}
 

@@ -45,7 +45,7 @@ def jpeg(images: torch.Tensor, quality: int) -> torch.Tensor:
     cv2 = opencv()
 
     def code(i: int) -> None:
-        planes = _quantise(source[i]) if on_host else source[i]
+        planes = _quantise(source[i], cv2) if on_host else source[i]
         decoded = _jpeg_opencv(cv2, planes, quality) if cv2 is not None else _jpeg_pillow(planes, quality)
         for k, plane in enumerate(decoded):
             target[i, k] = plane  # exact: integers to float
@@ -65,13 +65,13 @@ def jpeg(images: torch.Tensor, quality: int) -> torch.Tensor:
     return torch.from_numpy(target).to(device=images.device, dtype=images.dtype) / 255.0
 
 
-def _jpeg_opencv(cv2: ModuleType, planes: np.ndarray, quality: int) -> list[np.ndarray]:
+def _jpeg_opencv(cv2: ModuleType, planes: np.ndarray | list[np.ndarray], quality: int) -> list[np.ndarray]:
     # OpenCV codes interleaved BGR: the planes go in reversed and come out reversed back.
     encoded = cv2.imencode(".jpg", cv2.merge([planes[2], planes[1], planes[0]]), (cv2.IMWRITE_JPEG_QUALITY, quality))[1]
     return cv2.split(cv2.imdecode(encoded, cv2.IMREAD_COLOR))[::-1]
 
 
-def _jpeg_pillow(planes: np.ndarray, quality: int) -> list[np.ndarray]:
+def _jpeg_pillow(planes: np.ndarray | list[np.ndarray], quality: int) -> list[np.ndarray]:
     h, w = planes.shape[-2:]
     bands = [Image.frombuffer("L", (w, h), plane, "raw", "L", 0, 1) for plane in planes]
     with _scratch_file() as buffer:
@@ -96,9 +96,14 @@ def _scratch_file() -> IO[bytes]:
     return io.BytesIO()
 
 
-def _quantise(image: np.ndarray) -> np.ndarray:
-    # ``to_uint8`` on one image in numpy: clip, scale, round half to even, cast; the same
-    # IEEE operations in the same order, so the same bytes, without starting torch threads.
+def _quantise(image: np.ndarray, cv2: ModuleType | None = None) -> np.ndarray | list[np.ndarray]:
+    # ``to_uint8`` on one image's planes: clip, scale, round half to even, cast. In numpy the
+    # same IEEE operations in the same order, so the same bytes, without starting torch
+    # threads. OpenCV's convertScaleAbs does it in one pass per plane where no value is
+    # negative (it takes the absolute value of x * 255, rounds half to even in float32 and
+    # saturates at 255: the same bytes, tested at every rounding boundary).
+    if cv2 is not None and image.min() >= 0.0:
+        return [cv2.convertScaleAbs(plane, alpha=255.0) for plane in image]
     scaled = np.clip(image, 0.0, 1.0)
     scaled *= 255.0
     np.round(scaled, out=scaled)
@@ -123,8 +128,8 @@ def pixelate(images: torch.Tensor, factor: float) -> torch.Tensor:
     # image before the rows are summed).
     small = _box_mean(images, w, small_w, dim=-1)
     small = _box_mean(small, h, small_h, dim=-2)
-    rows = torch.tensor(_nearest_index(small_h, h), device=images.device)
-    cols = torch.tensor(_nearest_index(small_w, w), device=images.device)
+    rows = _nearest_index_tensor(small_h, h).to(images.device)
+    cols = _nearest_index_tensor(small_w, w).to(images.device)
     # Columns first, on the short image; the rows are then whole-row copies.
     return _take_columns(small, cols).index_select(-2, rows)
 
@@ -206,6 +211,13 @@ def _box_windows(in_size: int, out_size: int) -> tuple[list[int], list[int]]:
         firsts.append(inside[0])
         lasts.append(inside[-1])
     return firsts, lasts
+
+
+@functools.lru_cache(maxsize=256)
+def _nearest_index_tensor(in_size: int, out_size: int) -> torch.Tensor:
+    # Built once per size: a Python list of a few hundred indices costs more to convert
+    # than the upscale that reads it.
+    return torch.tensor(_nearest_index(in_size, out_size))
 
 
 @functools.lru_cache(maxsize=256)

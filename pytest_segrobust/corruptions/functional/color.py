@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 # ITU-R 601-2 luma, the weights PIL uses for ``convert("L")``.
@@ -14,8 +15,10 @@ def luma(images: torch.Tensor) -> torch.Tensor:
     Shape:
         images: ``(B, 3, H, W)``; return: ``(B, 1, H, W)``.
     """
-    weights = torch.tensor(_LUMA, device=images.device, dtype=images.dtype).view(1, 3, 1, 1)
-    return (images * weights).sum(dim=1, keepdim=True)
+    r, g, b = images.unbind(1)
+    # ((r w_r + g w_g) + b w_b) in channel order: the sum over channels adds in that order
+    # too (same bits), without a three-plane product and a strided reduction.
+    return (r * _LUMA[0]).add_(g * _LUMA[1]).add_(b * _LUMA[2]).unsqueeze(1)
 
 
 def enhance_contrast(images: torch.Tensor, factor: float) -> torch.Tensor:
@@ -27,7 +30,9 @@ def enhance_contrast(images: torch.Tensor, factor: float) -> torch.Tensor:
         images: ``(B, 3, H, W)``; return: same.
     """
     mean = luma(images).mean(dim=(1, 2, 3), keepdim=True)
-    return (mean + factor * (images - mean)).clamp_(0.0, 1.0)
+    # mean + factor * (images - mean), in place on the one temporary: the same roundings,
+    # since IEEE sums and products are commutative.
+    return (images - mean).mul_(factor).add_(mean).clamp_(0.0, 1.0)
 
 
 def to_uint8(images: torch.Tensor) -> torch.Tensor:
@@ -113,9 +118,15 @@ def shift_value(images: torch.Tensor, amount: float) -> torch.Tensor:
     :func:`rgb_to_hsv` and :func:`hsv_to_rgb`, in a few elementwise operations. Black
     (hue and saturation 0) becomes grey ``V'``.
 
+    On the CPU the same operations run plane by plane in numpy (:func:`_shift_value_numpy`),
+    bit for bit.
+
     Shape:
         images: ``(B, 3, H, W)``; return: same.
     """
+    planes = _numpy_planes(images)
+    if planes is not None:
+        return _shift_value_numpy(images, planes, amount)
     value = images.amax(dim=1, keepdim=True)
     brighter = (value + amount).clamp_(0.0, 1.0)
     black = value == 0
@@ -131,9 +142,15 @@ def scale_saturation(images: torch.Tensor, scale: float, shift: float) -> torch.
     :func:`hsv_to_rgb`, in a few elementwise operations. Grey pixels have hue 0 (red) in
     scikit-image, so a positive ``shift`` tints them red, as in the reference.
 
+    On the CPU the same operations run plane by plane in numpy (:func:`_scale_saturation_numpy`),
+    bit for bit.
+
     Shape:
         images: ``(B, 3, H, W)``; return: same.
     """
+    planes = _numpy_planes(images)
+    if planes is not None:
+        return _scale_saturation_numpy(images, planes, scale, shift)
     value = images.amax(dim=1, keepdim=True)
     delta = value - images.amin(dim=1, keepdim=True)
     grey = delta == 0
@@ -149,3 +166,82 @@ def scale_saturation(images: torch.Tensor, scale: float, shift: float) -> torch.
         red_tint = torch.cat([value, value * (1.0 - saturated), value * (1.0 - saturated)], dim=1)
         coloured = torch.where(grey, red_tint, coloured)
     return coloured.clamp_(0.0, 1.0)
+
+
+# The HSV corruptions on the CPU. The same IEEE operations as the tensor code above, in the
+# same order, so the same bits (tested), but on whole (H, W) planes with numpy's ``out=``:
+# torch's channel reductions (``amax(dim=1)``) are strided, and its boolean masks and
+# ``where`` run several times slower than the arithmetic on one thread. Values that the
+# tensor code replaces with ``where`` (black or grey pixels) are computed here too, as
+# NaN or inf, and overwritten.
+
+
+def _numpy_planes(images: torch.Tensor) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """The red, green and blue ``(B, H, W)`` planes of CPU float images as numpy views, else None."""
+    if images.device.type != "cpu" or images.dtype not in (torch.float32, torch.float64) or images.requires_grad:
+        return None
+    array = images.detach().numpy()
+    return array[:, 0], array[:, 1], array[:, 2]
+
+
+def _scalar(images: torch.Tensor, value: float) -> np.generic:
+    # The Python number as the images' float type, as torch's CPU kernels use it.
+    return torch.tensor(value, dtype=images.dtype).numpy()[()]
+
+
+def _shift_value_numpy(
+    images: torch.Tensor, planes: tuple[np.ndarray, np.ndarray, np.ndarray], amount: float
+) -> torch.Tensor:
+    red, green, blue = planes
+    out = torch.empty_like(images, memory_format=torch.contiguous_format)
+    target = out.numpy()
+    value = np.maximum(red, green)
+    np.maximum(value, blue, out=value)
+    brighter = np.add(value, _scalar(images, amount))
+    np.clip(brighter, 0.0, 1.0, out=brighter)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        scale = np.divide(brighter, value)  # inf or NaN on black pixels, replaced below
+        for k, plane in enumerate(planes):
+            np.multiply(plane, scale, out=target[:, k])
+    black = value == 0
+    if black.any():
+        for k in range(3):
+            np.copyto(target[:, k], brighter, where=black)
+    np.clip(target, 0.0, 1.0, out=target)
+    return out
+
+
+def _scale_saturation_numpy(
+    images: torch.Tensor, planes: tuple[np.ndarray, np.ndarray, np.ndarray], scale: float, shift: float
+) -> torch.Tensor:
+    red, green, blue = planes
+    out = torch.empty_like(images, memory_format=torch.contiguous_format)
+    target = out.numpy()
+    value = np.maximum(red, green)
+    np.maximum(value, blue, out=value)
+    delta = np.minimum(red, green)
+    np.minimum(delta, blue, out=delta)
+    np.subtract(value, delta, out=delta)
+    grey = delta == 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        # Grey pixels have saturation 0 in the tensor code; here black ones get NaN, and
+        # everything derived from it is overwritten below.
+        saturation = np.divide(delta, value, out=delta)
+        saturated = np.multiply(saturation, _scalar(images, scale))
+        np.add(saturated, _scalar(images, shift), out=saturated)
+        np.clip(saturated, 0.0, 1.0, out=saturated)
+        ratio = np.divide(saturated, saturation, out=saturation)
+        for k, plane in enumerate(planes):
+            # value - (value - x) * ratio: -(d r) + v is v - d r exactly.
+            np.subtract(value, plane, out=target[:, k])
+            np.multiply(target[:, k], ratio, out=target[:, k])
+            np.subtract(value, target[:, k], out=target[:, k])
+    if grey.any():
+        # Saturation 0 becomes clip(0 * scale + shift): the red tint of every grey pixel.
+        tinted = torch.zeros((), dtype=images.dtype).mul(scale).add(shift).clamp(0.0, 1.0)
+        remaining = (1.0 - tinted).numpy()[()]
+        np.copyto(target[:, 0], value, where=grey)
+        np.multiply(value, remaining, out=target[:, 1], where=grey)
+        np.multiply(value, remaining, out=target[:, 2], where=grey)
+    np.clip(target, 0.0, 1.0, out=target)
+    return out

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+
+import numpy as np
 import torch
 
 from pytest_segrobust.seeding import SampleStreams
@@ -27,23 +30,57 @@ def shot_noise(images: torch.Tensor, photons: float, streams: SampleStreams) -> 
     return (counts / photons).clamp_(0.0, 1.0)
 
 
+_NUMPY_FLOATS = {torch.float32: np.float32, torch.float64: np.float64}
+
+
 def salt_and_pepper(images: torch.Tensor, amount: float, streams: SampleStreams) -> torch.Tensor:
     """``skimage.util.random_noise(mode="s&p", amount=amount)``: impulse noise per element, clipped.
 
     Each value (every channel on its own) is replaced with probability ``amount``, half of
     the time by 0 (pepper), half by 1 (salt): one ``U[0, 1)`` draw per value from the
     sample's stream (one draw for the batch), pepper below ``amount / 2``, salt from
-    ``1 - amount / 2`` on.
+    ``1 - amount / 2`` on. On the CPU the draws stay integers (their 24-bit levels, compared
+    with the levels where the float comparisons flip: the same outcome for every draw) and
+    the bounds of the clamp come from them in numpy, where boolean masks are cheap.
 
     Shape:
         images: ``(B, C, H, W)``; return: same.
     """
+    if images.device.type == "cpu" and images.dtype in (torch.float32, torch.float64) and not images.requires_grad:
+        levels = streams.uniform_levels(images.shape[1:]).numpy()
+        pepper_below, salt_from = _impulse_levels(amount, images.dtype)
+        dtype = _NUMPY_FLOATS[images.dtype]
+        floor = torch.from_numpy((levels >= salt_from).astype(dtype))
+        ceiling = torch.from_numpy((levels >= pepper_below).astype(dtype))
+        return torch.clamp(images, min=floor, max=ceiling)
     draw = streams.uniform(images.shape[1:]).to(images.dtype)
     # Each value is clipped to [floor, ceiling]: [1, 1] for salt, [0, 0] for pepper,
     # [0, 1] otherwise.
     floor = (draw >= 1.0 - amount / 2).to(images.dtype)
     ceiling = draw.ge_(amount / 2)
     return torch.clamp(images, min=floor, max=ceiling)
+
+
+@functools.lru_cache(maxsize=64)
+def _impulse_levels(amount: float, dtype: torch.dtype) -> tuple[int, int]:
+    """The first 24-bit levels whose float32 uniform, as ``dtype``, is ``>= amount / 2`` and ``>= 1 - amount / 2``.
+
+    Found by bisection with the very comparison the tensor path makes, so a level is pepper
+    or salt exactly when its float draw is.
+    """
+
+    def first_at_least(threshold: float) -> int:
+        low, high = 0, 2**24  # the answer lies in [low, high]; 2**24: no level reaches it
+        while low < high:
+            middle = (low + high) // 2
+            draw = (torch.tensor([middle], dtype=torch.float32) * 2.0**-24).to(dtype)
+            if bool(draw.ge(threshold)[0]):
+                high = middle
+            else:
+                low = middle + 1
+        return low
+
+    return first_at_least(amount / 2), first_at_least(1.0 - amount / 2)
 
 
 def speckle_noise(images: torch.Tensor, noise: torch.Tensor, std: float) -> torch.Tensor:
