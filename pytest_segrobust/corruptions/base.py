@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from typing import Any, ClassVar, Generic, TypeVar, overload
 
 import torch
 
+from pytest_segrobust.corruptions import functional as Fn
 from pytest_segrobust.corruptions import kernels
 from pytest_segrobust.extras import Extra
 from pytest_segrobust.seeding import SampleStreams
@@ -242,3 +244,33 @@ class GeometricCorruption(Corruption[Params]):
     def _warp(self, batch, params, seeds, size, device):  # type: ignore[no-untyped-def]
         coords = self.sampling_coordinates(params, SampleStreams(seeds, device), *size, device)
         return {name: kernels.warp(field, coords) for name, field in batch.items()}
+
+
+class AffineCorruption(GeometricCorruption[Params]):
+    """A geometric corruption whose sampling field is an affine map per sample (:func:`kernels.warp_affine`).
+
+    Images can then be warped from the maps themselves (OpenCV's ``warpAffine`` on the CPU);
+    the coordinates are computed from the maps, once, only for the fields that need them.
+    """
+
+    @abstractmethod
+    def inverse_affine_maps(
+        self, params: Params, streams: SampleStreams, height: int, width: int, device: torch.device
+    ) -> torch.Tensor:
+        """Per sample, the map taking an output pixel ``(x, y, 1)`` to its source ``(x, y)``.
+
+        Shape:
+            return: ``(B, 2, 3)``, float64, pixel centres at integers.
+        """
+
+    def sampling_coordinates(
+        self, params: Params, streams: SampleStreams, height: int, width: int, device: torch.device
+    ) -> torch.Tensor:
+        # float64 maps keep the grid identical however the batch is composed.
+        matrices = self.inverse_affine_maps(params, streams, height, width, device)
+        return Fn.affine_coordinates(matrices, height, width, torch.float32)
+
+    def _warp(self, batch, params, seeds, size, device):  # type: ignore[no-untyped-def]
+        matrices = self.inverse_affine_maps(params, SampleStreams(seeds, device), *size, device)
+        coords = functools.cache(lambda: Fn.affine_coordinates(matrices, *size, torch.float32))
+        return {name: kernels.warp_affine(field, matrices, coords) for name, field in batch.items()}

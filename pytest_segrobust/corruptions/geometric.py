@@ -9,7 +9,7 @@ from typing import Literal
 import torch
 
 from pytest_segrobust.corruptions import functional as Fn
-from pytest_segrobust.corruptions.base import Category, GeometricCorruption, SeverityTable
+from pytest_segrobust.corruptions.base import AffineCorruption, Category, GeometricCorruption, SeverityTable
 from pytest_segrobust.seeding import SampleStreams
 
 
@@ -23,16 +23,14 @@ class RotateParams:
 ROTATE = SeverityTable(tuple(RotateParams(d) for d in (20, 30, 40, 50, 60)))
 
 
-class Rotate(GeometricCorruption[RotateParams]):
+class Rotate(AffineCorruption[RotateParams]):
     """Rotation about the image centre by +/- ``degrees``; corners fill black / ignore."""
 
-    def sampling_coordinates(
+    def inverse_affine_maps(
         self, params: RotateParams, streams: SampleStreams, height: int, width: int, device: torch.device
     ) -> torch.Tensor:
         angles = Fn.random_signs(streams).to(torch.float64) * params.degrees
-        # float64 keeps the sampling grid identical however the batch is composed.
-        matrices = Fn.rotation_about_centre(angles, height, width)
-        return Fn.affine_coordinates(matrices, height, width, torch.float32)
+        return Fn.rotation_about_centre(angles, height, width)
 
 
 @dataclass(frozen=True)
@@ -49,7 +47,7 @@ ShearConvention = Literal["tan", "legacy"]
 """How a shear angle becomes a matrix: see :class:`Shear`."""
 
 
-class Shear(GeometricCorruption[ShearParams]):
+class Shear(AffineCorruption[ShearParams]):
     """imgaug's ``Affine(shear=+/-degrees)``: an x-shear about the image centre.
 
     imgaug 0.4.0 builds the shear with scikit-image's ``AffineTransform``, whose meaning of
@@ -75,12 +73,11 @@ class Shear(GeometricCorruption[ShearParams]):
             raise ValueError(f"unknown shear convention {convention!r}: expected 'tan' or 'legacy'")
         self.convention = convention
 
-    def sampling_coordinates(
+    def inverse_affine_maps(
         self, params: ShearParams, streams: SampleStreams, height: int, width: int, device: torch.device
     ) -> torch.Tensor:
         angles = Fn.random_signs(streams).to(torch.float64) * params.degrees
-        matrices = Fn.shear_x_about_centre(angles, height, width, squeeze_rows=self.convention == "legacy")
-        return Fn.affine_coordinates(matrices, height, width, torch.float32)
+        return Fn.shear_x_about_centre(angles, height, width, squeeze_rows=self.convention == "legacy")
 
 
 @dataclass(frozen=True)
@@ -93,7 +90,7 @@ class TranslateParams:
 TRANSLATE = SeverityTable(tuple(TranslateParams(p) for p in (20, 40, 60, 80, 100)))
 
 
-class Translate(GeometricCorruption[TranslateParams]):
+class Translate(AffineCorruption[TranslateParams]):
     """Shift by ``+/-pixels`` horizontally and ``+/-pixels`` vertically.
 
     The shift is in pixels whatever the image size, as in Schiappa et al.: on an image no
@@ -101,13 +98,12 @@ class Translate(GeometricCorruption[TranslateParams]):
     label becomes the ignore label.
     """
 
-    def sampling_coordinates(
+    def inverse_affine_maps(
         self, params: TranslateParams, streams: SampleStreams, height: int, width: int, device: torch.device
     ) -> torch.Tensor:
         # Both signs come from each image's own streams: x first, then y.
         signs = torch.stack([Fn.random_signs(streams), Fn.random_signs(streams)], dim=-1)
-        matrices = Fn.translation(signs.to(torch.float64) * params.pixels)
-        return Fn.affine_coordinates(matrices, height, width, torch.float32)
+        return Fn.translation(signs.to(torch.float64) * params.pixels)
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,9 @@ module that defines a new field type (as torchvision transforms v2 dispatches on
   photometric corruptions by construction.
 * :func:`warp` resamples a field through a sampling field. Its default raises: a field that
   cannot move with the image must never silently stay where it was.
+
+:func:`warp_affine` serves affine corruptions (rotate, shear, translate): it hands a type its
+inverse maps as well, and by default warps it through their coordinates with :func:`warp`.
 """
 
 from __future__ import annotations
@@ -69,6 +72,24 @@ def warp(field: Field, coords: torch.Tensor) -> Field:
 def _(field: Image, coords: torch.Tensor) -> Image:
     # Outside the frame becomes black.
     return Image(Fn.sample_bilinear(field.data, coords, fill=0.0).clamp_(0.0, 1.0))
+
+
+@functools.singledispatch
+def warp_affine(field: Field, matrices: torch.Tensor, coords: Callable[[], torch.Tensor]) -> Field:
+    """Resample ``field`` through per-sample inverse affine maps: by default :func:`warp` at ``coords()``.
+
+    ``coords()`` returns the maps' sampling coordinates (computed once, on first call); a
+    type with a kernel of its own for affine maps registers it here.
+
+    Shape:
+        matrices: ``(B, 2, 3)``, output ``(x, y, 1)`` to source ``(x, y)``; coords: returns ``(B, H, W, 2)``.
+    """
+    return warp(field, coords())
+
+
+@warp_affine.register
+def _(field: Image, matrices: torch.Tensor, coords: Callable[[], torch.Tensor]) -> Image:
+    return Image(Fn.sample_affine_bilinear(field.data, matrices, coords, fill=0.0).clamp_(0.0, 1.0))
 
 
 @warp.register

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Sequence
+from types import ModuleType
 
 import numpy as np
 import torch
@@ -353,10 +354,17 @@ def zoom_blur(images: torch.Tensor, factors: Sequence[float]) -> torch.Tensor:
     ``n_out = round(n_in * z)``: bilinear with aligned corners) and keeps the top-left
     ``H`` x ``W``, as imagecorruptions 1.1.2 does.
 
+    On the CPU with OpenCV 5 (:func:`~.opencv.opencv_warps_for`), float32 planes are
+    scaled by OpenCV's ``warpAffine`` with the same aligned-corner map, computing only the
+    kept ``H`` x ``W`` (within float rounding of the torch path).
+
     Shape:
         images: ``(B, C, H, W)``; return: same.
     """
     h, w = images.shape[-2:]
+    cv2 = opencv.opencv_warps_for(images)
+    if cv2 is not None and opencv.fits_remap((h, w)):
+        return _opencv_zoom_blur(cv2, images, factors)
     if images[0].numel() <= SMALL_IMAGE and images.shape[0] > 1:
         # Image by image, so that no tensor grows past torch's threading threshold.
         return torch.cat([zoom_blur(image[None], factors) for image in images])
@@ -378,6 +386,41 @@ def zoom_blur(images: torch.Tensor, factors: Sequence[float]) -> torch.Tensor:
         # In place on the view (``out[...] += x`` would also copy the view onto itself).
         out[:, :, :rows, :cols].add_(zoomed[:, :, :rows, :cols])
     return ((source + out) / (len(factors) + 1)).clamp_(0.0, 1.0).contiguous()
+
+
+def _opencv_zoom_blur(cv2: ModuleType, images: torch.Tensor, factors: Sequence[float]) -> torch.Tensor:
+    # zoom_blur with each zoom an inverse affine map of the crop: output (x, y) reads
+    # (x (n_in - 1) / (n_out - 1), y ...), F.interpolate's align_corners=True (scale 0 for
+    # one output sample). The map never leaves the crop; replicating its edge keeps the
+    # last sample's rounding from reading a zero.
+    h, w = images.shape[-2:]
+    source = images.detach().contiguous()
+    planes = source.view(-1, h, w)
+    total = torch.zeros_like(planes)
+    layer = torch.empty_like(planes)
+    for factor in factors:
+        crop_h, crop_w = math.ceil(h / factor), math.ceil(w / factor)
+        top, left = (h - crop_h) // 2, (w - crop_w) // 2
+        out_h, out_w = round(crop_h * factor), round(crop_w * factor)
+        rows, cols = min(h, out_h), min(w, out_w)
+        if (out_h, out_w) == (crop_h, crop_w):  # a zoom by 1: every sample lands on a pixel
+            total[:, :rows, :cols].add_(planes[:, top : top + rows, left : left + cols])
+            continue
+        scale_y = (crop_h - 1) / (out_h - 1) if out_h > 1 else 0.0
+        scale_x = (crop_w - 1) / (out_w - 1) if out_w > 1 else 0.0
+        matrix = np.array([[scale_x, 0.0, 0.0], [0.0, scale_y, 0.0]])
+        zoomed = layer[:, :rows, :cols]
+        for plane, target in zip(planes.numpy(), zoomed.numpy()):
+            cv2.warpAffine(
+                plane[top : top + crop_h, left : left + crop_w],
+                matrix,
+                (cols, rows),
+                dst=target,
+                flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
+                borderMode=cv2.BORDER_REPLICATE,
+            )
+        total[:, :rows, :cols].add_(zoomed)
+    return ((planes + total) / (len(factors) + 1)).clamp_(0.0, 1.0).view(images.shape)
 
 
 def psf_blur(images: torch.Tensor, centre_sigma: float, corner_sigma: float, levels: int = 4) -> torch.Tensor:

@@ -5,10 +5,13 @@ Coordinates are pixel positions ``(x, y)`` with pixel centres at integers."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from types import ModuleType
 
 import torch
 import torch.nn.functional as F
 
+from pytest_segrobust.corruptions.functional import opencv
 from pytest_segrobust.corruptions.functional.filters import gaussian_filter
 from pytest_segrobust.corruptions.functional.padding import Border
 from pytest_segrobust.seeding import SampleStreams
@@ -64,15 +67,84 @@ def affine_coordinates(
 def sample_bilinear(images: torch.Tensor, coords: torch.Tensor, fill: float = 0.0) -> torch.Tensor:
     """Resample images at pixel ``coords`` bilinearly; outside the frame becomes ``fill``.
 
+    Each of the four neighbours outside the frame reads ``fill`` (``grid_sample``'s zero
+    padding, shifted by ``fill``). On the CPU with OpenCV 5 (:func:`~.opencv.opencv_warps_for`)
+    and float32 coordinates, OpenCV's ``remap`` samples every plane at the coordinates
+    themselves, with the same weights and border, about twice as fast; ``grid_sample``
+    recomputes each coordinate from its normalised form, so the two differ by float rounding
+    (a few 1e-5 on [0, 1] images of 512 pixels).
+
     Shape:
         images: ``(B, C, H, W)``; coords: ``(B, H', W', 2)``; return: ``(B, C, H', W')``.
     """
+    cv2 = opencv.opencv_warps_for(images) if coords.dtype == torch.float32 else None
+    if cv2 is not None and opencv.fits_remap(images.shape[-2:]) and opencv.fits_remap(coords.shape[1:3]):
+        return _opencv_remap(cv2, images, coords, fill)
     h, w = images.shape[-2:]
     grid = _normalise(coords, height=h, width=w).to(images.dtype)
     if fill == 0.0:  # the same values without two passes over the images
         return F.grid_sample(images, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
     out = F.grid_sample(images - fill, grid, mode="bilinear", padding_mode="zeros", align_corners=False)
     return out + fill
+
+
+def sample_affine_bilinear(
+    images: torch.Tensor, matrices: torch.Tensor, coords: Callable[[], torch.Tensor], fill: float = 0.0
+) -> torch.Tensor:
+    """:func:`sample_bilinear` at the coordinates of per-sample inverse affine maps.
+
+    ``coords()`` gives those coordinates (:func:`affine_coordinates` of ``matrices``, in
+    float32); it is called only where they are needed. On the CPU with OpenCV 5
+    (:func:`~.opencv.opencv_warps_for`) they are not: OpenCV's ``warpAffine`` applies the
+    float64 maps itself, plane by plane, with the same weights and border, within float
+    rounding of the coordinates (a few 1e-5 on [0, 1] images of 512 pixels).
+
+    Shape:
+        images: ``(B, C, H, W)``; matrices: ``(B, 2, 3)``, output ``(x, y, 1)`` to source
+        ``(x, y)``; coords: returns ``(B, H, W, 2)``; return: same as images.
+    """
+    cv2 = opencv.opencv_warps_for(images)
+    if cv2 is None or not opencv.fits_remap(images.shape[-2:]):
+        return sample_bilinear(images, coords(), fill)
+    h, w = images.shape[-2:]
+    source = images.detach().contiguous().numpy()
+    maps = matrices.detach().to(device="cpu", dtype=torch.float64).numpy()
+    out = torch.empty_like(images, memory_format=torch.contiguous_format)
+    target = out.numpy()
+    for i, matrix in enumerate(maps):
+        for channel in range(images.shape[1]):
+            cv2.warpAffine(
+                source[i, channel],
+                matrix,
+                (w, h),
+                dst=target[i, channel],
+                flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
+                borderMode=cv2.BORDER_CONSTANT,
+                borderValue=fill,
+            )
+    return out
+
+
+def _opencv_remap(cv2: ModuleType, images: torch.Tensor, coords: torch.Tensor, fill: float) -> torch.Tensor:
+    # remap reads a (H', W', 2) float32 map of (x, y) with pixel centres at integers: our
+    # coordinates as they are, a view per sample.
+    b, c = images.shape[:2]
+    source = images.detach().contiguous().numpy()
+    maps = coords.detach().contiguous().numpy()
+    out = torch.empty((b, c, *coords.shape[1:3]), dtype=images.dtype)
+    target = out.numpy()
+    for i in range(b):
+        for channel in range(c):
+            cv2.remap(
+                source[i, channel],
+                maps[i],
+                None,
+                cv2.INTER_LINEAR,
+                dst=target[i, channel],
+                borderMode=cv2.BORDER_CONSTANT,
+                borderValue=fill,
+            )
+    return out
 
 
 def sample_nearest(labels: torch.Tensor, coords: torch.Tensor, fill: int) -> torch.Tensor:

@@ -12,7 +12,7 @@ transposed or copied on the way in or out.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from types import ModuleType
 
 import numpy as np
@@ -27,6 +27,38 @@ def opencv_for(fields: torch.Tensor) -> ModuleType | None:
     if fields.device.type != "cpu" or fields.dtype not in (torch.float32, torch.float64) or fields.requires_grad:
         return None
     return opencv()
+
+
+def opencv_warps_for(images: torch.Tensor) -> ModuleType | None:
+    """``cv2`` when it can warp ``images`` as ``grid_sample`` does: float32 on the CPU, OpenCV >= 5.
+
+    Only float32: even OpenCV 5.0 snaps the coordinates of float64 planes to 1/32 pixel.
+    """
+    if images.dtype != torch.float32:
+        return None
+    cv2 = opencv_for(images)
+    return cv2 if cv2 is not None and exact_bilinear(cv2) else None
+
+
+def exact_bilinear(cv2: ModuleType) -> bool:
+    """Whether OpenCV interpolates float32 planes bilinearly at the exact coordinates.
+
+    OpenCV 4.x ``warpAffine`` and ``remap`` snap every coordinate to 1/32 pixel
+    (``INTER_BITS``) even on float32, errors up to 1.5e-2 on a photo; OpenCV 5.0 weighs
+    float32 planes with the coordinates' own fractions, as ``grid_sample`` does (float64
+    ones it still snaps).
+    """
+    major = str(getattr(cv2, "__version__", "0")).split(".", 1)[0]
+    return major.isdigit() and int(major) >= 5
+
+
+SHRT_MAX = 32767
+"""``remap`` and ``warpAffine`` take planes with sides below this."""
+
+
+def fits_remap(size: Sequence[int]) -> bool:
+    """Whether OpenCV's ``remap`` and ``warpAffine`` take an ``(H, W)`` plane: not empty, sides below 32767."""
+    return all(0 < side < SHRT_MAX for side in size)
 
 
 def border_flag(cv2: ModuleType, border: Border) -> int:
