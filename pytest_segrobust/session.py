@@ -158,6 +158,8 @@ class Options:
         malloc: What the processes that evaluate cells do to glibc's ``malloc``
             (:mod:`pytest_segrobust.allocator`): the plugin applies it in its own process,
             a Ray actor in its own.
+        threads: ``--segrobust-threads``: ``auto`` or the count each process that evaluates
+            cells computes on (:mod:`pytest_segrobust.threads`).
     """
 
     enabled: bool
@@ -176,6 +178,7 @@ class Options:
     timeout: float | None = None
     prune: bool = False
     malloc: str = "system"
+    threads: int | str = "auto"
 
 
 @dataclass(frozen=True)
