@@ -60,16 +60,16 @@ def test_an_input_the_factory_reads_keys_the_clean_cache(
     )
     unchanged = cached_run(project, *dist)  # nothing changed: the stored clean result serves, in any process
     unchanged.assert_outcomes(passed=CELLS)
-    unchanged.stdout.fnmatch_lines(["clean results: 0 computed, 1 from cache*"])
+    unchanged.stdout.fnmatch_lines(["clean results: 0 computed, * from cache*"])
 
     edit(project.path)  # type: ignore[operator]
     fresh = cached_run(project, "--segrobust-no-cache", *dist)
     assert _outcomes(fresh).get("failed"), "the edit must change what the gate sees"
     cached = cached_run(project, *dist)
-    cached.stdout.fnmatch_lines(["clean results: 1 computed, 0 from cache*"])
+    cached.stdout.fnmatch_lines(["clean results: 1 computed, *"])
     assert _outcomes(cached) == _outcomes(fresh)
     again = cached_run(project, *dist)
-    again.stdout.fnmatch_lines(["clean results: 0 computed, 1 from cache*"])
+    again.stdout.fnmatch_lines(["clean results: 0 computed, * from cache*"])
     assert _outcomes(again) == _outcomes(fresh)
 
 
