@@ -7,7 +7,11 @@ model's code is a digest of
   the model (its own class, its bases, the classes of its submodules), followed through
   their imports, recursively, as long as they stay in the project;
 * the name and version of every installed distribution those modules import;
-* the Python version.
+* the Python version;
+* what that code was seen to read (:mod:`pytest_segrobust.reads`): the files under the
+  project that those modules read when they were imported, and, given by the caller, the
+  files a model's build read and the project modules it imported by name (their source,
+  followed as above).
 
 A module counts as the project's when its file lies outside the interpreter's standard
 library and site-packages (an editable install is the project's too: its source is read).
@@ -33,13 +37,20 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from pytest_segrobust import reads
+
 
 class UnknownIdentity(Exception):
     """The code behind a model cannot be identified; the message says which module."""
 
 
-def code_identity(*objects: Any) -> str:
-    """Digest of the code behind ``objects`` (factories, models) and what it imports.
+def code_identity(*objects: Any, modules: Iterable[str] = (), files: Iterable[str] = ()) -> str:
+    """Digest of the code behind ``objects`` (factories, models), what it imports and what it read.
+
+    Args:
+        objects: Factories and models whose defining modules are followed.
+        modules: Further modules to follow: those a build imported by name.
+        files: Files a build read, relative to a watched root (:func:`pytest_segrobust.reads.watch`).
 
     Raises:
         UnknownIdentity: when a module defining one of the objects has no readable source.
@@ -54,7 +65,9 @@ def code_identity(*objects: Any) -> str:
         top = root.partition(".")[0]
         if top == root or _kind(top, _locate(top)) != "installed":
             raise UnknownIdentity(f"module {root!r} has no source file to identify it by")
-    for entry in _walk(roots):
+    entries = set(_walk([*roots, *sorted(modules)]))
+    entries.update(f"read {path} {reads.file_digest(path)}" for path in files)
+    for entry in sorted(entries):
         digest.update(entry.encode())
         digest.update(b"\x1f")
     return digest.hexdigest()
@@ -103,6 +116,7 @@ def _walk(roots: Iterable[str]) -> list[str]:
             entries.add(_distribution(name) or f"file {name} {_file_digest(origin)}")
             continue
         entries.add(f"source {name} {_file_digest(origin)}")
+        entries.update(f"read {path} {reads.file_digest(path)}" for path in reads.read_at_import(name))
         queue.extend(_imports(name, origin))
         queue.extend(_parents(name))
     return sorted(entries)
@@ -174,7 +188,7 @@ def _locate(name: str) -> str | None:
 
 
 @functools.lru_cache(maxsize=1)
-def _install_roots() -> tuple[tuple[Path, ...], tuple[Path, ...]]:
+def install_roots() -> tuple[tuple[Path, ...], tuple[Path, ...]]:
     """(site-packages folders, standard-library folders) of this interpreter."""
     paths = sysconfig.get_paths()
     installed = {paths["purelib"], paths["platlib"], *site.getsitepackages()}
@@ -194,7 +208,7 @@ def _kind(name: str, origin: str | None) -> str:
         return "stdlib"
     if origin is None:
         return "project"
-    installed, stdlib = _install_roots()
+    installed, stdlib = install_roots()
     path = Path(origin).resolve()
     if any(path.is_relative_to(root) for root in installed):  # checked first: site-packages may lie in the stdlib folder
         return "installed"

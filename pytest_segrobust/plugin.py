@@ -7,7 +7,7 @@ is given or a test requests the ``segrobust`` fixture. Without either, every hoo
 
 from __future__ import annotations
 
-import os
+import argparse
 import shlex
 from collections.abc import Generator
 from pathlib import Path
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_segrobust import allocator, arguments, hookspecs, ray_backend
+from pytest_segrobust import allocator, arguments, hookspecs, ray_backend, threads
 from pytest_segrobust.devices import parse_device, worker_index
 from pytest_segrobust.errors import SegRobustError
 from pytest_segrobust.shards import SHARD_FLAG, ShardSpec
@@ -106,7 +106,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="tuned (default): on glibc, large blocks from the heap and freed memory kept for reuse, which saves "
         "the page faults of every batch for about 10%% more peak memory; system: malloc as the C library set it",
     )
+    group.addoption(
+        threads.FLAG,
+        type=threads.parse,
+        metavar="N|auto",
+        help="threads each process computes on (torch, OpenCV, ONNX Runtime): N, or auto (the default): "
+        "OMP_NUM_THREADS if set, else the cores shared out between the xdist workers (cores // N under -n N)",
+    )
     ray_backend.add_options(group)
+    parser.addini("segrobust_threads", f"default of {threads.FLAG}: N or auto", default=threads.AUTO)
     parser.addini("segrobust_suites", "folder of robustness suites, relative to rootdir", default="suites")
     parser.addini("segrobust_baselines", "folder of baseline files, relative to rootdir", default="baselines")
     parser.addini("segrobust_report", "report path without suffix, relative to rootdir", default="segrobust-report")
@@ -204,29 +212,44 @@ def start_session(config: pytest.Config) -> SegRobustSession:
         timeout=config.getoption("segrobust_timeout"),
         prune=config.getoption("segrobust_prune"),
         malloc=config.getoption("segrobust_malloc"),
+        threads=_thread_choice(config),
     )
     if enabled:  # the process that runs the gate; plain pytest and the fixture alone leave malloc alone
         allocator.configure(options.malloc)
     segrobust = config.stash[SESSION_KEY] = SegRobustSession(
         options, root, registry=run_registry(config), adapt_hook=config.hook.pytest_segrobust_adapt_model
     )
-    _share_cores_between_workers(config)
+    config.stash[_THREADS_BEFORE_KEY] = threads.count()
+    threads.apply(threads.choose(options.threads, workers=_xdist_workers(config)))
     return segrobust
 
 
-def _share_cores_between_workers(config: pytest.Config) -> None:
-    """Give each xdist worker its share of the cores, unless the user chose a thread count.
+def _thread_choice(config: pytest.Config) -> int | str:
+    """``--segrobust-threads``, else the ``segrobust_threads`` ini value (checked as the flag is)."""
+    chosen = config.getoption("segrobust_threads")
+    if chosen is not None:
+        return chosen
+    text = str(config.getini("segrobust_threads"))
+    try:
+        return threads.parse(text)
+    except argparse.ArgumentTypeError as exc:
+        raise pytest.UsageError(f"ini option segrobust_threads: {exc}") from None
+
+
+def _xdist_workers(config: pytest.Config) -> int:
+    """The xdist workers that evaluate side by side (0 without xdist), in a worker and in the controller alike.
 
     N workers each running torch's default of one thread per core oversubscribe the CPU
     N-fold, which made ``-n 2`` twice as slow as ``-n 0`` on two cores.
     """
     workerinput = getattr(config, "workerinput", None)
-    if workerinput is None or "OMP_NUM_THREADS" in os.environ:
-        return
-    import torch
+    if workerinput is not None:
+        return int(workerinput.get("workercount", 1))
+    numprocesses = getattr(config.option, "numprocesses", None)
+    return numprocesses if isinstance(numprocesses, int) else 0
 
-    workers = int(workerinput.get("workercount", 1))
-    torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
+
+_THREADS_BEFORE_KEY = pytest.StashKey[int]()
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -250,6 +273,10 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     if (segrobust := _session(config)) is not None:
         segrobust.close()
+    if (before := config.stash.get(_THREADS_BEFORE_KEY, None)) is not None:
+        import torch
+
+        torch.set_num_threads(before)  # the count is the run's: an in-process run (pytester) leaves its host as it was
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -269,6 +296,8 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     ]
     if (setting := allocator.current()) is not None:
         lines.append(f"segrobust: malloc {setting.describe()}")
+    if (chosen := threads.current()) is not None:
+        lines.append(f"segrobust: {chosen.describe()}")
     if segrobust.shard is not None:
         lines.append(f"segrobust: shard {segrobust.shard}: report and baselines are written by `segrobust merge`")
     return lines

@@ -130,7 +130,7 @@ class RaySettings:
     Attributes:
         address: The cluster to join (``auto``, ``ray://host:10001``...); ``None`` starts a
             local Ray instance for the run (unless this process is already connected to one).
-        cpus: CPU cores Ray reserves for each actor (its torch threads).
+        cpus: CPU cores Ray reserves for each actor (its threads under ``--segrobust-threads auto``).
         gpus: GPUs Ray reserves for each actor; the model goes to ``cuda`` in the actor.
         device: The run's ``--segrobust-device``, resolved in each actor, on its own machine.
         split: Actors per (suite, model); each corrupted cell is cut into this many pieces.
@@ -173,6 +173,9 @@ class RayRun:
         cluster = self.settings.address or "a local Ray instance"
         resources = f"{plural(float(self.settings.cpus), 'CPU')}, {plural(float(self.settings.gpus), 'GPU')} each"
         lines = [f"segrobust: cells evaluated on {cluster}, one actor per suite and model ({resources}); gated and reported here"]
+        from pytest_segrobust import threads
+
+        lines.append(f"segrobust: Ray actors: {threads.choose(self.segrobust.options.threads, reserved_cpus=self.settings.cpus).describe()}")
         if self.settings.split > 1:
             lines.append(
                 f"segrobust: --segrobust-ray-split {self.settings.split}: {self.settings.split} actors per suite and model, "
@@ -219,13 +222,17 @@ class CellWorker:
         device: The run's device choice.
         rootpath: The project's rootdir (the same path on every node: a shared file system).
         registry: The run's corruptions, as the controller built them.
+        cpus: The CPUs Ray reserved for this actor: its threads under ``--segrobust-threads auto``.
     """
 
-    def __init__(self, options: Options, device: DeviceChoice, rootpath: Path, registry: CorruptionRegistry) -> None:
-        from pytest_segrobust import allocator
+    def __init__(
+        self, options: Options, device: DeviceChoice, rootpath: Path, registry: CorruptionRegistry, cpus: float = 1.0
+    ) -> None:
+        from pytest_segrobust import allocator, threads
         from pytest_segrobust.session import SegRobustSession
 
         allocator.configure(options.malloc)  # the allocator is this process's: the controller's setting is not inherited
+        threads.apply(threads.choose(options.threads, reserved_cpus=cpus))
         local = replace(options, device=device.resolve(None))
         self.session = SegRobustSession(local, rootpath, registry=registry)
 
@@ -374,7 +381,7 @@ class RayBackend:
         placement group: all of them start or none does (two models each holding some of
         their actors, and waiting for the rest, would wait forever).
         """
-        arguments = (session.options, settings.device, session.rootpath, session.registry)
+        arguments = (session.options, settings.device, session.rootpath, session.registry, settings.cpus)
         if settings.split == 1:
             return [worker.options(**options).remote(*arguments)]
         from ray.util.placement_group import placement_group

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from PIL import Image
 
-from pytest_segrobust import __version__
+from pytest_segrobust import __version__, reads
 from pytest_segrobust.baselines import (
     PRUNE_FLAG,
     BaselineFile,
@@ -158,6 +158,8 @@ class Options:
         malloc: What the processes that evaluate cells do to glibc's ``malloc``
             (:mod:`pytest_segrobust.allocator`): the plugin applies it in its own process,
             a Ray actor in its own.
+        threads: ``--segrobust-threads``: ``auto`` or the count each process that evaluates
+            cells computes on (:mod:`pytest_segrobust.threads`).
     """
 
     enabled: bool
@@ -176,6 +178,7 @@ class Options:
     timeout: float | None = None
     prune: bool = False
     malloc: str = "system"
+    threads: int | str = "auto"
 
 
 @dataclass(frozen=True)
@@ -243,6 +246,8 @@ class SegRobustSession:
         # Models, datasets and clean results, shared with the segrobust fixture.
         self.registry = registry
         self.bench = Workbench(options, registry, adapt_hook)
+        if options.cache_dir is not None:  # what models read under the project keys their cached clean results
+            reads.watch(rootpath)
         self._baselines: dict[Path, BaselineFile] = {}
         self.evidence = Evidence()
         # Node id -> the headline score of each bootstrap resample (statistical gates): the aggregates' intervals.

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from pytest_segrobust import reads
 from pytest_segrobust.baselines import CellKey, Conditions
 from pytest_segrobust.cache import CleanCache
 from pytest_segrobust.corruptions import DEFAULT_PRESET, REGISTRY, Corruption, CorruptionRegistry
@@ -68,6 +69,7 @@ class Workbench:
         # Set by the plugin when a terminal shows this process's output (not under xdist).
         self.progress_bar: TerminalProgress | None = None
         self._models: dict[tuple[str, str], Any] = {}
+        self._reads: dict[tuple[str, str], reads.Reads] = {}  # what each model's build read (with the disk cache)
         self._datasets: dict[tuple[str, str | None], SegmentationDataset] = {}
         self._dataset_fingerprints: dict[tuple[str, str | None], str] = {}
         self._conditions: dict[str, Conditions] = {}
@@ -83,7 +85,11 @@ class Workbench:
             # A checkpoint's labels are matched to the dataset's classes; other models never read them.
             names = () if spec.transformers is None else tuple(self.dataset(suite, suite.splits[0]).class_names)
             build = lambda: self.adapt(build_model(spec, self.options.device, suite.task, names), suite.task)  # noqa: E731
-            self._models[key] = _build(suite, spec.source, _model_field(suite, name), build)
+            if self.cache is None:
+                self._models[key] = _build(suite, spec.source, _model_field(suite, name), build)
+            else:  # what the build reads keys the model's cached clean result
+                with reads.recording() as self._reads[key]:
+                    self._models[key] = _build(suite, spec.source, _model_field(suite, name), build)
             self.builds += 1
         return self._models[key]
 
@@ -205,7 +211,10 @@ class Workbench:
                     f"model {model_name} is a function of arrays without a fingerprint() saying what it computes"
                 )
             # An ONNX model's identity is its file's digest (in its fingerprint); a factory's is its code.
-            code = "" if spec.factory is None else code_identity(load_object(spec.factory.target), model)
+            # Either way, what the build read under the project and imported by name counts.
+            seen = self._reads.get((str(suite.path), model_name), reads.Reads())
+            objects = () if spec.factory is None else (load_object(spec.factory.target), model)
+            code = code_identity(*objects, modules=seen.modules, files=seen.files)
         except UnknownIdentity as exc:
             self.uncached += 1
             logger.warning("%s: the clean result is not cached across runs: %s", suite.path, exc)

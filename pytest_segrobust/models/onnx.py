@@ -6,7 +6,7 @@ read from the model: the input's name, element type, layout (``NHWC`` when its l
 (a model with a fixed batch of 1 is run image by image). Outputs are logits in ``NCHW``
 unless ``output:`` says otherwise. The session uses CUDA when the run's device is a GPU and
 ONNX Runtime has the CUDA provider; otherwise the CPU, and the model says so through its
-``device``.
+``device``. Its CPU pool has as many threads as torch (the run's ``--segrobust-threads``).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from pytest_segrobust import threads
 from pytest_segrobust.errors import SegRobustError
 from pytest_segrobust.extras import ONNX, import_failure
 from pytest_segrobust.models.arrays import ArrayInput, ArrayModel, ArrayOutput
@@ -64,7 +65,9 @@ def load_onnx(
     if device.type == "cuda" and "CUDAExecutionProvider" in onnxruntime.get_available_providers():
         providers.insert(0, ("CUDAExecutionProvider", {"device_id": device.index or 0}))  # type: ignore[arg-type]
     try:
-        session = onnxruntime.InferenceSession(content, providers=providers)
+        choices = onnxruntime.SessionOptions()
+        choices.intra_op_num_threads = threads.count()  # the run's count (--segrobust-threads), not a pool per core
+        session = onnxruntime.InferenceSession(content, choices, providers=providers)
     except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own exception types
         raise SegRobustError(f"{path}: ONNX Runtime cannot load the model: {type(exc).__name__}: {exc}") from exc
     runs_on = torch.device(device) if session.get_providers()[0] == "CUDAExecutionProvider" else torch.device("cpu")

@@ -1,4 +1,4 @@
-"""Where and with what a run was made: git commit, package versions, device, allocator, wall time."""
+"""Where and with what a run was made: git commit, package versions, device, allocator, threads, wall time."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from pytest_segrobust import allocator
+from pytest_segrobust import allocator, threads
 from pytest_segrobust.wording import plural
 
 # Distributions whose versions can change a number in the report; those not installed are left out.
@@ -39,6 +39,7 @@ def run_environment(root: Path, device: torch.device, started: float) -> dict[st
         "platform": f"Python {platform.python_version()} on {platform.system()} {platform.machine()}",
         "versions": versions(),
         "malloc": None if (setting := allocator.current()) is None else setting.describe(),
+        "threads": None if (chosen := threads.current()) is None else chosen.describe(),
     }
 
 

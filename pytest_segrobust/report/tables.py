@@ -741,7 +741,7 @@ def regressions(records: Sequence[CellRecord], labels: dict[str, dict[str, str]]
 
 
 def environment(info: Mapping[str, Any]) -> Table:
-    """The run's provenance: git commit, versions, device, allocator, wall time (one row per item)."""
+    """The run's provenance: git commit, versions, device, allocator, threads, wall time (one row per item)."""
     rows: list[tuple[str, str]] = []
     commit = info.get("git_commit")
     if commit:
@@ -758,6 +758,8 @@ def environment(info: Mapping[str, Any]) -> Table:
         rows.append(("platform", str(info["platform"])))
     if info.get("malloc"):
         rows.append(("malloc", str(info["malloc"])))
+    if info.get("threads"):
+        rows.append(("threads", str(info["threads"])))
     versions = info.get("versions") or {}
     if versions:
         rows.append(("versions", ", ".join(f"{name} {version}" for name, version in versions.items())))

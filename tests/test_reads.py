@@ -1,0 +1,101 @@
+"""What a model's build reads keys its cached clean result: files under the project, modules imported by name."""
+
+from __future__ import annotations
+
+import importlib
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_segrobust import reads
+from tests.plugin_project import CELLS, SUITE, cached_run
+
+CONFIGURED = """\
+import importlib
+import json
+from pathlib import Path
+
+from segrobust_fakes import RedBinner
+
+
+def from_config():
+    # The smoothing is a plain attribute, not a weight: the model's fingerprint does not see it.
+    return RedBinner(smoothing=json.loads(Path("model.json").read_text())["smoothing"])
+
+
+def from_helper():
+    return RedBinner(smoothing=importlib.import_module("smoothing_helper").SMOOTHING)
+"""
+
+
+def _configured_project(pytester: pytest.Pytester, factory: str) -> None:
+    pytester.makepyfile(configured=CONFIGURED, smoothing_helper="SMOOTHING = 5\n")
+    (pytester.path / "model.json").write_text(json.dumps({"smoothing": 5}))
+    (pytester.path / "suites" / "bands.yaml").write_text(
+        SUITE.format(smoothing=5).replace(
+            "factory: segrobust_fakes:red_binner, kwargs: {smoothing: 5}", f"factory: configured:{factory}"
+        )
+    )
+
+
+def _outcomes(result: pytest.RunResult) -> dict[str, int]:
+    return {k: v for k, v in result.parseoutcomes().items() if k in ("passed", "failed")}
+
+
+@pytest.mark.parametrize(
+    ("factory", "edit"),
+    [
+        ("from_config", lambda root: (root / "model.json").write_text(json.dumps({"smoothing": 1, "edited": True}))),
+        ("from_helper", lambda root: (root / "smoothing_helper.py").write_text("SMOOTHING = 1  # edited\n")),
+    ],
+    ids=["label-map-json", "import_module-helper"],
+)
+def test_an_input_the_factory_reads_keys_the_clean_cache(
+    project: pytest.Pytester, dist: list[str], factory: str, edit: object
+) -> None:
+    _configured_project(project, factory)
+    cached_run(project, "--segrobust-update-baselines").stdout.fnmatch_lines(
+        ["clean results: 1 computed, 0 from cache*"]
+    )
+    unchanged = cached_run(project, *dist)  # nothing changed: the stored clean result serves, in any process
+    unchanged.assert_outcomes(passed=CELLS)
+    unchanged.stdout.fnmatch_lines(["clean results: 0 computed, * from cache*"])
+
+    edit(project.path)  # type: ignore[operator]
+    fresh = cached_run(project, "--segrobust-no-cache", *dist)
+    assert _outcomes(fresh).get("failed"), "the edit must change what the gate sees"
+    cached = cached_run(project, *dist)
+    cached.stdout.fnmatch_lines(["clean results: 1 computed, *"])
+    assert _outcomes(cached) == _outcomes(fresh)
+    again = cached_run(project, *dist)
+    again.stdout.fnmatch_lines(["clean results: 0 computed, * from cache*"])
+    assert _outcomes(again) == _outcomes(fresh)
+
+
+def test_a_read_during_a_build_is_recorded_relative_to_the_root(tmp_path: Path) -> None:
+    reads.watch(tmp_path)
+    (tmp_path / "labels.json").write_text("{}")
+    (tmp_path / "out.txt").write_text("")
+    with reads.recording() as seen:
+        (tmp_path / "labels.json").read_text()
+        with open(tmp_path / "out.txt", "w") as handle:  # a write is not an input
+            handle.write("x")
+        json.loads(Path(__file__).read_text() and "{}")  # outside the root
+    assert seen.files == {"labels.json"}
+    assert reads.file_digest("labels.json") != reads.file_digest("out.txt")
+    assert reads.file_digest("gone.json") == "missing"
+
+
+def test_a_module_imported_by_name_during_a_build_is_recorded_cached_or_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reads.watch(tmp_path)
+    (tmp_path / "named_helper_for_reads.py").write_text("VALUE = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(__import__("sys").modules, "named_helper_for_reads", raising=False)
+    for _ in range(2):  # the second import is served by sys.modules: still seen
+        with reads.recording() as seen:
+            importlib.import_module("named_helper_for_reads")
+            importlib.import_module("json")  # installed or standard library: the source identity's business
+        assert seen.modules == {"named_helper_for_reads"}
