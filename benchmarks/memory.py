@@ -1,9 +1,14 @@
-"""Peak memory against dataset size: streaming keeps it flat.
+"""Peak memory against dataset size: streaming keeps it flat, the decoded-sample cache grows to its budget.
 
 Each size runs in a fresh process (``ru_maxrss`` only grows), evaluating the demo model on
-the demo scenes under one corruption; the table shows peak RSS per dataset size.
+the demo scenes under one corruption; the table shows peak RSS per dataset size. With
+``--cells 2`` (the default) the process evaluates the clean cell and then the corrupted
+one through one decoded-sample cache, as a worker of the gate does; the cache's budget is
+the default one (:func:`pytest_segrobust.data.sample_cache.default_budget`; 1 GiB in
+versions without it) and the table says how much it held. ``--cells 1`` evaluates the
+corrupted cell alone, without the cache.
 
-    python benchmarks/memory.py [--sizes 64 256 1024]
+    python benchmarks/memory.py [--sizes 64 256 1024] [--cells 2]
 """
 
 from __future__ import annotations
@@ -21,25 +26,37 @@ from pytest_segrobust.data.demo import DemoScenes
 from pytest_segrobust.evaluation import evaluate
 from pytest_segrobust.models import as_segmentation_model
 from pytest_segrobust.models.demo import tiny_unet
+from pytest_segrobust.data.sample_cache import SampleCache
+try:
+    from pytest_segrobust.data.sample_cache import default_budget
+except ImportError:  # before the budget followed the machine: 1 GiB per process
+    default_budget = lambda: 2**30
 torch.set_num_threads(2)
-size = int(sys.argv[1])
+size, cells = int(sys.argv[1]), int(sys.argv[2])
+model, dataset = as_segmentation_model(tiny_unet()), DemoScenes("val", size=size)
+cache = SampleCache(default_budget()) if cells > 1 else None
 start = time.perf_counter()
-result = evaluate(as_segmentation_model(tiny_unet()), DemoScenes("val", size=size), REGISTRY.get("gaussian_noise"), 3)
+if cache is not None:
+    evaluate(model, dataset, None, 0, sample_cache=cache)
+result = evaluate(model, dataset, REGISTRY.get("gaussian_noise"), 3, sample_cache=cache)
 print(json.dumps({"rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                  "seconds": time.perf_counter() - start, "miou": result.score}))
+                  "seconds": time.perf_counter() - start, "miou": result.score,
+                  "cache_mb": cache.used / 2**20 if cache is not None else 0.0}))
 """
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[64, 256, 1024])
+    parser.add_argument("--cells", type=int, choices=(1, 2), default=2, help="2: clean then corrupted, cached")
     args = parser.parse_args()
-    print("| images | peak RSS MiB | seconds | mIoU under gaussian_noise::3 |")
-    print("|---:|---:|---:|---:|")
+    print("| images | peak RSS MiB | sample cache MiB | seconds | mIoU under gaussian_noise::3 |")
+    print("|---:|---:|---:|---:|---:|")
     for size in args.sizes:
-        out = subprocess.run([sys.executable, "-c", CHILD, str(size)], capture_output=True, text=True, check=True)
+        command = [sys.executable, "-c", CHILD, str(size), str(args.cells)]
+        out = subprocess.run(command, capture_output=True, text=True, check=True)
         row = json.loads(out.stdout.strip().splitlines()[-1])
-        print(f"| {size} | {row['rss_mb']:.0f} | {row['seconds']:.1f} | {row['miou']:.2f} |")
+        print(f"| {size} | {row['rss_mb']:.0f} | {row['cache_mb']:.0f} | {row['seconds']:.1f} | {row['miou']:.2f} |")
 
 
 if __name__ == "__main__":

@@ -10,9 +10,14 @@ value, where the tables stand aside and both walk), and ``shot_noise``. Every re
 each row's two paths one after the other, alternating which goes first, in one process, so
 that a busy machine weighs on both alike; the tables give the minimum and the median CPU
 milliseconds per image (noise only ever adds time, so the minimum is the better estimate
-of the cost):
+of the cost). A first table sets the draws of a ``(3, size, size)`` field beside the
+generators of torch (``torch.rand``, ``torch.randn``: MT19937 on CPUs) and numpy
+(``default_rng``'s PCG64, float32 ziggurat normals), which are neither counter-based nor the
+same on every device, and says how far the numpy path's normals are from the torch path's:
 
     OMP_NUM_THREADS=1 python benchmarks/philox.py [--size 512] [--batch 1] [--repeats 15]
+
+Times are the CPU time of the calling thread (``time.thread_time``).
 
 The torch path is what GPUs run; it is forced on the CPU here by the one switch that picks
 the path (``pytest_segrobust.philox._uses_numpy``); the walk alone by
@@ -24,12 +29,14 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
+import math
 import statistics
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from unittest import mock
 
+import numpy as np
 import torch
 
 from pytest_segrobust import philox
@@ -41,9 +48,9 @@ CORRUPTIONS = ("gaussian_noise", "shot_noise", "impulse_noise", "speckle_noise",
 def seconds(fn: Callable[[], object], forced: Callable[[], AbstractContextManager[object]] | None) -> float:
     """CPU seconds of one call of ``fn``, inside ``forced()`` if given (with one thread, what a busy machine disturbs least)."""
     with forced() if forced else contextlib.nullcontext():
-        start = time.process_time()
+        start = time.thread_time()
         fn()
-        return time.process_time() - start
+        return time.thread_time() - start
 
 
 def torch_path() -> AbstractContextManager[object]:
@@ -80,6 +87,51 @@ def side_by_side(
         )
 
 
+def beside_peers(size: int, batch: int, repeats: int) -> None:
+    """Print ours (the numpy path) beside torch's and numpy's own generators, ms per ``(3, size, size)`` field."""
+    seeds, shape = list(range(batch)), (3, size, size)
+    torch_generator, numpy_generator = torch.Generator().manual_seed(0), np.random.default_rng(0)
+    rows: dict[str, dict[str, Callable[[], object]]] = {
+        "32-bit words": {
+            "ours": lambda: philox.random_bits(seeds, math.prod(shape), "cpu"),
+            "torch": lambda: torch.randint(0, 2**32, (batch, *shape), generator=torch_generator),
+            "numpy": lambda: numpy_generator.integers(0, 2**32, (batch, *shape), dtype=np.uint32),
+        },
+        "uniform float32": {
+            "ours": lambda: philox.uniform(seeds, shape, "cpu"),
+            "torch": lambda: torch.rand((batch, *shape), generator=torch_generator),
+            "numpy": lambda: numpy_generator.random((batch, *shape), dtype=np.float32),
+        },
+        "normal float32": {
+            "ours": lambda: philox.normal(seeds, shape, "cpu"),
+            "torch": lambda: torch.randn((batch, *shape), generator=torch_generator),
+            "numpy": lambda: numpy_generator.standard_normal((batch, *shape), dtype=np.float32),
+        },
+    }
+    names = ("ours", "torch", "numpy")
+    print("| draw | ours min / median ms | torch min / median ms | numpy min / median ms | ours / torch (min) |")
+    print("|---|---:|---:|---:|---:|")
+    for row, fns in rows.items():
+        times: dict[str, list[float]] = {name: [] for name in names}
+        for fn in fns.values():  # warm-up
+            fn()
+        for repeat in range(repeats):
+            order = names[repeat % 3 :] + names[: repeat % 3]
+            for name in order:
+                times[name].append(seconds(fns[name], None) / batch * 1e3)
+        cells = " | ".join(f"{min(times[n]):.2f} / {statistics.median(times[n]):.2f}" for n in names)
+        print(f"| {row} | {cells} | {min(times['ours']) / min(times['torch']):.2f}x |")
+    fields = [philox.normal([seed], shape, "cpu", 3) for seed in range(8)]
+    with torch_path():
+        torch_fields = [philox.normal([seed], shape, "cpu", 3) for seed in range(8)]
+    differing = sum(int((a != b).sum()) for a, b in zip(fields, torch_fields))
+    largest = max(float((a - b).abs().max()) for a, b in zip(fields, torch_fields))
+    print(
+        f"\nnormals, numpy path against torch path: {differing} of {8 * math.prod(shape)} values differ, "
+        f"max |diff| {largest:.3g} (cos and sin by {philox._polar_to_cartesian().__name__})\n"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=512)
@@ -109,6 +161,7 @@ def main() -> None:
         f"{args.size}x{args.size}, batch {args.batch}, severity {args.severity} ({args.preset}), "
         f"torch threads {torch.get_num_threads()}, {args.repeats} repeats; CPU ms per image\n"
     )
+    beside_peers(args.size, args.batch, args.repeats)
     side_by_side(rows, args.repeats, args.batch, torch_path, ("torch path", "numpy path"))
     print()
     shot_noise = next(c for c in REGISTRY.available(args.preset) if c.name == "shot_noise")

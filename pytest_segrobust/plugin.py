@@ -74,9 +74,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--segrobust-sample-cache",
         type=arguments.non_negative_integer,
-        default=1024,
+        default=None,
         metavar="MB",
-        help="MiB of decoded samples each process keeps across a dataset's cells (default 1024; 0: decode in every cell)",
+        help="MiB of decoded samples each process keeps across a dataset's cells (default: an eighth of the "
+        "machine's memory over the xdist workers, at most 1024; 0: decode in every cell)",
     )
     group.addoption(
         "--segrobust-timeout",

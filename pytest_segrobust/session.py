@@ -151,7 +151,8 @@ class Options:
         batch_size: Overrides every suite's batch size when set.
         loader_workers: Processes reading samples ahead of the model.
         sample_cache_mb: MiB of decoded samples each process keeps across a dataset's cells
-            (0: every cell reads and decodes its dataset again).
+            (0: every cell reads and decodes its dataset again; None: sized from the machine's
+            memory and the worker count, :func:`~pytest_segrobust.data.sample_cache.default_budget`).
         timeout: Seconds a cell may take; overrides every suite's ``timeout`` when set.
         prune: Remove the baseline entries the suites no longer have (``--segrobust-prune``).
         report_html: Also write the report as one self-contained HTML page beside the markdown.
@@ -174,7 +175,7 @@ class Options:
     amp: bool = False
     batch_size: int | None = None
     loader_workers: int = 0
-    sample_cache_mb: int = 1024
+    sample_cache_mb: int | None = None
     timeout: float | None = None
     prune: bool = False
     malloc: str = "system"

@@ -22,7 +22,7 @@ from pytest_segrobust.baselines import CellKey, Conditions
 from pytest_segrobust.cache import CleanCache
 from pytest_segrobust.corruptions import DEFAULT_PRESET, REGISTRY, Corruption, CorruptionRegistry
 from pytest_segrobust.data.base import SegmentationDataset, check_dataset
-from pytest_segrobust.data.sample_cache import MEBIBYTE, SampleCache
+from pytest_segrobust.data.sample_cache import MEBIBYTE, SampleCache, default_budget
 from pytest_segrobust.errors import DatasetError, ModelError, ModelOutputError, SegRobustError
 from pytest_segrobust.evaluation import CLEAN, CellResult, EvalResult, evaluate, sample_count
 from pytest_segrobust.identity import UnknownIdentity, code_identity
@@ -63,7 +63,8 @@ class Workbench:
         self.cache = CleanCache(options.cache_dir) if options.cache_dir is not None else None
         self.uncached = 0
         # Suite datasets are built once per process, so their decoded samples can serve every cell.
-        budget = options.sample_cache_mb * MEBIBYTE
+        mebibytes = options.sample_cache_mb
+        budget = default_budget() if mebibytes is None else mebibytes * MEBIBYTE
         self.samples: SampleCache | None = SampleCache(budget) if budget > 0 else None
         self.builds = 0  # models built (and adapted) by this process
         # Set by the plugin when a terminal shows this process's output (not under xdist).

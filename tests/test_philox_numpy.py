@@ -75,7 +75,7 @@ def test_every_draw_equals_the_torch_paths(seeds: list[int], count: int, stream:
             lambda: philox.uniform(seeds, (count, 1), "cpu", stream, dtype=torch.float64),
             lambda: philox.integers(seeds, -5, 2**31 - 5, (count,), "cpu", stream),
             lambda: philox.integers(seeds, 0, 3, (1, count), "cpu", stream),
-            lambda: philox.normal(seeds, (count,), "cpu", stream),  # the same float64 kernels: no ulp apart
+            lambda: philox.normal(seeds, (count,), "cpu", stream),  # float64 an ulp or two apart: the same float32
         ]
         for draw in draws:
             ours, theirs = draw(), torch_path(draw)
@@ -92,6 +92,41 @@ def test_large_fields_and_poisson_equal_the_torch_paths() -> None:
         assert torch.equal(draw(), torch_path(draw))
     rates = torch.rand(2, 20_000, generator=torch.Generator().manual_seed(0), dtype=torch.float64) * 400
     assert torch.equal(philox.poisson(seeds, rates, 5), torch_path(lambda: philox.poisson(seeds, rates, 5)))
+
+
+def test_normals_equal_the_torch_paths_with_or_without_opencv() -> None:
+    # Without an accurate cv2.polarToCart, torch's cos and sin make the same values.
+    seeds, shape = [3, 2**63 + 1, 77], (3, 41, 37)  # an odd count: one pair more than needed is made
+    expected = torch_path(lambda: philox.normal(seeds, shape, "cpu", 9))
+    with mock.patch.object(philox, "_opencv_polar_is_accurate", lambda: False):
+        assert torch.equal(philox.normal(seeds, shape, "cpu", 9), expected)
+    assert torch.equal(philox.normal(seeds, shape, "cpu", 9), expected)
+
+
+class _Float32PolarToCart:
+    """A ``cv2`` whose ``polarToCart`` computes in float32, as OpenCV builds without IPP do."""
+
+    @staticmethod
+    def polarToCart(r: np.ndarray, a: np.ndarray, *outputs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        r32, a32 = r.astype(np.float32), a.astype(np.float32)
+        return (r32 * np.cos(a32)).astype(np.float64), (r32 * np.sin(a32)).astype(np.float64)
+
+
+def test_opencv_polar_to_cart_is_used_only_where_it_is_float64_accurate() -> None:
+    check = philox._opencv_polar_is_accurate.__wrapped__
+    with mock.patch.object(philox, "opencv", lambda: _Float32PolarToCart()):
+        assert not check()
+    with mock.patch.object(philox, "opencv", lambda: None):
+        assert not check()
+        assert philox._polar_to_cartesian().__name__ == "by_torch"
+    cv2 = pytest.importorskip("cv2")
+    r, a = np.array([1.0, 6.5, 2.0**-16]), np.array([0.0, 1.0, 6.28])
+    x, y = cv2.polarToCart(r, a)
+    # Where this OpenCV is float64-accurate (IPP, x86 wheels) the check takes it, elsewhere not.
+    accurate = bool(
+        np.all(np.abs(x.ravel() - r * np.cos(a)) < 1e-14) and np.all(np.abs(y.ravel() - r * np.sin(a)) < 1e-14)
+    )
+    assert check() == accurate
 
 
 def test_words_beyond_a_streams_counter_are_refused() -> None:

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 
 import pytest
 import torch
 
 from pytest_segrobust.corruptions import REGISTRY
-from pytest_segrobust.data.base import InstanceTarget, PanopticTarget, Sample, SemanticTarget
-from pytest_segrobust.data.sample_cache import SampleCache, nbytes
+from pytest_segrobust.data import sample_cache
+from pytest_segrobust.data.base import InstanceTarget, PanopticTarget, ReferringTarget, Sample, SemanticTarget
+from pytest_segrobust.data.demo import DemoScenes
+from pytest_segrobust.data.sample_cache import MEBIBYTE, SampleCache, default_budget, machine_memory, nbytes
 from pytest_segrobust.evaluation import evaluate
 from pytest_segrobust.models import as_segmentation_model
 from tests.fakes import BandScenes, RedBinner
@@ -38,8 +42,8 @@ def read_inline(dataset: CountingScenes) -> object:
 
 
 def sample_bytes(dataset: BandScenes) -> int:
-    """Bytes of one sample (all have the same), measured on a twin so that ``dataset`` counts no read."""
-    return nbytes(BandScenes(dataset.size, dataset.height, dataset.width, dataset.seed)[0])
+    """Bytes one sample takes in the cache (all take the same), measured on a twin so that ``dataset`` counts no read."""
+    return SampleCache.footprint(BandScenes(dataset.size, dataset.height, dataset.width, dataset.seed)[0])
 
 
 def test_second_pass_is_served_from_memory_with_the_same_content() -> None:
@@ -150,11 +154,116 @@ def test_numbers_are_the_same_with_and_without_the_cache_inline_and_with_loader_
     dataset = BandScenes(size=7, height=16, width=16)
     cells = [(None, 0), (REGISTRY.get("gaussian_noise"), 5), (REGISTRY.get("rotate"), 3), (REGISTRY.get("contrast"), 2)]
     plain = [evaluate(model, dataset, c, s, batch_size=3) for c, s in cells]
-    cache = SampleCache(budget=4 * nbytes(dataset[0]))  # four of seven kept: both paths in every pass
+    cache = SampleCache(budget=4 * SampleCache.footprint(dataset[0]))  # four of seven kept: both paths in every pass
     for workers in (0, 2):
-        cached = [evaluate(model, dataset, c, s, batch_size=3, sample_cache=cache, loader_workers=workers) for c, s in cells]
+        cached = [
+            evaluate(model, dataset, c, s, batch_size=3, sample_cache=cache, loader_workers=workers) for c, s in cells
+        ]
         assert [r.metrics for r in cached] == [r.metrics for r in plain]
         for got, want in zip(cached, plain):
             assert got.statistics.keys() == want.statistics.keys()
             assert all((got.statistics[k] == want.statistics[k]).all() for k in want.statistics)
     assert cache.hits == 4 * (2 * len(cells) - 1)
+
+
+class WideScenes(AnnotatedScenes):
+    """Annotated scenes whose maps need each width: negative labels, ids past 255 and past 32767, odd mask sizes."""
+
+    def __getitem__(self, index: int) -> Sample:
+        sample = super().__getitem__(index)
+        assert sample.target is not None and sample.instances is not None and sample.panoptic is not None
+        offset = (0, -2, 300, 40_000, -70_000, 2**40)[index % 6]
+        panoptic = sample.panoptic
+        odd = torch.arange(3 * 5 * 7).view(3, 5, 7) % (index + 2) == 0  # 105 values: not a whole number of bytes
+        return Sample(
+            sample.sample_id,
+            sample.image,
+            SemanticTarget(sample.target.mask - (index % 2)),  # -1 where a band was 0: int16, not uint8
+            instances=dataclasses.replace(sample.instances, masks=sample.instances.masks.clone()),
+            panoptic=PanopticTarget(
+                panoptic.segments + offset, panoptic.ids + offset, panoptic.labels, panoptic.iscrowd
+            ),
+            referring=None if index % 3 else ReferringTarget(f"band {index}", odd),
+        )
+
+
+def same(a: object, b: object) -> bool:
+    """Equal types, and for tensors equal dtypes, shapes and values, all the way down."""
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
+    if dataclasses.is_dataclass(a):
+        return type(a) is type(b) and all(same(getattr(a, f.name), getattr(b, f.name)) for f in dataclasses.fields(a))
+    return type(a) is type(b) and a == b
+
+
+def test_cached_samples_equal_uncached_ones_exactly() -> None:
+    dataset = WideScenes(size=12)
+    cache = SampleCache(2**24)
+    for _ in range(3):  # the reading pass, then two from memory
+        served = list(cache.samples(dataset, 12, read_inline(dataset)))
+        assert all(same(sample, dataset[index]) for index, sample in enumerate(served))
+    assert cache.hits == 24
+    # Every integer map was kept narrower than int64 except the one past 2**31; masks as bits.
+    kept = cache._kept[id(dataset)][1]
+    segments = [kept[i].fields["panoptic"].fields["segments"] for i in range(6)]
+    assert [s.values.dtype if isinstance(s, sample_cache._Narrowed) else s.dtype for s in segments] == [
+        torch.uint8, torch.int16, torch.int16, torch.int32, torch.int32, torch.int64
+    ]  # fmt: skip
+    assert sample_cache.nbytes(kept[0]) < nbytes(dataset[0]) / 2
+
+
+def test_a_demo_sample_takes_a_quarter_of_its_size() -> None:
+    sample = DemoScenes("val", size=1)[0]
+    assert SampleCache.footprint(sample) < nbytes(sample) / 4
+
+
+def test_tensors_the_cache_cannot_narrow_are_kept_as_copies() -> None:
+    # A strided view, a tensor that needs its gradient, an empty map: kept as they are, dtype and strides too.
+    strided = torch.arange(24, dtype=torch.int64).view(4, 6).t()
+    grad = torch.ones(3, requires_grad=True)
+    for tensor in (strided, torch.zeros(0, 5, dtype=torch.int64), torch.rand(2, 3)):
+        kept = sample_cache._compact(tensor)
+        assert isinstance(kept, torch.Tensor) and same(sample_cache._expand(kept), tensor)
+        assert sample_cache._expand(kept).stride() == tensor.stride()
+    kept = sample_cache._compact(grad)
+    assert kept.requires_grad and torch.equal(kept.detach(), grad.detach()) and kept is not grad
+
+
+@pytest.mark.parametrize(
+    ("workers", "memory", "expected"),
+    [
+        (1, 64 * 2**30, 2**30),  # a large machine: the cap
+        (4, 16 * 2**30, 512 * MEBIBYTE),  # 2 GiB over four workers
+        (8, 2 * 2**30, 32 * MEBIBYTE),  # a small runner: 256 MiB over eight
+        (0, 4 * 2**30, 512 * MEBIBYTE),  # no workers counts as one process
+    ],
+)
+def test_the_default_budget_is_an_eighth_of_the_memory_over_the_workers(
+    workers: int, memory: int | None, expected: int
+) -> None:
+    assert default_budget(workers, memory) == expected
+
+
+def test_the_default_budget_counts_xdist_workers_and_reads_the_machine(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "4")
+    assert default_budget(memory=16 * 2**30) == 512 * MEBIBYTE
+    monkeypatch.delenv("PYTEST_XDIST_WORKER_COUNT")
+    assert default_budget(memory=16 * 2**30) == 2**30  # one process: 2 GiB, capped
+    memory = machine_memory()
+    assert memory is None or memory > 0
+    assert default_budget() == (2**30 if memory is None else default_budget(1, memory))
+    monkeypatch.setattr(sample_cache, "machine_memory", lambda: None)  # memory unknown: 1 GiB over the workers
+    assert default_budget(2) == 512 * MEBIBYTE
+
+
+def test_a_containers_limit_caps_the_machines_memory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    unlimited, limited = tmp_path / "memory.max", tmp_path / "memory.limit_in_bytes"
+    unlimited.write_text("max\n")
+    monkeypatch.setattr(sample_cache, "_CGROUP_LIMITS", (unlimited, tmp_path / "absent"))
+    physical = machine_memory()
+    if physical is None:
+        pytest.skip("this system does not say how much memory it has")
+    limited.write_text(f"{2**30}\n")
+    monkeypatch.setattr(sample_cache, "_CGROUP_LIMITS", (unlimited, limited))
+    assert machine_memory() == min(physical, 2**30)
+    assert default_budget(1) == min(2**30, physical) // 8
