@@ -76,7 +76,7 @@ def test_figures_are_embedded_not_linked(report: dict, tmp_path: Path) -> None:
 def test_a_missing_figure_is_named_not_fatal(report: dict, tmp_path: Path) -> None:
     (tmp_path / report["suites"]["s"]["figures"]["heatmap"]).unlink()
     page = render_html(report, tmp_path)
-    assert "out-s-heatmap.png</code> not readable" in page
+    assert "s-heatmap.png</code> not readable" in page
     assert len(embedded_images(page)) == 2
 
 

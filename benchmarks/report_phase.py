@@ -1,0 +1,163 @@
+"""What the end of a demo run costs: the report phase (pictures, figures, HTML, baselines) against the whole run.
+
+Runs ``pytest --segrobust --segrobust-report-html`` on the demo in fresh copies of the
+project (the working tree, and with ``--compare REV`` that commit too), interleaved, once per
+``-n`` given, and prints per copy and mode: the whole run's wall and CPU seconds, the end
+phase's (``SegRobustSession.finish``) and its parts', the figure files written and the
+HTML's size. CPU seconds are the process's (every thread; the run's children for the whole
+run), which load on a shared machine disturbs less than wall time.
+
+    python benchmarks/report_phase.py [--compare REV] [-n 0 -n 2] [--rounds 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Loaded into the measured run with ``-p``: times the end phase's steps (whichever exist in the copy).
+TIMER = """
+import json, os, time
+import pytest
+
+_times = {}
+
+def _wrap(owner, name, label):
+    original = getattr(owner, name, None)
+    if original is None:
+        return
+    def timed(*args, **kwargs):
+        wall, cpu = time.perf_counter(), time.process_time()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            entry = _times.setdefault(label, [0.0, 0.0])
+            entry[0] += time.perf_counter() - wall
+            entry[1] += time.process_time() - cpu
+    setattr(owner, name, timed)
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config):
+    from pytest_segrobust import session
+    cls = session.SegRobustSession
+    _wrap(cls, "finish", "end phase (finish)")
+    _wrap(cls, "_flush_baselines", "  baselines")
+    _wrap(cls, "_galleries", "  galleries")
+    _wrap(cls, "_describe_run", "  worst images, frames")
+    _wrap(session, "write_report", "  documents and figures")
+    _wrap(session, "write_html", "  HTML")
+
+def pytest_unconfigure(config):
+    if not hasattr(config, "workerinput"):
+        with open(os.environ["SEGROBUST_PHASE_TIMES"], "w") as out:
+            json.dump(_times, out)
+"""
+
+
+def copy_tree(revision: str | None, into: Path) -> Path:
+    """The project's files at ``revision`` (``None``: the working tree, untracked files too) in ``into``."""
+    into.mkdir(parents=True)
+    if revision is None:
+        listed = subprocess.run(
+            ["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, check=True, capture_output=True
+        ).stdout.decode()
+        for name in filter(None, listed.split("\0")):
+            source = ROOT / name
+            if source.is_file():
+                (into / name).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(source, into / name)
+    else:
+        archive = subprocess.run(["git", "archive", revision], cwd=ROOT, check=True, capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    (into / "segrobust_phase_timer.py").write_text(TIMER)
+    return into
+
+
+def measure(tree: Path, workers: int) -> dict[str, object]:
+    for old in tree.glob("segrobust-report*"):
+        shutil.rmtree(old) if old.is_dir() else old.unlink()
+    times = tree / "phase-times.json"
+    env = {**os.environ, "PYTHONPATH": str(tree), "SEGROBUST_PHASE_TIMES": str(times)}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--segrobust",
+            "--segrobust-report-html",
+            "-n",
+            str(workers),
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "segrobust_phase_timer",
+        ],
+        check=False,
+        cwd=tree,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode != 0:
+        print(done.stdout[-3000:], done.stderr[-3000:], file=sys.stderr)
+    pngs = [p for p in tree.rglob("*.png") if "segrobust-report" in str(p.relative_to(tree))]
+    html = tree / "segrobust-report.html"
+    return {
+        "exit": done.returncode,
+        "run": (wall, (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)),
+        "phases": json.loads(times.read_text()) if times.exists() else {},
+        "figures": len(pngs),
+        "in root": sum(1 for p in pngs if p.parent == tree),
+        "html MB": html.stat().st_size / 1e6 if html.exists() else float("nan"),
+        "wrote lines": sum(1 for line in done.stdout.splitlines() if line.startswith("wrote ")),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--compare", metavar="REV", help="also measure the project at this commit")
+    parser.add_argument(
+        "-n", dest="workers", type=int, action="append", help="xdist workers (repeatable; default 0 and 2)"
+    )
+    parser.add_argument("--rounds", type=int, default=1)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as folder:
+        trees = {"working tree": copy_tree(None, Path(folder, "now"))}
+        if args.compare:
+            trees = {args.compare: copy_tree(args.compare, Path(folder, "before")), **trees}
+        results: dict[tuple[str, int], list[dict[str, object]]] = {}
+        for _ in range(args.rounds):
+            for workers in args.workers or [0, 2]:
+                for name, tree in trees.items():  # interleaved: load drifts alike over both
+                    results.setdefault((name, workers), []).append(measure(tree, workers))
+    print(f"demo, pytest --segrobust --segrobust-report-html, {args.rounds} round(s); seconds wall / CPU")
+    for (name, workers), runs in results.items():
+        print(f"\n{name}, -n {workers}")
+        print("| step | wall s | CPU s |")
+        print("|---|---:|---:|")
+        for run in runs:
+            print(f"| whole run (exit {run['exit']}) | {run['run'][0]:.1f} | {run['run'][1]:.1f} |")
+            for label, (wall, cpu) in run["phases"].items():
+                print(f"| {label} | {wall:.1f} | {cpu:.1f} |")
+            print(
+                f"| figures written: {run['figures']} ({run['in root']} in the root); HTML {run['html MB']:.2f} MB; "
+                f"{run['wrote lines']} `wrote` lines in the terminal | | |"
+            )
+
+
+if __name__ == "__main__":
+    main()
