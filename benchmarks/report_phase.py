@@ -7,7 +7,11 @@ phase's (``SegRobustSession.finish``) and its parts', the figure files written a
 HTML's size. CPU seconds are the process's (every thread; the run's children for the whole
 run), which load on a shared machine disturbs less than wall time.
 
-    python benchmarks/report_phase.py [--compare REV] [-n 0 -n 2] [--rounds 1]
+    python benchmarks/report_phase.py [--compare REV | --compare-tree DIR] [-n 0 -n 2] [--rounds 1]
+
+``--compare-tree`` takes a folder holding another copy of the project (``git archive REV``
+unpacked), for a machine without the repository's history; ``--load-plugin`` loads the plugin
+with ``-p`` where it is not installed.
 """
 
 from __future__ import annotations
@@ -64,26 +68,35 @@ def pytest_unconfigure(config):
 """
 
 
-def copy_tree(revision: str | None, into: Path) -> Path:
-    """The project's files at ``revision`` (``None``: the working tree, untracked files too) in ``into``."""
-    into.mkdir(parents=True)
-    if revision is None:
-        listed = subprocess.run(
-            ["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, check=True, capture_output=True
-        ).stdout.decode()
-        for name in filter(None, listed.split("\0")):
-            source = ROOT / name
-            if source.is_file():
-                (into / name).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(source, into / name)
-    else:
+def copy_tree(revision: str | None, into: Path, source: Path | None = None) -> Path:
+    """The project's files at ``revision`` (``None``: the working tree, untracked files too; or the
+    folder ``source``) in ``into``."""
+    if source is not None:
+        shutil.copytree(source, into)
+    elif revision is not None:
+        into.mkdir(parents=True)
         archive = subprocess.run(["git", "archive", revision], cwd=ROOT, check=True, capture_output=True).stdout
         subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    else:
+        try:
+            listed = subprocess.run(
+                ["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT, check=True, capture_output=True
+            ).stdout.decode()
+        except (OSError, subprocess.CalledProcessError):  # a copy without the repository: its files, less outputs
+            ignored = shutil.ignore_patterns(".git", "segrobust-report*", "__pycache__", "bench-*", ".whl")
+            shutil.copytree(ROOT, into, ignore=ignored)
+        else:
+            into.mkdir(parents=True)
+            for name in filter(None, listed.split("\0")):
+                source_file = ROOT / name
+                if source_file.is_file() and not name.startswith("bench-"):
+                    (into / name).parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copy2(source_file, into / name)
     (into / "segrobust_phase_timer.py").write_text(TIMER)
     return into
 
 
-def measure(tree: Path, workers: int) -> dict[str, object]:
+def measure(tree: Path, workers: int, extra: list[str]) -> dict[str, object]:
     for old in tree.glob("segrobust-report*"):
         shutil.rmtree(old) if old.is_dir() else old.unlink()
     times = tree / "phase-times.json"
@@ -103,6 +116,9 @@ def measure(tree: Path, workers: int) -> dict[str, object]:
             "no:cacheprovider",
             "-p",
             "segrobust_phase_timer",
+            "--segrobust-device",
+            "cpu",
+            *extra,
         ],
         check=False,
         cwd=tree,
@@ -133,17 +149,22 @@ def main() -> None:
     parser.add_argument(
         "-n", dest="workers", type=int, action="append", help="xdist workers (repeatable; default 0 and 2)"
     )
+    parser.add_argument("--compare-tree", metavar="DIR", type=Path, help="also measure the project copy in DIR")
+    parser.add_argument("--load-plugin", action="store_true", help="load the plugin with -p (not installed)")
     parser.add_argument("--rounds", type=int, default=1)
     args = parser.parse_args()
+    extra = ["-p", "pytest_segrobust.plugin"] if args.load_plugin else []
     with tempfile.TemporaryDirectory() as folder:
         trees = {"working tree": copy_tree(None, Path(folder, "now"))}
         if args.compare:
             trees = {args.compare: copy_tree(args.compare, Path(folder, "before")), **trees}
+        elif args.compare_tree:
+            trees = {str(args.compare_tree): copy_tree(None, Path(folder, "before"), args.compare_tree), **trees}
         results: dict[tuple[str, int], list[dict[str, object]]] = {}
         for _ in range(args.rounds):
             for workers in args.workers or [0, 2]:
                 for name, tree in trees.items():  # interleaved: load drifts alike over both
-                    results.setdefault((name, workers), []).append(measure(tree, workers))
+                    results.setdefault((name, workers), []).append(measure(tree, workers, extra))
     print(f"demo, pytest --segrobust --segrobust-report-html, {args.rounds} round(s); seconds wall / CPU")
     for (name, workers), runs in results.items():
         print(f"\n{name}, -n {workers}")

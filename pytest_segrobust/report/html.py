@@ -9,9 +9,9 @@ and a small table sorter are inline, so the single file can be mailed, attached 
 run or opened offline. Every text is escaped.
 
 The embedded images have a budget (:data:`EMBEDDED_BYTES`): each figure is embedded no wider
-than the page shows it (:data:`EMBEDDED_WIDTH`), a photograph-like one as JPEG where that is far
-smaller than its PNG; in page order, a figure that no longer fits the budget is a link to its
-file in the report's figures folder instead, and the top of the page names the linked ones.
+than the page shows it (:data:`EMBEDDED_WIDTH`), a photograph (many colours) as JPEG; in page
+order, a figure that no longer fits the budget is a link to its file in the report's figures
+folder instead, and the top of the page names the linked ones.
 """
 
 from __future__ import annotations
@@ -50,8 +50,8 @@ EMBEDDED_BYTES = 3_000_000
 EMBEDDED_WIDTH = 1200
 # A figure of at most this many bytes (and no wider) is embedded as written, without re-encoding.
 _AS_WRITTEN = 150_000
-# JPEG replaces PNG only where it is at most this share of the PNG's size (photographs, not plots).
-_JPEG_SHARE = 0.5
+# A figure with more colours than this is a photograph (embedded as JPEG); fewer, a plot (PNG).
+_PLOT_COLOURS = 4096
 _JPEG_QUALITY = 85
 
 _CSS = """
@@ -444,8 +444,8 @@ class _Figures:
 
 def embeddable(path: Path) -> tuple[str, bytes]:
     """A figure as the page embeds it (MIME type and bytes): no wider than :data:`EMBEDDED_WIDTH`,
-    and as JPEG where that is far smaller than PNG (photographs; plots stay PNG). A small file,
-    or one Pillow cannot read, is embedded as written.
+    a photograph (many colours: a gallery, worst images) as JPEG, a plot as PNG. A small file, or
+    one Pillow cannot read, is embedded as written.
 
     Raises:
         OSError: when the file cannot be read.
@@ -459,18 +459,17 @@ def embeddable(path: Path) -> tuple[str, bytes]:
             image = opened.convert("RGB")
     except (OSError, ValueError, PILImage.DecompressionBombError):
         return mime, data
-    shrunk = image.width > EMBEDDED_WIDTH
-    if shrunk:
+    if image.width > EMBEDDED_WIDTH:
         height = max(1, round(image.height * EMBEDDED_WIDTH / image.width))
         image = image.resize((EMBEDDED_WIDTH, height), PILImage.Resampling.LANCZOS)
-    png, jpeg = io.BytesIO(), io.BytesIO()
-    image.save(png, format="PNG")
-    image.save(jpeg, format="JPEG", quality=_JPEG_QUALITY)
-    if jpeg.tell() <= _JPEG_SHARE * png.tell():
-        return "image/jpeg", jpeg.getvalue()
-    if not shrunk and mime == "image/png" and len(data) <= png.tell():
-        return mime, data
-    return "image/png", png.getvalue()
+    elif mime == "image/png" and image.getcolors(_PLOT_COLOURS) is not None:
+        return mime, data  # a plot at its size: its PNG is as small as it gets
+    encoded = io.BytesIO()
+    if image.getcolors(_PLOT_COLOURS) is None:
+        image.save(encoded, format="JPEG", quality=_JPEG_QUALITY)
+        return "image/jpeg", encoded.getvalue()
+    image.save(encoded, format="PNG")
+    return "image/png", encoded.getvalue()
 
 
 def _megabytes(count: int) -> str:
