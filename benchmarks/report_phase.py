@@ -165,6 +165,7 @@ def main() -> None:
             for workers in args.workers or [0, 2]:
                 for name, tree in trees.items():  # interleaved: load drifts alike over both
                     results.setdefault((name, workers), []).append(measure(tree, workers, extra))
+                    print(f"done: {name}, -n {workers}: {results[(name, workers)][-1]}", flush=True)
     print(f"demo, pytest --segrobust --segrobust-report-html, {args.rounds} round(s); seconds wall / CPU")
     for (name, workers), runs in results.items():
         print(f"\n{name}, -n {workers}")
