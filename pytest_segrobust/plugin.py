@@ -467,11 +467,11 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
     for line in segrobust.baseline_summary:
         if not (brief and line.startswith(" ")):  # a changed cell's old -> new line
             terminalreporter.write_line(line)
-    for line in _written_lines(segrobust.written):
+    for line in written_lines(segrobust.written):
         terminalreporter.write_line(line)
 
 
-def _written_lines(written: list[Path]) -> list[str]:
+def written_lines(written: list[Path]) -> list[str]:
     """One ``wrote`` line per document (baselines, report), and one for all the figures, per folder."""
     documents = [path for path in written if path.suffix != ".png"]
     folders: dict[Path, int] = {}

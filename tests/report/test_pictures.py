@@ -112,8 +112,9 @@ def test_worst_cell_picture_shows_moved_ground_truth_for_geometric_corruptions()
     )
     assert info["considered"] == 3 and info["corruption"] == "rotate" and len(info["images"]) == 3
     assert picture is not None
-    # 6 tiles of 256 x 171 (the longest side of 30 x 20 scaled to 256) beside the row labels.
-    assert picture.size[0] > 6 * 256 and picture.size[1] > 3 * 171
+    # 6 tiles of 128 x 85 (the longest side of 30 x 20 enlarged to SMALLEST_TILE) beside the row labels.
+    assert picture.size[0] > 6 * 128 and picture.size[1] > 3 * 85
+    assert picture.size[0] < 6 * 256  # small images are not enlarged further
 
 
 def test_a_task_without_class_view_gets_a_note_not_an_error() -> None:
