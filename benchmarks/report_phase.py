@@ -9,6 +9,11 @@ run), which load on a shared machine disturbs less than wall time.
 
     python benchmarks/report_phase.py [--compare REV | --compare-tree DIR] [-n 0 -n 2] [--rounds 1]
 
+``--report-only REPORT.json`` measures the report phase alone, on one thread, from a demo run's
+JSON report: the pictures (galleries, each model's worst images, run again), the documents and
+figures, and the HTML page, each copy in its own process; the run's cells are not evaluated
+(their seconds, summed in the JSON, stand for the run's compute).
+
 ``--compare-tree`` takes a folder holding another copy of the project (``git archive REV``
 unpacked), for a machine without the repository's history; ``--load-plugin`` loads the plugin
 with ``-p`` where it is not installed.
@@ -66,6 +71,61 @@ def pytest_unconfigure(config):
         with open(os.environ["SEGROBUST_PHASE_TIMES"], "w") as out:
             json.dump(_times, out)
 """
+
+
+# Run in a copy with ``PYTHONPATH`` at it: the end phase of a run whose cells are the JSON report's.
+PHASE_ONLY = """
+import json, sys, time
+from pathlib import Path
+import torch
+torch.set_num_threads(1)
+from pytest_segrobust.session import Options, SegRobustSession
+from pytest_segrobust.report import write_report
+from pytest_segrobust.report.html import write_html
+
+root = Path.cwd()
+options = Options(enabled=True, update_baselines=False, suites_dir=root / "suites", baselines_dir=root / "baselines",
+                  report_path=root / "segrobust-report", report_html=True)
+session = SegRobustSession(options, root)
+for path in sorted((root / "suites").glob("*.yaml")):
+    session.suite(path)
+report = json.loads(Path(sys.argv[1]).read_text())
+for key in ("warnings", "environment"):
+    report.pop(key, None)
+for suite in report["suites"].values():
+    for key in ("figures", "worst_images", "worst_expressions", "frame_kept"):
+        suite.pop(key, None)
+session.report = report
+times = {}
+def timed(label, work):
+    cpu = time.process_time()
+    result = work()
+    times[label] = time.process_time() - cpu
+    return result
+galleries = timed("galleries", session._galleries)
+pictures = timed("worst images, frames (models run again)", session._describe_run)
+written = timed("documents and figures", lambda: write_report(report, root / "segrobust-report", galleries, pictures))
+page = timed("HTML", lambda: write_html(report, root / "segrobust-report"))
+times["figures"] = sum(1 for p in written if p.suffix == ".png")
+times["HTML MB"] = page.stat().st_size / 1e6
+times["PNG MB"] = sum(p.stat().st_size for p in written if p.suffix == ".png") / 1e6
+print(json.dumps(times))
+"""
+
+
+def phase_only(tree: Path, report_json: Path) -> dict[str, float]:
+    for old in tree.glob("segrobust-report*"):
+        shutil.rmtree(old) if old.is_dir() else old.unlink()
+    env = {**os.environ, "PYTHONPATH": str(tree), "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(
+        [sys.executable, "-c", PHASE_ONLY, str(report_json)],
+        check=True,
+        cwd=tree,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def copy_tree(revision: str | None, into: Path, source: Path | None = None) -> Path:
@@ -152,6 +212,7 @@ def main() -> None:
     parser.add_argument("--compare-tree", metavar="DIR", type=Path, help="also measure the project copy in DIR")
     parser.add_argument("--load-plugin", action="store_true", help="load the plugin with -p (not installed)")
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--report-only", metavar="REPORT_JSON", type=Path, help="time the report phase alone")
     args = parser.parse_args()
     extra = ["-p", "pytest_segrobust.plugin"] if args.load_plugin else []
     with tempfile.TemporaryDirectory() as folder:
@@ -160,6 +221,26 @@ def main() -> None:
             trees = {args.compare: copy_tree(args.compare, Path(folder, "before")), **trees}
         elif args.compare_tree:
             trees = {str(args.compare_tree): copy_tree(None, Path(folder, "before"), args.compare_tree), **trees}
+        if args.report_only:
+            phases: dict[str, list[dict[str, float]]] = {}
+            for _ in range(args.rounds):
+                for name, tree in trees.items():  # interleaved
+                    phases.setdefault(name, []).append(phase_only(tree, args.report_only.resolve()))
+                    print(f"done: {name}: {phases[name][-1]}", flush=True)
+            report = json.loads(args.report_only.read_text())
+            compute = sum(
+                c["seconds"] for s in report["suites"].values() for m in s["models"].values() for c in m["cells"]
+            )
+            print(f"\nreport phase alone, CPU seconds on one thread; the run's cells took {compute:.0f} s of compute")
+            print("| step | " + " | ".join(phases) + " |")
+            print("|---|" + "---:|" * len(phases))
+            for step in next(iter(phases.values()))[0]:
+                print(
+                    f"| {step} | "
+                    + " | ".join(" / ".join(f"{run[step]:.2f}" for run in runs) for runs in phases.values())
+                    + " |"
+                )
+            return
         results: dict[tuple[str, int], list[dict[str, object]]] = {}
         for _ in range(args.rounds):
             for workers in args.workers or [0, 2]:
