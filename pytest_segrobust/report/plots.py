@@ -6,7 +6,6 @@ into rows, the legend sits outside the panels, and the page never grows past a c
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Collection
 from pathlib import Path
@@ -27,7 +26,6 @@ DPI = 100
 _LINE_STYLES = ("-", "--", ":", "-.")
 
 
-@functools.cache
 def _pyplot():  # type: ignore[no-untyped-def]
     try:
         import matplotlib
