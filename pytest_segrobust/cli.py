@@ -175,7 +175,7 @@ def _merge(paths: list[Path], report: str | None, update: bool, rootdir: Path) -
     """Merge shard files into the report one run would have written; the exit status of ``merge``."""
     import pytest
 
-    from pytest_segrobust.plugin import start_session
+    from pytest_segrobust.plugin import start_session, written_lines
     from pytest_segrobust.report import terminal_summary
     from pytest_segrobust.shards import ShardError, ShardFile, check_local_files, check_shards
 
@@ -217,10 +217,12 @@ def _merge(paths: list[Path], report: str | None, update: bool, rootdir: Path) -
         print("no cell was evaluated: no report written, the last one is left as it was")
     for problem in session.problems:
         print(f"error: {problem}", file=sys.stderr)
+    for warning in session.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
     for line in [*(terminal_summary(session.report) if session.report else []), *session.baseline_summary]:
         print(line)
-    for path in session.written:
-        print(f"wrote {path}")
+    for line in written_lines(session.written):
+        print(line)
     failed = session.problems or (session.coverage is not None and session.coverage.not_run)
     if session.report is not None:
         failed = failed or not session.report["verdict"]["passed"]

@@ -484,6 +484,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
         terminalreporter.write_line("no cell was evaluated: no report written, the last one is left as it was")
     for problem in segrobust.problems:
         terminalreporter.write_line(f"error: {problem}", red=True, bold=True)
+    for warning in segrobust.warnings:  # what the report could not show; the run's outcome stands
+        terminalreporter.write_line(f"warning: {warning}", yellow=True)
     # -q: the verdict, what went wrong and where the report is; not the tables or every file.
     brief = config.get_verbosity() < 0
     for line in terminal_summary(segrobust.report, brief=brief) if segrobust.report else []:
@@ -495,19 +497,19 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
     for line in segrobust.baseline_summary:
         if not (brief and line.startswith(" ")):  # a changed cell's old -> new line
             terminalreporter.write_line(line)
-    for line in _written_lines(segrobust.written, brief):
+    for line in written_lines(segrobust.written):
         terminalreporter.write_line(line)
 
 
-def _written_lines(written: list[Path], brief: bool) -> list[str]:
-    """One ``wrote`` line per file; under -q the documents only, with a count of the rest."""
-    if not brief:
-        return [f"wrote {path}" for path in written]
+def written_lines(written: list[Path]) -> list[str]:
+    """One ``wrote`` line per document (baselines, report), and one for all the figures, per folder."""
     documents = [path for path in written if path.suffix != ".png"]
-    figures = len(written) - len(documents)
+    folders: dict[Path, int] = {}
+    for path in written:
+        if path.suffix == ".png":
+            folders[path.parent] = folders.get(path.parent, 0) + 1
     lines = [f"wrote {path}" for path in documents]
-    if figures:
-        lines.append(f"wrote {plural(figures, 'figure')} beside the report")
+    lines += [f"wrote {plural(count, 'figure')} to {folder}{os.sep}" for folder, count in folders.items()]
     return lines
 
 

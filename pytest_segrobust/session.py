@@ -261,6 +261,8 @@ class SegRobustSession:
         self.written: list[Path] = []
         # What went wrong while writing at the end of the run; each fails the run.
         self.problems: list[str] = []
+        # What the report could not show (a figure, a model's worst images): said in it, never failing the run.
+        self.warnings: list[str] = []
         # Worst cells described for the report, by (model row, cell node id): each evaluated once.
         self._described: dict[tuple[str, str], tuple[dict[str, Any], Image.Image | None]] = {}
         self.cache_counts = {"hits": 0, "misses": 0, "uncached": 0}
@@ -1051,14 +1053,17 @@ class SegRobustSession:
     # -- the end of the run -------------------------------------------------------------
 
     def finish(self) -> None:
-        """Write the report and the pending baselines; the controller's job alone. A shard
+        """Write the pending baselines, then the report; the controller's job alone. A shard
         writes its shard file instead, and leaves both to ``segrobust merge``.
 
-        Each step runs whatever happened to the others: a failing plot, an unwritable
-        baseline folder or a bad report path costs only itself, is named in
-        :attr:`problems`, and fails the run.
+        The baselines come first: what the run measured is kept even when the report's
+        pictures, which run the models again, hang or are interrupted. Each step runs whatever
+        happened to the others: an unwritable baseline folder or a bad report path costs only
+        itself, is named in :attr:`problems`, and fails the run; a figure or a model's worst
+        images that cannot be made is a warning of the report (:attr:`warnings`).
         """
         self.problems = []
+        self.warnings = []
         if self.shard is not None:
             self._write_shard(self.shard)
             return
@@ -1067,6 +1072,7 @@ class SegRobustSession:
             if folder is not None:  # what writes killed in an earlier run left behind
                 remove_stale_temporaries(folder)
         self.coverage = self.run_coverage()
+        self._flush_baselines()
         # A run that evaluated nothing (--co, every cell deselected) leaves every report as it was;
         # a partial one writes beside the full report (report_base).
         if self.records or self.errors or self.model_outcomes:
@@ -1085,7 +1091,6 @@ class SegRobustSession:
                 self.problems.append(f"the report could not be built: {type(exc).__name__}: {exc}")
             else:
                 self._write_report()
-        self._flush_baselines()
 
     def _aggregate_changes(self) -> None:
         """Each statistical gate's aggregate changes (mPC, rPC, mean gamma_r), into the report."""
@@ -1101,11 +1106,22 @@ class SegRobustSession:
 
     def _write_report(self) -> None:
         assert self.report is not None
+        galleries: dict[str, Image.Image] = {}
+        pictures: dict[str, dict[str, Image.Image]] = {}
         try:
-            self.written.extend(write_report(self.report, self.report_base, self._galleries(), self._describe_run()))
+            galleries = self._galleries()
+            pictures = self._describe_run()
+        except KeyboardInterrupt:
+            # Ctrl-C while the models run again for their pictures: the report is written without them.
+            self.warnings.append("pictures left out: the run was interrupted while the report's pictures were made")
+        self.report["environment"] = run_environment(self.rootpath, self.options.device, self.started)
+        self.report["warnings"] = list(self.warnings)
+        try:
+            self.written.extend(write_report(self.report, self.report_base, galleries, pictures))
         except ReportIncomplete as exc:
             self.written.extend(exc.written)
             self.problems.extend(exc.problems)
+        self.warnings = list(self.report.get("warnings", []))
         if self.options.report_html:  # after the figures, which it embeds
             try:
                 self.written.append(write_html(self.report, self.report_base))
@@ -1116,7 +1132,7 @@ class SegRobustSession:
 
     def _first_sample(self, suite: Suite) -> tuple[Any, list[Corruption[Any]]]:
         """The first image of a suite's reference data, and the suite's corruptions in order."""
-        with self.in_project():
+        with self._picture_bounds(suite, f"the first image of suite {suite.name}"):
             sample = self.bench.dataset(suite, suite.shifts.reference if suite.shifts else None)[0]
         # Text cells leave the image alone: pictures of images show the image corruptions.
         return sample, [c for c in (suite.corruption(name, self.registry) for name in suite.corruptions) if is_visual(c)]
@@ -1130,23 +1146,32 @@ class SegRobustSession:
                 continue
             try:
                 sample, corruptions = self._first_sample(suite)
-                galleries[name] = render_gallery(
-                    sample.image, corruptions, seed=suite.seed, sample_id=sample.sample_id, tile=REPORT_TILE
-                )
+                with self._picture_bounds(suite, f"the gallery of suite {name}"):
+                    galleries[name] = render_gallery(
+                        sample.image, corruptions, seed=suite.seed, sample_id=sample.sample_id, tile=REPORT_TILE
+                    )
             except Exception as exc:  # noqa: BLE001 - a figure must never cost the report
-                self.problems.append(f"no gallery for suite {name}: {type(exc).__name__}: {exc}")
+                self.warnings.append(f"no gallery for suite {name}: {error_message(exc)}")
         return galleries
+
+    @contextmanager
+    def _picture_bounds(self, suite: Suite, what: str) -> Iterator[None]:
+        """Where the report runs user code again (a dataset, a model for its worst images): in the
+        project's folder, within the suite's time limit for one cell, so a hang there costs a picture,
+        not the run."""
+        with self.in_project(), time_limit(self.options.timeout or suite.timeout, what):
+            yield
 
     # -- what the report shows besides the cells' numbers -------------------------------------
 
     def _describe_run(self) -> dict[str, dict[str, Image.Image]]:
-        """Add the run's environment, each suite's frame kept by geometric corruptions and each
-        model's worst images to the report; return those images, by suite and figure kind.
+        """Add each suite's frame kept by geometric corruptions and each model's worst images to
+        the report; return those images, by suite and figure kind.
 
-        Each part that fails costs only itself and is named in :attr:`problems`, as a figure is.
+        Each part that fails or runs past the suite's time limit costs only itself and is named
+        in :attr:`warnings`, as a figure is.
         """
         assert self.report is not None
-        self.report["environment"] = run_environment(self.rootpath, self.options.device, self.started)
         pictures: dict[str, dict[str, Image.Image]] = {}
         for name, entry in self.report["suites"].items():
             suite = self.suite_order.get(name)
@@ -1159,15 +1184,16 @@ class SegRobustSession:
                     corruptions, int(height), int(width), suite.severities, suite.seed, sample.sample_id
                 )
             except Exception as exc:  # noqa: BLE001 - a table of the report must never cost the report
-                self.problems.append(f"no frame table for suite {name}: {type(exc).__name__}: {exc}")
+                self.warnings.append(f"no frame table for suite {name}: {error_message(exc)}")
             pictures[name] = self._worst_images(suite, entry)
             if "r2bench" in entry:
                 entry["worst_expressions"] = self._worst_expressions(suite, entry)
         return pictures
 
     def _describe_worst(self, suite: Suite, cell: CellRecord, row: str) -> tuple[dict[str, Any], Image.Image | None]:
-        """The images (or expressions) of ``cell`` that lost most, re-evaluated in the project."""
-        with self.in_project():
+        """The images (or expressions) of ``cell`` that lost most, re-evaluated in the project within
+        the suite's time limit for one cell."""
+        with self._picture_bounds(suite, f"the worst images of {row} in {cell.nodeid}"):
             return describe_worst(
                 self.bench.model(suite, cell.model),
                 self.bench.dataset(suite, cell.split),
@@ -1223,7 +1249,7 @@ class SegRobustSession:
                     self._described[key] = self._describe_worst(suite, cell, row)
                 info, picture = self._described[key]
             except Exception as exc:  # noqa: BLE001 - a table or figure must never cost the report
-                self.problems.append(f"no {what} for {suite.name} {row}: {type(exc).__name__}: {exc}")
+                self.warnings.append(f"no {what} for {suite.name} {row}: {error_message(exc)}")
                 continue
             yield row, dict(info), picture
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import json
+import os
 import textwrap
 from pathlib import Path
 
@@ -53,11 +54,13 @@ def test_quiet_shortens_the_summary_to_the_verdict_and_the_documents(project: py
     assert not any(line.startswith("  ") for line in lines)  # no old -> new line per cell, no tables
     assert not any(line.startswith("suite bands") for line in lines)
     documents = [line for line in lines if line.startswith("wrote ")]
-    assert [Path(line.split()[1]).suffix for line in documents[:2]] == [".md", ".json"]
-    assert documents[-1].startswith("wrote ") and documents[-1].endswith(" figures beside the report")
+    reports = [Path(line.split()[1]) for line in documents if "segrobust-report" in line.split()[1]]
+    assert [path.suffix for path in reports[:2]] == [".md", ".json"]
+    assert documents[-1].startswith("wrote ") and documents[-1].endswith(" figures to " + str(project.path / "segrobust-report-figures") + os.sep)
     assert not any(line.endswith(".png") for line in lines)
-    full = run(project, "--segrobust")  # without -q: the tables and every file
-    full.stdout.fnmatch_lines(["suite bands:", "wrote *segrobust-report-bands-heatmap.png"])
+    full = run(project, "--segrobust")  # without -q: the tables, every document and one line for the figures
+    full.stdout.fnmatch_lines(["suite bands:", "wrote *segrobust-report.md", "wrote * figures to *segrobust-report-figures*"])
+    assert not any(line.endswith(".png") for line in full.outlines)
 
 
 @SINGLE_PROCESS

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 
 from pytest_segrobust.files import atomic_write_text
-from pytest_segrobust.plugin import _InterruptWatch, _why_stopped, _written_lines
+from pytest_segrobust.plugin import _InterruptWatch, _why_stopped, written_lines
 from pytest_segrobust.report.coverage import RunCoverage, headline, markdown_lines, partial_report_path, terminal_lines
 from tests.plugin_project import CELLS, run
 
@@ -231,7 +231,10 @@ def test_what_a_run_left_out_is_counted_in_the_singular_for_one_cell() -> None:
     assert terminal_lines({"missing": ["s.yaml::m::clean"]}) == ["1 cell has no result: s.yaml::m::clean"]
     assert terminal_lines({"missing": ["a", "b"]}) == ["2 cells have no result: a, b"]
     assert markdown_lines({"missing": ["a"]})[0] == "**1 cell selected has no result**:"
-    assert _written_lines([Path("r.md"), Path("r-1.png")], brief=True) == ["wrote r.md", "wrote 1 figure beside the report"]
+    figures = Path("out", "r-figures")
+    written = [Path("r.md"), figures / "s-heatmap.png", Path("r.json"), figures / "s-gallery.png"]
+    assert written_lines(written) == ["wrote r.md", "wrote r.json", f"wrote 2 figures to {figures}{os.sep}"]
+    assert written_lines([figures / "s-heatmap.png"]) == [f"wrote 1 figure to {figures}{os.sep}"]
 
 
 def test_run_coverage_round_trips_and_names_what_it_left_out() -> None:

@@ -183,8 +183,8 @@ def test_each_model_runs_on_one_worker_and_the_report_is_that_of_xdists_load(two
         report = json.loads((path / "segrobust-report.json").read_text())
         outputs[dist] = (without_timing(report), (path / "baselines" / "bands.json").read_text(), workers_by_model(result))
         shutil.rmtree(path / "baselines")
-        for written in path.glob("segrobust-report*"):
-            written.unlink()  # else the second report would point to the first as the last full one
+        for written in path.glob("segrobust-report*"):  # else the second report would point to the first as the last full one
+            shutil.rmtree(written) if written.is_dir() else written.unlink()
     grouped = outputs["model"][2]
     assert sorted(grouped) == ["sharp", "smooth"] and all(len(workers) == 1 for workers in grouped.values())
     assert grouped["sharp"] != grouped["smooth"]  # one model each: both workers busy

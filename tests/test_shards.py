@@ -140,7 +140,7 @@ def take_report(project: pytest.Pytester, base: str = "segrobust-report") -> tup
     """The report's JSON and markdown, then remove its files (the next run writes its own)."""
     taken = report_json(project, base), report_markdown(project, base)
     for path in (project.path / base).parent.glob(f"{Path(base).name}*"):
-        path.unlink()
+        shutil.rmtree(path) if path.is_dir() else path.unlink()  # the figures' folder too
     return taken
 
 

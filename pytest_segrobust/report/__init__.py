@@ -444,7 +444,23 @@ def render_markdown(report: Mapping[str, Any]) -> str:
             lines += [f"Suite file: `{suite['file']}` · {task}metric: {metric_label(suite['metric'])}", ""]
         for section in suite_sections(suite):
             lines += _markdown_section(section)
+    lines += warning_lines(report)
     return "\n".join(lines)
+
+
+def warning_lines(report: Mapping[str, Any]) -> list[str]:
+    """The report's last section: the figures and tables it could not make, and why (none: no section)."""
+    warnings = report.get("warnings") or []
+    if not warnings:
+        return []
+    return [
+        "## Left out of this report",
+        "",
+        "What follows could not be drawn or described; the cells' numbers and the verdict do not depend on it:",
+        "",
+        *(f"- {_one_line(warning)}" for warning in warnings),
+        "",
+    ]
 
 
 def _markdown_section(section: Table | Figure) -> list[str]:
@@ -489,17 +505,29 @@ def terminal_summary(report: Mapping[str, Any], *, brief: bool = False) -> list[
     return lines
 
 
+def figures_folder(base: Path) -> Path:
+    """The one folder beside the report ``base`` that holds its figures: ``<base>-figures/``.
+
+    A partial report (``<report>-partial``) has its own, so it never replaces the full
+    report's pictures; each report's rewrite replaces its folder's files by their stable names.
+    """
+    return base.with_name(f"{base.name}-figures")
+
+
 def write_report(
     report: dict[str, Any],
     base: Path,
     galleries: Mapping[str, Image.Image] | None = None,
     pictures: Mapping[str, Mapping[str, Image.Image]] | None = None,
 ) -> list[Path]:
-    """Write ``base.md``, ``base.json`` and the PNG figures next to them; returns the paths.
+    """Write ``base.md``, ``base.json`` and the PNG figures in :func:`figures_folder`; returns the paths.
 
-    Figures are named ``<base>-<suite>-<kind>.png``; plots need matplotlib, and are left
-    out (the tables stay) where it is not installed. Every file is attempted whatever
-    happened to the others.
+    Figures are named ``<suite>-<kind>.png`` in the folder, which keeps only this report's:
+    files of figures it no longer has (a suite left out, a figure that failed) are removed, so
+    reruns and partial runs replace figures instead of adding to them. Plots need matplotlib,
+    and are left out (the tables stay) where it is not installed. A figure that cannot be drawn
+    or written is a warning of the report (``report["warnings"]``, shown at its end), never
+    a reason to fail the run; the documents are attempted whatever happened to each other.
 
     Args:
         report: :func:`build_report`'s dict; each suite's ``figures`` is filled in here.
@@ -508,18 +536,20 @@ def write_report(
         pictures: Per suite, further images by kind (``worst-<model>``: a model's worst images).
 
     Raises:
-        ReportIncomplete: naming what could not be written, and listing what was.
+        ReportIncomplete: naming the documents that could not be written, and listing what was.
     """
     documents: list[Path] = []
     figures_written: list[Path] = []
     problems: list[str] = []
-    try:
-        base.parent.mkdir(parents=True, exist_ok=True)
-    except OSError:
-        pass  # each write below fails then, and says why
+    warnings: list[str] = report.setdefault("warnings", [])
+    folder = figures_folder(base)
+    for where in (base.parent, folder):
+        try:
+            where.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            pass  # each write below fails then, and says why
     for suite_name, suite in report["suites"].items():
         models = records_by_model(suite)
-        stem = f"{base.name}-{suite_name}"
         figures: dict[str, str] = {}
         drawers: dict[str, Callable[[Path], Path | None]] = {}
         if any(tables.corrupted(records) for records in models.values()):
@@ -531,16 +561,23 @@ def write_report(
         for kind, picture in (pictures or {}).get(suite_name, {}).items():
             drawers[kind] = lambda path, picture=picture: _save_png(picture, path)
         for kind, draw in drawers.items():
-            path = base.parent / f"{stem}-{kind}.png"
+            path = folder / f"{suite_name}-{kind}.png"
             try:
                 drawn = draw(path)
             except Exception as exc:  # noqa: BLE001 - a figure must never cost the report
-                problems.append(f"figure {path} not drawn: {_reason(path, exc)}")
+                warnings.append(f"figure {kind} of suite {suite_name} not drawn: {_reason(path, exc)}")
                 continue
             if drawn is not None:
-                figures[kind] = drawn.name
+                figures[kind] = drawn.relative_to(base.parent).as_posix()
                 figures_written.append(drawn)
+                _remove(base.parent / f"{base.name}-{suite_name}-{kind}.png")  # where earlier versions put it
         suite["figures"] = figures
+    kept = {path.name for path in figures_written}
+    for stale in sorted(folder.glob("*.png")) if folder.is_dir() else ():
+        if stale.name not in kept:
+            _remove(stale)
+    if not warnings:
+        del report["warnings"]
     for path, render in (
         (base.with_suffix(".md"), lambda: render_markdown(report)),
         (base.with_suffix(".json"), lambda: json.dumps(_json_safe(report), indent=2) + "\n"),
@@ -554,6 +591,13 @@ def write_report(
     if problems:
         raise ReportIncomplete(documents + figures_written, problems)
     return documents + figures_written
+
+
+def _remove(path: Path) -> None:
+    try:
+        path.unlink(missing_ok=True)
+    except OSError:
+        pass  # a figure the report no longer links: left, not a reason to fail
 
 
 def _save_png(image: Image.Image, path: Path) -> Path:

@@ -7,19 +7,28 @@ table or figure) appears here without this module knowing it. Where a heading is
 markdown: cells are never re-parsed from pipes. Figures are embedded as ``data:`` URIs, CSS
 and a small table sorter are inline, so the single file can be mailed, attached to a CI
 run or opened offline. Every text is escaped.
+
+The embedded images have a budget (:data:`EMBEDDED_BYTES`): each figure is embedded no wider
+than the page shows it (:data:`EMBEDDED_WIDTH`), a photograph (many colours) as JPEG; in page
+order, a figure that no longer fits the budget is a link to its file in the report's figures
+folder instead, and the top of the page names the linked ones.
 """
 
 from __future__ import annotations
 
 import base64
 import html
+import io
 import mimetypes
 import re
+import urllib.parse
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from PIL import Image as PILImage
 
 from pytest_segrobust.files import atomic_write_text
 from pytest_segrobust.report import Figure, render_markdown, suite_sections
@@ -34,6 +43,16 @@ _HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 _BULLET = re.compile(r"^\s*[-*]\s+(.*)$")
 _IMAGE = re.compile(r"^!\[(.*?)\]\((.+?)\)$")
 _SEPARATOR = re.compile(r"^:?-+:?$")
+
+# Bytes of base64 image data the page embeds at most; figures past it are linked to their files.
+EMBEDDED_BYTES = 3_000_000
+# Widest an embedded figure is kept, in pixels: the page shows no figure wider (its body is 1280 px).
+EMBEDDED_WIDTH = 1200
+# A figure of at most this many bytes (and no wider) is embedded as written, without re-encoding.
+_AS_WRITTEN = 150_000
+# A figure with more colours than this is a photograph (embedded as JPEG); fewer, a plot (PNG).
+_PLOT_COLOURS = 4096
+_JPEG_QUALITY = 85
 
 _CSS = """
 :root { color-scheme: light; --fg: #1f2328; --muted: #59636e; --line: #d1d9e0; --head: #f6f8fa;
@@ -76,6 +95,7 @@ blockquote { margin: 12px 0; padding: 2px 14px; border-left: 4px solid var(--amb
 figure { margin: 8px 0; }
 figure img { max-width: 100%; height: auto; border: 1px solid var(--line); background: #fff; }
 figcaption { color: var(--muted); font-size: 12.5px; }
+figure.linked { padding: 6px 10px; border: 1px dashed var(--line); }
 .missing-figure { color: var(--red); }
 """
 
@@ -158,31 +178,37 @@ class _Part:
     suite: bool = False
 
 
-def render_html(report: Mapping[str, Any], figures_dir: Path) -> str:
+def render_html(report: Mapping[str, Any], figures_dir: Path, budget: int = EMBEDDED_BYTES) -> str:
     """The whole page.
 
     Args:
         report: As built by :func:`~pytest_segrobust.report.build_report` (and completed by
             ``write_report``, which names the figures).
         figures_dir: The folder figure file names are relative to (the report's folder).
+        budget: Bytes of embedded image data (base64) the page may hold; figures past it are linked.
     """
     parts = _typed(_split(render_markdown(report)), report.get("suites", {}))
     anchors = _Anchors()
     for part in parts:
         part.anchor = anchors.new(part.title) if part.level else ""
     title = next((p.title for p in parts if p.level == 1), "Segmentation robustness report")
+    figures = _Figures(Path(figures_dir), budget)
     body: list[str] = []
+    top = 0  # where the note on linked figures goes: under the title's contents
     for index, part in enumerate(parts):
         if part.level:
             body.append(f'<h{part.level} id="{part.anchor}">{_inline(part.title)}</h{part.level}>')
         if part.level == 1:
             body.append(_contents(list(_outline(parts[index + 1 :])), "contents top"))
+            top = len(body)
         if part.section is not None:
-            body.append(_section(part.section, figures_dir))
+            body.append(_section(part.section, figures))
         else:
-            body += _blocks(part.lines, figures_dir, intro=part.suite)
+            body += _blocks(part.lines, figures, intro=part.suite)
         if part.suite:
             body.append(_contents(list(_until_next_suite(parts, index))))
+    if figures.linked:
+        body.insert(top, figures.note())
     return "\n".join(
         [
             "<!DOCTYPE html>",
@@ -277,7 +303,7 @@ def _contents(parts: Sequence[_Part], kind: str = "contents") -> str:
     return f'<nav class="{kind}">{links}</nav>'
 
 
-def _blocks(lines: Sequence[str], figures_dir: Path, intro: bool = False) -> list[str]:
+def _blocks(lines: Sequence[str], figures: _Figures, intro: bool = False) -> list[str]:
     """The markdown the report uses: paragraphs, quotes, bullet lists, pipe tables, images, italic notes."""
     out: list[str] = []
     index = 0
@@ -288,7 +314,7 @@ def _blocks(lines: Sequence[str], figures_dir: Path, intro: bool = False) -> lis
         elif line.startswith(">"):
             end = _run(lines, index, lambda text: text.startswith(">"))
             quoted = [re.sub(r"^>\s?", "", lines[i].strip()) for i in range(index, end)]
-            out.append(f"<blockquote>{''.join(_blocks(quoted, figures_dir))}</blockquote>")
+            out.append(f"<blockquote>{''.join(_blocks(quoted, figures))}</blockquote>")
             index = end
         elif line.startswith("|"):
             end = _run(lines, index, lambda text: text.startswith("|"))
@@ -301,7 +327,7 @@ def _blocks(lines: Sequence[str], figures_dir: Path, intro: bool = False) -> lis
             index = end
         elif _IMAGE.match(line):
             image = _IMAGE.match(line)
-            out.append(_figure(image[1], Path(figures_dir) / image[2]))
+            out.append(figures.figure(image[1], image[2]))
             index += 1
         else:
             end = _run(lines, index, lambda text: bool(text) and not _starts_block(text))
@@ -331,12 +357,12 @@ def _markdown_table(rows: Sequence[str]) -> str:
     return _table(cells[0], body)
 
 
-def _section(section: Any, figures_dir: Path) -> str:
+def _section(section: Any, figures: _Figures) -> str:
     # Tables and figures by their shape, so a new kind of section is shown rather than refused.
     if isinstance(section, Table) or (hasattr(section, "header") and hasattr(section, "rows")):
         return _table(section.header, section.rows, getattr(section, "note", ""))
     if isinstance(section, Figure) or hasattr(section, "file"):
-        return _figure(str(getattr(section, "title", "")), Path(figures_dir) / str(section.file))
+        return figures.figure(str(getattr(section, "title", "")), str(section.file))
     return f"<p>{_text(str(section))}</p>"
 
 
@@ -370,18 +396,84 @@ def _td(text: str, numeric: bool) -> str:
     return f"<td{attrs}>{_inline(text)}</td>"
 
 
-def _figure(title: str, path: Path) -> str:
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        reason = exc.strerror or type(exc).__name__
-        return f'<p class="missing-figure">Figure <code>{_text(path.name)}</code> not readable: {_text(reason)}</p>'
+class _Figures:
+    """The page's figures: each embedded while the budget lasts, in page order, else linked.
+
+    Args:
+        folder: The folder figure file names are relative to (the report's folder).
+        budget: Bytes of base64 image data the page may embed.
+    """
+
+    def __init__(self, folder: Path, budget: int) -> None:
+        self.folder = folder
+        self.left = budget
+        self.budget = budget
+        self.linked: list[str] = []
+        self.shown = 0
+
+    def figure(self, title: str, file: str) -> str:
+        path = self.folder / file
+        self.shown += 1
+        try:
+            mime, data = embeddable(path)
+        except OSError as exc:
+            reason = exc.strerror or type(exc).__name__
+            return f'<p class="missing-figure">Figure <code>{_text(path.name)}</code> not readable: {_text(reason)}</p>'
+        encoded = base64.b64encode(data).decode("ascii")
+        if len(encoded) > self.left:
+            self.linked.append(file)
+            return (
+                f'<figure class="linked"><a href="{_text(urllib.parse.quote(file))}">{_text(title or path.name)}</a> '
+                f'<span class="note">(linked, not embedded: the page\'s {_megabytes(self.budget)} of images are spent)</span>'
+                f"<figcaption>{_text(file)}</figcaption></figure>"
+            )
+        self.left -= len(encoded)
+        return (
+            f'<figure><img src="data:{mime};base64,{encoded}" alt="{_text(title)}">'
+            f"<figcaption>{_text(path.name)}</figcaption></figure>"
+        )
+
+    def note(self) -> str:
+        """What the top of the page says when figures are linked: how many, which, and why."""
+        names = ", ".join(f"<code>{_text(file)}</code>" for file in self.linked)
+        return (
+            f'<p class="note">{len(self.linked)} of {self.shown} figures are linked to their files beside this page, '
+            f"not embedded, to keep its images within {_megabytes(self.budget)}: {names}.</p>"
+        )
+
+
+def embeddable(path: Path) -> tuple[str, bytes]:
+    """A figure as the page embeds it (MIME type and bytes): no wider than :data:`EMBEDDED_WIDTH`,
+    a photograph (many colours: a gallery, worst images) as JPEG, a plot as PNG. A small file, or
+    one Pillow cannot read, is embedded as written.
+
+    Raises:
+        OSError: when the file cannot be read.
+    """
+    data = path.read_bytes()
     mime = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
-    encoded = base64.b64encode(data).decode("ascii")
-    return (
-        f'<figure><img src="data:{mime};base64,{encoded}" alt="{_text(title)}">'
-        f"<figcaption>{_text(path.name)}</figcaption></figure>"
-    )
+    try:
+        with PILImage.open(io.BytesIO(data)) as opened:
+            if opened.width <= EMBEDDED_WIDTH and len(data) <= _AS_WRITTEN:
+                return mime, data
+            image = opened.convert("RGB")
+    except (OSError, ValueError, PILImage.DecompressionBombError):
+        return mime, data
+    if image.width > EMBEDDED_WIDTH:
+        height = max(1, round(image.height * EMBEDDED_WIDTH / image.width))
+        image = image.resize((EMBEDDED_WIDTH, height), PILImage.Resampling.LANCZOS)
+    elif mime == "image/png" and image.getcolors(_PLOT_COLOURS) is not None:
+        return mime, data  # a plot at its size: its PNG is as small as it gets
+    encoded = io.BytesIO()
+    if image.getcolors(_PLOT_COLOURS) is None:
+        image.save(encoded, format="JPEG", quality=_JPEG_QUALITY)
+        return "image/jpeg", encoded.getvalue()
+    image.save(encoded, format="PNG")
+    return "image/png", encoded.getvalue()
+
+
+def _megabytes(count: int) -> str:
+    return f"{count / 1e6:.1f} MB"
 
 
 def _is_number(text: str) -> bool:

@@ -55,6 +55,9 @@ CONSIDERED = 16
 SHOWN = 3
 # How much of a pixel's colour is the class's in an overlay.
 OPACITY = 0.7
+# Small images are enlarged to tiles this wide (longest side), larger ones shown at their size up to
+# the ``tile`` of :func:`render_losses`: enlarging further adds pixels to draw and store, not detail.
+SMALLEST_TILE = 128
 _BACKGROUND = (255, 255, 255)
 _INK = (20, 20, 20)
 
@@ -375,14 +378,16 @@ def render_losses(
     """One row per image: clean image | clean prediction | corrupted image | corrupted prediction | ground truth.
 
     Rows whose corruption moved the ground truth get a last tile, the ground truth moved with
-    the image (what the corrupted prediction is scored against). Each tile fits a box whose
-    longest side is ``tile`` pixels; a legend of the classes shown closes the figure.
+    the image (what the corrupted prediction is scored against). Each tile is the image's own
+    size, enlarged to :data:`SMALLEST_TILE` and shrunk to ``tile`` pixels on its longest side; a
+    legend of the classes shown closes the figure.
     """
     colours = palette(len(class_names))
     moved = any(loss.moved_truth is not None for loss in losses)
     titles = ["clean image", "clean prediction", "corrupted image", "corrupted prediction", "ground truth"]
     titles += ["ground truth, moved"] if moved else []
     full_h, full_w = losses[0].clean_image.shape[-2:]
+    tile = min(tile, max(SMALLEST_TILE, int(full_h), int(full_w)))
     box_w, box_h = _fit(full_w, full_h, tile)
     font = report_font(max(11, min(box_h, box_w) // 14))
     pad, line = 4, int(font.size * 1.3)

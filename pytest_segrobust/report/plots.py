@@ -21,6 +21,8 @@ PANELS_PER_ROW = 4
 PANEL_SIZE = (3.4, 2.6)
 MAX_FIGURE = (16.0, 18.0)
 LEGEND_WIDTH = 2.4
+# Pixels per inch of the PNGs: a 7-inch plot is 700 pixels, as wide as a report page shows it.
+DPI = 100
 _LINE_STYLES = ("-", "--", ":", "-.")
 
 
@@ -85,7 +87,7 @@ def severity_plot(models: dict[str, list[CellRecord]], metric: str, path: Path) 
     fig.tight_layout(rect=(0, 0, 1 - legend_share, 1))
     if handles:
         fig.legend(handles, labels, loc="center left", bbox_to_anchor=(1 - legend_share + 0.01, 0.5), fontsize=small, frameon=False)
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=DPI)
     plt.close(fig)
     return path
 
@@ -129,6 +131,6 @@ def heatmap(models: dict[str, list[CellRecord]], path: Path, near_chance: Collec
     fig.colorbar(image, ax=ax, label="mean γr over severities")
     ax.set_title("Relative robustness γr (1 = unchanged)")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=DPI)
     plt.close(fig)
     return path

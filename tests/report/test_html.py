@@ -44,7 +44,7 @@ def report(tmp_path: Path) -> dict:
 def embedded_images(page: str) -> list[Image.Image]:
     return [
         Image.open(io.BytesIO(base64.b64decode(data)))
-        for data in re.findall(r'<img src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page)
+        for data in re.findall(r'<img src="data:image/(?:png|jpeg);base64,([A-Za-z0-9+/=]+)"', page)
     ]
 
 
@@ -76,7 +76,7 @@ def test_figures_are_embedded_not_linked(report: dict, tmp_path: Path) -> None:
 def test_a_missing_figure_is_named_not_fatal(report: dict, tmp_path: Path) -> None:
     (tmp_path / report["suites"]["s"]["figures"]["heatmap"]).unlink()
     page = render_html(report, tmp_path)
-    assert "out-s-heatmap.png</code> not readable" in page
+    assert "s-heatmap.png</code> not readable" in page
     assert len(embedded_images(page)) == 2
 
 
@@ -106,7 +106,7 @@ def test_the_page_follows_the_markdown(report: dict, tmp_path: Path, monkeypatch
             "## Verdict", "", "**2 cells regressed**, see `baselines/s.json`:", "",
             "| cell | Δ | status |", "|---|---:|---|",
             "| a::rotate::5 | -1.5 | ▼ REGRESSED |", "| b::<i>x</i> | +0.25 | ok |", "",
-            "![gallery again](out-s-gallery.png)", "", "_Gated on γr._", "",
+            "![gallery again](out-figures/s-gallery.png)", "", "_Gated on γr._", "",
             "> **Partial run**: 2 of 9", "> cells.", "",
         ]
         return "\n".join([title, *verdict, rest])

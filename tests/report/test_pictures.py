@@ -112,8 +112,9 @@ def test_worst_cell_picture_shows_moved_ground_truth_for_geometric_corruptions()
     )
     assert info["considered"] == 3 and info["corruption"] == "rotate" and len(info["images"]) == 3
     assert picture is not None
-    # 6 tiles of 256 x 171 (the longest side of 30 x 20 scaled to 256) beside the row labels.
-    assert picture.size[0] > 6 * 256 and picture.size[1] > 3 * 171
+    # 6 tiles of 128 x 85 (the longest side of 30 x 20 enlarged to SMALLEST_TILE) beside the row labels.
+    assert picture.size[0] > 6 * 128 and picture.size[1] > 3 * 85
+    assert picture.size[0] < 6 * 256  # small images are not enlarged further
 
 
 def test_a_task_without_class_view_gets_a_note_not_an_error() -> None:
@@ -158,17 +159,17 @@ def test_pictures_are_written_linked_and_explained(tmp_path: Path) -> None:
               "note": "no pictures: Thing has no class view to draw"},
     }
     written = write_report(report, tmp_path / "out", pictures={"s": {"worst-a": Image.new("RGB", (8, 8))}})
-    assert tmp_path / "out-s-worst-a.png" in written
+    assert tmp_path / "out-figures" / "s-worst-a.png" in written
     markdown = render_markdown(report)
     assert "### Images whose score fell most in each model's worst cell" in markdown
     assert "| a | gaussian_noise s5 | 0.500 | img/3 | 81.00 | 12.50 | -68.50 |" in markdown
     assert "b: no pictures: Thing has no class view to draw" in markdown
-    assert "![a: images that lost most under gaussian_noise s5](out-s-worst-a.png)" in markdown
+    assert "![a: images that lost most under gaussian_noise s5](out-figures/s-worst-a.png)" in markdown
     assert "clean image | clean prediction | corrupted image" in markdown
     assert "### How much of the frame geometric corruptions keep" in markdown
     titles = [section.title for section in suite_sections(suite)]
     assert titles.index("Images whose score fell most in each model's worst cell") < titles.index("Baseline comparison")
-    assert json.loads((tmp_path / "out.json").read_text())["suites"]["s"]["figures"]["worst-a"] == "out-s-worst-a.png"
+    assert json.loads((tmp_path / "out.json").read_text())["suites"]["s"]["figures"]["worst-a"] == "out-figures/s-worst-a.png"
 
 
 def test_severity_plot_stays_bounded_with_many_models(tmp_path: Path) -> None:

@@ -67,18 +67,21 @@ def test_figures_are_written_and_linked(report: dict, tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     gallery = Image.new("RGB", (10, 10))
     written = write_report(report, tmp_path / "out", galleries={"s": gallery})
-    names = sorted(p.name for p in written)
-    assert names == ["out-s-gallery.png", "out-s-heatmap.png", "out-s-severity.png", "out.json", "out.md"]
+    names = sorted(p.relative_to(tmp_path).as_posix() for p in written)
+    figures = ["out-figures/s-gallery.png", "out-figures/s-heatmap.png", "out-figures/s-severity.png"]
+    assert names == [*figures, "out.json", "out.md"]
     markdown = (tmp_path / "out.md").read_text()
-    assert "![γr heatmap](out-s-heatmap.png)" in markdown and "(out-s-gallery.png)" in markdown
-    assert Image.open(tmp_path / "out-s-heatmap.png").size[0] > 100
-    assert json.loads((tmp_path / "out.json").read_text())["suites"]["s"]["figures"]["severity"] == "out-s-severity.png"
+    assert "![γr heatmap](out-figures/s-heatmap.png)" in markdown and "(out-figures/s-gallery.png)" in markdown
+    assert Image.open(tmp_path / "out-figures" / "s-heatmap.png").size[0] > 100
+    assert json.loads((tmp_path / "out.json").read_text())["suites"]["s"]["figures"]["severity"] == "out-figures/s-severity.png"
 
 
 def test_figures_go_into_a_folder_made_for_them(report: dict, tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     written = write_report(report, tmp_path / "new" / "deeper" / "out")
-    assert sorted(p.name for p in written) == ["out-s-heatmap.png", "out-s-severity.png", "out.json", "out.md"]
+    assert sorted(p.relative_to(tmp_path / "new" / "deeper").as_posix() for p in written) == [
+        "out-figures/s-heatmap.png", "out-figures/s-severity.png", "out.json", "out.md"
+    ]
 
 
 def test_without_matplotlib_the_tables_stay(report: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
