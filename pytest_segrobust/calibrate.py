@@ -21,7 +21,7 @@ import torch
 from pytest_segrobust.baselines import CellKey
 from pytest_segrobust.evaluation import CLEAN, CellResult
 from pytest_segrobust.suite import Suite
-from pytest_segrobust.wording import plural
+from pytest_segrobust.wording import decimals, plural
 from pytest_segrobust.workbench import Workbench
 
 
@@ -146,7 +146,7 @@ def report_lines(suite: Suite, noises: Sequence[CellNoise]) -> tuple[list[str], 
     warnings = []
     for n in noises:
         cell = n.key.label.removeprefix(f"{suite.name}::")
-        gamma = "–" if n.gamma_r is None else f"{n.gamma_r:.4f}"
+        gamma = "–" if n.gamma_r is None else decimals(n.gamma_r, 4)
         gamma_noise = "–" if n.gamma_r is None else f"{n.gamma_r_noise:.2e}"
         lines.append(f"  {cell:<44} {n.score:>8.3f} {n.score_noise:>9.2e} {gamma:>7} {gamma_noise:>9}  {n.worst}")
         if _reaches(n.score_noise, score_margin) or (n.gamma_r is not None and _reaches(n.gamma_r_noise, gamma_margin)):

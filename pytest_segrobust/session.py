@@ -1347,12 +1347,13 @@ class SegRobustSession:
         lines = [
             (
                 f"{statistics.shown}: could not be read ({statistics.unreadable}); written afresh with the "
-                f"statistics of the {len(statistics.measured)} cells this update measured"
+                f"statistics of the {plural(len(statistics.measured), 'cell')} this update measured"
             )
         ]
         if lost:
             lines.append(
-                f"{statistics.shown}: {len(lost)} cells not measured by this update have no statistics now, and their "
+                f"{statistics.shown}: {plural(len(lost), 'cell')} not measured by this update "
+                f"{'has' if len(lost) == 1 else 'have'} no statistics now, and their "
                 f"statistical gate fails until an update measures them: {', '.join(lost)}"
             )
         return lines

@@ -273,7 +273,7 @@ def statistical_gate(gate: dict[str, Any], records: Sequence[CellRecord]) -> tup
             more = c.get("images_to_decide")
             warnings.append(
                 f"{r.suite}::{row_name(r)}::{r.corruption}[{r.severity}] {c['metric']}: inconclusive, interval "
-                f"{_interval(c)} straddles -{float(c['margin']):g}"
+                f"{_interval(c)} straddles {-float(c['margin']) + 0.0:g}"
                 + (f"; about {more} images (now {c['images']}) would decide it" if more else "")
             )
     if checks:
@@ -387,7 +387,7 @@ def model_gates(suites: Mapping[str, Mapping[str, Any]]) -> Table:
                         fmt(check["baseline"], digits),
                         signed(check["observed"] - check["baseline"], digits),
                         f"[{signed(check['low'], digits)}, {signed(check['high'], digits)}]",
-                        f"-{fmt(check['margin'], digits)}",
+                        fmt(-check["margin"], digits),
                         "–" if check.get("detectable") is None else fmt(check["detectable"], digits),
                         {"fail": "▼ REGRESSED", "pass": "ok", "inconclusive": "? inconclusive"}[str(check["outcome"])],
                     )

@@ -203,3 +203,22 @@ def test_headline_flags_a_near_chance_model() -> None:
     assert "near chance" in headline.note
     # A suite the report does not know has no metric, so no chance level.
     assert build_report(records, {})["suites"]["s"]["models"]["chance"]["summary"]["chance"] is None
+
+
+def test_a_zero_margin_never_shows_as_minus_zero_and_one_cell_is_singular() -> None:
+    from pytest_segrobust.session import SegRobustSession
+
+    check = {"metric": "rPC", "observed": 0.5, "baseline": 0.5, "low": 0.0, "high": 0.0, "margin": 0.0}
+    suites = {"s": {"release": {"models": [{"model": "a", "checks": [check | {"outcome": "inconclusive"}]}]}}}
+    (row,) = tables.model_gates(suites).rows
+    assert row[6:8] == ("[0.0000, 0.0000]", "0.0000")
+    record = cells("a", 80.0, SCORES_A)[1]
+    record.checks = [check | {"metric": "gamma_r", "outcome": "inconclusive", "images": 4}]
+    gate = {"margin": {"gamma_r": 0.0, "score": 0.0}, "confidence": 0.95, "multiplicity": "bonferroni", "numbers": 1,
+            "level": 0.05, "inconclusive": "fail", "resamples": 100}
+    (warning,) = tables.statistical_gate(gate, [record])[1]
+    assert warning.endswith("gamma_r: inconclusive, interval [0.000, 0.000] straddles 0") and "-0" not in warning
+    replaced = SimpleNamespace(unreadable="bad zlib", cells={"m::clean", "m::fog::1"}, measured={"m::clean"}, shown="s.npz")
+    lines = SegRobustSession._replaced_sidecar(None, replaced)  # type: ignore[arg-type]
+    assert "with the statistics of the 1 cell this update measured" in lines[0]
+    assert "s.npz: 1 cell not measured by this update has no statistics now" in lines[1]
