@@ -218,7 +218,7 @@ def test_a_zero_margin_never_shows_as_minus_zero_and_one_cell_is_singular() -> N
             "level": 0.05, "inconclusive": "fail", "resamples": 100}
     (warning,) = tables.statistical_gate(gate, [record])[1]
     assert warning.endswith("gamma_r: inconclusive, interval [0.000, 0.000] straddles 0") and "-0" not in warning
-    replaced = SimpleNamespace(unreadable="bad zlib", cells={"m::clean", "m::fog::1"}, measured={"m::clean"}, shown="s.npz")
+    replaced = SimpleNamespace(unreadable="bad", cells={"m::clean", "m::fog::1"}, measured={"m::clean"}, shown="s.npz")
     lines = SegRobustSession._replaced_sidecar(None, replaced)  # type: ignore[arg-type]
     assert "with the statistics of the 1 cell this update measured" in lines[0]
     assert "s.npz: 1 cell not measured by this update has no statistics now" in lines[1]
