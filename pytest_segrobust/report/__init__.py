@@ -495,7 +495,11 @@ def _records(report: Mapping[str, Any]) -> list[CellRecord]:
 
 def render_markdown(report: Mapping[str, Any]) -> str:
     lines = ["# Segmentation robustness report", "", f"**{verdict(report).line()}**", ""]
-    lines += [*model_lines(report), *coverage.markdown_lines(report)]
+    # A partial run's notice qualifies the verdict: it stays right under it, before the models' lines;
+    # the cells the run left out follow them.
+    covered = coverage.markdown_lines(report)
+    notice = covered[:2] if covered and covered[0].startswith("> ") else []
+    lines += [*notice, *model_lines(report), *covered[len(notice) :]]
     for section in [*release_sections(report), *regression_sections(report)]:
         lines += _markdown_section(section)
     if report.get("errors"):
