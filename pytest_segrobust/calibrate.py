@@ -21,6 +21,7 @@ import torch
 from pytest_segrobust.baselines import CellKey
 from pytest_segrobust.evaluation import CLEAN, CellResult
 from pytest_segrobust.suite import Suite
+from pytest_segrobust.wording import decimals, plural
 from pytest_segrobust.workbench import Workbench
 
 
@@ -122,7 +123,8 @@ def measure(
             if not math.isfinite(change) or change > score_noise:
                 worst, score_noise = execution.label, change
             if gamma is not None:
-                gamma_noise = max(gamma_noise, abs(other.gamma_r - gamma))
+                moved = abs(other.gamma_r - gamma)
+                gamma_noise = max(gamma_noise, moved if math.isfinite(moved) else math.inf)
         noises.append(CellNoise(key, base.score, gamma, score_noise, gamma_noise, worst))
     return noises
 
@@ -144,15 +146,46 @@ def report_lines(suite: Suite, noises: Sequence[CellNoise]) -> tuple[list[str], 
     warnings = []
     for n in noises:
         cell = n.key.label.removeprefix(f"{suite.name}::")
-        gamma = "–" if n.gamma_r is None else f"{n.gamma_r:.4f}"
+        gamma = "–" if n.gamma_r is None else decimals(n.gamma_r, 4)
         gamma_noise = "–" if n.gamma_r is None else f"{n.gamma_r_noise:.2e}"
         lines.append(f"  {cell:<44} {n.score:>8.3f} {n.score_noise:>9.2e} {gamma:>7} {gamma_noise:>9}  {n.worst}")
-        if n.score_noise >= score_margin or (n.gamma_r is not None and n.gamma_r_noise >= gamma_margin):
+        if _reaches(n.score_noise, score_margin) or (n.gamma_r is not None and _reaches(n.gamma_r_noise, gamma_margin)):
             warnings.append(
                 f"{n.key.label}: numeric noise (score ±{n.score_noise:.3g}, γr ±{n.gamma_r_noise:.3g}) reaches the "
                 f"suite's {kind} (score {score_margin:g}, γr {gamma_margin:g}); an unchanged model can fail it"
             )
     return lines, warnings
+
+
+def _reaches(noise: float, margin: float) -> bool:
+    """Whether a cell's noise reaches a margin; a NaN noise (a number that broke) reaches any."""
+    return not noise < margin
+
+
+def calibration_verdict(suite: Suite, noises: Sequence[CellNoise]) -> tuple[bool, str]:
+    """Whether every margin of the suite stands above the noise, and the line that says so, last:
+    ``FAIL · noise reaches gate.margin.gamma_r 0.001 in 2 of 6 cells (largest ±0.0031, s::m::rotate::3)``."""
+    kind, score_margin, gamma_margin = margins(suite)
+    numbers = [
+        ("score", score_margin, [(n.score_noise, n) for n in noises]),
+        ("gamma_r", gamma_margin, [(n.gamma_r_noise, n) for n in noises if n.gamma_r is not None]),
+    ]
+    reached, below = [], []
+    for number, margin, found in numbers:
+        if not found:
+            continue
+        worst, cell = max(found, key=lambda pair: (not math.isfinite(pair[0]), pair[0]))
+        over = [n for noise, n in found if _reaches(noise, margin)]
+        name = f"{kind}.{number} {margin:g}"
+        if over:
+            where = f"largest ±{worst:.3g}, {cell.key.label}"
+            reached.append(f"{name} in {len(over)} of {plural(len(found), 'cell')} ({where})")
+        else:
+            below.append(f"{name} (largest noise ±{worst:.3g})")
+    cells = plural(len(noises), "cell")
+    if reached:
+        return False, f"FAIL · {cells}: the numeric noise reaches {' and '.join(reached)}; an unchanged model can fail"
+    return True, f"PASS · {cells}: every margin stands above the numeric noise: {', '.join(below)}"
 
 
 def cells_at(suite: Suite, severities: Sequence[int] | None) -> list[CellKey]:

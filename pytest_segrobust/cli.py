@@ -136,7 +136,14 @@ def _calibrate(path: Path, severities: list[int] | None, rootdir: Path) -> int:
 
     import pytest
 
-    from pytest_segrobust.calibrate import available_devices, cells_at, executions, measure, report_lines
+    from pytest_segrobust.calibrate import (
+        available_devices,
+        calibration_verdict,
+        cells_at,
+        executions,
+        measure,
+        report_lines,
+    )
     from pytest_segrobust.errors import SuiteError
     from pytest_segrobust.plugin import start_session
     from pytest_segrobust.workbench import Workbench
@@ -168,7 +175,9 @@ def _calibrate(path: Path, severities: list[int] | None, rootdir: Path) -> int:
     print("\n".join(lines))
     for warning in warnings:
         print(f"warning: {warning}")
-    return 1 if warnings else 0
+    passed, line = calibration_verdict(suite, noises)
+    print(line)
+    return 0 if passed else 1
 
 
 def _merge(paths: list[Path], report: str | None, update: bool, rootdir: Path) -> int:
@@ -176,7 +185,7 @@ def _merge(paths: list[Path], report: str | None, update: bool, rootdir: Path) -
     import pytest
 
     from pytest_segrobust.plugin import start_session, written_lines
-    from pytest_segrobust.report import terminal_summary
+    from pytest_segrobust.report import terminal_summary, verdict
     from pytest_segrobust.shards import ShardError, ShardFile, check_local_files, check_shards
 
     shards = check_shards([(path, ShardFile.read(path)) for path in paths], __version__)
@@ -223,6 +232,8 @@ def _merge(paths: list[Path], report: str | None, update: bool, rootdir: Path) -
         print(line)
     for line in written_lines(session.written):
         print(line)
+    if session.report is not None:
+        print(verdict(session.report).line())  # the last line, as a run's terminal summary ends
     failed = session.problems or (session.coverage is not None and session.coverage.not_run)
     if session.report is not None:
         failed = failed or not session.report["verdict"]["passed"]

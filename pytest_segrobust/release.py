@@ -314,7 +314,7 @@ def judge_model(
         lines.append(f"{nodeid}: {len(regressed)} aggregate{'s' if len(regressed) > 1 else ''} regressed:")
         lines += [
             f"  {c.metric}: observed {shown_number(c.observed)}, baseline {shown_number(c.baseline)}, change {shown_number(c.delta)}, "
-            f"interval [{shown_number(c.low)}, {shown_number(c.high)}] entirely below the margin -{shown_number(c.margin)} (gate.aggregates)"
+            f"interval [{shown_number(c.low)}, {shown_number(c.high)}] entirely below the margin {shown_number(-c.margin)} (gate.aggregates)"
             for c in regressed
         ]
     if unmet:
@@ -328,7 +328,7 @@ def judge_model(
                 undecided_lines.append(f"  {c.subject}: {c.describe()}")
             else:
                 undecided_lines.append(
-                    f"  {c.metric}: change {shown_number(c.delta)}, interval [{shown_number(c.low)}, {shown_number(c.high)}] straddles -{shown_number(c.margin)}"
+                    f"  {c.metric}: change {shown_number(c.delta)}, interval [{shown_number(c.low)}, {shown_number(c.high)}] straddles {shown_number(-c.margin)}"
                 )
         if policy == "fail":
             lines += undecided_lines

@@ -56,7 +56,7 @@ from pytest_segrobust.pieces import Piece, Split
 from pytest_segrobust.progress import TerminalProgress
 from pytest_segrobust.records import CellRecord
 from pytest_segrobust.release import CellEvidence, ModelOutcome, cell_checks, judge_model
-from pytest_segrobust.report import ReportIncomplete, build_report, write_report
+from pytest_segrobust.report import ReportIncomplete, RunVerdict, build_report, run_verdict, write_report
 from pytest_segrobust.report.coverage import RunCoverage, partial_report_path
 from pytest_segrobust.report.environment import run_environment
 from pytest_segrobust.report.frame import describe_frames
@@ -1009,6 +1009,22 @@ class SegRobustSession:
             cache_counts=self._cache_counts(),
         )
 
+    def shard_verdict(self) -> RunVerdict | None:
+        """A shard's verdict on its own cells (``None`` outside a shard, or for a shard that
+        evaluated nothing); the run's verdict is the merge's."""
+        if self.shard is None or not (self.records or self.errors or self.model_outcomes):
+            return None
+        statuses = [o.status for nodeid, o in self.model_outcomes.items() if nodeid not in self.errors]
+        return run_verdict(self.ordered_records(), self.errors, list(self.run_coverage().not_run), statuses)
+
+    def shard_verdict_line(self, verdict: RunVerdict) -> str:
+        """``shard 1/3: FAIL · 2 cells: 1 regressed, 1 passed (this shard's cells; ...)``."""
+        assert self.shard is not None
+        return (
+            f"shard {self.shard}: {verdict.line()} (this shard's cells only; "
+            "`segrobust merge` of every shard gives the run's verdict)"
+        )
+
     def _write_shard(self, spec: ShardSpec) -> None:
         path = spec.path(self.options.report_path)
         remove_stale_temporaries(path.parent)
@@ -1117,7 +1133,15 @@ class SegRobustSession:
         self.report["environment"] = run_environment(self.rootpath, self.options.device, self.started)
         self.report["warnings"] = list(self.warnings)
         try:
-            self.written.extend(write_report(self.report, self.report_base, galleries, pictures))
+            self.written.extend(
+                write_report(
+                    self.report,
+                    self.report_base,
+                    galleries,
+                    pictures,
+                    wall_seconds=lambda: time.time() - self.started,
+                )
+            )
         except ReportIncomplete as exc:
             self.written.extend(exc.written)
             self.problems.extend(exc.problems)
@@ -1355,12 +1379,13 @@ class SegRobustSession:
         lines = [
             (
                 f"{statistics.shown}: could not be read ({statistics.unreadable}); written afresh with the "
-                f"statistics of the {len(statistics.measured)} cells this update measured"
+                f"statistics of the {plural(len(statistics.measured), 'cell')} this update measured"
             )
         ]
         if lost:
             lines.append(
-                f"{statistics.shown}: {len(lost)} cells not measured by this update have no statistics now, and their "
+                f"{statistics.shown}: {plural(len(lost), 'cell')} not measured by this update "
+                f"{'has' if len(lost) == 1 else 'have'} no statistics now, and their "
                 f"statistical gate fails until an update measures them: {', '.join(lost)}"
             )
         return lines
@@ -1377,13 +1402,22 @@ class SegRobustSession:
                 f"{', '.join(unused)}; remove them with {PRUNE_FLAG}"
             )
 
+    def ordered_suites(self) -> list[str]:
+        """The suites' names in the order the run collected their cells, whichever process's
+        results came back first (an xdist controller loads a suite when its first result
+        arrives): a single run, ``-n 2`` and merged shards report the suites alike."""
+        by_file = {relative(suite.path, self.rootpath): name for name, suite in self.suite_order.items()}
+        files = dict.fromkeys(nodeid.split("::", 1)[0] for nodeid in self.expected)
+        collected = [by_file[file] for file in files if file in by_file]
+        return list(dict.fromkeys([*collected, *self.suite_order]))
+
     def ordered_model_outcomes(self) -> list[ModelOutcome]:
         """Model outcomes in suite and model order, independent of scheduling."""
+        suites = self.ordered_suites()
 
         def rank(outcome: ModelOutcome) -> tuple[Any, ...]:
             suite = self.suite_order.get(outcome.suite)
             models = [m.name for m in suite.models] if suite else []
-            suites = list(self.suite_order)
             return (
                 suites.index(outcome.suite) if outcome.suite in suites else len(suites),
                 models.index(outcome.model) if outcome.model in models else len(models),
@@ -1394,6 +1428,7 @@ class SegRobustSession:
 
     def ordered_records(self) -> list[CellRecord]:
         """Records in suite order (model, corruption, severity), independent of scheduling."""
+        suites = self.ordered_suites()
 
         def rank(record: CellRecord) -> tuple[Any, ...]:
             suite = self.suite_order.get(record.suite)
@@ -1401,7 +1436,7 @@ class SegRobustSession:
             models = [m.name for m in suite.models] if suite else []
             splits = list(suite.splits) if suite else []
             return (
-                list(self.suite_order).index(record.suite) if record.suite in self.suite_order else len(self.suite_order),
+                suites.index(record.suite) if record.suite in suites else len(suites),
                 models.index(record.model) if record.model in models else len(models),
                 splits.index(record.split) if record.split in splits else len(splits),
                 -1 if record.severity == 0 else (names.index(record.corruption) if record.corruption in names else len(names)),

@@ -107,6 +107,35 @@ def test_calibrate_measures_each_cells_noise_and_names_a_margin_below_it(tmp_pat
     noise = float(rows["net::rotate::3"].split()[2])
     assert noise > 0 and "autocast" in rows["net::rotate::3"]
     assert "warning: noise::net::rotate::3: numeric noise" in out and "gate.margin" in out
+    # The last line is the verdict, naming each margin the noise reaches, where and by how much.
+    last = out.splitlines()[-1]
+    assert last.startswith("FAIL · 2 cells: the numeric noise reaches gate.margin.")
+    assert "gate.margin.gamma_r 0.0001 in 1 of 1 cell (largest ±" in last and "noise::net::rotate::3)" in last
+
+
+def test_calibrate_verdict_names_each_margin_the_noise_reaches_or_passes(tmp_path) -> None:
+    from pytest_segrobust.baselines import CellKey
+    from pytest_segrobust.calibrate import CellNoise, calibration_verdict
+    from pytest_segrobust.suite import load_suite
+
+    (tmp_path / "noise.yaml").write_text(CALIBRATED % (0.01, 0.5))
+    suite = load_suite(tmp_path / "noise.yaml")
+    clean = CellNoise(CellKey("noise", "net", "clean", 0), 70.0, None, 0.02, 0.0, "cpu, batch 1")
+    rotate = CellNoise(CellKey("noise", "net", "rotate", 3), 60.0, 0.85, 0.7, 0.003, "cpu, batch 8, autocast")
+    passed, line = calibration_verdict(suite, [clean, rotate])
+    assert not passed
+    assert line == (
+        "FAIL · 2 cells: the numeric noise reaches gate.margin.score 0.5 in 1 of 2 cells "
+        "(largest ±0.7, noise::net::rotate::3); an unchanged model can fail"
+    )
+    quiet = CellNoise(rotate.key, 60.0, 0.85, 0.1, 0.003, "cpu, batch 1")
+    assert calibration_verdict(suite, [clean, quiet]) == (
+        True,
+        "PASS · 2 cells: every margin stands above the numeric noise: gate.margin.score 0.5 (largest noise ±0.1), "
+        "gate.margin.gamma_r 0.01 (largest noise ±0.003)",
+    )
+    broken = CellNoise(rotate.key, 60.0, 0.85, 0.1, float("inf"), "cpu, batch 1")  # gamma_r became NaN somewhere
+    assert "gate.margin.gamma_r 0.01 in 1 of 1 cell" in calibration_verdict(suite, [clean, broken])[1]
 
 
 def test_calibrate_refuses_a_severity_out_of_range(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -555,3 +555,17 @@ def test_the_ray_header_counts_each_actors_resources_in_the_singular_or_plural()
 
     assert "one actor per suite and model (1 CPU, 0 GPUs each)" in header(1.0, 0.0)
     assert "(0.5 CPUs, 1 GPU each)" in header(0.5, 1.0)
+
+
+def test_the_terminal_summary_ends_with_the_verdict_after_every_written_file(
+    project: pytest.Pytester, dist: list[str]
+) -> None:
+    run(project, "--segrobust-update-baselines", *dist).assert_outcomes(passed=CELLS)
+    write_suite(project, smoothing=1)  # less robust to noise: some cells regress
+    result = run(project, "--segrobust", *dist)
+    start = next(i for i, line in enumerate(result.outlines) if line.startswith("=") and " segrobust " in line)
+    end = next(i for i, line in enumerate(result.outlines) if i > start and line.startswith("="))
+    section = result.outlines[start + 1 : end]
+    report = json.loads((project.path / "segrobust-report.json").read_text())
+    assert section[-1] == report["verdict"]["line"] and section[-1].startswith("FAIL · 5 cells: ")
+    assert any(line.startswith("wrote ") for line in section[:-1])

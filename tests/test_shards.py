@@ -16,7 +16,7 @@ import pytest
 from pytest_segrobust import cli
 from pytest_segrobust.report import without_timing
 from pytest_segrobust.shards import ShardCell, ShardSpec, assign_cells
-from tests.plugin_project import CELLS, run
+from tests.plugin_project import CELLS, run, write_suite
 from tests.test_rerun import ALL, collected
 
 # -- the assignment, a pure function ---------------------------------------------------------------
@@ -263,3 +263,72 @@ def test_a_shard_under_xdist_writes_what_it_writes_alone(project: pytest.Pyteste
     shard_file(project, "1/2").unlink()
     run_shard(project, "1/2", "-k", "not rotate[5]", "-n", "2").assert_outcomes(passed=2)
     assert records(shard_file(project, "1/2")) == alone
+
+
+SLOW_MODULE = """\
+import time
+
+from segrobust_fakes import RedBinner
+
+
+class SlowBinner(RedBinner):
+    def forward(self, images):
+        time.sleep(0.15)  # its cells come back to the xdist controller after the other suite's
+        return super().forward(images)
+
+
+def slow_binner():
+    return SlowBinner(smoothing=3)
+"""
+SLOW_SUITE = """\
+name: a-slow
+dataset: {factory: segrobust_fakes:band_scenes}
+models: [{name: slow, factory: slow_fakes:slow_binner}]
+corruptions: [rotate]
+severities: [1]
+batch_size: 2
+"""
+
+
+def test_merged_shards_and_xdist_write_a_single_runs_markdown_byte_for_byte(
+    project: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Two suites; the first collected (a-slow) finishes last under -n 2. Every report lists the
+    # suites in collection order: the markdown differs only in when the run started, how long it
+    # took, and each model's compute time (normalised by report_markdown: the only difference).
+    project.makepyfile(slow_fakes=SLOW_MODULE)
+    (project.path / "suites" / "a-slow.yaml").write_text(SLOW_SUITE)
+    run(project, "--segrobust-update-baselines").assert_outcomes(passed=CELLS + 2)
+    take_report(project)
+    run(project, "--segrobust").assert_outcomes(passed=CELLS + 2)
+    _, single = take_report(project)
+    assert single.index("## Suite `a-slow`") < single.index("## Suite `bands`")
+    run(project, "--segrobust", "-n", "2").assert_outcomes(passed=CELLS + 2)
+    assert take_report(project)[1] == single
+    assert sum(run_shard(project, f"{k}/2").parseoutcomes()["passed"] for k in (1, 2)) == CELLS + 2
+    status, out = merge(project, capsys, shard_file(project, "2/2"), shard_file(project, "1/2"))
+    assert status == 0, out
+    assert take_report(project)[1] == single
+
+
+def test_each_shard_ends_with_its_own_verdict_and_the_merge_with_the_runs(
+    project: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run(project, "--segrobust-update-baselines").assert_outcomes(passed=CELLS)
+    # The second shard's cells fall: gaussian_noise and rotate at 5 (a smoother model scores otherwise).
+    write_suite(project, smoothing=1)
+    for k in (1, 2):
+        result = run_shard(project, f"{k}/2")
+        start = next(i for i, line in enumerate(result.outlines) if line.startswith("=") and " segrobust " in line)
+        end = next(i for i, line in enumerate(result.outlines) if i > start and line.startswith("="))
+        last = result.outlines[end - 1]  # the segrobust section's last line
+        assert re.fullmatch(
+            rf"shard {k}/2: (PASS|FAIL) · \d cells: .* \(this shard's cells only; "
+            r"`segrobust merge` of every shard gives the run's verdict\)",
+            last,
+        ), last
+        parsed = result.parseoutcomes()
+        assert last.split(": ", 1)[1].startswith("FAIL" if parsed.get("failed") else "PASS")
+        assert f"{parsed.get('passed', 0) + parsed.get('failed', 0)} cells" in last
+    status, out = merge(project, capsys, shard_file(project, "1/2"), shard_file(project, "2/2"))
+    assert out.splitlines()[-1].startswith("FAIL · 5 cells: ") and status == 1, out

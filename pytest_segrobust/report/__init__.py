@@ -400,13 +400,83 @@ def release_lines(report: Mapping[str, Any]) -> list[str]:
 
 
 def regression_sections(report: Mapping[str, Any]) -> list[Table]:
-    """What follows the verdict: every regressed number of the run, if any regressed."""
+    """What follows the verdict and the models' lines: the run's regressed cells, one row each, if any regressed."""
     labels = {
         name: {"": metric_label(suite["metric"]), **{m: metric_label(m) for m in suite.get("metrics", [])[1:]}}
         for name, suite in report["suites"].items()
     }
-    regressed = tables.regressions(_records(report), labels)
+    regressed = tables.regressed_cells(_records(report), labels)
     return [regressed] if regressed.rows else []
+
+
+def model_lines(report: Mapping[str, Any]) -> list[str]:
+    """One line per model (per model and split in a natural-shift suite), the first thing after the
+    verdict: its clean score against its baseline, then how its cells ended (failing outcomes first).
+
+    ``tiny-unet`` in ``demo``: clean mIoU -8.30 (92.53 -> 84.23); 22 of 31 cells regressed, 9 passed``;
+    a model whose cells all passed and whose numbers all equal their baselines is ``unchanged``.
+    """
+    lines = []
+    errors = dict(report.get("errors") or {})
+    outcomes = {
+        (name, str(o["model"])): str(o["status"])
+        for name, suite in report["suites"].items()
+        for o in (suite.get("release") or {}).get("models", [])
+    }
+    for name, suite in report["suites"].items():
+        label = metric_label(suite["metric"])
+        for row, records in records_by_model(suite).items():
+            # The cell's collector: its suite file, model and (natural-shift suites) split.
+            prefix = "::".join(records[0].nodeid.split("::")[: 3 if records[0].split else 2]) + "::"
+            failed = [nodeid for nodeid in errors if nodeid.startswith(prefix)]
+            for nodeid in failed:
+                del errors[nodeid]
+            line = f"- **{row}** in `{name}`: {_model_line(records, failed, label)}"
+            model = records[0].model if records else row
+            if (name, model) in outcomes and row == model:
+                line += f"; aggregates {_COUNTED.get(outcomes[name, model], outcomes[name, model])}"
+            lines.append(line)
+    # Models none of whose cells came back (a model that cannot be built errs in every cell).
+    by_model: dict[str, int] = {}
+    for nodeid in errors:
+        where = nodeid.rsplit("::", 1)[0]
+        by_model[where] = by_model.get(where, 0) + 1
+    for where, count in by_model.items():
+        lines.append(f"- `{where}`: {plural(count, 'cell')} failed with an error, none with a result")
+    return [*lines, ""] if lines else []
+
+
+def _model_line(records: Sequence[CellRecord], errors: Sequence[str], label: str) -> str:
+    counts = run_verdict(records, dict.fromkeys(errors, ""), []).counts
+    total = sum(counts.values())
+    ended = ", ".join(f"{count} {_COUNTED.get(status, status)}" for status, count in counts.items())
+    changed = [r for r in records if any(_moved(c) for c in r.checks)]
+    if "updated" in counts:  # an update writes every cell: say how many it changed
+        ended += f" ({len(changed)} changed)"
+    if records and not changed and all(r.checks for r in records) and set(counts) <= {"passed", "updated"}:
+        return f"unchanged (every number as its baseline; {plural(total, 'cell')}: {ended})"
+    clean = next((r for r in records if r.severity == 0), None)
+    parts = []
+    if clean is not None:
+        before = (clean.baseline or {}).get("score")
+        if before is None:
+            unknown = " (no baseline)" if clean.status in ("new", "recorded") else ""
+            parts.append(f"clean {label} {tables.fmt(clean.score)}{unknown}")
+        else:
+            change = tables.signed(clean.score - before)
+            parts.append(f"clean {label} {change} ({tables.fmt(before)} → {tables.fmt(clean.score)})")
+    parts.append(f"{'1 cell' if total == 1 else f'{total} cells'}: {ended}" if total else "no cells")
+    return "; ".join(parts)
+
+
+def _moved(check: Mapping[str, Any]) -> bool:
+    """Whether a number differs from its baseline as the baseline stores it (rounded)."""
+    from pytest_segrobust.baselines import round_value
+
+    observed, stored = float(check["observed"]), float(check["baseline"])
+    if not (math.isfinite(observed) and math.isfinite(stored)):
+        return not (observed == stored or (math.isnan(observed) and math.isnan(stored)))
+    return round_value(observed) != round_value(stored)
 
 
 def run_sections(report: Mapping[str, Any]) -> list[Table]:
@@ -424,7 +494,12 @@ def _records(report: Mapping[str, Any]) -> list[CellRecord]:
 
 
 def render_markdown(report: Mapping[str, Any]) -> str:
-    lines = ["# Segmentation robustness report", "", f"**{verdict(report).line()}**", "", *coverage.markdown_lines(report)]
+    lines = ["# Segmentation robustness report", "", f"**{verdict(report).line()}**", ""]
+    # A partial run's notice qualifies the verdict: it stays right under it, before the models' lines;
+    # the cells the run left out follow them.
+    covered = coverage.markdown_lines(report)
+    notice = covered[:2] if covered and covered[0].startswith("> ") else []
+    lines += [*notice, *model_lines(report), *covered[len(notice) :]]
     for section in [*release_sections(report), *regression_sections(report)]:
         lines += _markdown_section(section)
     if report.get("errors"):
@@ -489,8 +564,9 @@ def text_table(table: Table) -> list[str]:
 
 
 def terminal_summary(report: Mapping[str, Any], *, brief: bool = False) -> list[str]:
-    """The run's verdict, what it left out, its errors and, unless ``brief``, each suite's headline table."""
-    lines: list[str] = [verdict(report).line(), *coverage.terminal_lines(report), *release_lines(report)]
+    """What the run left out, its unmet requirements, its errors and, unless ``brief``, each suite's
+    headline table: what the terminal shows before the run's last line, the verdict (:func:`verdict`)."""
+    lines: list[str] = [*coverage.terminal_lines(report), *release_lines(report)]
     if report.get("errors"):
         shown = ", ".join(list(report["errors"])[:3]) + (", ..." if len(report["errors"]) > 3 else "")
         lines.append(f"{plural(len(report['errors']), 'cell')} failed with an error (no result): {shown}")
@@ -519,6 +595,7 @@ def write_report(
     base: Path,
     galleries: Mapping[str, Image.Image] | None = None,
     pictures: Mapping[str, Mapping[str, Image.Image]] | None = None,
+    wall_seconds: Callable[[], float] | None = None,
 ) -> list[Path]:
     """Write ``base.md``, ``base.json`` and the PNG figures in :func:`figures_folder`; returns the paths.
 
@@ -534,6 +611,8 @@ def write_report(
         base: The report's path without suffix.
         galleries: Per suite, its gallery of corruptions.
         pictures: Per suite, further images by kind (``worst-<model>``: a model's worst images).
+        wall_seconds: The run's time so far; asked once the figures are drawn, just before the
+            documents are rendered, so the report's wall time covers the figures too.
 
     Raises:
         ReportIncomplete: naming the documents that could not be written, and listing what was.
@@ -578,6 +657,8 @@ def write_report(
             _remove(stale)
     if not warnings:
         del report["warnings"]
+    if wall_seconds is not None and report.get("environment") is not None:
+        report["environment"]["wall_seconds"] = wall_seconds()
     for path, render in (
         (base.with_suffix(".md"), lambda: render_markdown(report)),
         (base.with_suffix(".json"), lambda: json.dumps(_json_safe(report), indent=2) + "\n"),

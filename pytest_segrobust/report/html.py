@@ -31,7 +31,7 @@ from typing import Any
 from PIL import Image as PILImage
 
 from pytest_segrobust.files import atomic_write_text
-from pytest_segrobust.report import Figure, render_markdown, suite_sections
+from pytest_segrobust.report import Figure, RunVerdict, render_markdown, suite_sections, verdict
 from pytest_segrobust.report.tables import STATUS_MARK, Table
 
 # A cell whose whole text is a status (or its mark in the tables) is coloured by it.
@@ -97,6 +97,13 @@ figure img { max-width: 100%; height: auto; border: 1px solid var(--line); backg
 figcaption { color: var(--muted); font-size: 12.5px; }
 figure.linked { padding: 6px 10px; border: 1px dashed var(--line); }
 .missing-figure { color: var(--red); }
+.verdict { display: flex; align-items: baseline; flex-wrap: wrap; gap: 4px 14px; margin: 12px 0 16px;
+  padding: 14px 20px; border-radius: 8px; border: 2px solid; border-left-width: 12px; font-size: 17px; }
+.verdict-icon { font-size: 30px; line-height: 1; font-weight: 700; }
+.verdict-word { font-size: 30px; line-height: 1; font-weight: 800; letter-spacing: 0.04em; }
+.verdict-pass { color: var(--green); background: var(--green-bg); border-color: var(--green); }
+.verdict-fail { color: var(--red); background: var(--red-bg); border-color: var(--red); }
+.verdict-counts { color: var(--fg); font-weight: 600; }
 """
 
 # Click (or Enter/Space on) a header to sort by its column; again to reverse. Numbers sort as
@@ -193,11 +200,19 @@ def render_html(report: Mapping[str, Any], figures_dir: Path, budget: int = EMBE
         part.anchor = anchors.new(part.title) if part.level else ""
     title = next((p.title for p in parts if p.level == 1), "Segmentation robustness report")
     figures = _Figures(Path(figures_dir), budget)
+    # The verdict, which the markdown gives as its first bold line, is the page's banner.
+    run = verdict(report) if "suites" in report else None
+    verdict_part = next((p for p in parts if p.level <= 1 and run is not None and f"**{run.line()}**" in p.lines), None)
+    if verdict_part is not None and run is not None:
+        verdict_part.lines.remove(f"**{run.line()}**")
+        title = f"{'PASS' if run.passed else 'FAIL'} · {title}"
     body: list[str] = []
     top = 0  # where the note on linked figures goes: under the title's contents
     for index, part in enumerate(parts):
         if part.level:
             body.append(f'<h{part.level} id="{part.anchor}">{_inline(part.title)}</h{part.level}>')
+        if part is verdict_part and run is not None:
+            body.append(_verdict_banner(run))
         if part.level == 1:
             body.append(_contents(list(_outline(parts[index + 1 :])), "contents top"))
             top = len(body)
@@ -229,6 +244,18 @@ def render_html(report: Mapping[str, Any], figures_dir: Path, budget: int = EMBE
             "</html>",
             "",
         ]
+    )
+
+
+def _verdict_banner(run: RunVerdict) -> str:
+    """The verdict as the most visible thing on the page: colour, an icon and the word (the colour
+    is never alone: the icon's shape and the word say it too, for readers who cannot tell red
+    from green and for screen readers, which skip the icon and read the word)."""
+    word, icon, kind = ("PASS", "✓", "pass") if run.passed else ("FAIL", "✗", "fail")
+    counts = run.line().removeprefix(f"{word} · ")
+    return (
+        f'<p class="verdict verdict-{kind}"><span class="verdict-icon" aria-hidden="true">{icon}</span>'
+        f'<strong class="verdict-word">{word}</strong><span class="verdict-counts">{_text(counts)}</span></p>'
     )
 
 

@@ -273,7 +273,7 @@ def statistical_gate(gate: dict[str, Any], records: Sequence[CellRecord]) -> tup
             more = c.get("images_to_decide")
             warnings.append(
                 f"{r.suite}::{row_name(r)}::{r.corruption}[{r.severity}] {c['metric']}: inconclusive, interval "
-                f"{_interval(c)} straddles -{float(c['margin']):g}"
+                f"{_interval(c)} straddles {-float(c['margin']) + 0.0:g}"
                 + (f"; about {more} images (now {c['images']}) would decide it" if more else "")
             )
     if checks:
@@ -387,7 +387,7 @@ def model_gates(suites: Mapping[str, Mapping[str, Any]]) -> Table:
                         fmt(check["baseline"], digits),
                         signed(check["observed"] - check["baseline"], digits),
                         f"[{signed(check['low'], digits)}, {signed(check['high'], digits)}]",
-                        f"-{fmt(check['margin'], digits)}",
+                        fmt(-check["margin"], digits),
                         "–" if check.get("detectable") is None else fmt(check["detectable"], digits),
                         {"fail": "▼ REGRESSED", "pass": "ok", "inconclusive": "? inconclusive"}[str(check["outcome"])],
                     )
@@ -695,48 +695,73 @@ def number_label(name: str, labels: dict[str, str]) -> str:
     return f"{shown} {suffix}" if metric else suffix
 
 
-def regressions(records: Sequence[CellRecord], labels: dict[str, dict[str, str]]) -> Table:
-    """Every number that fell below its baseline beyond the tolerance, furthest beyond first.
+def _allowed(check: Mapping[str, Any]) -> float:
+    """How far a number may fall: its tolerance, or its gate margin (a paired check)."""
+    return float(check.get("tolerance", check.get("margin", 0.0)))
+
+
+def _fall(check: Mapping[str, Any]) -> float:
+    """How far a number fell against its baseline (positive: worse), in its metric's direction."""
+    delta = float(check["observed"]) - float(check["baseline"])
+    return -delta if check.get("higher_is_better", True) else delta
+
+
+def _beyond(check: Mapping[str, Any]) -> float:
+    """A fall in units of what the number may fall; infinite for an exact gate or a NaN."""
+    fall, allowed = _fall(check), _allowed(check)
+    return fall / allowed if allowed > 0 and math.isfinite(fall) else math.inf
+
+
+REGRESSED_ORDER = (
+    "Worst first: cells are ordered by the largest fall of any of their numbers, counted in what the suite "
+    "allows that number (its tolerance, or its gate margin); ties by node id. A NaN on either side counts as "
+    "a regression and sorts first."
+)
+
+
+def regressed_cells(records: Sequence[CellRecord], labels: dict[str, dict[str, str]]) -> Table:
+    """One row per cell with a number that fell further below its baseline than the suite allows:
+    the headline metric and γr (baseline, now, change), then each number that fell with its allowance.
 
     Args:
         records: Every cell of the run.
         labels: Per suite, the label of each metric name (``""`` for the headline metric).
     """
-    found: list[tuple[float, tuple[str, ...]]] = []
+    found: list[tuple[float, str, tuple[str, ...]]] = []
     for r in records:
-        for check in r.checks:
-            if not check.get("regressed"):
-                continue
-            observed, stored = float(check["observed"]), float(check["baseline"])
-            tolerance = float(check.get("tolerance", 0.0))
-            delta = observed - stored
-            loss = -delta if check.get("higher_is_better", True) else delta
-            beyond = loss / tolerance if tolerance > 0 and math.isfinite(loss) else math.inf
+        fell = [check for check in r.checks if check.get("regressed")]
+        if not fell:
+            continue
+        shown = labels.get(r.suite, {})
+        stored = r.baseline or {}
+        gamma_now = r.gamma_r if r.severity > 0 else None
+        gamma_then = stored.get("gamma_r") if r.severity > 0 else None
+        numbers = []
+        for check in sorted(fell, key=lambda c: -_beyond(c)):
             name = str(check["metric"])
             digits = 2 if name.rpartition(".")[2] == "score" else 3
-            found.append(
-                (
-                    beyond,
-                    (
-                        r.suite,
-                        row_name(r),
-                        r.corruption,
-                        str(r.severity),
-                        number_label(name, labels.get(r.suite, {})),
-                        fmt(observed, digits),
-                        fmt(stored, digits),
-                        signed(delta, digits),
-                        fmt(tolerance, digits),
-                    ),
-                )
-            )
-    found.sort(key=lambda item: -item[0])
+            delta = float(check["observed"]) - float(check["baseline"])
+            kind = "tolerance" if "tolerance" in check else "margin"
+            allowed = f"{kind} {fmt(_allowed(check), digits)}"
+            numbers.append(f"{number_label(name, shown)} {signed(delta, digits)} ({allowed})")
+        row = (
+            f"`{r.nodeid}`",
+            shown.get("", "score"),
+            fmt(stored.get("score")),
+            fmt(r.score),
+            signed(r.score - stored["score"]) if "score" in stored else "–",
+            fmt(gamma_then, 3),
+            fmt(gamma_now, 3),
+            signed(gamma_now - gamma_then, 3) if gamma_now is not None and gamma_then is not None else "–",
+            "; ".join(numbers),
+        )
+        found.append((-max(_beyond(c) for c in fell), r.nodeid, row))
+    found.sort(key=lambda item: item[:2])
     return Table(
         "Regressed cells",
-        ("suite", "model", "corruption", "sev", "number", "observed", "baseline", "Δ", "tolerance"),
-        tuple(row for _, row in found),
-        "Each number that fell further below its stored baseline than the suite's tolerance, "
-        "the furthest beyond its tolerance first (a NaN on either side counts as a regression).",
+        ("cell", "metric", "baseline", "now", "Δ", "baseline γr", "now γr", "Δγr", "fell beyond what is allowed"),
+        tuple(row for _, _, row in found),
+        "One row per cell whose numbers fell further below its baseline than the suite allows. " + REGRESSED_ORDER,
     )
 
 
@@ -763,7 +788,14 @@ def environment(info: Mapping[str, Any]) -> Table:
     versions = info.get("versions") or {}
     if versions:
         rows.append(("versions", ", ".join(f"{name} {version}" for name, version in versions.items())))
-    return Table("Run", ("item", "value"), tuple(rows))
+    note = WALL_TIME_NOTE if info.get("wall_seconds") is not None else ""
+    return Table("Run", ("item", "value"), tuple(rows), note)
+
+
+WALL_TIME_NOTE = (
+    "Wall time: from the start of the run (pytest's configuration) to the writing of this report, "
+    "every cell, the worst images re-evaluated and the figures included."
+)
 
 
 def measured(report_suites: Mapping[str, Mapping[str, Any]]) -> Table:

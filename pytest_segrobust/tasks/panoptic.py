@@ -13,6 +13,7 @@ from pytest_segrobust.models.base import PanopticSegmentationModel
 from pytest_segrobust.tasks import register_task
 from pytest_segrobust.tasks.base import Task
 from pytest_segrobust.types import Batch, Field, Image, PanopticMap, PanopticPredictions, SampleIndex, field_of
+from pytest_segrobust.wording import plural
 
 
 @register_task
@@ -43,7 +44,9 @@ class PanopticTask(Task):
         ids = field_of(batch, SampleIndex).sample_ids
         size = field_of(batch, Image).size()
         if isinstance(predictions, torch.Tensor) or not isinstance(predictions, Sequence) or len(predictions) != len(ids):
-            found = f"{len(predictions)} items" if isinstance(predictions, Sequence) else type(predictions).__name__
+            found = type(predictions).__name__
+            if isinstance(predictions, Sequence):
+                found = plural(len(predictions), "item")
             raise ModelOutputError(
                 f"model returned {found}, expected a list of {len(ids)} PanopticPredictions (one per image)"
             )

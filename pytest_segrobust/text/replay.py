@@ -34,6 +34,7 @@ from typing import Any
 from pytest_segrobust.corruptions.base import MAX_SEVERITY
 from pytest_segrobust.errors import SegRobustError
 from pytest_segrobust.text.base import LEVELS, TextPerturbation
+from pytest_segrobust.wording import plural
 
 REPLAY_VERSION = 1
 """The format version :func:`load_replay` reads and :meth:`ReplayFile.to_json` writes."""
@@ -206,6 +207,6 @@ class ReplayPerturbation(TextPerturbation):
         if sample_id not in samples:
             raise MissingReplayError(
                 f"replay file {self.replay.source}: {_field('perturbations', self.stored_as, str(severity))} "
-                f"has no text for sample {sample_id!r} ({len(samples)} samples there)"
+                f"has no text for sample {sample_id!r} ({plural(len(samples), 'sample')} there)"
             )
         return samples[sample_id]

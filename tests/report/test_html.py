@@ -95,6 +95,31 @@ def test_statuses_are_coloured(report: dict, tmp_path: Path) -> None:
     assert ".status-regressed, .status-error { color: var(--red)" in page
 
 
+def test_the_verdict_is_the_most_visible_element_in_colour_icon_and_word(report: dict, tmp_path: Path) -> None:
+    from pytest_segrobust.report.coverage import RunCoverage
+
+    report["run"] = RunCoverage(evaluated=10, errors=1, deselected=["s.yaml::a::fog[3]"]).to_json()  # a partial run
+    page = render_html(report, tmp_path)
+    line = report["verdict"]["line"]  # FAIL: a cell regressed, one has no result
+    banner = re.search(r'<p class="verdict verdict-fail">(.*?)</p>', page)
+    assert banner is not None, "the verdict is a banner of its own"
+    # Not colour alone: an icon (hidden from screen readers) and the word, then the counts.
+    assert banner[1] == (
+        '<span class="verdict-icon" aria-hidden="true">✗</span><strong class="verdict-word">FAIL</strong>'
+        f'<span class="verdict-counts">{html.escape(line.removeprefix("FAIL · "))}</span>'
+    )
+    body = page[page.index("<body>") :]
+    assert body.index("</h1>") < body.index('class="verdict ') < body.index('<nav class="contents top">')
+    assert body.index('class="verdict ') < body.index("<blockquote>")  # above the partial-run box
+    assert page.count(html.escape(line.removeprefix("FAIL · "))) == 1  # shown once, as the banner
+    assert ".verdict-fail { color: var(--red); background: var(--red-bg); border-color: var(--red); }" in page
+    assert "<title>FAIL · Segmentation robustness report</title>" in page
+    passing = build_report(cells("a", 80.0, SCORES_A), {})
+    page = render_html(passing, tmp_path)
+    assert '<p class="verdict verdict-pass"><span class="verdict-icon" aria-hidden="true">✓</span>' in page
+    assert '<strong class="verdict-word">PASS</strong>' in page and ".verdict-pass { color: var(--green)" in page
+
+
 def test_the_page_follows_the_markdown(report: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # What the markdown gains (a verdict at the top, a table, a figure) appears on the page
     # without the renderer knowing it; the suite's typed sections are still rendered as typed.

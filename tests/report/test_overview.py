@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from pytest_segrobust.records import CellRecord
-from pytest_segrobust.report import build_report, render_markdown, run_verdict, tables, terminal_summary
+from pytest_segrobust.report import build_report, render_markdown, run_verdict, tables, terminal_summary, verdict
 from pytest_segrobust.report.environment import describe_device, run_environment
 from tests.report.test_report import SCORES_A, cells
 
@@ -45,50 +45,83 @@ def test_counts_of_one_are_singular_in_the_verdict_and_the_summary() -> None:
     records[0].status = "updated"  # an update writes every cell, changed or not
     assert run_verdict(records, {}, []).line() == "PASS · 1 cell: 1 written to the baseline"
     report = build_report(records, {}, errors={"s.yaml::a::fog[1]": "boom"})
-    lines = terminal_summary(report)
-    assert lines[0] == "FAIL · 2 cells: 1 error, 1 written to the baseline"
-    assert "1 cell failed with an error (no result): s.yaml::a::fog[1]" in lines
+    assert verdict(report).line() == "FAIL · 2 cells: 1 error, 1 written to the baseline"
+    assert "1 cell failed with an error (no result): s.yaml::a::fog[1]" in terminal_summary(report)
     assert "**1 cell failed with an error and has no result**; the tables below leave them out:" in render_markdown(report)
 
 
-def test_markdown_opens_with_verdict_then_regressed_cells_worst_first() -> None:
+def test_markdown_opens_with_verdict_then_a_line_per_model_then_regressed_cells_worst_first() -> None:
     records = cells("a", 80.0, SCORES_A)
     regressed(records, "gaussian_noise", 5, delta=-0.02)
     regressed(records, "rotate", 1, delta=-0.10)
-    report = build_report(records, {})
+    records[0].baseline = {"score": 88.3}  # the clean score fell 8.3 points, within a loose tolerance
+    records[0].checks = [{"metric": "score", "observed": 80.0, "baseline": 88.3, "tolerance": 10.0, "regressed": False}]
+    unchanged = cells("b", 70.0, SCORES_A)
+    for r in unchanged:
+        r.baseline = {"score": r.score}
+        r.checks = [{"metric": "score", "observed": r.score, "baseline": r.score, "tolerance": 1.0, "regressed": False}]
+    report = build_report(records + unchanged, {})
     report["environment"] = {"git_commit": "abc123", "git_dirty": True, "wall_seconds": 75.0, "device": "cpu"}
     markdown = render_markdown(report)
     lines = markdown.splitlines()
-    assert lines[2] == "**FAIL · 5 cells: 2 regressed, 3 passed**"
-    assert lines[4] == "### Regressed cells"
+    assert lines[2] == "**FAIL · 10 cells: 2 regressed, 8 passed**"
+    # One line per model first, with the metric's name and the run's numbers.
+    assert lines[4:7] == [
+        "- **a** in `s`: clean score -8.30 (88.30 → 80.00); 5 cells: 2 regressed, 3 passed",
+        "- **b** in `s`: unchanged (every number as its baseline; 5 cells: 5 passed)",
+        "",
+    ]
+    assert lines[7] == "### Regressed cells"
     table = markdown.split("### Regressed cells")[1].split("###")[0]
-    rotate, noise = table.index("| s | a | rotate | 1 | γr |"), table.index("| s | a | gaussian_noise | 5 | γr |")
-    assert rotate < noise  # ten tolerances beyond before two
-    assert "| -0.100 | 0.010 |" in table
+    rows = [line for line in table.splitlines() if line.startswith("| `")]
+    # One row per cell, its numbers as columns, in the order the caption states.
+    assert [row.split(" | ")[0] for row in rows] == ["| `s.yaml::a::rotate::1`", "| `s.yaml::a::gaussian_noise::5`"]
+    assert rows[0].split(" | ")[1:] == ["score", "75.00", "75.00", "0.00", "1.038", "0.938", "-0.100", "γr -0.100 (tolerance 0.010) |"]
+    assert "| cell | metric | baseline | now | Δ | baseline γr | now γr | Δγr |" in table
+    assert "Worst first: cells are ordered by the largest fall of any of their numbers" in table
     assert "| git commit | abc123 (uncommitted changes) |" in markdown
-    assert "| wall time | 1 min 15 s |" in markdown
+    assert "| wall time | 1 min 15 s |" in markdown and tables.WALL_TIME_NOTE in markdown
     assert markdown.index("### Run") < markdown.index("### What was measured") < markdown.index("## Suite `s`")
-    assert report["verdict"] == {"passed": False, "counts": {"regressed": 2, "passed": 3}, "line": lines[2].strip("*")}
-    assert terminal_summary(report)[0] == "FAIL · 5 cells: 2 regressed, 3 passed"
+    assert report["verdict"] == {"passed": False, "counts": {"regressed": 2, "passed": 8}, "line": lines[2].strip("*")}
+    assert verdict(report).line() == "FAIL · 10 cells: 2 regressed, 8 passed"
+    assert verdict(report).line() not in terminal_summary(report)  # the terminal prints it last, after every file
+
+
+def test_a_model_line_counts_an_updates_changed_cells_and_the_models_errors() -> None:
+    records = cells("a", 80.0, SCORES_A)
+    for r in records:
+        r.status = "updated"
+        r.baseline = {"score": r.score}
+        r.checks = [{"metric": "score", "observed": r.score, "baseline": r.score, "tolerance": 1.0, "regressed": False}]
+    records[1].checks = [{"metric": "score", "observed": records[1].score, "baseline": 69.0, "tolerance": 1.0}]
+    report = build_report(records, {}, errors={"s.yaml::a::fog[1]": "boom", "s.yaml::c::fog[1]": "no model"})
+    lines = render_markdown(report).splitlines()
+    assert lines[4:7] == [
+        "- **a** in `s`: clean score 0.00 (80.00 → 80.00); 6 cells: 1 error, 5 written to the baseline (1 changed)",
+        "- `s.yaml::c`: 1 cell failed with an error, none with a result",
+        "",
+    ]
 
 
 def test_regressions_name_further_metrics_and_lower_is_better_numbers() -> None:
     record = cells("a", 80.0, SCORES_A)[1]
     record.checks = [
         {"metric": "pq.score", "observed": 50.0, "baseline": 55.0, "tolerance": 1.0, "higher_is_better": True, "regressed": True},
-        {"metric": "err.score", "observed": 12.0, "baseline": 10.0, "tolerance": 1.0, "higher_is_better": False, "regressed": True},
+        {"metric": "err.score", "observed": 12.0, "baseline": 10.0, "tolerance": 4.0, "higher_is_better": False, "regressed": True},
     ]
-    table = tables.regressions([record], {"s": {"": "mIoU", "pq": "PQ"}})
-    assert [(row[4], row[7]) for row in table.rows] == [("PQ", "-5.00"), ("err", "+2.00")]
+    (row,) = tables.regressed_cells([record], {"s": {"": "mIoU", "pq": "PQ"}}).rows
+    assert row[1] == "mIoU" and row[-1] == "PQ -5.00 (tolerance 1.00); err +2.00 (tolerance 4.00)"  # furthest first
 
 
 def test_a_change_that_rounds_to_nothing_prints_without_a_sign() -> None:
     record = cells("a", 80.0, SCORES_A)[1]
+    record.baseline = {"score": record.score, "gamma_r": 0.66004}
+    record.gamma_r = 0.66
     record.checks = [  # tolerance 0 (exact): a change of -0.00004 regresses, and shows as 0.000, not -0.000
         {"metric": "gamma_r", "observed": 0.66, "baseline": 0.66004, "tolerance": 0.0, "regressed": True},
     ]
-    (row,) = tables.regressions([record], {"s": {"": "mIoU"}}).rows
-    assert row[5:] == ("0.660", "0.660", "0.000", "0.000")
+    (row,) = tables.regressed_cells([record], {"s": {"": "mIoU"}}).rows
+    assert row[5:] == ("0.660", "0.660", "0.000", "γr 0.000 (tolerance 0.000)")
     signed = [tables.signed(v, 2) for v in (-0.004, 0.0, -0.0, 0.004, -0.006, 0.006)]
     assert signed == ["0.00", "0.00", "0.00", "0.00", "-0.01", "+0.01"]
     assert [tables.fmt(v, 3) for v in (-0.0004, -0.0, -0.0006)] == ["0.000", "0.000", "-0.001"]
@@ -170,3 +203,22 @@ def test_headline_flags_a_near_chance_model() -> None:
     assert "near chance" in headline.note
     # A suite the report does not know has no metric, so no chance level.
     assert build_report(records, {})["suites"]["s"]["models"]["chance"]["summary"]["chance"] is None
+
+
+def test_a_zero_margin_never_shows_as_minus_zero_and_one_cell_is_singular() -> None:
+    from pytest_segrobust.session import SegRobustSession
+
+    check = {"metric": "rPC", "observed": 0.5, "baseline": 0.5, "low": 0.0, "high": 0.0, "margin": 0.0}
+    suites = {"s": {"release": {"models": [{"model": "a", "checks": [check | {"outcome": "inconclusive"}]}]}}}
+    (row,) = tables.model_gates(suites).rows
+    assert row[6:8] == ("[0.0000, 0.0000]", "0.0000")
+    record = cells("a", 80.0, SCORES_A)[1]
+    record.checks = [check | {"metric": "gamma_r", "outcome": "inconclusive", "images": 4}]
+    gate = {"margin": {"gamma_r": 0.0, "score": 0.0}, "confidence": 0.95, "multiplicity": "bonferroni", "numbers": 1,
+            "level": 0.05, "inconclusive": "fail", "resamples": 100}
+    (warning,) = tables.statistical_gate(gate, [record])[1]
+    assert warning.endswith("gamma_r: inconclusive, interval [0.000, 0.000] straddles 0") and "-0" not in warning
+    replaced = SimpleNamespace(unreadable="bad", cells={"m::clean", "m::fog::1"}, measured={"m::clean"}, shown="s.npz")
+    lines = SegRobustSession._replaced_sidecar(None, replaced)  # type: ignore[arg-type]
+    assert "with the statistics of the 1 cell this update measured" in lines[0]
+    assert "s.npz: 1 cell not measured by this update has no statistics now" in lines[1]

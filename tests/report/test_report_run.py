@@ -34,3 +34,25 @@ def test_report_of_a_run_says_verdict_provenance_and_shows_worst_images(
     assert picture == project.path / "segrobust-report-figures" / "bands-worst-binner.png"
     assert Image.open(picture).size[0] > 5 * 128  # the 32 x 32 images enlarged to tiles of 128
     assert "![binner: images that lost most under gaussian_noise s5](segrobust-report-figures/bands-worst-binner.png)" in markdown
+
+
+def test_the_wall_time_covers_the_whole_run_worst_images_and_figures_included(project: pytest.Pytester) -> None:
+    import datetime
+
+    from tests.test_shards import SLOW_MODULE
+
+    # A model that takes 0.15 s a batch: re-evaluating its worst images after the cells takes over a second.
+    project.makepyfile(slow_fakes=SLOW_MODULE)
+    suite = project.path / "suites" / "bands.yaml"
+    slow = suite.read_text().replace("segrobust_fakes:red_binner", "slow_fakes:slow_binner")
+    suite.write_text(slow.replace(", kwargs: {smoothing: 5}", ""))
+    run(project, "--segrobust-update-baselines").assert_outcomes(passed=CELLS)
+    report = json.loads((project.path / "segrobust-report.json").read_text())
+    started = datetime.datetime.fromisoformat(report["environment"]["started"]).timestamp()  # whole seconds
+    ended = started + report["environment"]["wall_seconds"]
+    figures = [project.path / name for name in report["suites"]["bands"]["figures"].values()]
+    assert len(figures) == 4 and "worst-binner" in report["suites"]["bands"]["worst_images"]["binner"]["figure"]
+    # Measured after the last figure was written (less the second "started" drops), before the markdown.
+    assert ended >= max(path.stat().st_mtime for path in figures) - 1.0
+    assert ended <= (project.path / "segrobust-report.md").stat().st_mtime + 0.05
+    assert "_Wall time: from the start of the run" in (project.path / "segrobust-report.md").read_text()
