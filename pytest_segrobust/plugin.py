@@ -8,6 +8,7 @@ is given or a test requests the ``segrobust`` fixture. Without either, every hoo
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 from collections.abc import Generator
 from pathlib import Path
