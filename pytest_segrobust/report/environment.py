@@ -13,7 +13,6 @@ from typing import Any
 import torch
 
 from pytest_segrobust import allocator, threads
-from pytest_segrobust.wording import plural
 
 # Distributions whose versions can change a number in the report; those not installed are left out.
 DISTRIBUTIONS = ("pytest-segrobust", "torch", "torchvision", "numpy", "pillow", "pytest", "pytest-xdist", "matplotlib")
@@ -55,13 +54,11 @@ def versions() -> dict[str, str]:
 
 
 def describe_device(device: torch.device) -> str:
-    """``cuda:0 (NVIDIA H100 80GB HBM3)``, ``cpu (8 threads)``."""
+    """``cuda:0 (NVIDIA H100 80GB HBM3)``, ``cpu`` (the threads have a row of their own)."""
     try:
         if device.type == "cuda" and torch.cuda.is_available():
             index = device.index if device.index is not None else torch.cuda.current_device()
             return f"{device} ({torch.cuda.get_device_name(index)})"
-        if device.type == "cpu":
-            return f"cpu ({plural(torch.get_num_threads(), 'thread')})"
     except Exception:  # noqa: BLE001 - a description, never a reason to fail the report
         pass
     return str(device)

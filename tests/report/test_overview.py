@@ -139,11 +139,14 @@ def test_what_was_measured_shows_device_seed_images_and_fingerprints() -> None:
     assert table.rows == (("s", "a", "cpu/cuda:1", "7", "4", "`dddddddd`", f"`{'m' * 16}`…", "5", "0.5 s"),)
 
 
-def test_a_cpu_of_one_thread_is_described_in_the_singular(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(torch, "get_num_threads", lambda: 1)
-    assert describe_device(torch.device("cpu")) == "cpu (1 thread)"
-    monkeypatch.setattr(torch, "get_num_threads", lambda: 8)
-    assert describe_device(torch.device("cpu")) == "cpu (8 threads)"
+def test_the_cpu_is_the_device_and_the_threads_a_row_of_their_own_in_the_singular_for_one() -> None:
+    from pytest_segrobust.threads import ThreadSetting
+
+    assert describe_device(torch.device("cpu")) == "cpu"
+    assert ThreadSetting(1, "auto: 2 cores / 2 xdist workers").describe() == (
+        "1 thread per process (auto: 2 cores / 2 xdist workers)"
+    )
+    assert ThreadSetting(8, "--segrobust-threads 8").describe().startswith("8 threads per process")
 
 
 def test_environment_outside_git(tmp_path: Path) -> None:
