@@ -111,7 +111,9 @@ def harness_overhead(device: torch.device) -> None:
         sys.executable, str(HERE / "overhead.py"), "--model", "segformer-b0", "--device", str(device),
         "--images", "64", "--batch", "16", "--size", "512", "--repeats", "3", "--phases",
     ]  # fmt: skip
-    subprocess.run(command, check=False)
+    # peers.py set OMP_NUM_THREADS=1 in this process's environment: the child gets every core back.
+    environment = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+    subprocess.run([*command, "--threads", str(torch.get_num_threads())], check=False, env=environment)
 
 
 def device_name(device: torch.device) -> str:
