@@ -78,7 +78,7 @@ from pytest_segrobust.shards import (
 from pytest_segrobust.sidecar import SidecarWriter, sidecar_path
 from pytest_segrobust.suite import Suite, declared_name, load_suite
 from pytest_segrobust.text.cells import is_visual, modality
-from pytest_segrobust.wording import plural
+from pytest_segrobust.wording import abbreviations, plural
 from pytest_segrobust.workbench import Workbench
 
 if TYPE_CHECKING:
@@ -205,9 +205,10 @@ class ModelChange:
     current: str
 
     def describe(self) -> str:
+        shown = abbreviations((self.current, self.recorded), length=12, whole_up_to=12)
         return (
             f"model {self.model} differs from the one {self.baseline_file} was made with "
-            f"(fingerprint {self.current[:12]}, recorded {self.recorded[:12]})"
+            f"(fingerprint {shown[self.current].removesuffix('…')}, recorded {shown[self.recorded].removesuffix('…')})"
         )
 
 
