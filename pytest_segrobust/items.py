@@ -148,9 +148,10 @@ class _SuiteFileItem(pytest.Item):
         return super().repr_failure(excinfo, style=style)
 
     def reportinfo(self) -> tuple[Any, int | None, str]:
-        # Never a suffix of the node id: pytest would rewrite the dots of such a suffix into '::'
-        # when it prints the id (`-v`), and a model named `unet.v2` would no longer paste back.
-        return self.path, None, f"{self.suite.name}: {self.nodeid.split('::', 1)[-1]}"
+        # The headline of the item's failure section: its node id, as every message names it. Never
+        # a suffix of the printed id, though, or pytest would rewrite the dots of that suffix into
+        # '::' when it prints the id (`-v`): `suites/demo::yaml::...`. A trailing space keeps it apart.
+        return self.path, None, f"{self.nodeid} "
 
 
 class SuiteItem(_SuiteFileItem):

@@ -547,14 +547,14 @@ class SegRobustSession:
     def _measure_limited(
         self, suite: Suite, key: CellKey, nodeid: str, split: Split | None = None
     ) -> tuple[CellRecord, dict[str, float], CellResult]:
-        with self._cell_bounds(suite, key):
+        with self._cell_bounds(suite, key, nodeid):
             return self._measure(suite, key, nodeid, split)
 
     @contextmanager
-    def _cell_bounds(self, suite: Suite, key: CellKey) -> Iterator[None]:
+    def _cell_bounds(self, suite: Suite, key: CellKey, nodeid: str | None = None) -> Iterator[None]:
         """Where a cell's evaluation, or a piece of it, runs: in the project's folder, within the
-        cell's time limit (the command line's, else the suite's)."""
-        with self.in_project(), time_limit(self.options.timeout or suite.timeout, key.label):
+        cell's time limit (the command line's, else the suite's), named by its node id where known."""
+        with self.in_project(), time_limit(self.options.timeout or suite.timeout, nodeid or key.label):
             yield
 
     def _adopt(self, suite: Suite, key: CellKey, measured: Measurement) -> tuple[CellRecord, dict[str, float], CellResult]:
@@ -650,7 +650,7 @@ class SegRobustSession:
                 paired, missing, resampled = None, str(exc), None
             else:
                 paired, missing, resampled = self.evidence.checks(
-                    suite, key, observed, stored, result, baseline.path, self._shown(baseline.path), store
+                    suite, key, observed, stored, result, baseline.path, self._shown(baseline.path), store, record.nodeid
                 )
             if resampled is not None:
                 self.resampled[record.nodeid] = resampled
@@ -681,6 +681,8 @@ class SegRobustSession:
             inconclusive=suite.gate.inconclusive if suite.gate is not None else "fail",
             missing_statistics=missing,
             requirements=requirements,
+            nodeid=record.nodeid,
+            sharded=self.shard is not None,
         )
         record.status = verdict.status
         if verdict.checks:  # an update's too: the report keeps the numbers it replaces

@@ -152,7 +152,7 @@ def test_a_changed_model_is_shown_and_gated_all_the_same(project: pytest.Pyteste
     passing.stdout.fnmatch_lines([shown])
     write_suite(project, smoothing=1)
     failing = run(project, "--segrobust", *dist)
-    failing.stdout.fnmatch_lines(["*bands::binner::gaussian_noise::5 regressed:", "*baseline file: baselines/bands.json", f"*{shown}"])
+    failing.stdout.fnmatch_lines(["suites/bands.yaml::binner::gaussian_noise[[]5[]] regressed:", "*baseline file: baselines/bands.json", f"*{shown}"])
     run(project, "--segrobust-update-baselines", *dist).assert_outcomes(passed=CELLS)
     assert baseline(project)["made_with"]["models"]["binner"] == current
 
