@@ -44,6 +44,7 @@ rootdir are importable as factories without any ``pythonpath`` setting.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import re
 import traceback
@@ -757,7 +758,7 @@ class _Validator:
                 # A composition is stored under its canonical, stage-ordered name.
                 resolved = resolve_cell(name, registry=self.registry, preset=preset, text=text, seed=0)
             except SegRobustError as exc:
-                raise self.fail(f"corruptions[{i}]", str(exc)) from exc
+                raise self.fail(f"corruptions[{i}]", f"{exc}{self._text_hint(name)}") from exc
             self.require(f"corruptions[{i}]", f"corruption {name!r}", getattr(resolved, "requires", ()))
             cell = resolved.name
             if cell in canonical:
@@ -768,6 +769,20 @@ class _Validator:
                 )
             canonical.append(cell)
         return tuple(canonical)
+
+    def _text_hint(self, name: str) -> str:
+        """For a task without expressions, which lists no text perturbation: the one an unknown
+        name was likely meant to be, and why it would not fit either."""
+        if self.task_reads_text:
+            return ""
+        for part in name.split(SEPARATOR):
+            close = difflib.get_close_matches(part.strip(), list(self.text.names()), n=1)
+            if close:
+                return (
+                    f"; {part.strip()!r} is close to text perturbation {close[0]!r}, which perturbs referring "
+                    f"expressions: task {self.task_name} has none (text perturbations fit task referring)"
+                )
+        return ""
 
     def severities(self, raw: Any, field_name: str = "severities") -> tuple[int, ...]:
         if not isinstance(raw, list) or not raw:

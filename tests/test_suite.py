@@ -52,6 +52,14 @@ def test_a_bare_preset_means_all_its_corruptions(tmp_path: Path) -> None:
     ("extra", "field", "expected"),
     [
         ("corruptions: [gaussian_noise, nope]", "corruptions[1]", "unknown corruption 'nope'"),
+        (
+            "corruptions: [mispelling]",  # a misspelt text perturbation: named, though task semantic cannot use it
+            "corruptions[0]",
+            (
+                "'mispelling' is close to text perturbation 'misspelling', which perturbs referring expressions: "
+                "task semantic has none (text perturbations fit task referring)"
+            ),
+        ),
         ("corruptions: [rotate]\nseverities: [1, 6]", "severities[1]", "expected an integer 1..5, got 6"),
         ("corruptions: [rotate]\nbatch_size: 0", "batch_size", "expected an integer >= 1, got 0"),
         ("corruptions: [rotate]\ntolerance: {gamma_r: -1}", "tolerance.gamma_r", "expected a number >= 0"),
