@@ -77,6 +77,8 @@ _KNOWN_KEYS = {
 }
 REPLAY_PREFIX = "replay-"
 """A replay file's perturbation ``NAME`` is the cell ``replay-NAME``."""
+# Multiplicity procedures that need every p-value of the family at once (refused, with the reason).
+_STEPWISE = frozenset({"holm", "hochberg", "benjamini-hochberg", "bh", "fdr", "by", "benjamini-yekutieli"})
 _GATE_KEYS = ("margin", "confidence", "inconclusive", "multiplicity", "resamples", "statistics", "aggregates")
 # What ``gate.aggregates`` may give a non-inferiority margin: a model's aggregates (and the mean
 # gamma_r of each category, under mean_gamma_r's margin).
@@ -494,11 +496,23 @@ class _Validator:
             margin=margin,
             confidence=float(confidence),
             inconclusive=self.choice("gate.inconclusive", spec.get("inconclusive", defaults.inconclusive), ("fail", "warn", "pass")),
-            multiplicity=self.choice("gate.multiplicity", spec.get("multiplicity", defaults.multiplicity), ("bonferroni", "none")),
+            multiplicity=self.multiplicity(spec.get("multiplicity", defaults.multiplicity)),
             resamples=self.integer("gate.resamples", spec.get("resamples", defaults.resamples), minimum=200),
             statistics=self.choice("gate.statistics", spec.get("statistics", defaults.statistics), ("baselines", "cache")),
             aggregates=self.aggregate_margins(spec.get("aggregates", {})),
         )
+
+    def multiplicity(self, raw: Any) -> str:
+        """``gate.multiplicity``: ``bonferroni`` or ``none``; a step-wise procedure is refused, saying why."""
+        if isinstance(raw, str) and raw.lower().replace("_", "-") in _STEPWISE:
+            raise self.fail(
+                "gate.multiplicity",
+                f"{raw!r} is not offered: each cell is decided on its own as its item runs (also under -k, --lf, "
+                "xdist and shards, without the other cells' results), while Holm and Benjamini-Hochberg decide each "
+                "number from the p-values of the whole family, so a cell's verdict would change with the cells run "
+                "beside it; expected one of bonferroni (the family-wise guarantee, cell by cell), none",
+            )
+        return self.choice("gate.multiplicity", raw, ("bonferroni", "none"))
 
     def aggregate_margins(self, raw: Any) -> dict[str, float]:
         """``gate.aggregates: {mpc: 0.5, rpc: 0.005, mean_gamma_r: 0.005}``: margins, each > 0."""

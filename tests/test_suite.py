@@ -88,6 +88,17 @@ def test_a_bare_preset_means_all_its_corruptions(tmp_path: Path) -> None:
         ("corruptions: [rotate]\nseverities: [3, 3]", "severities[1]", "severity 3 is listed twice"),
         ("corruptions: [rotate]\ncd: {reference: binner, noise_severities: [1, 1]}", "cd.noise_severities[1]", "listed twice"),
         ("corruptions: [rotate]\ntimeout: 0", "timeout", "expected a number of seconds > 0, got 0"),
+        (
+            "corruptions: [rotate]\ngate: {margin: {score: 1.0}, multiplicity: holm}",
+            "gate.multiplicity",
+            "'holm' is not offered: each cell is decided on its own as its item runs",
+        ),
+        (
+            "corruptions: [rotate]\ngate: {margin: {score: 1.0}, multiplicity: benjamini_hochberg}",
+            "gate.multiplicity",
+            "decide each number from the p-values of the whole family",
+        ),
+        ("corruptions: [rotate]\ngate: {margin: {score: 1.0}, multiplicity: sidak}", "gate.multiplicity", "expected one of bonferroni, none, got 'sidak'"),
         ("corruptions: [rotate]\ntimeout: .inf", "timeout", "expected a number of seconds > 0, got inf"),
     ],
 )
