@@ -29,6 +29,7 @@ import pytest
 from pytest_segrobust.baselines import CellKey
 from pytest_segrobust.errors import SegRobustError
 from pytest_segrobust.evaluation import CLEAN
+from pytest_segrobust.logs import libraries_left_out
 from pytest_segrobust.requirements import MODEL_ITEM
 from pytest_segrobust.session import CellFailure, RemoteCellError
 from pytest_segrobust.stash import SESSION_KEY
@@ -167,7 +168,8 @@ class SuiteItem(_SuiteFileItem):
     def runtest(self) -> None:
         session = self.config.stash[SESSION_KEY]
         try:
-            session.run_cell(self.suite, self.key, self.nodeid)
+            with libraries_left_out(self.config):
+                session.run_cell(self.suite, self.key, self.nodeid)
         finally:
             self.segrobust_payload = session.cell_payload(self.nodeid)
 
@@ -191,7 +193,8 @@ class ModelGateItem(_SuiteFileItem):
     def runtest(self) -> None:
         session = self.config.stash[SESSION_KEY]
         try:
-            session.run_model_gate(self.suite, self.model, self.nodeid, self.cells)
+            with libraries_left_out(self.config):
+                session.run_model_gate(self.suite, self.model, self.nodeid, self.cells)
         finally:
             self.segrobust_payload = session.cell_payload(self.nodeid)
 

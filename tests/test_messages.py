@@ -89,6 +89,71 @@ def test_a_changed_model_shows_fingerprints_that_differ() -> None:
     assert digests.describe().endswith(f"(fingerprint {'2' * 12}, recorded {'1' * 12})")
 
 
+NOISY_MODEL = """
+import logging
+
+import somelib
+import venvlib
+from segrobust_fakes import RedBinner
+
+
+class Noisy(RedBinner):
+    def forward(self, images):
+        somelib.warn()
+        venvlib.warn()
+        logging.getLogger("noisy_project").warning("project warning: a batch of %d", len(images))
+        return super().forward(images)
+
+
+def noisy():
+    return Noisy()
+"""
+LIBRARY = """
+import logging
+
+def warn():
+    logging.getLogger("{name}.sub").warning("{name} warning: some weights were not used")
+"""
+PROJECT_TEST = """
+import somelib
+
+def test_own():
+    somelib.warn()
+    assert False
+"""
+
+
+def test_library_log_records_stay_out_of_a_failed_cells_report(project: pytest.Pytester) -> None:
+    # One library outside the rootdir, one in a virtual environment inside the project.
+    outside = project.path.parent / f"{project.path.name}-libs"
+    venv = project.path / ".venv" / "lib" / "python3" / "site-packages"
+    for folder, name in ((outside, "somelib"), (venv, "venvlib")):
+        folder.mkdir(parents=True)
+        (folder / f"{name}.py").write_text(LIBRARY.format(name=name))
+        project.syspathinsert(folder)
+    project.makepyfile(noisy=NOISY_MODEL, test_own=PROJECT_TEST)
+    (project.path / "suites" / "bands.yaml").write_text(
+        "dataset: {factory: segrobust_fakes:band_scenes}\nmodels: [{name: m, factory: noisy:noisy}]\n"
+        "corruptions: [gaussian_noise]\nseverities: [5]\n"
+    )
+    result = run(project, "--segrobust", "suites", "test_own.py")
+    result.assert_outcomes(failed=3)  # two new cells, and the project's own test
+    output = result.stdout.str()
+    cell = output[output.index("suites/bands.yaml::m::clean: no baseline yet") : output.index("_ test_own _")]
+    assert "project warning: a batch of" in cell  # the project's own records stay
+    assert "somelib warning" not in cell and "venvlib warning" not in cell
+    assert re.search(
+        r"\d+ log records of libraries \(somelib, venvlib\) left out of this cell's captured log; -v shows them", cell
+    )
+    # The project's other tests capture every record, as pytest does.
+    own = output[output.index("_ test_own _") :]
+    assert "somelib warning: some weights were not used" in own and "left out" not in own
+    (project.path / "baselines" / "bands.json").unlink()  # fail the cells again
+    verbose = run(project, "--segrobust", "suites", "-v")
+    verbose.assert_outcomes(failed=2)
+    assert "somelib warning" in verbose.stdout.str() and "left out" not in verbose.stdout.str()
+
+
 @SINGLE_PROCESS
 def test_a_failed_cells_section_is_headed_by_its_node_id(project: pytest.Pytester, dist: list[str]) -> None:
     (project.path / "suites" / "bands.yaml").write_text(
