@@ -8,6 +8,7 @@ import shlex
 
 import pytest
 
+from pytest_segrobust.junit import classname as junit_classname
 from pytest_segrobust.session import ModelChange
 from pytest_segrobust.wording import abbreviations
 from tests.plugin_project import CELLS, SINGLE_PROCESS, run, write_suite
@@ -152,6 +153,19 @@ def test_library_log_records_stay_out_of_a_failed_cells_report(project: pytest.P
     verbose = run(project, "--segrobust", "suites", "-v")
     verbose.assert_outcomes(failed=2)
     assert "somelib warning" in verbose.stdout.str() and "left out" not in verbose.stdout.str()
+
+
+@pytest.mark.parametrize(
+    ("nodeid", "expected"),
+    [
+        ("suites/demo.yaml::tiny-unet::gaussian_noise[5]", "suites.demo.tiny-unet"),
+        ("suites/demo-shift.yaml::tiny-unet::ood-hard::clean", "suites.demo-shift.tiny-unet.ood-hard"),
+        ("nightly/unet.v2.yml::unet.v2::aggregates", "nightly.unet.v2.unet.v2"),
+    ],
+)
+def test_a_cells_junit_classname_is_its_suite_file_without_yaml_and_its_model(nodeid: str, expected: str) -> None:
+    assert junit_classname(nodeid) == expected
+    assert junit_classname(nodeid, "ci") == f"ci.{expected}"
 
 
 @SINGLE_PROCESS
