@@ -43,6 +43,7 @@ import copy
 import json
 import math
 import re
+import shlex
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -61,6 +62,13 @@ CLEAN = "clean"
 SEVERITY_KEYS = frozenset(str(severity) for severity in range(1, 6))
 # Precision of stored values: readable diffs, and far below any tolerance.
 SIGNIFICANT_DIGITS = 6
+
+
+def update_command(nodeid: str | None = None) -> str:
+    """The command that accepts the current numbers: of one cell, named by its node id (quoted for
+    a shell: ``rotate[5]`` is a glob there), or of every suite the run collects."""
+    cell = "" if nodeid is None else f" {shlex.quote(nodeid)}"
+    return f"pytest --segrobust{cell} {UPDATE_FLAG}"
 
 
 @dataclass(frozen=True)

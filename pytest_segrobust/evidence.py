@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from pytest_segrobust.baselines import UPDATE_FLAG, CellKey, key_path
+from pytest_segrobust.baselines import UPDATE_FLAG, CellKey, key_path, update_command
 from pytest_segrobust.errors import BaselineError
 from pytest_segrobust.evaluation import CellResult
 from pytest_segrobust.gate import PairedCheck, paired_checks
@@ -98,6 +98,7 @@ class Evidence:
         baseline: Path,
         shown: str,
         store: Path | None = None,
+        nodeid: str | None = None,
     ) -> tuple[tuple[PairedCheck, ...] | None, str | None, dict[str, Any] | None]:
         """The cell's paired checks, or why they cannot be made (the cell then fails), and the
         headline score of each resample (:func:`aggregate_changes` averages them over cells).
@@ -109,6 +110,7 @@ class Evidence:
             shown: The baseline JSON as messages show it.
             store: The folder of the statistics file when it is not beside the JSON
                 (:func:`~pytest_segrobust.sidecar.sidecar_path`).
+            nodeid: The cell's node id, which the command that records its missing statistics selects.
         """
         policy = suite.gate
         assert policy is not None
@@ -134,7 +136,7 @@ class Evidence:
                     f"{shown} stores this cell's numbers, but its statistics file "
                     f"{sidecar.path.name if store is None else sidecar.path} has no per-image "
                     f"statistics of {name} for it, which the statistical gate (gate: in the suite) pairs; record them "
-                    f"with pytest --segrobust {UPDATE_FLAG}"
+                    f"with {update_command(nodeid)}"
                 ), None
             clean, corrupted = result.clean.statistics.get(name), result.corrupted.statistics.get(name)
             if clean is None or corrupted is None:

@@ -32,7 +32,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
-from pytest_segrobust.baselines import UPDATE_FLAG, CellKey, Check, compare, key_path
+from pytest_segrobust.baselines import CellKey, Check, compare, key_path, update_command
 from pytest_segrobust.requirements import RequirementCheck
 from pytest_segrobust.stats import Change, RunScores, paired_change, paired_gamma_r_change
 from pytest_segrobust.wording import decimals
@@ -199,11 +199,13 @@ def judge(
     inconclusive: str = "fail",
     missing_statistics: str | None = None,
     requirements: Sequence[RequirementCheck] | None = None,
+    nodeid: str | None = None,
+    sharded: bool = False,
 ) -> Verdict:
     """Decide one cell.
 
     Args:
-        key: The cell, named in messages.
+        key: The cell.
         observed: This run's numbers (``score``, and ``gamma_r``/``gamma_a`` when corrupted).
         stored: The baseline's numbers of the cell, ``None`` if it has none.
         tolerances: How far below its baseline each checked number may fall.
@@ -224,9 +226,15 @@ def judge(
         requirements: The suite's requirements decided for this cell
             (:func:`pytest_segrobust.requirements.decide`); ``None`` for a suite without
             ``require:``, whose cells without a baseline fail as new (with it, they are recorded).
+        nodeid: The cell's pytest node id, which messages name it by (it pastes back into a
+            command line), and the narrowest command to update it selects; without one, the
+            cell is named by its key and the command updates every suite.
+        sharded: The run is a shard of a run, whose baselines ``segrobust merge`` writes.
     """
+    cell = _Cell(key.label if nodeid is None else nodeid, update_command(nodeid))
     verdict = _against_baseline(
         key,
+        cell,
         observed,
         stored,
         tolerances,
@@ -240,8 +248,9 @@ def judge(
         paired=paired,
         inconclusive=inconclusive,
         missing_statistics=missing_statistics,
+        sharded=sharded,
     )
-    return with_requirements(verdict, key.label, requirements, inconclusive)
+    return with_requirements(verdict, cell.name, requirements, inconclusive)
 
 
 def with_requirements(
@@ -293,8 +302,17 @@ def with_requirements(
     return Verdict(status, verdict.checks, verdict.write, verdict.replace_all, message, verdict.warning)
 
 
+@dataclass(frozen=True)
+class _Cell:
+    """How messages name a cell, and the command that updates its baseline."""
+
+    name: str
+    update: str
+
+
 def _against_baseline(
     key: CellKey,
+    cell: _Cell,
     observed: Mapping[str, float],
     stored: Mapping[str, float] | None,
     tolerances: Mapping[str, float],
@@ -309,12 +327,13 @@ def _against_baseline(
     paired: Sequence[PairedCheck] | None,
     inconclusive: str,
     missing_statistics: str | None,
+    sharded: bool,
 ) -> Verdict:
     invalid = _non_finite(observed, metric_label, clean_score)
     if invalid:
         return Verdict(
             Status.ERROR,
-            message=f"{key.label}: {invalid}; the cell has no valid result, and nothing is written to the baseline",
+            message=f"{cell.name}: {invalid}; the cell has no valid result, and nothing is written to the baseline",
         )
     if baseline_problem is not None:
         if update:
@@ -324,14 +343,11 @@ def _against_baseline(
         checks = () if stored is None else tuple(compare(observed, stored, tolerances, lower_is_better))
         return Verdict(Status.UPDATED, checks, write=True)
     if stored is None:
+        written = "`segrobust merge` writes it" if sharded else "it is written at the end of the run"
         return Verdict(
             Status.NEW,
             write=True,
-            message=(
-                f"{key.label}: no baseline yet in {baseline_file}; recorded {_format(observed)}; "
-                f"it is written at the end of the run (by `segrobust merge` for a sharded run), re-run to compare "
-                f"(or accept all current numbers with pytest --segrobust {UPDATE_FLAG})"
-            ),
+            message=f"{cell.name}: no baseline yet in {baseline_file}; recorded {_format(observed)}; {written}: re-run to compare",
         )
     unstored = [name for name in tolerances if name in observed and name not in stored]
     if unstored:
@@ -339,21 +355,21 @@ def _against_baseline(
         return Verdict(
             Status.ERROR,
             message=(
-                f"{key.label}: {baseline_file}: {at} has no {' or '.join(unstored)}, which the suite gates, so the "
+                f"{cell.name}: {baseline_file}: {at} has no {' or '.join(unstored)}, which the suite gates, so the "
                 f"cell cannot be compared (was the file edited by hand?); restore it, or rewrite the cell with "
-                f"pytest --segrobust {UPDATE_FLAG}"
+                f"{cell.update}"
             ),
         )
     if missing_statistics is not None:
-        return Verdict(Status.ERROR, message=f"{key.label}: {missing_statistics}")
+        return Verdict(Status.ERROR, message=f"{cell.name}: {missing_statistics}")
     checks = tuple(paired) if paired is not None else tuple(compare(observed, stored, tolerances, lower_is_better))
     regressions = [c for c in checks if c.regressed]
     if regressions:
-        message = _regression_message(key, regressions, baseline_file, model_change)
+        message = _regression_message(cell, regressions, baseline_file, model_change)
         return Verdict(Status.REGRESSED, checks, message=message)
     undecided = [c for c in checks if isinstance(c, PairedCheck) and c.outcome == "inconclusive"]
     if undecided:
-        why = _inconclusive_message(key, undecided, inconclusive)
+        why = _inconclusive_message(cell.name, undecided, inconclusive)
         return Verdict(
             Status.INCONCLUSIVE if inconclusive == "fail" else Status.INCONCLUSIVE_ALLOWED,
             checks,
@@ -384,8 +400,8 @@ def _number(value: float) -> str:
     return decimals(value, 4)
 
 
-def _inconclusive_message(key: CellKey, undecided: list[PairedCheck], policy: str) -> str:
-    lines = [f"{key.label} is inconclusive (suite policy: inconclusive: {policy}):"]
+def _inconclusive_message(name: str, undecided: list[PairedCheck], policy: str) -> str:
+    lines = [f"{name} is inconclusive (suite policy: inconclusive: {policy}):"]
     for c in undecided:
         more = (
             f"about {c.images_to_decide} images (now {c.images}) would decide it"
@@ -400,9 +416,9 @@ def _inconclusive_message(key: CellKey, undecided: list[PairedCheck], policy: st
 
 
 def _regression_message(
-    key: CellKey, regressions: Sequence[Check | PairedCheck], baseline_file: str, model_change: str | None
+    cell: _Cell, regressions: Sequence[Check | PairedCheck], baseline_file: str, model_change: str | None
 ) -> str:
-    lines = [f"{key.label} regressed:"]
+    lines = [f"{cell.name} regressed:"]
     for c in regressions:
         if isinstance(c, PairedCheck):
             lines.append(
@@ -420,5 +436,5 @@ def _regression_message(
     lines.append(f"  baseline file: {baseline_file}")
     if model_change is not None:
         lines.append(f"  {model_change}")
-    lines.append(f"  if the new numbers are intended: pytest --segrobust {UPDATE_FLAG}")
+    lines.append(f"  if the new numbers are intended: {cell.update}")
     return "\n".join(lines)

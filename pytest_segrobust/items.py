@@ -29,6 +29,7 @@ import pytest
 from pytest_segrobust.baselines import CellKey
 from pytest_segrobust.errors import SegRobustError
 from pytest_segrobust.evaluation import CLEAN
+from pytest_segrobust.logs import libraries_left_out
 from pytest_segrobust.requirements import MODEL_ITEM
 from pytest_segrobust.session import CellFailure, RemoteCellError
 from pytest_segrobust.stash import SESSION_KEY
@@ -148,9 +149,10 @@ class _SuiteFileItem(pytest.Item):
         return super().repr_failure(excinfo, style=style)
 
     def reportinfo(self) -> tuple[Any, int | None, str]:
-        # Never a suffix of the node id: pytest would rewrite the dots of such a suffix into '::'
-        # when it prints the id (`-v`), and a model named `unet.v2` would no longer paste back.
-        return self.path, None, f"{self.suite.name}: {self.nodeid.split('::', 1)[-1]}"
+        # The headline of the item's failure section: its node id, as every message names it. Never
+        # a suffix of the printed id, though, or pytest would rewrite the dots of that suffix into
+        # '::' when it prints the id (`-v`): `suites/demo::yaml::...`. A trailing space keeps it apart.
+        return self.path, None, f"{self.nodeid} "
 
 
 class SuiteItem(_SuiteFileItem):
@@ -166,7 +168,8 @@ class SuiteItem(_SuiteFileItem):
     def runtest(self) -> None:
         session = self.config.stash[SESSION_KEY]
         try:
-            session.run_cell(self.suite, self.key, self.nodeid)
+            with libraries_left_out(self.config):
+                session.run_cell(self.suite, self.key, self.nodeid)
         finally:
             self.segrobust_payload = session.cell_payload(self.nodeid)
 
@@ -190,7 +193,8 @@ class ModelGateItem(_SuiteFileItem):
     def runtest(self) -> None:
         session = self.config.stash[SESSION_KEY]
         try:
-            session.run_model_gate(self.suite, self.model, self.nodeid, self.cells)
+            with libraries_left_out(self.config):
+                session.run_model_gate(self.suite, self.model, self.nodeid, self.cells)
         finally:
             self.segrobust_payload = session.cell_payload(self.nodeid)
 

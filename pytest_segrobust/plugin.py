@@ -19,6 +19,7 @@ import pytest
 from pytest_segrobust import allocator, arguments, hookspecs, ray_backend, threads
 from pytest_segrobust.devices import parse_device, worker_index
 from pytest_segrobust.errors import SegRobustError
+from pytest_segrobust.junit import JunitClassnames
 from pytest_segrobust.shards import SHARD_FLAG, ShardSpec
 from pytest_segrobust.stash import PAYLOAD_KEY, REGISTRY_KEY, SESSION_KEY
 from pytest_segrobust.wording import plural
@@ -135,6 +136,8 @@ def pytest_configure(config: pytest.Config) -> None:
         segrobust = start_session(config)
         config.stash[_WATCH_KEY] = watch = _InterruptWatch()
         config.pluginmanager.register(watch, "segrobust-interrupt-watch")
+        is_cell = lambda nodeid: segrobust.is_suite_file(config.rootpath / nodeid.split("::")[0])
+        config.pluginmanager.register(JunitClassnames(config, is_cell), "segrobust-junit-classnames")
         # `pytest --segrobust` with no paths means "run the gate": collect the suites folder.
         if config.args_source != pytest.Config.ArgsSource.ARGS:
             config.args = [str(segrobust.options.suites_dir)]

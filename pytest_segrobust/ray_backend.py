@@ -254,7 +254,7 @@ class CellWorker:
         fetched: list[Piece] = []
 
         def others() -> list[Piece]:
-            fetched.extend(_fetch(pieces, key.label))
+            fetched.extend(_fetch(pieces, nodeid))
             return fetched
 
         measurement = self.session.measure_cell(suite_path, key, nodeid, Split(1 + len(pieces), others))
@@ -268,7 +268,7 @@ class CellWorker:
         return self.session.measure_piece(suite_path, key, index, count)
 
 
-def _fetch(refs: Sequence[Any], label: str) -> list[Piece]:
+def _fetch(refs: Sequence[Any], nodeid: str) -> list[Piece]:
     """The pieces of a split cell, in order; the first that failed raises its own error, as the
     unsplit cell would have (the first failing sample's)."""
     import ray
@@ -281,7 +281,7 @@ def _fetch(refs: Sequence[Any], label: str) -> list[Piece]:
             raise exc.cause from None
         except ray.exceptions.RayError as exc:
             raise SegRobustError(
-                f"{label}: the Ray actor evaluating piece {number} of {len(refs) + 1} of the cell gave no result: "
+                f"{nodeid}: the Ray actor evaluating piece {number} of {len(refs) + 1} of the cell gave no result: "
                 f"{_summary(exc)}"
             ) from None
     return pieces
@@ -299,7 +299,7 @@ class _Cell:
 
     ref: Any
     actor: tuple[str, str]
-    label: str
+    nodeid: str
     pieces: list[Any]
 
 
@@ -365,7 +365,7 @@ class RayBackend:
                 split = others if key.severity > 0 else []  # a clean cell is the model's clean result: not split
                 pieces = [actor.piece.remote(suite.path, key, index, settings.split) for index, actor in enumerate(split, 1)]
                 ref = lead.measure.remote(suite.path, key, nodeid, pieces)
-                backend._cells[nodeid] = _Cell(ref, group, key.label, pieces)
+                backend._cells[nodeid] = _Cell(ref, group, nodeid, pieces)
                 backend._remaining[group] = backend._remaining.get(group, 0) + 1
         except BaseException:
             backend.close()
@@ -419,7 +419,7 @@ class RayBackend:
             return self._ray.get(cell.ref)
         except self._ray.exceptions.RayError as exc:
             raise SegRobustError(
-                f"{cell.label}: the Ray actor of this model gave no result for the cell: {_summary(exc)} "
+                f"{cell.nodeid}: the Ray actor of this model gave no result for the cell: {_summary(exc)} "
                 "(an actor that dies is restarted once and the cell retried)"
             ) from None
         finally:
@@ -434,7 +434,7 @@ class RayBackend:
         while not self._ray.wait([cell.ref], timeout=0.5)[0]:
             if bar is not None:
                 if not begun:
-                    bar.begin(f"{cell.label} on Ray: cells done")
+                    bar.begin(f"{cell.nodeid} on Ray: cells done")
                     begun = True
                 outstanding = [c.ref for c in self._cells.values()]
                 ready, _ = self._ray.wait(outstanding, num_returns=len(outstanding), timeout=0) if outstanding else ([], [])

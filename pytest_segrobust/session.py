@@ -78,7 +78,7 @@ from pytest_segrobust.shards import (
 from pytest_segrobust.sidecar import SidecarWriter, sidecar_path
 from pytest_segrobust.suite import Suite, declared_name, load_suite
 from pytest_segrobust.text.cells import is_visual, modality
-from pytest_segrobust.wording import plural
+from pytest_segrobust.wording import abbreviations, plural
 from pytest_segrobust.workbench import Workbench
 
 if TYPE_CHECKING:
@@ -209,9 +209,10 @@ class ModelChange:
     current: str
 
     def describe(self) -> str:
+        shown = abbreviations((self.current, self.recorded), length=12, whole_up_to=12)
         return (
             f"model {self.model} differs from the one {self.baseline_file} was made with "
-            f"(fingerprint {self.current[:12]}, recorded {self.recorded[:12]})"
+            f"(fingerprint {shown[self.current].removesuffix('…')}, recorded {shown[self.recorded].removesuffix('…')})"
         )
 
 
@@ -554,14 +555,14 @@ class SegRobustSession:
     def _measure_limited(
         self, suite: Suite, key: CellKey, nodeid: str, split: Split | None = None
     ) -> tuple[CellRecord, dict[str, float], CellResult]:
-        with self._cell_bounds(suite, key):
+        with self._cell_bounds(suite, key, nodeid):
             return self._measure(suite, key, nodeid, split)
 
     @contextmanager
-    def _cell_bounds(self, suite: Suite, key: CellKey) -> Iterator[None]:
+    def _cell_bounds(self, suite: Suite, key: CellKey, nodeid: str | None = None) -> Iterator[None]:
         """Where a cell's evaluation, or a piece of it, runs: in the project's folder, within the
-        cell's time limit (the command line's, else the suite's)."""
-        with self.in_project(), time_limit(self.options.timeout or suite.timeout, key.label):
+        cell's time limit (the command line's, else the suite's), named by its node id where known."""
+        with self.in_project(), time_limit(self.options.timeout or suite.timeout, nodeid or key.label):
             yield
 
     def _adopt(self, suite: Suite, key: CellKey, measured: Measurement) -> tuple[CellRecord, dict[str, float], CellResult]:
@@ -657,7 +658,7 @@ class SegRobustSession:
                 paired, missing, resampled = None, str(exc), None
             else:
                 paired, missing, resampled = self.evidence.checks(
-                    suite, key, observed, stored, result, baseline.path, self._shown(baseline.path), store
+                    suite, key, observed, stored, result, baseline.path, self._shown(baseline.path), store, record.nodeid
                 )
             if resampled is not None:
                 self.resampled[record.nodeid] = resampled
@@ -688,6 +689,8 @@ class SegRobustSession:
             inconclusive=suite.gate.inconclusive if suite.gate is not None else "fail",
             missing_statistics=missing,
             requirements=requirements,
+            nodeid=record.nodeid,
+            sharded=self.shard is not None,
         )
         record.status = verdict.status
         if verdict.checks:  # an update's too: the report keeps the numbers it replaces

@@ -1,4 +1,4 @@
-"""Paired statistics for the gate: bootstrap intervals of a cell's change, three-state verdicts, multiplicity.
+"""Paired statistics for the gate: bootstrap intervals of a cell's change, three-state verdicts.
 
 A baseline run and a candidate run see the same corrupted pixels, so their difference is
 paired image by image. Each metric keeps per-image sufficient statistics (for mIoU, an
@@ -20,9 +20,11 @@ the baseline) at a confidence level:
   ``-margin``);
 * ``INCONCLUSIVE``: the interval straddles ``-margin``; more images would decide it.
 
-Over many cells, :func:`holm` (family-wise error) or :func:`benjamini_hochberg` (false
-discovery rate) adjust the cells' p-values, where a cell's p-value for failing is the share
-of resamples in which its change is not below ``-margin`` (and for passing, not above).
+Over many cells, the suite's ``1 - confidence`` is split over every number it gates
+(Bonferroni, :func:`pytest_segrobust.evidence.cell_level`): each cell is decided on its own as
+its item runs, under ``-k``, ``--lf``, xdist and shards alike. Step-wise procedures (Holm,
+Benjamini-Hochberg) would decide each number from the p-values of the whole family, so a
+cell's verdict would depend on which other cells ran; the gate offers none.
 """
 
 from __future__ import annotations
@@ -134,14 +136,6 @@ class Change:
         drop must go to fail with that power)."""
         return (t_quantile((1 - confidence) / 2, self.images) + _NORMAL.inv_cdf(power)) * self.standard_error
 
-    def p_fail(self, margin: float) -> float:
-        """p-value for "the drop is larger than ``margin``": the share of resamples not below ``-margin``."""
-        return float((np.count_nonzero(self.resampled >= -margin) + 1) / (self.resampled.size + 1))
-
-    def p_pass(self, margin: float) -> float:
-        """p-value for "the drop is smaller than ``margin``": the share of resamples not above ``-margin``."""
-        return float((np.count_nonzero(self.resampled <= -margin) + 1) / (self.resampled.size + 1))
-
 
 def t_quantile(tail: float, images: int) -> float:
     """Student's ``t`` with ``images - 1`` degrees of freedom exceeded with probability ``tail``
@@ -227,29 +221,6 @@ def verdict(change: Change, margin: float, confidence: float) -> Verdict:
     if low > -margin:
         return Verdict.PASS
     return Verdict.INCONCLUSIVE
-
-
-def holm(p_values: np.ndarray) -> np.ndarray:
-    """Holm's step-down adjusted p-values (family-wise error control, any dependence)."""
-    p = np.asarray(p_values, dtype=np.float64)
-    order = np.argsort(p, kind="stable")
-    m = p.size
-    adjusted = np.maximum.accumulate(np.minimum(1.0, (m - np.arange(m)) * p[order]))
-    result = np.empty_like(p)
-    result[order] = adjusted
-    return result
-
-
-def benjamini_hochberg(p_values: np.ndarray) -> np.ndarray:
-    """Benjamini-Hochberg adjusted p-values (false discovery rate, independent or positively dependent tests)."""
-    p = np.asarray(p_values, dtype=np.float64)
-    order = np.argsort(p, kind="stable")
-    m = p.size
-    scaled = p[order] * m / np.arange(1, m + 1)
-    adjusted = np.minimum(1.0, np.minimum.accumulate(scaled[::-1])[::-1])
-    result = np.empty_like(p)
-    result[order] = adjusted
-    return result
 
 
 def weighted_sums(weights: np.ndarray, statistics: np.ndarray) -> np.ndarray:

@@ -44,6 +44,7 @@ rootdir are importable as factories without any ``pythonpath`` setting.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import re
 import traceback
@@ -77,6 +78,8 @@ _KNOWN_KEYS = {
 }
 REPLAY_PREFIX = "replay-"
 """A replay file's perturbation ``NAME`` is the cell ``replay-NAME``."""
+# Multiplicity procedures that need every p-value of the family at once (refused, with the reason).
+_STEPWISE = frozenset({"holm", "hochberg", "benjamini-hochberg", "bh", "fdr", "by", "benjamini-yekutieli"})
 _GATE_KEYS = ("margin", "confidence", "inconclusive", "multiplicity", "resamples", "statistics", "aggregates")
 # What ``gate.aggregates`` may give a non-inferiority margin: a model's aggregates (and the mean
 # gamma_r of each category, under mean_gamma_r's margin).
@@ -503,11 +506,23 @@ class _Validator:
             margin=margin,
             confidence=float(confidence),
             inconclusive=self.choice("gate.inconclusive", spec.get("inconclusive", defaults.inconclusive), ("fail", "warn", "pass")),
-            multiplicity=self.choice("gate.multiplicity", spec.get("multiplicity", defaults.multiplicity), ("bonferroni", "none")),
+            multiplicity=self.multiplicity(spec.get("multiplicity", defaults.multiplicity)),
             resamples=self.integer("gate.resamples", spec.get("resamples", defaults.resamples), minimum=200),
             statistics=self.choice("gate.statistics", spec.get("statistics", defaults.statistics), ("baselines", "cache")),
             aggregates=self.aggregate_margins(spec.get("aggregates", {})),
         )
+
+    def multiplicity(self, raw: Any) -> str:
+        """``gate.multiplicity``: ``bonferroni`` or ``none``; a step-wise procedure is refused, saying why."""
+        if isinstance(raw, str) and raw.lower().replace("_", "-") in _STEPWISE:
+            raise self.fail(
+                "gate.multiplicity",
+                f"{raw!r} is not offered: each cell is decided on its own as its item runs (also under -k, --lf, "
+                "xdist and shards, without the other cells' results), while Holm and Benjamini-Hochberg decide each "
+                "number from the p-values of the whole family, so a cell's verdict would change with the cells run "
+                "beside it; expected one of bonferroni (the family-wise guarantee, cell by cell), none",
+            )
+        return self.choice("gate.multiplicity", raw, ("bonferroni", "none"))
 
     def aggregate_margins(self, raw: Any) -> dict[str, float]:
         """``gate.aggregates: {mpc: 0.5, rpc: 0.005, mean_gamma_r: 0.005}``: margins, each > 0."""
@@ -767,7 +782,7 @@ class _Validator:
                 # A composition is stored under its canonical, stage-ordered name.
                 resolved = resolve_cell(name, registry=self.registry, preset=preset, text=text, seed=0)
             except SegRobustError as exc:
-                raise self.fail(f"corruptions[{i}]", str(exc)) from exc
+                raise self.fail(f"corruptions[{i}]", f"{exc}{self._text_hint(name)}") from exc
             self.require(f"corruptions[{i}]", f"corruption {name!r}", getattr(resolved, "requires", ()))
             cell = resolved.name
             if cell in canonical:
@@ -778,6 +793,20 @@ class _Validator:
                 )
             canonical.append(cell)
         return tuple(canonical)
+
+    def _text_hint(self, name: str) -> str:
+        """For a task without expressions, which lists no text perturbation: the one an unknown
+        name was likely meant to be, and why it would not fit either."""
+        if self.task_reads_text:
+            return ""
+        for part in name.split(SEPARATOR):
+            close = difflib.get_close_matches(part.strip(), list(self.text.names()), n=1)
+            if close:
+                return (
+                    f"; {part.strip()!r} is close to text perturbation {close[0]!r}, which perturbs referring "
+                    f"expressions: task {self.task_name} has none (text perturbations fit task referring)"
+                )
+        return ""
 
     def severities(self, raw: Any, field_name: str = "severities") -> tuple[int, ...]:
         if not isinstance(raw, list) or not raw:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterable
 
 
@@ -33,3 +34,37 @@ def decimals(value: float, digits: int, *, sign: bool = False) -> str:
     rounds to zero is ``0.0000``, never ``-0.0000`` (nor ``+0.0000``): zero has no direction."""
     text = f"{value:{'+' if sign else ''}.{digits}f}"
     return text.lstrip("+-") if float(text) == 0 else text
+
+
+def abbreviations(values: Iterable[str], length: int = 16, whole_up_to: int = 48) -> dict[str, str]:
+    """Each of ``values`` as shown beside the others: whole up to ``whole_up_to`` characters, a
+    longer one cut after ``length`` characters, or as many more as keep it apart from every other
+    value (``demo-scenes:v3:split=ood-easy`` and ``...=ood-hard`` must not both read ``demo-scenes:v3:s``).
+
+    A cut that keeps values apart runs on to the end of the word it falls in (``ood-easy``, not
+    ``ood-e``) where that stays within ``whole_up_to``; a cut value ends with ``…``.
+    """
+    distinct = sorted(set(values))
+    shown: dict[str, str] = {}
+    for value in distinct:
+        if len(value) <= whole_up_to:
+            shown[value] = value
+            continue
+        # The longest prefix it shares with another value, plus one character, tells it apart.
+        shared = max((_common_prefix(value, other) for other in distinct if other != value), default=0)
+        cut = max(length, shared + 1)
+        if cut > length:
+            end = re.search(r"[^\w.-]", value[cut:])
+            stop = len(value) if end is None else cut + end.start()
+            cut = stop if stop <= whole_up_to else cut
+        shown[value] = value if cut >= len(value) else f"{value[:cut]}…"
+    return shown
+
+
+def _common_prefix(a: str, b: str) -> int:
+    count = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        count += 1
+    return count

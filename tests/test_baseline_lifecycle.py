@@ -152,7 +152,7 @@ def test_a_changed_model_is_shown_and_gated_all_the_same(project: pytest.Pyteste
     passing.stdout.fnmatch_lines([shown])
     write_suite(project, smoothing=1)
     failing = run(project, "--segrobust", *dist)
-    failing.stdout.fnmatch_lines(["*bands::binner::gaussian_noise::5 regressed:", "*baseline file: baselines/bands.json", f"*{shown}"])
+    failing.stdout.fnmatch_lines(["suites/bands.yaml::binner::gaussian_noise[[]5[]] regressed:", "*baseline file: baselines/bands.json", f"*{shown}"])
     run(project, "--segrobust-update-baselines", *dist).assert_outcomes(passed=CELLS)
     assert baseline(project)["made_with"]["models"]["binner"] == current
 
@@ -176,10 +176,14 @@ def test_junit_xml_has_each_cells_numbers(project: pytest.Pytester, dist: list[s
     assert float(noise["delta_gamma_r"]) == pytest.approx(float(noise["gamma_r"]) - float(noise["baseline_gamma_r"]))
     # gamma_r is 1 by definition
     assert set(cases["clean"]) == {"status", "metric", "score", "tolerance_score", "baseline", "delta"}
-    # junitxml's classname: the node id's path with '/' as '.' (it drops .py only, so .yaml stays), then the model.
+    # The classname: the suite file without .yaml (pytest's own would keep it), '/' as '.', then the model.
     assert {case.get("classname") for case in ET.parse(project.path / "results.xml").getroot().iter("testcase")} == {
-        "suites.bands.yaml.binner"
+        "suites.bands.binner"
     }
+    run(project, "--segrobust", "--junitxml=prefixed.xml", "--junitprefix=ci", *dist).assert_outcomes(passed=CELLS)
+    cases = list(ET.parse(project.path / "prefixed.xml").getroot().iter("testcase"))
+    assert {case.get("classname") for case in cases} == {"ci.suites.bands.binner"}
+    assert sorted(case.get("name") for case in cases)[:2] == ["clean", "gaussian_noise[1]"]
 
 
 def test_a_statistical_gate_names_its_margin_in_the_junit_properties(tmp_path) -> None:

@@ -66,7 +66,7 @@ def test_a_regression_of_a_further_metric_fails_its_cell(shift_project: pytest.P
     path.write_text(json.dumps(stored))
     result = run(shift_project, "--segrobust")
     result.assert_outcomes(passed=SHIFT_CELLS - 1, failed=1)
-    result.stdout.fnmatch_lines(["*shift::binner::far::clean regressed:", "*boundary_iou.score: observed *, delta -5.0000*"])
+    result.stdout.fnmatch_lines(["suites/shift.yaml::binner::far::clean regressed:", "*boundary_iou.score: observed *, delta -5.0000*"])
 
 
 def test_a_stored_split_that_the_suite_does_not_list_is_a_broken_baseline(shift_project: pytest.Pytester) -> None:

@@ -36,6 +36,23 @@ def test_a_regression_fails_with_the_full_message() -> None:
     ]
 
 
+def test_a_cell_with_a_node_id_is_named_by_it_with_the_command_that_updates_it_alone() -> None:
+    nodeid = "suites/demo.yaml::m::gaussian_noise[3]"
+    stored = {"score": 60.0, "gamma_r": 0.7}
+    verdict = judge(NOISE, OBSERVED, stored, TOLERANCES, update=False, baseline_file="b/demo.json", nodeid=nodeid)
+    lines = verdict.message.splitlines()
+    assert lines[0] == "suites/demo.yaml::m::gaussian_noise[3] regressed:"
+    assert lines[-1] == (
+        "  if the new numbers are intended: "
+        "pytest --segrobust 'suites/demo.yaml::m::gaussian_noise[3]' --segrobust-update-baselines"
+    )
+    new = judge(NOISE, OBSERVED, None, TOLERANCES, update=False, baseline_file="b/demo.json", nodeid=nodeid)
+    assert new.message.startswith(f"{nodeid}: no baseline yet in b/demo.json")
+    assert new.message.endswith("it is written at the end of the run: re-run to compare")
+    sharded = judge(NOISE, OBSERVED, None, TOLERANCES, update=False, nodeid=nodeid, sharded=True)
+    assert sharded.message.endswith("`segrobust merge` writes it: re-run to compare")
+
+
 def test_numbers_that_round_to_zero_print_without_a_minus_sign() -> None:
     exact = judge(NOISE, {"gamma_r": 0.69998}, {"gamma_r": 0.7}, {"gamma_r": 0.0}, update=False)
     assert exact.status is Status.REGRESSED

@@ -19,7 +19,7 @@ from tests.plugin_project import CELLS, SINGLE_PROCESS, SUITE, baseline, cached_
 def test_missing_baseline_is_created_and_fails(project: pytest.Pytester, dist: list[str]) -> None:
     result = run(project, "--segrobust", *dist)
     result.assert_outcomes(failed=CELLS)
-    result.stdout.fnmatch_lines(["*bands::binner::gaussian_noise::5: no baseline yet in baselines/bands.json*"])
+    result.stdout.fnmatch_lines(["suites/bands.yaml::binner::gaussian_noise[[]5[]]: no baseline yet in baselines/bands.json*"])
     stored = baseline(project)["models"]["binner"]
     assert set(stored) == {"clean", "gaussian_noise", "rotate"}
     assert set(stored["gaussian_noise"]) == {"1", "5"}
@@ -73,10 +73,10 @@ def test_regressed_model_fails_with_full_message(project: pytest.Pytester, dist:
     assert outcomes.get("failed", 0) >= 1
     result.stdout.fnmatch_lines(
         [
-            "*bands::binner::gaussian_noise::5 regressed:",
+            "suites/bands.yaml::binner::gaussian_noise[[]5[]] regressed:",
             "*gamma_r: observed *, baseline *, delta -*, tolerance 0.0100",
             "*baseline file: baselines/bands.json",
-            "*if the new numbers are intended: pytest --segrobust --segrobust-update-baselines",
+            "*if the new numbers are intended: pytest --segrobust 'suites/bands.yaml::binner::gaussian_noise[[]5[]]' --segrobust-update-baselines",
         ]
     )
     assert baseline(project) == before  # a failing run never rewrites baselines

@@ -168,7 +168,7 @@ def test_an_unmet_cell_requirement_fails_the_cell_whatever_its_baseline(project:
     result.assert_outcomes(passed=CELLS, failed=1)
     result.stdout.fnmatch_lines(
         [
-            "*gaussian_noise::5: 1 requirement not met:*",
+            "suites/bands.yaml::binner::gaussian_noise[[]5[]]: 1 requirement not met:*",
             "*require.corruptions.gaussian_noise.severities.5.gamma_r, line 15*",
             "suites/bands.yaml:15: require.corruptions.gaussian_noise.severities.5.gamma_r ≥ 1.5000 unmet for 1 of 1*",
         ]

@@ -332,3 +332,23 @@ def test_each_shard_ends_with_its_own_verdict_and_the_merge_with_the_runs(
         assert f"{parsed.get('passed', 0) + parsed.get('failed', 0)} cells" in last
     status, out = merge(project, capsys, shard_file(project, "1/2"), shard_file(project, "2/2"))
     assert out.splitlines()[-1].startswith("FAIL · 5 cells: ") and status == 1, out
+@pytest.mark.parametrize("damage", ["flipped byte", "zip version 13"])
+def test_merged_shards_fail_when_both_failed_on_a_damaged_statistics_file(
+    project: pytest.Pytester, capsys: pytest.CaptureFixture[str], damage: str
+) -> None:
+    from tests.test_sidecar import GATED_SUITE, flip_member, set_central_field
+
+    (project.path / "suites" / "bands.yaml").write_text(GATED_SUITE)
+    run(project, "--segrobust-update-baselines").assert_outcomes(passed=2)
+    stats = project.path / "baselines" / "bands.stats.npz"
+    broken = flip_member("index.npy") if damage == "flipped byte" else set_central_field(6, 13)
+    stats.write_bytes(broken(stats.read_bytes()))
+    for k in (1, 2):
+        shard = run_shard(project, f"{k}/2", "--junitxml", f"shard{k}.xml")
+        shard.assert_outcomes(failed=1, deselected=1)
+        shard.stdout.fnmatch_lines(["*baselines/bands.stats.npz*--segrobust-update-baselines*"])
+        xml = (project.path / f"shard{k}.xml").read_text()
+        assert '<property name="status" value="passed"' not in xml, xml
+    status, out = merge(project, capsys, shard_file(project, "1/2"), shard_file(project, "2/2"))
+    assert status == 1, out
+    assert re.search(r"^FAIL · 2 cells: 2 error", out, re.MULTILINE) and "PASS" not in out, out

@@ -145,7 +145,7 @@ def test_a_true_drop_on_one_corruption_fails_and_leaves_the_others_alone(demo_pr
     write(demo_project, "{glare_rows: 12}")
     result = cached_run(demo_project)
     result.assert_outcomes(failed=1, passed=2)
-    result.stdout.fnmatch_lines(["*glare::net::brightness::3 regressed:*", "*gamma_r: *entirely below the margin -0.0100*"])
+    result.stdout.fnmatch_lines(["*::net::brightness[[]3[]] regressed:*", "*gamma_r: *entirely below the margin -0.0100*"])
     checks = gate_checks(demo_project)
     drop = checks["brightness3"]["gamma_r"]
     assert drop["outcome"] == "fail" and drop["high"] < -0.01 < 0 and drop["observed"] - drop["baseline"] < -0.02

@@ -68,7 +68,7 @@ def test_a_gated_suite_records_statistics_passes_unchanged_and_fails_a_worse_mod
     write(pytester, task, min_area=int(TASKS[task]["worse"]))
     worse = pytester.runpytest("--segrobust", "-p", "no:cacheprovider")
     worse.assert_outcomes(failed=2)
-    worse.stdout.fnmatch_lines(["*gated::net::clean regressed:*"])
+    worse.stdout.fnmatch_lines(["*.yaml::net::clean regressed:*"])
     drop = checks(pytester)["clean0"]["score"]
     assert drop["outcome"] == "fail" and drop["high"] < -1.0 and drop["images"] == 12
 

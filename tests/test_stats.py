@@ -9,8 +9,6 @@ from pytest_segrobust.stats import (
     Change,
     RunScores,
     Verdict,
-    benjamini_hochberg,
-    holm,
     mean_of_values,
     miou_of_counts,
     of_sums,
@@ -97,13 +95,6 @@ def test_three_state_verdicts(values: np.ndarray, expected: Verdict) -> None:
         verdict(change, margin=-1.0, confidence=0.9)
 
 
-def test_holm_and_benjamini_hochberg_by_hand() -> None:
-    p = np.array([0.01, 0.04, 0.03, 0.005])
-    np.testing.assert_allclose(holm(p), [0.03, 0.06, 0.06, 0.02])
-    np.testing.assert_allclose(benjamini_hochberg(p), [0.02, 0.04, 0.04, 0.02])
-    assert holm(np.array([0.5, 0.9])).tolist() == [1.0, 1.0]
-
-
 def simulate(rng: np.random.Generator, images: int, shift: float) -> tuple[np.ndarray, np.ndarray]:
     """Paired per-image scores (sum, count) of a baseline and a candidate whose true change is ``shift``."""
     base = rng.normal(60, 15, size=images)
@@ -121,19 +112,6 @@ def test_at_the_margin_a_cell_fails_or_passes_by_chance_at_most_as_often_as_the_
         outcomes[verdict(paired_change(*scores([base, cand], mean_of_values, weights)), margin, confidence=0.90)] += 1
     level, error = 0.05, 3 * np.sqrt(0.05 * 0.95 / runs)  # each one-sided tail of a 90% interval
     assert outcomes[Verdict.FAIL] / runs <= level + error and outcomes[Verdict.PASS] / runs <= level + error
-
-
-def test_a_suite_of_unchanged_cells_raises_few_family_wise_alarms_with_holm() -> None:
-    rng, margin, suites, cells, images = np.random.default_rng(8), 0.5, 200, 40, 64
-    weights = resample_weights(images, 300, seed=12)
-    alarms = 0
-    for _ in range(suites):
-        p_values = []
-        for _ in range(cells):
-            base, cand = simulate(rng, images, shift=-margin)  # the worst case the gate must not call a failure
-            p_values.append(paired_change(*scores([base, cand], mean_of_values, weights)).p_fail(margin))
-        alarms += bool((holm(np.array(p_values)) < 0.05).any())
-    assert alarms / suites <= 0.05 + 3 * np.sqrt(0.05 * 0.95 / suites)
 
 
 def test_a_true_drop_beyond_the_margin_is_found() -> None:

@@ -52,6 +52,14 @@ def test_a_bare_preset_means_all_its_corruptions(tmp_path: Path) -> None:
     ("extra", "field", "expected"),
     [
         ("corruptions: [gaussian_noise, nope]", "corruptions[1]", "unknown corruption 'nope'"),
+        (
+            "corruptions: [mispelling]",  # a misspelt text perturbation: named, though task semantic cannot use it
+            "corruptions[0]",
+            (
+                "'mispelling' is close to text perturbation 'misspelling', which perturbs referring expressions: "
+                "task semantic has none (text perturbations fit task referring)"
+            ),
+        ),
         ("corruptions: [rotate]\nseverities: [1, 6]", "severities[1]", "expected an integer 1..5, got 6"),
         ("corruptions: [rotate]\nbatch_size: 0", "batch_size", "expected an integer >= 1, got 0"),
         ("corruptions: [rotate]\ntolerance: {gamma_r: -1}", "tolerance.gamma_r", "expected a number >= 0"),
@@ -80,6 +88,17 @@ def test_a_bare_preset_means_all_its_corruptions(tmp_path: Path) -> None:
         ("corruptions: [rotate]\nseverities: [3, 3]", "severities[1]", "severity 3 is listed twice"),
         ("corruptions: [rotate]\ncd: {reference: binner, noise_severities: [1, 1]}", "cd.noise_severities[1]", "listed twice"),
         ("corruptions: [rotate]\ntimeout: 0", "timeout", "expected a number of seconds > 0, got 0"),
+        (
+            "corruptions: [rotate]\ngate: {margin: {score: 1.0}, multiplicity: holm}",
+            "gate.multiplicity",
+            "'holm' is not offered: each cell is decided on its own as its item runs",
+        ),
+        (
+            "corruptions: [rotate]\ngate: {margin: {score: 1.0}, multiplicity: benjamini_hochberg}",
+            "gate.multiplicity",
+            "decide each number from the p-values of the whole family",
+        ),
+        ("corruptions: [rotate]\ngate: {margin: {score: 1.0}, multiplicity: sidak}", "gate.multiplicity", "expected one of bonferroni, none, got 'sidak'"),
         ("corruptions: [rotate]\ntimeout: .inf", "timeout", "expected a number of seconds > 0, got inf"),
     ],
 )

@@ -62,8 +62,8 @@ def test_a_stored_cell_without_a_gated_number_fails_naming_it_until_an_update_re
     result.stdout.fnmatch_lines(
         [
             (
-                "*bands::binner::gaussian_noise::5: baselines/bands.json: models.binner.gaussian_noise.5 has no gamma_r, "
-                "which the suite gates*rewrite the cell with pytest --segrobust --segrobust-update-baselines"
+                "suites/bands.yaml::binner::gaussian_noise[[]5[]]: baselines/bands.json: models.binner.gaussian_noise.5 has no gamma_r, "
+                "which the suite gates*rewrite the cell with pytest --segrobust 'suites/bands.yaml::binner::gaussian_noise[[]5[]]' --segrobust-update-baselines"
             )
         ]
     )
@@ -89,7 +89,7 @@ def test_an_undefined_robustness_fails_and_is_not_recorded(project: pytest.Pytes
     result = run(project, "--segrobust-update-baselines")
     result.assert_outcomes(failed=1, passed=1)  # clean mIoU 0 is a number; gamma_r = x / 0 is not
     result.stdout.fnmatch_lines(
-        ["*bands::m::gaussian_noise::5: gamma_r is nan (the clean mIoU is 0, so relative robustness is undefined)*"]
+        ["suites/bands.yaml::m::gaussian_noise[[]5[]]: gamma_r is nan (the clean mIoU is 0, so relative robustness is undefined)*"]
     )
     stored = baseline(project)["models"]["m"]
     assert set(stored) == {"clean"}
@@ -264,7 +264,7 @@ def test_an_unwritable_baseline_folder_fails_the_run_but_keeps_the_report(
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(
         [
-            "*bands::binner::clean: no baseline yet in baselines/bands.json*",  # the cells' messages are there
+            "suites/bands.yaml::binner::clean: no baseline yet in baselines/bands.json*",  # the cells' messages are there
             "*error: baselines not written, the stored ones are unchanged: cannot write *bands.json: Permission denied*",
         ]
     )
@@ -321,7 +321,7 @@ def test_a_hanging_model_fails_its_cell_at_the_time_limit(project: pytest.Pytest
     result = run(project, "--segrobust", *option)
     assert time.perf_counter() - start < 30  # the model sleeps 60 s per cell
     result.assert_outcomes(failed=2)
-    result.stdout.fnmatch_lines(["*bands::m::clean: stopped after the time limit of 0.5 s (suite field 'timeout' or --segrobust-timeout)*"])
+    result.stdout.fnmatch_lines(["suites/bands.yaml::m::clean: stopped after the time limit of 0.5 s (suite field 'timeout' or --segrobust-timeout)*"])
 
 
 def test_the_time_limit_holds_in_xdist_workers(project: pytest.Pytester) -> None:

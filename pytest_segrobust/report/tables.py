@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pytest_segrobust.scores import mean, per_class_relative_robustness
-from pytest_segrobust.wording import decimals
+from pytest_segrobust.wording import abbreviations, decimals
 
 if TYPE_CHECKING:
     from pytest_segrobust.records import CellRecord
@@ -800,43 +800,47 @@ WALL_TIME_NOTE = (
 
 def measured(report_suites: Mapping[str, Mapping[str, Any]]) -> Table:
     """Per suite and model: where it ran, seed, images, the dataset's and the model's fingerprints, compute time."""
+    entries = [
+        (suite_name, row, suite, entry["cells"])
+        for suite_name, suite in report_suites.items()
+        for row, entry in suite["models"].items()
+        if entry["cells"]
+    ]
+    # Each column cut so that distinct fingerprints stay distinct (two splits of one dataset).
+    dataset = abbreviations(c[0].get("dataset_fingerprint") or "" for *_, c in entries)
+    model = abbreviations(c[0].get("model_fingerprint") or "" for *_, c in entries)
     rows = []
-    for suite_name, suite in report_suites.items():
-        for row, entry in suite["models"].items():
-            cells = entry["cells"]
-            if not cells:
-                continue
-            first = cells[0]
-            images = sorted({c["num_images"] for c in cells})
-            rows.append(
-                (
-                    suite_name,
-                    row,
-                    "/".join(sorted({str(c["device"]) for c in cells if c.get("device")})) or "–",
-                    "–" if suite.get("seed") is None else str(suite["seed"]),
-                    "/".join(map(str, images)),
-                    short(first.get("dataset_fingerprint")),
-                    short(first.get("model_fingerprint")),
-                    str(len(cells)),
-                    duration(sum(c["seconds"] for c in cells)),
-                )
+    for suite_name, row, suite, cells in entries:
+        first = cells[0]
+        images = sorted({c["num_images"] for c in cells})
+        rows.append(
+            (
+                suite_name,
+                row,
+                "/".join(sorted({str(c["device"]) for c in cells if c.get("device")})) or "–",
+                "–" if suite.get("seed") is None else str(suite["seed"]),
+                "/".join(map(str, images)),
+                short(first.get("dataset_fingerprint"), dataset),
+                short(first.get("model_fingerprint"), model),
+                str(len(cells)),
+                duration(sum(c["seconds"] for c in cells)),
             )
+        )
     return Table(
         "What was measured",
         ("suite", "model", "device", "seed", "images", "dataset fingerprint", "model fingerprint", "cells", "compute"),
         tuple(rows),
-        "Fingerprints longer than 48 characters (digests) are cut to 16 (the JSON report has them whole); "
-        "compute is the sum of the cells' evaluation times, clean ones included.",
+        "Fingerprints longer than 48 characters (digests) are cut to 16, or as many more as tell them apart "
+        "(the JSON report has them whole); compute is the sum of the cells' evaluation times, clean ones included.",
     )
 
 
-def short(fingerprint: str | None, length: int = 16, whole_up_to: int = 48) -> str:
-    """A fingerprint as code; a long one (a digest) cut to ``length`` characters."""
+def short(fingerprint: str | None, shown: Mapping[str, str]) -> str:
+    """A fingerprint as code, as its column shows it (:func:`~pytest_segrobust.wording.abbreviations`)."""
     if not fingerprint:
         return "–"
-    if len(fingerprint) <= whole_up_to:
-        return f"`{fingerprint}`"
-    return f"`{fingerprint[:length]}`…"
+    text = shown[fingerprint]
+    return f"`{text}`" if text == fingerprint else f"`{text.removesuffix('…')}`…"
 
 
 def duration(seconds: float) -> str:

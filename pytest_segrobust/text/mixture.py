@@ -99,8 +99,9 @@ def r2bench_mixture(
     for label, names in (("visual", visual), ("text", text)):
         if isinstance(names, str) or not names:
             raise ValueError(f"r2bench mixture: the {label} list must be a non-empty sequence of names, got {names!r}")
-        if len(set(names)) != len(names):
-            raise ValueError(f"r2bench mixture: the {label} list repeats a name: {list(names)!r}")
+        repeated = [name for i, name in enumerate(names) if name in names[:i]]
+        if repeated:
+            raise ValueError(f"r2bench mixture: the {label} list names {repeated[0]!r} twice: {list(names)!r}")
     if not severities or any(isinstance(s, bool) or not isinstance(s, int) or not 1 <= s <= MAX_SEVERITY for s in severities):
         raise ValueError(f"r2bench mixture: severity must be 1..{MAX_SEVERITY} or a non-empty list of them, got {severity!r}")
     rng = np.random.Generator(np.random.Philox(key=sample_seed(seed, sample_id, MIXTURE_STREAM, 0)))

@@ -139,6 +139,20 @@ def test_what_was_measured_shows_device_seed_images_and_fingerprints() -> None:
     assert table.rows == (("s", "a", "cpu/cuda:1", "7", "4", "`dddddddd`", f"`{'m' * 16}`…", "5", "0.5 s"),)
 
 
+def test_what_was_measured_keeps_two_splits_of_one_dataset_apart() -> None:
+    # The demo dataset's fingerprints: two splits share their first 27 characters.
+    easy, hard = (f"demo-scenes:v3.1:split=ood-{split}:size=64:image_size=64" for split in ("easy", "hard"))
+    records = cells("a", 80.0, SCORES_A) + cells("b", 80.0, SCORES_A)
+    for r in records:
+        r.dataset_fingerprint = easy if r.model == "a" else hard
+        r.model_fingerprint = "f" * 40 + r.model * 24  # digests alike in their first 40 characters
+    table = tables.measured(build_report(records, {})["suites"])
+    shown = {row[1]: row[5:7] for row in table.rows}
+    assert shown["a"][0] == "`demo-scenes:v3.1:split=ood-easy`…"
+    assert shown["b"][0] == "`demo-scenes:v3.1:split=ood-hard`…"
+    assert shown["a"][1] == f"`{'f' * 40}a`…" and shown["b"][1] == f"`{'f' * 40}b`…"
+
+
 def test_the_cpu_is_the_device_and_the_threads_a_row_of_their_own_in_the_singular_for_one() -> None:
     from pytest_segrobust.threads import ThreadSetting
 

@@ -77,7 +77,7 @@ def test_several_severities_are_drawn_uniformly() -> None:
         ([], TEXT, 3, "the visual list must be a non-empty sequence"),
         (VISUAL, [], 3, "the text list must be a non-empty sequence"),
         (VISUAL, "misspelling", 3, "the text list must be a non-empty sequence"),
-        (["fog", "fog"], TEXT, 3, "the visual list repeats a name"),
+        (["fog", "fog"], TEXT, 3, "the visual list names 'fog' twice"),
         (VISUAL, TEXT, 0, "severity must be 1..5"),
         (VISUAL, TEXT, [], "severity must be 1..5"),
         (VISUAL, TEXT, [3, 6], "severity must be 1..5"),
