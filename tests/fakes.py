@@ -256,6 +256,9 @@ def string_device_binner() -> StringDeviceBinner:
     return StringDeviceBinner()
 
 
+WOKE = "sleepy-binner-woke"  # what a SleepyBinner leaves in the working directory (the rootdir) if its sleep ends
+
+
 class SleepyBinner(RedBinner):
     """Hangs (sleeps far longer than any test) on the first batch it sees."""
 
@@ -263,6 +266,7 @@ class SleepyBinner(RedBinner):
         import time
 
         time.sleep(60)
+        Path(WOKE).touch()  # a time limit interrupts the sleep: never reached
         return super().forward(images)
 
 

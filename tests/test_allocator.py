@@ -150,12 +150,15 @@ def test_plain_pytest_leaves_malloc_alone(pytester: pytest.Pytester) -> None:
     pytester.runpytest_subprocess("-p", "no:cacheprovider").assert_outcomes(passed=1)
 
 
+@pytest.mark.slow
 def test_the_demo_report_is_the_same_either_way_and_says_which(pytester: pytest.Pytester) -> None:
     """Fresh processes (the allocator is the process's): the header and the report name the
     setting, and nothing but the report's timing and environment differs. (Under xdist each
     worker tunes its own: the demo gate, ``pytest --segrobust -n 2`` tuned against baselines
     stored untuned, is that check.)"""
-    pytester.mkdir("suites").joinpath("demo.yaml").write_text((ROOT / "suites" / "demo.yaml").read_text())
+    # The demo suite on its first 16 images: the report's numbers are the check, not their precision.
+    demo = (ROOT / "suites" / "demo.yaml").read_text() + "limit: 16\n"
+    pytester.mkdir("suites").joinpath("demo.yaml").write_text(demo)
     tuned = "glibc *: blocks up to 2 GiB from the heap, freed memory kept for reuse" if GLIBC else "does nothing here: *"
     described = {"system": "system (malloc left as the C library set it)", "tuned": f"tuned ({tuned})"}
     reports = []

@@ -129,6 +129,7 @@ batch_size: 8
 """
 
 
+@pytest.mark.slow
 def test_demo_suite_gives_identical_reports_with_and_without_xdist(pytester: pytest.Pytester) -> None:
     (pytester.path / "suites").mkdir()
     (pytester.path / "suites" / "demo-small.yaml").write_text(DEMO_SUITE)

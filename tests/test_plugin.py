@@ -85,6 +85,7 @@ def test_regressed_model_fails_with_full_message(project: pytest.Pytester, dist:
     assert statuses[("gaussian_noise", 5)] == "regressed"
 
 
+@SINGLE_PROCESS  # an update under xdist: test_passing_suite_writes_report and the lifecycle's full update
 def test_update_flag_accepts_new_numbers(project: pytest.Pytester, dist: list[str]) -> None:
     run(project, "--segrobust-update-baselines").assert_outcomes(passed=CELLS)
     write_suite(project, smoothing=1)

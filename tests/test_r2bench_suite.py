@@ -202,6 +202,7 @@ def _normalised(report: dict[str, Any]) -> dict[str, Any]:
     return strip(report)
 
 
+@pytest.mark.slow
 def test_text_visual_and_composed_cells_give_identical_reports_under_xdist(pytester: pytest.Pytester) -> None:
     write_project(pytester.path)
     (pytester.path / "suites" / "referring.yaml").write_text(TEXT_SUITE)
