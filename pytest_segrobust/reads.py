@@ -60,12 +60,15 @@ _digests: dict[tuple[str, int, int], str] = {}
 
 
 def watch(root: Path) -> None:
-    """Watch the files read under ``root`` from now on in this process (installs the audit hook once)."""
+    """Watch the files read under ``root`` from now on in this process (installs the audit hook once).
+
+    ``root`` replaces the root watched before: a session watches its own rootdir, and a file's
+    digest must come from that project, never from an earlier session's in the same process
+    (in-process pytest runs), which may hold a file of the same relative name.
+    """
     global _hooked, _installed
     folder = os.path.join(os.path.abspath(root), "")
-    if folder not in _roots:
-        _roots.append(folder)
-        _roots.sort(key=len, reverse=True)  # the innermost root names a file
+    _roots[:] = [folder]
     if not _hooked:
         from pytest_segrobust.identity import install_roots
 

@@ -113,8 +113,8 @@ def test_an_unmet_aggregate_requirement_fails_its_item_naming_the_suite_line_and
         [
             "*requirement not met*",
             "*mPC *requires ≥ 99.5000 (require.aggregates.mpc, line 17)*",
-            "FAIL · 5 cells: 5 passed; 1 model's aggregates: 1 with a requirement unmet",
             "suites/bands.yaml:17: require.aggregates.mpc ≥ 99.5000 unmet for 1 of 1 (worst: binner aggregates: mPC *",
+            "FAIL · 5 cells: 5 passed; 1 model's aggregates: 1 with a requirement unmet",  # the section's last line
             f"FAILED {AGGREGATES} - *",
         ]
     )
