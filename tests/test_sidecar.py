@@ -310,8 +310,8 @@ def test_an_update_rewrites_a_broken_sidecar_and_names_the_cells_left_without_st
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
         [
-            "*baselines/bands.stats.npz: could not be read (*); written afresh with the statistics of the 1 cells*",
-            "*baselines/bands.stats.npz: 1 cells not measured by this update have no statistics now*: binner::clean",
+            "*baselines/bands.stats.npz: could not be read (*); written afresh with the statistics of the 1 cell this update measured*",
+            "*baselines/bands.stats.npz: 1 cell not measured by this update has no statistics now*: binner::clean",
         ]
     )
     assert sorted(read_sidecar(stats)) == ["binner::gaussian_noise::1"]
