@@ -26,6 +26,7 @@ import math
 import os
 from dataclasses import dataclass
 
+from pytest_segrobust import arguments
 from pytest_segrobust.wording import plural
 
 AUTO = "auto"
@@ -37,12 +38,9 @@ def parse(text: str) -> int | str:
     if text.strip().lower() == AUTO:
         return AUTO
     try:
-        value = int(text)
-    except ValueError:
+        return arguments.positive_integer(text)
+    except argparse.ArgumentTypeError:
         raise argparse.ArgumentTypeError(f"expected auto or an integer >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected auto or an integer >= 1, got {text!r}")
-    return value
 
 
 @dataclass(frozen=True)
