@@ -189,14 +189,20 @@ def _scalar(images: torch.Tensor, value: float) -> np.generic:
     return torch.tensor(value, dtype=images.dtype).numpy()[()]
 
 
+def _output_and_value(
+    images: torch.Tensor, planes: tuple[np.ndarray, np.ndarray, np.ndarray]
+) -> tuple[torch.Tensor, np.ndarray, np.ndarray]:
+    # A fresh contiguous output (and its numpy view), and HSV's value: the largest channel.
+    out = torch.empty_like(images, memory_format=torch.contiguous_format)
+    value = np.maximum(planes[0], planes[1])
+    np.maximum(value, planes[2], out=value)
+    return out, out.numpy(), value
+
+
 def _shift_value_numpy(
     images: torch.Tensor, planes: tuple[np.ndarray, np.ndarray, np.ndarray], amount: float
 ) -> torch.Tensor:
-    red, green, blue = planes
-    out = torch.empty_like(images, memory_format=torch.contiguous_format)
-    target = out.numpy()
-    value = np.maximum(red, green)
-    np.maximum(value, blue, out=value)
+    out, target, value = _output_and_value(images, planes)
     brighter = np.add(value, _scalar(images, amount))
     np.clip(brighter, 0.0, 1.0, out=brighter)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -215,10 +221,7 @@ def _scale_saturation_numpy(
     images: torch.Tensor, planes: tuple[np.ndarray, np.ndarray, np.ndarray], scale: float, shift: float
 ) -> torch.Tensor:
     red, green, blue = planes
-    out = torch.empty_like(images, memory_format=torch.contiguous_format)
-    target = out.numpy()
-    value = np.maximum(red, green)
-    np.maximum(value, blue, out=value)
+    out, target, value = _output_and_value(images, planes)
     delta = np.minimum(red, green)
     np.minimum(delta, blue, out=delta)
     np.subtract(value, delta, out=delta)
