@@ -164,10 +164,10 @@ def _calibrate(path: Path, severities: list[int] | None, rootdir: Path) -> int:
             options = replace(
                 session.options, device=execution.device, amp=execution.amp, batch_size=execution.batch_size, cache_dir=None
             )
-            return Workbench(options, session.registry, session.bench.adapt_hook)
+            return Workbench(options, session.registry, session.runner.bench.adapt_hook)
 
         variants = executions(suite.batch_size, available_devices())
-        with session.in_project():
+        with session.runner.in_project():
             noises = measure(bench_for, suite, cells_at(suite, severities), variants, progress=print)
     finally:
         session.close()
@@ -184,6 +184,7 @@ def _merge(paths: list[Path], report: str | None, update: bool, rootdir: Path) -
     """Merge shard files into the report one run would have written; the exit status of ``merge``."""
     import pytest
 
+    from pytest_segrobust import sharding
     from pytest_segrobust.plugin import start_session, written_lines
     from pytest_segrobust.report import terminal_summary, verdict
     from pytest_segrobust.shards import ShardError, ShardFile, check_local_files, check_shards
@@ -216,9 +217,9 @@ def _merge(paths: list[Path], report: str | None, update: bool, rootdir: Path) -
         raise ShardError(f"{root}: {exc}") from None
     session = start_session(config)
     try:
-        suites, baselines = session.project_digests()
+        suites, baselines = sharding.project_digests(session)
         check_local_files(first, first_path, suites, baselines)
-        session.absorb_shards([shard for _, shard in shards])
+        sharding.absorb_shards(session, [shard for _, shard in shards])
         session.finish()
     finally:
         session.close()

@@ -96,3 +96,12 @@ def why_not_written(path: Path, exc: OSError) -> str:
                 return f"{parent} is a file, not a folder"
             break
     return exc.strerror or type(exc).__name__
+
+
+def relative(path: Path, root: Path) -> str:
+    """``path`` relative to ``root`` in POSIX form, or absolute when outside it."""
+    resolved = path.resolve()
+    try:
+        return resolved.relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return str(resolved)

@@ -75,7 +75,7 @@ class Harness:
             metrics = (metric,)
             if metric == "map" and task == "semantic":
                 task = "instance"
-        return self._session.bench.evaluate_object(
+        return self._session.runner.bench.evaluate_object(
             model,
             dataset,
             corruption,

@@ -29,9 +29,10 @@ import pytest
 from pytest_segrobust.baselines import CellKey
 from pytest_segrobust.errors import SegRobustError
 from pytest_segrobust.evaluation import CLEAN
+from pytest_segrobust.gatekeeper import CellFailure
 from pytest_segrobust.logs import libraries_left_out
 from pytest_segrobust.requirements import MODEL_ITEM
-from pytest_segrobust.session import CellFailure, RemoteCellError
+from pytest_segrobust.runner import RemoteCellError
 from pytest_segrobust.stash import SESSION_KEY
 from pytest_segrobust.suite import Suite
 

@@ -337,7 +337,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if segrobust is not None and segrobust.options.enabled and not _is_xdist_controller(session.config):
         from pytest_segrobust.items import ROBUSTNESS_ITEMS
 
-        segrobust.expect([i.nodeid for i in session.items if isinstance(i, ROBUSTNESS_ITEMS)], collected_here=True)
+        segrobust.scope.expect([i.nodeid for i in session.items if isinstance(i, ROBUSTNESS_ITEMS)], collected_here=True)
 
 
 def pytest_deselected(items: list[pytest.Item]) -> None:
@@ -345,14 +345,14 @@ def pytest_deselected(items: list[pytest.Item]) -> None:
     if segrobust is not None and segrobust.options.enabled:
         from pytest_segrobust.items import ROBUSTNESS_ITEMS
 
-        segrobust.deselect([i.nodeid for i in items if isinstance(i, ROBUSTNESS_ITEMS)])
+        segrobust.scope.deselect([i.nodeid for i in items if isinstance(i, ROBUSTNESS_ITEMS)])
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_node_collection_finished(node: Any, ids: list[str]) -> None:
     segrobust = _session(node.config)
     if segrobust is not None and segrobust.options.enabled:
-        segrobust.expect([nodeid for nodeid in ids if segrobust.is_suite_file(node.config.rootpath / nodeid.split("::")[0])])
+        segrobust.scope.expect([nodeid for nodeid in ids if segrobust.is_suite_file(node.config.rootpath / nodeid.split("::")[0])])
 
 
 @pytest.hookimpl(wrapper=True)
@@ -421,8 +421,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         return
     if segrobust.shard is not None and config.getoption("collectonly"):
         return  # a shard that evaluated nothing must not overwrite its file from a real run
-    segrobust.selection = _selection(config)
-    segrobust.stop_reason = _why_stopped(session, config.stash.get(_WATCH_KEY, None))
+    segrobust.scope.selection = _selection(config)
+    segrobust.scope.stop_reason = _why_stopped(session, config.stash.get(_WATCH_KEY, None))
     segrobust.finish()
     if segrobust.problems and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED  # what was not written must not go unnoticed

@@ -4,7 +4,7 @@ The pytest process stays the controller: it collects, selects (``-k``, ``--lf``.
 reports and writes baselines, as without Ray. Only the evaluations move. Once the run's cells
 are known, each (suite, model) gets one actor, a :class:`CellWorker` that builds the model and
 the datasets once and evaluates its cells in the order pytest will run them; each cell's
-:class:`~pytest_segrobust.session.Measurement` comes back as soon as it is done, and the
+:class:`~pytest_segrobust.runner.Measurement` comes back as soon as it is done, and the
 cell's item waits for it and gates it (:meth:`RayBackend.measurement`). With
 ``--segrobust-ray-split N``, each (suite, model) gets N actors instead, and each corrupted
 cell's samples are cut into N pieces evaluated side by side, which the first actor merges
@@ -45,7 +45,8 @@ if TYPE_CHECKING:
     from pytest_segrobust.corruptions import CorruptionRegistry
     from pytest_segrobust.pieces import Piece
     from pytest_segrobust.progress import TerminalProgress
-    from pytest_segrobust.session import Measurement, Options, SegRobustSession
+    from pytest_segrobust.runner import Measurement
+    from pytest_segrobust.session import Options, SegRobustSession
     from pytest_segrobust.suite import Suite
 
 logger = logging.getLogger("pytest_segrobust")
@@ -229,12 +230,12 @@ class CellWorker:
         self, options: Options, device: DeviceChoice, rootpath: Path, registry: CorruptionRegistry, cpus: float = 1.0
     ) -> None:
         from pytest_segrobust import allocator, threads
-        from pytest_segrobust.session import SegRobustSession
+        from pytest_segrobust.runner import CellRunner
 
         allocator.configure(options.malloc)  # the allocator is this process's: the controller's setting is not inherited
         threads.apply(threads.choose(options.threads, reserved_cpus=cpus))
         local = replace(options, device=device.resolve(None))
-        self.session = SegRobustSession(local, rootpath, registry=registry)
+        self.runner = CellRunner(local, rootpath, registry=registry)
 
     def measure(self, suite_path: Path, key: CellKey, nodeid: str, pieces: Sequence[Any] = ()) -> Measurement:
         """Evaluate one cell; a failure comes back inside the measurement, never as an exception.
@@ -250,14 +251,14 @@ class CellWorker:
         from pytest_segrobust.pieces import Split
 
         if not pieces:
-            return self.session.measure_cell(suite_path, key, nodeid)
+            return self.runner.measure_remote(suite_path, key, nodeid)
         fetched: list[Piece] = []
 
         def others() -> list[Piece]:
             fetched.extend(_fetch(pieces, nodeid))
             return fetched
 
-        measurement = self.session.measure_cell(suite_path, key, nodeid, Split(1 + len(pieces), others))
+        measurement = self.runner.measure_remote(suite_path, key, nodeid, Split(1 + len(pieces), others))
         counts = Counter(measurement.cache_counts)  # the other actors' model builds count too
         for piece in fetched:
             counts.update(piece.cache_counts)
@@ -265,7 +266,7 @@ class CellWorker:
 
     def piece(self, suite_path: Path, key: CellKey, index: int, count: int) -> Piece:
         """Evaluate piece ``index`` of ``count`` of a split cell, for the actor that merges it."""
-        return self.session.measure_piece(suite_path, key, index, count)
+        return self.runner.piece(suite_path, key, index, count)
 
 
 def _fetch(refs: Sequence[Any], nodeid: str) -> list[Piece]:

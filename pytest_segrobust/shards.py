@@ -29,10 +29,11 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from pytest_segrobust.errors import SegRobustError
+from pytest_segrobust.files import relative
 from pytest_segrobust.wording import plural
 
 # Version of ShardFile.to_json; a file of another version is refused, never half-read.
-SHARD_FORMAT = 1
+SHARD_FORMAT = 2
 SHARD_FLAG = "--segrobust-shard"
 
 T = TypeVar("T")
@@ -199,15 +200,6 @@ def digests(paths: Iterable[Path], root: Path) -> dict[str, str]:
     return found
 
 
-def relative(path: Path, root: Path) -> str:
-    """``path`` relative to ``root`` in POSIX form, or absolute when outside it."""
-    resolved = path.resolve()
-    try:
-        return resolved.relative_to(root.resolve()).as_posix()
-    except ValueError:
-        return str(resolved)
-
-
 # -- the file a shard writes ----------------------------------------------------------------------
 
 
@@ -247,8 +239,8 @@ class ShardFile:
         baseline_digests: Every baseline file's digest as read at the start, by relative path.
         cells: The cells of the whole run (every shard's), in collection order.
         assigned: This shard's cells.
-        results: One entry per evaluated cell (and model's aggregates item), as its xdist payload carries it (record,
-            pending baseline writes, model change), with paths relative to the rootdir.
+        results: The :class:`~pytest_segrobust.outcomes.Outcome` of each evaluated cell and model's aggregates
+            item, as its xdist payload carries it, with paths relative to the rootdir.
         errors: Cells that failed with an error instead of a result: node id -> message.
         coverage: What the shard selected and left out.
         cache_counts: Clean results computed and read from the cache.
@@ -282,7 +274,7 @@ class ShardFile:
         Raises:
             ValueError: for another format, a missing, unknown or mistyped field.
         """
-        from pytest_segrobust.records import CellRecord
+        from pytest_segrobust.outcomes import Outcome
 
         if not isinstance(data, dict):
             raise ValueError("expected a JSON object")
@@ -307,11 +299,7 @@ class ShardFile:
             values["spec"] = ShardSpec(int(data["spec"]["index"]), int(data["spec"]["count"]))
             values["coverage"] = ShardCoverage(**data["coverage"])
             for entry in data["results"]:
-                if "model_gate" in entry:  # a model's aggregates item (pytest_segrobust.release.ModelOutcome)
-                    if not isinstance(entry["model_gate"], dict) or "nodeid" not in entry["model_gate"]:
-                        raise TypeError("a model_gate result without its node id")
-                    continue
-                CellRecord.from_json(entry["record"])
+                Outcome.from_json(entry)
             shard = cls(**values)
         except (KeyError, TypeError) as exc:
             raise ValueError(f"malformed field: {type(exc).__name__}: {exc}") from None

@@ -9,7 +9,7 @@ import shlex
 import pytest
 
 from pytest_segrobust.junit import classname as junit_classname
-from pytest_segrobust.session import ModelChange
+from pytest_segrobust.outcomes import ModelChange
 from pytest_segrobust.wording import abbreviations
 from tests.plugin_project import CELLS, SINGLE_PROCESS, run, write_suite
 

@@ -223,7 +223,7 @@ def test_headline_flags_a_near_chance_model() -> None:
 
 
 def test_a_zero_margin_never_shows_as_minus_zero_and_one_cell_is_singular() -> None:
-    from pytest_segrobust.session import SegRobustSession
+    from pytest_segrobust.writing import replaced_sidecar
 
     check = {"metric": "rPC", "observed": 0.5, "baseline": 0.5, "low": 0.0, "high": 0.0, "margin": 0.0}
     suites = {"s": {"release": {"models": [{"model": "a", "checks": [check | {"outcome": "inconclusive"}]}]}}}
@@ -236,6 +236,6 @@ def test_a_zero_margin_never_shows_as_minus_zero_and_one_cell_is_singular() -> N
     (warning,) = tables.statistical_gate(gate, [record])[1]
     assert warning.endswith("gamma_r: inconclusive, interval [0.000, 0.000] straddles 0") and "-0" not in warning
     replaced = SimpleNamespace(unreadable="bad", cells={"m::clean", "m::fog::1"}, measured={"m::clean"}, shown="s.npz")
-    lines = SegRobustSession._replaced_sidecar(None, replaced)  # type: ignore[arg-type]
+    lines = replaced_sidecar(replaced)  # type: ignore[arg-type]
     assert "with the statistics of the 1 cell this update measured" in lines[0]
     assert "s.npz: 1 cell not measured by this update has no statistics now" in lines[1]
