@@ -21,31 +21,12 @@ from pytest_segrobust.errors import BaselineError
 from pytest_segrobust.evaluation import CellResult
 from pytest_segrobust.gate import PairedCheck, paired_checks
 from pytest_segrobust.metrics import METRICS
+from pytest_segrobust.records import CellRecord
+from pytest_segrobust.release import cell_level
 from pytest_segrobust.seeding import sample_seed
 from pytest_segrobust.sidecar import Sidecar, SidecarEntry, pack, sidecar_path, unpack
-from pytest_segrobust.records import CellRecord
 from pytest_segrobust.stats import Change, RunScores, resample_weights
 from pytest_segrobust.suite import Suite
-
-
-def family_size(suite: Suite) -> int:
-    """How many numbers a full run of ``suite`` decides with statistics: each metric's score per
-    cell and its gamma_r per corrupted cell, every requirement decided by the bootstrap and every
-    aggregate margin (:func:`pytest_segrobust.release.release_tests`). Bonferroni splits the
-    suite's error rate over them."""
-    from pytest_segrobust.release import release_tests
-
-    per_model = len(suite.splits) * (1 + 2 * len(suite.corruptions) * len(suite.severities))
-    return len(suite.models) * len(suite.metrics) * per_model + release_tests(suite)
-
-
-def cell_level(suite: Suite) -> float:
-    """The confidence of each number's interval under the suite's policy."""
-    policy = suite.gate
-    assert policy is not None
-    if policy.multiplicity == "bonferroni":
-        return 1 - (1 - policy.confidence) / family_size(suite)
-    return policy.confidence
 
 
 def pack_statistics(suite: Suite, result: CellResult) -> dict[str, dict[str, Any]]:

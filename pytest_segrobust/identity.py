@@ -29,9 +29,7 @@ import importlib.machinery
 import importlib.metadata
 import importlib.util
 import inspect
-import site
 import sys
-import sysconfig
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from types import ModuleType
@@ -187,28 +185,13 @@ def _locate(name: str) -> str | None:
     return spec.origin if Path(spec.origin).is_file() else None
 
 
-@functools.lru_cache(maxsize=1)
-def install_roots() -> tuple[tuple[Path, ...], tuple[Path, ...]]:
-    """(site-packages folders, standard-library folders) of this interpreter."""
-    paths = sysconfig.get_paths()
-    installed = {paths["purelib"], paths["platlib"], *site.getsitepackages()}
-    user = site.getusersitepackages()
-    if isinstance(user, str):
-        installed.add(user)
-    stdlib = {paths["stdlib"], paths["platstdlib"]}
-    return (
-        tuple(Path(p).resolve() for p in installed if p),
-        tuple(Path(p).resolve() for p in stdlib if p),
-    )
-
-
 def _kind(name: str, origin: str | None) -> str:
     """``installed``, ``stdlib`` or ``project``."""
     if name in sys.builtin_module_names or name.partition(".")[0] in sys.stdlib_module_names:
         return "stdlib"
     if origin is None:
         return "project"
-    installed, stdlib = install_roots()
+    installed, stdlib = reads.install_roots()
     path = Path(origin).resolve()
     if any(path.is_relative_to(root) for root in installed):  # checked first: site-packages may lie in the stdlib folder
         return "installed"

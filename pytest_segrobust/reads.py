@@ -24,11 +24,14 @@ for every other event.
 from __future__ import annotations
 
 import builtins
+import functools
 import hashlib
 import importlib
 import importlib.machinery
 import os
+import site
 import sys
+import sysconfig
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -70,8 +73,6 @@ def watch(root: Path) -> None:
     folder = os.path.join(os.path.abspath(root), "")
     _roots[:] = [folder]
     if not _hooked:
-        from pytest_segrobust.identity import install_roots
-
         installed, stdlib = install_roots()
         _installed = tuple(os.path.join(str(p), "") for p in (*installed, *stdlib))
         sys.addaudithook(_audit)
@@ -263,3 +264,18 @@ def _note(name: str) -> None:
         return
     if _importing_module(sys._getframe(2)) is None:
         reads.modules.add(name)
+
+
+@functools.lru_cache(maxsize=1)
+def install_roots() -> tuple[tuple[Path, ...], tuple[Path, ...]]:
+    """(site-packages folders, standard-library folders) of this interpreter."""
+    paths = sysconfig.get_paths()
+    installed = {paths["purelib"], paths["platlib"], *site.getsitepackages()}
+    user = site.getusersitepackages()
+    if isinstance(user, str):
+        installed.add(user)
+    stdlib = {paths["stdlib"], paths["platstdlib"]}
+    return (
+        tuple(Path(p).resolve() for p in installed if p),
+        tuple(Path(p).resolve() for p in stdlib if p),
+    )

@@ -42,10 +42,26 @@ from pytest_segrobust.suite import AGGREGATE_MARGINS, Suite
 _FORMAT = 1
 
 
+def family_size(suite: Suite) -> int:
+    """How many numbers a full run of ``suite`` decides with statistics: each metric's score per
+    cell and its gamma_r per corrupted cell, every requirement decided by the bootstrap and every
+    aggregate margin (:func:`release_tests`). Bonferroni splits the
+    suite's error rate over them."""
+    per_model = len(suite.splits) * (1 + 2 * len(suite.corruptions) * len(suite.severities))
+    return len(suite.models) * len(suite.metrics) * per_model + release_tests(suite)
+
+
+def cell_level(suite: Suite) -> float:
+    """The confidence of each number's interval under the suite's policy."""
+    policy = suite.gate
+    assert policy is not None
+    if policy.multiplicity == "bonferroni":
+        return 1 - (1 - policy.confidence) / family_size(suite)
+    return policy.confidence
+
+
 def per_test_tail(suite: Suite) -> float | None:
     """The one-sided error rate of each requirement's bound; ``None`` without a statistical gate."""
-    from pytest_segrobust.evidence import family_size
-
     if suite.gate is None:
         return None
     alpha = 1 - suite.gate.confidence
@@ -519,8 +535,6 @@ def _aggregate_regressions(suite: Suite, evidence: Sequence[CellEvidence]) -> tu
     Every cell of a model is resampled with the same images, so an aggregate's change in one
     resample is the aggregate of its cells' changes in that resample.
     """
-    from pytest_segrobust.evidence import cell_level
-
     assert suite.gate is not None
     corrupted = [e for e in evidence if e.record.severity > 0]
     lacking = [e.record.nodeid for e in corrupted if e.paired is None or not e.record.baseline]

@@ -1,4 +1,5 @@
-"""The package's import graph, read from its source (lazy imports inside functions included).
+"""The package's import graph, read from its source (lazy imports inside functions included,
+imports for annotations alone under ``if TYPE_CHECKING:`` left out).
 
 Issue 28's rules: metrics import neither models nor data; the report imports neither models
 nor corruptions; no import cycles. A rule the code does not keep yet is a strict xfail that
@@ -34,7 +35,17 @@ def _imports(name: str, path: Path) -> set[str]:
     """The package's modules that ``name`` imports, at module level or inside functions."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     targets: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    # Imports for annotations alone (``if TYPE_CHECKING:``) never run: they are not edges.
+    typing_only = {
+        id(inner)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING")
+        for inner in ast.walk(node)
+    }
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
         if isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.split(".")[: len(package.split(".")) - node.level + 1]

@@ -17,8 +17,8 @@ import pytest
 
 from pytest_segrobust.baselines import CellKey
 from pytest_segrobust.errors import BaselineError, SuiteError
-from pytest_segrobust.evidence import cell_level, family_size
 from pytest_segrobust.metrics.miou import MeanIoU
+from pytest_segrobust.release import cell_level, family_size
 from pytest_segrobust.sidecar import Sidecar, SidecarEntry, pack, read_sidecar, sidecar_path, unpack, write_sidecar
 from pytest_segrobust.stats import Change, resample_weights
 from pytest_segrobust.suite import load_suite

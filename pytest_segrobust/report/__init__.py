@@ -151,7 +151,7 @@ def release_entry(suite: Suite | None, records: Sequence[CellRecord], outcomes: 
 
 
 def _gate_entry(suite: Suite) -> dict[str, Any]:
-    from pytest_segrobust.evidence import cell_level, family_size
+    from pytest_segrobust.release import cell_level, family_size
 
     policy = suite.gate
     assert policy is not None
