@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
-from PIL import Image
 
 from pytest_segrobust import __version__, reads
 from pytest_segrobust.baselines import (
@@ -52,6 +51,7 @@ from pytest_segrobust.gate import Status, judge
 from pytest_segrobust.limits import time_limit
 from pytest_segrobust.metrics import METRICS
 from pytest_segrobust.models.base import model_device
+from pytest_segrobust.pictures import REPORT_TILE, GalleryTiles, WorstImages
 from pytest_segrobust.pieces import Piece, Split
 from pytest_segrobust.progress import TerminalProgress
 from pytest_segrobust.records import CellRecord
@@ -59,10 +59,7 @@ from pytest_segrobust.release import CellEvidence, ModelOutcome, cell_checks, ju
 from pytest_segrobust.report import ReportIncomplete, RunVerdict, build_report, run_verdict, write_report
 from pytest_segrobust.report.coverage import RunCoverage, partial_report_path
 from pytest_segrobust.report.environment import run_environment
-from pytest_segrobust.report.frame import describe_frames
-from pytest_segrobust.report.gallery import REPORT_TILE, render_gallery
 from pytest_segrobust.report.html import write_html
-from pytest_segrobust.report.overlays import describe_worst
 from pytest_segrobust.report.tables import worst_cell
 from pytest_segrobust.requirements import RequirementCheck
 from pytest_segrobust.shards import (
@@ -77,9 +74,11 @@ from pytest_segrobust.shards import (
 )
 from pytest_segrobust.sidecar import SidecarWriter, sidecar_path
 from pytest_segrobust.suite import Suite, declared_name, load_suite
+from pytest_segrobust.suite_pictures import describe_frames, gallery_tiles
 from pytest_segrobust.text.cells import is_visual, modality
 from pytest_segrobust.wording import abbreviations, plural
 from pytest_segrobust.workbench import Workbench
+from pytest_segrobust.worst import CleanViews, describe_worst
 
 if TYPE_CHECKING:
     from pytest_segrobust.ray_backend import RayBackend, RaySettings
@@ -265,7 +264,8 @@ class SegRobustSession:
         # What the report could not show (a figure, a model's worst images): said in it, never failing the run.
         self.warnings: list[str] = []
         # Worst cells described for the report, by (model row, cell node id): each evaluated once.
-        self._described: dict[tuple[str, str], tuple[dict[str, Any], Image.Image | None]] = {}
+        self._described: dict[tuple[str, str], WorstImages] = {}
+        self._clean_views = CleanViews()  # each model's clean images, shared by its cells' worst images
         self.cache_counts = {"hits": 0, "misses": 0, "uncached": 0}
         # What this run collected and selected, and why it stopped: see :meth:`run_coverage`.
         self.expected: list[str] = []
@@ -1125,8 +1125,8 @@ class SegRobustSession:
 
     def _write_report(self) -> None:
         assert self.report is not None
-        galleries: dict[str, Image.Image] = {}
-        pictures: dict[str, dict[str, Image.Image]] = {}
+        galleries: dict[str, GalleryTiles] = {}
+        pictures: dict[str, dict[str, WorstImages]] = {}
         try:
             galleries = self._galleries()
             pictures = self._describe_run()
@@ -1164,7 +1164,7 @@ class SegRobustSession:
         # Text cells leave the image alone: pictures of images show the image corruptions.
         return sample, [c for c in (suite.corruption(name, self.registry) for name in suite.corruptions) if is_visual(c)]
 
-    def _galleries(self) -> dict[str, Image.Image]:
+    def _galleries(self) -> dict[str, GalleryTiles]:
         """The first image of each reported suite under its corruptions at severities 1, 3, 5."""
         galleries = {}
         for name in self.report["suites"] if self.report else ():
@@ -1174,7 +1174,7 @@ class SegRobustSession:
             try:
                 sample, corruptions = self._first_sample(suite)
                 with self._picture_bounds(suite, f"the gallery of suite {name}"):
-                    galleries[name] = render_gallery(
+                    galleries[name] = gallery_tiles(
                         sample.image, corruptions, seed=suite.seed, sample_id=sample.sample_id, tile=REPORT_TILE
                     )
             except Exception as exc:  # noqa: BLE001 - a figure must never cost the report
@@ -1191,15 +1191,15 @@ class SegRobustSession:
 
     # -- what the report shows besides the cells' numbers -------------------------------------
 
-    def _describe_run(self) -> dict[str, dict[str, Image.Image]]:
+    def _describe_run(self) -> dict[str, dict[str, WorstImages]]:
         """Add each suite's frame kept by geometric corruptions and each model's worst images to
-        the report; return those images, by suite and figure kind.
+        the report; return those images (to be drawn by the report), by suite and figure kind.
 
         Each part that fails or runs past the suite's time limit costs only itself and is named
         in :attr:`warnings`, as a figure is.
         """
         assert self.report is not None
-        pictures: dict[str, dict[str, Image.Image]] = {}
+        pictures: dict[str, dict[str, WorstImages]] = {}
         for name, entry in self.report["suites"].items():
             suite = self.suite_order.get(name)
             if suite is None:
@@ -1217,7 +1217,7 @@ class SegRobustSession:
                 entry["worst_expressions"] = self._worst_expressions(suite, entry)
         return pictures
 
-    def _describe_worst(self, suite: Suite, cell: CellRecord, row: str) -> tuple[dict[str, Any], Image.Image | None]:
+    def _describe_worst(self, suite: Suite, cell: CellRecord, row: str) -> WorstImages:
         """The images (or expressions) of ``cell`` that lost most, re-evaluated in the project within
         the suite's time limit for one cell."""
         with self._picture_bounds(suite, f"the worst images of {row} in {cell.nodeid}"):
@@ -1228,11 +1228,10 @@ class SegRobustSession:
                 cell.severity,
                 task=suite.task,
                 metric=suite.metric,
-                label=METRICS.get(suite.metric).label,
                 seed=suite.seed,
                 limit=suite.limit,
-                row=row,
                 gamma_r=cell.gamma_r,
+                clean_views=self._clean_views,
             )
 
     def _worst_expressions(self, suite: Suite, entry: dict[str, Any]) -> dict[str, Any]:
@@ -1243,12 +1242,12 @@ class SegRobustSession:
 
         return {row: info for row, info, _ in self._worst_per_model(suite, entry, text, "worst expressions")}
 
-    def _worst_images(self, suite: Suite, entry: dict[str, Any]) -> dict[str, Image.Image]:
+    def _worst_images(self, suite: Suite, entry: dict[str, Any]) -> dict[str, WorstImages]:
         """For each model (row) of a reported suite: its worst cell's images that lost most."""
         worst: dict[str, Any] = {}
-        pictures: dict[str, Image.Image] = {}
+        pictures: dict[str, WorstImages] = {}
         for row, info, picture in self._worst_per_model(suite, entry, list, "worst images"):
-            if picture is not None:
+            if picture.images:
                 kind = "worst-" + ("".join(c if c.isalnum() or c in "._-" else "-" for c in row).strip("-") or "model")
                 info["figure"] = kind if kind not in pictures else f"{kind}-{len(pictures)}"
                 pictures[info["figure"]] = picture
@@ -1262,7 +1261,7 @@ class SegRobustSession:
         entry: dict[str, Any],
         candidates: Callable[[list[CellRecord]], list[CellRecord]],
         what: str,
-    ) -> Iterator[tuple[str, dict[str, Any], Image.Image | None]]:
+    ) -> Iterator[tuple[str, dict[str, Any], WorstImages]]:
         """Each model's worst cell among ``candidates`` of its cells, described
         (:meth:`_describe_worst`, once per cell and model even when asked twice); a cell that
         cannot be described is a problem of the report, named with ``what``, never its failure."""
@@ -1274,11 +1273,11 @@ class SegRobustSession:
             try:
                 if key not in self._described:
                     self._described[key] = self._describe_worst(suite, cell, row)
-                info, picture = self._described[key]
+                picture = self._described[key]
             except Exception as exc:  # noqa: BLE001 - a table or figure must never cost the report
                 self.warnings.append(f"no {what} for {suite.name} {row}: {error_message(exc)}")
                 continue
-            yield row, dict(info), picture
+            yield row, picture.info(), picture
 
     def _flush_baselines(self) -> None:
         """Write each suite's pending cells into its file, and say what changed and what is unused.
