@@ -1246,11 +1246,11 @@ class SegRobustSession:
         """For each model (row) of a reported suite: its worst cell's images that lost most."""
         worst: dict[str, Any] = {}
         pictures: dict[str, WorstImages] = {}
-        for row, info, picture in self._worst_per_model(suite, entry, list, "worst images"):
-            if picture.images:
+        for row, info, found in self._worst_per_model(suite, entry, list, "worst images"):
+            if found.images:
                 kind = "worst-" + ("".join(c if c.isalnum() or c in "._-" else "-" for c in row).strip("-") or "model")
                 info["figure"] = kind if kind not in pictures else f"{kind}-{len(pictures)}"
-                pictures[info["figure"]] = picture
+                pictures[info["figure"]] = found
             worst[row] = info
         entry["worst_images"] = worst
         return pictures
@@ -1273,11 +1273,11 @@ class SegRobustSession:
             try:
                 if key not in self._described:
                     self._described[key] = self._describe_worst(suite, cell, row)
-                picture = self._described[key]
+                found = self._described[key]
             except Exception as exc:  # noqa: BLE001 - a table or figure must never cost the report
                 self.warnings.append(f"no {what} for {suite.name} {row}: {error_message(exc)}")
                 continue
-            yield row, picture.info(), picture
+            yield row, found.info(), found
 
     def _flush_baselines(self) -> None:
         """Write each suite's pending cells into its file, and say what changed and what is unused.
