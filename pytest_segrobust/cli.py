@@ -17,6 +17,7 @@ from pytest_segrobust import __version__
 from pytest_segrobust.corruptions import DEFAULT_PRESET, PRESETS, REGISTRY
 from pytest_segrobust.errors import SegRobustError
 from pytest_segrobust.report.gallery import render_gallery
+from pytest_segrobust.suite_pictures import gallery_tiles
 from pytest_segrobust.wording import plural
 
 
@@ -122,7 +123,7 @@ def _gallery(image_path: Path, out: Path, preset: str, severities: list[int], si
     image = torch.from_numpy(np.array(picture)).permute(2, 0, 1).contiguous()
     corruptions = REGISTRY.available(preset)
     # Corrupted at full resolution, as a model sees the image; shrunk to --size only for display.
-    grid = render_gallery(image, corruptions, severities, seed=seed, sample_id=image_path.name, tile=size)
+    grid = render_gallery(gallery_tiles(image, corruptions, severities, seed=seed, sample_id=image_path.name, tile=size))
     out.parent.mkdir(parents=True, exist_ok=True)
     grid.save(out, format="PNG")
     shown = plural(len(corruptions), "corruption")

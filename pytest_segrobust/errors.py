@@ -49,3 +49,9 @@ class InconclusiveWarning(UserWarning):
     """A cell of a statistical gate could neither be shown within its margin nor beyond it
     (suite policy ``inconclusive: warn``): it passes, and the warning says how many images
     would decide it."""
+
+
+def error_message(exc: BaseException) -> str:
+    """How a failure is recorded (a cell's error, a picture left out): our own errors say
+    everything, others are named by type."""
+    return str(exc) if isinstance(exc, SegRobustError) else f"{type(exc).__name__}: {exc}"

@@ -43,6 +43,7 @@ from pytest_segrobust.wording import plural
 if TYPE_CHECKING:
     from pytest_segrobust.baselines import CellKey
     from pytest_segrobust.corruptions import CorruptionRegistry
+    from pytest_segrobust.pictures import RunPictures
     from pytest_segrobust.pieces import Piece
     from pytest_segrobust.progress import TerminalProgress
     from pytest_segrobust.runner import Measurement
@@ -268,6 +269,10 @@ class CellWorker:
         """Evaluate piece ``index`` of ``count`` of a split cell, for the actor that merges it."""
         return self.runner.piece(suite_path, key, index, count)
 
+    def pictures(self) -> RunPictures:
+        """The report's pictures of this actor's cells, made while its model is still built."""
+        return self.runner.pictures()
+
 
 def _fetch(refs: Sequence[Any], nodeid: str) -> list[Piece]:
     """The pieces of a split cell, in order; the first that failed raises its own error, as the
@@ -321,6 +326,10 @@ class RayBackend:
         self._remaining: dict[tuple[str, str], int] = {}
         self._total = total
         self._taken = 0
+        from pytest_segrobust.pictures import RunPictures
+
+        # The pictures of each (suite, model)'s cells, asked of its actor after its last cell.
+        self.pictures = RunPictures()
 
     @classmethod
     def start(
@@ -427,7 +436,16 @@ class RayBackend:
             self._taken += 1
             self._remaining[cell.actor] -= 1
             if self._remaining[cell.actor] == 0:  # their GPUs or cores go to the actors still waiting
+                self._collect_pictures(cell.actor)
                 self._release(cell.actor)
+
+    def _collect_pictures(self, group: tuple[str, str]) -> None:
+        """The pictures of a (suite, model) whose cells are all done, from its first actor; an actor
+        that cannot send them leaves its model's worst images out of the report (which says so)."""
+        try:
+            self.pictures.absorb(self._ray.get(self._actors[group][0].pictures.remote()))
+        except self._ray.exceptions.RayError as exc:
+            logger.warning("segrobust: the Ray actor of %s sent no pictures for the report: %s", group[1], _summary(exc))
 
     def _wait(self, cell: _Cell) -> None:
         """Block until the cell is done, drawing how many of the run's cells are (on a terminal)."""

@@ -24,14 +24,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_segrobust import reads
+from pytest_segrobust.album import Album
 from pytest_segrobust.baselines import CellKey, Conditions
 from pytest_segrobust.corruptions import REGISTRY, CorruptionRegistry
 from pytest_segrobust.data.base import supercategories
-from pytest_segrobust.errors import SegRobustError
+from pytest_segrobust.errors import SegRobustError, error_message
 from pytest_segrobust.evaluation import CellResult
 from pytest_segrobust.gate import Status
 from pytest_segrobust.limits import time_limit
 from pytest_segrobust.models.base import model_device
+from pytest_segrobust.pictures import RunPictures
 from pytest_segrobust.pieces import Piece, Split
 from pytest_segrobust.records import CellRecord
 from pytest_segrobust.suite import Suite, load_suite
@@ -56,11 +58,6 @@ class RemoteCellError(SegRobustError):
     def __init__(self, message: str, failure: str) -> None:
         super().__init__(message)
         self.failure = failure
-
-
-def error_message(exc: BaseException) -> str:
-    """How a cell's error is recorded: our own errors say everything, others are named by type."""
-    return str(exc) if isinstance(exc, SegRobustError) else f"{type(exc).__name__}: {exc}"
 
 
 @dataclass(frozen=True)
@@ -130,6 +127,7 @@ class CellRunner:
         if options.cache_dir is not None:  # what models read under the project keys their cached clean results
             reads.watch(rootpath)
         self._suites: dict[Path, Suite] = {}
+        self.album = Album()  # the report's pictures of the cells measured here
         self._fingerprints: dict[tuple[str, str], str | None] = {}
         self._import_paths: list[str] = []
 
@@ -245,6 +243,7 @@ class CellRunner:
                     for name in suite.metrics[1:]
                 },
             )
+        self.album.consider(suite, key, record)
         return Measurement(
             nodeid, record, numbers, result, self.bench.conditions(suite), self.model_fingerprint(suite, key.model)
         )
@@ -275,6 +274,11 @@ class CellRunner:
         with self.bounds(suite, key.label):
             piece = self.bench.piece(suite, key, index, count)
         return dataclass_replace(piece, cache_counts=self._counts_since(before))
+
+    def pictures(self) -> RunPictures:
+        """The report's pictures of what this process measured (each made once, then left out):
+        its suites' galleries and its candidates for each model's worst cell (:mod:`pytest_segrobust.album`)."""
+        return self.album.develop(self.bench, self.bounds)
 
     # -- what a measurement is compared under ---------------------------------------------------
 

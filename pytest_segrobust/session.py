@@ -30,6 +30,7 @@ from pytest_segrobust.gate import Status
 from pytest_segrobust.gatekeeper import CellFailure, Gatekeeper
 from pytest_segrobust.ordering import ordered_model_outcomes, ordered_records, ordered_suites
 from pytest_segrobust.outcomes import ModelChange, Outcome, PendingWrite
+from pytest_segrobust.pictures import RunPictures
 from pytest_segrobust.progress import TerminalProgress
 from pytest_segrobust.records import CellRecord
 from pytest_segrobust.release import ModelOutcome
@@ -117,7 +118,7 @@ class SegRobustSession:
         self.registry = registry
         self.runner = CellRunner(options, rootpath, registry, adapt_hook)
         self.gatekeeper = Gatekeeper(options, self.runner, self.shown)
-        self.reporter = ReportWriter(self.runner, started=time.time())
+        self.reporter = ReportWriter(rootpath, started=time.time())
         # The outcomes of the run's items, as they came back.
         self.records: list[CellRecord] = []
         self.errors: dict[str, str] = {}  # node id -> what went wrong, for items with no result
@@ -128,6 +129,9 @@ class SegRobustSession:
         self.resampled = self.gatekeeper.resampled
         self.model_changes = self.gatekeeper.model_changes
         self.absorbed_counts = {"hits": 0, "misses": 0, "uncached": 0}
+        # The report's pictures other processes made (xdist workers, Ray actors, shards); this
+        # process's own are made at the end (:meth:`finish`), while its models are still built.
+        self.pictures = RunPictures()
         self.scope = Selection()
         self.coverage: RunCoverage | None = None
         self.suite_order: dict[str, Suite] = {}
@@ -310,6 +314,7 @@ class SegRobustSession:
     def stop_backend(self) -> None:
         """Kill the actors and drop the cells no item took (the run stopped early)."""
         if self.backend is not None:
+            self.pictures.absorb(self.backend.pictures)
             self.backend.close()
             self.backend = None
 
@@ -405,7 +410,8 @@ class SegRobustSession:
         """What a worker sends when it finishes: its clean-cache counts and the cells it deselected."""
         collection = {"deselected": self.scope.deselected} if self.scope.collection_known else None
         shard = None if self.shard_plan is None else self.shard_plan.to_json()
-        return json.dumps({"cache": self.cache_counts(), "collection": collection, "shard": shard})
+        pictures = self.runner.pictures().to_json()  # a worker's models are still built: the last moment to draw them
+        return json.dumps({"cache": self.cache_counts(), "collection": collection, "shard": shard, "pictures": pictures})
 
     def absorb(self, payload: str) -> None:
         """Merge a finished worker's payload into this (controller) session."""
@@ -418,6 +424,8 @@ class SegRobustSession:
             self.scope.collection_known = True
         if data.get("shard") is not None and self.shard_plan is None:  # every worker plans the same
             self.shard_plan = ShardPlan.from_json(data["shard"])
+        if data.get("pictures") is not None:
+            self.pictures.absorb(RunPictures.from_json(data["pictures"]))
 
     # -- what the run covered ----------------------------------------------------------------
 
@@ -530,10 +538,23 @@ class SegRobustSession:
                 records, self.suite_order, self.coverage, self.errors, self.ordered_model_outcomes(), self.resampled
             )
             if built is not None:
-                self.reporter.write(self.suite_order, self.report_base, self.options.report_html)
+                self.reporter.write(
+                    self.suite_order, self.report_base, self.options.report_html, self.run_pictures(), self.options.device
+                )
             self.written += self.reporter.written
             self.problems += self.reporter.problems
             self.warnings = list(self.reporter.warnings)
+
+    def run_pictures(self) -> RunPictures:
+        """The report's pictures: this process's own (made now, at most once) with the others'.
+
+        Ctrl-C while they are made leaves them out; the report says so and is written without them.
+        """
+        try:
+            self.pictures.absorb(self.runner.pictures())
+        except KeyboardInterrupt:
+            self.reporter.warnings.append("pictures left out: the run was interrupted while the report's pictures were made")
+        return self.pictures
 
     # -- order ---------------------------------------------------------------------------------
 

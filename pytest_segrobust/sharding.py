@@ -87,6 +87,7 @@ def shard_file(session: SegRobustSession) -> ShardFile:
             collection_known=scope.collection_known and session.shard_plan is not None,
         ),
         cache_counts=session.cache_counts(),
+        pictures=session.run_pictures().to_json(),
     )
 
 
@@ -138,7 +139,7 @@ def absorb_shards(session: SegRobustSession, shards: list[ShardFile]) -> None:
             session.absorb_outcome(Outcome.from_json(entry).moved(under(session.rootpath)))
         for nodeid, message in shard.errors.items():
             session.absorb_outcome(Outcome(nodeid, error=message))
-        session.absorb(json.dumps({"cache": shard.cache_counts, "collection": None}))
+        session.absorb(json.dumps({"cache": shard.cache_counts, "collection": None, "pictures": shard.pictures}))
         session.scope.not_run_reasons.update(shard.coverage.not_run)
     order = {nodeid: index for index, nodeid in enumerate(cells)}
     expected = {nodeid for shard in shards for nodeid in shard.coverage.expected}

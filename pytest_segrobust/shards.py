@@ -244,6 +244,9 @@ class ShardFile:
         errors: Cells that failed with an error instead of a result: node id -> message.
         coverage: What the shard selected and left out.
         cache_counts: Clean results computed and read from the cache.
+        pictures: The report's pictures of the shard's cells
+            (:class:`~pytest_segrobust.pictures.RunPictures` as JSON), so the merge draws them
+            without building a model.
     """
 
     spec: ShardSpec
@@ -260,6 +263,7 @@ class ShardFile:
     errors: dict[str, str]
     coverage: ShardCoverage
     cache_counts: dict[str, int] = field(default_factory=dict)
+    pictures: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         data = {f.name: getattr(self, f.name) for f in fields(self)}
@@ -282,7 +286,7 @@ class ShardFile:
             raise ValueError(f"shard file of format {data.get('format')!r}, this segrobust reads format {SHARD_FORMAT}")
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - known - {"format"})
-        missing = sorted(f.name for f in fields(cls) if f.name not in data and f.name != "cache_counts")
+        missing = sorted(f.name for f in fields(cls) if f.name not in data and f.name not in ("cache_counts", "pictures"))
         if unknown or missing:
             raise ValueError(
                 "; ".join(

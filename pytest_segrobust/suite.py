@@ -251,6 +251,11 @@ class Suite:
         return self.metrics[0]
 
     @property
+    def reads_text(self) -> bool:
+        """Whether the suite's task reads referring expressions (its targets include a text field)."""
+        return Expressions in get_task(self.task).target_types
+
+    @property
     def splits(self) -> tuple[str | None, ...]:
         """The splits cells run on; ``(None,)`` for a suite of one dataset."""
         return (None,) if self.shifts is None else tuple(self.shifts.splits)

@@ -17,11 +17,10 @@ from pytest_segrobust.records import CellRecord
 from pytest_segrobust.report import coverage, plots, tables
 from pytest_segrobust.report.r2bench import r2bench_entry, r2bench_tables
 from pytest_segrobust.report.tables import Table
-from pytest_segrobust.tasks import get_task
-from pytest_segrobust.types import Expressions
 from pytest_segrobust.wording import plural
 
 if TYPE_CHECKING:
+    from pytest_segrobust.pictures import GalleryTiles, WorstImages
     from pytest_segrobust.suite import Suite
 
 REPORT_FORMAT = 1
@@ -114,7 +113,7 @@ def build_report(
         release = release_entry(suite, suite_records, outcomes)
         if release is not None:
             report["suites"][suite_name]["release"] = release
-        if suite is not None and Expressions in get_task(suite.task).target_types:
+        if suite is not None and suite.reads_text:
             by_model = {model: [CellRecord.from_json(c) for c in entry["cells"]] for model, entry in models.items()}
             report["suites"][suite_name]["r2bench"] = r2bench_entry(by_model, suite.metric)
     report["verdict"] = run_verdict(
@@ -593,8 +592,8 @@ def figures_folder(base: Path) -> Path:
 def write_report(
     report: dict[str, Any],
     base: Path,
-    galleries: Mapping[str, Image.Image] | None = None,
-    pictures: Mapping[str, Mapping[str, Image.Image]] | None = None,
+    galleries: Mapping[str, GalleryTiles | Image.Image] | None = None,
+    pictures: Mapping[str, Mapping[str, WorstImages | Image.Image]] | None = None,
     wall_seconds: Callable[[], float] | None = None,
 ) -> list[Path]:
     """Write ``base.md``, ``base.json`` and the PNG figures in :func:`figures_folder`; returns the paths.
@@ -609,8 +608,10 @@ def write_report(
     Args:
         report: :func:`build_report`'s dict; each suite's ``figures`` is filled in here.
         base: The report's path without suffix.
-        galleries: Per suite, its gallery of corruptions.
-        pictures: Per suite, further images by kind (``worst-<model>``: a model's worst images).
+        galleries: Per suite, its gallery of corruptions: its tiles, drawn here (or a drawn picture).
+        pictures: Per suite, further images by kind: ``worst-<model>``, a model's worst images,
+            drawn here with the title of the row whose ``worst_images`` entry names the kind as
+            its ``figure`` (or a drawn picture).
         wall_seconds: The run's time so far; asked once the figures are drawn, just before the
             documents are rendered, so the report's wall time covers the figures too.
 
@@ -636,9 +637,9 @@ def write_report(
             near = [m for m, v in suite["models"].items() if (v["summary"].get("chance") or {}).get("near")]
             drawers["heatmap"] = lambda path: plots.heatmap(models, path, near_chance=near)
         if galleries and suite_name in galleries:
-            drawers["gallery"] = lambda path: _save_png(galleries[suite_name], path)
+            drawers["gallery"] = lambda path: _save_png(_drawn(galleries[suite_name], suite, "gallery"), path)
         for kind, picture in (pictures or {}).get(suite_name, {}).items():
-            drawers[kind] = lambda path, picture=picture: _save_png(picture, path)
+            drawers[kind] = lambda path, picture=picture, kind=kind: _save_png(_drawn(picture, suite, kind), path)
         for kind, draw in drawers.items():
             path = folder / f"{suite_name}-{kind}.png"
             try:
@@ -681,7 +682,23 @@ def _remove(path: Path) -> None:
         pass  # a figure the report no longer links: left, not a reason to fail
 
 
-def _save_png(image: Image.Image, path: Path) -> Path:
+def _drawn(picture: GalleryTiles | WorstImages | Image.Image, suite: Mapping[str, Any], kind: str) -> Image.Image | None:
+    """The picture of a measured value (``None``: it has nothing to show)."""
+    from pytest_segrobust.pictures import GalleryTiles, WorstImages
+    from pytest_segrobust.report.gallery import render_gallery
+    from pytest_segrobust.report.overlays import render_worst
+
+    if isinstance(picture, GalleryTiles):
+        return render_gallery(picture)
+    if isinstance(picture, WorstImages):
+        rows = [row for row, entry in (suite.get("worst_images") or {}).items() if entry.get("figure") == kind]
+        return render_worst(picture, rows[0] if rows else kind)
+    return picture
+
+
+def _save_png(image: Image.Image | None, path: Path) -> Path | None:
+    if image is None:
+        return None
     image.save(path, format="PNG")
     return path
 

@@ -1,80 +1,28 @@
-"""The report's pictures: frame kept by geometric corruptions, worst-image overlays, bounded plots."""
+"""The report's pictures, drawn from measured values: worst-image overlays, the gallery, bounded plots."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from PIL import Image
 
 from pytest_segrobust.corruptions import REGISTRY
 from pytest_segrobust.models.adapters import adapt_model
-from pytest_segrobust.models.base import InstancePredictions, PanopticPredictions
-from pytest_segrobust.report import build_report, plots, render_markdown, suite_sections, tables, write_report
-from pytest_segrobust.report.frame import describe_frames, frame_kept
-from pytest_segrobust.report.overlays import (
-    NOTHING,
-    NoClassView,
-    class_map,
-    class_maps,
-    describe_worst,
-    overlay,
-    palette,
-    worst_images,
-)
+from pytest_segrobust.pictures import GalleryTiles, WorstImages
+from pytest_segrobust.report import build_report, plots, render_markdown, suite_sections, write_report
+from pytest_segrobust.report.gallery import render_gallery
+from pytest_segrobust.report.overlays import NOTHING, overlay, palette, render_worst
+from pytest_segrobust.suite_pictures import describe_frames
 from pytest_segrobust.tasks import get_task
-from pytest_segrobust.types import InstanceMasks, InstanceTarget, PanopticMap, PanopticTarget, SemanticMask
+from pytest_segrobust.worst import describe_worst
 from tests.fakes import BandScenes, RedBinner
 from tests.report.test_report import SCORES_A, SCORES_B, cells
 
-# -- frame kept -------------------------------------------------------------------------------
-
-
-def test_translation_keeps_less_of_a_smaller_frame_and_is_flagged_in_pixels() -> None:
-    corruptions = [REGISTRY.get(name) for name in ("gaussian_noise", "rotate", "translate")]
-    frames = describe_frames(corruptions, 64, 64, [5, 1], seed=0, sample_id="x")
-    assert frames is not None and frames["severities"] == [1, 5]
-    assert list(frames["corruptions"]) == ["rotate", "translate"]  # photometric ones keep the whole frame
-    translate = frames["corruptions"]["translate"]
-    # 20 px off each axis of 64: (44/64)^2; 100 px leaves nothing.
-    assert translate["kept"] == pytest.approx([(44 / 64) ** 2, 0.0])
-    assert translate["in_pixels"]
-    rotate = frames["corruptions"]["rotate"]
-    assert 0.8 < rotate["kept"][0] < 0.95 and not rotate["in_pixels"]
-    table = tables.frame_kept(frames)
-    assert table.header == ("corruption", "s1", "s5", "depends on image size", "parameters")
-    assert table.rows[1] == ("translate", "47%", "0%", "yes: constants in pixels", "pixels=20 … pixels=100")
-
-
-def test_a_mirroring_warp_keeps_the_whole_frame() -> None:
-    elastic = REGISTRY.get("elastic_transform", "imagenet-c")
-    assert frame_kept(elastic, 32, 48, [1, 5], seed=0, sample_id="x") == [1.0, 1.0]
-    assert describe_frames([REGISTRY.get("gaussian_noise")], 32, 32, [1], 0, "x") is None
-
-
-# -- class views and overlays ---------------------------------------------------------------
-
-
-def test_class_views_of_every_built_in_target_and_prediction() -> None:
-    mask = SemanticMask(torch.tensor([[[0, 255], [2, 1]]]), ignore_index=255)
-    assert class_maps(mask)[0].tolist() == [[0, NOTHING], [2, 1]]
-    masks = torch.tensor([[[True, True], [False, False]], [[False, True], [False, False]]])
-    instances = InstanceMasks((InstanceTarget.from_masks(masks, torch.tensor([1, 3])),), 2, 2)
-    assert class_maps(instances)[0].tolist() == [[1, 3], [NOTHING, NOTHING]]
-    # Predicted instances: below SHOWN_SCORE left out, the most confident painted on top.
-    predicted = InstancePredictions(masks, torch.tensor([1, 3]), torch.tensor([0.9, 0.6]))
-    assert class_map(predicted).tolist() == [[1, 1], [NOTHING, NOTHING]]
-    weak = InstancePredictions(masks, torch.tensor([1, 3]), torch.tensor([0.2, 0.6]))
-    assert class_maps([weak])[0].tolist() == [[NOTHING, 3], [NOTHING, NOTHING]]
-    segments = torch.tensor([[0, 7], [9, 9]])
-    panoptic = PanopticPredictions(segments, torch.tensor([7, 9]), torch.tensor([2, 4]))
-    assert class_map(panoptic).tolist() == [[NOTHING, 2], [4, 4]]
-    target = PanopticMap((PanopticTarget(segments, torch.tensor([7, 9]), torch.tensor([2, 4]), torch.tensor([False, False])),))
-    assert class_maps(target)[0].tolist() == [[NOTHING, 2], [4, 4]]
-    with pytest.raises(NoClassView, match="str has no class view"):
-        class_maps("nope")
+# -- drawing the measured values -------------------------------------------------------------
 
 
 def test_overlay_blends_classes_and_leaves_other_pixels() -> None:
@@ -90,59 +38,42 @@ def binner_model() -> object:
     return adapt_model(RedBinner(smoothing=1), get_task("semantic"), device=torch.device("cpu"))
 
 
-def test_worst_images_are_the_images_that_fell_most_worst_first() -> None:
-    dataset = BandScenes(size=6, height=24, width=24)
-    noise = REGISTRY.get("gaussian_noise")
-    losses = worst_images(binner_model(), dataset, noise, 5, task="semantic", metric="miou", seed=0, shown=2)
-    assert len(losses) == 2 and losses[0].drop >= losses[1].drop > 0
-    assert losses[0].clean_score == pytest.approx(100.0)  # the binner is exact on clean images
-    assert losses[0].clean_image.shape == (3, 24, 24) and losses[0].clean_image.dtype == torch.uint8
-    assert losses[0].moved_truth is None  # noise moves nothing
-    # The same images and scores whatever else is asked: they are the suite's own draws.
-    again = worst_images(binner_model(), dataset, noise, 5, task="semantic", metric="miou", seed=0, shown=6)
-    assert [loss.to_json() for loss in again[:2]] == [loss.to_json() for loss in losses]
-    assert worst_images(binner_model(), dataset, noise, 5, task="semantic", metric="miou", seed=0, limit=1)[0].sample_id == "bands/0"
+def rotated_worst() -> WorstImages:
+    dataset = BandScenes(size=3, height=20, width=30)
+    return describe_worst(
+        binner_model(), dataset, REGISTRY.get("rotate"), 5, task="semantic", metric="miou", seed=0, limit=None, gamma_r=0.5
+    )
 
 
 def test_worst_cell_picture_shows_moved_ground_truth_for_geometric_corruptions() -> None:
-    dataset = BandScenes(size=3, height=20, width=30)
-    info, picture = describe_worst(
-        binner_model(), dataset, REGISTRY.get("rotate"), 5, task="semantic", metric="miou", label="mIoU",
-        seed=0, limit=None, row="binner", gamma_r=0.5,
-    )
-    assert info["considered"] == 3 and info["corruption"] == "rotate" and len(info["images"]) == 3
+    worst = rotated_worst()
+    picture = render_worst(worst, "binner")
     assert picture is not None
     # 6 tiles of 128 x 85 (the longest side of 30 x 20 enlarged to SMALLEST_TILE) beside the row labels.
     assert picture.size[0] > 6 * 128 and picture.size[1] > 3 * 85
     assert picture.size[0] < 6 * 256  # small images are not enlarged further
+    # Drawn from the value alone: after a trip through JSON, the same picture.
+    again = render_worst(WorstImages.from_json(json.loads(json.dumps(worst.to_json()))), "binner")
+    assert again is not None and again.tobytes() == picture.tobytes()
+    assert render_worst(WorstImages("fog", 1, 0.5, 3, "mIoU", ("a",), note="no pictures: none"), "binner") is None
 
 
-def test_a_task_without_class_view_gets_a_note_not_an_error() -> None:
-    class Opaque:
-        device = torch.device("cpu")
-        task = "semantic"
+def test_the_gallery_lays_out_the_tiles_it_is_given() -> None:
+    g = torch.Generator().manual_seed(0)
 
-        def predict(self, images: torch.Tensor) -> torch.Tensor:
-            return torch.zeros(images.shape[0], *images.shape[-2:], dtype=torch.int64)
+    def tile() -> np.ndarray:
+        return torch.randint(0, 256, (20, 30, 3), generator=g, dtype=torch.uint8).numpy()
 
-        def fingerprint(self) -> str:
-            return "opaque"
-
-    import pytest_segrobust.report.overlays as overlays
-
-    def refuse(value: object) -> list[torch.Tensor]:
-        raise NoClassView("Tensor has no class view to draw")
-
-    original = overlays.class_maps.registry[torch.Tensor]
-    overlays.class_maps.register(torch.Tensor, refuse)
-    try:
-        info, picture = describe_worst(
-            Opaque(), BandScenes(size=2), REGISTRY.get("gaussian_noise"), 1, task="semantic", metric="miou",
-            label="mIoU", seed=0, limit=None, row="m", gamma_r=0.9,
-        )
-    finally:
-        overlays.class_maps.register(torch.Tensor, original)
-    assert picture is None and info["images"] == [] and "no class view" in info["note"]
+    names = ("fog", "rotate", "translate")
+    tiles = GalleryTiles(names, (1, 3, 5), tile(), tuple((tile(), tile(), tile()) for _ in names))
+    grid = render_gallery(tiles)
+    # Two blocks of rows (2 and 1 corruptions), each a label then four tiles of 30 x 20.
+    assert grid.size[1] == 16 + 2 * (20 + 4) + 4
+    pixels = np.asarray(grid)
+    found = [(y, x) for y in range(grid.size[1] - 19) for x in range(grid.size[0] - 29)
+             if np.array_equal(pixels[y : y + 20, x : x + 30], tiles.tiles[2][2])]  # fmt: skip
+    assert len(found) == 1  # translate at severity 5, pasted as given
+    assert Image.fromarray(pixels).size == grid.size
 
 
 # -- the report with its pictures --------------------------------------------------------------
@@ -158,8 +89,12 @@ def test_pictures_are_written_linked_and_explained(tmp_path: Path) -> None:
         "b": {"corruption": "gaussian_noise", "severity": 5, "gamma_r": 0.27, "considered": 16, "images": [],
               "note": "no pictures: Thing has no class view to draw"},
     }
-    written = write_report(report, tmp_path / "out", pictures={"s": {"worst-a": Image.new("RGB", (8, 8))}})
+    worst = rotated_worst()
+    written = write_report(report, tmp_path / "out", pictures={"s": {"worst-a": worst}})
     assert tmp_path / "out-figures" / "s-worst-a.png" in written
+    # Drawn by the report from the value, titled with the row that names the figure.
+    drawn = render_worst(worst, "a")
+    assert drawn is not None and Image.open(tmp_path / "out-figures" / "s-worst-a.png").tobytes() == drawn.tobytes()
     markdown = render_markdown(report)
     assert "### Images whose score fell most in each model's worst cell" in markdown
     assert "| a | gaussian_noise s5 | 0.500 | img/3 | 81.00 | 12.50 | -68.50 |" in markdown
@@ -170,6 +105,21 @@ def test_pictures_are_written_linked_and_explained(tmp_path: Path) -> None:
     titles = [section.title for section in suite_sections(suite)]
     assert titles.index("Images whose score fell most in each model's worst cell") < titles.index("Baseline comparison")
     assert json.loads((tmp_path / "out.json").read_text())["suites"]["s"]["figures"]["worst-a"] == "out-figures/s-worst-a.png"
+
+
+def test_a_value_that_cannot_be_drawn_is_a_warning_not_a_failure(tmp_path: Path) -> None:
+    report = build_report(cells("a", 80.0, SCORES_A), {})
+    worst = rotated_worst()
+    first = worst.images[0]
+    broken = type(first)(**{**first.__dict__, "clean_prediction": torch.zeros(2, 2, dtype=torch.int64)})
+    bad = WorstImages(**{**worst.__dict__, "images": (broken,)})
+    report["suites"]["s"]["worst_images"] = {"a": {**bad.info(), "figure": "worst-a"}}
+    tiles = GalleryTiles(("fog",), (1,), np.zeros((4, 4, 3), np.uint8), ((np.zeros((4, 4, 3), np.uint8),),))
+    written = write_report(report, tmp_path / "out", galleries={"s": tiles}, pictures={"s": {"worst-a": bad}})
+    assert tmp_path / "out-figures" / "s-gallery.png" in written
+    assert tmp_path / "out-figures" / "s-worst-a.png" not in written
+    assert any(w.startswith("figure worst-a of suite s not drawn: RuntimeError") for w in report["warnings"])
+    assert "worst-a" not in report["suites"]["s"]["figures"] and "gallery" in report["suites"]["s"]["figures"]
 
 
 def test_severity_plot_stays_bounded_with_many_models(tmp_path: Path) -> None:

@@ -1,0 +1,186 @@
+"""What the report shows of a suite's corruptions, measured on its first image.
+
+The gallery: the image under every visual corruption at severities 1, 3, 5, each corrupted at
+the image's own size (as a model sees it) and only then shrunk to the report's tile. The frame
+table: how much of the frame a geometric corruption keeps, per severity.
+
+A rotation, a shear or a translation moves part of the image out of the frame: those pixels
+turn black and their labels become the ignore label, so they are no longer scored. The share
+of the frame that still shows the image tells a reader how much a geometric cell measures
+robustness and how much it just measures less. Where it changes with the image size, the
+corruption's constants are in pixels (a translation by 100 px leaves little of a 128 px image
+and most of a 1024 px one).
+
+Both are values (:class:`~pytest_segrobust.pictures.SuitePictures`): the report draws the
+gallery (:func:`pytest_segrobust.report.gallery.render_gallery`) and never runs a corruption.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from PIL import Image as PILImage
+
+from pytest_segrobust.corruptions import Corruption
+from pytest_segrobust.corruptions.functional import to_uint8
+from pytest_segrobust.errors import error_message
+from pytest_segrobust.pictures import REPORT_TILE, GalleryTiles, SuitePictures
+from pytest_segrobust.seeding import sample_seed
+from pytest_segrobust.types import Image, SemanticMask, field_of
+
+GALLERY_SEVERITIES = (1, 3, 5)
+# The kept share measured again at half the size: a change beyond this means constants in pixels.
+SIZE_DEPENDENT = 0.01
+_OUTSIDE = 1  # the label the warp gives pixels that come from outside the frame
+
+
+def gallery_tiles(
+    image: torch.Tensor,
+    corruptions: Sequence[Corruption[Any]],
+    severities: Sequence[int] = GALLERY_SEVERITIES,
+    seed: int = 0,
+    sample_id: str = "gallery",
+    tile: int | None = None,
+) -> GalleryTiles:
+    """The image clean and under each corruption at each severity, shrunk to ``tile`` for display.
+
+    Args:
+        image: The image to corrupt.
+        corruptions: What to show, in order.
+        severities: The severities of each corruption.
+        seed: Global seed; with ``sample_id`` it fixes every random draw, as in a suite.
+        sample_id: Identifier the per-image seed is derived from.
+        tile: Longest side of each shown tile in pixels (``None``: the image's own size); an
+            image is never enlarged.
+
+    Shape:
+        image: ``(3, H, W)``, ``uint8``.
+    """
+    full_h, full_w = image.shape[-2:]
+    scale = 1.0 if tile is None else min(1.0, tile / max(full_h, full_w))
+    size = max(1, round(full_w * scale)), max(1, round(full_h * scale))
+    batch = image[None].float() / 255.0
+
+    def shown(corrupted: torch.Tensor) -> np.ndarray:
+        picture = PILImage.fromarray(to_uint8(corrupted[0]).permute(1, 2, 0).cpu().numpy())
+        if picture.size != size:
+            picture = picture.resize(size, PILImage.Resampling.LANCZOS)
+        return np.asarray(picture)
+
+    return GalleryTiles(
+        corruptions=tuple(c.name for c in corruptions),
+        severities=tuple(severities),
+        clean=shown(batch),
+        tiles=tuple(
+            tuple(shown(c(batch, s, [sample_seed(seed, sample_id, c.name, s)])) for s in severities)
+            for c in corruptions
+        ),
+    )
+
+
+def frame_kept(
+    corruption: Corruption[Any], height: int, width: int, severities: Sequence[int], seed: int, sample_id: str
+) -> list[float]:
+    """The share of the output frame that shows the image, per severity, for one image's draw.
+
+    A zero mask is warped with the image, as the annotations are in a suite, and the pixels
+    that read from outside the frame (the ignore label) are counted. Random draws (a
+    rotation's sign) come from the seed the image ``sample_id`` gets in the suite.
+
+    Args:
+        corruption: A geometric corruption (or a composition with a geometric part).
+        height: Image height in pixels.
+        width: Image width in pixels.
+        severities: The severities to measure, 1..5.
+        seed: The suite's global seed.
+        sample_id: The image whose draw is used.
+
+    Returns:
+        One share in ``[0, 1]`` per severity.
+    """
+    batch = {
+        "image": Image(torch.zeros(1, 3, height, width)),
+        "mask": SemanticMask(torch.zeros(1, height, width, dtype=torch.int64), ignore_index=_OUTSIDE),
+    }
+    kept = []
+    for severity in severities:
+        warped = corruption(batch, severity, [sample_seed(seed, sample_id, corruption.name, severity)])
+        kept.append(float((field_of(warped, SemanticMask).data != _OUTSIDE).double().mean()))
+    return kept
+
+
+def describe_frames(
+    corruptions: Sequence[Corruption[Any]],
+    height: int,
+    width: int,
+    severities: Sequence[int],
+    seed: int,
+    sample_id: str,
+) -> dict[str, Any] | None:
+    """The kept share of every geometric corruption, at the image's size and at half of it (JSON-safe).
+
+    Returns:
+        ``{"size": [H, W], "severities": [...], "corruptions": {name: {"parameters": [...],
+        "kept": [...], "kept_at_half_size": [...], "in_pixels": bool}}}`` (one entry per
+        severity in each list), or ``None`` when none of ``corruptions`` is geometric.
+    """
+    geometric = [c for c in corruptions if c.geometric]
+    if not geometric:
+        return None
+    severities = sorted(severities)
+    half = (max(8, height // 2), max(8, width // 2))
+    out: dict[str, Any] = {}
+    for corruption in geometric:
+        kept = frame_kept(corruption, height, width, severities, seed, sample_id)
+        smaller = frame_kept(corruption, *half, severities, seed, sample_id)
+        described = corruption.table.describe()
+        out[corruption.name] = {
+            "parameters": [described[s - 1] for s in severities],
+            "kept": kept,
+            "kept_at_half_size": smaller,
+            "in_pixels": any(abs(a - b) > SIZE_DEPENDENT for a, b in zip(kept, smaller)),
+        }
+    return {"size": [height, width], "severities": list(severities), "corruptions": out}
+
+
+def suite_pictures(
+    suite: str,
+    image: torch.Tensor,
+    sample_id: str,
+    corruptions: Sequence[Corruption[Any]],
+    *,
+    severities: Sequence[int],
+    seed: int,
+    tile: int = REPORT_TILE,
+) -> SuitePictures:
+    """A suite's gallery and frame table from its first image; a part that fails is a warning.
+
+    Args:
+        suite: The suite's name, for the warnings.
+        image: The first image of the suite's reference data.
+        sample_id: Its identifier (the gallery's and the frame table's draws are its own).
+        corruptions: The suite's visual corruptions, in order.
+        severities: The suite's severities (of the frame table; the gallery shows 1, 3, 5).
+        seed: The suite's global seed.
+        tile: Longest side of a gallery tile.
+
+    Shape:
+        image: ``(3, H, W)``, ``uint8``.
+    """
+    warnings: list[str] = []
+    gallery: GalleryTiles | None = None
+    frames: dict[str, Any] | None = None
+    try:
+        gallery = gallery_tiles(image, corruptions, seed=seed, sample_id=sample_id, tile=tile)
+    except Exception as exc:  # noqa: BLE001 - a figure must never cost the report
+        warnings.append(f"no gallery for suite {suite}: {error_message(exc)}")
+    try:
+        height, width = image.shape[-2:]
+        frames = describe_frames(corruptions, int(height), int(width), severities, seed, sample_id)
+    except Exception as exc:  # noqa: BLE001 - a table of the report must never cost the report
+        warnings.append(f"no frame table for suite {suite}: {error_message(exc)}")
+    return SuitePictures(gallery, frames, tuple(warnings))
+
