@@ -217,6 +217,7 @@ def _merge(paths: list[Path], report: str | None, update: bool, rootdir: Path) -
     except pytest.UsageError as exc:
         raise ShardError(f"{root}: {exc}") from None
     session = start_session(config)
+    session.runner.import_factories = False  # a merge measures nothing: the models need not be here
     try:
         suites, baselines = sharding.project_digests(session)
         check_local_files(first, first_path, suites, baselines)

@@ -127,6 +127,8 @@ class CellRunner:
         if options.cache_dir is not None:  # what models read under the project keys their cached clean results
             reads.watch(rootpath)
         self._suites: dict[Path, Suite] = {}
+        # Whether reading a suite imports its factories; what never measures (segrobust merge) reads without.
+        self.import_factories = True
         self.album = Album()  # the report's pictures of the cells measured here
         self._fingerprints: dict[tuple[str, str], str | None] = {}
         self._import_paths: list[str] = []
@@ -146,7 +148,7 @@ class CellRunner:
         """The validated suite at ``path``, read once (raises :class:`~pytest_segrobust.errors.SuiteError`)."""
         if path not in self._suites:
             self.import_project()
-            self._suites[path] = load_suite(path, self.registry)
+            self._suites[path] = load_suite(path, self.registry, import_factories=self.import_factories)
         return self._suites[path]
 
     def import_project(self) -> None:

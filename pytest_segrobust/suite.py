@@ -282,11 +282,21 @@ class Suite:
         return required or (self.gate is not None and bool(self.gate.aggregates))
 
 
-def load_object(target: str) -> Any:
-    """Import ``package.module:attribute`` (the attribute may be dotted)."""
+def split_target(target: str) -> tuple[str, str]:
+    """``(module, attribute)`` of ``package.module:attribute``.
+
+    Raises:
+        ValueError: for a target of another form.
+    """
     module_name, sep, attribute = target.partition(":")
     if not sep or not module_name or not attribute:
         raise ValueError(f"{target!r} is not of the form 'package.module:attribute'")
+    return module_name, attribute
+
+
+def load_object(target: str) -> Any:
+    """Import ``package.module:attribute`` (the attribute may be dotted)."""
+    module_name, attribute = split_target(target)
     try:
         obj: Any = importlib.import_module(module_name)
     except ImportError as exc:
@@ -320,8 +330,12 @@ def declared_name(path: Path) -> str | None:
     return name if isinstance(name, str) else None
 
 
-def load_suite(path: Path, registry: CorruptionRegistry = REGISTRY) -> Suite:
+def load_suite(path: Path, registry: CorruptionRegistry = REGISTRY, *, import_factories: bool = True) -> Suite:
     """Read and validate a suite file; corruption names are looked up in ``registry``.
+
+    ``import_factories=False`` leaves the factories' modules unimported (their targets are still
+    checked for form): what reads a suite without running it (``segrobust merge``) needs
+    neither the models nor the data.
 
     Raises:
         SuiteError: naming the file, the field and what was expected.
@@ -335,15 +349,16 @@ def load_suite(path: Path, registry: CorruptionRegistry = REGISTRY) -> Suite:
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc)
         raise SuiteError(f"{path}: invalid YAML{where}: {problem}") from exc
-    return _Validator(path, registry).suite(raw)
+    return _Validator(path, registry, import_factories=import_factories).suite(raw)
 
 
 class _Validator:
     """Turns the parsed YAML into a :class:`Suite`, failing on the first bad field."""
 
-    def __init__(self, path: Path, registry: CorruptionRegistry) -> None:
+    def __init__(self, path: Path, registry: CorruptionRegistry, *, import_factories: bool = True) -> None:
         self.path = path
         self.registry = registry
+        self.import_factories = import_factories
         self.text = TextPerturbationRegistry.builtin()  # with the suite's replayed perturbations once read
         self.task_name = "semantic"
         self.task_reads_text = False
@@ -670,7 +685,7 @@ class _Validator:
             raise self.fail(f"{field_name}.{unknown[0]}", f"unknown field; expected {' or '.join(keys)}")
         target = self.string(f"{field_name}.factory", raw["factory"])
         try:
-            load_object(target)
+            load_object(target) if self.import_factories else split_target(target)
         except ValueError as exc:
             raise self.fail(f"{field_name}.factory", str(exc)) from exc
         kwargs = raw.get("kwargs", {}) or {}

@@ -352,3 +352,25 @@ def test_merged_shards_fail_when_both_failed_on_a_damaged_statistics_file(
     status, out = merge(project, capsys, shard_file(project, "1/2"), shard_file(project, "2/2"))
     assert status == 1, out
     assert re.search(r"^FAIL · 2 cells: 2 error", out, re.MULTILINE) and "PASS" not in out, out
+
+
+def test_a_merge_draws_the_worst_images_without_the_models(
+    project: pytest.Pytester, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The shards measure, and draw, their cells; the merge runs where the model and the dataset
+    # cannot even be imported (a CI matrix's merge job without weights or data).
+    run(project, "--segrobust-update-baselines").assert_outcomes(passed=CELLS)
+    take_report(project)
+    run(project, "--segrobust").assert_outcomes(passed=CELLS)
+    single = take_report(project)
+    for k in (1, 2):
+        run_shard(project, f"{k}/2").assert_outcomes(passed=3 if k == 1 else 2, deselected=2 if k == 1 else 3)
+    (project.path / "segrobust_fakes.py").write_text('raise ImportError("no model and no data on this machine")\n')
+    monkeypatch.delitem(__import__("sys").modules, "segrobust_fakes", raising=False)
+    status, out = merge(project, capsys, shard_file(project, "1/2"), shard_file(project, "2/2"))
+    assert status == 0, out
+    assert "warning" not in out
+    report, markdown = take_report(project)
+    assert (report, markdown) == single
+    assert report["suites"]["bands"]["worst_images"]["binner"]["figure"] == "worst-binner"
+    assert report["suites"]["bands"]["figures"]  # the gallery and the worst images, drawn from the shards' pictures
