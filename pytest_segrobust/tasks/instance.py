@@ -20,6 +20,8 @@ class InstanceTask(Task):
     name = "instance"
     default_metrics = ("map",)
     target_types = (InstanceMasks,)
+    reads = ("image", "instances")
+    collates = {**Task.collates, "instances": InstanceMasks}
     model_protocol = InstanceSegmentationModel
     model_description = "an InstanceSegmentationModel (predict -> one InstancePredictions per image, device, fingerprint)"
 

@@ -21,6 +21,8 @@ class PanopticTask(Task):
     name = "panoptic"
     default_metrics = ("pq",)
     target_types = (PanopticMap,)
+    reads = ("image", "panoptic")
+    collates = {**Task.collates, "panoptic": PanopticMap}
     model_protocol = PanopticSegmentationModel
     model_description = "a PanopticSegmentationModel (predict -> one PanopticPredictions per image, device, fingerprint)"
 

@@ -29,6 +29,8 @@ class ReferringTask(Task):
     name = "referring"
     default_metrics = ("referring_miou", "referring_oiou")
     target_types = (ReferringMask, Expressions)
+    reads = ("image", "referring")
+    collates = {**Task.collates, "expression": Expressions, "referring_mask": ReferringMask}
     model_protocol = ReferringSegmentationModel
     model_description = (
         "a ReferringSegmentationModel (predict(images, texts) -> (B, H, W) bool masks or float logits, "

@@ -20,6 +20,8 @@ class SemanticTask(Task):
     name = "semantic"
     default_metrics = ("miou",)
     target_types = (SemanticMask,)
+    reads = ("image", "target")
+    collates = {**Task.collates, "mask": SemanticMask}
     model_protocol = SegmentationModel
     model_description = "a SegmentationModel (predict -> (B, H, W) class ids, device, fingerprint)"
 
