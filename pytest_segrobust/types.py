@@ -451,6 +451,19 @@ def field_of(batch: Batch, kind: type[F]) -> F:
     return found[0]
 
 
+def frames_of(batch: Batch) -> int | None:
+    """The number of frames ``T`` of the batch's clips; ``None`` for a batch without a time axis.
+
+    Raises:
+        ValueError: when two fields have different numbers of frames.
+    """
+    counts = {name: count for name, value in batch.items() if (count := value.frames()) is not None}
+    if len(set(counts.values())) > 1:
+        have = ", ".join(f"{name}: {count}" for name, count in counts.items())
+        raise ValueError(f"the fields of a batch have different numbers of frames ({have})")
+    return next(iter(counts.values()), None)
+
+
 def boxes_from_masks(masks: torch.Tensor) -> torch.Tensor:
     """Tight ``(x0, y0, x1, y1)`` boxes (exclusive ends) of binary masks; empty masks give zeros.
 

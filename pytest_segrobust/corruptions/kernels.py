@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import torch
 
 from pytest_segrobust.corruptions import functional as Fn
+from pytest_segrobust.seeding import StreamKeys
 from pytest_segrobust.types import (
     VOID,
     Audio,
@@ -45,19 +46,32 @@ from pytest_segrobust.types import (
     boxes_from_masks,
 )
 
-# Changes images ``(B, C, H, W)`` in [0, 1]; bound to the corruption's params and random streams.
-ImageFunction = Callable[[torch.Tensor], torch.Tensor]
+# Changes images ``(N, C, H, W)`` in [0, 1], each drawing from its own key (one per image);
+# bound to the corruption's params.
+ImageFunction = Callable[[torch.Tensor, Sequence[int]], torch.Tensor]
 
 
 @functools.singledispatch
-def photometric(field: Field, change: ImageFunction) -> Field:
-    """Apply a pixel-value change to an image-like field; every other field passes through."""
+def photometric(field: Field, change: ImageFunction, keys: StreamKeys) -> Field:
+    """Apply a pixel-value change to a pixel field; every other field passes through.
+
+    A kernel hands ``change`` the field's images with one key each, taken from ``keys``
+    (:class:`~pytest_segrobust.seeding.StreamKeys`).
+    """
     return field
 
 
 @photometric.register
-def _(field: Image, change: ImageFunction) -> Image:
-    return Image(change(field.data))
+def _(field: Image, change: ImageFunction, keys: StreamKeys) -> Image:
+    return Image(change(field.data, keys.seeds))
+
+
+@photometric.register
+def _(field: Video, change: ImageFunction, keys: StreamKeys) -> Video:
+    # The frames as images, each with its key: the clip's own (once per clip) or its frame's.
+    b, t = field.data.shape[:2]
+    frames = change(field.data.flatten(0, 1), keys.frames(t))
+    return dataclasses.replace(field, data=frames.unflatten(0, (b, t)))
 
 
 @functools.singledispatch
