@@ -200,9 +200,7 @@ class VideoMasks(Field):
         """Masks of every frame, as read: every frame annotated, frame ids ``0 .. T - 1``, the
         objects those of the first frame."""
         batch, frames = int(data.shape[0]), int(data.shape[1])
-        objects = tuple(
-            tuple(int(i) for i in clip[0].unique().tolist() if i not in (0, ignore_index)) for clip in data
-        )
+        objects = tuple(tuple(int(i) for i in clip[0].unique().tolist() if i not in (0, ignore_index)) for clip in data)
         annotated = torch.ones(batch, frames, dtype=torch.bool, device=data.device)
         return cls(data, objects, annotated, _frame_positions(batch, frames, data.device), ignore_index)
 

@@ -191,7 +191,7 @@ def _(field: Video, coords: torch.Tensor) -> Video:
 def _(field: Video, matrices: torch.Tensor, coords: Callable[[], torch.Tensor]) -> Video:
     b, t, c, h, w = field.data.shape
     if matrices.dim() == 4:  # one map per frame
-        flat_coords = lambda: coords().flatten(0, 1)  # noqa: E731
+        flat_coords = lambda: coords().flatten(0, 1)
         frames = Fn.sample_affine_bilinear(field.data.flatten(0, 1), matrices.flatten(0, 1), flat_coords, fill=0.0)
     else:
         frames = Fn.sample_affine_bilinear(field.data.reshape(b, t * c, h, w), matrices, coords, fill=0.0)

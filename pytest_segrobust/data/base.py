@@ -96,7 +96,9 @@ class Sample:
     def __post_init__(self) -> None:
         taken = sorted(set(self.extra) & set(NAMED_FIELDS))
         if taken:
-            raise ValueError(f"sample {self.sample_id}: {', '.join(taken)} are attributes of a Sample, not extra fields")
+            raise ValueError(
+                f"sample {self.sample_id}: {', '.join(taken)} are attributes of a Sample, not extra fields"
+            )
 
     @classmethod
     def of(cls, sample_id: str, **fields: Any) -> Sample:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 
 import torch
 
@@ -22,7 +22,7 @@ class PanopticTask(Task):
     default_metrics = ("pq",)
     target_types = (PanopticMap,)
     reads = ("image", "panoptic")
-    collates = {**Task.collates, "panoptic": PanopticMap}
+    collates: ClassVar[Mapping[str, type[Field]]] = {**Task.collates, "panoptic": PanopticMap}
     model_protocol = PanopticSegmentationModel
     model_description = "a PanopticSegmentationModel (predict -> one PanopticPredictions per image, device, fingerprint)"
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 
 import torch
 
@@ -21,7 +21,7 @@ class SemanticTask(Task):
     default_metrics = ("miou",)
     target_types = (SemanticMask,)
     reads = ("image", "target")
-    collates = {**Task.collates, "mask": SemanticMask}
+    collates: ClassVar[Mapping[str, type[Field]]] = {**Task.collates, "mask": SemanticMask}
     model_protocol = SegmentationModel
     model_description = "a SegmentationModel (predict -> (B, H, W) class ids, device, fingerprint)"
 
