@@ -233,7 +233,7 @@ def test_the_family_changes_its_field_alone_and_image_corruptions_leave_it(insta
     noise = installed.get("gaussian_noise")
     noisy = noise(batch, 3, seeds_of(samples, noise, 3))
     assert noisy["depth"] is batch["depth"] and not torch.equal(noisy["image"].data, batch["image"].data)
-    with pytest.raises(ValueError, match="depth_dropout: the batch has no Depth field"):
+    with pytest.raises(ValueError, match="depth_dropout: needs one Depth field, the batch has none"):
         dropout({"image": batch["image"], "index": batch["index"]}, 1, [1, 2, 3, 4])
 
 

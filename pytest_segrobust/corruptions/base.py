@@ -169,9 +169,9 @@ class Corruption(ABC, Generic[Params]):
         on the batch size and on the number of frames."""
         acted = [f for f in batch.values() if isinstance(f, self.acts_on)]
         if not acted:
-            kinds = " or ".join(kind.__name__ for kind in self.acts_on)
+            kinds = " or ".join("pixel (Image, Video)" if kind is PixelField else kind.__name__ for kind in self.acts_on)
             have = ", ".join(f"{name}: {type(f).__name__}" for name, f in batch.items()) or "no fields"
-            raise ValueError(f"{self.name}: the batch has no {kinds} field ({have})")
+            raise ValueError(f"{self.name}: needs one {kinds} field, the batch has none ({have})")
         for f in acted:
             if isinstance(f, Image) and f.data.dim() != 4:
                 raise ValueError(f"{self.name}: expected images of shape (B, C, H, W), got {tuple(f.data.shape)}")

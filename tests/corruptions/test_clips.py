@@ -161,7 +161,7 @@ def test_the_freeze_of_a_single_frame_is_the_clip() -> None:
 
 def test_a_temporal_corruption_needs_a_clip_and_a_kernel_for_every_field_with_frames() -> None:
     fields, seeds = clips()
-    with pytest.raises(ValueError, match="frame_freeze: the batch has no Video field"):
+    with pytest.raises(ValueError, match="frame_freeze: needs one Video field, the batch has none"):
         frame_freeze({"image": Image(fields["video"].data[:, 0])}, 1, seeds)
 
     class Subtitles(Field):  # frames, but no temporal kernel
