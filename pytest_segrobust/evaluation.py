@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -307,7 +307,7 @@ def accumulate(
     else:
         read = lambda indices: _read(dataset, indices, loader_workers)
         stream = sample_cache.samples(dataset, positions.stop, read, start=positions.start)
-    batches = _batches(stream, batch_size)
+    batches = _batches(stream, batch_size, task.batch_key)
     for samples in batches if phases is None else phases.iterate("read", batches, device):
         first = positions.start + done
         _check_unique_ids(samples, first, positions_of, dataset)
@@ -407,13 +407,17 @@ def _as_is(sample: Sample) -> Sample:
     return sample
 
 
-def _batches(samples: Iterator[Sample], batch_size: int) -> Iterator[list[Sample]]:
-    """Consecutive samples grouped into batches of one image size."""
+def _batches(samples: Iterator[Sample], batch_size: int, key: Callable[[Sample], Hashable]) -> Iterator[list[Sample]]:
+    """Consecutive samples grouped into batches of one ``key`` (the task's: by default one image size)."""
     batch: list[Sample] = []
+    batch_key: Hashable = None
     for sample in samples:
-        if batch and (len(batch) == batch_size or batch[0].image.shape != sample.image.shape):
+        sample_key = key(sample)
+        if batch and (len(batch) == batch_size or batch_key != sample_key):
             yield batch
             batch = []
+        if not batch:
+            batch_key = sample_key
         batch.append(sample)
     if batch:
         yield batch

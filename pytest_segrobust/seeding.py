@@ -4,12 +4,22 @@ Every random draw of a corruption comes from a counter-based generator (Philox-4
 :mod:`pytest_segrobust.philox`) keyed by ``(global seed, sample id, corruption, severity)``
 through a stable hash, so the corrupted pixels of one image are a function of those four
 values alone: the same on CPU and CUDA, alone or in any batch, in any order.
+
+Within a sample, :class:`StreamKeys` derives further keys from the sample's seed: one per
+field (:meth:`StreamKeys.of_field`: a waveform draws apart from the frames), one per frame of a
+clip (:meth:`StreamKeys.frames`: drawn once per clip, every frame seeing the same numbers, or
+once per frame, as :class:`FrameDraws` says) and one per channel (:meth:`StreamKeys.channels`).
+A sample's own seed is the key of its pixel field (an image, or every frame of a clip drawn
+once per clip), so an image corrupted alone and a one-frame clip corrupted once per clip draw
+the same numbers.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import Enum
 
 import torch
 
@@ -31,6 +41,64 @@ def sample_seed(seed: int, sample_id: str, corruption: str, severity: int) -> in
     key = f"{seed}\x1f{sample_id}\x1f{corruption}\x1f{severity}".encode()
     digest = hashlib.blake2b(key, digest_size=8).digest()
     return int.from_bytes(digest, "little") & (2**63 - 1)
+
+
+def derived_seed(seed: int, *key: object) -> int:
+    """A seed derived from ``seed`` and a key (``"frame", 3``), as stable as :func:`sample_seed`.
+
+    Returns:
+        A non-negative 63-bit integer.
+    """
+    text = "\x1f".join([str(int(seed)), *(str(part) for part in key)])
+    digest = hashlib.blake2b(text.encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") & (2**63 - 1)
+
+
+class FrameDraws(str, Enum):
+    """How often a corruption draws its random numbers along a clip's frames."""
+
+    CLIP = "clip"  # once per clip: every frame sees the same draws (static, no flicker)
+    FRAME = "frame"  # once per frame: each frame its own draws (dynamic)
+
+
+@dataclass(frozen=True)
+class StreamKeys:
+    """The keys of a batch's random streams: one seed per sample and the keys derived from it.
+
+    A kernel picks the keys it draws from: the samples' own (:attr:`seeds`), a field's
+    (:meth:`of_field`), one per frame (:meth:`frames`) or one per channel (:meth:`channels`),
+    and hands them to :class:`SampleStreams`. Every key is a function of the sample's seed and
+    the key's parts alone, so no draw depends on the batch.
+
+    Attributes:
+        seeds: One seed per sample (:func:`sample_seed`).
+        frame_draws: Whether :meth:`frames` gives every frame of a clip the clip's key or its own.
+    """
+
+    seeds: tuple[int, ...]
+    frame_draws: FrameDraws = FrameDraws.CLIP
+
+    def __len__(self) -> int:
+        return len(self.seeds)
+
+    def of_field(self, field: str) -> StreamKeys:
+        """The keys of one field's own draws (``"audio"``), apart from every other field's."""
+        return StreamKeys(tuple(derived_seed(seed, "field", field) for seed in self.seeds), self.frame_draws)
+
+    def frames(self, count: int) -> list[int]:
+        """One key per frame of every sample, sample-major (``B * count`` keys).
+
+        Drawn once per clip (:attr:`FrameDraws.CLIP`), a frame's key is its sample's; once per
+        frame, frame ``t``'s is derived from the sample's seed and ``t``.
+        """
+        if self.frame_draws is FrameDraws.CLIP:
+            return [seed for seed in self.seeds for _ in range(count)]
+        return [derived_seed(seed, "frame", t) for seed in self.seeds for t in range(count)]
+
+    def channels(self, count: int) -> list[int]:
+        """One key per channel of every sample, sample-major (``B * count`` keys): channel ``c``'s
+        is derived from the sample's seed and ``c``."""
+        return [derived_seed(seed, "channel", c) for seed in self.seeds for c in range(count)]
 
 
 class SampleStreams:

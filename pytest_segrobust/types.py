@@ -2,11 +2,17 @@
 
 A batch is a mapping of names to typed fields (``{"image": Image(...), "mask":
 SemanticMask(...)}``). Corruptions dispatch on the type of each field (see
-:mod:`pytest_segrobust.corruptions.kernels`): a photometric corruption changes image-like
-fields and passes every other one through; a geometric corruption moves every field with one
-sampling field. Metrics find their ground truth by type (:func:`field_of`), never by name or
-position. A new kind of target is one new field class here or in its own module, plus its
-kernels.
+:mod:`pytest_segrobust.corruptions.kernels`): a photometric corruption changes pixel fields
+(:class:`PixelField`: images, video frames) and passes every other one through; a geometric
+corruption moves every field with one sampling field; a temporal corruption reorders or
+repeats the frames of every field with a time axis (:meth:`Field.frames`). Metrics find their
+ground truth by type (:func:`field_of`), never by name or position. A new kind of target is
+one new field class here or in its own module, plus its kernels.
+
+Clips: :class:`Video` frames, :class:`VideoMasks` (an object id per pixel and frame) and
+:class:`Audio` (a waveform whose samples are aligned with the frames) share the time axis
+``T``; each carries the source frame id of every position, so a temporal corruption's
+reordering is visible in the batch.
 
 This module is neutral: it knows tensors, not tasks, metrics or corruptions.
 """
@@ -44,6 +50,15 @@ class Field:
         """``(H, W)`` of the images the field belongs to; ``None`` for a field without pixels."""
         raise NotImplementedError
 
+    def frames(self) -> int | None:
+        """``T``, the number of frames of the clips the field belongs to; ``None`` for a field without a time axis."""
+        return None
+
+    def device(self) -> torch.device | None:
+        """Where the field's tensors live: the first tensor among a dataclass's attributes (and the
+        targets they hold); ``None`` for a field without tensors."""
+        return _device_of(self)
+
     def take(self, indices: Sequence[int]) -> Field:
         """Samples ``indices`` of the batch, in that order, as a field of the same type.
 
@@ -67,6 +82,17 @@ class Field:
         return dataclasses.replace(first, **joined)  # type: ignore[type-var]
 
 
+def _device_of(value: object) -> torch.device | None:
+    if isinstance(value, torch.Tensor):
+        return value.device
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        found = (_device_of(getattr(value, f.name)) for f in dataclasses.fields(value))
+        return next((device for device in found if device is not None), None)
+    if isinstance(value, (tuple, list)):
+        return next((device for device in map(_device_of, value) if device is not None), None)
+    return None
+
+
 def _per_sample_values(field: Field) -> list[tuple[str, torch.Tensor | tuple[object, ...] | list[object]]]:
     """The attributes of a dataclass field that hold one entry per sample: its tensors, tuples and lists."""
     values = ((f.name, getattr(field, f.name)) for f in dataclasses.fields(field))  # type: ignore[arg-type]
@@ -81,8 +107,18 @@ def _take(value: torch.Tensor | tuple[object, ...] | list[object], indices: Sequ
     return type(value)(value[i] for i in indices)
 
 
+class PixelField(Field):
+    """A field of float pixels in ``[0, 1]`` in its ``data`` tensor: what photometric and geometric
+    corruptions act on (:class:`Image`, :class:`Video`, or a new type deriving from this one)."""
+
+    data: torch.Tensor
+
+    def device(self) -> torch.device:
+        return self.data.device
+
+
 @dataclass(frozen=True)
-class Image(Field):
+class Image(PixelField):
     """Float images in ``[0, 1]``.
 
     Shape:
@@ -96,6 +132,141 @@ class Image(Field):
 
     def size(self) -> tuple[int, int]:
         return int(self.data.shape[-2]), int(self.data.shape[-1])
+
+
+def _frame_positions(batch: int, frames: int, device: torch.device) -> torch.Tensor:
+    """``0 .. T - 1`` for every clip of a batch: the frame ids of clips as they were read.
+
+    Shape:
+        return: ``(B, T)``, int64.
+    """
+    return torch.arange(frames, dtype=torch.int64, device=device).expand(batch, frames).contiguous()
+
+
+@dataclass(frozen=True)
+class Video(PixelField):
+    """Clips of float frames in ``[0, 1]``; position ``t`` of clip ``b`` shows source frame ``frame_ids[b, t]``.
+
+    Photometric corruptions change every frame (drawing once per clip or once per frame, see
+    :class:`~pytest_segrobust.seeding.StreamKeys`); geometric ones move every frame with the
+    clip's sampling field (or each frame with its own); temporal ones reorder or repeat frames
+    and their ids.
+
+    Shape:
+        data: ``(B, T, C, H, W)``; frame_ids: ``(B, T)``, int64.
+    """
+
+    data: torch.Tensor
+    frame_ids: torch.Tensor
+
+    @classmethod
+    def of(cls, data: torch.Tensor) -> Video:
+        """Clips as they were read: frame ids ``0 .. T - 1``."""
+        return cls(data, _frame_positions(int(data.shape[0]), int(data.shape[1]), data.device))
+
+    def batch_size(self) -> int:
+        return int(self.data.shape[0])
+
+    def size(self) -> tuple[int, int]:
+        return int(self.data.shape[-2]), int(self.data.shape[-1])
+
+    def frames(self) -> int:
+        return int(self.data.shape[1])
+
+
+@dataclass(frozen=True)
+class VideoMasks(Field):
+    """Per-frame object masks of clips (video object segmentation): an object id per pixel and frame.
+
+    ``0`` is background and ``ignore_index`` marks pixels that are not scored; clip ``b``'s
+    objects are ``object_ids[b]`` (what a model is asked to segment, e.g. those of the first
+    frame). ``annotated[b, t]`` says whether frame ``t`` has an annotation at all (sparse
+    datasets label every fifth frame); ``frame_ids`` move with the frames as :class:`Video`'s do.
+    Geometric corruptions move every frame's masks (nearest neighbour, background from outside
+    the frame); temporal ones move them with their frames.
+
+    Shape:
+        data: ``(B, T, H, W)``, int64; annotated: ``(B, T)``, bool; frame_ids: ``(B, T)``, int64.
+    """
+
+    data: torch.Tensor
+    object_ids: tuple[tuple[int, ...], ...]
+    annotated: torch.Tensor
+    frame_ids: torch.Tensor
+    ignore_index: int = DEFAULT_IGNORE_INDEX
+
+    @classmethod
+    def of(cls, data: torch.Tensor, ignore_index: int = DEFAULT_IGNORE_INDEX) -> VideoMasks:
+        """Masks of every frame, as read: every frame annotated, frame ids ``0 .. T - 1``, the
+        objects those of the first frame."""
+        batch, frames = int(data.shape[0]), int(data.shape[1])
+        objects = tuple(tuple(int(i) for i in clip[0].unique().tolist() if i not in (0, ignore_index)) for clip in data)
+        annotated = torch.ones(batch, frames, dtype=torch.bool, device=data.device)
+        return cls(data, objects, annotated, _frame_positions(batch, frames, data.device), ignore_index)
+
+    def batch_size(self) -> int:
+        return int(self.data.shape[0])
+
+    def size(self) -> tuple[int, int]:
+        return int(self.data.shape[-2]), int(self.data.shape[-1])
+
+    def frames(self) -> int:
+        return int(self.data.shape[1])
+
+
+@dataclass(frozen=True)
+class Audio(Field):
+    """Waveforms of clips, aligned with their frames (audio-visual segmentation).
+
+    Frame ``t`` of clip ``b`` is heard in samples ``frame_bounds[b, t, 0]`` (inclusive) to
+    ``frame_bounds[b, t, 1]`` (exclusive) of ``data[b]``. Audio has no pixels: photometric and
+    geometric corruptions leave it alone. Temporal corruptions leave it alone too: a frozen or
+    reordered picture does not stop the sound, which keeps playing in time (the bounds index
+    time, not the frames shown). Acoustic perturbations act on it.
+
+    Attributes:
+        sample_rate: Samples per second.
+        layout: The channels, named and comma-separated (``"mono"``, ``"left,right"``).
+
+    Shape:
+        data: ``(B, C, S)``, float in ``[-1, 1]``; frame_bounds: ``(B, T, 2)``, int64.
+    """
+
+    data: torch.Tensor
+    frame_bounds: torch.Tensor
+    sample_rate: int
+    layout: str = "mono"
+
+    @classmethod
+    def of(cls, data: torch.Tensor, sample_rate: int, frames: int, layout: str = "mono") -> Audio:
+        """Waveforms cut into ``frames`` equal spans, one per frame (the last takes what remains)."""
+        batch, length = int(data.shape[0]), int(data.shape[-1])
+        starts = torch.arange(frames, dtype=torch.int64, device=data.device) * length // frames
+        stops = torch.cat([starts[1:], torch.tensor([length], dtype=torch.int64, device=data.device)])
+        bounds = torch.stack([starts, stops], dim=1).expand(batch, frames, 2).contiguous()
+        return cls(data, bounds, sample_rate, layout)
+
+    def channels(self) -> tuple[str, ...]:
+        """The name of each channel of :attr:`data`, in order."""
+        return tuple(self.layout.split(","))
+
+    def batch_size(self) -> int:
+        return int(self.data.shape[0])
+
+    def size(self) -> None:
+        return None
+
+    def frames(self) -> int:
+        return int(self.frame_bounds.shape[1])
+
+    def frame(self, sample: int, frame: int) -> torch.Tensor:
+        """The waveform heard while frame ``frame`` of clip ``sample`` is shown.
+
+        Shape:
+            return: ``(C, frame_bounds[sample, frame, 1] - frame_bounds[sample, frame, 0])``.
+        """
+        start, stop = (int(v) for v in self.frame_bounds[sample, frame])
+        return self.data[sample, :, start:stop]
 
 
 @dataclass(frozen=True)
@@ -276,6 +447,19 @@ def field_of(batch: Batch, kind: type[F]) -> F:
         have = ", ".join(f"{name}: {type(value).__name__}" for name, value in batch.items())
         raise KeyError(f"expected exactly one {kind.__name__} field, the batch has {len(found)} ({have})")
     return found[0]
+
+
+def frames_of(batch: Batch) -> int | None:
+    """The number of frames ``T`` of the batch's clips; ``None`` for a batch without a time axis.
+
+    Raises:
+        ValueError: when two fields have different numbers of frames.
+    """
+    counts = {name: count for name, value in batch.items() if (count := value.frames()) is not None}
+    if len(set(counts.values())) > 1:
+        have = ", ".join(f"{name}: {count}" for name, count in counts.items())
+        raise ValueError(f"the fields of a batch have different numbers of frames ({have})")
+    return next(iter(counts.values()), None)
 
 
 def boxes_from_masks(masks: torch.Tensor) -> torch.Tensor:

@@ -1,17 +1,25 @@
-"""The corruption model: typed severity tables, photometric vs geometric classes.
+"""The corruption model: typed severity tables; photometric, geometric and temporal kinds.
 
 A corruption is a class that binds a :class:`SeverityTable` (five typed parameter rows)
 to a pure function in :mod:`pytest_segrobust.corruptions.functional`. It takes and returns a
-batch of typed fields (:mod:`pytest_segrobust.types`) and dispatches on their types
+batch of typed fields (:mod:`pytest_segrobust.types`), acts on the fields it declares
+(:attr:`Corruption.acts_on`) and dispatches on their types
 (:mod:`pytest_segrobust.corruptions.kernels`): a :class:`PhotometricCorruption` changes
-image-like fields and returns every other field untouched, by construction; a
-:class:`GeometricCorruption` computes one sampling field per image and resamples every
-field through it (bilinear for images, nearest for masks, instances and segments).
+pixel fields (images, video frames) and returns every other field untouched, by
+construction; a :class:`GeometricCorruption` computes one sampling field per image (or per
+frame of a clip) and resamples every field through it (bilinear for pixels, nearest for
+masks, instances and segments); a :class:`TemporalCorruption` draws one frame order per clip
+and reorders or repeats the frames of every field with a time axis.
+
+A new family (text, acoustic, a plugin's own field type) is a subclass of
+:class:`Corruption` in a module of its own: it declares the field types it acts on and
+implements ``_corrupt``, drawing from the keys of :class:`~pytest_segrobust.seeding.StreamKeys`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import functools
 from abc import ABC, abstractmethod
@@ -25,8 +33,8 @@ import torch
 from pytest_segrobust.corruptions import functional as Fn
 from pytest_segrobust.corruptions import kernels
 from pytest_segrobust.extras import Extra
-from pytest_segrobust.seeding import SampleStreams
-from pytest_segrobust.types import Batch, Field, Image
+from pytest_segrobust.seeding import FrameDraws, SampleStreams, StreamKeys
+from pytest_segrobust.types import Batch, Field, Image, PixelField, Video, frames_of
 
 Params = TypeVar("Params")
 
@@ -42,6 +50,7 @@ class Category(str, Enum):
     DIGITAL = "digital"
     CAMERA = "camera"
     ENVIRONMENT = "environment"
+    TEMPORAL = "temporal"
     COMPOSED = "composed"
 
 
@@ -83,10 +92,16 @@ class Corruption(ABC, Generic[Params]):
         table: Parameters of severities 1..5.
         requires: The extras whose packages it cannot run without (a corruption with a path of
             its own for installs without OpenCV requires none); checked when a suite is loaded.
+        acts_on: The field types it acts on; a batch must hold one of them.
+        frame_draws: Whether it draws once per clip (the default: every frame of a clip alike)
+            or once per frame (:func:`with_frame_draws`).
     """
 
     geometric: bool = False
+    temporal: bool = False
     requires: tuple[Extra, ...] = ()
+    acts_on: tuple[type[Field], ...] = (PixelField,)
+    frame_draws: FrameDraws = FrameDraws.CLIP
     # On CPU a batch is corrupted one image at a time: a whole batch's float intermediates
     # (tens of MB at 512x512) fall out of the caches and make every image slower. Each image's
     # pixels depend on its seed alone, so no number changes. GPUs keep whole-batch kernels.
@@ -130,35 +145,76 @@ class Corruption(ABC, Generic[Params]):
         size = self._check(batch, seeds)
         if severity == 0:
             return batch
-        device = next(f for f in batch.values() if isinstance(f, Image)).data.device
+        device = self._device(batch)
         self.table[severity]  # fails for a severity outside 1..5
         return self._corrupt(batch, severity, seeds, size, device)
+
+    def keys(self, seeds: Sequence[int]) -> StreamKeys:
+        """The stream keys of a batch of ``seeds``, drawn along frames as :attr:`frame_draws` says."""
+        return StreamKeys(tuple(int(seed) for seed in seeds), self.frame_draws)
+
+    def _device(self, batch: dict[str, Field]) -> torch.device:
+        """Where the batch's work happens: the device of the first field it acts on that has tensors."""
+        acted = [f for f in batch.values() if isinstance(f, self.acts_on)]
+        others = [f for f in batch.values() if not isinstance(f, self.acts_on)]
+        found = (f.device() for f in (*acted, *others))
+        return next((device for device in found if device is not None), torch.device("cpu"))
 
     def _image_by_image(self, device: torch.device, seeds: Sequence[int]) -> bool:
         """Whether a batch of ``seeds`` on ``device`` is corrupted one image at a time."""
         return device.type == "cpu" and len(seeds) > 1 and self.image_by_image_on_cpu
 
-    def _check(self, batch: dict[str, Field], seeds: Sequence[int]) -> tuple[int, int]:
-        images = [f for f in batch.values() if isinstance(f, Image)]
-        if not images:
-            raise ValueError(f"{self.name}: the batch has no Image field ({', '.join(batch) or 'no fields'})")
-        if images[0].data.dim() != 4:
-            raise ValueError(f"{self.name}: expected images of shape (B, C, H, W), got {tuple(images[0].data.shape)}")
-        size, count = images[0].size(), images[0].batch_size()
+    def _check(self, batch: dict[str, Field], seeds: Sequence[int]) -> tuple[int, int] | None:
+        """The batch's ``(H, W)`` (``None`` for a batch without pixels), once every field agrees on it,
+        on the batch size and on the number of frames."""
+        acted = [f for f in batch.values() if isinstance(f, self.acts_on)]
+        if not acted:
+            kinds = " or ".join("pixel (Image, Video)" if kind is PixelField else kind.__name__ for kind in self.acts_on)
+            have = ", ".join(f"{name}: {type(f).__name__}" for name, f in batch.items()) or "no fields"
+            raise ValueError(f"{self.name}: needs one {kinds} field, the batch has none ({have})")
+        for f in acted:
+            if isinstance(f, Image) and f.data.dim() != 4:
+                raise ValueError(f"{self.name}: expected images of shape (B, C, H, W), got {tuple(f.data.shape)}")
+            if isinstance(f, Video) and f.data.dim() != 5:
+                raise ValueError(f"{self.name}: expected clips of shape (B, T, C, H, W), got {tuple(f.data.shape)}")
+        first = acted[0]
+        size, count = first.size(), first.batch_size()
+        if size is None:
+            size = next((s for f in batch.values() if (s := f.size()) is not None), None)
+        what = f"the {type(first).__name__} field"
         if len(seeds) != count:
             raise ValueError(f"{self.name}: got {len(seeds)} seeds for a batch of {count}")
         for name, field in batch.items():
             if field.batch_size() != count:
-                raise ValueError(f"{self.name}: field {name!r} holds {field.batch_size()} samples, the images {count}")
+                raise ValueError(f"{self.name}: field {name!r} holds {field.batch_size()} samples, {what} {count}")
             if field.size() not in (None, size):
-                raise ValueError(f"{self.name}: field {name!r} has size {field.size()}, the images {size}")
+                raise ValueError(f"{self.name}: field {name!r} has size {field.size()}, {what} {size}")
+        try:
+            frames_of(batch)
+        except ValueError as exc:
+            raise ValueError(f"{self.name}: {exc}") from None
         return size
 
     @abstractmethod
     def _corrupt(
-        self, batch: dict[str, Field], severity: int, seeds: Sequence[int], size: tuple[int, int], device: torch.device
+        self,
+        batch: dict[str, Field],
+        severity: int,
+        seeds: Sequence[int],
+        size: tuple[int, int] | None,
+        device: torch.device,
     ) -> dict[str, Field]:
-        """Corrupt a checked batch at a severity 1..5; ``size`` is its ``(H, W)``."""
+        """Corrupt a checked batch at a severity 1..5; ``size`` is its ``(H, W)`` (``None``: no pixels)."""
+
+
+def with_frame_draws(corruption: Corruption[Params], frame_draws: FrameDraws) -> Corruption[Params]:
+    """A copy of ``corruption`` that draws along a clip's frames as ``frame_draws`` says.
+
+    Its name and table are the original's: a suite that runs both gives them cells of their own.
+    """
+    copied = copy.copy(corruption)
+    copied.frame_draws = FrameDraws(frame_draws)
+    return copied
 
 
 @contextlib.contextmanager
@@ -178,7 +234,11 @@ def to_batch(images: torch.Tensor) -> dict[str, Field]:
 
 
 class PhotometricCorruption(Corruption[Params]):
-    """Changes pixel values only; every annotation passes through untouched (:func:`kernels.photometric`)."""
+    """Changes pixel values only; every annotation passes through untouched (:func:`kernels.photometric`).
+
+    A pixel field's kernel hands :meth:`corrupt_images` its images with one key each: an
+    image's is its sample's seed, a clip's frames have :meth:`StreamKeys.frames`.
+    """
 
     geometric = False
 
@@ -196,26 +256,31 @@ class PhotometricCorruption(Corruption[Params]):
     def _corrupt(self, batch, severity, seeds, size, device):  # type: ignore[no-untyped-def]
         params = self.table[severity]
 
-        # Every image-like field draws from fresh streams: the same seeds give the same draws.
-        def change(images: torch.Tensor) -> torch.Tensor:
-            if not self._image_by_image(device, seeds):
-                return self.corrupt_images(images, params, SampleStreams(seeds, device))
+        # Every pixel field draws from fresh streams: the same keys give the same draws.
+        def change(images: torch.Tensor, keys: Sequence[int]) -> torch.Tensor:
+            if not self._image_by_image(device, keys):
+                return self.corrupt_images(images, params, SampleStreams(keys, device))
             # Each result goes straight into the batch's output and is freed: concatenating
             # them would hold the whole batch twice and, with glibc's default malloc, fault
             # in fresh pages for every image's result.
             out: torch.Tensor | None = None
-            for i, seed in enumerate(seeds):
-                one = self.corrupt_images(images[i : i + 1], params, SampleStreams([seed], device))
+            for i, key in enumerate(keys):
+                one = self.corrupt_images(images[i : i + 1], params, SampleStreams([key], device))
                 if out is None:
-                    out = one.new_empty((len(seeds), *one.shape[1:]))
+                    out = one.new_empty((len(keys), *one.shape[1:]))
                 out[i : i + 1] = one
             return out
 
-        return {name: kernels.photometric(field, change) for name, field in batch.items()}
+        keys = self.keys(seeds)
+        return {name: kernels.photometric(field, change, keys) for name, field in batch.items()}
 
 
 class GeometricCorruption(Corruption[Params]):
-    """Moves pixels; one sampling field moves every field of the batch (:func:`kernels.warp`)."""
+    """Moves pixels; one sampling field moves every field of the batch (:func:`kernels.warp`).
+
+    A clip's frames share their clip's sampling field (``(B, H, W, 2)``); drawn once per frame
+    (:attr:`Corruption.frame_draws`), each frame has its own (``(B, T, H, W, 2)``).
+    """
 
     geometric = True
 
@@ -242,8 +307,22 @@ class GeometricCorruption(Corruption[Params]):
         return self._warp(batch, params, seeds, size, device)
 
     def _warp(self, batch, params, seeds, size, device):  # type: ignore[no-untyped-def]
-        coords = self.sampling_coordinates(params, SampleStreams(seeds, device), *size, device)
+        keys, frames = self._warp_keys(batch, seeds, size)
+        coords = self.sampling_coordinates(params, SampleStreams(keys, device), *size, device)
+        if frames is not None:
+            coords = coords.unflatten(0, (len(seeds), frames))
         return {name: kernels.warp(field, coords) for name, field in batch.items()}
+
+    def _warp_keys(
+        self, batch: dict[str, Field], seeds: Sequence[int], size: tuple[int, int] | None
+    ) -> tuple[Sequence[int], int | None]:
+        """The keys of the sampling fields: one per sample, or one per frame (then also ``T``)."""
+        if size is None:
+            raise ValueError(f"{self.name}: the batch has no pixels to move ({', '.join(batch)})")
+        frames = frames_of(batch) if self.frame_draws is FrameDraws.FRAME else None
+        if frames is None:
+            return seeds, None
+        return self.keys(seeds).frames(frames), frames
 
 
 class AffineCorruption(GeometricCorruption[Params]):
@@ -271,6 +350,40 @@ class AffineCorruption(GeometricCorruption[Params]):
         return Fn.affine_coordinates(matrices, height, width, torch.float32)
 
     def _warp(self, batch, params, seeds, size, device):  # type: ignore[no-untyped-def]
-        matrices = self.inverse_affine_maps(params, SampleStreams(seeds, device), *size, device)
-        coords = functools.cache(lambda: Fn.affine_coordinates(matrices, *size, torch.float32))
+        keys, frames = self._warp_keys(batch, seeds, size)
+        matrices = self.inverse_affine_maps(params, SampleStreams(keys, device), *size, device)
+        if frames is None:
+            coords = functools.cache(lambda: Fn.affine_coordinates(matrices, *size, torch.float32))
+        else:  # one map per frame: (B, T, 2, 3) and (B, T, H, W, 2)
+            flat = matrices
+            matrices = matrices.unflatten(0, (len(seeds), frames))
+            coords = functools.cache(
+                lambda: Fn.affine_coordinates(flat, *size, torch.float32).unflatten(0, (len(seeds), frames))
+            )
         return {name: kernels.warp_affine(field, matrices, coords) for name, field in batch.items()}
+
+
+class TemporalCorruption(Corruption[Params]):
+    """Reorders or repeats frames; every field with a time axis follows (:func:`kernels.reorder`).
+
+    One frame order is drawn per clip, from the clip's own seed: position ``t`` of clip ``b``
+    shows its source frame ``order[b, t]``, with that frame's masks and frame id. Fields
+    without a time axis pass through; :class:`~pytest_segrobust.types.Audio` keeps playing in time.
+    """
+
+    temporal = True
+    acts_on = (Video,)
+
+    @abstractmethod
+    def frame_order(self, params: Params, streams: SampleStreams, frames: int, device: torch.device) -> torch.Tensor:
+        """The source frame of every position of every clip, drawn from ``streams`` alone.
+
+        Shape:
+            return: ``(B, T)``, int64 in ``[0, T)``.
+        """
+
+    def _corrupt(self, batch, severity, seeds, size, device):  # type: ignore[no-untyped-def]
+        frames = frames_of(batch)
+        assert frames is not None  # a Video field has frames
+        order = self.frame_order(self.table[severity], SampleStreams(seeds, device), frames, device)
+        return {name: kernels.reorder(field, order) for name, field in batch.items()}

@@ -37,7 +37,7 @@ def stage_of(corruption: Corruption[Any]) -> Stage:
     """The imaging stage of a corruption (R2-Bench's ordering)."""
     if corruption.name in _ENVIRONMENT or corruption.category is Category.ENVIRONMENT:
         return Stage.ENVIRONMENT
-    if corruption.category is Category.COMPRESSION:
+    if corruption.category is Category.COMPRESSION or corruption.temporal:  # a stalled or resampled stream
         return Stage.TRANSMISSION
     if corruption.geometric and corruption.name not in _SENSOR_GEOMETRY:
         return Stage.SOURCE
@@ -71,6 +71,8 @@ class Composition(Corruption[tuple[Any, ...]]):
         rows = tuple(tuple(p.table[s] for p in self.parts) for s in range(1, 6))
         super().__init__(SEPARATOR.join(p.name for p in self.parts), Category.COMPOSED, SeverityTable(rows))
         self.geometric = any(p.geometric for p in self.parts)
+        self.temporal = any(p.temporal for p in self.parts)
+        self.acts_on = tuple(dict.fromkeys(kind for p in self.parts for kind in p.acts_on))
         self.requires = tuple(dict.fromkeys(extra for p in self.parts for extra in p.requires))
 
     def _corrupt(self, batch, severity, seeds, size, device):  # type: ignore[no-untyped-def]

@@ -1,14 +1,18 @@
 """Per-type kernels: how each kind of field is corrupted, dispatched on its type.
 
-Two generic functions, extended with ``@photometric.register`` / ``@warp.register`` by the
-module that defines a new field type (as torchvision transforms v2 dispatches on
-``tv_tensors``):
+Three generic functions, extended with ``@photometric.register`` / ``@warp.register`` /
+``@reorder.register`` by the module that defines a new field type (as torchvision transforms
+v2 dispatches on ``tv_tensors``):
 
-* :func:`photometric` changes the pixel values of image-like fields. Its default passes a
-  field through untouched, so masks, instances and any future annotation are safe from
-  photometric corruptions by construction.
-* :func:`warp` resamples a field through a sampling field. Its default raises: a field that
-  cannot move with the image must never silently stay where it was.
+* :func:`photometric` changes the pixel values of pixel fields (images, video frames). Its
+  default passes a field through untouched, so masks, instances and any future annotation
+  are safe from photometric corruptions by construction.
+* :func:`warp` resamples a field through a sampling field: one per sample, or one per frame
+  of a clip. Its default raises: a field that cannot move with the image must never silently
+  stay where it was.
+* :func:`reorder` reorders or repeats the frames of a field with a time axis (temporal
+  corruptions). Its default passes a field without frames through and raises for one with
+  frames, for the same reason.
 
 :func:`warp_affine` serves affine corruptions (rotate, shear, translate): it hands a type its
 inverse maps as well, and by default warps it through their coordinates with :func:`warp`.
@@ -16,14 +20,17 @@ inverse maps as well, and by default warps it through their coordinates with :fu
 
 from __future__ import annotations
 
+import dataclasses
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import torch
 
 from pytest_segrobust.corruptions import functional as Fn
+from pytest_segrobust.seeding import StreamKeys
 from pytest_segrobust.types import (
     VOID,
+    Audio,
     Expressions,
     Field,
     Image,
@@ -34,22 +41,37 @@ from pytest_segrobust.types import (
     ReferringMask,
     SampleIndex,
     SemanticMask,
+    Video,
+    VideoMasks,
     boxes_from_masks,
 )
 
-# Changes images ``(B, C, H, W)`` in [0, 1]; bound to the corruption's params and random streams.
-ImageFunction = Callable[[torch.Tensor], torch.Tensor]
+# Changes images ``(N, C, H, W)`` in [0, 1], each drawing from its own key (one per image);
+# bound to the corruption's params.
+ImageFunction = Callable[[torch.Tensor, Sequence[int]], torch.Tensor]
 
 
 @functools.singledispatch
-def photometric(field: Field, change: ImageFunction) -> Field:
-    """Apply a pixel-value change to an image-like field; every other field passes through."""
+def photometric(field: Field, change: ImageFunction, keys: StreamKeys) -> Field:
+    """Apply a pixel-value change to a pixel field; every other field passes through.
+
+    A kernel hands ``change`` the field's images with one key each, taken from ``keys``
+    (:class:`~pytest_segrobust.seeding.StreamKeys`).
+    """
     return field
 
 
 @photometric.register
-def _(field: Image, change: ImageFunction) -> Image:
-    return Image(change(field.data))
+def _(field: Image, change: ImageFunction, keys: StreamKeys) -> Image:
+    return Image(change(field.data, keys.seeds))
+
+
+@photometric.register
+def _(field: Video, change: ImageFunction, keys: StreamKeys) -> Video:
+    # The frames as images, each with its key: the clip's own (once per clip) or its frame's.
+    b, t = field.data.shape[:2]
+    frames = change(field.data.flatten(0, 1), keys.frames(t))
+    return dataclasses.replace(field, data=frames.unflatten(0, (b, t)))
 
 
 @functools.singledispatch
@@ -139,3 +161,96 @@ def _(field: ReferringMask, coords: torch.Tensor) -> ReferringMask:
 @warp.register
 def _(field: Expressions, coords: torch.Tensor) -> Expressions:
     return field  # text has no pixels: nothing moves
+
+
+@warp.register
+def _(field: Audio, coords: torch.Tensor) -> Audio:
+    return field  # sound has no pixels: nothing moves
+
+
+# Clips. A sampling field of shape (B, H, W, 2) is the clip's: every frame moves alike, so the
+# frames are resampled as planes of one image (the same values as frame by frame). One of shape
+# (B, T, H, W, 2) gives each frame its own.
+
+
+def _per_frame(coords: torch.Tensor) -> bool:
+    return coords.dim() == 5
+
+
+@warp.register
+def _(field: Video, coords: torch.Tensor) -> Video:
+    b, t, c, h, w = field.data.shape
+    if _per_frame(coords):
+        frames = Fn.sample_bilinear(field.data.flatten(0, 1), coords.flatten(0, 1), fill=0.0)
+    else:
+        frames = Fn.sample_bilinear(field.data.reshape(b, t * c, h, w), coords, fill=0.0)
+    return dataclasses.replace(field, data=frames.reshape(b, t, c, *coords.shape[-3:-1]).clamp_(0.0, 1.0))
+
+
+@warp_affine.register
+def _(field: Video, matrices: torch.Tensor, coords: Callable[[], torch.Tensor]) -> Video:
+    b, t, c, h, w = field.data.shape
+    if matrices.dim() == 4:  # one map per frame
+        flat_coords = lambda: coords().flatten(0, 1)
+        frames = Fn.sample_affine_bilinear(field.data.flatten(0, 1), matrices.flatten(0, 1), flat_coords, fill=0.0)
+    else:
+        frames = Fn.sample_affine_bilinear(field.data.reshape(b, t * c, h, w), matrices, coords, fill=0.0)
+    return dataclasses.replace(field, data=frames.reshape(b, t, c, h, w).clamp_(0.0, 1.0))
+
+
+@warp.register
+def _(field: VideoMasks, coords: torch.Tensor) -> VideoMasks:
+    # Nearest neighbour; what moves in from outside the frame is background, as for referring masks.
+    if _per_frame(coords):
+        masks = Fn.sample_nearest(field.data.flatten(0, 1), coords.flatten(0, 1), fill=0)
+        masks = masks.unflatten(0, field.data.shape[:2])
+    else:
+        masks = Fn.sample_nearest(field.data, coords, fill=0)
+    return dataclasses.replace(field, data=masks)
+
+
+@functools.singledispatch
+def reorder(field: Field, order: torch.Tensor) -> Field:
+    """Show source frame ``order[b, t]`` of clip ``b`` at position ``t``: the frames reordered or repeated.
+
+    A field without a time axis (:meth:`Field.frames` is ``None``) passes through.
+
+    Shape:
+        order: ``(B, T')``, int64 indices into the field's ``T`` frames.
+
+    Raises:
+        TypeError: for a field with frames and without a temporal kernel.
+    """
+    if field.frames() is None:
+        return field
+    raise TypeError(
+        f"{type(field).__name__} has frames but no temporal kernel, so a temporal corruption cannot move them "
+        "with the video; register one with @pytest_segrobust.corruptions.kernels.reorder.register"
+    )
+
+
+def _gather_frames(values: torch.Tensor, order: torch.Tensor) -> torch.Tensor:
+    """``values[b, order[b, t]]`` for every ``b, t``. Shape: values ``(B, T, ...)``; return ``(B, T', ...)``."""
+    rows = torch.arange(values.shape[0], device=values.device)[:, None]
+    return values[rows, order.to(values.device)]
+
+
+@reorder.register
+def _(field: Video, order: torch.Tensor) -> Video:
+    return Video(_gather_frames(field.data, order), _gather_frames(field.frame_ids, order))
+
+
+@reorder.register
+def _(field: VideoMasks, order: torch.Tensor) -> VideoMasks:
+    # The annotation of a frame goes where the frame goes: a frozen frame's masks are frozen with it.
+    return dataclasses.replace(
+        field,
+        data=_gather_frames(field.data, order),
+        annotated=_gather_frames(field.annotated, order),
+        frame_ids=_gather_frames(field.frame_ids, order),
+    )
+
+
+@reorder.register
+def _(field: Audio, order: torch.Tensor) -> Audio:
+    return field  # the sound plays on in time whatever the picture does (see Audio)

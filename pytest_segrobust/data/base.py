@@ -7,7 +7,8 @@ evaluator converts them to float on the model's device.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 import torch
@@ -25,6 +26,7 @@ from pytest_segrobust.wording import article
 
 __all__ = [
     "DEFAULT_IGNORE_INDEX",
+    "NAMED_FIELDS",
     "InstanceTarget",
     "PanopticTarget",
     "ReferringTarget",
@@ -64,24 +66,66 @@ class ReferringTarget:
 
 @dataclass(frozen=True)
 class Sample:
-    """One image with its annotation.
+    """One sample: an open set of named fields, of which its task reads the ones it declares.
+
+    The fields every built-in dataset fills have attributes of their own (``image``,
+    ``target``, ``instances``, ``panoptic``, ``referring``); any other field (a clip's frames,
+    per-frame masks, a waveform, a modality of a plugin's own) goes in ``extra`` under its name.
+    :attr:`fields` is the whole mapping either way, and :meth:`of` builds a sample from it.
 
     Shape:
         image: ``(3, H, W)``, ``uint8``, RGB.
 
     Attributes:
-        sample_id: Stable identifier of the image within its dataset. It seeds the
-            corruption of this image, so it must not depend on position or split order.
+        sample_id: Stable identifier of the sample within its dataset. It seeds the
+            corruption of this sample, so it must not depend on position or split order.
             A referring dataset has one sample per expression (``image/ref/sentence``).
+        image: The image; ``None`` for a sample without one (a clip).
         target: The semantic label map; ``None`` for a dataset without one (referring data).
+        extra: Every other field by name.
     """
 
     sample_id: str
-    image: torch.Tensor
+    image: torch.Tensor | None = None
     target: SemanticTarget | None = None
     instances: InstanceTarget | None = None
     panoptic: PanopticTarget | None = None
     referring: ReferringTarget | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict, hash=False)
+
+    def __post_init__(self) -> None:
+        taken = sorted(set(self.extra) & set(NAMED_FIELDS))
+        if taken:
+            raise ValueError(
+                f"sample {self.sample_id}: {', '.join(taken)} are attributes of a Sample, not extra fields"
+            )
+
+    @classmethod
+    def of(cls, sample_id: str, **fields: Any) -> Sample:
+        """A sample of named fields: the built-in ones become attributes, the others :attr:`extra`."""
+        named = {name: fields.pop(name) for name in NAMED_FIELDS if name in fields}
+        return cls(sample_id, **named, extra=fields)
+
+    @property
+    def fields(self) -> dict[str, Any]:
+        """Every field of the sample by name: the attributes that are set, then :attr:`extra`."""
+        named = {name: getattr(self, name) for name in NAMED_FIELDS}
+        return {name: value for name, value in named.items() if value is not None} | dict(self.extra)
+
+    def field(self, name: str) -> Any:
+        """The field called ``name``.
+
+        Raises:
+            KeyError: naming the sample and the fields it has.
+        """
+        fields = self.fields
+        if name not in fields:
+            raise KeyError(f"sample {self.sample_id} has no field {name!r}; it has {', '.join(fields) or 'none'}")
+        return fields[name]
+
+
+NAMED_FIELDS = ("image", "target", "instances", "panoptic", "referring")
+"""The fields that are attributes of :class:`Sample`."""
 
 
 @runtime_checkable

@@ -226,6 +226,8 @@ def _compact(value: Any) -> Any:
             return _Fields(type(value), {f.name: _compact(getattr(value, f.name)) for f in fields})
     if type(value) in (tuple, list):
         return type(value)(_compact(item) for item in value)
+    if type(value) is dict:  # a sample's extra fields
+        return {key: _compact(item) for key, item in value.items()}
     return _copy(value)
 
 
@@ -254,4 +256,6 @@ def _expand(value: Any) -> Any:
         return value.kind(**{name: _expand(field) for name, field in value.fields.items()})
     if type(value) in (tuple, list):
         return type(value)(_expand(item) for item in value)
+    if type(value) is dict:
+        return {key: _expand(item) for key, item in value.items()}
     return _copy(value)

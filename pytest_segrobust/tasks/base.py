@@ -1,15 +1,20 @@
 """What a task is to the engine: a sample schema, a model protocol and its output checks.
 
-A task turns dataset samples into a batch of typed fields (:mod:`pytest_segrobust.types`),
-says which model protocol its models follow, validates what a model returned (in one place),
-and names its default metrics. Suites name a task; the engine looks it up in
-:data:`pytest_segrobust.tasks.TASKS` and never branches on it.
+A task declares the fields of a sample it reads (:attr:`Task.reads`, names in
+:attr:`Sample.fields <pytest_segrobust.data.base.Sample.fields>`) and the typed fields it
+collates them into (:attr:`Task.collates`, :mod:`pytest_segrobust.types`), says which model
+protocol its models follow, validates what a model returned (in one place), and names its
+default metrics. Suites name a task; the engine looks it up in
+:data:`pytest_segrobust.tasks.TASKS` and never branches on it. A task of a new modality
+(clips, audio, a plugin's own field type) is one module: it reads its fields with
+:meth:`Task.read`, overrides :meth:`Task.collate` where its samples have no image, and says
+which samples may share a batch (:meth:`Task.batch_key`).
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import torch
@@ -29,6 +34,9 @@ class Task(ABC):
             must read only these.
         model_protocol: The runtime-checkable protocol a model of this task follows.
         model_description: What such a model is, for error messages.
+        reads: The fields of a sample the task reads (names in ``Sample.fields``).
+        collates: The typed fields of a batch that :meth:`collate` makes, by name;
+            :meth:`collate` checks that it made those.
     """
 
     name: ClassVar[str]
@@ -36,6 +44,8 @@ class Task(ABC):
     target_types: ClassVar[tuple[type[Field], ...]]
     model_protocol: ClassVar[type]
     model_description: ClassVar[str]
+    reads: ClassVar[tuple[str, ...]] = ("image",)
+    collates: ClassVar[Mapping[str, type[Field]]] = {"image": Image, "index": SampleIndex}
 
     def collate(self, samples: Sequence[Sample], positions: Sequence[int], dataset: SegmentationDataset,
                 device: torch.device) -> dict[str, Field]:
@@ -43,20 +53,56 @@ class Task(ABC):
 
         Raises:
             DatasetError: for an image that is not ``uint8`` ``(3, H, W)`` or a target that does not fit it.
+            TypeError: when the fields made are not those the task declares in :attr:`collates`.
         """
         for sample in samples:
-            image = sample.image
+            image = self.read(sample, "image", dataset)
             if image.dim() != 3 or image.shape[0] != 3 or image.dtype != torch.uint8:
                 raise DatasetError(
                     f"{dataset.name}: sample {sample.sample_id}: expected a uint8 image of shape (3, H, W), "
                     f"got {image.dtype} {tuple(image.shape)}"
                 )
-        images = upload(torch.stack([s.image for s in samples]), device).float().div_(255.0)
+        images = upload(torch.stack([s.image for s in samples]), device).float().div_(255.0)  # type: ignore[misc]
         fields: dict[str, Field] = {
             "image": Image(images),
             "index": SampleIndex(tuple(positions), tuple(s.sample_id for s in samples)),
         }
-        return fields | self.targets(samples, dataset, device)
+        return self.declared(fields | self.targets(samples, dataset, device))
+
+    def read(self, sample: Sample, name: str, dataset: SegmentationDataset) -> Any:
+        """The field ``name`` of ``sample``.
+
+        Raises:
+            DatasetError: naming the dataset, the sample, the field and the fields it has.
+        """
+        fields = sample.fields
+        if name not in fields:
+            raise DatasetError(
+                f"{dataset.name}: sample {sample.sample_id} has no field {name!r}, which the {self.name} task reads "
+                f"(it has {', '.join(fields) or 'none'})"
+            )
+        return fields[name]
+
+    def declared(self, fields: dict[str, Field]) -> dict[str, Field]:
+        """``fields``, when they are the fields :attr:`collates` declares (names and types).
+
+        Raises:
+            TypeError: naming what differs (a task's bug, never the data's).
+        """
+        wrong = [
+            f"{name}: {type(fields.get(name)).__name__}, declared {kind.__name__}"
+            for name, kind in self.collates.items()
+            if not isinstance(fields.get(name), kind)
+        ]
+        wrong += [f"{name}: not declared" for name in fields if name not in self.collates]
+        if wrong:
+            raise TypeError(f"task {self.name} collated other fields than it declares ({'; '.join(wrong)})")
+        return fields
+
+    def batch_key(self, sample: Sample) -> Hashable:
+        """What samples that share a batch have in common: by default their image's shape."""
+        image = sample.image
+        return None if image is None else tuple(image.shape)
 
     @abstractmethod
     def targets(self, samples: Sequence[Sample], dataset: SegmentationDataset, device: torch.device) -> dict[str, Field]:

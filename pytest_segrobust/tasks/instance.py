@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 
 import torch
 
@@ -20,6 +20,8 @@ class InstanceTask(Task):
     name = "instance"
     default_metrics = ("map",)
     target_types = (InstanceMasks,)
+    reads = ("image", "instances")
+    collates: ClassVar[Mapping[str, type[Field]]] = {**Task.collates, "instances": InstanceMasks}
     model_protocol = InstanceSegmentationModel
     model_description = "an InstanceSegmentationModel (predict -> one InstancePredictions per image, device, fingerprint)"
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 
 import torch
 
@@ -21,6 +21,8 @@ class PanopticTask(Task):
     name = "panoptic"
     default_metrics = ("pq",)
     target_types = (PanopticMap,)
+    reads = ("image", "panoptic")
+    collates: ClassVar[Mapping[str, type[Field]]] = {**Task.collates, "panoptic": PanopticMap}
     model_protocol = PanopticSegmentationModel
     model_description = "a PanopticSegmentationModel (predict -> one PanopticPredictions per image, device, fingerprint)"
 

@@ -11,8 +11,8 @@ at IoU 0.5..0.9 are metrics of their own (and details of both).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 
 import torch
 
@@ -29,6 +29,12 @@ class ReferringTask(Task):
     name = "referring"
     default_metrics = ("referring_miou", "referring_oiou")
     target_types = (ReferringMask, Expressions)
+    reads = ("image", "referring")
+    collates: ClassVar[Mapping[str, type[Field]]] = {
+        **Task.collates,
+        "expression": Expressions,
+        "referring_mask": ReferringMask,
+    }
     model_protocol = ReferringSegmentationModel
     model_description = (
         "a ReferringSegmentationModel (predict(images, texts) -> (B, H, W) bool masks or float logits, "

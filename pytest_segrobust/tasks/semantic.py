@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 
 import torch
 
@@ -20,6 +20,8 @@ class SemanticTask(Task):
     name = "semantic"
     default_metrics = ("miou",)
     target_types = (SemanticMask,)
+    reads = ("image", "target")
+    collates: ClassVar[Mapping[str, type[Field]]] = {**Task.collates, "mask": SemanticMask}
     model_protocol = SegmentationModel
     model_description = "a SegmentationModel (predict -> (B, H, W) class ids, device, fingerprint)"
 

@@ -99,6 +99,7 @@ class TextCell(Corruption[Any]):
             )
             table = SeverityTable(rows)  # type: ignore[arg-type]
         super().__init__(perturbation.name, CellCategory.TEXT, table)  # type: ignore[arg-type]
+        self.acts_on = (Expressions,)
         self.perturbation = perturbation
         self.seed = seed
         self.requires = perturbation.requires
@@ -137,6 +138,7 @@ class CrossModalComposition(Corruption[Any]):
         self.visual, self.text = visual, text
         self.parts = (visual, text)
         self.geometric = visual.geometric
+        self.acts_on = tuple(dict.fromkeys((*visual.acts_on, *text.acts_on)))
         self.requires = tuple(dict.fromkeys((*visual.requires, *text.requires)))
 
     def _corrupt(self, batch, severity, seeds, size, device):  # type: ignore[no-untyped-def]
@@ -168,6 +170,7 @@ class MixtureCell(Corruption[Any]):
         )
         super().__init__(MIXTURE_CELL, CellCategory.MIXTURE, SeverityTable(rows))  # type: ignore[arg-type]
         self.geometric = any(c.geometric for c in visual)
+        self.acts_on = tuple(dict.fromkeys((*(k for c in visual for k in c.acts_on), Expressions)))
 
     def draws(self, sample_ids: Sequence[str], severity: int) -> list[MixtureDraw]:
         """Each sample's modality and perturbation types at ``severity``."""
