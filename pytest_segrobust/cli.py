@@ -185,7 +185,7 @@ def _merge(paths: list[Path], report: str | None, update: bool, rootdir: Path) -
     """Merge shard files into the report one run would have written; the exit status of ``merge``."""
     import pytest
 
-    from pytest_segrobust import sharding
+    from pytest_segrobust.backends import shards as sharding
     from pytest_segrobust.plugin import start_session, written_lines
     from pytest_segrobust.report import terminal_summary, verdict
     from pytest_segrobust.shards import ShardError, ShardFile, check_local_files, check_shards

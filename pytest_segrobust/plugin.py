@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_segrobust import allocator, arguments, hookspecs, ray_backend, threads
+from pytest_segrobust import allocator, arguments, backends, hookspecs, threads
 from pytest_segrobust.devices import parse_device, worker_index
 from pytest_segrobust.errors import SegRobustError
 from pytest_segrobust.junit import JunitClassnames
@@ -116,7 +116,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="threads each process computes on (torch, OpenCV, ONNX Runtime): N, or auto (the default): "
         "OMP_NUM_THREADS if set, else the cores shared out between the xdist workers (cores // N under -n N)",
     )
-    ray_backend.add_options(group)
+    backends.add_options(group)
     parser.addini("segrobust_threads", f"default of {threads.FLAG}: N or auto", default=threads.AUTO)
     parser.addini("segrobust_suites", "folder of robustness suites, relative to rootdir", default="suites")
     parser.addini("segrobust_baselines", "folder of baseline files, relative to rootdir", default="baselines")
@@ -145,7 +145,8 @@ def pytest_configure(config: pytest.Config) -> None:
             segrobust.collect_explicitly(config.args, config.invocation_params.dir)
         if (shard := config.getoption("segrobust_shard")) is not None:
             segrobust.begin_shard(shard)
-        ray_backend.configure(config, segrobust, under_xdist=hasattr(config, "workerinput") or _is_xdist_controller(config))
+        under_xdist = hasattr(config, "workerinput") or _is_xdist_controller(config)
+        segrobust.backend = backends.create(config, segrobust.runner, under_xdist=under_xdist)
 
 
 def _enabled(config: pytest.Config) -> bool:
@@ -305,7 +306,26 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         lines.append(f"segrobust: {chosen.describe()}")
     if segrobust.shard is not None:
         lines.append(f"segrobust: shard {segrobust.shard}: report and baselines are written by `segrobust merge`")
-    return lines
+    return lines + segrobust.backend.header()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtestloop(session: pytest.Session) -> Generator[None, object, object]:
+    """The backend holds its workers from the selected cells' submission until the last one
+    (or ``-x``, or Ctrl-C)."""
+    config = session.config
+    segrobust = _session(config)
+    if segrobust is None or not segrobust.options.enabled:
+        return (yield)
+    collection_failed = session.testsfailed and not config.option.continue_on_collection_errors
+    if not (config.getoption("collectonly") or collection_failed):  # pytest's loop runs nothing then
+        from pytest_segrobust.items import SuiteItem
+
+        segrobust.backend.start([(i.nodeid, i.suite, i.key) for i in session.items if isinstance(i, SuiteItem)])
+    try:
+        return (yield)
+    finally:
+        segrobust.stop_backend()
 
 
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> SuiteFile | None:
@@ -399,7 +419,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
         return None
     if config.getoption("segrobust_dist") != "model":
         return None
-    from pytest_segrobust.scheduling import ModelGroupScheduling
+    from pytest_segrobust.backends.xdist import ModelGroupScheduling
 
     return ModelGroupScheduling(config, log, is_cell=lambda nodeid: segrobust.is_suite_file(config.rootpath / nodeid.split("::")[0]))
 

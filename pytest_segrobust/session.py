@@ -6,7 +6,7 @@ process's :class:`~pytest_segrobust.runner.CellRunner` measures it (or a remote 
 over its measurement), the :class:`~pytest_segrobust.gatekeeper.Gatekeeper` decides it, and
 the session keeps the :class:`~pytest_segrobust.outcomes.Outcome`. Under pytest-xdist each
 worker's outcomes travel to the controller with their test reports; a shard writes them to
-its shard file (:mod:`pytest_segrobust.sharding`). Only the controller (or the single process
+its shard file (:mod:`pytest_segrobust.backends.shards`). Only the controller (or the single process
 without xdist, or ``segrobust merge``) writes the baselines and the report, once, at the end.
 """
 
@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from pytest_segrobust.backends.local import Local
 from pytest_segrobust.baselines import CellKey
 from pytest_segrobust.corruptions import REGISTRY, CorruptionRegistry
 from pytest_segrobust.errors import InconclusiveWarning, SuiteError
@@ -45,7 +46,7 @@ from pytest_segrobust.wording import plural
 from pytest_segrobust.writing import BaselineWriter, suite_cells
 
 if TYPE_CHECKING:
-    from pytest_segrobust.ray_backend import RayBackend, RaySettings
+    from pytest_segrobust.backends import Backend
 
 __all__ = ["CellFailure", "ModelChange", "Options", "PendingWrite", "RemoteCellError", "SegRobustSession", "error_message"]
 
@@ -147,9 +148,8 @@ class SegRobustSession:
         self.baseline_summary: list[str] = []
         self.problems: list[str] = []
         self.warnings: list[str] = []
-        # Where cells are evaluated when not in this process (--segrobust-backend ray); set
-        # by the plugin once the run's cells are known.
-        self.backend: RayBackend | None = None
+        # Where cells are measured (--segrobust-backend): this process's runner unless the plugin says otherwise.
+        self.backend: Backend = Local(self.runner)
 
     @property
     def progress_bar(self) -> TerminalProgress | None:
@@ -249,13 +249,10 @@ class SegRobustSession:
         """
         __tracebackhide__ = True
         try:
-            if self.backend is not None:
-                measurement = self.backend.measurement(nodeid)
-                for name, count in measurement.cache_counts.items():
-                    self.absorbed_counts[name] = self.absorbed_counts.get(name, 0) + count
-                self.runner.adopt(suite, measurement)
-            else:
-                measurement = self.runner.measure(suite, key, nodeid)
+            measurement = self.backend.measure(suite, key, nodeid)
+            for name, count in measurement.cache_counts.items():  # what a remote worker built and computed
+                self.absorbed_counts[name] = self.absorbed_counts.get(name, 0) + count
+            self.runner.adopt(suite, measurement)
             record, observed, result = measurement.unpack()
         except BaseException as exc:
             if isinstance(exc, Exception):
@@ -305,18 +302,12 @@ class SegRobustSession:
             raise CellFailure(outcome.message)
         return outcome
 
-    def start_backend(self, cells: list[tuple[str, Suite, CellKey]], settings: RaySettings) -> None:
-        """Send the run's cells (node id, suite, key; in run order) to Ray actors; items then wait for them."""
-        from pytest_segrobust.ray_backend import RayBackend
-
-        self.backend = RayBackend.start(self, cells, settings)
-
     def stop_backend(self) -> None:
-        """Kill the actors and drop the cells no item took (the run stopped early)."""
-        if self.backend is not None:
-            self.pictures.absorb(self.backend.pictures)
-            self.backend.close()
-            self.backend = None
+        """Keep the pictures the backend's workers made, then stop it (its cells no item took are dropped)."""
+        made = self.backend.pictures()
+        if made is not None:
+            self.pictures.absorb(made)
+        self.backend.close()
 
     # -- what the run says of an item ------------------------------------------------------------
 
@@ -467,29 +458,29 @@ class SegRobustSession:
             line += f"; {plural(counts['builds'], 'model build')}"
         return line
 
-    # -- shards (pytest_segrobust.sharding) ------------------------------------------------------
+    # -- shards (pytest_segrobust.backends.shards) ------------------------------------------------------
 
     def begin_shard(self, spec: ShardSpec) -> None:
         """Make this run shard ``spec`` and note the suite and baseline files it starts from."""
-        from pytest_segrobust import sharding
+        from pytest_segrobust.backends import shards as sharding
 
         self.shard = spec
         self.shard_started_from = sharding.project_digests(self)
 
     def plan_shard(self, cells: list[tuple[str, Suite, CellKey]]) -> set[str]:
         """Keep this shard's part of the collected cells (node id, suite, key); returns its node ids."""
-        from pytest_segrobust import sharding
+        from pytest_segrobust.backends import shards as sharding
 
         return sharding.plan_shard(self, cells)
 
     def shard_verdict(self) -> RunVerdict | None:
         """A shard's verdict on its own cells (``None`` outside a shard, or for a shard that evaluated nothing)."""
-        from pytest_segrobust import sharding
+        from pytest_segrobust.backends import shards as sharding
 
         return sharding.shard_verdict(self)
 
     def shard_verdict_line(self, verdict: RunVerdict) -> str:
-        from pytest_segrobust import sharding
+        from pytest_segrobust.backends import shards as sharding
 
         return sharding.verdict_line(self, verdict)
 
@@ -508,7 +499,7 @@ class SegRobustSession:
         self.problems = []
         self.warnings = []
         if self.shard is not None:
-            from pytest_segrobust import sharding
+            from pytest_segrobust.backends import shards as sharding
 
             sharding.write_shard(self, self.shard)
             return

@@ -105,6 +105,12 @@ def test_the_class_views_are_neutral() -> None:
     assert GRAPH["pytest_segrobust.views"] <= {"pytest_segrobust.types"}
 
 
+def test_the_backends_import_neither_the_session_nor_the_items_nor_the_plugin() -> None:
+    assert any(name.startswith("pytest_segrobust.backends.") for name in GRAPH)  # the package is read
+    forbidden = ("pytest_segrobust.session", "pytest_segrobust.items", "pytest_segrobust.plugin")
+    assert _violations("pytest_segrobust.backends", forbidden) == []
+
+
 def _cycles() -> list[list[str]]:
     """Strongly connected components of more than one module (Tarjan's algorithm)."""
     index: dict[str, int] = {}
@@ -147,8 +153,7 @@ def test_the_cycle_finder_finds_a_cycle(monkeypatch: pytest.MonkeyPatch) -> None
 
 @pytest.mark.xfail(
     strict=True,
-    reason="issue 28: session/items/ray_backend/stash/workbench (parts 1-2), evidence/release, "
-    "metrics.base/miou/stats (stats' test-only code, part 5) import each other lazily",
+    reason="issue 28, part 5: metrics.base, metrics.miou and stats (stats' test-only code) import each other lazily",
 )
 def test_no_import_cycles() -> None:
     assert _cycles() == []

@@ -549,14 +549,14 @@ def test_registrations_do_not_leak_into_the_next_run(project: pytest.Pytester) -
 
 
 def test_the_ray_header_counts_each_actors_resources_in_the_singular_or_plural() -> None:
-    from pytest_segrobust.ray_backend import RayRun, RaySettings
-
     from types import SimpleNamespace
 
-    session = SimpleNamespace(options=SimpleNamespace(threads="auto"))  # the header reads the thread choice
+    from pytest_segrobust.backends.ray import RayBackend, RaySettings
+
+    runner = SimpleNamespace(options=SimpleNamespace(threads="auto"))  # the header reads the thread choice
 
     def header(cpus: float, gpus: float) -> str:
-        return RayRun(session, RaySettings(None, cpus, gpus, None)).pytest_report_header()[0]  # type: ignore[arg-type]
+        return RayBackend(None, runner, RaySettings(None, cpus, gpus, None)).header()[0]  # type: ignore[arg-type]
 
     assert "one actor per suite and model (1 CPU, 0 GPUs each)" in header(1.0, 0.0)
     assert "(0.5 CPUs, 1 GPU each)" in header(0.5, 1.0)

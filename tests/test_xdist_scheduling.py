@@ -13,7 +13,7 @@ import pytest
 from xdist.remote import Producer
 
 from pytest_segrobust.report import without_timing
-from pytest_segrobust.scheduling import ModelGroupScheduling, plan_units
+from pytest_segrobust.backends.xdist import ModelGroupScheduling, plan_units
 from pytest_segrobust.shards import cut
 from tests.plugin_project import run
 from tests.test_plugin import BLACKOUT_CONFTEST

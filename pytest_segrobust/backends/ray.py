@@ -15,9 +15,10 @@ An actor whose process dies is restarted once and the cell it was evaluating is 
 fails, naming the cell and the actor. When the run stops early (``-x``, Ctrl-C), the actors are
 killed and their outstanding cells dropped, so the report lists them as not run.
 
-Ray is imported here, and only when the backend is chosen. The plugin hands this module the
-backend's options (:func:`add_options`) and, once configured, the run (:func:`configure`): the
-refusals and the loop that starts and stops the actors around pytest's live here.
+Ray is imported here, and only when the backend is chosen and the run starts
+(:meth:`RayBackend.start`). Once the actors of a (suite, model) have measured their last cell,
+the first of them draws the report's pictures of its cells (:mod:`pytest_segrobust.album`)
+before it goes.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import logging
 import os
 import sys
 from collections import Counter
-from collections.abc import Generator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_segrobust import arguments
+from pytest_segrobust.backends import Backend, register_backend
 from pytest_segrobust.devices import DeviceChoice
 from pytest_segrobust.errors import SegRobustError
 from pytest_segrobust.shards import SHARD_FLAG
@@ -45,28 +47,19 @@ if TYPE_CHECKING:
     from pytest_segrobust.corruptions import CorruptionRegistry
     from pytest_segrobust.pictures import RunPictures
     from pytest_segrobust.pieces import Piece
-    from pytest_segrobust.progress import TerminalProgress
-    from pytest_segrobust.runner import Measurement
-    from pytest_segrobust.session import Options, SegRobustSession
+    from pytest_segrobust.runner import CellRunner, Measurement
+    from pytest_segrobust.session import Options
     from pytest_segrobust.suite import Suite
 
 logger = logging.getLogger("pytest_segrobust")
 
-BACKENDS = ("local", "ray")
 # A dead actor is started again once, and the cell it was running evaluated once more.
 RESTARTS = 1
 INSTALL_HINT = 'pip install "pytest-segrobust[ray]"'
 
 
-def add_options(group: pytest.OptionGroup) -> None:
+def _add_options(group: pytest.OptionGroup) -> None:
     """The backend's command-line options, in the plugin's option group."""
-    group.addoption(
-        "--segrobust-backend",
-        choices=BACKENDS,
-        default="local",
-        help="where cells are evaluated: local (default: this process, or its xdist workers) or ray "
-        "(one Ray actor per suite and model; this process gates and reports)",
-    )
     group.addoption(
         "--segrobust-ray-address",
         metavar="ADDRESS",
@@ -96,20 +89,16 @@ def add_options(group: pytest.OptionGroup) -> None:
     )
 
 
-def configure(config: pytest.Config, segrobust: SegRobustSession, *, under_xdist: bool) -> None:
-    """Under ``--segrobust-backend ray``, refuse what the backend cannot do, before anything runs,
-    and register the :class:`RayRun` that evaluates the run's cells on Ray.
+def _refuse(config: pytest.Config, *, under_xdist: bool) -> None:
+    """Refuse what the backend cannot do, before anything runs.
 
     Args:
         config: The run's configuration (the gate is on).
-        segrobust: The run's session.
         under_xdist: Whether this process is an xdist controller or worker.
 
     Raises:
         pytest.UsageError: under xdist, with ``--segrobust-shard`` or without Ray installed.
     """
-    if config.getoption("segrobust_backend") != "ray":
-        return
     if under_xdist:
         raise pytest.UsageError(
             "--segrobust-backend ray spreads the cells over Ray actors itself: it cannot run under "
@@ -122,7 +111,6 @@ def configure(config: pytest.Config, segrobust: SegRobustSession, *, under_xdist
         )
     if importlib.util.find_spec("ray") is None:
         raise pytest.UsageError(f"--segrobust-backend ray needs Ray, which is not installed: {INSTALL_HINT}")
-    config.pluginmanager.register(RayRun(segrobust, RaySettings.of(config, segrobust)), "segrobust-ray")
 
 
 @dataclass(frozen=True)
@@ -145,75 +133,16 @@ class RaySettings:
     split: int = 1
 
     @classmethod
-    def of(cls, config: pytest.Config, segrobust: SegRobustSession) -> RaySettings:
+    def of(cls, config: pytest.Config, runner: CellRunner) -> RaySettings:
         """The settings the command line gives, GPUs defaulting to the device resolved here."""
         gpus = config.getoption("segrobust_ray_gpus")
         return cls(
             address=config.getoption("segrobust_ray_address"),
             cpus=config.getoption("segrobust_ray_cpus"),
-            gpus=gpus if gpus is not None else float(segrobust.options.device.type == "cuda"),
+            gpus=gpus if gpus is not None else float(runner.options.device.type == "cuda"),
             device=config.getoption("segrobust_device"),
             split=config.getoption("segrobust_ray_split"),
         )
-
-
-class RayRun:
-    """The pytest plugin of a run on Ray: says where cells go, and keeps the actors alive
-    around pytest's loop, from the selected cells' submission until the last one (or ``-x``,
-    or Ctrl-C).
-
-    Args:
-        segrobust: The run's session (it holds the :class:`RayBackend` while the loop runs).
-        settings: The cluster and each actor's resources.
-    """
-
-    def __init__(self, segrobust: SegRobustSession, settings: RaySettings) -> None:
-        self.segrobust = segrobust
-        self.settings = settings
-
-    def pytest_report_header(self) -> list[str]:
-        cluster = self.settings.address or "a local Ray instance"
-        resources = f"{plural(float(self.settings.cpus), 'CPU')}, {plural(float(self.settings.gpus), 'GPU')} each"
-        lines = [f"segrobust: cells evaluated on {cluster}, one actor per suite and model ({resources}); gated and reported here"]
-        from pytest_segrobust import threads
-
-        lines.append(f"segrobust: Ray actors: {threads.choose(self.segrobust.options.threads, reserved_cpus=self.settings.cpus).describe()}")
-        if self.settings.split > 1:
-            lines.append(
-                f"segrobust: --segrobust-ray-split {self.settings.split}: {self.settings.split} actors per suite and model, "
-                "each corrupted cell's samples split over them"
-            )
-        return lines
-
-    @pytest.hookimpl(wrapper=True)
-    def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, object, object]:
-        config = session.config
-        collection_failed = session.testsfailed and not config.option.continue_on_collection_errors
-        if not (config.getoption("collectonly") or collection_failed):  # pytest's loop runs nothing then
-            self._start(session)
-        try:
-            return (yield)
-        finally:
-            self.segrobust.stop_backend()  # after -x, Ctrl-C or the last cell: the actors go
-
-    def _start(self, session: pytest.Session) -> None:
-        """Submit the selected cells, in the order pytest runs them."""
-        from pytest_segrobust.items import SuiteItem
-
-        adapters = [impl.plugin_name for impl in session.config.hook.pytest_segrobust_adapt_model.get_hookimpls()]
-        if adapters:
-            raise pytest.UsageError(
-                "--segrobust-backend ray: the actors cannot call the pytest_segrobust_adapt_model hook of "
-                f"{', '.join(adapters)}; register the adapter with pytest_segrobust.models.adapters.register_adapter "
-                "in a module the factory imports instead, "
-                "or use the local backend"
-            )
-        cells = [(item.nodeid, item.suite, item.key) for item in session.items if isinstance(item, SuiteItem)]
-        if cells:
-            try:
-                self.segrobust.start_backend(cells, self.settings)
-            except SegRobustError as exc:
-                raise pytest.UsageError(str(exc)) from None
 
 
 class CellWorker:
@@ -309,55 +238,106 @@ class _Cell:
     pieces: list[Any]
 
 
-class RayBackend:
+@register_backend
+class RayBackend(Backend):
     """The run's actors and the references of the cells they evaluate, by node id.
 
-    Built by :meth:`start`; :meth:`measurement` hands each item its cell's result and
-    :meth:`close` kills what is left.
+    :meth:`start` creates the actors and submits the cells; :meth:`measure` hands each item its
+    cell's measurement and :meth:`close` kills what is left.
+
+    Args:
+        config: The run's configuration (the adapters its hook has, checked at the start).
+        runner: The controller's cell runner: its options, rootdir, corruptions and progress bar.
+        settings: The cluster and each actor's resources.
     """
 
-    def __init__(self, ray: Any, started_ray: bool, total: int, progress_bar: TerminalProgress | None = None) -> None:
-        self._ray = ray
-        self._progress_bar = progress_bar
-        self._started_ray = started_ray
+    name = "ray"
+    summary = "one Ray actor per suite and model; this process gates and reports"
+
+    def __init__(self, config: pytest.Config, runner: CellRunner, settings: RaySettings) -> None:
+        self._config = config
+        self._runner = runner
+        self.settings = settings
+        self._ray: Any = None
+        self._started_ray = False
         self._cells: dict[str, _Cell] = {}
         self._actors: dict[tuple[str, str], list[Any]] = {}
         self._groups: dict[tuple[str, str], Any] = {}  # placement groups of split models
         self._remaining: dict[tuple[str, str], int] = {}
-        self._total = total
+        self._total = 0
         self._taken = 0
-        from pytest_segrobust.pictures import RunPictures
-
-        # The pictures of each (suite, model)'s cells, asked of its actor after its last cell.
-        self.pictures = RunPictures()
+        self._pictures: RunPictures | None = None  # each (suite, model)'s, asked of its actor after its last cell
 
     @classmethod
-    def start(
-        cls, session: SegRobustSession, cells: Sequence[tuple[str, Suite, CellKey]], settings: RaySettings
-    ) -> RayBackend:
-        """Connect to Ray (or start it), create the actors of each (suite, model) and submit every cell.
+    def add_options(cls, group: pytest.OptionGroup) -> None:
+        _add_options(group)
+
+    @classmethod
+    def create(cls, config: pytest.Config, runner: CellRunner, *, under_xdist: bool) -> RayBackend:
+        _refuse(config, under_xdist=under_xdist)
+        return cls(config, runner, RaySettings.of(config, runner))
+
+    def header(self) -> list[str]:
+        from pytest_segrobust import threads
+
+        settings = self.settings
+        cluster = settings.address or "a local Ray instance"
+        resources = f"{plural(float(settings.cpus), 'CPU')}, {plural(float(settings.gpus), 'GPU')} each"
+        chosen = threads.choose(self._runner.options.threads, reserved_cpus=settings.cpus).describe()
+        lines = [
+            f"segrobust: cells evaluated on {cluster}, one actor per suite and model ({resources}); gated and reported here",
+            f"segrobust: Ray actors: {chosen}",
+        ]
+        if settings.split > 1:
+            lines.append(
+                f"segrobust: --segrobust-ray-split {settings.split}: {settings.split} actors per suite and model, "
+                "each corrupted cell's samples split over them"
+            )
+        return lines
+
+    def start(self, cells: Sequence[tuple[str, Suite, CellKey]]) -> None:
+        """Connect to Ray (or start it), create the actors of each (suite, model) and submit every
+        cell; a model's aggregates item is decided here, from its cells' measurements.
 
         With ``settings.split`` N above 1, each (suite, model) has N actors: the first
         evaluates the clean cells and, of each corrupted cell, the first piece, which it
         merges with the N - 1 others, each evaluated by another actor.
 
-        Args:
-            session: The controller's session (its options, rootdir and corruptions go to the actors).
-            cells: The selected cells as (node id, suite, key), in the order pytest runs them.
-            settings: The cluster and each actor's resources.
+        Raises:
+            pytest.UsageError: for a run whose adapters the actors cannot call, or a cluster
+                that does not start.
         """
+        from pytest_segrobust.requirements import MODEL_ITEM
+
+        adapters = [impl.plugin_name for impl in self._config.hook.pytest_segrobust_adapt_model.get_hookimpls()]
+        if adapters:
+            raise pytest.UsageError(
+                "--segrobust-backend ray: the actors cannot call the pytest_segrobust_adapt_model hook of "
+                f"{', '.join(adapters)}; register the adapter with pytest_segrobust.models.adapters.register_adapter "
+                "in a module the factory imports instead, "
+                "or use the local backend"
+            )
+        cells = [(nodeid, suite, key) for nodeid, suite, key in cells if key.corruption != MODEL_ITEM]
+        if cells:
+            try:
+                self._submit(cells)
+            except SegRobustError as exc:
+                raise pytest.UsageError(str(exc)) from None
+
+    def _submit(self, cells: Sequence[tuple[str, Suite, CellKey]]) -> None:
         try:
             import ray
         except ImportError:
             raise SegRobustError(f"--segrobust-backend ray needs Ray, which is not installed: {INSTALL_HINT}") from None
-        started_ray = not ray.is_initialized()
-        if started_ray:
+        settings = self.settings
+        self._ray, self._started_ray, self._total = ray, not ray.is_initialized(), len(cells)
+        if self._started_ray:
             try:
                 ray.init(address=settings.address, include_dashboard=False, configure_logging=False)
             except Exception as exc:  # noqa: BLE001 - whatever Ray raised, say which cluster
+                self._started_ray = False
                 where = f"the cluster at --segrobust-ray-address {settings.address}" if settings.address else "a local instance"
                 raise SegRobustError(f"--segrobust-backend ray: Ray could not start {where}: {type(exc).__name__}: {exc}") from None
-        backend = cls(ray, started_ray, len(cells), session.progress_bar)
         try:
             worker = ray.remote(CellWorker)
             options = {
@@ -365,33 +345,43 @@ class RayBackend:
                 "num_gpus": settings.gpus,
                 "max_restarts": RESTARTS,
                 "max_task_retries": RESTARTS,
-                "runtime_env": {"env_vars": {"PYTHONPATH": _project_path(session)}},
+                "runtime_env": {"env_vars": {"PYTHONPATH": _project_path(self._runner)}},
             }
             for nodeid, suite, key in cells:
                 group = (str(suite.path), key.model)
-                if group not in backend._actors:
-                    backend._actors[group] = backend._create(worker, options, session, settings, group)
-                lead, *others = backend._actors[group]
+                if group not in self._actors:
+                    self._actors[group] = self._create(worker, options, group)
+                lead, *others = self._actors[group]
                 split = others if key.severity > 0 else []  # a clean cell is the model's clean result: not split
                 pieces = [actor.piece.remote(suite.path, key, index, settings.split) for index, actor in enumerate(split, 1)]
                 ref = lead.measure.remote(suite.path, key, nodeid, pieces)
-                backend._cells[nodeid] = _Cell(ref, group, nodeid, pieces)
-                backend._remaining[group] = backend._remaining.get(group, 0) + 1
+                self._cells[nodeid] = _Cell(ref, group, nodeid, pieces)
+                self._remaining[group] = self._remaining.get(group, 0) + 1
         except BaseException:
-            backend.close()
+            self.close()
             raise
-        actors = sum(map(len, backend._actors.values()))
+        actors = sum(map(len, self._actors.values()))
         logger.info("segrobust: %d cells submitted to %d Ray actors", len(cells), actors)
-        return backend
 
-    def _create(self, worker: Any, options: dict[str, Any], session: SegRobustSession, settings: RaySettings, group: tuple[str, str]) -> list[Any]:
+    def measure(self, suite: Suite, key: CellKey, nodeid: str) -> Measurement:
+        """The cell's measurement by its actor (:meth:`measurement`)."""
+        __tracebackhide__ = True
+        return self.measurement(nodeid)
+
+    def pictures(self) -> RunPictures | None:
+        from pytest_segrobust.pictures import RunPictures
+
+        return self._pictures or RunPictures()
+
+    def _create(self, worker: Any, options: dict[str, Any], group: tuple[str, str]) -> list[Any]:
         """The actors of one (suite, model): one, or ``settings.split`` started together.
 
         A split model's actors wait for each other's pieces, so they are reserved as one
         placement group: all of them start or none does (two models each holding some of
         their actors, and waiting for the rest, would wait forever).
         """
-        arguments = (session.options, settings.device, session.rootpath, session.registry, settings.cpus)
+        settings, runner = self.settings, self._runner
+        arguments = (runner.options, settings.device, runner.rootpath, runner.registry, settings.cpus)
         if settings.split == 1:
             return [worker.options(**options).remote(*arguments)]
         from ray.util.placement_group import placement_group
@@ -442,14 +432,18 @@ class RayBackend:
     def _collect_pictures(self, group: tuple[str, str]) -> None:
         """The pictures of a (suite, model) whose cells are all done, from its first actor; an actor
         that cannot send them leaves its model's worst images out of the report (which says so)."""
+        from pytest_segrobust.pictures import RunPictures
+
         try:
-            self.pictures.absorb(self._ray.get(self._actors[group][0].pictures.remote()))
+            made = self._ray.get(self._actors[group][0].pictures.remote())
+            self._pictures = self._pictures or RunPictures()
+            self._pictures.absorb(made)
         except self._ray.exceptions.RayError as exc:
             logger.warning("segrobust: the Ray actor of %s sent no pictures for the report: %s", group[1], _summary(exc))
 
     def _wait(self, cell: _Cell) -> None:
         """Block until the cell is done, drawing how many of the run's cells are (on a terminal)."""
-        bar, begun = self._progress_bar, False
+        bar, begun = self._runner.progress_bar, False
         while not self._ray.wait([cell.ref], timeout=0.5)[0]:
             if bar is not None:
                 if not begun:
@@ -472,20 +466,20 @@ class RayBackend:
         self._cells.clear()
         for group in list(self._actors):
             self._release(group)
-        if self._started_ray:
+        if self._started_ray and self._ray is not None:
             self._ray.shutdown()
             self._started_ray = False
 
 
-def _project_path(session: SegRobustSession) -> str:
+def _project_path(runner: CellRunner) -> str:
     """``PYTHONPATH`` for the actors: what makes the project's modules importable here.
 
     The rootdir and the suites folder (as the session adds them), every import path under
     the rootdir (pytest's ``pythonpath``, conftest folders) and the caller's own ``PYTHONPATH``,
     so a factory, a dataset or a corruption registered in the project imports in the actor.
     """
-    root = session.rootpath.resolve()
+    root = runner.rootpath.resolve()
     inside = [entry for entry in sys.path if entry and Path(entry).resolve().is_relative_to(root)]
-    folders = [str(root), str(session.options.suites_dir.resolve()), *inside]
+    folders = [str(root), str(runner.options.suites_dir.resolve()), *inside]
     folders += [entry for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry]
     return os.pathsep.join(dict.fromkeys(folders))
