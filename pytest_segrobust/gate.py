@@ -31,10 +31,11 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
+from typing import Protocol
 
-from pytest_segrobust.baselines import CellKey, Check, compare, key_path, update_command
+from pytest_segrobust.baselines import CellKey, key_path, update_command
 from pytest_segrobust.requirements import RequirementCheck
-from pytest_segrobust.stats import Change, RunScores, paired_change, paired_gamma_r_change
+from pytest_segrobust.stats import Change, Outcome, RunScores, non_inferiority, paired_change, paired_gamma_r_change
 from pytest_segrobust.wording import decimals
 
 
@@ -53,14 +54,55 @@ class Status(str, Enum):
     ERROR = "error"
 
 
+class Check(Protocol):
+    """One gated number against its baseline: what a verdict, its messages and the report read.
+
+    :class:`ToleranceCheck` compares point values, :class:`PairedCheck` decides by a paired
+    interval; the gate and its messages know nothing else of either.
+    """
+
+    @property
+    def metric(self) -> str:
+        """The number (``score``, ``gamma_r``, ``<metric>.score``...)."""
+
+    @property
+    def observed(self) -> float: ...
+
+    @property
+    def baseline(self) -> float: ...
+
+    @property
+    def higher_is_better(self) -> bool: ...
+
+    @property
+    def outcome(self) -> str:
+        """An :class:`~pytest_segrobust.stats.Outcome` value: ``pass``, ``fail`` or ``inconclusive``."""
+
+    @property
+    def delta(self) -> float:
+        """``observed - baseline``."""
+
+    @property
+    def regressed(self) -> bool:
+        """The number fails the cell (``outcome`` is ``fail``)."""
+
+    @property
+    def improved(self) -> bool:
+        """The number is better than its baseline by more than the gate allows it to fall."""
+
+    def describe(self) -> str:
+        """The check as a failure or a warning shows it: one line, indented, without a newline at the end."""
+
+
 @dataclass(frozen=True)
 class Verdict:
     """The gate's decision on one cell.
 
     Attributes:
         status: What became of the cell.
-        checks: Each toleranced number against its baseline (empty when none was compared;
-            an update compares for the record, and passes whatever they say).
+        checks: Each gated number against its baseline (:class:`Check`: by tolerance, or by
+            paired interval under a statistical gate; empty when none was compared; an update
+            compares for the record, and passes whatever they say).
         write: Store the observed numbers as the cell's baseline at the end of the run.
         replace_all: Rewrite the baseline file from scratch (the stored one is unusable).
         message: Why the cell fails; ``None`` when it passes.
@@ -68,7 +110,7 @@ class Verdict:
     """
 
     status: Status
-    checks: tuple[Check | PairedCheck, ...] = ()
+    checks: tuple[Check, ...] = ()
     write: bool = False
     replace_all: bool = False
     message: str | None = None
@@ -77,6 +119,81 @@ class Verdict:
     @property
     def passed(self) -> bool:
         return self.message is None
+
+
+@dataclass(frozen=True)
+class ToleranceCheck:
+    """One number's point value against its baseline, with the tolerance it may fall by.
+
+    Attributes:
+        metric: The number (``score``, ``gamma_r``, ``<metric>.score``...).
+        observed, baseline: The number in this run and in the baseline.
+        tolerance: How far it may fall (rise, for a number where lower is better).
+        higher_is_better: The number regresses by falling (else by rising).
+    """
+
+    metric: str
+    observed: float
+    baseline: float
+    tolerance: float
+    higher_is_better: bool = True
+
+    @property
+    def delta(self) -> float:
+        return self.observed - self.baseline
+
+    @property
+    def problem(self) -> str | None:
+        """Why the comparison cannot be made: a NaN or infinite value on either side."""
+        if not math.isfinite(self.observed):
+            return f"observed {self.metric} is {self.observed}, not a finite number"
+        if not math.isfinite(self.baseline):
+            return f"stored {self.metric} is {self.baseline}, not a finite number"
+        return None
+
+    @property
+    def outcome(self) -> str:
+        # A point value is never undecided; a NaN compares false with everything: it must
+        # fail, never pass as "not below". Falling by exactly the tolerance passes (0: unchanged).
+        return Outcome.FAIL.value if self.problem is not None or self._gain < -self.tolerance else Outcome.PASS.value
+
+    @property
+    def regressed(self) -> bool:
+        return self.outcome == Outcome.FAIL
+
+    @property
+    def improved(self) -> bool:
+        return self.problem is None and self._gain > self.tolerance
+
+    def describe(self) -> str:
+        line = (
+            f"  {self.metric}: observed {_number(self.observed)}, baseline {_number(self.baseline)}, "
+            f"delta {_number(self.delta)}, tolerance {_number(self.tolerance)}"
+        )
+        return line if self.problem is None else f"{line}\n    ({self.problem})"
+
+    @property
+    def _gain(self) -> float:
+        """How much better than its baseline the observation is (negative: worse)."""
+        return self.delta if self.higher_is_better else -self.delta
+
+
+def tolerance_checks(
+    observed: Mapping[str, float],
+    stored: Mapping[str, float],
+    tolerances: Mapping[str, float],
+    lower_is_better: Iterable[str] = (),
+) -> list[ToleranceCheck]:
+    """Checks of every toleranced number present in both ``observed`` and ``stored``.
+
+    ``lower_is_better`` names the numbers that regress by rising (the score of an error metric).
+    """
+    falling = set(lower_is_better)
+    return [
+        ToleranceCheck(name, float(observed[name]), float(stored[name]), tolerance, higher_is_better=name not in falling)
+        for name, tolerance in tolerances.items()
+        if name in observed and name in stored
+    ]
 
 
 @dataclass(frozen=True)
@@ -115,7 +232,7 @@ class PairedCheck:
     ) -> PairedCheck:
         """Non-inferiority of ``change`` (candidate - baseline) at ``margin``, from its interval at ``confidence``."""
         low, high = change.interval(confidence)
-        outcome = "fail" if high < -margin else "pass" if low > -margin else "inconclusive"
+        outcome = non_inferiority(low, high, margin)
         return cls(
             metric,
             float(observed),
@@ -123,9 +240,9 @@ class PairedCheck:
             margin,
             low,
             high,
-            outcome,
+            outcome.value,
             change.images,
-            change.images_to_decide(margin, confidence) if outcome == "inconclusive" else None,
+            change.images_to_decide(margin, confidence) if outcome is Outcome.INCONCLUSIVE else None,
             change.detectable(confidence) if change.standard_error > 0 else None,
         )
 
@@ -134,16 +251,27 @@ class PairedCheck:
         return self.observed - self.baseline
 
     @property
-    def problem(self) -> str | None:
-        return None
-
-    @property
     def regressed(self) -> bool:
-        return self.outcome == "fail"
+        return self.outcome == Outcome.FAIL
 
     @property
     def improved(self) -> bool:
         return self.low > 0
+
+    def describe(self) -> str:
+        interval = f"interval [{_number(self.low)}, {_number(self.high)}]"
+        if self.outcome == Outcome.INCONCLUSIVE:
+            more = (
+                f"about {self.images_to_decide} images (now {self.images}) would decide it"
+                if self.images_to_decide is not None
+                else "the change sits on the margin"
+            )
+            return f"  {self.metric}: change {_number(self.delta)}, {interval} straddles {_number(-self.margin)}; {more}"
+        where = "entirely below" if self.regressed else "entirely above"
+        return (
+            f"  {self.metric}: observed {_number(self.observed)}, baseline {_number(self.baseline)}, "
+            f"delta {_number(self.delta)}, {interval} {where} the margin {_number(-self.margin)}"
+        )
 
 
 def paired_checks(
@@ -340,7 +468,7 @@ def _against_baseline(
             return Verdict(Status.UPDATED, write=True, replace_all=True)
         return Verdict(Status.ERROR, message=baseline_problem)
     if update:
-        checks = () if stored is None else tuple(compare(observed, stored, tolerances, lower_is_better))
+        checks = () if stored is None else tuple(tolerance_checks(observed, stored, tolerances, lower_is_better))
         return Verdict(Status.UPDATED, checks, write=True)
     if stored is None:
         written = "`segrobust merge` writes it" if sharded else "it is written at the end of the run"
@@ -362,12 +490,14 @@ def _against_baseline(
         )
     if missing_statistics is not None:
         return Verdict(Status.ERROR, message=f"{cell.name}: {missing_statistics}")
-    checks = tuple(paired) if paired is not None else tuple(compare(observed, stored, tolerances, lower_is_better))
+    checks: tuple[Check, ...] = (
+        tuple(paired) if paired is not None else tuple(tolerance_checks(observed, stored, tolerances, lower_is_better))
+    )
     regressions = [c for c in checks if c.regressed]
     if regressions:
         message = _regression_message(cell, regressions, baseline_file, model_change)
         return Verdict(Status.REGRESSED, checks, message=message)
-    undecided = [c for c in checks if isinstance(c, PairedCheck) and c.outcome == "inconclusive"]
+    undecided = [c for c in checks if c.outcome == Outcome.INCONCLUSIVE]
     if undecided:
         why = _inconclusive_message(cell.name, undecided, inconclusive)
         return Verdict(
@@ -400,39 +530,12 @@ def _number(value: float) -> str:
     return decimals(value, 4)
 
 
-def _inconclusive_message(name: str, undecided: list[PairedCheck], policy: str) -> str:
-    lines = [f"{name} is inconclusive (suite policy: inconclusive: {policy}):"]
-    for c in undecided:
-        more = (
-            f"about {c.images_to_decide} images (now {c.images}) would decide it"
-            if c.images_to_decide is not None
-            else "the change sits on the margin"
-        )
-        lines.append(
-            f"  {c.metric}: change {_number(c.delta)}, interval [{_number(c.low)}, {_number(c.high)}] "
-            f"straddles {_number(-c.margin)}; {more}"
-        )
-    return "\n".join(lines)
+def _inconclusive_message(name: str, undecided: Sequence[Check], policy: str) -> str:
+    return "\n".join([f"{name} is inconclusive (suite policy: inconclusive: {policy}):", *(c.describe() for c in undecided)])
 
 
-def _regression_message(
-    cell: _Cell, regressions: Sequence[Check | PairedCheck], baseline_file: str, model_change: str | None
-) -> str:
-    lines = [f"{cell.name} regressed:"]
-    for c in regressions:
-        if isinstance(c, PairedCheck):
-            lines.append(
-                f"  {c.metric}: observed {_number(c.observed)}, baseline {_number(c.baseline)}, "
-                f"delta {_number(c.delta)}, interval [{_number(c.low)}, {_number(c.high)}] "
-                f"entirely below the margin {_number(-c.margin)}"
-            )
-            continue
-        lines.append(
-            f"  {c.metric}: observed {_number(c.observed)}, baseline {_number(c.baseline)}, "
-            f"delta {_number(c.delta)}, tolerance {_number(c.tolerance)}"
-        )
-        if c.problem:
-            lines.append(f"    ({c.problem})")
+def _regression_message(cell: _Cell, regressions: Sequence[Check], baseline_file: str, model_change: str | None) -> str:
+    lines = [f"{cell.name} regressed:", *(c.describe() for c in regressions)]
     lines.append(f"  baseline file: {baseline_file}")
     if model_change is not None:
         lines.append(f"  {model_change}")

@@ -12,7 +12,7 @@ statistics do not add up (COCO mAP) scores the weighted multiset its own way
 (:meth:`~pytest_segrobust.metrics.base.Metric.resampled_scores`).
 
 A cell is judged against a non-inferiority ``margin`` (how far the candidate may fall below
-the baseline) at a confidence level:
+the baseline) at a confidence level, by :func:`non_inferiority` (every paired check's rule):
 
 * ``FAIL``: the drop is significantly larger than the margin (the interval's upper end is
   below ``-margin``);
@@ -42,7 +42,9 @@ Statistic = Callable[[np.ndarray, np.ndarray], np.ndarray]
 _NORMAL = NormalDist()
 
 
-class Verdict(enum.Enum):
+class Outcome(str, enum.Enum):
+    """What a gated number's check decided; the value is what records and reports show."""
+
     PASS = "pass"
     FAIL = "fail"
     INCONCLUSIVE = "inconclusive"
@@ -211,16 +213,24 @@ def _check_paired(*runs: RunScores) -> None:
         raise ValueError(f"paired runs must cover the same images with the same resamples, got {sorted(shapes)}")
 
 
-def verdict(change: Change, margin: float, confidence: float) -> Verdict:
-    """Non-inferiority at ``margin``: FAIL, PASS or INCONCLUSIVE from the interval at ``confidence``."""
+def non_inferiority(low: float, high: float, margin: float) -> Outcome:
+    """The gate's three-state rule, from the interval ``[low, high]`` of a number's gain over its
+    baseline (how much better the candidate is: negative when it is worse).
+
+    ``FAIL`` when the whole interval lies below ``-margin`` (the number surely fell further than
+    the margin), ``PASS`` when it lies above (surely less far), ``INCONCLUSIVE`` when it straddles
+    ``-margin``. Every paired check decides by it: a cell's numbers and a model's aggregates.
+
+    Raises:
+        ValueError: for a negative margin.
+    """
     if margin < 0:
         raise ValueError(f"a margin is how far the candidate may fall, >= 0; got {margin}")
-    low, high = change.interval(confidence)
     if high < -margin:
-        return Verdict.FAIL
+        return Outcome.FAIL
     if low > -margin:
-        return Verdict.PASS
-    return Verdict.INCONCLUSIVE
+        return Outcome.PASS
+    return Outcome.INCONCLUSIVE
 
 
 def weighted_sums(weights: np.ndarray, statistics: np.ndarray) -> np.ndarray:
