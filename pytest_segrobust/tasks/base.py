@@ -29,9 +29,12 @@ class Task(ABC):
             must read only these.
         model_protocol: The runtime-checkable protocol a model of this task follows.
         model_description: What such a model is, for error messages.
+        version: Bumped when a change of the task (its batches, its checks) can change a result:
+            it invalidates its cached clean results (:func:`~pytest_segrobust.evaluation.evaluator_version`).
     """
 
     name: ClassVar[str]
+    version: ClassVar[str] = "1"
     default_metrics: ClassVar[tuple[str, ...]]
     target_types: ClassVar[tuple[type[Field], ...]]
     model_protocol: ClassVar[type]
