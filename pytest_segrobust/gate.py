@@ -31,12 +31,16 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from pytest_segrobust.baselines import CellKey, key_path, update_command
+from pytest_segrobust.metrics import METRICS
 from pytest_segrobust.requirements import RequirementCheck
 from pytest_segrobust.stats import Change, Outcome, RunScores, non_inferiority, paired_change, paired_gamma_r_change
 from pytest_segrobust.wording import decimals
+
+if TYPE_CHECKING:
+    from pytest_segrobust.suite import Tolerance
 
 
 class Status(str, Enum):
@@ -206,12 +210,14 @@ class PairedCheck:
         margin: How far it may truly fall (non-inferiority margin).
         low, high: The interval of the change (candidate - baseline) at the cell's level.
         outcome: ``fail`` (the whole interval below ``-margin``), ``pass`` (the whole
-            interval above it) or ``inconclusive``.
+            interval above it) or ``inconclusive``; for a number where lower is better, the
+            other way round about ``+margin``.
         images: Images paired.
         images_to_decide: About how many images would decide an inconclusive number.
         detectable: The smallest margin an unchanged model is confirmed within at 80% power,
             from the paired change's spread; ``None`` when the two runs agree on every image
             (an unchanged model), which shows no spread to judge the power by.
+        higher_is_better: The number regresses by falling (else by rising: an error metric's score).
     """
 
     metric: str
@@ -228,11 +234,21 @@ class PairedCheck:
 
     @classmethod
     def decide(
-        cls, metric: str, observed: float, baseline: float, change: Change, margin: float, confidence: float
+        cls,
+        metric: str,
+        observed: float,
+        baseline: float,
+        change: Change,
+        margin: float,
+        confidence: float,
+        higher_is_better: bool = True,
     ) -> PairedCheck:
-        """Non-inferiority of ``change`` (candidate - baseline) at ``margin``, from its interval at ``confidence``."""
+        """Non-inferiority of ``change`` (candidate - baseline) at ``margin``, from its interval at
+        ``confidence``; a number where lower is better regresses by rising, so its gain is the
+        change reversed."""
         low, high = change.interval(confidence)
-        outcome = non_inferiority(low, high, margin)
+        gain = change if higher_is_better else Change(-change.observed, -change.resampled, change.images)
+        outcome = non_inferiority(*gain.interval(confidence), margin)
         return cls(
             metric,
             float(observed),
@@ -242,8 +258,9 @@ class PairedCheck:
             high,
             outcome.value,
             change.images,
-            change.images_to_decide(margin, confidence) if outcome is Outcome.INCONCLUSIVE else None,
+            gain.images_to_decide(margin, confidence) if outcome is Outcome.INCONCLUSIVE else None,
             change.detectable(confidence) if change.standard_error > 0 else None,
+            higher_is_better,
         )
 
     @property
@@ -256,7 +273,12 @@ class PairedCheck:
 
     @property
     def improved(self) -> bool:
-        return self.low > 0
+        return self.low > 0 if self.higher_is_better else self.high < 0
+
+    @property
+    def bound(self) -> float:
+        """The change the margin allows: ``-margin``, or ``+margin`` where lower is better."""
+        return -self.margin if self.higher_is_better else self.margin
 
     def describe(self) -> str:
         interval = f"interval [{_number(self.low)}, {_number(self.high)}]"
@@ -266,12 +288,40 @@ class PairedCheck:
                 if self.images_to_decide is not None
                 else "the change sits on the margin"
             )
-            return f"  {self.metric}: change {_number(self.delta)}, {interval} straddles {_number(-self.margin)}; {more}"
-        where = "entirely below" if self.regressed else "entirely above"
+            return f"  {self.metric}: change {_number(self.delta)}, {interval} straddles {_number(self.bound)}; {more}"
+        where = "entirely below" if self.regressed is self.higher_is_better else "entirely above"
         return (
             f"  {self.metric}: observed {_number(self.observed)}, baseline {_number(self.baseline)}, "
-            f"delta {_number(self.delta)}, {interval} {where} the margin {_number(-self.margin)}"
+            f"delta {_number(self.delta)}, {interval} {where} the margin {_number(self.bound)}"
         )
+
+
+def allowances(
+    allowed: Tolerance, metrics: Sequence[str], *, corrupted: bool
+) -> tuple[dict[str, float], tuple[str, ...]]:
+    """How far each number of a cell may move the wrong way, and the numbers that regress by rising.
+
+    Args:
+        allowed: The suite's ``tolerance`` (or its statistical gate's ``margin``).
+        metrics: The suite's metrics, the headline first.
+        corrupted: The cell is corrupted (its gamma_r is gated too).
+
+    Returns:
+        Per number (``score``, ``gamma_r``, ``<metric>.score``...), its tolerance or margin in
+        its metric's units (:meth:`~pytest_segrobust.suite.Tolerance.score_of`); and the scores
+        of the metrics where lower is better, read from each metric (gamma_r always rises
+        with robustness).
+    """
+    numbers: dict[str, float] = {}
+    rising: list[str] = []
+    for index, name in enumerate(metrics):
+        prefix = "" if index == 0 else f"{name}."
+        numbers[f"{prefix}score"] = allowed.score_of(name)
+        if corrupted:
+            numbers[f"{prefix}gamma_r"] = allowed.gamma_r_of(name)
+        if not METRICS.get(name).higher_is_better:
+            rising.append(f"{prefix}score")
+    return numbers, tuple(rising)
 
 
 def paired_checks(
@@ -280,6 +330,9 @@ def paired_checks(
     runs: Mapping[str, tuple[RunScores, RunScores, RunScores, RunScores]],
     margins: Mapping[str, float],
     confidence: float,
+    *,
+    lower_is_better: Iterable[str] = (),
+    worst: Mapping[str, float] | None = None,
 ) -> tuple[PairedCheck, ...]:
     """The paired check of every margined number.
 
@@ -291,10 +344,14 @@ def paired_checks(
             of the baseline's clean and corrupted runs and of this run's clean and corrupted runs.
         margins: Per number, how far it may fall; numbers without one are not checked.
         confidence: The level of each number's interval (already split over the family).
+        lower_is_better: The numbers that regress by rising (the score of an error metric).
+        worst: Per metric prefix, the worst end of the metric's scale, which gamma_r measures
+            from (0 where not given: a percentage where higher is better).
 
     Raises:
         ValueError: for runs of different image or resample counts (they cannot be paired).
     """
+    rising = set(lower_is_better)
     checks = []
     for prefix, (base_clean, base_corrupted, clean, corrupted) in runs.items():
         for number in ("score", "gamma_r"):
@@ -304,9 +361,13 @@ def paired_checks(
             change: Change = (
                 paired_change(base_corrupted, corrupted)
                 if number == "score"
-                else paired_gamma_r_change(base_clean, base_corrupted, clean, corrupted)
+                else paired_gamma_r_change(base_clean, base_corrupted, clean, corrupted, (worst or {}).get(prefix, 0.0))
             )
-            checks.append(PairedCheck.decide(name, observed[name], stored[name], change, margins[name], confidence))
+            checks.append(
+                PairedCheck.decide(
+                    name, observed[name], stored[name], change, margins[name], confidence, name not in rising
+                )
+            )
     return tuple(checks)
 
 

@@ -48,7 +48,7 @@ from pytest_segrobust.errors import BaselineError, InconclusiveWarning, SegRobus
 from pytest_segrobust.evaluation import CLEAN, CellResult
 from pytest_segrobust.evidence import Evidence, aggregate_changes, pack_statistics, sidecar_entries
 from pytest_segrobust.files import WriteError, atomic_write_text, remove_stale_temporaries
-from pytest_segrobust.gate import Status, judge
+from pytest_segrobust.gate import Status, allowances, judge
 from pytest_segrobust.limits import time_limit
 from pytest_segrobust.metrics import METRICS
 from pytest_segrobust.models.base import model_device
@@ -662,13 +662,7 @@ class SegRobustSession:
                 )
             if resampled is not None:
                 self.resampled[record.nodeid] = resampled
-        tolerances, lower_is_better = {}, []
-        for prefix, name in zip(("", *(f"{m}." for m in suite.metrics[1:])), suite.metrics):
-            tolerances[f"{prefix}score"] = suite.tolerance.score
-            if key.severity > 0:
-                tolerances[f"{prefix}gamma_r"] = suite.tolerance.gamma_r
-            if not METRICS.get(name).higher_is_better:
-                lower_is_better.append(f"{prefix}score")
+        tolerances, lower_is_better = allowances(suite.tolerance, suite.metrics, corrupted=key.severity > 0)
         requirements = self._requirement_checks(suite, key, record, observed, result)
         record.requirements = [c.to_json() for c in requirements or ()]
         if suite.gates_models:

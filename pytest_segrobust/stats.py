@@ -34,6 +34,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from statistics import NormalDist
+from typing import Any
 
 import numpy as np
 
@@ -196,13 +197,28 @@ def paired_change(baseline: RunScores, candidate: RunScores) -> Change:
 
 
 def paired_gamma_r_change(
-    baseline_clean: RunScores, baseline_corrupted: RunScores, candidate_clean: RunScores, candidate_corrupted: RunScores
+    baseline_clean: RunScores,
+    baseline_corrupted: RunScores,
+    candidate_clean: RunScores,
+    candidate_corrupted: RunScores,
+    worst: float = 0.0,
 ) -> Change:
-    """The change of gamma_r = corrupted / clean score, every run resampled with the same images."""
+    """The change of gamma_r, every run resampled with the same images.
+
+    gamma_r is the corrupted score's distance from the metric's ``worst`` end over the clean
+    score's (:func:`pytest_segrobust.scores.relative_robustness`, in either direction):
+    corrupted / clean for a percentage where higher is better.
+    """
     _check_paired(baseline_clean, baseline_corrupted, candidate_clean, candidate_corrupted)
-    observed = candidate_corrupted.observed / candidate_clean.observed - baseline_corrupted.observed / baseline_clean.observed
-    resampled = (
-        candidate_corrupted.resampled / candidate_clean.resampled - baseline_corrupted.resampled / baseline_clean.resampled
+
+    def gamma_r(clean: Any, corrupted: Any) -> Any:
+        return (corrupted - worst) / (clean - worst)
+
+    observed = gamma_r(candidate_clean.observed, candidate_corrupted.observed) - gamma_r(
+        baseline_clean.observed, baseline_corrupted.observed
+    )
+    resampled = gamma_r(candidate_clean.resampled, candidate_corrupted.resampled) - gamma_r(
+        baseline_clean.resampled, baseline_corrupted.resampled
     )
     return Change(float(observed), resampled, baseline_clean.images)
 
