@@ -65,18 +65,6 @@ def resample_weights(images: int, resamples: int, seed: int) -> np.ndarray:
     return counts.reshape(resamples, images).astype(np.float64)
 
 
-def miou_of_counts(counts: np.ndarray) -> np.ndarray:
-    """mIoU in percent from summed counts ``(..., K, 3)`` (TP, FP, FN per class): the ``miou``
-    metric's :meth:`~pytest_segrobust.metrics.miou.MeanIoU.score_of`.
-
-    Classes with no pixel in truth or prediction (a zero denominator) are left out of the
-    mean, as the dataset-level metric does; a resample with no class at all is NaN.
-    """
-    from pytest_segrobust.metrics.miou import MeanIoU
-
-    return MeanIoU.score_of(counts)
-
-
 def of_sums(score_of: Callable[[np.ndarray], np.ndarray]) -> Statistic:
     """The :data:`Statistic` of a metric whose per-image statistics ``(N, ...)`` add up: its
     score (``(..., *S) -> (...)``) of each resample's weighted sums."""
@@ -85,11 +73,6 @@ def of_sums(score_of: Callable[[np.ndarray], np.ndarray]) -> Statistic:
         return score_of(weighted_sums(weights, statistics))
 
     return statistic
-
-
-def mean_of_values(values: np.ndarray) -> np.ndarray:
-    """The mean of per-image values ``(..., 2)`` stored as (sum, count): a metric that averages images."""
-    return values[..., 0] / values[..., 1]
 
 
 @dataclass(frozen=True)

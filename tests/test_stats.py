@@ -5,18 +5,27 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from pytest_segrobust.metrics.miou import MeanIoU
 from pytest_segrobust.stats import (
     Change,
     Outcome,
     RunScores,
-    mean_of_values,
-    miou_of_counts,
     non_inferiority,
     of_sums,
     paired_change,
     paired_gamma_r_change,
     resample_weights,
 )
+
+
+def miou_of_counts(counts: np.ndarray) -> np.ndarray:
+    """mIoU in percent from summed ``(..., K, 3)`` counts: the metric's own :meth:`MeanIoU.score_of`."""
+    return MeanIoU.score_of(counts)
+
+
+def mean_of_values(values: np.ndarray) -> np.ndarray:
+    """The mean of per-image values ``(..., 2)`` stored as (sum, count): a metric that averages images."""
+    return values[..., 0] / values[..., 1]
 
 
 def verdict(change: Change, margin: float, confidence: float) -> Outcome:
