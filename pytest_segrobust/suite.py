@@ -873,9 +873,11 @@ class _Validator:
             raise self.fail(where, f"expected a mapping with gamma_r, score and/or metrics, got {raw!r}")
         unknown = sorted(set(raw) - {"gamma_r", "score", "metrics"})
         if unknown:
-            hint = did_you_mean(str(unknown[0]), ["gamma_r", "score", "metrics"])
-            if not hint and unknown[0] in metrics:
-                hint = f" (a metric's own goes under metrics: {{{unknown[0]}: {{score: ...}}}})"
+            hint = (
+                f" (a metric's own goes under metrics: {{{unknown[0]}: {{score: ...}}}})"
+                if unknown[0] in metrics
+                else did_you_mean(str(unknown[0]), ["gamma_r", "score", "metrics"])
+            )
             raise self.fail(f"{where}.{unknown[0]}", f"unknown field; expected gamma_r, score or metrics{hint}")
         given = raw.get("metrics", {})
         if not isinstance(given, dict):

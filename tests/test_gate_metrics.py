@@ -83,6 +83,11 @@ def test_a_metric_on_another_scale_gets_the_same_share_of_it(pixel_error: type[P
             "tolerance.boundary_iou",
             "unknown field; expected gamma_r, score or metrics (a metric's own goes under metrics: {boundary_iou: ",
         ),
+        (
+            "tolerance: {miou: {score: 1}}\n",
+            "tolerance.miou",
+            "unknown field; expected gamma_r, score or metrics (a metric's own goes under metrics: {miou: ",
+        ),
         ("tolerance: {metrics: [boundary_iou]}\n", "tolerance.metrics", "expected a mapping of the suite's metrics"),
         (
             "tolerance: {metrics: {boundry_iou: {score: 1}}}\n",
