@@ -187,44 +187,6 @@ class Conditions:
 
 
 @dataclass(frozen=True)
-class Check:
-    """One number compared with its baseline."""
-
-    metric: str
-    observed: float
-    baseline: float
-    tolerance: float
-    higher_is_better: bool = True
-
-    @property
-    def delta(self) -> float:
-        return self.observed - self.baseline
-
-    @property
-    def problem(self) -> str | None:
-        """Why the comparison cannot be made: a NaN or infinite value on either side."""
-        if not math.isfinite(self.observed):
-            return f"observed {self.metric} is {self.observed}, not a finite number"
-        if not math.isfinite(self.baseline):
-            return f"stored {self.metric} is {self.baseline}, not a finite number"
-        return None
-
-    @property
-    def regressed(self) -> bool:
-        # A NaN compares false with everything: it must fail, never pass as "not below".
-        return self.problem is not None or self._gain < -self.tolerance
-
-    @property
-    def improved(self) -> bool:
-        return self.problem is None and self._gain > self.tolerance
-
-    @property
-    def _gain(self) -> float:
-        """How much better than its baseline the observation is (negative: worse)."""
-        return self.delta if self.higher_is_better else -self.delta
-
-
-@dataclass(frozen=True)
 class Provenance:
     """What a baseline file's numbers were made with; recorded and shown, never compared.
 
@@ -542,24 +504,6 @@ def _validate_values(values: Any, at: str, where: str) -> None:
             raise BaselineError(f"{where}: {at}.{metric} is an integer too large for a float") from None
         if not math.isfinite(number):
             raise BaselineError(f"{where}: {at}.{metric} is {value}: a baseline stores finite numbers only")
-
-
-def compare(
-    observed: Mapping[str, float],
-    stored: Mapping[str, float],
-    tolerances: Mapping[str, float],
-    lower_is_better: Iterable[str] = (),
-) -> list[Check]:
-    """Checks of every toleranced number present in both ``observed`` and ``stored``.
-
-    ``lower_is_better`` names the numbers that regress by rising (the score of an error metric).
-    """
-    falling = set(lower_is_better)
-    return [
-        Check(name, float(observed[name]), float(stored[name]), tolerance, higher_is_better=name not in falling)
-        for name, tolerance in tolerances.items()
-        if name in observed and name in stored
-    ]
 
 
 def write_baseline(

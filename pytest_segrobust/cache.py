@@ -1,8 +1,9 @@
 """Clean results kept on disk across runs and shared between xdist workers.
 
 A clean result depends on the model's weights and code (see :mod:`pytest_segrobust.identity`),
-the factory call, the dataset's content, the limit, the metric, the device type and this
-evaluator's version; its key is a digest of all of them. The first
+the factory call, the dataset's content, the limit, the metric, the device type and the
+evaluator's version (:func:`~pytest_segrobust.evaluation.evaluator_version`: the package's,
+the task's and each metric's); its key is a digest of all of them. The first
 process to need it computes it under a file lock; the others wait and read it.
 """
 
@@ -10,12 +11,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from filelock import FileLock
 
-from pytest_segrobust.evaluation import EVALUATOR_VERSION, EvalResult, is_finite
+from pytest_segrobust.evaluation import EvalResult, evaluator_version, is_finite
 from pytest_segrobust.files import atomic_write_text
 
 
@@ -33,10 +34,11 @@ class CleanCache:
         self.misses = 0
 
     @staticmethod
-    def key(*parts: str) -> str:
-        """Digest of the evaluator version and every part of a clean evaluation's identity."""
+    def key(task: str, metrics: Sequence[str], *parts: str) -> str:
+        """Digest of the evaluator's version for ``task`` and ``metrics`` and every further part
+        of a clean evaluation's identity (model, dataset, device...)."""
         digest = hashlib.blake2b(digest_size=20)
-        for part in (EVALUATOR_VERSION, *parts):
+        for part in (evaluator_version(task, metrics), *parts):
             digest.update(part.encode())
             digest.update(b"\x1f")
         return digest.hexdigest()

@@ -130,10 +130,9 @@ def measure(
 
 
 def margins(suite: Suite) -> tuple[str, float, float]:
-    """What the suite's gate allows: ``(kind, score, gamma_r)``."""
-    if suite.gate is not None:
-        return "gate.margin", suite.gate.margin.score, suite.gate.margin.gamma_r
-    return "tolerance", suite.tolerance.score, suite.tolerance.gamma_r
+    """What the suite's gate allows the headline metric: ``(kind, score, gamma_r)``."""
+    kind, allowed = ("gate.margin", suite.gate.margin) if suite.gate is not None else ("tolerance", suite.tolerance)
+    return kind, allowed.score_of(suite.metric), allowed.gamma_r_of(suite.metric)
 
 
 def report_lines(suite: Suite, noises: Sequence[CellNoise]) -> tuple[list[str], list[str]]:

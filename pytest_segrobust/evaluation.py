@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from pytest_segrobust import __version__
 from pytest_segrobust.corruptions import Corruption
 from pytest_segrobust.data.base import Sample, SegmentationDataset, check_sample
 from pytest_segrobust.data.sample_cache import SampleCache
@@ -32,12 +33,25 @@ from pytest_segrobust.sidecar import pack, unpack
 from pytest_segrobust.tasks import Task, get_task
 
 CLEAN = "clean"
-# Bump when a change to this module can change a result: it invalidates cached clean results.
-EVALUATOR_VERSION = "3"
 # Version of EvalResult.to_json; a cached result of another version is recomputed.
 RESULT_FORMAT = 2
 
 Progress = Callable[[int, int], None]
+
+
+def evaluator_version(task: str, metrics: Sequence[str]) -> str:
+    """What a clean result of ``task`` scored by ``metrics`` is computed with, as it keys cached
+    results (:mod:`pytest_segrobust.cache`): this package's version, and the declared ``version``
+    of the task and of each metric.
+
+    A release invalidates every cached result; between releases, a task or metric whose change
+    can change a result bumps its own ``version`` (:attr:`~pytest_segrobust.tasks.base.Task.version`,
+    :attr:`~pytest_segrobust.metrics.base.Metric.version`), which invalidates the results it
+    took part in and no others.
+    """
+    parts = [f"pytest-segrobust {__version__}", f"task {task} {get_task(task).version}"]
+    parts += [f"metric {name} {METRICS.get(name).version}" for name in metrics]
+    return "; ".join(parts)
 
 
 @dataclass(frozen=True)

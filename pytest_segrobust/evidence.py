@@ -19,7 +19,7 @@ import numpy as np
 from pytest_segrobust.baselines import UPDATE_FLAG, CellKey, key_path, update_command
 from pytest_segrobust.errors import BaselineError
 from pytest_segrobust.evaluation import CellResult
-from pytest_segrobust.gate import PairedCheck, paired_checks
+from pytest_segrobust.gate import PairedCheck, allowances, paired_checks
 from pytest_segrobust.metrics import METRICS
 from pytest_segrobust.records import CellRecord
 from pytest_segrobust.release import cell_level
@@ -103,13 +103,14 @@ class Evidence:
         images = result.corrupted.num_images
         weights = self.weights(suite, key, images)
         runs: dict[str, tuple[RunScores, RunScores, RunScores, RunScores]] = {}
-        margins: dict[str, float] = {}
+        worst: dict[str, float] = {}
         for index, name in enumerate(suite.metrics):
             prefix = "" if index == 0 else f"{name}."
-            statistic = METRICS.get(name).resampled_scores
+            kind = METRICS.get(name)
+            worst[prefix] = kind.worst()
             wanted = {number: stored.get(f"{prefix}{number}") for number in ("score", "gamma_r")}
             try:
-                found = sidecar.lookup(key_path(key), name, statistic, wanted)
+                found = sidecar.lookup(key_path(key), name, kind.resampled_scores, wanted, worst[prefix])
             except BaselineError as exc:
                 return None, str(exc), None
             if found is None:
@@ -137,16 +138,17 @@ class Evidence:
                 )
             except ValueError as exc:
                 return None, f"the statistics of {name} cannot be paired with the baseline's: {exc}", None
-            margins[f"{prefix}score"] = policy.margin.score
-            if key.severity > 0:
-                margins[f"{prefix}gamma_r"] = policy.margin.gamma_r
+        margins, lower_is_better = allowances(policy.margin, suite.metrics, corrupted=key.severity > 0)
         base_clean, base_corrupted, run_clean, run_corrupted = runs[""]
         resampled = {
             "images": images,
             "clean": pack(np.stack([run_clean.resampled, base_clean.resampled]).astype(np.float32)),
             "corrupted": pack(np.stack([run_corrupted.resampled, base_corrupted.resampled]).astype(np.float32)),
         }
-        return paired_checks(observed, stored, runs, margins, cell_level(suite)), None, resampled
+        checks = paired_checks(
+            observed, stored, runs, margins, cell_level(suite), lower_is_better=lower_is_better, worst=worst
+        )
+        return checks, None, resampled
 
     def own_runs(self, suite: Suite, key: CellKey, result: CellResult) -> dict[str, tuple[RunScores, RunScores]]:
         """Each metric's clean and corrupted scores of this run, as they are and in each resample

@@ -31,11 +31,16 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
+from typing import TYPE_CHECKING, Protocol
 
-from pytest_segrobust.baselines import CellKey, Check, compare, key_path, update_command
+from pytest_segrobust.baselines import CellKey, key_path, update_command
+from pytest_segrobust.metrics import METRICS
 from pytest_segrobust.requirements import RequirementCheck
-from pytest_segrobust.stats import Change, RunScores, paired_change, paired_gamma_r_change
+from pytest_segrobust.stats import Change, Outcome, RunScores, non_inferiority, paired_change, paired_gamma_r_change
 from pytest_segrobust.wording import decimals
+
+if TYPE_CHECKING:
+    from pytest_segrobust.suite import Tolerance
 
 
 class Status(str, Enum):
@@ -53,14 +58,55 @@ class Status(str, Enum):
     ERROR = "error"
 
 
+class Check(Protocol):
+    """One gated number against its baseline: what a verdict, its messages and the report read.
+
+    :class:`ToleranceCheck` compares point values, :class:`PairedCheck` decides by a paired
+    interval; the gate and its messages know nothing else of either.
+    """
+
+    @property
+    def metric(self) -> str:
+        """The number (``score``, ``gamma_r``, ``<metric>.score``...)."""
+
+    @property
+    def observed(self) -> float: ...
+
+    @property
+    def baseline(self) -> float: ...
+
+    @property
+    def higher_is_better(self) -> bool: ...
+
+    @property
+    def outcome(self) -> str:
+        """An :class:`~pytest_segrobust.stats.Outcome` value: ``pass``, ``fail`` or ``inconclusive``."""
+
+    @property
+    def delta(self) -> float:
+        """``observed - baseline``."""
+
+    @property
+    def regressed(self) -> bool:
+        """The number fails the cell (``outcome`` is ``fail``)."""
+
+    @property
+    def improved(self) -> bool:
+        """The number is better than its baseline by more than the gate allows it to fall."""
+
+    def describe(self) -> str:
+        """The check as a failure or a warning shows it: one line, indented, without a newline at the end."""
+
+
 @dataclass(frozen=True)
 class Verdict:
     """The gate's decision on one cell.
 
     Attributes:
         status: What became of the cell.
-        checks: Each toleranced number against its baseline (empty when none was compared;
-            an update compares for the record, and passes whatever they say).
+        checks: Each gated number against its baseline (:class:`Check`: by tolerance, or by
+            paired interval under a statistical gate; empty when none was compared; an update
+            compares for the record, and passes whatever they say).
         write: Store the observed numbers as the cell's baseline at the end of the run.
         replace_all: Rewrite the baseline file from scratch (the stored one is unusable).
         message: Why the cell fails; ``None`` when it passes.
@@ -68,7 +114,7 @@ class Verdict:
     """
 
     status: Status
-    checks: tuple[Check | PairedCheck, ...] = ()
+    checks: tuple[Check, ...] = ()
     write: bool = False
     replace_all: bool = False
     message: str | None = None
@@ -77,6 +123,81 @@ class Verdict:
     @property
     def passed(self) -> bool:
         return self.message is None
+
+
+@dataclass(frozen=True)
+class ToleranceCheck:
+    """One number's point value against its baseline, with the tolerance it may fall by.
+
+    Attributes:
+        metric: The number (``score``, ``gamma_r``, ``<metric>.score``...).
+        observed, baseline: The number in this run and in the baseline.
+        tolerance: How far it may fall (rise, for a number where lower is better).
+        higher_is_better: The number regresses by falling (else by rising).
+    """
+
+    metric: str
+    observed: float
+    baseline: float
+    tolerance: float
+    higher_is_better: bool = True
+
+    @property
+    def delta(self) -> float:
+        return self.observed - self.baseline
+
+    @property
+    def problem(self) -> str | None:
+        """Why the comparison cannot be made: a NaN or infinite value on either side."""
+        if not math.isfinite(self.observed):
+            return f"observed {self.metric} is {self.observed}, not a finite number"
+        if not math.isfinite(self.baseline):
+            return f"stored {self.metric} is {self.baseline}, not a finite number"
+        return None
+
+    @property
+    def outcome(self) -> str:
+        # A point value is never undecided; a NaN compares false with everything: it must
+        # fail, never pass as "not below". Falling by exactly the tolerance passes (0: unchanged).
+        return Outcome.FAIL.value if self.problem is not None or self._gain < -self.tolerance else Outcome.PASS.value
+
+    @property
+    def regressed(self) -> bool:
+        return self.outcome == Outcome.FAIL
+
+    @property
+    def improved(self) -> bool:
+        return self.problem is None and self._gain > self.tolerance
+
+    def describe(self) -> str:
+        line = (
+            f"  {self.metric}: observed {_number(self.observed)}, baseline {_number(self.baseline)}, "
+            f"delta {_number(self.delta)}, tolerance {_number(self.tolerance)}"
+        )
+        return line if self.problem is None else f"{line}\n    ({self.problem})"
+
+    @property
+    def _gain(self) -> float:
+        """How much better than its baseline the observation is (negative: worse)."""
+        return self.delta if self.higher_is_better else -self.delta
+
+
+def tolerance_checks(
+    observed: Mapping[str, float],
+    stored: Mapping[str, float],
+    tolerances: Mapping[str, float],
+    lower_is_better: Iterable[str] = (),
+) -> list[ToleranceCheck]:
+    """Checks of every toleranced number present in both ``observed`` and ``stored``.
+
+    ``lower_is_better`` names the numbers that regress by rising (the score of an error metric).
+    """
+    falling = set(lower_is_better)
+    return [
+        ToleranceCheck(name, float(observed[name]), float(stored[name]), tolerance, higher_is_better=name not in falling)
+        for name, tolerance in tolerances.items()
+        if name in observed and name in stored
+    ]
 
 
 @dataclass(frozen=True)
@@ -89,12 +210,14 @@ class PairedCheck:
         margin: How far it may truly fall (non-inferiority margin).
         low, high: The interval of the change (candidate - baseline) at the cell's level.
         outcome: ``fail`` (the whole interval below ``-margin``), ``pass`` (the whole
-            interval above it) or ``inconclusive``.
+            interval above it) or ``inconclusive``; for a number where lower is better, the
+            other way round about ``+margin``.
         images: Images paired.
         images_to_decide: About how many images would decide an inconclusive number.
         detectable: The smallest margin an unchanged model is confirmed within at 80% power,
             from the paired change's spread; ``None`` when the two runs agree on every image
             (an unchanged model), which shows no spread to judge the power by.
+        higher_is_better: The number regresses by falling (else by rising: an error metric's score).
     """
 
     metric: str
@@ -111,11 +234,21 @@ class PairedCheck:
 
     @classmethod
     def decide(
-        cls, metric: str, observed: float, baseline: float, change: Change, margin: float, confidence: float
+        cls,
+        metric: str,
+        observed: float,
+        baseline: float,
+        change: Change,
+        margin: float,
+        confidence: float,
+        higher_is_better: bool = True,
     ) -> PairedCheck:
-        """Non-inferiority of ``change`` (candidate - baseline) at ``margin``, from its interval at ``confidence``."""
+        """Non-inferiority of ``change`` (candidate - baseline) at ``margin``, from its interval at
+        ``confidence``; a number where lower is better regresses by rising, so its gain is the
+        change reversed."""
         low, high = change.interval(confidence)
-        outcome = "fail" if high < -margin else "pass" if low > -margin else "inconclusive"
+        gain = change if higher_is_better else Change(-change.observed, -change.resampled, change.images)
+        outcome = non_inferiority(*gain.interval(confidence), margin)
         return cls(
             metric,
             float(observed),
@@ -123,10 +256,11 @@ class PairedCheck:
             margin,
             low,
             high,
-            outcome,
+            outcome.value,
             change.images,
-            change.images_to_decide(margin, confidence) if outcome == "inconclusive" else None,
+            gain.images_to_decide(margin, confidence) if outcome is Outcome.INCONCLUSIVE else None,
             change.detectable(confidence) if change.standard_error > 0 else None,
+            higher_is_better,
         )
 
     @property
@@ -134,16 +268,60 @@ class PairedCheck:
         return self.observed - self.baseline
 
     @property
-    def problem(self) -> str | None:
-        return None
-
-    @property
     def regressed(self) -> bool:
-        return self.outcome == "fail"
+        return self.outcome == Outcome.FAIL
 
     @property
     def improved(self) -> bool:
-        return self.low > 0
+        return self.low > 0 if self.higher_is_better else self.high < 0
+
+    @property
+    def bound(self) -> float:
+        """The change the margin allows: ``-margin``, or ``+margin`` where lower is better."""
+        return -self.margin if self.higher_is_better else self.margin
+
+    def describe(self) -> str:
+        interval = f"interval [{_number(self.low)}, {_number(self.high)}]"
+        if self.outcome == Outcome.INCONCLUSIVE:
+            more = (
+                f"about {self.images_to_decide} images (now {self.images}) would decide it"
+                if self.images_to_decide is not None
+                else "the change sits on the margin"
+            )
+            return f"  {self.metric}: change {_number(self.delta)}, {interval} straddles {_number(self.bound)}; {more}"
+        where = "entirely below" if self.regressed is self.higher_is_better else "entirely above"
+        return (
+            f"  {self.metric}: observed {_number(self.observed)}, baseline {_number(self.baseline)}, "
+            f"delta {_number(self.delta)}, {interval} {where} the margin {_number(self.bound)}"
+        )
+
+
+def allowances(
+    allowed: Tolerance, metrics: Sequence[str], *, corrupted: bool
+) -> tuple[dict[str, float], tuple[str, ...]]:
+    """How far each number of a cell may move the wrong way, and the numbers that regress by rising.
+
+    Args:
+        allowed: The suite's ``tolerance`` (or its statistical gate's ``margin``).
+        metrics: The suite's metrics, the headline first.
+        corrupted: The cell is corrupted (its gamma_r is gated too).
+
+    Returns:
+        Per number (``score``, ``gamma_r``, ``<metric>.score``...), its tolerance or margin in
+        its metric's units (:meth:`~pytest_segrobust.suite.Tolerance.score_of`); and the scores
+        of the metrics where lower is better, read from each metric (gamma_r always rises
+        with robustness).
+    """
+    numbers: dict[str, float] = {}
+    rising: list[str] = []
+    for index, name in enumerate(metrics):
+        prefix = "" if index == 0 else f"{name}."
+        numbers[f"{prefix}score"] = allowed.score_of(name)
+        if corrupted:
+            numbers[f"{prefix}gamma_r"] = allowed.gamma_r_of(name)
+        if not METRICS.get(name).higher_is_better:
+            rising.append(f"{prefix}score")
+    return numbers, tuple(rising)
 
 
 def paired_checks(
@@ -152,6 +330,9 @@ def paired_checks(
     runs: Mapping[str, tuple[RunScores, RunScores, RunScores, RunScores]],
     margins: Mapping[str, float],
     confidence: float,
+    *,
+    lower_is_better: Iterable[str] = (),
+    worst: Mapping[str, float] | None = None,
 ) -> tuple[PairedCheck, ...]:
     """The paired check of every margined number.
 
@@ -163,10 +344,14 @@ def paired_checks(
             of the baseline's clean and corrupted runs and of this run's clean and corrupted runs.
         margins: Per number, how far it may fall; numbers without one are not checked.
         confidence: The level of each number's interval (already split over the family).
+        lower_is_better: The numbers that regress by rising (the score of an error metric).
+        worst: Per metric prefix, the worst end of the metric's scale, which gamma_r measures
+            from (0 where not given: a percentage where higher is better).
 
     Raises:
         ValueError: for runs of different image or resample counts (they cannot be paired).
     """
+    rising = set(lower_is_better)
     checks = []
     for prefix, (base_clean, base_corrupted, clean, corrupted) in runs.items():
         for number in ("score", "gamma_r"):
@@ -176,9 +361,13 @@ def paired_checks(
             change: Change = (
                 paired_change(base_corrupted, corrupted)
                 if number == "score"
-                else paired_gamma_r_change(base_clean, base_corrupted, clean, corrupted)
+                else paired_gamma_r_change(base_clean, base_corrupted, clean, corrupted, (worst or {}).get(prefix, 0.0))
             )
-            checks.append(PairedCheck.decide(name, observed[name], stored[name], change, margins[name], confidence))
+            checks.append(
+                PairedCheck.decide(
+                    name, observed[name], stored[name], change, margins[name], confidence, name not in rising
+                )
+            )
     return tuple(checks)
 
 
@@ -340,7 +529,7 @@ def _against_baseline(
             return Verdict(Status.UPDATED, write=True, replace_all=True)
         return Verdict(Status.ERROR, message=baseline_problem)
     if update:
-        checks = () if stored is None else tuple(compare(observed, stored, tolerances, lower_is_better))
+        checks = () if stored is None else tuple(tolerance_checks(observed, stored, tolerances, lower_is_better))
         return Verdict(Status.UPDATED, checks, write=True)
     if stored is None:
         written = "`segrobust merge` writes it" if sharded else "it is written at the end of the run"
@@ -362,12 +551,14 @@ def _against_baseline(
         )
     if missing_statistics is not None:
         return Verdict(Status.ERROR, message=f"{cell.name}: {missing_statistics}")
-    checks = tuple(paired) if paired is not None else tuple(compare(observed, stored, tolerances, lower_is_better))
+    checks: tuple[Check, ...] = (
+        tuple(paired) if paired is not None else tuple(tolerance_checks(observed, stored, tolerances, lower_is_better))
+    )
     regressions = [c for c in checks if c.regressed]
     if regressions:
         message = _regression_message(cell, regressions, baseline_file, model_change)
         return Verdict(Status.REGRESSED, checks, message=message)
-    undecided = [c for c in checks if isinstance(c, PairedCheck) and c.outcome == "inconclusive"]
+    undecided = [c for c in checks if c.outcome == Outcome.INCONCLUSIVE]
     if undecided:
         why = _inconclusive_message(cell.name, undecided, inconclusive)
         return Verdict(
@@ -400,39 +591,12 @@ def _number(value: float) -> str:
     return decimals(value, 4)
 
 
-def _inconclusive_message(name: str, undecided: list[PairedCheck], policy: str) -> str:
-    lines = [f"{name} is inconclusive (suite policy: inconclusive: {policy}):"]
-    for c in undecided:
-        more = (
-            f"about {c.images_to_decide} images (now {c.images}) would decide it"
-            if c.images_to_decide is not None
-            else "the change sits on the margin"
-        )
-        lines.append(
-            f"  {c.metric}: change {_number(c.delta)}, interval [{_number(c.low)}, {_number(c.high)}] "
-            f"straddles {_number(-c.margin)}; {more}"
-        )
-    return "\n".join(lines)
+def _inconclusive_message(name: str, undecided: Sequence[Check], policy: str) -> str:
+    return "\n".join([f"{name} is inconclusive (suite policy: inconclusive: {policy}):", *(c.describe() for c in undecided)])
 
 
-def _regression_message(
-    cell: _Cell, regressions: Sequence[Check | PairedCheck], baseline_file: str, model_change: str | None
-) -> str:
-    lines = [f"{cell.name} regressed:"]
-    for c in regressions:
-        if isinstance(c, PairedCheck):
-            lines.append(
-                f"  {c.metric}: observed {_number(c.observed)}, baseline {_number(c.baseline)}, "
-                f"delta {_number(c.delta)}, interval [{_number(c.low)}, {_number(c.high)}] "
-                f"entirely below the margin {_number(-c.margin)}"
-            )
-            continue
-        lines.append(
-            f"  {c.metric}: observed {_number(c.observed)}, baseline {_number(c.baseline)}, "
-            f"delta {_number(c.delta)}, tolerance {_number(c.tolerance)}"
-        )
-        if c.problem:
-            lines.append(f"    ({c.problem})")
+def _regression_message(cell: _Cell, regressions: Sequence[Check], baseline_file: str, model_change: str | None) -> str:
+    lines = [f"{cell.name} regressed:", *(c.describe() for c in regressions)]
     lines.append(f"  baseline file: {baseline_file}")
     if model_change is not None:
         lines.append(f"  {model_change}")

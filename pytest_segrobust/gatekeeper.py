@@ -23,7 +23,7 @@ from pytest_segrobust.errors import BaselineError, SegRobustError, SuiteError
 from pytest_segrobust.evaluation import CellResult
 from pytest_segrobust.evidence import Evidence, pack_statistics
 from pytest_segrobust.files import WriteError
-from pytest_segrobust.gate import judge
+from pytest_segrobust.gate import allowances, judge
 from pytest_segrobust.metrics import METRICS
 from pytest_segrobust.outcomes import ModelChange, PendingWrite
 from pytest_segrobust.records import CellRecord
@@ -127,13 +127,7 @@ class Gatekeeper:
                 )
             if resampled is not None:
                 self.resampled[record.nodeid] = resampled
-        tolerances, lower_is_better = {}, []
-        for prefix, name in zip(("", *(f"{m}." for m in suite.metrics[1:])), suite.metrics):
-            tolerances[f"{prefix}score"] = suite.tolerance.score
-            if key.severity > 0:
-                tolerances[f"{prefix}gamma_r"] = suite.tolerance.gamma_r
-            if not METRICS.get(name).higher_is_better:
-                lower_is_better.append(f"{prefix}score")
+        tolerances, lower_is_better = allowances(suite.tolerance, suite.metrics, corrupted=key.severity > 0)
         requirements = self._requirement_checks(suite, key, record, observed, result)
         record.requirements = [c.to_json() for c in requirements or ()]
         if suite.gates_models:

@@ -333,8 +333,8 @@ class SegRobustSession:
         if (suite := self.suite_order.get(record.suite)) is not None:
             kind, allowed = ("margin", suite.gate.margin) if suite.gate is not None else ("tolerance", suite.tolerance)
             properties[1:1] = [("metric", suite.metric)]
-            properties += [(f"{kind}_score", allowed.score)]
-            properties += [(f"{kind}_gamma_r", allowed.gamma_r)] if record.gamma_r is not None else []
+            properties += [(f"{kind}_score", allowed.score_of(suite.metric))]
+            properties += [(f"{kind}_gamma_r", allowed.gamma_r_of(suite.metric))] if record.gamma_r is not None else []
         if "score" in stored:
             properties += [("baseline", stored["score"]), ("delta", record.score - stored["score"])]
         if "gamma_r" in stored and record.gamma_r is not None:

@@ -134,6 +134,7 @@ class Sidecar:
         metric: str,
         statistic: Callable[[np.ndarray, np.ndarray], np.ndarray],
         stored: dict[str, float | None],
+        worst: float = 0.0,
     ) -> CellStatistics | None:
         """The statistics of ``metric`` in ``cell`` (a :func:`~pytest_segrobust.baselines.key_path`),
         or ``None`` where the sidecar has none.
@@ -143,6 +144,8 @@ class Sidecar:
                 (:meth:`~pytest_segrobust.metrics.base.Metric.resampled_scores`).
             stored: The baseline JSON's ``score`` and ``gamma_r`` of the cell (``None`` where
                 it has none); the statistics must reproduce them.
+            worst: The metric's worst end, which gamma_r measures from
+                (:meth:`~pytest_segrobust.metrics.base.Metric.worst`).
 
         Raises:
             BaselineError: for an unreadable sidecar or baseline JSON, a sidecar that is not the
@@ -158,7 +161,8 @@ class Sidecar:
         every_image = np.ones((1, found.images))
         try:
             score = float(statistic(found.corrupted, every_image)[0])
-            mine = {"score": score, "gamma_r": score / float(statistic(found.clean, every_image)[0])}
+            clean = float(statistic(found.clean, every_image)[0])
+            mine = {"score": score, "gamma_r": (score - worst) / (clean - worst)}
         except (ValueError, TypeError, IndexError) as exc:
             raise BaselineError(
                 f"{self.shown}: cells.{cell}.{metric}: statistics the metric cannot read ({exc}); "

@@ -12,7 +12,7 @@ statistics do not add up (COCO mAP) scores the weighted multiset its own way
 (:meth:`~pytest_segrobust.metrics.base.Metric.resampled_scores`).
 
 A cell is judged against a non-inferiority ``margin`` (how far the candidate may fall below
-the baseline) at a confidence level:
+the baseline) at a confidence level, by :func:`non_inferiority` (every paired check's rule):
 
 * ``FAIL``: the drop is significantly larger than the margin (the interval's upper end is
   below ``-margin``);
@@ -34,6 +34,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from statistics import NormalDist
+from typing import Any
 
 import numpy as np
 
@@ -42,7 +43,9 @@ Statistic = Callable[[np.ndarray, np.ndarray], np.ndarray]
 _NORMAL = NormalDist()
 
 
-class Verdict(enum.Enum):
+class Outcome(str, enum.Enum):
+    """What a gated number's check decided; the value is what records and reports show."""
+
     PASS = "pass"
     FAIL = "fail"
     INCONCLUSIVE = "inconclusive"
@@ -62,18 +65,6 @@ def resample_weights(images: int, resamples: int, seed: int) -> np.ndarray:
     return counts.reshape(resamples, images).astype(np.float64)
 
 
-def miou_of_counts(counts: np.ndarray) -> np.ndarray:
-    """mIoU in percent from summed counts ``(..., K, 3)`` (TP, FP, FN per class): the ``miou``
-    metric's :meth:`~pytest_segrobust.metrics.miou.MeanIoU.score_of`.
-
-    Classes with no pixel in truth or prediction (a zero denominator) are left out of the
-    mean, as the dataset-level metric does; a resample with no class at all is NaN.
-    """
-    from pytest_segrobust.metrics.miou import MeanIoU
-
-    return MeanIoU.score_of(counts)
-
-
 def of_sums(score_of: Callable[[np.ndarray], np.ndarray]) -> Statistic:
     """The :data:`Statistic` of a metric whose per-image statistics ``(N, ...)`` add up: its
     score (``(..., *S) -> (...)``) of each resample's weighted sums."""
@@ -82,11 +73,6 @@ def of_sums(score_of: Callable[[np.ndarray], np.ndarray]) -> Statistic:
         return score_of(weighted_sums(weights, statistics))
 
     return statistic
-
-
-def mean_of_values(values: np.ndarray) -> np.ndarray:
-    """The mean of per-image values ``(..., 2)`` stored as (sum, count): a metric that averages images."""
-    return values[..., 0] / values[..., 1]
 
 
 @dataclass(frozen=True)
@@ -194,13 +180,28 @@ def paired_change(baseline: RunScores, candidate: RunScores) -> Change:
 
 
 def paired_gamma_r_change(
-    baseline_clean: RunScores, baseline_corrupted: RunScores, candidate_clean: RunScores, candidate_corrupted: RunScores
+    baseline_clean: RunScores,
+    baseline_corrupted: RunScores,
+    candidate_clean: RunScores,
+    candidate_corrupted: RunScores,
+    worst: float = 0.0,
 ) -> Change:
-    """The change of gamma_r = corrupted / clean score, every run resampled with the same images."""
+    """The change of gamma_r, every run resampled with the same images.
+
+    gamma_r is the corrupted score's distance from the metric's ``worst`` end over the clean
+    score's (:func:`pytest_segrobust.scores.relative_robustness`, in either direction):
+    corrupted / clean for a percentage where higher is better.
+    """
     _check_paired(baseline_clean, baseline_corrupted, candidate_clean, candidate_corrupted)
-    observed = candidate_corrupted.observed / candidate_clean.observed - baseline_corrupted.observed / baseline_clean.observed
-    resampled = (
-        candidate_corrupted.resampled / candidate_clean.resampled - baseline_corrupted.resampled / baseline_clean.resampled
+
+    def gamma_r(clean: Any, corrupted: Any) -> Any:
+        return (corrupted - worst) / (clean - worst)
+
+    observed = gamma_r(candidate_clean.observed, candidate_corrupted.observed) - gamma_r(
+        baseline_clean.observed, baseline_corrupted.observed
+    )
+    resampled = gamma_r(candidate_clean.resampled, candidate_corrupted.resampled) - gamma_r(
+        baseline_clean.resampled, baseline_corrupted.resampled
     )
     return Change(float(observed), resampled, baseline_clean.images)
 
@@ -211,16 +212,24 @@ def _check_paired(*runs: RunScores) -> None:
         raise ValueError(f"paired runs must cover the same images with the same resamples, got {sorted(shapes)}")
 
 
-def verdict(change: Change, margin: float, confidence: float) -> Verdict:
-    """Non-inferiority at ``margin``: FAIL, PASS or INCONCLUSIVE from the interval at ``confidence``."""
+def non_inferiority(low: float, high: float, margin: float) -> Outcome:
+    """The gate's three-state rule, from the interval ``[low, high]`` of a number's gain over its
+    baseline (how much better the candidate is: negative when it is worse).
+
+    ``FAIL`` when the whole interval lies below ``-margin`` (the number surely fell further than
+    the margin), ``PASS`` when it lies above (surely less far), ``INCONCLUSIVE`` when it straddles
+    ``-margin``. Every paired check decides by it: a cell's numbers and a model's aggregates.
+
+    Raises:
+        ValueError: for a negative margin.
+    """
     if margin < 0:
         raise ValueError(f"a margin is how far the candidate may fall, >= 0; got {margin}")
-    low, high = change.interval(confidence)
     if high < -margin:
-        return Verdict.FAIL
+        return Outcome.FAIL
     if low > -margin:
-        return Verdict.PASS
-    return Verdict.INCONCLUSIVE
+        return Outcome.PASS
+    return Outcome.INCONCLUSIVE
 
 
 def weighted_sums(weights: np.ndarray, statistics: np.ndarray) -> np.ndarray:

@@ -133,16 +133,54 @@ class ModelSpec:
 
 
 @dataclass(frozen=True)
-class Tolerance:
-    """How far below its baseline a cell may fall before the gate fails.
+class Allowance:
+    """One metric's own tolerance (or margin), where the suite gives it; ``None`` takes the suite's.
 
     Attributes:
-        gamma_r: Absolute slack on relative robustness (a fraction, e.g. 0.01).
-        score: Absolute slack on the metric (mIoU or AP), in percentage points.
+        score: How far the metric's score may fall (rise, where lower is better), in its own units.
+        gamma_r: How far its relative robustness may fall (a fraction).
+    """
+
+    score: float | None = None
+    gamma_r: float | None = None
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """How far a cell's numbers may move the wrong way from their baselines before the gate fails.
+
+    ``tolerance`` (point values) and ``gate.margin`` (paired intervals) are both one::
+
+        tolerance:
+          score: 1.0                 # points of a 0..100 scale: 1.0 of mIoU, 0.01 of a 0..1 metric
+          gamma_r: 0.01              # every metric's relative robustness (a fraction)
+          metrics:                   # a metric's own, in its units (as require.metrics)
+            boundary_iou: {score: 0.5}
+
+    Attributes:
+        gamma_r: Absolute slack on relative robustness (a fraction, e.g. 0.01), of every metric
+            without its own.
+        score: Absolute slack on the score of every metric without its own, in points of a
+            0..100 scale: a metric on another scale gets the same share of its scale
+            (:meth:`~pytest_segrobust.metrics.base.Metric.scale`), so a 0..1 metric falls by
+            at most 0.01 under the default 1.0.
+        metrics: Each metric's own slack by name, where the suite gives one.
     """
 
     gamma_r: float = 0.01
     score: float = 1.0
+    metrics: Mapping[str, Allowance] = field(default_factory=dict)
+
+    def score_of(self, metric: str) -> float:
+        """How far ``metric``'s score may move the wrong way, in its units."""
+        own = self.metrics.get(metric, Allowance()).score
+        # scale / 100 is exactly 1 for a percentage: today's numbers, to the last bit.
+        return own if own is not None else self.score * (METRICS.get(metric).scale() / 100)
+
+    def gamma_r_of(self, metric: str) -> float:
+        """How far ``metric``'s relative robustness may fall."""
+        own = self.metrics.get(metric, Allowance()).gamma_r
+        return own if own is not None else self.gamma_r
 
 
 @dataclass(frozen=True)
@@ -150,8 +188,9 @@ class GatePolicy:
     """The statistical gate (:mod:`pytest_segrobust.stats`): paired bootstrap against a margin.
 
     Attributes:
-        margin: How far each number may truly fall below its baseline (non-inferiority):
-            ``gamma_r`` as a fraction, ``score`` in the metric's points.
+        margin: How far each number may truly fall below its baseline (rise above it, for a
+            score where lower is better; non-inferiority): ``gamma_r`` as a fraction, ``score``
+            in points of a 0..100 scale, and per metric in its own units (as :class:`Tolerance`).
         confidence: Level of the family of intervals (0.95: at most 5% chance of any false
             alarm in a run of the suite, with ``multiplicity: bonferroni``).
         inconclusive: What a cell whose interval straddles the margin does: ``fail``,
@@ -424,7 +463,7 @@ class _Validator:
             corruptions=corruptions,
             severities=severities,
             metrics=metrics,
-            tolerance=self.tolerance(raw.get("tolerance", {})),
+            tolerance=self.tolerance(raw.get("tolerance", {}), metrics),
             batch_size=self.integer("batch_size", raw.get("batch_size", 16), minimum=1),
             seed=self.integer("seed", raw.get("seed", 0), minimum=0),
             limit=None if raw.get("limit") is None else self.integer("limit", raw["limit"], minimum=1),
@@ -503,24 +542,34 @@ class _Validator:
         if unknown:
             raise self.fail(f"gate.{unknown[0]}", f"unknown field; expected one of {', '.join(_GATE_KEYS)}")
         for name in metrics:
-            kind = METRICS.get(name)
-            if not kind.keeps_image_statistics() or not kind.higher_is_better:
+            if not METRICS.get(name).keeps_image_statistics():
                 raise self.fail(
                     "gate", f"metric {name} keeps no per-image statistics, which the statistical gate pairs; "
                     "gate it by tolerance instead"
                 )
+        if spec.get("aggregates") and not METRICS.get(metrics[0]).higher_is_better:
+            raise self.fail(
+                "gate.aggregates",
+                f"the aggregates' margins (mPC, rPC, mean gamma_r as corrupted over clean score) are defined for a "
+                f"headline score where higher is better; {metrics[0]} is lower-is-better: gate its cells "
+                "(gate.margin) and leave aggregates out",
+            )
         defaults = GatePolicy()
         confidence = spec.get("confidence", defaults.confidence)
         if isinstance(confidence, bool) or not isinstance(confidence, (int, float)) or not 0.5 <= confidence < 1:
             raise self.fail("gate.confidence", f"expected a level in [0.5, 1), e.g. 0.95, got {confidence!r}")
-        margin = self.tolerance(spec.get("margin", {}), "gate.margin")
-        for number, allowed in (("gamma_r", margin.gamma_r), ("score", margin.score)):
-            if allowed == 0:  # a tolerance of 0 means exact; a margin of 0 can never be confirmed
+        margin = self.tolerance(spec.get("margin", {}), metrics, "gate.margin")
+        given = {"": Allowance(margin.score, margin.gamma_r), **margin.metrics}
+        for name, allowed in given.items():
+            for number in ("gamma_r", "score"):
+                if getattr(allowed, number) != 0:  # a tolerance of 0 means exact; a margin of 0 can never be confirmed
+                    continue
+                instead = f"{{{number}: 0}}" if not name else f"{{metrics: {{{name}: {{{number}: 0}}}}}}"
                 raise self.fail(
-                    f"gate.margin.{number}",
+                    f"gate.margin.{'metrics.' + name + '.' if name else ''}{number}",
                     "expected a non-inferiority margin > 0, got 0: a number passes only when its whole interval "
                     "lies above -margin, which an unchanged model's interval [0, 0] does not, so every cell would be "
-                    f"inconclusive; to require unchanged numbers, gate by tolerance: {{{number}: 0}} instead",
+                    f"inconclusive; to require unchanged numbers, gate by tolerance: {instead} instead",
                 )
         return GatePolicy(
             margin=margin,
@@ -838,15 +887,45 @@ class _Validator:
                 raise self.fail(f"{field_name}[{i}]", f"severity {s} is listed twice")
         return tuple(sorted(raw))
 
-    def tolerance(self, raw: Any, where: str = "tolerance") -> Tolerance:
+    def tolerance(self, raw: Any, metrics: tuple[str, ...], where: str = "tolerance") -> Tolerance:
+        """``{gamma_r, score, metrics: {<metric>: {gamma_r, score}}}``: the suite's slack, and a metric's own."""
         if not isinstance(raw, dict):
-            raise self.fail(where, f"expected a mapping with gamma_r and/or score, got {raw!r}")
-        unknown = sorted(set(raw) - {"gamma_r", "score"})
+            raise self.fail(where, f"expected a mapping with gamma_r, score and/or metrics, got {raw!r}")
+        unknown = sorted(set(raw) - {"gamma_r", "score", "metrics"})
         if unknown:
-            raise self.fail(f"{where}.{unknown[0]}", "unknown field; expected gamma_r or score")
+            hint = (
+                f" (a metric's own goes under metrics: {{{unknown[0]}: {{score: ...}}}})"
+                if unknown[0] in metrics
+                else did_you_mean(str(unknown[0]), ["gamma_r", "score", "metrics"])
+            )
+            raise self.fail(f"{where}.{unknown[0]}", f"unknown field; expected gamma_r, score or metrics{hint}")
+        given = raw.get("metrics", {})
+        if not isinstance(given, dict):
+            raise self.fail(
+                f"{where}.metrics", f"expected a mapping of the suite's metrics to their own, got {given!r}"
+            )
+        own = {}
+        for name, entry in given.items():
+            at = f"{where}.metrics.{name}"
+            if name not in metrics:
+                raise self.fail(
+                    at, f"not a metric of the suite ({', '.join(metrics)}){did_you_mean(str(name), list(metrics))}"
+                )
+            if not isinstance(entry, dict) or not entry:
+                raise self.fail(
+                    at, f"expected a mapping with gamma_r and/or score (the score in {name}'s units), got {entry!r}"
+                )
+            extra = sorted(set(entry) - {"gamma_r", "score"})
+            if extra:
+                raise self.fail(f"{at}.{extra[0]}", "unknown field; expected gamma_r or score")
+            own[name] = Allowance(
+                score=None if "score" not in entry else self.number(f"{at}.score", entry["score"]),
+                gamma_r=None if "gamma_r" not in entry else self.number(f"{at}.gamma_r", entry["gamma_r"]),
+            )
         defaults = Tolerance()
         return Tolerance(
             gamma_r=self.number(f"{where}.gamma_r", raw.get("gamma_r", defaults.gamma_r)),
             score=self.number(f"{where}.score", raw.get("score", defaults.score)),
+            metrics=own,
         )
 

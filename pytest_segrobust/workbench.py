@@ -222,14 +222,14 @@ class Workbench:
             return None
         # The factory call is part of the identity: constructor arguments need not be weights.
         return CleanCache.key(
+            suite.task,
+            suite.metrics,
             repr(spec),
             model.fingerprint(),
             code,
-            suite.task,
             repr(suite.dataset_spec(split)),
             self.dataset(suite, split).fingerprint(),
             str(suite.limit),
-            ",".join(suite.metrics),
             model_device(model).type,
             # A statistically gated suite needs the per-image statistics, which others leave out.
             "statistics" if suite.gate is not None else "scores",

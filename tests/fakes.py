@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
+from typing import ClassVar
 
+import numpy as np
 import torch
 
 from pytest_segrobust.data.base import Sample, SemanticTarget
+from pytest_segrobust.metrics.base import Metric, MetricResult, Reduction
 from pytest_segrobust.models.base import InstancePredictions
+from pytest_segrobust.types import Batch, SemanticMask, field_of
 
 FAKES_SOURCE = Path(__file__).read_text()
 CLASS_NAMES = ("background", "a", "b", "c")
@@ -272,3 +276,37 @@ class SleepyBinner(RedBinner):
 
 def sleepy_binner() -> SleepyBinner:
     return SleepyBinner()
+
+
+class PixelError(Metric):
+    """The share of scored pixels classified wrong: an error metric (lower is better) on a 0..1
+    scale, with per-image statistics (wrong, scored pixels) that add up. Not registered: a test
+    registers it where it needs it."""
+
+    name = "pixel_error"
+    label = "pixel error"
+    higher_is_better = False
+    bounds = (0.0, 1.0)
+    accepts = (SemanticMask,)
+    states: ClassVar[dict[str, Reduction]] = {"images": Reduction.CONCAT}
+
+    def reset(self) -> None:
+        self.images: list[torch.Tensor] = []
+
+    def update(self, predictions: torch.Tensor, batch: Batch) -> None:
+        mask = field_of(batch, SemanticMask)
+        scored = mask.data != mask.ignore_index
+        wrong = (predictions != mask.data) & scored
+        self.images.append(torch.stack([wrong.flatten(1).sum(1), scored.flatten(1).sum(1)], dim=1).cpu())
+
+    def compute(self) -> MetricResult:
+        totals = self.image_statistics().sum(axis=0)
+        return MetricResult(float(self.score_of(totals)), ())
+
+    def image_statistics(self) -> np.ndarray:
+        return torch.cat(self.images).numpy().astype(np.float64) if self.images else np.zeros((0, 2))
+
+    @classmethod
+    def score_of(cls, summed: np.ndarray) -> np.ndarray:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return summed[..., 0] / summed[..., 1]

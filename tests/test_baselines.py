@@ -14,10 +14,8 @@ from pytest_segrobust.baselines import (
     BaselineUpdate,
     CellChange,
     CellKey,
-    Check,
     Conditions,
     Provenance,
-    compare,
     prune_baseline,
     read_baseline,
     round_value,
@@ -219,22 +217,6 @@ def test_a_baseline_never_stores_nan(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="refusing to store non-finite values"):
         write_baseline(path, "demo", CONDITIONS, [(CLEAN, {"score": math.nan})], False)
     assert not path.exists()
-
-
-def test_checks_mark_regressions_and_improvements() -> None:
-    checks = compare({"score": 58.5, "gamma_r": 0.80}, {"score": 60.0, "gamma_r": 0.75}, {"score": 1.0, "gamma_r": 0.01})
-    by_metric = {c.metric: c for c in checks}
-    assert by_metric["score"].regressed and by_metric["score"].delta == pytest.approx(-1.5)
-    assert by_metric["gamma_r"].improved and not by_metric["gamma_r"].regressed
-    within = Check("score", 59.5, 60.0, 1.0)
-    assert not within.regressed and not within.improved
-
-
-@pytest.mark.parametrize(("observed", "stored"), [(math.nan, 60.0), (60.0, math.nan), (math.inf, 60.0), (60.0, -math.inf)])
-def test_a_non_finite_number_on_either_side_is_always_a_regression(observed: float, stored: float) -> None:
-    check = Check("score", observed, stored, 100.0)
-    assert check.regressed and not check.improved
-    assert "not a finite number" in check.problem
 
 
 # -- lifecycle: rounding, provenance, what an update changed, unused entries --------------------

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from pytest_segrobust.baselines import CellKey
-from pytest_segrobust.gate import PairedCheck, Status, judge
+from pytest_segrobust.gate import Check, PairedCheck, Status, ToleranceCheck, judge, tolerance_checks
+from pytest_segrobust.stats import Change, Outcome, non_inferiority
 
 NOISE = CellKey("demo", "m", "gaussian_noise", 3)
 TOLERANCES = {"score": 1.0, "gamma_r": 0.01}
@@ -149,3 +151,62 @@ def test_a_stored_cell_without_a_gated_number_fails_naming_it_and_an_update_rewr
     observed = OBSERVED | {"boundary_iou.score": 50.0}
     verdict = judge(key, observed, {"score": 60.0, "gamma_r": 0.66}, tolerances, update=False, baseline_file="b/demo.json")
     assert "b/demo.json: models.m.night.gaussian_noise.3 has no boundary_iou.score, which" in verdict.message
+
+
+# -- the checks: one protocol, two kinds ------------------------------------------------------
+
+
+def test_checks_mark_regressions_and_improvements() -> None:
+    checks = tolerance_checks(
+        {"score": 58.5, "gamma_r": 0.80}, {"score": 60.0, "gamma_r": 0.75}, {"score": 1.0, "gamma_r": 0.01}
+    )
+    by_metric = {c.metric: c for c in checks}
+    assert by_metric["score"].regressed and by_metric["score"].delta == pytest.approx(-1.5)
+    assert by_metric["score"].outcome == Outcome.FAIL
+    assert by_metric["gamma_r"].improved and not by_metric["gamma_r"].regressed
+    within = ToleranceCheck("score", 59.5, 60.0, 1.0)
+    assert not within.regressed and not within.improved and within.outcome == Outcome.PASS
+
+
+def test_a_point_value_falling_by_exactly_its_tolerance_passes() -> None:
+    # A point value is never undecided: a tolerance of 0 demands the number unchanged, and gets it.
+    assert ToleranceCheck("score", 60.0, 60.0, 0.0).outcome == Outcome.PASS
+    assert ToleranceCheck("score", 59.0, 60.0, 1.0).outcome == Outcome.PASS
+    assert ToleranceCheck("score", 11.0, 10.0, 1.0, higher_is_better=False).outcome == Outcome.PASS
+    assert ToleranceCheck("score", 11.5, 10.0, 1.0, higher_is_better=False).outcome == Outcome.FAIL
+
+
+@pytest.mark.parametrize(("observed", "stored"), [(math.nan, 60.0), (60.0, math.nan), (math.inf, 60.0), (60.0, -math.inf)])
+def test_a_non_finite_number_on_either_side_is_always_a_regression(observed: float, stored: float) -> None:
+    check = ToleranceCheck("score", observed, stored, 100.0)
+    assert check.regressed and not check.improved
+    assert "not a finite number" in (check.problem or "")
+    assert "not a finite number" in check.describe()
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [(np.linspace(-3.0, -2.0, 101), "fail"), (np.linspace(-0.5, 0.5, 101), "pass"), (np.linspace(-1.5, -0.5, 101), "inconclusive")],
+)
+def test_a_paired_check_decides_by_the_one_three_state_rule(values: np.ndarray, expected: str) -> None:
+    change = Change(float(values.mean()), values, images=10_000)
+    check = PairedCheck.decide("score", 60.0 + change.observed, 60.0, change, margin=1.0, confidence=0.9)
+    assert check.outcome == expected == non_inferiority(*change.interval(0.9), 1.0)
+    assert check.regressed is (expected == "fail")
+    assert (check.images_to_decide is not None) is (expected == "inconclusive")
+
+
+def test_both_kinds_of_check_are_checks_that_describe_themselves() -> None:
+    tolerance: Check = ToleranceCheck("score", 58.0, 60.0, 1.0)
+    paired: Check = PairedCheck("score", 58.0, 60.0, 1.0, low=-2.5, high=-1.5, outcome="fail", images=8)
+    undecided: Check = PairedCheck("gamma_r", 0.6, 0.61, 0.01, low=-0.03, high=0.01, outcome="inconclusive", images=8, images_to_decide=40)
+    assert tolerance.regressed and paired.regressed and not undecided.regressed
+    assert tolerance.describe() == "  score: observed 58.0000, baseline 60.0000, delta -2.0000, tolerance 1.0000"
+    assert paired.describe() == (
+        "  score: observed 58.0000, baseline 60.0000, delta -2.0000, interval [-2.5000, -1.5000] entirely below the margin -1.0000"
+    )
+    assert undecided.describe() == (
+        "  gamma_r: change -0.0100, interval [-0.0300, 0.0100] straddles -0.0100; about 40 images (now 8) would decide it"
+    )
+    verdict = judge(NOISE, OBSERVED, {"score": 60.0, "gamma_r": 0.61}, {}, update=False, paired=[undecided])
+    assert verdict.status is Status.INCONCLUSIVE and undecided.describe() in verdict.message.splitlines()

@@ -5,18 +5,32 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from pytest_segrobust.metrics.miou import MeanIoU
 from pytest_segrobust.stats import (
     Change,
+    Outcome,
     RunScores,
-    Verdict,
-    mean_of_values,
-    miou_of_counts,
+    non_inferiority,
     of_sums,
     paired_change,
     paired_gamma_r_change,
     resample_weights,
-    verdict,
 )
+
+
+def miou_of_counts(counts: np.ndarray) -> np.ndarray:
+    """mIoU in percent from summed ``(..., K, 3)`` counts: the metric's own :meth:`MeanIoU.score_of`."""
+    return MeanIoU.score_of(counts)
+
+
+def mean_of_values(values: np.ndarray) -> np.ndarray:
+    """The mean of per-image values ``(..., 2)`` stored as (sum, count): a metric that averages images."""
+    return values[..., 0] / values[..., 1]
+
+
+def verdict(change: Change, margin: float, confidence: float) -> Outcome:
+    """The gate's rule on ``change``'s interval at ``confidence``."""
+    return non_inferiority(*change.interval(confidence), margin)
 
 
 def scores(runs: list[np.ndarray], score_of, weights: np.ndarray) -> list[RunScores]:
@@ -83,12 +97,12 @@ def test_gamma_r_change_resamples_clean_and_corrupted_with_the_same_images() -> 
 @pytest.mark.parametrize(
     ("values", "expected"),
     [
-        (np.linspace(-3.0, -2.0, 101), Verdict.FAIL),  # surely more than 1 point down
-        (np.linspace(-0.5, 0.5, 101), Verdict.PASS),  # surely less than 1 point down
-        (np.linspace(-1.5, -0.5, 101), Verdict.INCONCLUSIVE),
+        (np.linspace(-3.0, -2.0, 101), Outcome.FAIL),  # surely more than 1 point down
+        (np.linspace(-0.5, 0.5, 101), Outcome.PASS),  # surely less than 1 point down
+        (np.linspace(-1.5, -0.5, 101), Outcome.INCONCLUSIVE),
     ],
 )
-def test_three_state_verdicts(values: np.ndarray, expected: Verdict) -> None:
+def test_three_state_verdicts(values: np.ndarray, expected: Outcome) -> None:
     change = Change(float(values.mean()), values, images=10_000)  # many images: the plain percentile interval
     assert verdict(change, margin=1.0, confidence=0.9) is expected
     with pytest.raises(ValueError, match="margin"):
@@ -106,19 +120,19 @@ def simulate(rng: np.random.Generator, images: int, shift: float) -> tuple[np.nd
 def test_at_the_margin_a_cell_fails_or_passes_by_chance_at_most_as_often_as_the_level() -> None:
     rng, margin, runs, images = np.random.default_rng(7), 1.0, 4000, 64
     weights = resample_weights(images, 400, seed=11)
-    outcomes = {Verdict.FAIL: 0, Verdict.PASS: 0, Verdict.INCONCLUSIVE: 0}
+    outcomes = {Outcome.FAIL: 0, Outcome.PASS: 0, Outcome.INCONCLUSIVE: 0}
     for _ in range(runs):
         base, cand = simulate(rng, images, shift=-margin)  # exactly at the margin: neither is true
         outcomes[verdict(paired_change(*scores([base, cand], mean_of_values, weights)), margin, confidence=0.90)] += 1
     level, error = 0.05, 3 * np.sqrt(0.05 * 0.95 / runs)  # each one-sided tail of a 90% interval
-    assert outcomes[Verdict.FAIL] / runs <= level + error and outcomes[Verdict.PASS] / runs <= level + error
+    assert outcomes[Outcome.FAIL] / runs <= level + error and outcomes[Outcome.PASS] / runs <= level + error
 
 
 def test_a_true_drop_beyond_the_margin_is_found() -> None:
     rng, margin, images = np.random.default_rng(9), 1.0, 200
     weights = resample_weights(images, 500, seed=13)
     found = sum(
-        verdict(paired_change(*scores(simulate(rng, images, shift=-3.0), mean_of_values, weights)), margin, 0.9) is Verdict.FAIL
+        verdict(paired_change(*scores(simulate(rng, images, shift=-3.0), mean_of_values, weights)), margin, 0.9) is Outcome.FAIL
         for _ in range(50)
     )
     assert found >= 48

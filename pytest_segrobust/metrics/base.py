@@ -110,6 +110,8 @@ class Metric(ABC):
         detail_labels: How tables show the keys of :attr:`MetricResult.details`.
         requires: The extras whose packages :meth:`reset` imports; a suite naming the metric is
             refused when they are not installed.
+        version: Bumped when a change of the metric can change its numbers: it invalidates the
+            cached clean results it scored (:func:`~pytest_segrobust.evaluation.evaluator_version`).
     """
 
     name: ClassVar[str]
@@ -120,6 +122,7 @@ class Metric(ABC):
     states: ClassVar[dict[str, Reduction]] = {}
     detail_labels: ClassVar[dict[str, str]] = {}
     requires: ClassVar[tuple[Extra, ...]] = ()
+    version: ClassVar[str] = "1"
 
     def __init__(self, context: MetricContext) -> None:
         self.context = context

@@ -37,9 +37,12 @@ class Task(ABC):
         reads: The fields of a sample the task reads (names in ``Sample.fields``).
         collates: The typed fields of a batch that :meth:`collate` makes, by name;
             :meth:`collate` checks that it made those.
+        version: Bumped when a change of the task (its batches, its checks) can change a result:
+            it invalidates its cached clean results (:func:`~pytest_segrobust.evaluation.evaluator_version`).
     """
 
     name: ClassVar[str]
+    version: ClassVar[str] = "1"
     default_metrics: ClassVar[tuple[str, ...]]
     target_types: ClassVar[tuple[type[Field], ...]]
     model_protocol: ClassVar[type]
