@@ -2,8 +2,7 @@
 imports for annotations alone under ``if TYPE_CHECKING:`` left out).
 
 Issue 28's rules: metrics import neither models nor data; the report imports neither models
-nor corruptions; no import cycles. A rule the code does not keep yet is a strict xfail that
-says why: the day it holds, the test fails until the marker goes.
+nor corruptions; no backend imports the session, the items or the plugin; no import cycles.
 """
 
 from __future__ import annotations
