@@ -46,7 +46,7 @@ def test_a_demo_suite_reports_on_ray_as_without_it(pytester: pytest.Pytester, cl
 
 @pytest.mark.parametrize(
     ("suite", "keyword", "cells", "deselected"),
-    [("demo.yaml", "clean or gaussian_noise and 3", 4, 58), ("demo-instance.yaml", "clean or rotate and 3", 2, 29)],
+    [("demo.yaml", "clean or gaussian_noise and 3", 4, 60), ("demo-instance.yaml", "clean or rotate and 3", 2, 29)],
     ids=["semantic-miou", "instance-map"],
 )
 def test_a_cell_split_over_actors_gives_the_unsplit_result(
