@@ -99,6 +99,10 @@ def test_weights_ship_in_the_package_and_are_small() -> None:
     assert len(weights.read_bytes()) <= 2 * 1024 * 1024
 
 
+# The tests of demo_scores go to one xdist worker (`pytest -n 2 --dist loadgroup`), which computes them once.
+ONE_WORKER = pytest.mark.xdist_group("demo_scores")
+
+
 @pytest.fixture(scope="module")
 def demo_scores() -> dict[str, float]:
     model, val = as_segmentation_model(tiny_unet()), demo_dataset("val")
@@ -109,10 +113,12 @@ def demo_scores() -> dict[str, float]:
     }
 
 
+@ONE_WORKER
 def test_the_demo_model_is_really_trained(demo_scores: dict[str, float]) -> None:
     assert demo_scores["clean"] >= 70
 
 
+@ONE_WORKER
 @pytest.mark.parametrize("corruption", ["gaussian_noise", "defocus_blur"])
 def test_the_demo_model_degrades_measurably(demo_scores: dict[str, float], corruption: str) -> None:
     assert relative_robustness(demo_scores["clean"], demo_scores[corruption]) < 0.9
