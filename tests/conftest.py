@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+from collections.abc import Iterator
 
 import pytest
 
@@ -20,6 +21,18 @@ with contextlib.suppress(ImportError):  # the figures are optional, and so is ma
     importlib.import_module("matplotlib").use("Agg")  # as the report draws them
     importlib.import_module("matplotlib.pyplot")
     importlib.import_module("matplotlib.backends.backend_agg")
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _not_an_xdist_worker_to_the_projects() -> Iterator[None]:
+    """Under ``pytest -n 2`` this process is an xdist worker, and xdist says so in os.environ.
+    The projects the tests run (in process with pytester, or in subprocesses) are runs of their
+    own: without ``-n`` they are no worker, and the outer run's worker count (the sample cache's
+    share of memory) must not reach them. With ``-n`` their own workers set these again."""
+    with pytest.MonkeyPatch.context() as patch:
+        for variable in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
+            patch.delenv(variable, raising=False)
+        yield
 
 
 @pytest.fixture(params=list(DISTRIBUTIONS), ids=list(DISTRIBUTIONS))

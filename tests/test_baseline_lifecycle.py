@@ -93,7 +93,8 @@ def test_unused_entries_are_reported_and_pruned(project: pytest.Pytester, dist: 
         ["baselines/bands.json: removed 2 unused entries: binner::gaussian_noise::3, old-net", "wrote *bands.json"]
     )
     assert baseline(project) == clean_file  # everything else as it was, provenance included
-    assert "unused entries" not in run(project, "--segrobust", *dist).stdout.str()
+    # The pruned file reads clean; one process shows it (the controller's report is the first run's).
+    assert "unused entries" not in run(project, "--segrobust").stdout.str()
 
 
 @WRITERS

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 from importlib import resources
+from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -99,6 +102,10 @@ def test_weights_ship_in_the_package_and_are_small() -> None:
     assert len(weights.read_bytes()) <= 2 * 1024 * 1024
 
 
+# The tests of demo_scores go to one xdist worker (`pytest -n 2 --dist loadgroup`), which computes them once.
+ONE_WORKER = pytest.mark.xdist_group("demo_scores")
+
+
 @pytest.fixture(scope="module")
 def demo_scores() -> dict[str, float]:
     model, val = as_segmentation_model(tiny_unet()), demo_dataset("val")
@@ -109,10 +116,12 @@ def demo_scores() -> dict[str, float]:
     }
 
 
+@ONE_WORKER
 def test_the_demo_model_is_really_trained(demo_scores: dict[str, float]) -> None:
     assert demo_scores["clean"] >= 70
 
 
+@ONE_WORKER
 @pytest.mark.parametrize("corruption", ["gaussian_noise", "defocus_blur"])
 def test_the_demo_model_degrades_measurably(demo_scores: dict[str, float], corruption: str) -> None:
     assert relative_robustness(demo_scores["clean"], demo_scores[corruption]) < 0.9
@@ -130,17 +139,37 @@ batch_size: 8
 
 
 @pytest.mark.slow
-def test_demo_suite_gives_identical_reports_with_and_without_xdist(pytester: pytest.Pytester) -> None:
+def test_demo_suite_gives_identical_reports_and_baselines_with_and_without_xdist(pytester: pytest.Pytester) -> None:
+    """Two recordings from scratch, in one process and on two workers: the same report and the
+    same baseline files. (Comparing with stored baselines under xdist: the demo gate itself, and
+    test_plugin's test_distributed_run_matches_single_process.)"""
     (pytester.path / "suites").mkdir()
     (pytester.path / "suites" / "demo-small.yaml").write_text(DEMO_SUITE)
-    pytester.runpytest("-p", "no:cacheprovider", "--segrobust-update-baselines").assert_outcomes(passed=7)
-    reports = []
-    for args in (["-n", "0"], ["-n", "2"]):
-        pytester.runpytest("-p", "no:cacheprovider", "--segrobust", *args).assert_outcomes(passed=7)
+    reports, recorded = [], []
+    for args in ([], ["-n", "2"]):
+        pytester.runpytest("-p", "no:cacheprovider", "--segrobust-update-baselines", *args).assert_outcomes(passed=7)
         report = json.loads((pytester.path / "segrobust-report.json").read_text())
         for cells in report["suites"]["demo-small"]["models"].values():
             for cell in cells["cells"]:
                 cell.pop("seconds")
         report.pop("environment")  # wall time and start differ by run
         reports.append(report)
+        recorded.append(recorded_files(pytester.path / "baselines"))
+        for written in pytester.path.iterdir():  # the second run starts afresh too, with no report to replace
+            if written.name != "suites":
+                shutil.rmtree(written) if written.is_dir() else written.unlink()
     assert reports[0] == reports[1]
+    assert "demo-small.json" in recorded[0] and recorded[0] == recorded[1]
+
+
+def recorded_files(folder: Path) -> dict[str, object]:
+    """What a run recorded: JSON files as bytes, per-image statistics as arrays (a zip's bytes
+    carry the time it was written)."""
+    found: dict[str, object] = {}
+    for path in sorted(folder.iterdir()):
+        if path.suffix == ".npz":
+            with np.load(path) as arrays:
+                found[path.name] = {name: (arrays[name].dtype.str, arrays[name].shape, arrays[name].tobytes()) for name in arrays}
+        else:
+            found[path.name] = path.read_bytes()
+    return found

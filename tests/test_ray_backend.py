@@ -22,6 +22,8 @@ ray = pytest.importorskip("ray", reason="the Ray backend's tests need Ray: pip i
 
 RAY = ("--segrobust-backend", "ray")
 REPO = Path(__file__).resolve().parents[1]
+# One xdist worker (`pytest -n 2 --dist loadgroup`) starts the module's Ray instance once.
+pytestmark = pytest.mark.xdist_group("ray")
 
 
 @pytest.fixture(scope="module")

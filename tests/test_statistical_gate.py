@@ -24,6 +24,9 @@ from pytest_segrobust.stats import Change, resample_weights
 from pytest_segrobust.suite import load_suite
 from tests.plugin_project import cached_run
 
+# One xdist worker (`pytest -n 2 --dist loadgroup`) records the demo project once for the module.
+pytestmark = pytest.mark.xdist_group("statistical_gate")
+
 # The demo network as a release might change it: executed differently, perturbed at float16
 # level, or made fragile under glare (which only the brightness corruption causes here).
 VARIANTS = '''

@@ -102,10 +102,8 @@ def _probed(project: pytest.Pytester) -> dict[str, tuple[int, str]]:
 
 @pytest.mark.parametrize(("args", "places"), [([], {"main"}), (["-n", "2"], {"gw0", "gw1"})], ids=["main", "n2"])
 def test_the_count_is_applied_where_cells_run_and_shown(
-    project: pytest.Pytester, args: list[str], places: set[str], monkeypatch: pytest.MonkeyPatch
+    project: pytest.Pytester, args: list[str], places: set[str]
 ) -> None:
-    for variable in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT"):  # when the tests run under xdist
-        monkeypatch.delenv(variable, raising=False)
     project.makepyfile(test_probe=PROBE)
     before = torch.get_num_threads()
     # The probe runs beside the cells, in the process (or the workers) that evaluate them.
