@@ -157,15 +157,17 @@ def region_similarity(counts: np.ndarray) -> np.ndarray:
 
 
 def boundary_accuracy(counts: np.ndarray) -> np.ndarray:
-    """F of boundary counts ``(..., 4)`` (:func:`boundary_counts`), with the reference's empty cases."""
+    """F of boundary counts ``(..., 4)`` (:func:`boundary_counts`), with the reference's empty cases.
+
+    An empty boundary has precision (or recall) 1. The reference's one-sided cases follow:
+    where only one map has boundary pixels, none of them can be matched, so its share is 0
+    (none predicted, some true: precision 1, recall 0, and the other way round).
+    """
     counts = counts.astype(np.float64)
     matched_predicted, predicted, matched_true, true = (counts[..., i] for i in range(4))
     with np.errstate(invalid="ignore", divide="ignore"):
-        precision = np.where(predicted > 0, matched_predicted / predicted, 1.0)
-        recall = np.where(true > 0, matched_true / true, 1.0)
-        # Some predicted and none true: precision 0, recall 1 (not 1 and 1).
-        precision = np.where((predicted > 0) & (true == 0), 0.0, precision)
-        recall = np.where((predicted == 0) & (true > 0), 0.0, recall)
+        precision = np.where(predicted > 0, matched_predicted / np.where(predicted > 0, predicted, 1.0), 1.0)
+        recall = np.where(true > 0, matched_true / np.where(true > 0, true, 1.0), 1.0)
         total = precision + recall
         return np.where(total > 0, 2 * precision * recall / np.where(total > 0, total, 1.0), 0.0)
 
