@@ -20,9 +20,9 @@ Definitions, as in the DAVIS 2017 evaluation (github.com/davisvideochallenge/dav
   ``void_pixels``; its semi-supervised script passes none, and DAVIS masks have none).
 * Frames: only frames that are ``annotated`` are scored, in the order of the clip's
   positions. Under the semi-supervised protocol (:attr:`VideoObjectMetric.drops_ends`, the
-  registered ``j``, ``f`` and ``jf``) the first and the last annotated frame of each clip are
+  registered ``vos_j``, ``vos_f`` and ``vos_jf``) the first and the last annotated frame of each clip are
   not scored either: the first is the mask the model was given, and the reference drops the
-  last too. ``jf_all`` scores every annotated frame.
+  last too. ``vos_jf_all`` scores every annotated frame.
 * Per object, over its scored frames: the **Mean**, the **Recall** (share of frames scoring
   above 0.5) and the **Decay**: the frames are cut into 4 bins at indices
   ``round(linspace(0, n - 1, 5))`` (halves up), bin ``i`` running from edge ``i`` to edge
@@ -337,7 +337,7 @@ DETAIL_LABELS: dict[str, str] = {
 class RegionSimilarity(VideoObjectMetric):
     """J-Mean: the IoU of each object's masks, averaged over its scored frames, then over objects (percent)."""
 
-    name, label, measures = "j", "J", ("J",)
+    name, label, measures = "vos_j", "J", ("J",)
     detail_labels = DETAIL_LABELS
 
 
@@ -345,7 +345,7 @@ class RegionSimilarity(VideoObjectMetric):
 class BoundaryAccuracy(VideoObjectMetric):
     """F-Mean: the boundary F-measure of each object, averaged over its scored frames, then over objects (percent)."""
 
-    name, label, measures = "f", "F", ("F",)
+    name, label, measures = "vos_f", "F", ("F",)
     detail_labels = DETAIL_LABELS
 
 
@@ -353,7 +353,7 @@ class BoundaryAccuracy(VideoObjectMetric):
 class RegionAndBoundary(VideoObjectMetric):
     """J&F-Mean: the mean of J-Mean and F-Mean (percent), the DAVIS 2017 semi-supervised headline."""
 
-    name, label, measures = "jf", "J&F", ("J", "F")
+    name, label, measures = "vos_jf", "J&F", ("J", "F")
     detail_labels = DETAIL_LABELS
 
 
@@ -361,4 +361,4 @@ class RegionAndBoundary(VideoObjectMetric):
 class RegionAndBoundaryAllFrames(RegionAndBoundary):
     """J&F over every annotated frame, the first and last included (no semi-supervised drop)."""
 
-    name, label, drops_ends = "jf_all", "J&F (all frames)", False
+    name, label, drops_ends = "vos_jf_all", "J&F (all frames)", False

@@ -32,7 +32,7 @@ from pytest_segrobust.metrics.video import (
 from pytest_segrobust.stats import resample_weights
 from pytest_segrobust.types import VideoMasks
 
-NAMES = ("j", "f", "jf", "jf_all")
+NAMES = ("vos_j", "vos_f", "vos_jf", "vos_jf_all")
 CONTEXT = MetricContext(class_names=("background", "object"), ignore_index=255)
 IGNORE = 255
 
@@ -228,7 +228,7 @@ def test_a_bootstrap_resample_of_clips_scores_like_the_resampled_clips(batches: 
         for c in range(len(objects))
     ]
     weights = resample_weights(len(clips), 3, seed)
-    for name in ("jf", "f"):
+    for name in ("vos_jf", "vos_f"):
         kind = METRICS.get(name)
         statistics = scored(name, batches).image_statistics()
         resampled = kind.resampled_scores(statistics, weights)
@@ -283,7 +283,7 @@ def test_the_semi_supervised_protocol_drops_the_first_and_last_annotated_frame()
     predicted[0, [1, 5]] = 0  # wrong only on the first and last annotated frames
     annotated = np.array([[False, True, True, True, False, True, False]])
     batch = batch_of(truth, ((1,),), annotated)
-    dropped, every = METRICS.get("jf")(CONTEXT), METRICS.get("jf_all")(CONTEXT)
+    dropped, every = METRICS.get("vos_jf")(CONTEXT), METRICS.get("vos_jf_all")(CONTEXT)
     for metric in (dropped, every):
         metric.update(torch.from_numpy(predicted), batch)
     assert dropped.compute().score == 100.0  # frames 2 and 3 scored, both right
@@ -293,7 +293,7 @@ def test_the_semi_supervised_protocol_drops_the_first_and_last_annotated_frame()
 
 def test_a_clip_without_scored_frames_or_objects_adds_nothing() -> None:
     truth = np.ones((2, 2, 3, 3), dtype=np.int64)
-    metric = METRICS.get("jf")(CONTEXT)
+    metric = METRICS.get("vos_jf")(CONTEXT)
     metric.update(torch.from_numpy(truth), batch_of(truth, ((1,), ()), np.ones((2, 2), dtype=bool)))
     assert metric.image_statistics().tolist() == [[0.0] * 7, [0.0] * 7]
     assert math.isnan(metric.compute().score)
@@ -314,7 +314,7 @@ def test_decay_of_a_clip_of_more_than_256_frames() -> None:
     predicted = truth.copy()
     predicted[0, 150:] = 0  # right on the first half, wrong on the second
     predicted[0, 120:150, 1:3, 1] = 0  # half right for a while: J 0.5, not above 0.5
-    metric = METRICS.get("j")(CONTEXT)
+    metric = METRICS.get("vos_j")(CONTEXT)
     metric.update(torch.from_numpy(predicted), batch_of(truth, ((1,),), np.ones((1, frames), dtype=bool)))
     result = metric.compute()
     values = np.array([1.0] * 119 + [0.5] * 30 + [0.0] * 151)  # frames 1 .. 300
@@ -348,7 +348,7 @@ def test_predictions_as_video_masks_and_model_errors() -> None:
     truth = np.zeros((1, 3, 4, 4), dtype=np.int64)
     truth[..., :2, :2] = 1
     batch = batch_of(truth, ((1,),), np.ones((1, 3), dtype=bool))
-    metric = METRICS.get("jf")(CONTEXT)
+    metric = METRICS.get("vos_jf")(CONTEXT)
     metric.update(batch["masks"], batch)
     assert metric.compute().score == 100.0
     with pytest.raises(ModelOutputError, match=r"expected integer object ids of shape \(1, 3, 4, 4\)"):
@@ -358,7 +358,7 @@ def test_predictions_as_video_masks_and_model_errors() -> None:
 
 
 def test_metrics_declare_their_scale_direction_and_labels() -> None:
-    labels = {"j": "J", "f": "F", "jf": "J&F"}
+    labels = {"vos_j": "J", "vos_f": "F", "vos_jf": "J&F"}
     for name in NAMES:
         kind = METRICS.get(name)
         assert kind.higher_is_better and kind.bounds == (0.0, 100.0)
@@ -440,7 +440,7 @@ def test_jf_over_every_frame_matches_vos_benchmark_per_object_means() -> None:
             truth[clip][blobs] = object_id
     predicted = np.roll(truth, 3, axis=-1)
     predicted[:, 5:8] = np.roll(truth[:, 5:8], -6, axis=-2)
-    metric = METRICS.get("jf_all")(CONTEXT)
+    metric = METRICS.get("vos_jf_all")(CONTEXT)
     metric.update(torch.from_numpy(predicted), batch_of(truth, objects, np.ones((2, frames), dtype=bool)))
     per_object_j, per_object_f = [], []
     for clip, ids in enumerate(objects):
