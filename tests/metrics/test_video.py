@@ -22,10 +22,13 @@ from pytest_segrobust.metrics import METRICS, MetricContext
 from pytest_segrobust.metrics.video import (
     DETAIL_LABELS,
     VideoObjectMetric,
+    _count_near_marked,
     boundary_accuracy,
     boundary_counts,
     boundary_radius,
+    count_near,
     decay_edges,
+    dilate_by_disk,
     region_counts,
     region_similarity,
 )
@@ -254,6 +257,20 @@ def test_boundary_counts_match_the_reference_at_every_radius(radius: int) -> Non
         j = region_similarity(region_counts(*as_batch).numpy())[0]
         assert f == pytest.approx(reference_f(predicted, truth, void, radius), abs=1e-12)
         assert j == pytest.approx(reference_j(predicted, truth, void), abs=1e-12)
+
+
+@pytest.mark.parametrize("radius", [1, 2, 4, 7])
+def test_both_ways_of_counting_nearby_pixels_match_the_reference_dilation(radius: int) -> None:
+    rng = np.random.default_rng(100 + radius)
+    for height, width in [(1, 1), (2, 9), (5, 3), (12, 17), (20, 20)]:
+        targets = rng.uniform(size=(4, height, width)) < np.array([0.0, 0.02, 0.2, 0.7])[:, None, None]
+        marked = rng.uniform(size=(4, height, width)) < 0.3
+        dilated = np.stack([reference_dilate(t, radius) for t in targets])
+        expected = (marked & dilated).sum(axis=(1, 2)).tolist()
+        as_torch = torch.from_numpy(targets)
+        np.testing.assert_array_equal(dilate_by_disk(as_torch, radius).numpy(), dilated)
+        assert _count_near_marked(torch.from_numpy(marked).nonzero(), as_torch, radius).tolist() == expected
+        assert count_near(torch.from_numpy(marked), as_torch, radius).tolist() == expected
 
 
 def test_the_empty_cases_of_f() -> None:
