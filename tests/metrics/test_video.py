@@ -29,7 +29,7 @@ from pytest_segrobust.metrics.video import (
     count_near,
     decay_edges,
     dilate_by_disk,
-    region_counts,
+    object_region_counts,
     region_similarity,
 )
 from pytest_segrobust.stats import resample_weights
@@ -254,7 +254,7 @@ def test_boundary_counts_match_the_reference_at_every_radius(radius: int) -> Non
         void = rng.uniform(size=(height, width)) < 0.05
         as_batch = [torch.from_numpy(a)[None] for a in (predicted, truth, ~void)]
         f = boundary_accuracy(boundary_counts(*as_batch, radius).numpy())[0]
-        j = region_similarity(region_counts(*as_batch).numpy())[0]
+        j = region_similarity(object_region_counts(*(a.long() for a in as_batch[:2]), as_batch[2], 1).numpy())[0, 0]
         assert f == pytest.approx(reference_f(predicted, truth, void, radius), abs=1e-12)
         assert j == pytest.approx(reference_j(predicted, truth, void), abs=1e-12)
 
@@ -374,6 +374,15 @@ def test_predictions_as_video_masks_and_model_errors() -> None:
         metric.update(torch.zeros(1, 3, 4, 5, dtype=torch.int64), batch)
 
 
+def test_narrow_predicted_ids_do_not_wrap_onto_an_object() -> None:
+    truth = np.zeros((1, 3, 4, 4), dtype=np.int64)
+    truth[..., :2, :2] = 300
+    predicted = torch.from_numpy(np.where(truth == 300, 44, 0).astype(np.uint8))  # 300 wraps to 44 in uint8
+    metric = METRICS.get("vos_jf")(CONTEXT)
+    metric.update(predicted, batch_of(truth, ((300,),), np.ones((1, 3), dtype=bool)))
+    assert metric.compute().score == 0.0
+
+
 def test_metrics_declare_their_scale_direction_and_labels() -> None:
     labels = {"vos_j": "J", "vos_f": "F", "vos_jf": "J&F"}
     for name in NAMES:
@@ -433,7 +442,8 @@ def test_j_and_f_per_frame_match_vos_benchmark() -> None:
         scored_pixels = np.ones_like(truth)
         as_batch = [torch.from_numpy(a) for a in (predicted, truth, scored_pixels)]
         radius = boundary_radius(height, width)
-        j = region_similarity(region_counts(*as_batch).numpy())
+        # Each mask is a frame of one object (index 1): one count of (frame, true, predicted) indices.
+        j = region_similarity(object_region_counts(as_batch[0].long(), as_batch[1].long(), as_batch[2], 1).numpy())[0]
         f = boundary_accuracy(boundary_counts(*as_batch, radius).numpy())
         for i in range(count):
             oracle_j, oracle_f = vos_benchmark_frame(evaluator_module, predicted[i], truth[i])
