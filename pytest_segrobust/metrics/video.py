@@ -62,8 +62,8 @@ RECALL_THRESHOLD = 0.5
 DECAY_BINS = 4
 # What one object's scored frames give, per measure: summed over a clip's objects in its row.
 STATISTICS: tuple[str, ...] = ("mean", "recall", "decay")
-# Masks handled at once by the pixel work of one object (bounds the memory of a long clip).
-_FRAMES_AT_ONCE = 32
+# Object-mask pixels handled at once (bounds the memory of a long clip with many objects).
+_PIXELS_AT_ONCE = 1 << 26
 # Pixel looks of one step of :func:`_count_near_marked` (bounds its index memory).
 _LOOKS_AT_ONCE = 1 << 22
 
@@ -374,8 +374,9 @@ class VideoObjectMetric(Metric):
         """Each measure's value per object and scored frame, ``(O, n)``, of one clip's ``(n, H, W)`` maps."""
         counts: dict[str, list[torch.Tensor]] = {measure: [] for measure in self.measures}
         indices = torch.arange(1, len(objects) + 1, device=truth.device).view(-1, 1, 1, 1)
-        for start in range(0, truth.shape[0], _FRAMES_AT_ONCE):
-            part = slice(start, start + _FRAMES_AT_ONCE)
+        step = max(1, _PIXELS_AT_ONCE // (len(objects) * truth[0].numel()))
+        for start in range(0, truth.shape[0], step):
+            part = slice(start, start + step)
             scored = truth[part] != ignore_index
             true_indices = object_indices(truth[part], objects)
             predicted_indices = object_indices(predicted[part], objects)

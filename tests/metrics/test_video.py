@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_segrobust.errors import ModelOutputError
-from pytest_segrobust.metrics import METRICS, MetricContext
+from pytest_segrobust.metrics import METRICS, MetricContext, video
 from pytest_segrobust.metrics.video import (
     DETAIL_LABELS,
     VideoObjectMetric,
@@ -359,6 +359,14 @@ def test_two_halves_merge_into_the_whole() -> None:
         assert first.compute() == whole.compute()
         np.testing.assert_array_equal(first.image_statistics(), whole.image_statistics())
         assert math.isfinite(whole.compute().score)
+
+
+def test_a_clip_cut_into_chunks_of_frames_scores_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(12)
+    batches = [generated_clips(rng, clips=3, frames=9, height=8, width=7, sparse=False) for _ in range(2)]
+    whole = scored("vos_jf", batches)
+    monkeypatch.setattr(video, "_PIXELS_AT_ONCE", 2 * 8 * 7)  # one or two frames at a time
+    np.testing.assert_array_equal(scored("vos_jf", batches).image_statistics(), whole.image_statistics())
 
 
 def test_predictions_as_video_masks_and_model_errors() -> None:
