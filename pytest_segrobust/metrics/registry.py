@@ -15,6 +15,7 @@ METRICS: NamedRegistry = NamedRegistry(
         "pytest_segrobust.metrics.boundary_iou",
         "pytest_segrobust.metrics.panoptic_quality",
         "pytest_segrobust.metrics.referring",
+        "pytest_segrobust.metrics.video",
     ),
 )
 register_metric = METRICS.register
