@@ -34,6 +34,7 @@ from pathlib import Path
 import torch
 
 from pytest_segrobust.corruptions import REGISTRY, Corruption
+from pytest_segrobust.types import Image
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -46,7 +47,7 @@ def rows(only: set[str] | None) -> list[tuple[str, Corruption]]:
     chosen: dict[tuple[type, str, str], tuple[list[str], Corruption]] = {}
     for preset in REGISTRY.presets():
         for corruption in REGISTRY.available(preset):
-            if only is not None and corruption.name not in only:
+            if (only is not None and corruption.name not in only) or not corruption.accepts(Image):
                 continue
             key = (type(corruption), corruption.name, repr(getattr(corruption, "table", None)))
             chosen.setdefault(key, ([], corruption))[0].append(preset)

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from pytest_segrobust import philox
 from pytest_segrobust.corruptions import PRESETS, Corruption
+from pytest_segrobust.types import Image
 from tests.test_philox import KNOWN_ANSWERS, reference
 
 WORD = st.integers(0, 2**32 - 1)
@@ -134,7 +135,12 @@ def test_words_beyond_a_streams_counter_are_refused() -> None:
         philox.random_bits([1], 4 * 2**32 + 1, "cpu")
 
 
-BUILTIN = {(type(c).__name__, c.name, repr(c.table)): c for preset in PRESETS.values() for c in preset.corruptions}
+BUILTIN = {
+    (type(c).__name__, c.name, repr(c.table)): c
+    for preset in PRESETS.values()
+    for c in preset.corruptions
+    if c.accepts(Image)
+}
 
 
 @pytest.mark.parametrize("corruption", BUILTIN.values(), ids=[f"{name}-{i}" for i, (_, name, _) in enumerate(BUILTIN)])

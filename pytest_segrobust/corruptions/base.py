@@ -149,6 +149,18 @@ class Corruption(ABC, Generic[Params]):
         self.table[severity]  # fails for a severity outside 1..5
         return self._corrupt(batch, severity, seeds, size, device)
 
+    def accepts(self, kind: type[Field]) -> bool:
+        """Whether it acts on fields of type ``kind``: ``accepts(Image)`` for an image corruption,
+        not for a temporal one (which needs a :class:`~pytest_segrobust.types.Video`)."""
+        return any(issubclass(kind, acted) for acted in self.acts_on)
+
+    def drawing(self, frame_draws: FrameDraws) -> Corruption[Params]:
+        """A copy that draws along a clip's frames as ``frame_draws`` says (:func:`with_frame_draws`);
+        a corruption made of others (a composition) copies them too."""
+        copied = copy.copy(self)
+        copied.frame_draws = FrameDraws(frame_draws)
+        return copied
+
     def keys(self, seeds: Sequence[int]) -> StreamKeys:
         """The stream keys of a batch of ``seeds``, drawn along frames as :attr:`frame_draws` says."""
         return StreamKeys(tuple(int(seed) for seed in seeds), self.frame_draws)
@@ -211,10 +223,9 @@ def with_frame_draws(corruption: Corruption[Params], frame_draws: FrameDraws) ->
     """A copy of ``corruption`` that draws along a clip's frames as ``frame_draws`` says.
 
     Its name and table are the original's: a suite that runs both gives them cells of their own.
+    A composition's parts draw so too.
     """
-    copied = copy.copy(corruption)
-    copied.frame_draws = FrameDraws(frame_draws)
-    return copied
+    return corruption.drawing(frame_draws)
 
 
 @contextlib.contextmanager

@@ -7,12 +7,14 @@ suite writes the parts in, they run in stage order, and the canonical name lists
 
 from __future__ import annotations
 
+import copy
 import hashlib
 from collections.abc import Sequence
 from enum import IntEnum
 from typing import Any
 
 from pytest_segrobust.corruptions.base import Category, Corruption, SeverityTable
+from pytest_segrobust.seeding import FrameDraws
 
 MAX_PARTS = 2
 SEPARATOR = "+"
@@ -74,6 +76,13 @@ class Composition(Corruption[tuple[Any, ...]]):
         self.temporal = any(p.temporal for p in self.parts)
         self.acts_on = tuple(dict.fromkeys(kind for p in self.parts for kind in p.acts_on))
         self.requires = tuple(dict.fromkeys(extra for p in self.parts for extra in p.requires))
+
+    def drawing(self, frame_draws: FrameDraws) -> Composition:
+        # The parts draw the random numbers: each of them must draw along the frames so.
+        copied = copy.copy(self)
+        copied.frame_draws = FrameDraws(frame_draws)
+        copied.parts = tuple(part.drawing(frame_draws) for part in self.parts)
+        return copied
 
     def _corrupt(self, batch, severity, seeds, size, device):  # type: ignore[no-untyped-def]
         for part in self.parts:

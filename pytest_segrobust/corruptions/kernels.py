@@ -254,3 +254,67 @@ def _(field: VideoMasks, order: torch.Tensor) -> VideoMasks:
 @reorder.register
 def _(field: Audio, order: torch.Tensor) -> Audio:
     return field  # the sound plays on in time whatever the picture does (see Audio)
+
+
+@functools.singledispatch
+def split_frames(field: Field) -> Field:
+    """Clips of ``T`` frames as ``B * T`` one-frame clips, clip-major: frame ``t`` of clip ``b`` is
+    clip ``b * T + t``. What a corruption that treats every frame on its own (a dynamic mixture)
+    cuts a batch into; :func:`join_frames` puts it back.
+
+    Raises:
+        TypeError: for a field type without the two kernels.
+    """
+    raise TypeError(
+        f"{type(field).__name__} cannot be cut into frames, so a perturbation drawn per frame cannot reach them; "
+        "register kernels with @pytest_segrobust.corruptions.kernels.split_frames.register (and join_frames)"
+    )
+
+
+@functools.singledispatch
+def join_frames(field: Field, frames: int) -> Field:
+    """``B * T`` one-frame clips, clip-major, as ``B`` clips of ``frames`` frames: :func:`split_frames` undone."""
+    raise TypeError(f"{type(field).__name__} cannot be joined from frames; register @join_frames.register")
+
+
+def _one_frame_each(values: torch.Tensor) -> torch.Tensor:
+    """Shape: ``(B, T, ...)`` to ``(B * T, 1, ...)``."""
+    return values.flatten(0, 1).unsqueeze(1)
+
+
+def _clips_of(values: torch.Tensor, frames: int) -> torch.Tensor:
+    """Shape: ``(B * T, 1, ...)`` to ``(B, T, ...)``."""
+    return values.squeeze(1).unflatten(0, (-1, frames))
+
+
+@split_frames.register
+def _(field: Video) -> Video:
+    return Video(_one_frame_each(field.data), _one_frame_each(field.frame_ids))
+
+
+@join_frames.register
+def _(field: Video, frames: int) -> Video:
+    return Video(_clips_of(field.data, frames), _clips_of(field.frame_ids, frames))
+
+
+@split_frames.register
+def _(field: VideoMasks) -> VideoMasks:
+    frames = field.frames()
+    return dataclasses.replace(
+        field,
+        data=_one_frame_each(field.data),
+        object_ids=tuple(ids for ids in field.object_ids for _ in range(frames)),
+        annotated=_one_frame_each(field.annotated),
+        frame_ids=_one_frame_each(field.frame_ids),
+    )
+
+
+@join_frames.register
+def _(field: VideoMasks, frames: int) -> VideoMasks:
+    return dataclasses.replace(
+        field,
+        data=_clips_of(field.data, frames),
+        object_ids=field.object_ids[::frames],
+        annotated=_clips_of(field.annotated, frames),
+        frame_ids=_clips_of(field.frame_ids, frames),
+    )

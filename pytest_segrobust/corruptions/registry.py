@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from pytest_segrobust.corruptions import blur, compression, digital, geometric, noise, weather
+from pytest_segrobust.corruptions import blur, compression, digital, geometric, noise, temporal, weather
 from pytest_segrobust.corruptions.base import Corruption
 from pytest_segrobust.corruptions.composition import SEPARATOR, Composition
 from pytest_segrobust.errors import UnknownCorruptionError
@@ -111,6 +111,15 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
                     compression.jpeg_compression,
                     weather.snow, weather.spatter, weather.fog, weather.frost,
                     geometric.geometric_distortion,
+                ),
+            ),
+            Preset(
+                "video-temporal",
+                "Clips whose frames stall, skip, run backwards or come out of order (ours: freeze; Schiappa et "
+                "al., video action recognition: sampling, reverse sampling, jumble, box jumble); acts on clips only",
+                (
+                    temporal.frame_freeze, temporal.frame_sampling, temporal.reverse_sampling,
+                    temporal.jumble, temporal.box_jumble,
                 ),
             ),
         )

@@ -11,9 +11,12 @@ import torch
 from pytest_segrobust import testing
 from pytest_segrobust.corruptions import REGISTRY, Category, Corruption, PhotometricCorruption, SeverityTable
 from pytest_segrobust.seeding import SampleStreams
+from pytest_segrobust.types import Image
 
-# Every registered corruption, plus compositions (one geometric, one photometric).
-LABELLED = REGISTRY.labelled() + [
+# Every registered corruption that acts on images (the kit's properties are about images; the
+# clip-only ones are tested in test_clips and test_temporal), plus compositions (one geometric,
+# one photometric).
+LABELLED = [(label, c) for label, c in REGISTRY.labelled() if c.accepts(Image)] + [
     (name, REGISTRY.get(name)) for name in ("gaussian_noise+rotate", "contrast+jpeg_compression")
 ]
 CASES = [

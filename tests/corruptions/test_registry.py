@@ -29,7 +29,7 @@ def test_names_cannot_contain_the_composition_separator() -> None:
 def test_unknown_names_and_presets_list_what_is_known() -> None:
     with pytest.raises(UnknownCorruptionError, match="unknown corruption 'nope' in preset 'coco-p'; known: .*gaussian_noise"):
         REGISTRY.get("nope")
-    with pytest.raises(UnknownCorruptionError, match="unknown preset 'nope'; known: cityscapes-c, coco-p, coco-p-legacy-shear, imagenet-c"):
+    with pytest.raises(UnknownCorruptionError, match="unknown preset 'nope'; known: cityscapes-c, coco-p, coco-p-legacy-shear, imagenet-c, video-temporal"):
         REGISTRY.get("gaussian_noise", preset="nope")
 
 
@@ -95,6 +95,7 @@ PAPER_ORDER = {
         "snow", "spatter", "fog", "frost",
         "geometric_distortion",
     ],
+    "video-temporal": ["frame_freeze", "frame_sampling", "reverse_sampling", "jumble", "box_jumble"],
 }
 
 
@@ -139,7 +140,7 @@ def test_registering_into_a_new_preset_creates_it() -> None:
     registry = CorruptionRegistry.builtin()
     extra = GaussianNoise("extra_noise", Category.NOISE, GAUSSIAN_NOISE)
     registry.register(extra, presets=("mine",))
-    assert registry.presets() == ["cityscapes-c", "coco-p", "coco-p-legacy-shear", "imagenet-c", "mine"]
+    assert registry.presets() == ["cityscapes-c", "coco-p", "coco-p-legacy-shear", "imagenet-c", "mine", "video-temporal"]
     assert registry.preset("mine") == [extra]
 
 
