@@ -260,8 +260,10 @@ class CellRunner:
         try:
             measurement = self.measure(self.load(suite_path), key, nodeid, split)
         except Exception as exc:  # noqa: BLE001 - the controller fails the cell with it
-            # As the local path shows them: our own errors alone, others with their traceback.
-            failure = None if isinstance(exc, SegRobustError) else "".join(traceback.format_exception(exc))
+            # As the local path shows them: our own errors alone, others (and ours that carry the user
+            # code's exception, a model that raised) with their traceback, which ends where the user's code raised.
+            ours = isinstance(exc, SegRobustError) and exc.__cause__ is None
+            failure = None if ours else "".join(traceback.format_exception(exc))
             measurement = Measurement(nodeid, error=error_message(exc), failure=failure)
         return dataclass_replace(measurement, cache_counts=self._counts_since(before))
 

@@ -56,6 +56,8 @@ logger = logging.getLogger("pytest_segrobust")
 # A dead actor is started again once, and the cell it was running evaluated once more.
 RESTARTS = 1
 INSTALL_HINT = 'pip install "pytest-segrobust[ray]"'
+# Seconds a stopped run waits for an actor's pictures (it may still finish the cell it was measuring).
+PICTURES_TIMEOUT = 60.0
 
 
 def _add_options(group: pytest.OptionGroup) -> None:
@@ -429,16 +431,17 @@ class RayBackend(Backend):
                 self._collect_pictures(cell.actor)
                 self._release(cell.actor)
 
-    def _collect_pictures(self, group: tuple[str, str]) -> None:
-        """The pictures of a (suite, model) whose cells are all done, from its first actor; an actor
-        that cannot send them leaves its model's worst images out of the report (which says so)."""
+    def _collect_pictures(self, group: tuple[str, str], timeout: float | None = None) -> None:
+        """The pictures of a (suite, model)'s measured cells, from its first actor; an actor that
+        cannot send them (within ``timeout`` seconds) leaves its model's worst images out of the
+        report, which says so."""
         from pytest_segrobust.pictures import RunPictures
 
         try:
-            made = self._ray.get(self._actors[group][0].pictures.remote())
+            made = self._ray.get(self._actors[group][0].pictures.remote(), timeout=timeout)
             self._pictures = self._pictures or RunPictures()
             self._pictures.absorb(made)
-        except self._ray.exceptions.RayError as exc:
+        except (self._ray.exceptions.RayError, TimeoutError) as exc:
             logger.warning("segrobust: the Ray actor of %s sent no pictures for the report: %s", group[1], _summary(exc))
 
     def _wait(self, cell: _Cell) -> None:
@@ -465,6 +468,8 @@ class RayBackend(Backend):
                     pass
         self._cells.clear()
         for group in list(self._actors):
+            # The run stopped (-x, Ctrl-C): the pictures of the cells the actor did measure, once it is free.
+            self._collect_pictures(group, timeout=PICTURES_TIMEOUT)
             self._release(group)
         if self._started_ray and self._ray is not None:
             self._ray.shutdown()
