@@ -1,11 +1,11 @@
 """The pictures a process owes the report, made where its models and data are warm.
 
-While a process measures cells, its :class:`Album` keeps, per model (and split), the cell that
-is the worst so far by the report's rule (lowest γr, the earliest in suite order among equals;
-:func:`pytest_segrobust.report.tables.worst_cell`), and for a suite that perturbs text the
-worst text cell too. The run's worst cell of a model is the worst of the processes' worst, so
-each process describes only its own candidates, once, when it finishes
-(:meth:`Album.develop`): the images that lost most (:mod:`pytest_segrobust.worst`) and each
+While a process measures cells, its :class:`Album` notes each one's rank by the report's rule
+for a model's worst cell (lowest γr, the earliest in suite order among equals;
+:func:`pytest_segrobust.report.tables.worst_cell`), among all of a model's (and split's) cells
+and, for a suite that perturbs text, among its text cells. The run's worst cell of a model is
+the worst of the processes' worst, so each process describes only its own, once, when it
+finishes (:meth:`Album.develop`): the images that lost most (:mod:`pytest_segrobust.worst`) and each
 measured suite's gallery and frame table (:mod:`pytest_segrobust.suite_pictures`). They travel
 to the controller as a :class:`~pytest_segrobust.pictures.RunPictures`, so the report and
 ``segrobust merge`` never build a model.
@@ -14,7 +14,7 @@ to the controller as a :class:`~pytest_segrobust.pictures.RunPictures`, so the r
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -48,16 +48,17 @@ class _Candidate:
 
 
 class Album:
-    """The candidates for each model's worst cell among the cells this process measured."""
+    """The cells this process measured, ranked for each model's worst cell, and the suites they belong to."""
 
     def __init__(self) -> None:
-        self._worst: dict[tuple[str, str, str | None, str], _Candidate] = {}
+        # Every measured cell's rank, by slot (suite, model, split, track): the worst is chosen when developed.
+        self._candidates: dict[tuple[str, str, str | None, str], list[_Candidate]] = {}
         self._suites: dict[str, Suite] = {}
         self._clean_views = CleanViews()
         self._developed: set[str] = set()
 
     def consider(self, suite: Suite, key: CellKey, record: CellRecord) -> None:
-        """Keep a measured cell if it is its model's worst so far here (in any track)."""
+        """Note a measured cell: its suite, and its rank in each track it belongs to."""
         self._suites.setdefault(suite.name, suite)
         gamma_r = record.gamma_r
         if key.severity == 0 or gamma_r is None or not math.isfinite(gamma_r):
@@ -66,23 +67,34 @@ class Album:
         rank = (gamma_r, order.index(key.corruption) if key.corruption in order else len(order), key.severity)
         candidate = _Candidate(rank, suite, key, record.nodeid, gamma_r)
         for track, admits in TRACKS.items():
-            slot = (suite.name, key.model, key.split, track)
-            if admits(record) and (slot not in self._worst or rank < self._worst[slot].rank):
-                self._worst[slot] = candidate
+            if admits(record):
+                self._candidates.setdefault((suite.name, key.model, key.split, track), []).append(candidate)
 
-    def develop(self, bench: Workbench, bounds: Callable[[Suite, str], AbstractContextManager[None]]) -> RunPictures:
-        """Describe every candidate and every measured suite once; what fails is said, never raised.
+    def develop(
+        self,
+        bench: Workbench,
+        bounds: Callable[[Suite, str], AbstractContextManager[None]],
+        only: Collection[str] | None = None,
+    ) -> RunPictures:
+        """Describe each model's worst cell and every measured suite once; what fails is said, never raised.
 
         Args:
             bench: The process's models and datasets (still built).
             bounds: Where each picture runs: in the project, within the suite's time limit for one cell.
+            only: The cells the controller recorded, where it recorded fewer than this process
+                measured (a Ray actor runs ahead of a run that then stopped); ``None``: all of them.
         """
+        worst = [
+            min(allowed, key=lambda c: c.rank)
+            for candidates in self._candidates.values()
+            if (allowed := [c for c in candidates if only is None or c.nodeid in only])
+        ]
         pictures = RunPictures()
         for name, suite in self._suites.items():
             if name in self._developed:
                 continue
             pictures.suites[name] = self._suite_pictures(bench, bounds, suite)
-        for candidate in {c.nodeid: c for c in self._worst.values()}.values():
+        for candidate in {c.nodeid: c for c in worst}.values():
             if candidate.nodeid in self._developed:
                 continue
             suite, key = candidate.suite, candidate.key

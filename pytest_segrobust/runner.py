@@ -16,7 +16,7 @@ import logging
 import os
 import sys
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from dataclasses import replace as dataclass_replace
@@ -279,10 +279,11 @@ class CellRunner:
             piece = self.bench.piece(suite, key, index, count)
         return dataclass_replace(piece, cache_counts=self._counts_since(before))
 
-    def pictures(self) -> RunPictures:
+    def pictures(self, only: Collection[str] | None = None) -> RunPictures:
         """The report's pictures of what this process measured (each made once, then left out):
-        its suites' galleries and its candidates for each model's worst cell (:mod:`pytest_segrobust.album`)."""
-        return self.album.develop(self.bench, self.bounds)
+        its suites' galleries and each model's worst cell among those measured here (or among
+        ``only``, the cells the controller recorded; :mod:`pytest_segrobust.album`)."""
+        return self.album.develop(self.bench, self.bounds, only)
 
     # -- what a measurement is compared under ---------------------------------------------------
 

@@ -303,11 +303,11 @@ class SegRobustSession:
         return outcome
 
     def stop_backend(self) -> None:
-        """Keep the pictures the backend's workers made, then stop it (its cells no item took are dropped)."""
+        """Stop the backend (its cells no item took are dropped), keeping the pictures its workers made."""
+        self.backend.close()
         made = self.backend.pictures()
         if made is not None:
             self.pictures.absorb(made)
-        self.backend.close()
 
     # -- what the run says of an item ------------------------------------------------------------
 

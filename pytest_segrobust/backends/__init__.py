@@ -74,7 +74,8 @@ class Backend(ABC):
         """
 
     def pictures(self) -> RunPictures | None:
-        """The report's pictures its workers made of their cells (``None``: this process makes its own)."""
+        """The report's pictures its workers made of their cells, asked once it is closed
+        (``None``: this process makes its own)."""
         return None
 
     def close(self) -> None:

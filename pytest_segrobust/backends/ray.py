@@ -200,9 +200,10 @@ class CellWorker:
         """Evaluate piece ``index`` of ``count`` of a split cell, for the actor that merges it."""
         return self.runner.piece(suite_path, key, index, count)
 
-    def pictures(self) -> RunPictures:
-        """The report's pictures of this actor's cells, made while its model is still built."""
-        return self.runner.pictures()
+    def pictures(self, only: Sequence[str] | None = None) -> RunPictures:
+        """The report's pictures of this actor's cells (of ``only``, those the controller recorded,
+        where given), made while its model is still built."""
+        return self.runner.pictures(None if only is None else set(only))
 
 
 def _fetch(refs: Sequence[Any], nodeid: str) -> list[Piece]:
@@ -268,6 +269,7 @@ class RayBackend(Backend):
         self._remaining: dict[tuple[str, str], int] = {}
         self._total = 0
         self._taken = 0
+        self._taken_by: dict[tuple[str, str], list[str]] = {}  # the cells items took, by (suite, model)
         self._pictures: RunPictures | None = None  # each (suite, model)'s, asked of its actor after its last cell
 
     @classmethod
@@ -426,6 +428,7 @@ class RayBackend(Backend):
             ) from None
         finally:
             self._taken += 1
+            self._taken_by.setdefault(cell.actor, []).append(cell.nodeid)
             self._remaining[cell.actor] -= 1
             if self._remaining[cell.actor] == 0:  # their GPUs or cores go to the actors still waiting
                 self._collect_pictures(cell.actor)
@@ -438,7 +441,8 @@ class RayBackend(Backend):
         from pytest_segrobust.pictures import RunPictures
 
         try:
-            made = self._ray.get(self._actors[group][0].pictures.remote(), timeout=timeout)
+            only = None if self._remaining.get(group, 0) == 0 else self._taken_by.get(group, [])
+            made = self._ray.get(self._actors[group][0].pictures.remote(only), timeout=timeout)
             self._pictures = self._pictures or RunPictures()
             self._pictures.absorb(made)
         except (self._ray.exceptions.RayError, TimeoutError) as exc:
