@@ -11,7 +11,7 @@ a shard file are both :meth:`Outcome.to_json`; the controller reads them back wi
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -141,17 +141,8 @@ class Outcome:
     def moved(self, suite: Callable[[str], str]) -> Outcome:
         """The outcome with its paths (the suite file, the baseline files) mapped by ``suite``: a
         shard file keeps them relative to the rootdir, a merge makes them absolute again."""
-        pending = tuple(PendingWrite.from_json(p.to_json() | {"path": suite(p.path)}) for p in self.pending)
-        return Outcome(
-            self.nodeid,
-            None if self.suite is None else suite(self.suite),
-            self.record,
-            self.model_gate,
-            self.error,
-            pending,
-            self.resampled,
-            self.model_change,
-        )
+        pending = tuple(replace(p, path=suite(p.path)) for p in self.pending)
+        return replace(self, suite=None if self.suite is None else suite(self.suite), pending=pending)
 
 
 def relative_to(root: Path) -> Callable[[str], str]:

@@ -10,12 +10,11 @@ to the rootdir.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pytest_segrobust import __version__
 from pytest_segrobust.baselines import CellKey
-from pytest_segrobust.files import WriteError, atomic_write_text, remove_stale_temporaries
+from pytest_segrobust.files import WriteError, atomic_write_text, relative, remove_stale_temporaries
 from pytest_segrobust.outcomes import Outcome, relative_to, under
 from pytest_segrobust.report import RunVerdict, run_verdict
 from pytest_segrobust.shards import ShardCell, ShardCoverage, ShardFile, ShardPlan, ShardSpec, assign_cells, digests
@@ -71,7 +70,7 @@ def shard_file(session: SegRobustSession) -> ShardFile:
         update_baselines=session.options.update_baselines,
         prune=session.options.prune,
         report_html=session.options.report_html,
-        report=_relative(session.options.report_path, session.rootpath),
+        report=relative(session.options.report_path, session.rootpath),
         suite_digests=suites,
         baseline_digests=baselines,
         cells=list(plan.cells),
@@ -89,10 +88,6 @@ def shard_file(session: SegRobustSession) -> ShardFile:
         cache_counts=session.cache_counts(),
         pictures=session.run_pictures().to_json(),
     )
-
-
-def _relative(path: Path, root: Path) -> str:
-    return relative_to(root)(str(path))
 
 
 def shard_verdict(session: SegRobustSession) -> RunVerdict | None:
