@@ -26,7 +26,7 @@ from pytest_segrobust.data.base import Sample, SegmentationDataset, SemanticTarg
 from pytest_segrobust.errors import DatasetError, ModelOutputError
 from pytest_segrobust.evaluation import evaluate
 from pytest_segrobust.seeding import SampleStreams, sample_seed
-from pytest_segrobust.tasks import get_task
+from pytest_segrobust.tasks import TASKS, get_task
 from pytest_segrobust.tasks.base import Task
 from pytest_segrobust.types import Field, Image, SemanticMask, field_of
 
@@ -188,6 +188,10 @@ def installed(tmp_path, monkeypatch: pytest.MonkeyPatch) -> CorruptionRegistry:
         f"[segrobust.tasks]\ntoy-rgbd = {__name__}:RgbdTask\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
+    # The task registry is the process's: what the entry point adds goes when the test does, or a
+    # later test in this process (an xdist worker's) would list toy-rgbd among the known tasks.
+    TASKS.names()  # the built-ins loaded first, so that the copy restored afterwards has them
+    monkeypatch.setattr(TASKS, "_entries", dict(TASKS._entries))
     registry = CorruptionRegistry.builtin()
     registry.load_entry_points()
     return registry
