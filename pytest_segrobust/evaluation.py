@@ -202,6 +202,37 @@ def _synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+@dataclass(frozen=True)
+class EvalSettings:
+    """How an evaluation runs: one value that every layer passes on, instead of its keywords.
+
+    Attributes:
+        task: The task object.
+        metrics: Metric names; the first is the headline (the task's defaults when none were named).
+        seed: Global seed; with the sample id it fixes every random draw.
+        batch_size: Samples per forward pass; results do not depend on it.
+        limit: Evaluate only the first ``limit`` samples (``None``: all).
+        statistics: Keep each metric's per-sample statistics in the result (what the statistical
+            gate pairs); without them only the scores are kept. COCO's per-image matches are a
+            second pass over the detections, so suites that do not gate statistically leave them out.
+        loader_workers: Processes that read samples ahead of the model (0: read inline).
+    """
+
+    task: Task
+    metrics: tuple[str, ...]
+    seed: int = 0
+    batch_size: int = 16
+    limit: int | None = None
+    statistics: bool = True
+    loader_workers: int = 0
+
+    @classmethod
+    def of(cls, task: str | Task = "semantic", metrics: Sequence[str] | None = None, **options: Any) -> EvalSettings:
+        """Settings for ``task`` (an object or its registry name) scored by ``metrics`` (its defaults when ``None``)."""
+        chosen = get_task(task) if isinstance(task, str) else task
+        return cls(chosen, tuple(metrics or chosen.default_metrics), **options)
+
+
 def evaluate(
     model: Any,
     dataset: SegmentationDataset,
@@ -227,18 +258,10 @@ def evaluate(
         dataset: The samples, streamed one at a time, with the targets ``task`` needs.
         corruption: ``None`` (or severity 0) evaluates clean images.
         severity: 0 to 5.
-        task: The task, or its registry name.
-        metrics: Metric names; the first is the headline. Default: the task's defaults.
-            One forward pass per batch feeds them all.
-        seed: Global seed; with the sample id it fixes every random draw.
-        batch_size: Images per forward pass; results do not depend on it.
-        limit: Evaluate only the first ``limit`` images.
+        task, metrics, seed, batch_size, limit, loader_workers, statistics: The
+            :class:`EvalSettings` (``task`` may be a registry name; ``metrics`` default to
+            the task's). One forward pass per batch feeds every metric.
         progress: Called with ``(images done, total)`` after each batch.
-        loader_workers: Processes that read samples ahead of the model (0: read inline).
-        statistics: Keep each metric's per-image statistics in the result (what the
-            statistical gate pairs); without them only the scores are kept. COCO's per-image
-            matches are a second pass over the detections, so suites that do not gate
-            statistically leave them out.
         sample_cache: Where decoded samples are kept for the next evaluation on ``dataset``
             (``None``: every sample is read from the dataset).
         phases: Where to add the time of each phase (``None``: nothing is timed).
@@ -248,24 +271,46 @@ def evaluate(
             with one ``sample_id``.
         ModelOutputError: for predictions of the wrong type, shape, dtype or class range.
     """
+    settings = EvalSettings.of(
+        task,
+        metrics,
+        seed=seed,
+        batch_size=batch_size,
+        limit=limit,
+        statistics=statistics,
+        loader_workers=loader_workers,
+    )
+    return run_evaluation(
+        model, dataset, corruption, severity, settings, progress=progress, sample_cache=sample_cache, phases=phases
+    )
+
+
+def run_evaluation(
+    model: Any,
+    dataset: SegmentationDataset,
+    corruption: Corruption | None,
+    severity: int,
+    settings: EvalSettings,
+    *,
+    progress: Progress | None = None,
+    sample_cache: SampleCache | None = None,
+    phases: Phases | None = None,
+) -> EvalResult:
+    """:func:`evaluate` under ``settings``: what the harness's layers call."""
     start = time.perf_counter()
-    total = sample_count(dataset, limit)
+    total = sample_count(dataset, settings.limit)
     scorers = accumulate(
         model,
         dataset,
         corruption,
         severity,
         range(total),
-        task=task,
-        metrics=metrics,
-        seed=seed,
-        batch_size=batch_size,
+        settings,
         progress=progress,
-        loader_workers=loader_workers,
         sample_cache=sample_cache,
         phases=phases,
     )
-    result = result_of(scorers, total, 0.0, statistics=statistics, phases=phases)
+    result = result_of(scorers, total, 0.0, statistics=settings.statistics, phases=phases)
     return replace(result, seconds=time.perf_counter() - start)  # computing the metrics included
 
 
@@ -287,13 +332,9 @@ def accumulate(
     corruption: Corruption | None,
     severity: int,
     positions: range,
+    settings: EvalSettings,
     *,
-    task: str | Task,
-    metrics: Sequence[str] | None,
-    seed: int,
-    batch_size: int,
     progress: Progress | None = None,
-    loader_workers: int = 0,
     sample_cache: SampleCache | None = None,
     phases: Phases | None = None,
 ) -> list[Metric]:
@@ -302,26 +343,26 @@ def accumulate(
     A sample's corruption depends only on the seed, its id, the corruption and the severity,
     and its metric records are numbered by its position in the dataset, so the metrics of
     consecutive ranges, merged in order, are those of the whole (:mod:`pytest_segrobust.pieces`).
-    The arguments are :func:`evaluate`'s; ``progress`` counts the range's samples.
+    The arguments are :func:`run_evaluation`'s; ``progress`` counts the range's samples.
 
     Returns:
-        The metrics, by the names given (the task's defaults if none), with the range added.
+        The metrics of ``settings``, in order, with the range added.
     """
-    task = get_task(task) if isinstance(task, str) else task
+    task, seed = settings.task, settings.seed
     device = model_device(model)
     timing = phases.timing if phases is not None else _untimed
     with timing("setup", device):
         context = MetricContext.of(dataset, device)
-        scorers = [METRICS.get(name)(context) for name in (metrics or task.default_metrics)]
+        scorers = [METRICS.get(name)(context) for name in settings.metrics]
     corrupting = corruption is not None and severity > 0
     done = 0
     positions_of: dict[str, int] = {}
     if sample_cache is None:
-        stream = _read(dataset, positions, loader_workers)
+        stream = _read(dataset, positions, settings.loader_workers)
     else:
-        read = lambda indices: _read(dataset, indices, loader_workers)
+        read = lambda indices: _read(dataset, indices, settings.loader_workers)
         stream = sample_cache.samples(dataset, positions.stop, read, start=positions.start)
-    batches = _batches(stream, batch_size, task.batch_key)
+    batches = _batches(stream, settings.batch_size, task.batch_key)
     for samples in batches if phases is None else phases.iterate("read", batches, device):
         first = positions.start + done
         _check_unique_ids(samples, first, positions_of, dataset)

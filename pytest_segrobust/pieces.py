@@ -31,9 +31,8 @@ from typing import Any
 from pytest_segrobust.corruptions import Corruption
 from pytest_segrobust.data.base import SegmentationDataset
 from pytest_segrobust.data.sample_cache import SampleCache
-from pytest_segrobust.evaluation import EvalResult, Progress, accumulate, result_of, sample_count
+from pytest_segrobust.evaluation import EvalResult, EvalSettings, Progress, accumulate, result_of, sample_count
 from pytest_segrobust.metrics import METRICS, MetricContext
-from pytest_segrobust.tasks import Task
 
 
 @dataclass(frozen=True)
@@ -92,18 +91,13 @@ def evaluate_piece(
     severity: int,
     index: int,
     count: int,
+    settings: EvalSettings,
     *,
-    task: str | Task,
-    metrics: Sequence[str] | None,
-    seed: int,
-    batch_size: int,
-    limit: int | None,
     progress: Progress | None = None,
-    loader_workers: int = 0,
     sample_cache: SampleCache | None = None,
 ) -> Piece:
     """Evaluate piece ``index`` of ``count`` of what :func:`~pytest_segrobust.evaluation.evaluate`
-    evaluates with the same arguments, and keep its metrics' states. The pieces are cut at
+    evaluates under the same settings, and keep its metrics' states. The pieces are cut at
     multiples of ``batch_size`` (:func:`piece_range`).
 
     Raises:
@@ -111,20 +105,9 @@ def evaluate_piece(
         ModelOutputError: for predictions of the wrong type, shape, dtype or class range.
     """
     start = time.perf_counter()
-    positions = piece_range(sample_count(dataset, limit), index, count, batch_size)
+    positions = piece_range(sample_count(dataset, settings.limit), index, count, settings.batch_size)
     scorers = accumulate(
-        model,
-        dataset,
-        corruption,
-        severity,
-        positions,
-        task=task,
-        metrics=metrics,
-        seed=seed,
-        batch_size=batch_size,
-        progress=progress,
-        loader_workers=loader_workers,
-        sample_cache=sample_cache,
+        model, dataset, corruption, severity, positions, settings, progress=progress, sample_cache=sample_cache
     )
     states = {scorer.name: scorer.state_dict() for scorer in scorers}
     return Piece(positions.start, positions.stop, states, time.perf_counter() - start)

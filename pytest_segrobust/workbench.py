@@ -24,7 +24,7 @@ from pytest_segrobust.corruptions import DEFAULT_PRESET, REGISTRY, Corruption, C
 from pytest_segrobust.data.base import SegmentationDataset, check_dataset
 from pytest_segrobust.data.sample_cache import MEBIBYTE, SampleCache, default_budget
 from pytest_segrobust.errors import DatasetError, ModelError, ModelOutputError, SegRobustError
-from pytest_segrobust.evaluation import CLEAN, CellResult, EvalResult, evaluate, sample_count
+from pytest_segrobust.evaluation import CLEAN, CellResult, EvalResult, EvalSettings, run_evaluation, sample_count
 from pytest_segrobust.identity import UnknownIdentity, code_identity
 from pytest_segrobust.metrics import MetricContext
 from pytest_segrobust.models.adapters import adapt_model
@@ -179,13 +179,8 @@ class Workbench:
                 key.severity,
                 index,
                 count,
-                task=suite.task,
-                metrics=suite.metrics,
-                seed=suite.seed,
-                batch_size=self.options.batch_size or suite.batch_size,
-                limit=suite.limit,
+                self.settings(suite),
                 progress=_ProgressLog(f"{key.label} (piece {index + 1} of {count})"),
-                loader_workers=self.options.loader_workers,
                 sample_cache=self.samples,
             )
 
@@ -235,23 +230,26 @@ class Workbench:
             "statistics" if suite.gate is not None else "scores",
         )
 
+    def settings(self, suite: Suite) -> EvalSettings:
+        """How the suite's evaluations run in this process: the suite's settings, with the run's
+        batch size (``--segrobust-batch-size``) and loader workers."""
+        return EvalSettings.of(
+            suite.task,
+            suite.metrics,
+            seed=suite.seed,
+            batch_size=self.options.batch_size or suite.batch_size,
+            limit=suite.limit,
+            statistics=suite.gate is not None,
+            loader_workers=self.options.loader_workers,
+        )
+
     def _evaluate(
         self, suite: Suite, model: Any, dataset: SegmentationDataset, corruption: Corruption | None, key: CellKey
     ) -> EvalResult:
         with _blame(suite, key):
+            settings = self.settings(suite)
             return self.run(
-                model,
-                dataset,
-                corruption,
-                key.severity,
-                cell=key.label,
-                task=suite.task,
-                metrics=suite.metrics,
-                seed=suite.seed,
-                batch_size=suite.batch_size,
-                limit=suite.limit,
-                statistics=suite.gate is not None,
-                sample_cache=self.samples,
+                model, dataset, corruption, key.severity, settings, cell=key.label, sample_cache=self.samples
             )
 
     def run(
@@ -260,17 +258,12 @@ class Workbench:
         dataset: SegmentationDataset,
         corruption: Corruption | None,
         severity: int,
+        settings: EvalSettings,
         *,
         cell: str,
-        task: str,
-        metrics: tuple[str, ...] | None,
-        seed: int,
-        batch_size: int,
-        limit: int | None,
-        statistics: bool = True,
         sample_cache: SampleCache | None = None,
     ) -> EvalResult:
-        """One evaluation under the run's options, with its progress logged and shown.
+        """One evaluation under ``settings``, with its progress logged and shown.
 
         ``sample_cache`` keeps the dataset's decoded samples for its next evaluation; only
         datasets the workbench built (and so holds for the whole run) are given one.
@@ -285,20 +278,8 @@ class Workbench:
         if bar is not None:
             bar.begin(cell)
         try:
-            return evaluate(
-                model,
-                dataset,
-                corruption,
-                severity,
-                task=task,
-                metrics=metrics,
-                seed=seed,
-                batch_size=self.options.batch_size or batch_size,
-                limit=limit,
-                progress=progress,
-                loader_workers=self.options.loader_workers,
-                statistics=statistics,
-                sample_cache=sample_cache,
+            return run_evaluation(
+                model, dataset, corruption, severity, settings, progress=progress, sample_cache=sample_cache
             )
         finally:
             if bar is not None:
@@ -323,12 +304,19 @@ class Workbench:
         """A user's model on a user's dataset; its clean result is computed once per process."""
         model = self.adapt(obj, task)
         chosen = resolve_cell(corruption, registry=self.registry, preset=preset, text=TEXT_PERTURBATIONS, seed=seed)
-        options = {"task": task, "metrics": metrics, "seed": seed, "batch_size": batch_size, "limit": limit}
-        names = ",".join(metrics or get_task(task).default_metrics)
+        settings = EvalSettings.of(
+            task,
+            metrics,
+            seed=seed,
+            batch_size=self.options.batch_size or batch_size,
+            limit=limit,
+            loader_workers=self.options.loader_workers,
+        )
+        names = ",".join(settings.metrics)
         key = ("fixture", task, names, model.fingerprint(), dataset.fingerprint(), str(limit), str(seed))
         if key not in self._clean:
-            self._clean[key] = self.run(model, dataset, None, 0, cell=f"{dataset.name}::clean", **options)
-        corrupted = self.run(model, dataset, chosen, severity, cell=f"{dataset.name}::{chosen.name}::{severity}", **options)
+            self._clean[key] = self.run(model, dataset, None, 0, settings, cell=f"{dataset.name}::clean")
+        corrupted = self.run(model, dataset, chosen, severity, settings, cell=f"{dataset.name}::{chosen.name}::{severity}")
         return CellResult(corrupted=corrupted, clean=self._clean[key])
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from pytest_segrobust.corruptions import REGISTRY
 from pytest_segrobust.data.demo import demo_dataset
-from pytest_segrobust.evaluation import evaluate
+from pytest_segrobust.evaluation import EvalSettings, evaluate
 from pytest_segrobust.metrics import MetricContext
 from pytest_segrobust.models import as_instance_model, as_segmentation_model
 from pytest_segrobust.models.base import model_device
@@ -47,7 +47,8 @@ def test_a_split_evaluation_merges_into_the_unsplit_one(suite: str, limit: int, 
     model, dataset = build(), demo_dataset("val")
     options = {"task": task, "metrics": metrics, "seed": 3, "batch_size": 4, "limit": limit}
     whole = evaluate(model, dataset, REGISTRY.get(corruption), 3, **options)
-    pieces = [evaluate_piece(model, dataset, REGISTRY.get(corruption), 3, i, count, **options) for i in range(count)]
+    settings = EvalSettings.of(task, metrics, seed=3, batch_size=4, limit=limit)
+    pieces = [evaluate_piece(model, dataset, REGISTRY.get(corruption), 3, i, count, settings) for i in range(count)]
     context = MetricContext.of(dataset, model_device(model))
     merged = merge_pieces(pieces, limit, context, statistics=True, seconds=whole.seconds)
     assert merged == whole  # every metric's score, per-class and details; the image count
@@ -60,8 +61,8 @@ def test_a_split_evaluation_merges_into_the_unsplit_one(suite: str, limit: int, 
 
 def test_merging_refuses_pieces_that_are_not_each_sample_once() -> None:
     model, dataset = as_segmentation_model(tiny_unet()), demo_dataset("val")
-    options = {"task": "semantic", "metrics": ["miou"], "seed": 0, "batch_size": 4, "limit": 6}
-    first, second = (evaluate_piece(model, dataset, None, 0, i, 2, **options) for i in range(2))
+    settings = EvalSettings.of("semantic", ["miou"], seed=0, batch_size=4, limit=6)
+    first, second = (evaluate_piece(model, dataset, None, 0, i, 2, settings) for i in range(2))
     context = MetricContext.of(dataset, model_device(model))
     with pytest.raises(ValueError, match=r"piece 0 covers samples 4\.\.5, expected it to start at 0"):
         merge_pieces([second, first], 6, context, statistics=False, seconds=0.0)  # out of order
