@@ -67,7 +67,7 @@ from pytest_segrobust.tasks import TASKS, get_task
 from pytest_segrobust.text.cells import MIXTURE_CELL, MixtureSpec, is_text_name, resolve_cell
 from pytest_segrobust.text.registry import TextPerturbationRegistry
 from pytest_segrobust.text.replay import ReplayFileError, load_replay
-from pytest_segrobust.types import Expressions
+from pytest_segrobust.types import Expressions, VideoMasks
 from pytest_segrobust.wording import did_you_mean
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
@@ -293,6 +293,11 @@ class Suite:
     def reads_text(self) -> bool:
         """Whether the suite's task reads referring expressions (its targets include a text field)."""
         return Expressions in get_task(self.task).target_types
+
+    @property
+    def reads_clips(self) -> bool:
+        """Whether the suite's task scores clips (its targets include per-frame object masks)."""
+        return VideoMasks in get_task(self.task).target_types
 
     @property
     def splits(self) -> tuple[str | None, ...]:

@@ -16,6 +16,7 @@ from pytest_segrobust.files import atomic_write_text, why_not_written
 from pytest_segrobust.records import CellRecord
 from pytest_segrobust.report import coverage, plots, tables
 from pytest_segrobust.report.r2bench import r2bench_entry, r2bench_tables
+from pytest_segrobust.report.video import video_entry, video_tables
 from pytest_segrobust.report.tables import Table
 from pytest_segrobust.wording import plural
 
@@ -113,9 +114,12 @@ def build_report(
         release = release_entry(suite, suite_records, outcomes)
         if release is not None:
             report["suites"][suite_name]["release"] = release
-        if suite is not None and suite.reads_text:
+        if suite is not None and (suite.reads_text or suite.reads_clips):
             by_model = {model: [CellRecord.from_json(c) for c in entry["cells"]] for model, entry in models.items()}
-            report["suites"][suite_name]["r2bench"] = r2bench_entry(by_model, suite.metric)
+            if suite.reads_clips:
+                report["suites"][suite_name]["video"] = video_entry(by_model, suite.metric)
+            else:
+                report["suites"][suite_name]["r2bench"] = r2bench_entry(by_model, suite.metric)
     report["verdict"] = run_verdict(
         records, report["errors"], report["missing"], [o["status"] for o in model_outcomes if o["nodeid"] not in report["errors"]]
     ).to_json()
@@ -300,6 +304,8 @@ def suite_sections(suite: Mapping[str, Any]) -> list[Table | Figure]:
         out.append(tables.further_metrics(models, {name: metric_label(name) for name in further}))
     if tables.has_details(models):
         out.append(tables.metric_details(models, metric, detail_labels(suite["metric"])))
+    if suite.get("video"):
+        out += video_tables(suite["video"])
     if suite.get("r2bench"):
         out += r2bench_tables(suite["r2bench"])
         if suite.get("worst_expressions"):

@@ -1,0 +1,156 @@
+"""R2-Bench's video tables (Tables 13 and 14): clean, static, dynamic and temporal, with the drop from clean.
+
+A clip is perturbed *statically* (one perturbation at one level for the whole clip: any image
+corruption), *dynamically* (a perturbation and a level drawn per frame or per clip: the
+``dynamic[...]`` cell) or *temporally* (frames repeated, reversed or shuffled: the temporal
+family, ours). Per model the summary holds the clean row and, per way and level, the mean of
+its perturbations' rows; the detail table holds one row per perturbation and level. The columns
+are the headline metric (J&F for VOS) and its details (J and F Mean, Recall and Decay;
+YouTube-VOS's seen and unseen scores where the metric keeps them).
+
+The drop is recomputed here from the clean and perturbed headline of each row, never copied:
+R2-Bench's printed drops contain arithmetic slips. :func:`video_entry` is the JSON the report
+keeps; :func:`video_tables` draws it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pytest_segrobust.metrics import METRICS
+from pytest_segrobust.records import CellRecord
+from pytest_segrobust.report.r2bench import level_name, numbers
+from pytest_segrobust.report.tables import Table, fmt, signed
+from pytest_segrobust.text.cells import modality
+
+MODES = ("static", "dynamic", "temporal", "text", "both", "mixture")
+DYNAMIC_PREFIX = "dynamic["  # the name of a dynamic mixture (pytest_segrobust.corruptions.dynamic.dynamic_name)
+TEMPORAL = "temporal"  # the temporal family's category (pytest_segrobust.corruptions.base.Category.TEMPORAL)
+
+
+def mode_of(record: CellRecord) -> str:
+    """How a cell perturbs its clips: ``dynamic``, ``temporal``, ``static``, or for referring video
+    the expression's ``text``, ``both`` (one visual and one text perturbation) or the ``mixture``."""
+    if record.corruption.startswith(DYNAMIC_PREFIX):
+        return "dynamic"
+    if record.category == TEMPORAL:
+        return "temporal"
+    shown = modality(record.category)
+    return "static" if shown == "visual" else shown
+
+
+def _mean(values: Sequence[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return sum(present) / len(present) if present else None
+
+
+def _drop(clean: float | None, value: float | None) -> float | None:
+    return None if clean is None or value is None else clean - value
+
+
+def video_entry(models: Mapping[str, Sequence[CellRecord]], metric: str) -> dict[str, Any]:
+    """Per model: the clean row, one row per perturbation and level, and per way (static, dynamic,
+    temporal) and level the mean over its perturbations, each with its drop from clean (JSON-safe).
+
+    ``headline`` names the column the drops are taken on.
+    """
+    headline, labels = columns(metric)
+    keys = list(labels)
+    out: dict[str, Any] = {"columns": labels, "headline": headline, "models": {}}
+    for model, records in models.items():
+        cells = [r for r in records if r.severity > 0]
+        reference = next((r for r in records if r.severity == 0), cells[0] if cells else None)
+        clean = None if reference is None else numbers(reference, metric, corrupted=reference.severity == 0)
+        clean_headline = None if clean is None else clean.get(headline)
+        rows = []
+        for record in cells:
+            values = numbers(record, metric)
+            rows.append(
+                {
+                    "perturbation": record.corruption,
+                    "mode": mode_of(record),
+                    "severity": record.severity,
+                    "level": level_name(record.severity),
+                    **{key: values.get(key) for key in keys},
+                    "drop": _drop(clean_headline, values.get(headline)),
+                }
+            )
+        by_mode = []
+        for mode in MODES:
+            for severity in sorted({row["severity"] for row in rows if row["mode"] == mode}):
+                chosen = [row for row in rows if row["mode"] == mode and row["severity"] == severity]
+                mean_row = {key: _mean([row[key] for row in chosen]) for key in keys}
+                by_mode.append(
+                    {
+                        "mode": mode,
+                        "severity": severity,
+                        "level": level_name(severity),
+                        "perturbations": len(chosen),
+                        **mean_row,
+                        "drop": _drop(clean_headline, mean_row[headline]),
+                    }
+                )
+        out["models"][model] = {
+            "clean": None if clean is None else {key: clean.get(key) for key in keys},
+            "perturbations": rows,
+            "modes": by_mode,
+        }
+    return out
+
+
+def columns(metric: str) -> tuple[str, dict[str, str]]:
+    """The headline's key and every column (key -> label): the headline first, then the metric's
+    details in its own order (J-Mean, J-Recall, J-Decay, F-Mean, ... for J&F).
+
+    The headline's key is the one :func:`~pytest_segrobust.report.r2bench.numbers` files it
+    under: the detail labelled as the metric itself, else the metric's name.
+    """
+    kind = METRICS.get(metric)
+    details = dict(kind.detail_labels)
+    headline = next((key for key, label in details.items() if label == kind.label), metric)
+    return headline, {headline: details.pop(headline, kind.label), **details}
+
+
+def video_tables(entry: Mapping[str, Any]) -> list[Table]:
+    """Two tables: per way and level (R2-Bench's Tables 13-14), then per perturbation and level."""
+    labels = entry["columns"]
+    keys = list(labels)
+    headline_label = labels[entry["headline"]]
+    summary, detail = [], []
+    for model, data in entry["models"].items():
+        if data["clean"] is not None:
+            summary.append((model, "clean", "–", *(fmt(data["clean"].get(k)) for k in keys), "–"))
+        for row in data["modes"]:
+            summary.append((model, row["mode"], row["level"], *(fmt(row.get(k)) for k in keys), signed(row["drop"])))
+        for row in data["perturbations"]:
+            detail.append(
+                (
+                    model,
+                    row["mode"],
+                    row["perturbation"],
+                    row["level"],
+                    *(fmt(row.get(k)) for k in keys),
+                    signed(row["drop"]),
+                )
+            )
+    header = (*(labels[k] for k in keys), f"drop ({headline_label})")
+    note = (
+        "Static: one perturbation at one level for the whole clip; dynamic: a perturbation and a level drawn "
+        "per frame (or per clip, as the cell's options say) from the listed ones, so its level column is the "
+        "cell's, not the frames'; temporal: frames repeated, reversed or shuffled (ours; a frame is scored "
+        "against the ground truth of the frame shown); text, both and mixture (referring video): the expression "
+        "perturbed, a visual and a text perturbation, R2-Bench's 40/40/20 draw. Levels low, medium, high are severities 1, 3, 5. A way's "
+        f"row is the mean of its perturbations' rows; the drop is clean {headline_label} minus the row's, "
+        "recomputed here."
+    )
+    return [
+        Table(
+            "R2-Bench: video segmentation per way and level", ("model", "way", "level", *header), tuple(summary), note
+        ),
+        Table(
+            "R2-Bench: video segmentation per perturbation and level",
+            ("model", "way", "perturbation", "level", *header),
+            tuple(detail),
+        ),
+    ]
