@@ -122,8 +122,16 @@ class DecodedClip:
 
     def ids_shown(self) -> list[int]:
         """Every object id on an annotated frame (not background, not void), ascending."""
-        values = self.masks[self.annotated].unique().tolist()
-        return [int(value) for value in values if value not in (0, VOID_INDEX)]
+        return ids_in(self.masks[self.annotated])
+
+
+def ids_in(masks: torch.Tensor) -> list[int]:
+    """The object ids (not background, not void) among mask values read from 8-bit PNGs, ascending.
+
+    A histogram rather than ``unique()``, which sorts every pixel: the values are below 256.
+    """
+    counts = torch.bincount(masks.flatten(), minlength=VOID_INDEX + 1)
+    return [value for value in counts.nonzero().flatten().tolist() if value not in (0, VOID_INDEX)]
 
 
 def decode_clip(frames: Sequence[Path], masks: Sequence[Path | None]) -> DecodedClip:
@@ -138,7 +146,7 @@ def decode_clip(frames: Sequence[Path], masks: Sequence[Path | None]) -> Decoded
     first = read_rgb(frames[0])
     height, width = int(first.shape[0]), int(first.shape[1])
     pixels = torch.empty((len(frames), 3, height, width), dtype=torch.uint8)
-    labels = torch.full((len(frames), height, width), DEFAULT_IGNORE_INDEX, dtype=torch.int64)
+    labels = torch.empty((len(frames), height, width), dtype=torch.int64)
     annotated = torch.zeros(len(frames), dtype=torch.bool)
     # Copy each decoded frame straight into the clip's tensor: one copy, no list of frames.
     pixels_view, labels_view = pixels.numpy(), labels.numpy()
@@ -151,6 +159,7 @@ def decode_clip(frames: Sequence[Path], masks: Sequence[Path | None]) -> Decoded
             )
         np.copyto(pixels_view[position], rgb.transpose(2, 0, 1))
         if mask_path is None:
+            labels[position] = DEFAULT_IGNORE_INDEX
             continue
         mask = read_palette_mask(mask_path)
         if mask.shape != (height, width):

@@ -27,13 +27,13 @@ from pytest_segrobust.data.base import Sample
 from pytest_segrobust.data.clip_folders import (
     FRAME_SUFFIXES,
     MASK_SUFFIX,
-    VOID_INDEX,
     ClipFolderDataset,
     DecodedClip,
     FrameSelection,
     check_masks_have_frames,
     decode_named,
     files_by_name,
+    ids_in,
     read_lines,
 )
 from pytest_segrobust.data.clips import ClipObjects
@@ -153,7 +153,7 @@ class Davis2017(ClipFolderDataset):
     def _read(self, index: int) -> Sample:
         sequence = self._sample_ids[index]
         clip = self.read_sequence(sequence)
-        object_ids = tuple(int(value) for value in clip.masks[0].unique().tolist() if value not in (0, VOID_INDEX))
+        object_ids = tuple(ids_in(clip.masks[0]))
         objects = ClipObjects(
             clip.masks, clip.annotated, object_ids, (0,) * len(object_ids), (False,) * len(object_ids)
         )
