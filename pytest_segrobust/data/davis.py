@@ -1,0 +1,183 @@
+"""DAVIS 2017 (semi-supervised video object segmentation) in its published layout.
+
+::
+
+    DAVIS/
+      JPEGImages/480p/<sequence>/00000.jpg ...
+      Annotations/480p/<sequence>/00000.png ...   palette PNGs: index k is object k, 255 void
+      ImageSets/2017/train.txt, val.txt           one sequence a line
+
+One sample per sequence (its id is the sequence's name). As in DAVIS's semi-supervised
+protocol every object is given in the first frame: the objects are the ids of frame 0's mask,
+all with ``first_frames`` 0, none unseen. Void (255) is the ignore index. Every frame needs a
+mask (train and val annotate every frame); ``sparse=True`` reads sets that annotate the first
+frame only (test-dev), where frame 0 still needs one and the others are annotated where a mask
+exists.
+
+Suites name it as ``dataset: {factory: pytest_segrobust.data.davis:davis, kwargs: {root: ...}}``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from pytest_segrobust.data.base import Sample
+from pytest_segrobust.data.clip_folders import (
+    FRAME_SUFFIXES,
+    MASK_SUFFIX,
+    ClipFolderDataset,
+    DecodedClip,
+    FrameSelection,
+    check_masks_have_frames,
+    decode_named,
+    files_by_name,
+    ids_in,
+    read_lines,
+)
+from pytest_segrobust.data.clips import ClipObjects
+from pytest_segrobust.errors import DatasetError
+
+
+class Davis2017(ClipFolderDataset):
+    """DAVIS 2017 sequences of one split.
+
+    Args:
+        root: The ``DAVIS`` folder (holding ``JPEGImages``, ``Annotations``, ``ImageSets``).
+        split: A split file ``ImageSets/2017/<split>.txt`` (``train``, ``val``, ``test-dev``).
+        resolution: ``480p`` or ``Full-Resolution``.
+        sequences: Read only these sequences of the split (in the split file's order).
+        sparse: Frames other than the first may lack a mask (they are then not annotated).
+        annotations: The masks folder: ``Annotations``, or ``Annotations_unsupervised`` (the
+            unsupervised task's objects, which Ref-DAVIS17's expressions refer to).
+        stride: Read every ``stride``-th frame.
+        max_frames: Read at most this many frames of each clip (after the stride).
+        name: Name in reports; ``davis2017-<split>`` by default.
+
+    Raises:
+        DatasetError: naming the folder or file: a missing folder or split file, a sequence
+            not in the split, a split naming a sequence without frames or masks.
+        ValueError: for a stride or frame count below 1.
+    """
+
+    _kind = "davis2017"
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        split: str = "val",
+        resolution: str = "480p",
+        sequences: Sequence[str] | None = None,
+        *,
+        sparse: bool = False,
+        annotations: str = "Annotations",
+        stride: int = 1,
+        max_frames: int | None = None,
+        name: str | None = None,
+    ) -> None:
+        self.root = Path(root)
+        self.split, self.resolution, self.sparse = split, resolution, sparse
+        self.selection = FrameSelection(stride, max_frames)
+        self.frames_root = self.root / "JPEGImages" / resolution
+        self.masks_root = self.root / annotations / resolution
+        self.split_file = self.root / "ImageSets" / "2017" / f"{split}.txt"
+        self.name = name if name is not None else f"davis2017-{split}"
+        for folder, what in ((self.frames_root, "frames"), (self.masks_root, "annotations")):
+            if not folder.is_dir():
+                raise DatasetError(f"{folder}: DAVIS {what} folder does not exist")
+        listed = self._read_split()
+        chosen = listed if sequences is None else self._chosen(listed, sequences)
+        for sequence in chosen:
+            for folder, what in ((self.frames_root, "frames"), (self.masks_root, "masks")):
+                if not (folder / sequence).is_dir():
+                    raise DatasetError(
+                        f"{folder / sequence}: {what} folder of sequence {sequence} (listed in {self.split_file}) "
+                        "does not exist"
+                    )
+        self._sample_ids = chosen
+        self._options = f"{split}\x1f{resolution}\x1f{annotations}\x1fsparse={sparse}\x1f{self.selection.describe()}"
+        self._annotation_files = (self.split_file,)
+
+    def _read_split(self) -> list[str]:
+        if not self.split_file.is_file():
+            folder = self.split_file.parent
+            known = sorted(path.stem for path in folder.glob("*.txt")) if folder.is_dir() else []
+            raise DatasetError(
+                f"{self.split_file}: split file of split {self.split!r} does not exist "
+                f"(splits there: {', '.join(known) or 'none'})"
+            )
+        names = read_lines(self.split_file, "split file")
+        repeated = sorted({name for name in names if names.count(name) > 1})
+        if repeated:
+            raise DatasetError(f"{self.split_file}: sequences {', '.join(repeated)} are listed more than once")
+        return names
+
+    def _chosen(self, listed: list[str], sequences: Sequence[str]) -> list[str]:
+        if isinstance(sequences, str):
+            raise TypeError(f"sequences must be a list of names, got the string {sequences!r}")
+        unknown = [sequence for sequence in sequences if sequence not in listed]
+        if unknown:
+            raise DatasetError(f"{self.split_file}: sequences {', '.join(unknown)} are not in split {self.split!r}")
+        wanted = set(sequences)
+        return [sequence for sequence in listed if sequence in wanted]
+
+    def _files(self, sequence: str) -> tuple[dict[str, Path], dict[str, Path]]:
+        frames = files_by_name(self.frames_root / sequence, FRAME_SUFFIXES, f"frames of sequence {sequence}")
+        if not frames:
+            raise DatasetError(f"{self.frames_root / sequence}: sequence {sequence} has no frames (*.jpg)")
+        masks_dir = self.masks_root / sequence
+        masks = files_by_name(masks_dir, (MASK_SUFFIX,), f"masks of sequence {sequence}")
+        check_masks_have_frames(frames, masks, masks_dir)
+        return frames, masks
+
+    def read_sequence(self, sequence: str) -> DecodedClip:
+        """Decode the selected frames of ``sequence`` and their masks.
+
+        Raises:
+            DatasetError: naming the file: a mask missing where one is required, a mask
+                without a frame, a size that differs from the first frame's, a mask that is
+                not a palette PNG.
+        """
+        frames, masks = self._files(sequence)
+        kept = self.selection.apply(list(frames))
+        for frame_name in kept[:1] if self.sparse else kept:
+            if frame_name not in masks:
+                raise DatasetError(
+                    f"{self.masks_root / sequence / frame_name}{MASK_SUFFIX}: mask of frame {frames[frame_name]} "
+                    f"does not exist (DAVIS annotates {'the first frame' if self.sparse else 'every frame'}"
+                    f"{'' if self.sparse else '; sparse=True reads sets that annotate the first frame only'})"
+                )
+        return decode_named(frames, masks, kept)
+
+    def _read(self, index: int) -> Sample:
+        sequence = self._sample_ids[index]
+        clip = self.read_sequence(sequence)
+        object_ids = tuple(ids_in(clip.masks[0]))
+        objects = ClipObjects(
+            clip.masks, clip.annotated, object_ids, (0,) * len(object_ids), (False,) * len(object_ids)
+        )
+        return Sample.of(sequence, video=clip.video, objects=objects)
+
+    def _used_files(self) -> Iterable[Path]:
+        for sequence in self._sample_ids:
+            frames, masks = self._files(sequence)
+            for frame_name in self.selection.apply(list(frames)):
+                yield frames[frame_name]
+                if frame_name in masks:
+                    yield masks[frame_name]
+
+
+def davis(
+    root: str | os.PathLike[str],
+    split: str = "val",
+    resolution: str = "480p",
+    sequences: Sequence[str] | None = None,
+    *,
+    sparse: bool = False,
+    stride: int = 1,
+    max_frames: int | None = None,
+    name: str | None = None,
+) -> Davis2017:
+    """DAVIS 2017 for a suite's ``dataset.factory`` (see :class:`Davis2017`)."""
+    return Davis2017(root, split, resolution, sequences, sparse=sparse, stride=stride, max_frames=max_frames, name=name)
