@@ -205,8 +205,8 @@ class _RoundBuffers:
         # A product's low and high words: [..., 0] and [..., 1] on a little-endian machine.
         self.halves = self.products.view(np.uint32).reshape(2, 2, size, 2)
         self.words = np.empty((2, size), dtype=np.uint32)
-        # The four output words of a slice where the compiled kernel makes them (:func:`_compiled_blocks`).
-        self.blocks = np.empty((4, size), dtype=np.uint32)
+        # A slice's blocks where the compiled kernel makes them (:func:`_compiled_blocks`).
+        self.blocks = np.empty(4 * size, dtype=np.uint32)
 
     @classmethod
     def for_slices(cls, blocks: int) -> _RoundBuffers:
@@ -307,9 +307,9 @@ def _numpy_slices(
     for start in range(0, blocks, buffers.size):
         stop = min(blocks, start + buffers.size)
         if compiled is not None:
-            words = tuple(buffers.blocks[:, : stop - start])
-            compiled(*key, stream, start, *words)
-            yield start, stop, words
+            blocks_made = buffers.blocks[: 4 * (stop - start)]
+            compiled(*key, stream, start, blocks_made)
+            yield start, stop, tuple(blocks_made.reshape(-1, 4).T)
             continue
         counter = (np.arange(start, stop, dtype=np.uint32), stream, 0, 0)
         yield start, stop, _numpy_rounds(counter, key, buffers)
@@ -351,9 +351,9 @@ def _compiled_blocks() -> Callable[..., None] | None:
         buffers = _RoundBuffers(blocks)
         counter = (np.arange(first, first + blocks, dtype=np.uint64).astype(np.uint32), stream, 0, 0)
         expected = [np.array(word, dtype=np.uint32) for word in _numpy_rounds(counter, key, buffers)]
-        words = np.empty((4, blocks), dtype=np.uint32)
-        philox_blocks(*key, stream, first, *words)
-        if not all(np.array_equal(ours, theirs) for ours, theirs in zip(words, expected)):
+        words = np.empty(4 * blocks, dtype=np.uint32)
+        philox_blocks(*key, stream, first, words)
+        if not all(np.array_equal(ours, theirs) for ours, theirs in zip(words.reshape(-1, 4).T, expected)):
             return None
     return philox_blocks
 
@@ -364,6 +364,15 @@ def _numpy_words(seeds: Sequence[int], count: int, stream: int, shift: int = 0, 
     The shift and the conversion (both exact) are made slice by slice, while the words are in cache.
     """
     blocks = -(-count // 4)
+    compiled = _compiled_for(blocks)
+    if compiled is not None:
+        # Whole rows at once, in place: the kernel writes the blocks where they belong.
+        raw = np.empty((len(seeds), 4 * blocks), dtype=np.uint32)
+        for row, seed in enumerate(seeds):
+            compiled(seed & _MASK32, seed >> 32, stream, 0, raw[row])
+        if shift:
+            np.right_shift(raw, shift, out=raw)
+        return (raw if dtype is np.uint32 else raw.astype(dtype)).reshape(len(seeds), blocks * 4)[:, :count]
     words = np.empty((len(seeds), blocks, 4), dtype=dtype)
     buffers = _RoundBuffers.for_slices(blocks)
     shifted = np.empty(buffers.size, dtype=np.uint32)
