@@ -2,14 +2,22 @@
 
 Ours runs at batch 1 and at batch 16 (the harness's default batch) on the CPU; the peers
 (albumentations 2.0.8, kornia) run on the same 512x512 photo-like image at the nearest
-equivalent of severity 3. Every round times each row once, in turn, so load from other
-processes spreads over all of them; min and median over the rounds are printed. A peer
-that cannot be imported is skipped. The peers are not dependencies: install them in a
+equivalent of severity 3. Times are the CPU time of the calling thread (``time.thread_time``,
+what load from other processes disturbs least); every round times each row once, in turn,
+so what load remains spreads over all of them; min and median over the rounds are printed.
+The last column is the largest ``|ours - torch path|`` at batch 1: ours on the CPU against
+the path an accelerator takes (no OpenCV kernels, no numpy planes, Philox words from int64
+tensor ops), forced on the CPU by :func:`torch_path`. A peer that cannot be imported is skipped. The peers are not dependencies: install them in a
 throwaway environment (never albumentationsx, which is AGPL), for example
 
     python3 -m venv /tmp/peers && /tmp/peers/bin/pip install torch==2.13.0
     /tmp/peers/bin/pip install albumentations==2.0.8 kornia opencv-python-headless numpy pyyaml scipy pillow
     PYTHONPATH=. /tmp/peers/bin/python benchmarks/peers.py [--rounds 7] [--only gaussian_blur,jpeg_compression]
+
+or, to time ours with this project's own environment (numba, OpenCV 5), put only the peers'
+packages behind it: a folder of links to ``albumentations``, ``albucore``, ``kornia``,
+``kornia_rs``, ``simsimd*`` and ``stringzilla*`` from that environment's site-packages, then
+``PYTHONPATH=.:/that/folder .venv/bin/python benchmarks/peers.py``.
 
 ``--profile`` then explains every row where ours at batch 1 (what the CPU harness runs: it
 corrupts image by image) is slower than the best peer: the calls where our time goes, by
@@ -27,20 +35,26 @@ for _variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
     os.environ[_variable] = "1"  # before numpy, torch and OpenCV start their pools
 
 import argparse
+import contextlib
 import cProfile
 import math
 import pstats
 import re
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
+from unittest import mock
 
 import numpy as np
 import torch
 
+from pytest_segrobust import philox
 from pytest_segrobust.corruptions import REGISTRY
+from pytest_segrobust.corruptions.functional import codec, color
+from pytest_segrobust.corruptions.functional import opencv as functional_opencv
+from pytest_segrobust.corruptions.functional.weather import _spatter
 
 SEVERITY = 3
 
@@ -362,6 +376,21 @@ ROWS = (
 )
 
 
+@contextlib.contextmanager
+def torch_path() -> Iterator[None]:
+    """Ours as an accelerator computes it, on the CPU: every OpenCV kernel, numpy plane and numpy Philox word off."""
+    with contextlib.ExitStack() as stack:
+        for module, name, replacement in (
+            (functional_opencv, "opencv", lambda: None),  # filters, warps, remaps
+            (codec, "opencv", lambda: None),
+            (_spatter, "_opencv", lambda: None),
+            (color, "_numpy_planes", lambda images: None),
+            (philox, "_uses_numpy", lambda device: False),
+        ):
+            stack.enter_context(mock.patch.object(module, name, replacement))
+        yield
+
+
 def _python_name(key: tuple[str, int, str]) -> str:
     """A cProfile entry's function as ``file.py:line(name)``, ``Type.method`` or the builtin's name."""
     filename, line, function = key
@@ -468,24 +497,31 @@ def main() -> None:
     times: dict[tuple[int, str], list[float]] = {(i, column): [] for i, column, _, _ in contenders}
     for _ in range(args.rounds):
         for index, column, per, call in contenders:
-            start = time.perf_counter()
+            start = time.thread_time()
             call()
-            times[index, column].append((time.perf_counter() - start) * 1e3 / per)
+            times[index, column].append((time.thread_time() - start) * 1e3 / per)
+    differences = {}
+    for index, row in enumerate(rows):
+        corruption = REGISTRY.get(row.name, row.preset)
+        ours = corruption(single, SEVERITY, [0])
+        with torch_path():
+            theirs = corruption(single, SEVERITY, [0])
+        differences[index] = float((ours - theirs).abs().max())
 
     columns = ["ours b1", f"ours b{args.batch}", "albumentations", "kornia"]
     versions = ", ".join(f"{m.__name__} {m.__version__}" for m in (torch, albumentations, kornia, cv2) if m is not None)
     print(
         f"\n{args.size}x{args.size}, severity {SEVERITY}, one thread each, {args.rounds} interleaved rounds; {versions}"
     )
-    print("ms per image, min / median\n")
-    print("| corruption | " + " | ".join(columns) + " |")
-    print("|---|" + "---:|" * len(columns))
+    print("thread CPU ms per image, min / median\n")
+    print("| corruption | " + " | ".join(columns) + " | max \\|diff\\| vs the torch path |")
+    print("|---|" + "---:|" * (len(columns) + 1))
     for index, row in enumerate(rows):
         cells = []
         for column in columns:
             measured = times.get((index, column))
             cells.append(f"{min(measured):.1f} / {statistics.median(measured):.1f}" if measured else "-")
-        print(f"| {row.label} | " + " | ".join(cells) + " |")
+        print(f"| {row.label} | " + " | ".join(cells) + f" | {differences[index]:.1e} |")
 
     if args.profile:
         print(

@@ -79,6 +79,30 @@ def test_fused_sums_stay_on_torch(monkeypatch: pytest.MonkeyPatch) -> None:
     assert torch.equal(with_opencv, with_torch)
 
 
+def test_gaussian_filter_takes_opencv_only_where_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    field = images((2, 40, 52))
+    fused = Fn.gaussian_filter(field, (1.5, 2.5), Border.REFLECT, truncate=3.0)
+    asked, hidden = both_ways(
+        monkeypatch, lambda: Fn.gaussian_filter(field, (1.5, 2.5), Border.REFLECT, truncate=3.0, opencv_on_cpu=True)
+    )
+    assert torch.equal(hidden, fused)  # without OpenCV: the fused sums, bit for bit
+    assert not torch.equal(asked, fused)  # sepFilter2D sums in another order...
+    assert_close(asked, fused)  # ... within float rounding
+
+
+@pytest.mark.parametrize(("height", "width"), [(1, 1), (5, 3), (7, 40), (37, 50), (96, 128)])
+def test_elastic_fields_smoothed_by_opencv_agree(monkeypatch: pytest.MonkeyPatch, height: int, width: int) -> None:
+    # The fields move by a few float32 ulps, the coordinates by a millionth of a pixel: the
+    # images stay within the 1e-4 the device-invariance test accepts (warps by grid_sample
+    # both ways here, so only the smoothing differs).
+    monkeypatch.setattr(opencv, "exact_bilinear", lambda cv2: False)
+    corruption = REGISTRY.get("elastic_transform", "imagenet-c")
+    batch = (images((2, 3, height, width), seed=height) * 255).round() / 255
+    for severity in (1, 3, 5):
+        with_opencv, with_torch = both_ways(monkeypatch, lambda s=severity: corruption(batch, s, [3, 2**50 + 1]))
+        assert float((with_opencv - with_torch).abs().max()) <= 1e-4
+
+
 @pytest.mark.parametrize("shape", SHAPES)
 @pytest.mark.parametrize(("radius", "alias_blur"), [(3, 0.1), (6, 0.5), (10, 0.5)])
 def test_filter2d_agrees(

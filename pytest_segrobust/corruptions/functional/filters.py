@@ -309,12 +309,20 @@ def _depthwise_separable(
 
 
 def gaussian_filter(
-    fields: torch.Tensor, sigma: float | tuple[float, float], border: Border, truncate: float = 4.0
+    fields: torch.Tensor,
+    sigma: float | tuple[float, float],
+    border: Border,
+    truncate: float = 4.0,
+    *,
+    opencv_on_cpu: bool = False,
 ) -> torch.Tensor:
     """``scipy.ndimage.gaussian_filter`` over the last two axes, ``sigma`` one or ``(sigma_y, sigma_x)``.
 
     The kernel is :func:`truncated_gaussian_kernel1d` per axis; sums are :func:`shift_sum`'s
-    fused ones, whatever the size (the weather layers and elastic fields were made so).
+    fused ones, whatever the size (the weather layers were made so). With ``opencv_on_cpu``,
+    fields that OpenCV can filter (:func:`~.opencv.opencv_for`) take its ``sepFilter2D``
+    instead: the same weights and border, summed in another order (a few float32 ulps
+    apart), several times faster on wide kernels; the rest keep the fused sums.
 
     Shape:
         fields: ``(..., H, W)`` float; return: same shape and dtype.
@@ -322,7 +330,8 @@ def gaussian_filter(
     sigma_y, sigma_x = (sigma, sigma) if isinstance(sigma, (int, float)) else sigma
     kernel_y = truncated_gaussian_kernel1d(float(sigma_y), truncate)
     kernel_x = truncated_gaussian_kernel1d(float(sigma_x), truncate)
-    return separable_filter(fields, kernel_y, kernel_x, border, fused=True)
+    fused = not opencv_on_cpu or opencv.opencv_for(fields) is None
+    return separable_filter(fields, kernel_y, kernel_x, border, fused=fused)
 
 
 def gaussian_blur(images: torch.Tensor, sigma: float, truncate: float = 4.0) -> torch.Tensor:
