@@ -849,13 +849,15 @@ class RoomReverb(AcousticCorruption[RoomParams, RoomDraw]):
         u = streams.uniform((10,), torch.float64)  # one draw, ten values per clip, in the order below
         width, depth, height = params.width_m.at(u[:, 0]), params.depth_m.at(u[:, 1]), params.height_m.at(u[:, 2])
         pad = ROOM_PADDING_M
+        # RoomSimulator's default source height, 1.0-2.1 m, within the padding from the ceiling.
         top = torch.clamp(height - pad, max=2.1)
+        bottom = torch.clamp(top, max=1.0)
         return [
             RoomDraw(**row)
             for row in _rows(
                 width_m=width, depth_m=depth, height_m=height, rt60=params.rt60.at(u[:, 3]),
                 source_x=pad + (width - 2 * pad) * u[:, 4], source_y=pad + (depth - 2 * pad) * u[:, 5],
-                source_z=torch.minimum(top, torch.full_like(top, 1.0)) + (top - torch.minimum(top, torch.full_like(top, 1.0))) * u[:, 6],
+                source_z=bottom + (top - bottom) * u[:, 6],
                 mic_distance_m=params.mic_distance_m.at(u[:, 7]),
                 mic_azimuth=-math.pi + 2 * math.pi * u[:, 8],
                 mic_elevation=(2 * u[:, 9] - 1) * math.pi / 6,
