@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from pytest_segrobust.corruptions import blur, compression, digital, geometric, noise, temporal, weather
+from pytest_segrobust.corruptions import acoustic, blur, compression, digital, geometric, noise, temporal, weather
 from pytest_segrobust.corruptions.base import Corruption
 from pytest_segrobust.corruptions.composition import SEPARATOR, Composition
 from pytest_segrobust.errors import UnknownCorruptionError
@@ -121,6 +121,12 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
                     temporal.frame_freeze, temporal.frame_sampling, temporal.reverse_sampling,
                     temporal.jumble, temporal.box_jumble,
                 ),
+            ),
+            Preset(
+                "avs-acoustic",
+                "Li et al., R2-Bench: twelve acoustic perturbations of audio-visual segmentation (impulse noise both "
+                "as the paper's spikes and as the toolbox's impulse response), our tables; acts on audio only",
+                acoustic.ACOUSTIC,
             ),
         )
     }

@@ -29,7 +29,7 @@ def test_names_cannot_contain_the_composition_separator() -> None:
 def test_unknown_names_and_presets_list_what_is_known() -> None:
     with pytest.raises(UnknownCorruptionError, match="unknown corruption 'nope' in preset 'coco-p'; known: .*gaussian_noise"):
         REGISTRY.get("nope")
-    with pytest.raises(UnknownCorruptionError, match="unknown preset 'nope'; known: cityscapes-c, coco-p, coco-p-legacy-shear, imagenet-c, video-temporal"):
+    with pytest.raises(UnknownCorruptionError, match="unknown preset 'nope'; known: avs-acoustic, cityscapes-c, coco-p, coco-p-legacy-shear, imagenet-c, video-temporal"):
         REGISTRY.get("gaussian_noise", preset="nope")
 
 
@@ -96,6 +96,11 @@ PAPER_ORDER = {
         "geometric_distortion",
     ],
     "video-temporal": ["frame_freeze", "frame_sampling", "reverse_sampling", "jumble", "box_jumble"],
+    "avs-acoustic": [
+        "audio_gaussian_noise", "background_noise", "audio_impulse_noise", "impulse_response",
+        "gain", "tanh_distortion", "peaking_filter", "low_pass", "high_pass",
+        "air_absorption", "room_reverb", "time_mask", "mp3_compression",
+    ],
 }
 
 
@@ -140,7 +145,7 @@ def test_registering_into_a_new_preset_creates_it() -> None:
     registry = CorruptionRegistry.builtin()
     extra = GaussianNoise("extra_noise", Category.NOISE, GAUSSIAN_NOISE)
     registry.register(extra, presets=("mine",))
-    assert registry.presets() == ["cityscapes-c", "coco-p", "coco-p-legacy-shear", "imagenet-c", "mine", "video-temporal"]
+    assert registry.presets() == ["avs-acoustic", "cityscapes-c", "coco-p", "coco-p-legacy-shear", "imagenet-c", "mine", "video-temporal"]
     assert registry.preset("mine") == [extra]
 
 
