@@ -131,17 +131,23 @@ def colour_tracker(erode: int = 0) -> ColourTracker:
 
 
 class ColourReader(torch.nn.Module):
-    """R-VOS: logits of the named colour (0.5 minus the distance to it), for every frame."""
+    """R-VOS: logits of the named colour (0.5 minus the distance to it), for every frame; nothing where no colour is named."""
 
     def __init__(self) -> None:
         super().__init__()
         self.margin = torch.nn.Parameter(torch.tensor(0.5))
 
     def forward(self, clips: torch.Tensor, texts: list[str]) -> torch.Tensor:
-        named = [next(i for i, name in COLOURS.items() if name in text) for text in texts]
-        colours = torch.tensor([PALETTE[i] for i in named], dtype=torch.float32, device=clips.device) / 255.0
+        named = [next((i for i, name in COLOURS.items() if name in text), None) for text in texts]
+        # an expression without a colour word (a misspelt one) names no colour: a grey nothing matches
+        rgb = [PALETTE[i] if i is not None else (128, 128, 128) for i in named]
+        colours = torch.tensor(rgb, dtype=torch.float32, device=clips.device) / 255.0
         distance = ((clips - colours.view(-1, 1, 3, 1, 1)) ** 2).mean(dim=2).sqrt()
-        return self.margin - distance
+        return (
+            self.margin
+            - distance
+            - torch.tensor([float(i is None) for i in named], device=clips.device).view(-1, 1, 1, 1)
+        )
 
 
 def colour_reader() -> ColourReader:
