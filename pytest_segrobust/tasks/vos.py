@@ -231,9 +231,10 @@ def checked_ids(predictions: Any, masks: VideoMasks, batch: Batch) -> torch.Tens
     predictions = predictions.long()
     ids = index_of(batch)
     for clip, objects in enumerate(masks.object_ids):
-        found = set(predictions[clip].unique().tolist())
-        stray = sorted(found - {0, *objects})
-        if stray:
+        allowed = torch.tensor([0, *objects], dtype=torch.int64, device=predictions.device)
+        outside = ~torch.isin(predictions[clip], allowed)  # a pass over the ids; unique() only when some stray
+        if bool(outside.any()):
+            stray = predictions[clip][outside].unique().tolist()
             raise ModelOutputError(
                 f"model returned object ids {stray} in clip {ids[clip]}, which asks for {list(objects) or 'none'} "
                 "(and 0, background)"
