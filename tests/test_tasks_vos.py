@@ -188,3 +188,27 @@ def test_rvos_targets_the_named_object_and_scores_a_colour_reader() -> None:
     assert evaluate(numpy_model, dataset, task=task, batch_size=2).metrics == clean.metrics
     with pytest.raises(ModelOutputError, match="dtype torch.int64"):
         task.check_predictions(masks.data, batch)
+
+
+def test_a_numpy_tracker_is_driven_as_the_torch_one() -> None:
+    from pytest_segrobust.models.video import ArrayOnlineVideoObjectModel
+    from tests.video_fakes import by_colour
+
+    class NumpyTracker:
+        def start(self, frame: np.ndarray, reference: np.ndarray) -> None:
+            assert frame.dtype == np.float32 and reference.dtype == np.int64
+            self.known = [int(i) for i in np.unique(reference) if i]
+
+        def step(self, frame: np.ndarray, reference: np.ndarray) -> np.ndarray:
+            self.known += [int(i) for i in np.unique(reference) if i and int(i) not in self.known]
+            return by_colour(frame, self.known, 1)
+
+    task, scenes = get_task("vos"), ClipScenes(count=2, frames=6)
+    model = adapt_model(NumpyTracker(), task)
+    assert isinstance(model, ArrayOnlineVideoObjectModel)
+    torch_tracker = adapt_model(colour_tracker(erode=1), task)
+    noise = REGISTRY.get("gaussian_noise")
+    one = evaluate(model, scenes, noise, 2, task=task, metrics=("vos_jf",), batch_size=2)
+    assert (
+        one.metrics == evaluate(torch_tracker, scenes, noise, 2, task=task, metrics=("vos_jf",), batch_size=1).metrics
+    )
