@@ -38,7 +38,7 @@ suite file.
 
 A task may accept keys of its own (:attr:`Task.suite_keys <pytest_segrobust.tasks.base.Task.suite_keys>`,
 read by :meth:`Task.suite_cells <pytest_segrobust.tasks.base.Task.suite_cells>`): the video
-tasks (``vos``, ``rvos``) take ``static:`` and ``dynamic:`` (see
+tasks (``vos``, ``rvos``) take ``static:``, ``dynamic:`` and ``temporal:`` (see
 :mod:`pytest_segrobust.tasks.clip_cells`). Another task's key is refused, naming the task that takes it.
 
 Relative paths in factory arguments (dataset folders, weight files) mean the same from any
@@ -421,7 +421,7 @@ class _Validator:
         task_keys = {key: name for name in TASKS.names() for key in get_task(name).suite_keys}
         unknown = sorted(set(raw) - _KNOWN_KEYS - set(task_keys))
         if unknown:
-            raise self.fail(unknown[0], f"unknown field; expected one of {', '.join(sorted(_KNOWN_KEYS))}")
+            raise self.fail(unknown[0], f"unknown field; expected one of {', '.join(sorted(_KNOWN_KEYS | set(task_keys)))}")
         name = self.name("name", raw.get("name", self.path.stem))
         task = self.choice("task", raw.get("task", "semantic"), tuple(TASKS.names()))
         preset = self.string("preset", raw.get("preset", DEFAULT_PRESET))
