@@ -212,3 +212,15 @@ def test_a_numpy_tracker_is_driven_as_the_torch_one() -> None:
     assert (
         one.metrics == evaluate(torch_tracker, scenes, noise, 2, task=task, metrics=("vos_jf",), batch_size=1).metrics
     )
+
+
+def test_an_id_between_the_asked_ones_is_refused_too() -> None:
+    from pytest_segrobust.tasks.vos import checked_ids
+
+    truth = torch.zeros(1, 2, 4, 4, dtype=torch.int64)
+    truth[0, :, :2] = 1
+    truth[0, :, 2:] = 3
+    masks = VideoMasks(truth, ((1, 3),), torch.ones(1, 2, dtype=torch.bool), torch.zeros(1, 2, dtype=torch.int64))
+    assert torch.equal(checked_ids(truth.int(), masks, {"objects": masks}), truth)
+    with pytest.raises(ModelOutputError, match=r"object ids \[2\] in clip \?, which asks for \[1, 3\]"):
+        checked_ids(torch.where(truth == 3, 2, truth), masks, {"objects": masks})
