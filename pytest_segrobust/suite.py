@@ -36,6 +36,11 @@ preset's when it lists none, and its listed text perturbations, or the four buil
 ``{protocol: r2bench, visual: [...], text: [...]}``. A ``text_replay`` path is relative to the
 suite file.
 
+A task may accept keys of its own (:attr:`Task.suite_keys <pytest_segrobust.tasks.base.Task.suite_keys>`,
+read by :meth:`Task.suite_cells <pytest_segrobust.tasks.base.Task.suite_cells>`): the video
+tasks (``vos``, ``rvos``) take ``static:``, ``dynamic:`` and ``temporal:`` (see
+:mod:`pytest_segrobust.tasks.clip_cells`). Another task's key is refused, naming the task that takes it.
+
 Relative paths in factory arguments (dataset folders, weight files) mean the same from any
 working directory: factories run, and datasets read, with the pytest rootdir as the current
 directory, where baselines and the report go too. Modules next to the suite file or in the
@@ -64,6 +69,7 @@ from pytest_segrobust.metrics import METRICS
 from pytest_segrobust.models.arrays import ArrayInput, ArrayOutput, ArraySpecError
 from pytest_segrobust.requirements import RequirementError, Requirements, SuiteShape, parse_requirements
 from pytest_segrobust.tasks import TASKS, get_task
+from pytest_segrobust.tasks.base import SuiteCells, SuiteKeyError
 from pytest_segrobust.text.cells import MIXTURE_CELL, MixtureSpec, is_text_name, resolve_cell
 from pytest_segrobust.text.registry import TextPerturbationRegistry
 from pytest_segrobust.text.replay import ReplayFileError, load_replay
@@ -273,16 +279,20 @@ class Suite:
     text_replay: str | None = None
     mixture: MixtureSpec | None = None
     requirements: Requirements | None = None
+    task_cells: SuiteCells = field(default_factory=SuiteCells)
     text_perturbations: TextPerturbationRegistry = field(
         default_factory=TextPerturbationRegistry.builtin, compare=False, repr=False
     )
 
     def corruption(self, name: str, registry: CorruptionRegistry = REGISTRY) -> Corruption[Any]:
         """The cell ``name`` of this suite: an image corruption of its preset, a text perturbation
-        (bound to the suite's seed), a cross-modal composition or the mixture."""
-        return resolve_cell(
-            name, registry=registry, preset=self.preset, text=self.text_perturbations, seed=self.seed, mixture=self.mixture
+        (bound to the suite's seed), a cross-modal composition, the mixture, or what the task's
+        own keys make of it (:meth:`~pytest_segrobust.tasks.base.Task.suite_cells`)."""
+        resolve = lambda cell, preset=None: resolve_cell(  # noqa: E731
+            cell, registry=registry, preset=preset or self.preset, text=self.text_perturbations, seed=self.seed,
+            mixture=self.mixture,
         )
+        return self.task_cells.cell(name, resolve)
 
     @property
     def metric(self) -> str:
@@ -413,9 +423,10 @@ class _Validator:
     def suite(self, raw: Any) -> Suite:
         if not isinstance(raw, dict):
             raise SuiteError(f"{self.path}: a suite is a YAML mapping, got {type(raw).__name__}")
-        unknown = sorted(set(raw) - _KNOWN_KEYS)
+        task_keys = {key: name for name in TASKS.names() for key in get_task(name).suite_keys}
+        unknown = sorted(set(raw) - _KNOWN_KEYS - set(task_keys))
         if unknown:
-            raise self.fail(unknown[0], f"unknown field; expected one of {', '.join(sorted(_KNOWN_KEYS))}")
+            raise self.fail(unknown[0], f"unknown field; expected one of {', '.join(sorted(_KNOWN_KEYS | set(task_keys)))}")
         name = self.name("name", raw.get("name", self.path.stem))
         task = self.choice("task", raw.get("task", "semantic"), tuple(TASKS.names()))
         preset = self.string("preset", raw.get("preset", DEFAULT_PRESET))
@@ -431,13 +442,15 @@ class _Validator:
         mixture = None if raw.get("mixture") is None else self.mixture(raw["mixture"], corruptions, preset)
         if mixture is not None:
             corruptions = (*corruptions, MIXTURE_CELL)
+        task_cells = self.task_cells(raw, task, task_keys, corruptions, preset, mixture)
+        corruptions = (*corruptions, *task_cells.added)
         metrics = self.metrics(raw, task)
         severities = self.severities(raw.get("severities", list(range(1, MAX_SEVERITY + 1))))
         shifts = None if raw.get("shifts") is None else self.shifts(raw["shifts"], dataset)
         requirements = None
         if raw.get("require") is not None:
             categories = {
-                name: resolve_cell(name, registry=self.registry, preset=preset, text=self.text, seed=0, mixture=mixture).category.value
+                name: task_cells.cell(name, self.resolver(preset, mixture)).category.value
                 for name in corruptions
             }
             shape = SuiteShape(
@@ -479,8 +492,35 @@ class _Validator:
             text_replay=replay,
             mixture=mixture,
             requirements=requirements,
+            task_cells=task_cells,
             text_perturbations=text,
         )
+
+    def resolver(self, preset: str, mixture: MixtureSpec | None) -> Any:
+        """A cell name's corruption as the suite has it without the task's own keys."""
+        text = self.text if self.task_reads_text else TextPerturbationRegistry()  # no text cells without expressions
+        return lambda name, other=None: resolve_cell(
+            name, registry=self.registry, preset=other or preset, text=text, seed=0, mixture=mixture
+        )
+
+    def task_cells(
+        self, raw: dict[str, Any], task: str, task_keys: dict[str, str], corruptions: tuple[str, ...], preset: str,
+        mixture: MixtureSpec | None,
+    ) -> SuiteCells:
+        """The task's own suite keys (:attr:`Task.suite_keys <pytest_segrobust.tasks.base.Task.suite_keys>`), read by the task."""
+        own = get_task(task).suite_keys
+        for key in sorted(set(raw) & set(task_keys) - set(own)):
+            takers = sorted(name for name in TASKS.names() if key in get_task(name).suite_keys)
+            raise self.fail(key, f"task {task} takes no {key!r}; it is a key of task {', '.join(takers)}")
+        options = {key: raw[key] for key in own if key in raw}
+        try:
+            cells = get_task(task).suite_cells(options, corruptions, self.resolver(preset, mixture))
+        except SuiteKeyError as exc:
+            raise self.fail(exc.field, str(exc)) from None
+        for cell in cells.added:
+            if cell in corruptions:
+                raise self.fail("corruptions", f"{cell!r} is added by the task's keys, not listed")
+        return cells
 
     def text_replay(self, raw: Any) -> tuple[str | None, TextPerturbationRegistry]:
         """``text_replay: file.json`` (relative to the suite): each perturbation NAME becomes the cell ``replay-NAME``."""

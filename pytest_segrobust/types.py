@@ -182,6 +182,8 @@ class VideoMasks(Field):
     objects are ``object_ids[b]`` (what a model is asked to segment, e.g. those of the first
     frame). ``annotated[b, t]`` says whether frame ``t`` has an annotation at all (sparse
     datasets label every fifth frame); ``frame_ids`` move with the frames as :class:`Video`'s do.
+    ``unseen[b][i]`` says whether object ``object_ids[b][i]``'s category is outside the training
+    categories (YouTube-VOS's seen / unseen split); left out, every object is seen.
     Geometric corruptions move every frame's masks (nearest neighbour, background from outside
     the frame); temporal ones move them with their frames.
 
@@ -194,6 +196,16 @@ class VideoMasks(Field):
     annotated: torch.Tensor
     frame_ids: torch.Tensor
     ignore_index: int = DEFAULT_IGNORE_INDEX
+    unseen: tuple[tuple[bool, ...], ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.unseen:  # every object seen: one flag per object, so that take() and join() cut it alike
+            object.__setattr__(self, "unseen", tuple((False,) * len(ids) for ids in self.object_ids))
+        if [len(flags) for flags in self.unseen] != [len(ids) for ids in self.object_ids]:
+            raise ValueError(
+                f"unseen must hold one flag per object of each clip, got {[len(f) for f in self.unseen]} flags "
+                f"for {[len(ids) for ids in self.object_ids]} objects"
+            )
 
     @classmethod
     def of(cls, data: torch.Tensor, ignore_index: int = DEFAULT_IGNORE_INDEX) -> VideoMasks:

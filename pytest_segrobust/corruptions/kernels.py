@@ -304,6 +304,7 @@ def _(field: VideoMasks) -> VideoMasks:
         field,
         data=_one_frame_each(field.data),
         object_ids=tuple(ids for ids in field.object_ids for _ in range(frames)),
+        unseen=tuple(flags for flags in field.unseen for _ in range(frames)),
         annotated=_one_frame_each(field.annotated),
         frame_ids=_one_frame_each(field.frame_ids),
     )
@@ -315,6 +316,7 @@ def _(field: VideoMasks, frames: int) -> VideoMasks:
         field,
         data=_clips_of(field.data, frames),
         object_ids=field.object_ids[::frames],
+        unseen=field.unseen[::frames],
         annotated=_clips_of(field.annotated, frames),
         frame_ids=_clips_of(field.frame_ids, frames),
     )

@@ -16,6 +16,7 @@ METRICS: NamedRegistry = NamedRegistry(
         "pytest_segrobust.metrics.panoptic_quality",
         "pytest_segrobust.metrics.referring",
         "pytest_segrobust.metrics.video",
+        "pytest_segrobust.metrics.youtube_vos",
     ),
 )
 register_metric = METRICS.register

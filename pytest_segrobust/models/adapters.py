@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 Build = Callable[..., Any]
 # Modules whose import registers the built-in adapters.
-_BUILTINS = ("pytest_segrobust.models.torch_module",)
+_BUILTINS = ("pytest_segrobust.models.torch_module", "pytest_segrobust.models.video")
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Tasks by name: semantic, instance, panoptic, referring, and those of installed plugins (``segrobust.tasks``)."""
+"""Tasks by name: semantic, instance, panoptic, referring, vos, rvos, and those of installed plugins (``segrobust.tasks``)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ TASKS: NamedRegistry = NamedRegistry(
         "pytest_segrobust.tasks.instance",
         "pytest_segrobust.tasks.panoptic",
         "pytest_segrobust.tasks.referring",
+        "pytest_segrobust.tasks.vos",
+        "pytest_segrobust.tasks.rvos",
     ),
     make=lambda cls: cls(),  # an entry point names the class
 )

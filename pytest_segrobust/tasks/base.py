@@ -14,7 +14,7 @@ which samples may share a batch (:meth:`Task.batch_key`).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import torch
@@ -22,6 +22,35 @@ import torch
 from pytest_segrobust.data.base import Sample, SegmentationDataset
 from pytest_segrobust.errors import DatasetError
 from pytest_segrobust.types import Batch, Field, Image, SampleIndex, field_of
+
+
+class SuiteKeyError(ValueError):
+    """A task's own suite key is wrong: ``field`` names it as the suite file spells it (``dynamic.levels[1]``)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class SuiteCells:
+    """What a task's own suite keys make of a suite's cells (:meth:`Task.suite_cells`): none by default.
+
+    Attributes:
+        added: Cells the keys add after the listed corruptions (each runs at the suite's severities).
+    """
+
+    added: tuple[str, ...] = ()
+
+    def cell(self, name: str, resolve: Callable[[str], Any]) -> Any:
+        """The corruption of cell ``name``; ``resolve(name, preset=None)`` gives a name's corruption as the suite
+        has it without the task's keys (in the suite's preset, or in ``preset``)."""
+        return resolve(name)
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self)
+
+    def __hash__(self) -> int:
+        return hash(type(self))
 
 
 class Task(ABC):
@@ -39,6 +68,8 @@ class Task(ABC):
             :meth:`collate` checks that it made those.
         version: Bumped when a change of the task (its batches, its checks) can change a result:
             it invalidates its cached clean results (:func:`~pytest_segrobust.evaluation.evaluator_version`).
+        suite_keys: The top-level suite keys the task accepts besides the common ones (a video
+            task's ``static`` and ``dynamic``); :meth:`suite_cells` reads them.
     """
 
     name: ClassVar[str]
@@ -49,6 +80,23 @@ class Task(ABC):
     model_description: ClassVar[str]
     reads: ClassVar[tuple[str, ...]] = ("image",)
     collates: ClassVar[Mapping[str, type[Field]]] = {"image": Image, "index": SampleIndex}
+    suite_keys: ClassVar[tuple[str, ...]] = ()
+
+    def suite_cells(
+        self, options: Mapping[str, Any], corruptions: tuple[str, ...], resolve: Callable[[str], Any]
+    ) -> SuiteCells:
+        """What the suite keys of :attr:`suite_keys` that a suite sets (``options``) make of its cells.
+
+        Args:
+            options: The keys of :attr:`suite_keys` the suite sets, with their raw YAML values.
+            corruptions: The suite's listed corruptions (or its preset's), as cell names.
+            resolve: ``resolve(name, preset=None)``, a name's corruption as the suite has it without these
+                keys (in the suite's preset, or in ``preset``).
+
+        Raises:
+            SuiteKeyError: naming the field at fault; the suite loader adds the file.
+        """
+        return SuiteCells()
 
     def collate(self, samples: Sequence[Sample], positions: Sequence[int], dataset: SegmentationDataset,
                 device: torch.device) -> dict[str, Field]:

@@ -1,0 +1,143 @@
+"""Referring video object segmentation (Ref-DAVIS, Ref-YouTube-VOS): a clip and an expression naming one object.
+
+A sample is one expression of a clip (ids ``seq/exp_id``): the clip's frames (``video``), its
+objects (``objects``) and the expression (``expression``, with the id of the object it
+names). The target is that object alone, as a one-object
+:class:`~pytest_segrobust.types.VideoMasks` (id 1 where the object is, 0 elsewhere, unscored
+pixels kept), so J, F and J&F score it as VOS scores an object. Models follow
+:class:`~pytest_segrobust.models.video.ReferringVideoModel`: ``predict(clips, texts)`` returns
+``(B, T, H, W)`` bool masks, or float logits thresholded at 0, as the image referring task's.
+Text perturbations change the expressions; image corruptions, static and dynamic, the frames.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from typing import Any, ClassVar
+
+import torch
+
+from pytest_segrobust.data.base import Sample, SegmentationDataset
+from pytest_segrobust.data.clips import ClipExpression
+from pytest_segrobust.errors import DatasetError, ModelOutputError
+from pytest_segrobust.models.base import REFERRING_LOGIT_THRESHOLD
+from pytest_segrobust.models.video import ReferringVideoModel
+from pytest_segrobust.tasks import register_task
+from pytest_segrobust.tasks.base import SuiteCells, Task, first_id, upload
+from pytest_segrobust.tasks.clip_cells import CLIP_SUITE_KEYS, clip_cells
+from pytest_segrobust.tasks.vos import clip_fields, clip_key, upload_clips
+from pytest_segrobust.types import Batch, Expressions, Field, SampleIndex, Video, VideoMasks, field_of
+
+# The named object's id in the target and in the predictions.
+NAMED = 1
+
+
+@register_task
+class ReferringVideoTask(Task):
+    name = "rvos"
+    default_metrics = ("vos_jf", "vos_j", "vos_f")
+    target_types = (VideoMasks, Expressions)
+    reads = ("video", "objects", "expression")
+    collates: ClassVar[Mapping[str, type[Field]]] = {
+        "video": Video,
+        "objects": VideoMasks,
+        "expression": Expressions,
+        "index": SampleIndex,
+    }
+    model_protocol = ReferringVideoModel
+    model_description = (
+        "a ReferringVideoModel (predict(clips, texts) -> (B, T, H, W) bool masks or float logits, device, fingerprint)"
+    )
+
+    suite_keys = CLIP_SUITE_KEYS
+
+    def suite_cells(
+        self, options: Mapping[str, Any], corruptions: tuple[str, ...], resolve: Callable[[str], Any]
+    ) -> SuiteCells:
+        """``static:`` and ``dynamic:`` (:mod:`pytest_segrobust.tasks.clip_cells`)."""
+        return clip_cells(options, corruptions, resolve)
+
+    def batch_key(self, sample: Sample) -> Hashable:
+        return clip_key(sample)
+
+    def collate(
+        self, samples: Sequence[Sample], positions: Sequence[int], dataset: SegmentationDataset, device: torch.device
+    ) -> dict[str, Field]:
+        clips = clip_fields(self, samples, dataset)
+        fields: dict[str, Field] = {
+            "video": upload_clips([video for video, _ in clips], device),
+            "index": SampleIndex(tuple(positions), tuple(s.sample_id for s in samples)),
+        }
+        return self.declared(fields | self.targets(samples, dataset, device))
+
+    def targets(
+        self, samples: Sequence[Sample], dataset: SegmentationDataset, device: torch.device
+    ) -> dict[str, Field]:
+        clips = clip_fields(self, samples, dataset)
+        named, texts, unseen = [], [], []
+        for sample, (_, objects) in zip(samples, clips, strict=True):
+            expression = self.read(sample, "expression", dataset)
+            if not isinstance(expression, ClipExpression):
+                raise DatasetError(
+                    f"{dataset.name}: sample {sample.sample_id}: field 'expression' is {type(expression).__name__}, "
+                    "expected pytest_segrobust.data.clips.ClipExpression"
+                )
+            if not isinstance(expression.text, str) or not expression.text.strip():
+                raise DatasetError(
+                    f"{dataset.name}: sample {sample.sample_id}: expected a non-empty expression, got {expression.text!r}"
+                )
+            if expression.object_id not in objects.object_ids:
+                raise DatasetError(
+                    f"{dataset.name}: sample {sample.sample_id}: the expression names object {expression.object_id}, "
+                    f"which is not among the clip's objects {list(objects.object_ids)}"
+                )
+            masks = objects.masks
+            target = torch.where(masks == expression.object_id, NAMED, 0)
+            named.append(torch.where(masks == objects.ignore_index, objects.ignore_index, target))
+            texts.append(expression.text)
+            unseen.append((objects.unseen[objects.object_ids.index(expression.object_id)],))
+        data = upload(torch.stack(named), device)
+        batch, frames = int(data.shape[0]), int(data.shape[1])
+        masks = VideoMasks(
+            data,
+            tuple((NAMED,) for _ in samples),
+            torch.stack([objects.annotated for _, objects in clips]).to(device),
+            torch.arange(frames, dtype=torch.int64, device=device).expand(batch, frames).contiguous(),
+            clips[0][1].ignore_index,
+            tuple(unseen),
+        )
+        return {"objects": masks, "expression": Expressions(tuple(texts))}
+
+    def predict(self, model: Any, batch: Batch) -> Any:
+        """``model.predict(clips, texts)`` with the batch's (possibly perturbed) expressions as a list."""
+        return model.predict(field_of(batch, Video).data, list(field_of(batch, Expressions).texts))
+
+    def check_predictions(self, predictions: Any, batch: Batch) -> torch.Tensor:
+        """Ids ``(B, T, H, W)``: 1 where the bool mask is set or the logit is above 0, else 0.
+
+        Raises:
+            ModelOutputError: for a non-tensor, a wrong shape, an integer dtype, or NaN / infinite logits.
+        """
+        expected = tuple(field_of(batch, VideoMasks).data.shape)
+        if not isinstance(predictions, torch.Tensor):
+            raise ModelOutputError(
+                f"model returned {type(predictions).__name__}, expected a tensor {expected} (a mask per frame)"
+            )
+        if tuple(predictions.shape) != expected:
+            raise ModelOutputError(
+                f"model returned masks of shape {tuple(predictions.shape)}, expected {expected} (B, T, H, W) "
+                f"(first sample {first_id(batch)})"
+            )
+        if predictions.dtype == torch.bool:
+            return predictions.long()
+        if not predictions.is_floating_point():
+            raise ModelOutputError(
+                f"model returned masks of dtype {predictions.dtype}; expected bool masks or float logits (thresholded at 0)"
+            )
+        finite = torch.isfinite(predictions)
+        if not bool(finite.all()):
+            bad = int(finite.numel() - finite.sum())
+            raise ModelOutputError(
+                f"model returned NaN or infinite logits ({bad} of {finite.numel()} values; first sample {first_id(batch)})"
+            )
+        return (predictions > REFERRING_LOGIT_THRESHOLD).long()

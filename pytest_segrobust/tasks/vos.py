@@ -1,0 +1,260 @@
+"""Semi-supervised video object segmentation (DAVIS, YouTube-VOS): a clip and the masks of its objects.
+
+A sample is one clip (:mod:`pytest_segrobust.data.clips`): its frames (``video``) and its
+annotated objects (``objects``), collated into :class:`~pytest_segrobust.types.Video` and
+:class:`~pytest_segrobust.types.VideoMasks`. Clips of one ``(T, H, W)`` share a batch.
+
+The model is given each object at the first frame it is *shown* in: the first position of
+the (possibly perturbed) clip whose frame is annotated and holds the object
+(:func:`reference_masks`). A temporal perturbation that reverses the clip gives the objects in
+what was its last frame; a rotation that moves an object out of the first frame gives it where
+it comes back. Models follow :class:`~pytest_segrobust.models.video.VideoObjectModel`
+(offline, the whole batch at once) or
+:class:`~pytest_segrobust.models.video.OnlineVideoObjectModel` (a tracker, driven here frame
+by frame and clip by clip: ``start`` with the first frame, ``step`` with each later one; the
+first frame's prediction is the reference given with it). Default metrics: J&F, J, F
+(:mod:`pytest_segrobust.metrics.video`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from typing import Any, ClassVar
+
+import torch
+
+from pytest_segrobust.data.base import Sample, SegmentationDataset
+from pytest_segrobust.data.clips import ClipFrames, ClipObjects
+from pytest_segrobust.errors import DatasetError, ModelOutputError
+from pytest_segrobust.models.video import OnlineVideoObjectModel, VideoObjectModel
+from pytest_segrobust.tasks import register_task
+from pytest_segrobust.tasks.base import SuiteCells, Task, first_id, upload
+from pytest_segrobust.tasks.clip_cells import CLIP_SUITE_KEYS, clip_cells
+from pytest_segrobust.types import Batch, Field, SampleIndex, Video, VideoMasks, field_of
+
+
+def reference_masks(masks: VideoMasks) -> torch.Tensor:
+    """Each object's mask at the first position whose frame is annotated and shows it, 0 elsewhere.
+
+    Shape:
+        masks.data: ``(B, T, H, W)``; return: ``(B, T, H, W)``, int64, on the masks' device.
+    """
+    reference = torch.zeros_like(masks.data, dtype=torch.int64)
+    for clip, objects in enumerate(masks.object_ids):
+        if not objects:
+            continue
+        ids = torch.tensor(objects, dtype=torch.int64, device=masks.data.device)
+        truth = masks.data[clip].long()
+        shown = (truth.unsqueeze(0) == ids.view(-1, 1, 1, 1)).flatten(2).any(dim=2)  # (O, T)
+        shown &= masks.annotated[clip].to(torch.bool).unsqueeze(0)
+        first = shown.long().argmax(dim=1)  # the first True (0 where there is none)
+        for index, object_id in enumerate(objects):
+            if bool(shown[index, first[index]]):
+                frame = int(first[index])
+                reference[clip, frame][truth[frame] == object_id] = object_id
+    return reference
+
+
+def clip_fields(
+    task: Task, samples: Sequence[Sample], dataset: SegmentationDataset
+) -> list[tuple[ClipFrames, ClipObjects]]:
+    """The frames and objects of each sample, checked against each other.
+
+    Raises:
+        DatasetError: naming the dataset, the sample and the field at fault.
+    """
+    clips = []
+    for sample in samples:
+        video, objects = task.read(sample, "video", dataset), task.read(sample, "objects", dataset)
+        if not isinstance(video, ClipFrames):
+            raise DatasetError(
+                f"{dataset.name}: sample {sample.sample_id}: field 'video' is {type(video).__name__}, expected "
+                "pytest_segrobust.data.clips.ClipFrames"
+            )
+        if not isinstance(objects, ClipObjects):
+            raise DatasetError(
+                f"{dataset.name}: sample {sample.sample_id}: field 'objects' is {type(objects).__name__}, expected "
+                "pytest_segrobust.data.clips.ClipObjects"
+            )
+        frames = video.frames.shape
+        if tuple(objects.masks.shape) != (frames[0], *frames[2:]):
+            raise DatasetError(
+                f"{dataset.name}: sample {sample.sample_id}: field 'objects' has masks {tuple(objects.masks.shape)}, "
+                f"the clip's frames are {(frames[0], *frames[2:])} (T, H, W)"
+            )
+        clips.append((video, objects))
+    ignore = {objects.ignore_index for _, objects in clips}
+    if len(ignore) > 1:
+        raise DatasetError(f"{dataset.name}: clips of one batch mark unscored pixels differently ({sorted(ignore)})")
+    return clips
+
+
+def clip_key(sample: Sample) -> Hashable:
+    """``(T, H, W)`` of a clip sample's frames (``None`` for a sample without them: collate names the fault)."""
+    video = sample.fields.get("video")
+    if not isinstance(video, ClipFrames):
+        return None
+    frames = video.frames.shape
+    return (int(frames[0]), int(frames[2]), int(frames[3]))
+
+
+def upload_clips(clips: Sequence[ClipFrames], device: torch.device) -> Video:
+    """The frames of ``clips`` on ``device``, moved as ``uint8`` and made float in ``[0, 1]`` there."""
+    return Video.of(upload(torch.stack([clip.frames for clip in clips]), device).float().div_(255.0))
+
+
+@register_task
+class VideoObjectTask(Task):
+    name = "vos"
+    default_metrics = ("vos_jf", "vos_j", "vos_f")
+    target_types = (VideoMasks,)
+    reads = ("video", "objects")
+    collates: ClassVar[Mapping[str, type[Field]]] = {"video": Video, "objects": VideoMasks, "index": SampleIndex}
+    model_protocol = VideoObjectModel
+    model_description = (
+        "a VideoObjectModel (predict(clips, reference) -> (B, T, H, W) object ids, device, fingerprint) or an "
+        "OnlineVideoObjectModel (start(frame, reference), step(frame, reference) -> (H, W) ids, device, fingerprint)"
+    )
+
+    suite_keys = CLIP_SUITE_KEYS
+
+    def suite_cells(
+        self, options: Mapping[str, Any], corruptions: tuple[str, ...], resolve: Callable[[str], Any]
+    ) -> SuiteCells:
+        """``static:`` and ``dynamic:`` (:mod:`pytest_segrobust.tasks.clip_cells`)."""
+        return clip_cells(options, corruptions, resolve)
+
+    def accepts_model(self, obj: object) -> bool:
+        """An offline or an online model (a tracker) of this task."""
+        declared = getattr(obj, "task", None)
+        fits = isinstance(obj, (VideoObjectModel, OnlineVideoObjectModel))
+        return fits and declared in (None, self.name)
+
+    def batch_key(self, sample: Sample) -> Hashable:
+        return clip_key(sample)
+
+    def collate(
+        self, samples: Sequence[Sample], positions: Sequence[int], dataset: SegmentationDataset, device: torch.device
+    ) -> dict[str, Field]:
+        clips = clip_fields(self, samples, dataset)
+        fields: dict[str, Field] = {
+            "video": upload_clips([video for video, _ in clips], device),
+            "index": SampleIndex(tuple(positions), tuple(s.sample_id for s in samples)),
+        }
+        return self.declared(fields | self.targets(samples, dataset, device))
+
+    def targets(
+        self, samples: Sequence[Sample], dataset: SegmentationDataset, device: torch.device
+    ) -> dict[str, Field]:
+        objects = [objects for _, objects in clip_fields(self, samples, dataset)]
+        data = upload(torch.stack([o.masks for o in objects]), device)
+        annotated = torch.stack([o.annotated for o in objects]).to(device)
+        batch, count = int(data.shape[0]), int(data.shape[1])
+        frame_ids = torch.arange(count, dtype=torch.int64, device=device).expand(batch, count).contiguous()
+        masks = VideoMasks(
+            data,
+            tuple(o.object_ids for o in objects),
+            annotated,
+            frame_ids,
+            objects[0].ignore_index,
+            tuple(o.unseen for o in objects),
+        )
+        return {"objects": masks}
+
+    def predict(self, model: Any, batch: Batch) -> Any:
+        """The model's ids for every frame: offline in one call, online frame by frame (see the module)."""
+        clips = field_of(batch, Video).data
+        reference = reference_masks(field_of(batch, VideoMasks))
+        if isinstance(model, VideoObjectModel):
+            return model.predict(clips, reference)
+        return drive_online(model, clips, reference)
+
+    def check_predictions(self, predictions: Any, batch: Batch) -> torch.Tensor:
+        """Integer object ids ``(B, T, H, W)`` among the clip's objects and 0.
+
+        Raises:
+            ModelOutputError: for a non-tensor, a wrong shape, float or bool values, or an id
+                the clip did not ask for.
+        """
+        return checked_ids(predictions, field_of(batch, VideoMasks), batch)
+
+
+def drive_online(model: OnlineVideoObjectModel, clips: torch.Tensor, reference: torch.Tensor) -> torch.Tensor:
+    """An online model's ids for every frame of every clip: ``start`` on frame 0 (whose prediction is
+    the reference given there), then ``step`` on each later frame, clip after clip.
+
+    Shape:
+        clips: ``(B, T, 3, H, W)``; reference: ``(B, T, H, W)``; return: ``(B, T, H, W)``, int64.
+
+    Raises:
+        ModelOutputError: when a step returns something else than ``(H, W)`` integer ids.
+    """
+    out = torch.zeros_like(reference)
+    size = tuple(reference.shape[-2:])
+    for clip in range(clips.shape[0]):
+        model.start(clips[clip, 0], reference[clip, 0])
+        out[clip, 0] = reference[clip, 0]
+        for frame in range(1, clips.shape[1]):
+            ids = model.step(clips[clip, frame], reference[clip, frame])
+            if not isinstance(ids, torch.Tensor) or tuple(ids.shape) != size:
+                got = tuple(ids.shape) if isinstance(ids, torch.Tensor) else type(ids).__name__
+                raise ModelOutputError(f"step() returned {got} at frame {frame} of clip {clip}, expected ids {size}")
+            if ids.is_floating_point() or ids.dtype == torch.bool:
+                raise ModelOutputError(
+                    f"step() returned {ids.dtype} at frame {frame} of clip {clip}, expected integer ids"
+                )
+            out[clip, frame] = ids.to(out.device)
+    return out
+
+
+def checked_ids(predictions: Any, masks: VideoMasks, batch: Batch) -> torch.Tensor:
+    """``predictions`` as int64 ids when they are integer ``(B, T, H, W)`` ids of each clip's objects or 0.
+
+    Raises:
+        ModelOutputError: naming the first sample and what is wrong.
+    """
+    expected = tuple(masks.data.shape)
+    if not isinstance(predictions, torch.Tensor):
+        raise ModelOutputError(
+            f"model returned {type(predictions).__name__}, expected a tensor of object ids {expected}"
+        )
+    if tuple(predictions.shape) != expected:
+        raise ModelOutputError(
+            f"model returned ids of shape {tuple(predictions.shape)}, expected {expected} (B, T, H, W) "
+            f"(first sample {first_id(batch)})"
+        )
+    if predictions.is_floating_point() or predictions.is_complex() or predictions.dtype == torch.bool:
+        raise ModelOutputError(
+            f"model returned {predictions.dtype} values, expected integer object ids (0 background); "
+            "scores go through an adapter that takes their highest channel"
+        )
+    predictions = predictions.long()
+    ids = index_of(batch)
+    for clip, objects in enumerate(masks.object_ids):
+        outside = _outside(predictions[clip], objects)
+        if outside is not None and bool(outside.any()):
+            stray = predictions[clip][outside].unique().tolist()
+            raise ModelOutputError(
+                f"model returned object ids {stray} in clip {ids[clip]}, which asks for {list(objects) or 'none'} "
+                "(and 0, background)"
+            )
+    return predictions
+
+
+def _outside(ids: torch.Tensor, objects: tuple[int, ...]) -> torch.Tensor | None:
+    """Where ``ids`` hold neither 0 nor one of ``objects``; ``None`` when nowhere, as one pass for the
+    range tells in the common case (ids ``0 .. max`` all allowed), which is 40x cheaper than ``isin``."""
+    low, high = (int(v) for v in torch.aminmax(ids))
+    if low < 0 or high > max(0, *objects):
+        return ~torch.isin(ids, torch.tensor([0, *objects], dtype=ids.dtype, device=ids.device))
+    allowed = torch.zeros(high + 1, dtype=torch.bool, device=ids.device)
+    allowed[[0, *(o for o in objects if 0 <= o <= high)]] = True
+    return None if bool(allowed.all()) else ~allowed[ids]
+
+
+def index_of(batch: Batch) -> tuple[str, ...]:
+    """The sample ids of the batch's clips (``?`` where the batch has no index)."""
+    found = [f for f in batch.values() if isinstance(f, SampleIndex)]
+    if not found:
+        return tuple("?" for _ in range(next(iter(batch.values())).batch_size()))
+    return found[0].sample_ids
