@@ -6,7 +6,8 @@ from these fields:
 
 * ``video``: :class:`ClipFrames`, the clip's frames as read (``uint8``);
 * ``objects``: :class:`ClipObjects`, an object id per pixel of each annotated frame;
-* ``expression``: :class:`ClipExpression` (R-VOS only), the words and the object they name.
+* ``expression``: :class:`ClipExpression` (R-VOS only), the words and the object they name;
+* ``audio``: :class:`ClipAudio` (audio-visual segmentation), the clip's sound.
 
 The video tasks collate them into the batch fields :class:`~pytest_segrobust.types.Video`
 and :class:`~pytest_segrobust.types.VideoMasks`. Frames stay ``uint8`` until the task
@@ -92,3 +93,33 @@ class ClipExpression:
 
     text: str
     object_id: int
+
+
+@dataclass(frozen=True)
+class ClipAudio:
+    """The sound of one clip (audio-visual segmentation), heard over its frames from first to last.
+
+    The task cuts it into one span per frame (:meth:`Audio.of <pytest_segrobust.types.Audio.of>`).
+
+    Attributes:
+        waveform: ``(C, S)``, float32 in ``[-1, 1]``.
+        sample_rate: Samples per second.
+        layout: The channels, named and comma-separated (``"mono"``, ``"left,right"``).
+    """
+
+    waveform: torch.Tensor
+    sample_rate: int
+    layout: str = "mono"
+
+    def __post_init__(self) -> None:
+        if self.waveform.dim() != 2 or not self.waveform.is_floating_point():
+            raise ValueError(
+                f"a clip's waveform must be float (C, S), got {self.waveform.dtype} {tuple(self.waveform.shape)}"
+            )
+        channels = len(self.layout.split(","))
+        if self.waveform.shape[0] != channels:
+            raise ValueError(
+                f"layout {self.layout!r} names {channels} channels, the waveform has {self.waveform.shape[0]}"
+            )
+        if self.sample_rate <= 0:
+            raise ValueError(f"sample_rate must be positive, got {self.sample_rate}")
