@@ -47,7 +47,8 @@ def family_size(suite: Suite) -> int:
     cell and its gamma_r per corrupted cell, every requirement decided by the bootstrap and every
     aggregate margin (:func:`release_tests`). Bonferroni splits the
     suite's error rate over them."""
-    per_model = len(suite.splits) * (1 + 2 * len(suite.corruptions) * len(suite.severities))
+    corrupted = sum(len(suite.cell_severities(name)) for name in suite.corruptions)
+    per_model = len(suite.splits) * (1 + 2 * corrupted)
     return len(suite.models) * len(suite.metrics) * per_model + release_tests(suite)
 
 
@@ -80,7 +81,9 @@ def release_tests(suite: Suite) -> int:
     requirements = suite.requirements
     for split in suite.splits:
         places = [CellPlace("clean", "clean", 0, split)]
-        places += [CellPlace(c, categories[c], s, split) for c in suite.corruptions for s in suite.severities]
+        places += [
+            CellPlace(c, categories[c], s, split) for c in suite.corruptions for s in suite.cell_severities(c)
+        ]
         if requirements is not None:
             for place in places:
                 for metric in suite.metrics:

@@ -294,6 +294,11 @@ class Suite:
         )
         return self.task_cells.cell(name, resolve)
 
+    def cell_severities(self, name: str) -> tuple[int, ...]:
+        """The severities cell ``name`` runs at: the suite's, or its first alone for a cell that draws
+        its own levels (:attr:`SuiteCells.once <pytest_segrobust.tasks.base.SuiteCells.once>`)."""
+        return self.severities[:1] if name in self.task_cells.once else self.severities
+
     @property
     def metric(self) -> str:
         """The headline metric."""

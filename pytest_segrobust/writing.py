@@ -48,7 +48,9 @@ def suite_cells(suite: Suite) -> list[CellKey]:
         for split in suite.splits:
             cells.append(CellKey(suite.name, model.name, CLEAN, 0, split))
             cells.extend(
-                CellKey(suite.name, model.name, c, s, split) for c in suite.corruptions for s in suite.severities
+                CellKey(suite.name, model.name, c, s, split)
+                for c in suite.corruptions
+                for s in suite.cell_severities(c)
             )
     return cells
 

@@ -11,6 +11,7 @@ from pytest_segrobust.corruptions.dynamic import DynamicMixture
 from pytest_segrobust.errors import SuiteError
 from pytest_segrobust.seeding import FrameDraws
 from pytest_segrobust.suite import load_suite
+from pytest_segrobust.writing import suite_cells
 from tests.plugin_project import run
 from tests.video_fakes import SOURCE
 
@@ -55,6 +56,15 @@ def test_the_video_keys_add_and_shape_the_cells(project_dir: Path) -> None:
     plain = load_suite(write(project_dir, SUITE.replace("static: {redraw: per_frame}\n", "")))
     assert plain.corruption("gaussian_noise").frame_draws is FrameDraws.CLIP
     assert plain.corruption("gaussian_noise").table.describe() != noise.table.describe()  # baselines tell them apart
+
+
+def test_the_dynamic_cell_draws_its_own_levels_and_runs_once(project_dir: Path) -> None:
+    suite = load_suite(write(project_dir, SUITE.replace("severities: [3]", "severities: [1, 3, 5]")))
+    assert suite.cell_severities(CELLS[2]) == (1,)
+    assert suite.cell_severities(CELLS[0]) == suite.cell_severities(CELLS[3]) == (1, 3, 5)
+    keys = [(key.corruption, key.severity) for key in suite_cells(suite)]
+    assert keys.count((CELLS[2], 1)) == 1 and [k for k in keys if k[0] == CELLS[2]] == [(CELLS[2], 1)]
+    assert len(keys) == 1 + 3 * 3 + 1
 
 
 @pytest.mark.parametrize(

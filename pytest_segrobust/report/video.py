@@ -26,6 +26,7 @@ from pytest_segrobust.text.cells import modality
 
 MODES = ("static", "dynamic", "temporal", "text", "both", "mixture")
 DYNAMIC_PREFIX = "dynamic["  # the name of a dynamic mixture (pytest_segrobust.corruptions.dynamic.dynamic_name)
+DRAWN = "drawn"  # the level column of a dynamic cell, which draws a level per frame (or clip)
 TEMPORAL = "temporal"  # the temporal family's category (pytest_segrobust.corruptions.base.Category.TEMPORAL)
 
 
@@ -66,12 +67,13 @@ def video_entry(models: Mapping[str, Sequence[CellRecord]], metric: str) -> dict
         rows = []
         for record in cells:
             values = numbers(record, metric)
+            mode = mode_of(record)
             rows.append(
                 {
                     "perturbation": record.corruption,
-                    "mode": mode_of(record),
+                    "mode": mode,
                     "severity": record.severity,
-                    "level": level_name(record.severity),
+                    "level": DRAWN if mode == "dynamic" else level_name(record.severity),
                     **{key: values.get(key) for key in keys},
                     "drop": _drop(clean_headline, values.get(headline)),
                 }
@@ -85,7 +87,7 @@ def video_entry(models: Mapping[str, Sequence[CellRecord]], metric: str) -> dict
                     {
                         "mode": mode,
                         "severity": severity,
-                        "level": level_name(severity),
+                        "level": DRAWN if mode == "dynamic" else level_name(severity),
                         "perturbations": len(chosen),
                         **mean_row,
                         "drop": _drop(clean_headline, mean_row[headline]),
@@ -137,8 +139,8 @@ def video_tables(entry: Mapping[str, Any]) -> list[Table]:
     header = (*(labels[k] for k in keys), f"drop ({headline_label})")
     note = (
         "Static: one perturbation at one level for the whole clip; dynamic: a perturbation and a level drawn "
-        "per frame (or per clip, as the cell's options say) from the listed ones, so its level column is the "
-        "cell's, not the frames'; temporal: frames repeated, reversed or shuffled (ours; a frame is scored "
+        "per frame (or per clip, as the cell's options say) from the listed ones (one cell; its level is drawn); "
+        "temporal: frames repeated, reversed or shuffled (ours; a frame is scored "
         "against the ground truth of the frame shown); text, both and mixture (referring video): the expression "
         "perturbed, a visual and a text perturbation, R2-Bench's 40/40/20 draw. Levels low, medium, high are severities 1, 3, 5. A way's "
         f"row is the mean of its perturbations' rows; the drop is clean {headline_label} minus the row's, "

@@ -37,9 +37,12 @@ class SuiteCells:
 
     Attributes:
         added: Cells the keys add after the listed corruptions (each runs at the suite's severities).
+        once: Cells that draw their own levels (a dynamic mixture): each runs once, at the suite's
+            first severity, since every severity would measure the same thing again.
     """
 
     added: tuple[str, ...] = ()
+    once: tuple[str, ...] = ()
 
     def cell(self, name: str, resolve: Callable[[str], Any]) -> Any:
         """The corruption of cell ``name``; ``resolve(name, preset=None)`` gives a name's corruption as the suite

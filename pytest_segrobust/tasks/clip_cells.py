@@ -67,6 +67,10 @@ class ClipCells(SuiteCells):
         return (*(() if self.dynamic is None else (self.dynamic_cell,)), *self.temporal)
 
     @property
+    def once(self) -> tuple[str, ...]:  # type: ignore[override]
+        return () if self.dynamic is None else (self.dynamic_cell,)
+
+    @property
     def dynamic_cell(self) -> str:
         assert self.dynamic is not None
         # corruptions.dynamic.dynamic_name of the parts: the name the mixture itself takes
