@@ -26,7 +26,8 @@ from pytest_segrobust.records import CellRecord
 from pytest_segrobust.suite import Suite
 from pytest_segrobust.suite_pictures import suite_pictures
 from pytest_segrobust.text.cells import is_visual, modality
-from pytest_segrobust.worst import CleanViews, describe_worst
+from pytest_segrobust.types import Image
+from pytest_segrobust.worst import CleanViews, describe_worst, picture_of
 
 if TYPE_CHECKING:
     from pytest_segrobust.workbench import Workbench
@@ -124,13 +125,17 @@ class Album:
         reference = suite.shifts.reference if suite.shifts else None
         try:
             with bounds(suite, f"the first image of suite {suite.name}"):
-                sample = bench.dataset(suite, reference)[0]
-            # Text cells leave the image alone: pictures of images show the image corruptions.
-            corruptions = [c for c in (suite.corruption(n, bench.registry) for n in suite.corruptions) if is_visual(c)]
+                dataset = bench.dataset(suite, reference)
+                sample = dataset[0]
+                image = picture_of(sample, suite.task, dataset)  # a clip shows its middle frame
+            # Text cells leave the image alone, and temporal ones act on clips alone: the pictures
+            # show the corruptions of images.
+            chosen = (suite.corruption(n, bench.registry) for n in suite.corruptions)
+            corruptions = [c for c in chosen if is_visual(c) and c.accepts(Image)]
             with bounds(suite, f"the gallery of suite {suite.name}"):
                 return suite_pictures(
                     suite.name,
-                    sample.image,
+                    image,
                     sample.sample_id,
                     corruptions,
                     severities=suite.severities,

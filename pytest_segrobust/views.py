@@ -27,6 +27,8 @@ from pytest_segrobust.types import (
     ReferringMask,
     SampleIndex,
     SemanticMask,
+    Video,
+    VideoMasks,
 )
 
 # A pixel without a class in a view: ignored, void, or covered by no shown instance.
@@ -37,6 +39,32 @@ SHOWN_SCORE = 0.5
 
 class NoClassView(TypeError):
     """A task's predictions or targets have no class view, so its images cannot be drawn."""
+
+
+def still(batch: Batch, predictions: Any = None) -> tuple[Batch, Any]:
+    """A batch of clips as the pictures show it: the middle frame of each clip, and of its predictions.
+
+    ``Video`` becomes an ``Image`` of that frame, ``VideoMasks`` the ``SemanticMask`` of its
+    object ids, and predictions ``(B, T, H, W)`` their frame; a batch without clips comes back
+    as it is. Scores are the clip's: only what is drawn is one frame.
+    """
+    video = next((f for f in batch.values() if isinstance(f, Video)), None)
+    if video is None:
+        return batch, predictions
+    frame = video.frames() // 2
+    shown: dict[str, Any] = {}
+    for name, value in batch.items():
+        if isinstance(value, Video):
+            shown[name] = Image(value.data[:, frame])
+        elif isinstance(value, VideoMasks):
+            shown[name] = SemanticMask(value.data[:, frame], value.ignore_index)
+        else:
+            shown[name] = value
+    if isinstance(predictions, VideoMasks):
+        predictions = predictions.data
+    if isinstance(predictions, torch.Tensor) and predictions.dim() == 4:
+        predictions = predictions[:, frame]
+    return shown, predictions
 
 
 @singledispatch

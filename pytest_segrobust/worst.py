@@ -29,7 +29,7 @@ from pytest_segrobust.pictures import ImageLoss, WorstImages
 from pytest_segrobust.seeding import sample_seed
 from pytest_segrobust.tasks import get_task
 from pytest_segrobust.types import Batch, Expressions, Image, field_of
-from pytest_segrobust.views import NoClassView, class_maps, truth_maps
+from pytest_segrobust.views import NoClassView, class_maps, still, truth_maps
 
 # Images looked at per cell, and rows drawn: enough to find a telling one, cheap to run.
 CONSIDERED = 16
@@ -114,13 +114,15 @@ def _clean(model: Any, dataset: SegmentationDataset, position: int, *, task: str
     sample = dataset[position]
     batch = chosen_task.collate([sample], [position], dataset, device)
     predictions = chosen_task.check_predictions(chosen_task.predict(model, batch), batch)
+    score = _score(predictions, batch, dataset, device, metric)
+    shown, shown_predictions = still(batch, predictions)  # a clip is drawn by its middle frame
     return CleanImage(
         sample=sample,
-        score=_score(predictions, batch, dataset, device, metric),
-        image=to_uint8(field_of(batch, Image).data[0]).cpu(),
-        truth=_first(truth_maps(batch)),
+        score=score,
+        image=to_uint8(field_of(shown, Image).data[0]).cpu(),
+        truth=_first(truth_maps(shown)),
         text=_text(batch),
-        predictions=predictions,
+        predictions=shown_predictions,
     )
 
 
@@ -188,6 +190,7 @@ def worst_images(
             continue
         if len(found) == shown and drop <= found[-1].drop:
             continue
+        frame, frame_predictions = still(corrupted, predictions)  # a clip is drawn by its middle frame
         found.append(
             ImageLoss(
                 sample_id=sample.sample_id,
@@ -195,11 +198,11 @@ def worst_images(
                 corrupted_score=corrupted_score,
                 drop=drop,
                 clean_image=clean.image,
-                corrupted_image=to_uint8(field_of(corrupted, Image).data[0]).cpu(),
+                corrupted_image=to_uint8(field_of(frame, Image).data[0]).cpu(),
                 clean_prediction=clean.prediction(),
-                corrupted_prediction=class_maps(predictions)[0],
+                corrupted_prediction=class_maps(frame_predictions)[0],
                 truth=clean.truth,
-                moved_truth=_first(truth_maps(corrupted)) if corruption.geometric else None,
+                moved_truth=_moved(clean.truth, _first(truth_maps(frame)), corruption),
                 clean_text=clean.text,
                 corrupted_text=_text(corrupted),
             )
@@ -269,6 +272,27 @@ def describe_worst(
             found, note=f"no pictures: no image among the first {count} has a defined {kind.label} clean and corrupted"
         )
     return replace(found, images=tuple(losses))
+
+
+def picture_of(sample: Sample, task: str, dataset: SegmentationDataset) -> torch.Tensor:
+    """The image that stands for ``sample`` in a gallery: its image, or a clip's middle frame.
+
+    Shape:
+        return: ``(3, H, W)``, ``uint8``, on the CPU.
+    """
+    if sample.image is not None:
+        return sample.image
+    batch = get_task(task).collate([sample], [0], dataset, torch.device("cpu"))
+    shown, _ = still(batch)
+    return to_uint8(field_of(shown, Image).data[0])
+
+
+def _moved(truth: torch.Tensor | None, shown: torch.Tensor | None, corruption: Corruption[Any]) -> torch.Tensor | None:
+    """The ground truth as the corruption left it, where it may have moved: always for a geometric or
+    temporal corruption, and for any other (a dynamic mixture of clips) where it did move."""
+    if corruption.geometric or corruption.temporal:
+        return shown
+    return None if shown is None or truth is None or torch.equal(shown, truth) else shown
 
 
 def _first(maps: list[torch.Tensor] | None) -> torch.Tensor | None:

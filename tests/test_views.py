@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from pytest_segrobust.types import (
+    Image,
     InstanceMasks,
     InstancePredictions,
     InstanceTarget,
@@ -13,8 +14,10 @@ from pytest_segrobust.types import (
     PanopticPredictions,
     PanopticTarget,
     SemanticMask,
+    Video,
+    VideoMasks,
 )
-from pytest_segrobust.views import NOTHING, NoClassView, class_map, class_maps, truth_maps
+from pytest_segrobust.views import NOTHING, NoClassView, class_map, class_maps, still, truth_maps
 
 
 def test_class_views_of_every_built_in_target_and_prediction() -> None:
@@ -50,3 +53,15 @@ def test_the_report_reexports_the_views_it_draws_with() -> None:
     from pytest_segrobust.report import overlays
 
     assert overlays.class_maps is class_maps and overlays.class_map is class_map and overlays.NOTHING == NOTHING
+
+
+def test_a_clip_is_drawn_by_its_middle_frame_and_an_image_batch_as_it_is() -> None:
+    frames = torch.arange(2 * 5 * 3 * 4 * 4, dtype=torch.float32).reshape(2, 5, 3, 4, 4)
+    masks = torch.arange(2 * 5 * 4 * 4).reshape(2, 5, 4, 4) % 3
+    batch = {"video": Video.of(frames), "video_masks": VideoMasks.of(masks)}
+    shown, predictions = still(batch, masks + 1)
+    assert isinstance(shown["video"], Image) and torch.equal(shown["video"].data, frames[:, 2])
+    assert isinstance(shown["video_masks"], SemanticMask) and torch.equal(shown["video_masks"].data, masks[:, 2])
+    assert torch.equal(predictions, masks[:, 2] + 1)
+    images = {"image": Image(frames[:, 0])}
+    assert still(images, "as it was") == (images, "as it was")

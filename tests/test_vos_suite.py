@@ -104,7 +104,12 @@ def test_a_vos_suite_records_its_baselines_then_passes_alike_on_two_workers(pyte
     pytester.makeini("[pytest]\npythonpath = .\n")
     cells = 1 + len(CELLS)
     run(pytester, "--segrobust", "--segrobust-update-baselines").assert_outcomes(passed=cells)
-    run(pytester, "--segrobust").assert_outcomes(passed=cells)
+    result = run(pytester, "--segrobust")
+    result.assert_outcomes(passed=cells)
+    assert "warning" not in result.stdout.str()
+    # A clip is drawn by its middle frame: the gallery and the worst clips are pictures too.
+    figures = json.loads((pytester.path / "segrobust-report.json").read_text())["suites"]["vos-tiny"]["figures"]
+    assert {"gallery", "worst-tracker"} <= set(figures)
     alone = cells_of(pytester.path)
     assert [c[:2] for c in alone] == [("clean", 0)] + [(name, 3) for name in CELLS]
     assert alone[0][2] < 100.0 and all(c[2] < alone[0][2] for c in alone if c[0] == "gaussian_noise")
