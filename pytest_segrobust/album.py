@@ -104,7 +104,7 @@ class Album:
                     pictures.worst[candidate.nodeid] = describe_worst(
                         bench.model(suite, key.model),
                         bench.dataset(suite, key.split),
-                        suite.corruption(key.corruption, bench.registry),
+                        bench.plan(suite).corruption(key.corruption),
                         key.severity,
                         task=suite.task,
                         metric=suite.metric,
@@ -130,7 +130,7 @@ class Album:
                 image = picture_of(sample, suite.task, dataset)  # a clip shows its middle frame
             # Text cells leave the image alone, and temporal ones act on clips alone: the pictures
             # show the corruptions of images.
-            chosen = (suite.corruption(n, bench.registry) for n in suite.corruptions)
+            chosen = bench.plan(suite).cells.values()
             corruptions = [c for c in chosen if is_visual(c) and c.accepts(Image)]
             with bounds(suite, f"the gallery of suite {suite.name}"):
                 return suite_pictures(

@@ -24,7 +24,6 @@ from pytest_segrobust.evaluation import CellResult
 from pytest_segrobust.evidence import Evidence, pack_statistics
 from pytest_segrobust.files import WriteError
 from pytest_segrobust.gate import allowances, judge
-from pytest_segrobust.metrics import METRICS
 from pytest_segrobust.outcomes import ModelChange, PendingWrite
 from pytest_segrobust.records import CellRecord
 from pytest_segrobust.release import CellEvidence, ModelOutcome, cell_checks, judge_model
@@ -142,7 +141,7 @@ class Gatekeeper:
             update=self.options.update_baselines,
             baseline_problem=problem,
             baseline_file=self.shown(baseline.path),
-            metric_label=METRICS.get(suite.metric).label,
+            metric_label=self.runner.bench.plan(suite).headline.label,
             clean_score=record.clean_score,
             lower_is_better=lower_is_better,
             model_change=None if change is None else change.describe(),

@@ -32,6 +32,7 @@ from pytest_segrobust.models.arrays import ArrayModel
 from pytest_segrobust.models.base import model_device
 from pytest_segrobust.models.build import build_model
 from pytest_segrobust.pieces import Piece, Split, evaluate_piece, merge_pieces
+from pytest_segrobust.plan import Plan
 from pytest_segrobust.suite import Suite, load_object
 from pytest_segrobust.tasks import get_task
 from pytest_segrobust.text.cells import resolve_cell
@@ -75,6 +76,14 @@ class Workbench:
         self._dataset_fingerprints: dict[tuple[str, str | None], str] = {}
         self._conditions: dict[str, Conditions] = {}
         self._clean: dict[tuple[str, ...], EvalResult] = {}
+        self._plans: dict[str, Plan] = {}
+
+    def plan(self, suite: Suite) -> Plan:
+        """The suite resolved against the run's registry, once per suite object."""
+        plan = self._plans.get(str(suite.path))
+        if plan is None or plan.suite is not suite:
+            plan = self._plans[str(suite.path)] = Plan.of(suite, self.registry)
+        return plan
 
     # -- a suite's parts ------------------------------------------------------------------
 
@@ -130,7 +139,7 @@ class Workbench:
                 limit=suite.limit,
                 dataset=dataset,
                 severity_tables={
-                    name: tuple(suite.corruption(name, self.registry).table.describe()) for name in suite.corruptions
+                    name: tuple(corruption.table.describe()) for name, corruption in self.plan(suite).cells.items()
                 },
             )
         return self._conditions[key]
@@ -152,7 +161,7 @@ class Workbench:
         clean = self.clean(suite, key.model, key.split)
         if key.severity == 0:
             return CellResult(corrupted=clean, clean=clean), dataset, CLEAN
-        corruption = suite.corruption(key.corruption, self.registry)
+        corruption = self.plan(suite).corruption(key.corruption)
         if split is None:
             corrupted = self._evaluate(suite, model, dataset, corruption, key)
         else:
@@ -175,7 +184,7 @@ class Workbench:
             return evaluate_piece(
                 model,
                 dataset,
-                suite.corruption(key.corruption, self.registry),
+                self.plan(suite).corruption(key.corruption),
                 key.severity,
                 index,
                 count,
@@ -231,17 +240,9 @@ class Workbench:
         )
 
     def settings(self, suite: Suite) -> EvalSettings:
-        """How the suite's evaluations run in this process: the suite's settings, with the run's
+        """How the suite's evaluations run in this process: the plan's settings, with the run's
         batch size (``--segrobust-batch-size``) and loader workers."""
-        return EvalSettings.of(
-            suite.task,
-            suite.metrics,
-            seed=suite.seed,
-            batch_size=self.options.batch_size or suite.batch_size,
-            limit=suite.limit,
-            statistics=suite.gate is not None,
-            loader_workers=self.options.loader_workers,
-        )
+        return self.plan(suite).settings(batch_size=self.options.batch_size, loader_workers=self.options.loader_workers)
 
     def _evaluate(
         self, suite: Suite, model: Any, dataset: SegmentationDataset, corruption: Corruption | None, key: CellKey
