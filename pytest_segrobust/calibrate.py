@@ -188,11 +188,17 @@ def calibration_verdict(suite: Suite, noises: Sequence[CellNoise]) -> tuple[bool
 
 
 def cells_at(suite: Suite, severities: Sequence[int] | None) -> list[CellKey]:
-    """Each model's clean cell and every corruption at ``severities`` (default: the suite's middle one)."""
+    """Each model's clean cell and every corruption at ``severities`` (default: the suite's middle one);
+    a cell that draws its own levels (a dynamic mixture) at the one severity it runs at."""
     chosen = list(severities) if severities else [suite.severities[len(suite.severities) // 2]]
+    corrupted = [
+        (c, s)
+        for c in suite.corruptions
+        for s in (chosen if suite.cell_severities(c) == suite.severities else suite.cell_severities(c))
+    ]
     return [
         CellKey(suite.name, model.name, corruption, severity, split)
         for model in suite.models
         for split in suite.splits
-        for corruption, severity in [(CLEAN, 0), *((c, s) for c in suite.corruptions for s in chosen)]
+        for corruption, severity in [(CLEAN, 0), *corrupted]
     ]
