@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from tests.fakes import write_coco_bands
-from tests.plugin_project import CELLS, SINGLE_PROCESS, SUITE, baseline, cached_run, run, write_suite
+from tests.plugin_project import CELLS, SINGLE_PROCESS, SUITE, baseline, cached_run, recorded, run, write_suite
 
 
 def test_missing_baseline_is_created_and_fails(project: pytest.Pytester, dist: list[str]) -> None:
@@ -67,7 +67,7 @@ def test_quiet_shortens_the_summary_to_the_verdict_and_the_documents(project: py
 
 @SINGLE_PROCESS
 def test_regressed_model_fails_with_full_message(project: pytest.Pytester, dist: list[str]) -> None:
-    run(project, "--segrobust-update-baselines").assert_outcomes(passed=CELLS)
+    recorded(project)
     before = baseline(project)
     write_suite(project, smoothing=1)  # no smoothing: far less robust to noise
     result = run(project, "--segrobust", *dist)
@@ -89,7 +89,7 @@ def test_regressed_model_fails_with_full_message(project: pytest.Pytester, dist:
 
 @SINGLE_PROCESS  # an update under xdist: test_passing_suite_writes_report and the lifecycle's full update
 def test_update_flag_accepts_new_numbers(project: pytest.Pytester, dist: list[str]) -> None:
-    run(project, "--segrobust-update-baselines").assert_outcomes(passed=CELLS)
+    recorded(project)
     write_suite(project, smoothing=1)
     run(project, "--segrobust-update-baselines", *dist).assert_outcomes(passed=CELLS)
     run(project, "--segrobust", *dist).assert_outcomes(passed=CELLS)
@@ -99,7 +99,7 @@ def test_update_flag_accepts_new_numbers(project: pytest.Pytester, dist: list[st
 # test_xdist_scheduling's -k run, whose baselines the next run compares with.
 @SINGLE_PROCESS
 def test_k_selection_runs_only_matching_cells_and_keeps_other_baselines(project: pytest.Pytester, dist: list[str]) -> None:
-    run(project, "--segrobust-update-baselines").assert_outcomes(passed=CELLS)
+    recorded(project)
     before = baseline(project)["models"]["binner"]
     result = run(project, "--segrobust", "--segrobust-update-baselines", "-k", "rotate", *dist)
     result.assert_outcomes(passed=2, deselected=3)
@@ -182,7 +182,7 @@ def test_broken_baseline_is_reported_not_overwritten(project: pytest.Pytester) -
 
 
 def test_distributed_run_matches_single_process(project: pytest.Pytester) -> None:
-    run(project, "--segrobust-update-baselines").assert_outcomes(passed=CELLS)
+    run(project, "--segrobust-update-baselines").assert_outcomes(passed=CELLS)  # both runs then follow a full report
     reports = []
     for args in (["-n", "0"], ["-n", "2"]):
         run(project, "--segrobust", *args).assert_outcomes(passed=CELLS)
@@ -251,7 +251,7 @@ def test_unavailable_device_is_a_usage_error(project: pytest.Pytester) -> None:
 
 
 def test_clean_results_are_cached_across_runs_and_workers(project: pytest.Pytester, dist: list[str]) -> None:
-    run(project, "--segrobust-update-baselines").assert_outcomes(passed=CELLS)
+    recorded(project)
     first = cached_run(project, *dist)
     first.assert_outcomes(passed=CELLS)
     first.stdout.fnmatch_lines(["*segrobust: device cpu; clean results cached in *segrobust-clean*", "clean results: 1 computed, * from cache*"])
@@ -259,7 +259,7 @@ def test_clean_results_are_cached_across_runs_and_workers(project: pytest.Pytest
     second.assert_outcomes(passed=CELLS)
     second.stdout.fnmatch_lines(["clean results: 0 computed, * from cache*"])
     assert "clean results: 0 computed, 0 from cache" not in second.stdout.str()
-    fresh = cached_run(project, "--segrobust-no-cache", *dist)
+    fresh = cached_run(project, "--segrobust-no-cache")  # the controller's header line, with or without workers
     fresh.stdout.fnmatch_lines(["*clean results not cached*"])
 
 
