@@ -14,7 +14,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from pytest_segrobust import __version__
-from tests.plugin_project import CELLS, DISTRIBUTIONS, SINGLE_PROCESS, baseline, run, write_suite
+from tests.plugin_project import CELLS, DISTRIBUTIONS, SINGLE_PROCESS, baseline, recorded, run, write_suite
 
 # Single process and the xdist controller: the two places baselines are written from.
 WRITERS = pytest.mark.parametrize("dist", [DISTRIBUTIONS["no-xdist"], DISTRIBUTIONS["n2"]], ids=["no-xdist", "n2"])
@@ -75,7 +75,7 @@ def test_stored_numbers_are_rounded_and_the_file_records_what_made_them(project:
 
 @WRITERS
 def test_unused_entries_are_reported_and_pruned(project: pytest.Pytester, dist: list[str]) -> None:
-    run(project, "--segrobust-update-baselines").assert_outcomes(passed=CELLS)
+    recorded(project)
     clean_file = add_stale_entries(project)
     stale_text = (project.path / "baselines" / "bands.json").read_text()
     result = run(project, "--segrobust", *dist)
@@ -99,7 +99,7 @@ def test_unused_entries_are_reported_and_pruned(project: pytest.Pytester, dist: 
 
 @WRITERS
 def test_a_full_update_leaves_no_stale_entries_a_partial_one_keeps_them(project: pytest.Pytester, dist: list[str]) -> None:
-    run(project, "--segrobust-update-baselines").assert_outcomes(passed=CELLS)
+    recorded(project)
     clean_file = add_stale_entries(project)
     partial = run(project, "--segrobust-update-baselines", "-k", "rotate", *dist)
     partial.stdout.fnmatch_lines(
@@ -116,7 +116,7 @@ def test_a_full_update_leaves_no_stale_entries_a_partial_one_keeps_them(project:
 
 @SINGLE_PROCESS  # the refusal is the controller's, at the end of the run: xdist changes nothing of it
 def test_a_partial_update_under_changed_conditions_refuses_and_keeps_every_cell(project: pytest.Pytester, dist: list[str]) -> None:
-    run(project, "--segrobust-update-baselines").assert_outcomes(passed=CELLS)
+    recorded(project)
     stored = (project.path / "baselines" / "bands.json").read_text()
     suite = project.path / "suites" / "bands.yaml"
     suite.write_text(suite.read_text() + "seed: 7\n")
@@ -142,7 +142,7 @@ def test_a_partial_update_under_changed_conditions_refuses_and_keeps_every_cell(
 
 @SINGLE_PROCESS
 def test_a_changed_model_is_shown_and_gated_all_the_same(project: pytest.Pytester, dist: list[str]) -> None:
-    run(project, "--segrobust-update-baselines").assert_outcomes(passed=CELLS)
+    recorded(project)
     document = baseline(project)
     current = document["made_with"]["models"]["binner"]
     document["made_with"]["models"]["binner"] = "1" * 32  # as if made with other weights
@@ -160,7 +160,7 @@ def test_a_changed_model_is_shown_and_gated_all_the_same(project: pytest.Pyteste
 
 @WRITERS
 def test_junit_xml_has_each_cells_numbers(project: pytest.Pytester, dist: list[str]) -> None:
-    run(project, "--segrobust-update-baselines").assert_outcomes(passed=CELLS)
+    recorded(project)
     run(project, "--segrobust", "--junitxml=results.xml", *dist).assert_outcomes(passed=CELLS)
     cases = {
         case.get("name"): {p.get("name"): p.get("value") for p in case.iter("property")}
@@ -181,7 +181,8 @@ def test_junit_xml_has_each_cells_numbers(project: pytest.Pytester, dist: list[s
     assert {case.get("classname") for case in ET.parse(project.path / "results.xml").getroot().iter("testcase")} == {
         "suites.bands.binner"
     }
-    run(project, "--segrobust", "--junitxml=prefixed.xml", "--junitprefix=ci", *dist).assert_outcomes(passed=CELLS)
+    # The prefix is pytest's own naming, the same on either writer: one process.
+    run(project, "--segrobust", "--junitxml=prefixed.xml", "--junitprefix=ci").assert_outcomes(passed=CELLS)
     cases = list(ET.parse(project.path / "prefixed.xml").getroot().iter("testcase"))
     assert {case.get("classname") for case in cases} == {"ci.suites.bands.binner"}
     assert sorted(case.get("name") for case in cases)[:2] == ["clean", "gaussian_noise[1]"]

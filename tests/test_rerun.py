@@ -50,10 +50,13 @@ def read_report(project: pytest.Pytester, name: str = "segrobust-report") -> dic
     return json.loads((project.path / f"{name}.json").read_text())
 
 
-def fail_the_rotate_cells(project: pytest.Pytester, *dist: str) -> None:
-    """Baselines for every cell but rotate's, then a run where the two rotate cells fail (and get theirs)."""
+def fail_the_rotate_cells(project: pytest.Pytester) -> None:
+    """Baselines for every cell but rotate's, then a run where the two rotate cells fail (and get theirs).
+
+    In one process: what xdist's controller records of failed cells for --lf is
+    test_xdist_scheduling's test_k_lf_and_x_select_and_stop_as_under_load."""
     run(project, "--segrobust-update-baselines", "-k", "not rotate").assert_outcomes(passed=CELLS - 2, deselected=2)
-    cached(project, *dist).assert_outcomes(passed=CELLS - 2, failed=2)
+    cached(project).assert_outcomes(passed=CELLS - 2, failed=2)
     assert last_failed(project) == set(ROTATE)
 
 
@@ -105,7 +108,7 @@ def test_k_and_deselect_match_cells_as_tests(project: pytest.Pytester) -> None:
 
 
 def test_lf_reruns_only_the_failed_cells_and_then_clears(project: pytest.Pytester, xdist: list[str]) -> None:
-    fail_the_rotate_cells(project, *xdist)
+    fail_the_rotate_cells(project)
     full = (project.path / "segrobust-report.md").read_text()
     rerun = cached(project, "--lf", *xdist)
     rerun.assert_outcomes(passed=2, deselected=0 if xdist else CELLS - 2)  # xdist deselects in the workers

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.fakes import WOKE
-from tests.plugin_project import CELLS, SUITE, baseline, cached_run, run, write_suite
+from tests.plugin_project import CELLS, SUITE, baseline, cached_run, recorded, run, write_suite
 
 ONE_CELL_SUITE = (
     "dataset: {{factory: segrobust_fakes:band_scenes{dataset_kwargs}}}\n"
@@ -40,7 +40,7 @@ def report(pytester: pytest.Pytester) -> dict:
 
 
 def test_a_nan_in_the_baseline_fails_instead_of_passing_everything(project: pytest.Pytester) -> None:
-    run(project, "--segrobust-update-baselines").assert_outcomes(passed=CELLS)
+    recorded(project)
     path = project.path / "baselines" / "bands.json"
     document = json.loads(path.read_text())
     document["models"]["binner"]["gaussian_noise"]["5"]["gamma_r"] = math.nan
@@ -52,7 +52,7 @@ def test_a_nan_in_the_baseline_fails_instead_of_passing_everything(project: pyte
 
 
 def test_a_stored_cell_without_a_gated_number_fails_naming_it_until_an_update_repairs_it(project: pytest.Pytester) -> None:
-    run(project, "--segrobust-update-baselines").assert_outcomes(passed=CELLS)
+    recorded(project)
     path = project.path / "baselines" / "bands.json"
     document = json.loads(path.read_text())
     del document["models"]["binner"]["gaussian_noise"]["5"]["gamma_r"]  # removed by hand
@@ -138,7 +138,7 @@ def test_edited_model_code_is_never_served_from_the_cache(project: pytest.Pytest
 
 
 def test_a_baseline_from_another_seed_fails_naming_the_field_until_re_recorded(project: pytest.Pytester) -> None:
-    run(project, "--segrobust-update-baselines").assert_outcomes(passed=CELLS)
+    recorded(project)
     (project.path / "suites" / "bands.yaml").write_text(SUITE.format(smoothing=5) + "seed: 7\n")
     result = run(project, "--segrobust")
     result.assert_outcomes(failed=CELLS)
@@ -151,7 +151,7 @@ def test_a_baseline_from_another_seed_fails_naming_the_field_until_re_recorded(p
 
 
 def test_a_wrongly_shaped_baseline_is_reported_and_repaired_by_an_update(project: pytest.Pytester) -> None:
-    run(project, "--segrobust-update-baselines").assert_outcomes(passed=CELLS)
+    recorded(project)
     path = project.path / "baselines" / "bands.json"
     document = json.loads(path.read_text())
     document["models"]["binner"]["clean"]["score"] = "52.9"

@@ -233,9 +233,16 @@ def test_a_crashed_worker_loses_only_the_cell_it_crashed_in_and_the_run_ends(pro
     )
     result.assert_outcomes(passed=13, failed=1)  # a crashed cell sent again would crash again: failed=2
     crashed = "suites/bands.yaml::fragile::blackout[5]"
-    result.stdout.fnmatch_lines([f"*worker 'gw*' crashed while running '{crashed.replace('[', '[[]')}'*"])
+    pattern = crashed.replace("[", "[[]")
+    result.stdout.fnmatch_lines(
+        [f"*worker 'gw*' crashed while running '{pattern}'*", f"1 cell failed with an error (no result)*{pattern}*"]
+    )
     assert len([line for line in result.outlines if line.startswith("replacing crashed worker")]) == 1
-    report = json.loads((project.path / "segrobust-report.json").read_text())
-    assert list(report["errors"]) == [crashed] and report["missing"] == []
+    report = json.loads((project.path / "segrobust-report.json").read_text())  # every other cell ran: the full report
+    assert list(report["errors"]) == [crashed] and f"crashed while running '{crashed}'" in report["errors"][crashed]
+    assert report["missing"] == [] and not report["run"]["partial"]
     ran = report["suites"]["bands"]["models"]
+    # Every other cell made it, including those the worker that died ran before, and was recorded.
     assert len(ran["fragile"]["cells"]) == 6 and len(ran["steady"]["cells"]) == 7
+    stored = json.loads((project.path / "baselines" / "bands.json").read_text())["models"]
+    assert set(stored["fragile"]["blackout"]) == {"1", "2"} and set(stored["fragile"]["rotate"]) == {"1", "2", "5"}

@@ -99,9 +99,9 @@ def test_shifted_splits_keep_the_task_well_posed(split: str) -> None:
         assert torch.equal(painted, sample.target.mask)
 
 
-def clean_miou(split: str) -> float:
+def clean_miou(split: str, scenes: int) -> float:
     model = as_segmentation_model(tiny_unet())
-    dataset = DemoScenes(split)
+    dataset = DemoScenes(split, size=scenes)
     matrix = ConfusionMatrix(len(dataset.class_names), dataset.ignore_index, device=model.device)
     for start in range(0, len(dataset), 16):
         samples = [dataset[i] for i in range(start, min(start + 16, len(dataset)))]
@@ -111,8 +111,9 @@ def clean_miou(split: str) -> float:
 
 
 def test_the_demo_model_loses_a_little_on_easy_and_much_on_hard() -> None:
-    # Measured: val 92.5, ood-easy 82.2, ood-hard 51.6 (benchmarks/natural_shift.py).
-    scores = {split: clean_miou(split) for split in ["val", *SHIFTED_SPLITS]}
+    # Measured: val 92.5, ood-easy 82.2, ood-hard 51.6 (benchmarks/natural_shift.py); on the
+    # first 32 scenes of each split, which this test scores (the model's time is the test's), 92.3, 83.1, 52.7.
+    scores = {split: clean_miou(split, scenes=32) for split in ["val", *SHIFTED_SPLITS]}
     assert scores["val"] - 20 < scores["ood-easy"] < scores["val"] - 4, scores
     assert scores["ood-hard"] < scores["ood-easy"] - 15, scores
     assert scores["ood-hard"] > 30, scores  # still a task the model half solves, not noise
