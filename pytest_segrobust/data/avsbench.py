@@ -135,7 +135,7 @@ class AVSBench(ClipFolderDataset):
     def _read(self, index: int) -> Sample:
         clip = self._sample_ids[index]
         files = self._files[clip]
-        frames = torch.stack([torch.from_numpy(np.ascontiguousarray(read_rgb(p))).permute(2, 0, 1) for p in files.frames])
+        frames = torch.stack([torch.from_numpy(read_rgb(p).copy()).permute(2, 0, 1) for p in files.frames])
         height, width = int(frames.shape[2]), int(frames.shape[3])
         masks = torch.full((FRAMES, height, width), self.ignore_index, dtype=torch.int64)
         for frame, path in enumerate(files.masks):
