@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
@@ -33,7 +32,7 @@ def av_clip(index: int) -> Sample:
     labels = torch.zeros(FRAMES, SIZE, SIZE, dtype=torch.int64)
     for t in range(FRAMES):
         labels[t, 3 + t : 11 + t, 2 + (index % 3) : 10 + (index % 3)] = 1
-        labels[t, 14 : 21, 12 + t : 19 + t] = 2
+        labels[t, 14:21, 12 + t : 19 + t] = 2
     for colour_id, colour in COLOURS.items():
         pixels.permute(0, 2, 3, 1)[labels == colour_id] = torch.tensor(colour, dtype=torch.uint8)
     sounding = 1 if index % 2 == 0 else 2

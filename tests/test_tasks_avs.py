@@ -64,11 +64,22 @@ def reference_f(logits: torch.Tensor, truth: torch.Tensor) -> float:
 
 def scored(logits: torch.Tensor | None, truth: torch.Tensor, masks: torch.Tensor | None = None) -> dict[str, float]:
     batch, frames = truth.shape[:2]
-    target = VideoMasks(truth, tuple((1,) for _ in range(batch)), torch.ones(batch, frames, dtype=torch.bool),
-                        torch.arange(frames).expand(batch, frames))
+    target = VideoMasks(
+        truth,
+        tuple((1,) for _ in range(batch)),
+        torch.ones(batch, frames, dtype=torch.bool),
+        torch.arange(frames).expand(batch, frames),
+    )
     predicted = (logits > 0) if masks is None else masks
-    predictions = SoundingMasks(predicted.long(), target.object_ids, target.annotated, target.frame_ids, 255,
-                                target.unseen, None if logits is None else torch.sigmoid(logits))
+    predictions = SoundingMasks(
+        predicted.long(),
+        target.object_ids,
+        target.annotated,
+        target.frame_ids,
+        255,
+        target.unseen,
+        None if logits is None else torch.sigmoid(logits),
+    )
     out = {}
     for kind in (AudioVisualIoU, AudioVisualF):
         metric = kind(MetricContext(("background", "sounding"), 255))
@@ -116,8 +127,10 @@ def test_bool_masks_score_f_at_their_one_threshold() -> None:
 def test_f_over_the_dataset_does_not_depend_on_the_batch_size() -> None:
     dataset = listed_audio_clips(6)
     model = adapt_model(colour_guess, TASK)
-    scores = {size: evaluate(model, dataset, task=TASK, metrics=METRICS, batch_size=size).metrics["avs_f"].score
-              for size in (1, 4, 6)}
+    scores = {
+        size: evaluate(model, dataset, task=TASK, metrics=METRICS, batch_size=size).metrics["avs_f"].score
+        for size in (1, 4, 6)
+    }
     assert len(set(scores.values())) == 1, scores
 
 
@@ -166,9 +179,7 @@ def test_the_mixture_draws_40_40_20_per_clip_the_same_at_every_call() -> None:
 
 def test_a_mixture_clip_is_perturbed_alike_in_any_batch() -> None:
     dataset = listed_audio_clips(6)
-    cell = AudioVisualMixture(
-        [REGISTRY.get("gaussian_noise")], [REGISTRY.get("gain", "avs-acoustic")], seed=5
-    )
+    cell = AudioVisualMixture([REGISTRY.get("gaussian_noise")], [REGISTRY.get("gain", "avs-acoustic")], seed=5)
     from pytest_segrobust.seeding import sample_seed
 
     samples = [dataset[i] for i in range(6)]
@@ -282,7 +293,13 @@ mixture: {protocol: r2bench, audio: [low_pass]}
 severities: [5]
 batch_size: 2
 """
-CELLS = ("gaussian_noise", "dynamic[gaussian_noise,rotate;types=per_frame;levels=1,3]", "low_pass", "background_noise", MIXTURE_CELL)
+CELLS = (
+    "gaussian_noise",
+    "dynamic[gaussian_noise,rotate;types=per_frame;levels=1,3]",
+    "low_pass",
+    "background_noise",
+    MIXTURE_CELL,
+)
 
 
 def write(root: Path, text: str = SUITE) -> Path:

@@ -75,7 +75,11 @@ class AVSBench(ClipFolderDataset):
     class_names = AVS_CLASS_NAMES
 
     def __init__(
-        self, root: str | Path, subset: str = "s4", split: str = "test", clips: Sequence[str] | None = None,
+        self,
+        root: str | Path,
+        subset: str = "s4",
+        split: str = "test",
+        clips: Sequence[str] | None = None,
         name: str | None = None,
     ) -> None:
         if subset not in SUBSETS:
@@ -113,8 +117,7 @@ class AVSBench(ClipFolderDataset):
             if not path.is_file():
                 raise DatasetError(f"{path}: frame of clip {clip} is missing ({self._meta} lists the clip)")
         masks = tuple(
-            path if path.is_file() else None
-            for path in (masks_dir / f"{clip}_{k}.png" for k in range(1, FRAMES + 1))
+            path if path.is_file() else None for path in (masks_dir / f"{clip}_{k}.png" for k in range(1, FRAMES + 1))
         )
         if masks[0] is None:
             raise DatasetError(f"{masks_dir / f'{clip}_1.png'}: the first frame's mask of clip {clip} is missing")
@@ -157,7 +160,10 @@ class AVSBench(ClipFolderDataset):
 
 
 def avsbench(
-    root: str | Path, subset: str = "s4", split: str = "test", clips: Sequence[str] | None = None,
+    root: str | Path,
+    subset: str = "s4",
+    split: str = "test",
+    clips: Sequence[str] | None = None,
     name: str | None = None,
 ) -> AVSBench:
     """An :class:`AVSBench` split (the suite factory)."""

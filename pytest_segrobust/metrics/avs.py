@@ -122,9 +122,7 @@ def frame_f_scores(
     precision = torch.where(shown > 0, hits / shown.clamp_min(1.0), 0.0)
     recall = hits / true.clamp_min(1.0)[:, None]
     denominator = F_BETA_SQUARED * precision + recall
-    return torch.where(
-        denominator > 0, (1 + F_BETA_SQUARED) * precision * recall / denominator.clamp_min(1e-300), 0.0
-    )
+    return torch.where(denominator > 0, (1 + F_BETA_SQUARED) * precision * recall / denominator.clamp_min(1e-300), 0.0)
 
 
 def sounding_of(predictions: Any, target: VideoMasks, name: str) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -182,11 +180,15 @@ class AudioVisualMetric(Metric):
         """``(N, columns)``: per clip, its sums over scored frames (see the module)."""
         if not self.clips:
             return np.zeros((0, self.columns), dtype=np.float64)
-        return torch.cat([torch.as_tensor(c, dtype=torch.float64).reshape(-1, self.columns) for c in self.clips]).numpy()
+        return torch.cat(
+            [torch.as_tensor(c, dtype=torch.float64).reshape(-1, self.columns) for c in self.clips]
+        ).numpy()
 
     def compute(self) -> MetricResult:
         summed = self.image_statistics().sum(axis=0)
-        return MetricResult(float(self.score_of(summed)), tuple(None for _ in self.context.class_names), self.details(summed))
+        return MetricResult(
+            float(self.score_of(summed)), tuple(None for _ in self.context.class_names), self.details(summed)
+        )
 
     def details(self, summed: np.ndarray) -> dict[str, float]:
         return {"frames": float(summed[..., -1])}

@@ -81,9 +81,7 @@ class ArrayAudioVisualModel:
         self.device = torch.device("cpu" if device is None else device)
 
     def predict(self, clips: torch.Tensor, audio: Audio) -> torch.Tensor:
-        output = self.obj(
-            _array(clips), _array(audio.data.float()), _array(audio.frame_bounds), int(audio.sample_rate)
-        )
+        output = self.obj(_array(clips), _array(audio.data.float()), _array(audio.frame_bounds), int(audio.sample_rate))
         tensor = torch.as_tensor(output) if isinstance(output, np.ndarray) else output
         if not isinstance(tensor, torch.Tensor):
             raise ModelOutputError(f"function returned {type(output).__name__}, expected an array (B, T, H, W)")
@@ -101,6 +99,6 @@ def _array(values: torch.Tensor) -> np.ndarray:
 register_adapter("avs", _is_function, "function of numpy clips, waveform, frame bounds and sample rate")(
     ArrayAudioVisualModel
 )
-register_adapter("avs", _is_module, "torch.nn.Module(clips, waveform, frame_bounds, sample_rate) returning masks or logits")(
-    TorchModuleAudioVisualSegmenter
-)
+register_adapter(
+    "avs", _is_module, "torch.nn.Module(clips, waveform, frame_bounds, sample_rate) returning masks or logits"
+)(TorchModuleAudioVisualSegmenter)

@@ -53,8 +53,8 @@ from pytest_segrobust.data.base import Sample, SegmentationDataset
 from pytest_segrobust.data.clips import ClipAudio
 from pytest_segrobust.errors import DatasetError, ModelOutputError, SegRobustError
 from pytest_segrobust.metrics.avs import SOUNDING, SoundingMasks
-from pytest_segrobust.models.base import REFERRING_LOGIT_THRESHOLD
 from pytest_segrobust.models.audio_visual import AudioVisualModel
+from pytest_segrobust.models.base import REFERRING_LOGIT_THRESHOLD
 from pytest_segrobust.seeding import sample_seed
 from pytest_segrobust.tasks import register_task
 from pytest_segrobust.tasks.base import SuiteCells, SuiteKeyError, Task, first_id, upload
@@ -199,7 +199,8 @@ def audio_visual_cells(
     spec = {"protocol": raw} if isinstance(raw, str) else raw
     if not isinstance(spec, dict) or spec.get("protocol") != "r2bench":
         raise SuiteKeyError(
-            "mixture", f"expected 'r2bench' or a mapping {{protocol: r2bench, visual: [...], audio: [...]}}, got {raw!r}"
+            "mixture",
+            f"expected 'r2bench' or a mapping {{protocol: r2bench, visual: [...], audio: [...]}}, got {raw!r}",
         )
     for key in spec:
         if key not in ("protocol", "visual", "audio"):
@@ -352,7 +353,9 @@ class AudioVisualTask(Task):
         first = sounds[0]
         for sample, sound in zip(samples, sounds, strict=True):
             if (sound.sample_rate, sound.layout, sound.waveform.shape) != (
-                first.sample_rate, first.layout, first.waveform.shape
+                first.sample_rate,
+                first.layout,
+                first.waveform.shape,
             ):
                 raise DatasetError(
                     f"{dataset.name}: sample {sample.sample_id}: field 'audio' is {sound.layout} "
@@ -366,7 +369,9 @@ class AudioVisualTask(Task):
             "video": upload_clips([video for video, _ in clips], device),
             "audio": Audio.of(waveform, first.sample_rate, frames, first.layout),
             "competing": CompetingAudio(
-                _stacked([wave for _, wave in competing], first.waveform, device), first.sample_rate, tuple(i for i, _ in competing)
+                _stacked([wave for _, wave in competing], first.waveform, device),
+                first.sample_rate,
+                tuple(i for i, _ in competing),
             ),
             "index": SampleIndex(tuple(positions), tuple(s.sample_id for s in samples)),
         }
