@@ -71,7 +71,7 @@ def test_the_video_keys_add_and_shape_the_cells(project_dir: Path) -> None:
             "temporal[0]",
             "unknown corruption 'fog' in preset 'video-temporal'",
         ),
-        ("task: vos", "task: semantic", "dynamic", "task semantic takes no 'dynamic'; it is a key of task rvos, vos"),
+        ("task: vos", "task: semantic", "dynamic", "task semantic takes no 'dynamic'; it is a key of task avs, rvos, vos"),
     ],
 )
 def test_a_wrong_video_key_names_the_suite_file_and_the_field(
