@@ -81,7 +81,7 @@ def test_the_dynamic_cell_draws_its_own_levels_and_runs_once(project_dir: Path) 
             "temporal[0]",
             "unknown corruption 'fog' in preset 'video-temporal'",
         ),
-        ("task: vos", "task: semantic", "dynamic", "task semantic takes no 'dynamic'; it is a key of task rvos, vos"),
+        ("task: vos", "task: semantic", "dynamic", "task semantic takes no 'dynamic'; it is a key of task avs, rvos, vos"),
     ],
 )
 def test_a_wrong_video_key_names_the_suite_file_and_the_field(

@@ -17,6 +17,7 @@ METRICS: NamedRegistry = NamedRegistry(
         "pytest_segrobust.metrics.referring",
         "pytest_segrobust.metrics.video",
         "pytest_segrobust.metrics.youtube_vos",
+        "pytest_segrobust.metrics.avs",
     ),
 )
 register_metric = METRICS.register

@@ -21,7 +21,11 @@ if TYPE_CHECKING:
 
 Build = Callable[..., Any]
 # Modules whose import registers the built-in adapters.
-_BUILTINS = ("pytest_segrobust.models.torch_module", "pytest_segrobust.models.video")
+_BUILTINS = (
+    "pytest_segrobust.models.torch_module",
+    "pytest_segrobust.models.video",
+    "pytest_segrobust.models.audio_visual",
+)
 
 
 @dataclass(frozen=True)

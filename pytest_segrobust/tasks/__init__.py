@@ -1,4 +1,4 @@
-"""Tasks by name: semantic, instance, panoptic, referring, vos, rvos, and those of installed plugins (``segrobust.tasks``)."""
+"""Tasks by name: semantic, instance, panoptic, referring, vos, rvos, avs, and those of installed plugins (``segrobust.tasks``)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ TASKS: NamedRegistry = NamedRegistry(
         "pytest_segrobust.tasks.referring",
         "pytest_segrobust.tasks.vos",
         "pytest_segrobust.tasks.rvos",
+        "pytest_segrobust.tasks.avs",
     ),
     make=lambda cls: cls(),  # an entry point names the class
 )

@@ -49,6 +49,11 @@ class SuiteCells:
         has it without the task's keys (in the suite's preset, or in ``preset``)."""
         return resolve(name)
 
+    def with_seed(self, seed: int) -> SuiteCells:
+        """These cells in a suite of global seed ``seed``: the same, unless a cell draws per sample from the
+        suite's seed itself (the audio-visual mixture's modality per clip)."""
+        return self
+
     def __eq__(self, other: object) -> bool:
         return type(other) is type(self)
 
