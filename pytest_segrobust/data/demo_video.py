@@ -57,7 +57,7 @@ GENERATOR_VERSION = "1"
 
 FRAMES = 12
 IMAGE_SIZE = 64
-DEFAULT_CLIPS: dict[str, int] = {"train": 400, "val": 16}
+DEFAULT_CLIPS: dict[str, int] = {"train": 400, "val": 12}
 OBJECT_COUNT = (2, 4)
 # Object radius as a fraction of the image side.
 RADIUS = (0.1, 0.2)
@@ -408,7 +408,7 @@ class DemoClips:
     ``demo-video/<split>/<clip>``.
 
     Args:
-        split: ``"train"`` (400 clips by default) or ``"val"`` (16).
+        split: ``"train"`` (400 clips by default) or ``"val"`` (12).
         clips: Number of clips; defaults per split as above.
 
     Raises:
@@ -487,7 +487,7 @@ class DemoReferringClips:
     ``<clip id>/<object number>-<k>`` (sentence ``k`` of that object).
 
     Args:
-        split: ``"train"`` (400 clips by default) or ``"val"`` (8, about 40 expressions).
+        split: ``"train"`` (400 clips by default) or ``"val"`` (6, 38 expressions).
         clips: Number of clips; defaults per split as above.
 
     Raises:
@@ -496,7 +496,7 @@ class DemoReferringClips:
 
     ignore_index: int = DEFAULT_IGNORE_INDEX
     class_names: tuple[str, ...] = ("background", "object")
-    default_clips: ClassVar[dict[str, int]] = {"train": 400, "val": 8}
+    default_clips: ClassVar[dict[str, int]] = {"train": 400, "val": 6}
 
     def __init__(self, split: str = "val", clips: int | None = None) -> None:
         self.clips = _check(split, clips, self.default_clips, "demo referring video")
@@ -517,6 +517,11 @@ class DemoReferringClips:
     @property
     def expressions(self) -> tuple[str, ...]:
         return tuple(entry.expression for entry in self._entries)
+
+    @property
+    def clip_indices(self) -> tuple[int, ...]:
+        """The clip of each sample, by index (samples of one clip are consecutive)."""
+        return tuple(entry.clip for entry in self._entries)
 
     def clip(self, index: int) -> Clip:
         if self._cached is None or self._cached[0] != index:
