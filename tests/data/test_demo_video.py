@@ -49,9 +49,9 @@ def test_a_sample_holds_the_contracts_fields(val: DemoClips) -> None:
     assert bool(objects.annotated.all())
     assert objects.unseen == (False,) * len(objects.object_ids)
     assert set(objects.masks.unique().tolist()) <= {0, *objects.object_ids}
-    assert len(val) == 16 and val[-1].sample_id == val[15].sample_id
+    assert len(val) == 12 and val[-1].sample_id == val[11].sample_id
     with pytest.raises(IndexError):
-        val[16]
+        val[12]
 
 
 def test_clips_are_a_function_of_split_and_index_alone() -> None:
