@@ -22,10 +22,9 @@ static, dynamic and temporal cells show.
 :class:`TinyRVOSNet` is the referring variant (``ReferringVideoModel``: ``forward(clips,
 texts)`` gives mask logits per frame): the same encoder and decoder, the encoder's features
 modulated by the expression (FiLM; the text read as a bag of hashed character trigrams,
-:class:`BagOfTrigrams`) beside their cosine
-similarity to a feature vector the words map to (what the named object looks like), and the
-previous frame's mask probability as an input, so it segments each frame and propagates what
-it found.
+:class:`BagOfTrigrams`) and the previous frame's mask probability as an input; the decoder
+paints a pixel embedding, and the expression gives the weights that turn it into logits (a
+dynamic head), so nothing is segmented that the words do not pick.
 
 Both run on any device (every tensor is made on the input's device) and cost a few
 milliseconds per clip frame on a CPU at 64x64. Their weights ship with the package
@@ -50,6 +49,8 @@ VOS_WEIGHTS_PATH = ("weights", "tiny_vos.pt")
 RVOS_WEIGHTS_PATH = ("weights", "tiny_rvos.pt")
 FINE, COARSE = 16, 32
 TEXT_DIM = 48
+# Channels of the R-VOS pixel embedding that the expression's dynamic head reads.
+EMBEDDING = 8
 # The logit of an object's reference pixels (and minus it elsewhere) in its reference frame.
 REFERENCE_LOGIT = 10.0
 # The logit of an object before its reference frame: it takes part in no softmax.
@@ -80,22 +81,23 @@ class FrameEncoder(nn.Module):
 
 
 class MaskDecoder(nn.Module):
-    """One object's logits from quarter-resolution inputs, half-resolution features, the
-    previous mask and the frame.
+    """Per-pixel outputs (one object's logits, or an embedding) from quarter-resolution
+    inputs, half-resolution features, the previous mask and the frame.
 
     Args:
         coarse_inputs: Channels of the quarter-resolution input.
+        channels: Channels of the output.
 
     Shape:
         coarse: ``(N, coarse_inputs, h, w)``; fine: ``(N, 16, 2h', 2w')``; previous:
-        ``(N, 1, H, W)``; frame: ``(N, 3, H, W)``; return: ``(N, H, W)``.
+        ``(N, 1, H, W)``; frame: ``(N, 3, H, W)``; return: ``(N, channels, H, W)``.
     """
 
-    def __init__(self, coarse_inputs: int) -> None:
+    def __init__(self, coarse_inputs: int, channels: int = 1) -> None:
         super().__init__()
         self.coarse = nn.Sequential(_conv(coarse_inputs, COARSE), _conv(COARSE, COARSE))
-        self.fine = nn.Sequential(_conv(COARSE + FINE + 1, FINE), _conv(FINE, FINE), nn.Conv2d(FINE, 1, 1))
-        self.refine = nn.Sequential(_conv(1 + 3 + 1, 8), nn.Conv2d(8, 1, 3, padding=1))
+        self.fine = nn.Sequential(_conv(COARSE + FINE + 1, FINE), _conv(FINE, FINE), nn.Conv2d(FINE, channels, 1))
+        self.refine = nn.Sequential(_conv(channels + 3 + 1, 8), nn.Conv2d(8, channels, 3, padding=1))
 
     def forward(
         self, coarse: torch.Tensor, fine: torch.Tensor, previous: torch.Tensor, frame: torch.Tensor
@@ -103,7 +105,7 @@ class MaskDecoder(nn.Module):
         x = F.interpolate(self.coarse(coarse), size=fine.shape[-2:], mode="bilinear", align_corners=False)
         x = self.fine(torch.cat([x, fine, F.adaptive_avg_pool2d(previous, fine.shape[-2:])], dim=1))
         x = F.interpolate(x, size=frame.shape[-2:], mode="bilinear", align_corners=False)
-        return (x + self.refine(torch.cat([x, (frame - _MEAN) / _STD, previous], dim=1)))[:, 0]
+        return x + self.refine(torch.cat([x, (frame - _MEAN) / _STD, previous], dim=1))
 
 
 @dataclass(frozen=True)
@@ -211,7 +213,7 @@ class TinyVOSNet(nn.Module):
                 fine[layout.clip, t],
                 previous,
                 clips[layout.clip, t],
-            )
+            )[:, 0]
             logits = torch.where((layout.first == t).view(-1, 1, 1), given_logits, decoded)
             logits = torch.where((layout.first > t).view(-1, 1, 1), torch.full_like(logits, ABSENT_LOGIT), logits)
             frame_logits = empty.clone()
@@ -267,9 +269,9 @@ class TinyRVOSNet(nn.Module):
         self.encoder = FrameEncoder()
         self.film_fine = FiLM(text_dim, FINE)
         self.film_coarse = FiLM(text_dim, COARSE)
-        # The words' look in feature space: its cosine similarity to each pixel's features.
-        self.key = nn.Linear(text_dim, COARSE)
-        self.decoder = MaskDecoder(COARSE + 2)
+        self.decoder = MaskDecoder(COARSE + 1, EMBEDDING)
+        # A dynamic head: the words give the weights and bias that turn pixel embeddings into logits.
+        self.head = nn.Linear(text_dim, EMBEDDING + 1)
 
     def forward(self, clips: torch.Tensor, texts: Sequence[str]) -> torch.Tensor:
         """Mask logits of the named object in every frame.
@@ -283,16 +285,15 @@ class TinyRVOSNet(nn.Module):
         text = self.text(list(texts))
         fine, coarse = self.encoder(clips.flatten(0, 1))
         repeated = text.repeat_interleave(frames, dim=0)
-        key = nn.functional.normalize(self.key(repeated), dim=1)
-        similarity = torch.einsum("nchw,nc->nhw", nn.functional.normalize(coarse, dim=1), key)[:, None]
         fine = _film_map(self.film_fine, fine, repeated).unflatten(0, (batch, frames))
-        coarse = torch.cat([_film_map(self.film_coarse, coarse, repeated), similarity], dim=1)
-        coarse = coarse.unflatten(0, (batch, frames))
+        coarse = _film_map(self.film_coarse, coarse, repeated).unflatten(0, (batch, frames))
+        weights, bias = self.head(text).split([EMBEDDING, 1], dim=1)
         previous = torch.zeros(batch, 1, height, width, device=clips.device)
         logits = []
         for t in range(frames):
             pooled = F.adaptive_avg_pool2d(previous, coarse.shape[-2:])
-            frame_logits = self.decoder(torch.cat([coarse[:, t], pooled], dim=1), fine[:, t], previous, clips[:, t])
+            embedding = self.decoder(torch.cat([coarse[:, t], pooled], dim=1), fine[:, t], previous, clips[:, t])
+            frame_logits = torch.einsum("nchw,nc->nhw", embedding, weights) + bias.view(-1, 1, 1)
             logits.append(frame_logits)
             previous = frame_logits.sigmoid()[:, None]
         return torch.stack(logits, dim=1)
