@@ -117,7 +117,7 @@ def build_report(
         if suite is not None and (suite.reads_text or suite.reads_clips):
             by_model = {model: [CellRecord.from_json(c) for c in entry["cells"]] for model, entry in models.items()}
             if suite.reads_clips:
-                report["suites"][suite_name]["video"] = video_entry(by_model, suite.metric)
+                report["suites"][suite_name]["video"] = video_entry(by_model, suite.metric, suite.metrics[1:])
             else:
                 report["suites"][suite_name]["r2bench"] = r2bench_entry(by_model, suite.metric)
     report["verdict"] = run_verdict(

@@ -24,7 +24,8 @@ from pytest_segrobust.report.r2bench import level_name, numbers
 from pytest_segrobust.report.tables import Table, fmt, signed
 from pytest_segrobust.text.cells import modality
 
-MODES = ("static", "dynamic", "temporal", "text", "both", "mixture")
+MODES = ("static", "dynamic", "temporal", "audio", "text", "both", "mixture")
+ACOUSTIC = "acoustic"  # the acoustic family's category (pytest_segrobust.corruptions.acoustic.AcousticCategory)
 DYNAMIC_PREFIX = "dynamic["  # the name of a dynamic mixture (pytest_segrobust.corruptions.dynamic.dynamic_name)
 DRAWN = "drawn"  # the level column of a dynamic cell, which draws a level per frame (or clip)
 TEMPORAL = "temporal"  # the temporal family's category (pytest_segrobust.corruptions.base.Category.TEMPORAL)
@@ -37,8 +38,22 @@ def mode_of(record: CellRecord) -> str:
         return "dynamic"
     if record.category == TEMPORAL:
         return "temporal"
+    if record.category == ACOUSTIC:
+        return "audio"
     shown = modality(record.category)
     return "static" if shown == "visual" else shown
+
+
+def _numbers(
+    record: CellRecord, metric: str, further: Sequence[str], corrupted: bool = True
+) -> dict[str, float | None]:
+    """The headline's numbers of a record (:func:`~pytest_segrobust.report.r2bench.numbers`) and each further metric's score."""
+    out: dict[str, float | None] = dict(numbers(record, metric, corrupted))
+    for name in further:
+        entry = record.metrics.get(name, {})
+        value = entry.get("score" if corrupted else "clean_score")
+        out[name] = None if value is None else float(value)
+    return out
 
 
 def _mean(values: Sequence[float | None]) -> float | None:
@@ -50,23 +65,26 @@ def _drop(clean: float | None, value: float | None) -> float | None:
     return None if clean is None or value is None else clean - value
 
 
-def video_entry(models: Mapping[str, Sequence[CellRecord]], metric: str) -> dict[str, Any]:
+def video_entry(models: Mapping[str, Sequence[CellRecord]], metric: str, further: Sequence[str] = ()) -> dict[str, Any]:
     """Per model: the clean row, one row per perturbation and level, and per way (static, dynamic,
-    temporal) and level the mean over its perturbations, each with its drop from clean (JSON-safe).
+    temporal, audio, ...) and level the mean over its perturbations, each with its drop from clean
+    (JSON-safe). The columns are the headline metric, its details, then each ``further`` metric's
+    score (AVSBench's F beside its mIoU).
 
     ``headline`` names the column the drops are taken on.
     """
     headline, labels = columns(metric)
+    labels |= {name: METRICS.get(name).label for name in further if name not in labels}
     keys = list(labels)
     out: dict[str, Any] = {"columns": labels, "headline": headline, "models": {}}
     for model, records in models.items():
         cells = [r for r in records if r.severity > 0]
         reference = next((r for r in records if r.severity == 0), cells[0] if cells else None)
-        clean = None if reference is None else numbers(reference, metric, corrupted=reference.severity == 0)
+        clean = None if reference is None else _numbers(reference, metric, further, corrupted=reference.severity == 0)
         clean_headline = None if clean is None else clean.get(headline)
         rows = []
         for record in cells:
-            values = numbers(record, metric)
+            values = _numbers(record, metric, further)
             mode = mode_of(record)
             rows.append(
                 {
@@ -141,7 +159,7 @@ def video_tables(entry: Mapping[str, Any]) -> list[Table]:
         "Static: one perturbation at one level for the whole clip; dynamic: a perturbation and a level drawn "
         "per frame (or per clip, as the cell's options say) from the listed ones (one cell; its level is drawn); "
         "temporal: frames repeated, reversed or shuffled (ours; a frame is scored "
-        "against the ground truth of the frame shown); text, both and mixture (referring video): the expression "
+        "against the ground truth of the frame shown); audio: an acoustic perturbation of the clip's sound (audio-visual segmentation); text, both and mixture (referring video): the expression "
         "perturbed, a visual and a text perturbation, R2-Bench's 40/40/20 draw. Levels low, medium, high are severities 1, 3, 5. A way's "
         f"row is the mean of its perturbations' rows; the drop is clean {headline_label} minus the row's, "
         "recomputed here."

@@ -78,3 +78,15 @@ def test_the_tables_show_the_rows_and_the_drop_column() -> None:
     assert dynamic[3] == "47.00" and dynamic[-1] == "+28.00"
     assert len(detail.rows) == len(CELLS) - 1
     assert "recomputed" in summary.note
+
+
+def test_an_audio_visual_suite_gets_its_acoustic_rows_and_its_further_metrics_as_columns() -> None:
+    cells = [record("m", "clean", "clean", 0, 80.0, 70.0), record("m", "low_pass", "acoustic", 5, 60.0, 50.0)]
+    for cell, (f, clean_f) in zip(cells, [(66.0, 66.0), (41.0, 66.0)], strict=True):
+        cell.metrics = {"vos_f": {"score": f, "clean_score": clean_f}}
+    entry = video_entry({"m": cells}, "vos_jf", ["vos_f"])
+    assert list(entry["columns"])[-1] == "vos_f" and entry["columns"]["vos_f"] == "F"
+    model = entry["models"]["m"]
+    assert model["clean"]["vos_f"] == 66.0
+    (row,) = model["perturbations"]
+    assert row["mode"] == "audio" and row["vos_f"] == 41.0 and row["drop"] == pytest.approx(75.0 - 55.0)
