@@ -128,10 +128,12 @@ class Album:
                 dataset = bench.dataset(suite, reference)
                 sample = dataset[0]
                 image = picture_of(sample, suite.task, dataset)  # a clip shows its middle frame
-            # Text cells leave the image alone, and temporal ones act on clips alone: the pictures
-            # show the corruptions of images.
+            # Text cells leave the image alone, temporal ones act on clips alone, and a mixture draws
+            # per sample: the pictures show the corruptions of images.
             chosen = bench.plan(suite).cells.values()
-            corruptions = [c for c in chosen if is_visual(c) and c.accepts(Image)]
+            corruptions = [
+                c for c in chosen if is_visual(c) and modality(c.category.value) == "visual" and c.accepts(Image)
+            ]
             with bounds(suite, f"the gallery of suite {suite.name}"):
                 return suite_pictures(
                     suite.name,

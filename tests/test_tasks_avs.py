@@ -9,6 +9,10 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
+
+# pytester's in-process runs drop the modules a run imported, and numpy.fft's extension (which the
+# acoustic filters import) cannot be loaded twice in one process: it is imported once, here.
+import numpy.fft
 import pytest
 import torch
 from PIL import Image
