@@ -207,7 +207,7 @@ def test_headline_flags_a_near_chance_model() -> None:
         r.class_names, r.clean_per_class, r.per_class = ["a", "b", "c", "d", "e"], [1.0] * 5, [1.0] * 5
     suite = SimpleNamespace(
         task="semantic", metric="miou", metrics=("miou",), seed=0, shifts=None, path=Path("s.yaml"), degradation=None, gate=None,
-        requirements=None, reads_text=False,
+        requirements=None, reads_text=False, reads_clips=False,
     )
     report = build_report(records, {"s": suite})  # type: ignore[dict-item]
     summaries = {model: entry["summary"] for model, entry in report["suites"]["s"]["models"].items()}
