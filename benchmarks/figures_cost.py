@@ -83,12 +83,12 @@ def main() -> None:
     rows: dict[str, list[tuple[float, float, int]]] = {}
     with tempfile.TemporaryDirectory() as folder:
         projects: dict[str, dict[str, Path]] = {}
-        for name in trees:
+        for name, tree in trees.items():
             projects[name] = {"bands": bands_project(Path(folder, name, "bands"))}
             if args.vos:
                 projects[name]["vos"] = vos_project(args.vos, Path(folder, name, "vos"))
             for project in projects[name].values():  # baselines recorded once by each copy
-                gate(project, trees[name], "--segrobust-update-baselines")
+                gate(project, tree, "--segrobust-update-baselines")
         for _ in range(args.rounds):
             for project_name in projects["after"]:
                 for name, tree in trees.items():

@@ -643,11 +643,12 @@ def write_report(
     problems: list[str] = []
     warnings: list[str] = report.setdefault("warnings", [])
     folder = figures_folder(base)
-    if figures:
+    drawing = figures  # the name ``figures`` is each suite's below
+    if drawing:
         report.pop("figures_left_out", None)
     else:
         report["figures_left_out"] = FIGURES_LEFT_OUT
-    for where in (base.parent, folder) if figures else (base.parent,):
+    for where in (base.parent, folder) if drawing else (base.parent,):
         try:
             where.mkdir(parents=True, exist_ok=True)
         except OSError:
@@ -656,13 +657,13 @@ def write_report(
         models = records_by_model(suite)
         figures: dict[str, str] = {}
         drawers: dict[str, Callable[[Path], Path | None]] = {}
-        if figures and any(tables.corrupted(records) for records in models.values()):
+        if drawing and any(tables.corrupted(records) for records in models.values()):
             drawers["severity"] = lambda path: plots.severity_plot(models, metric_label(suite["metric"]), path)
             near = [m for m, v in suite["models"].items() if (v["summary"].get("chance") or {}).get("near")]
             drawers["heatmap"] = lambda path: plots.heatmap(models, path, near_chance=near)
-        if figures and galleries and suite_name in galleries:
+        if drawing and galleries and suite_name in galleries:
             drawers["gallery"] = lambda path: _save_png(_drawn(galleries[suite_name], suite, "gallery"), path)
-        for kind, picture in (pictures or {}).get(suite_name, {}).items() if figures else ():
+        for kind, picture in (pictures or {}).get(suite_name, {}).items() if drawing else ():
             drawers[kind] = lambda path, picture=picture, kind=kind: _save_png(_drawn(picture, suite, kind), path)
         for kind, draw in drawers.items():
             path = folder / f"{suite_name}-{kind}.png"
@@ -680,7 +681,7 @@ def write_report(
     for stale in sorted(folder.glob("*.png")) if folder.is_dir() else ():
         if stale.name not in kept:
             _remove(stale)
-    if not figures:
+    if not drawing:
         try:
             folder.rmdir()  # an earlier report's, emptied; a folder holding anything else stays
         except OSError:
