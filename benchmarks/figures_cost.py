@@ -69,7 +69,9 @@ def _clear(project: Path) -> None:
 
 def gate(project: Path, tree: Path, *extra: str) -> tuple[float, float, int]:
     _clear(project)
-    return _cpu_of([sys.executable, "-m", "pytest", "--segrobust", "-p", "no:cacheprovider", "-q", *extra], project, tree)
+    return _cpu_of(
+        [sys.executable, "-m", "pytest", "--segrobust", "-p", "no:cacheprovider", "-q", *extra], project, tree
+    )
 
 
 def main() -> None:
@@ -94,7 +96,9 @@ def main() -> None:
                 for name, tree in trees.items():
                     runs = [(f"{project_name}, {name}", ())]
                     if name == "after":
-                        runs.append((f"{project_name}, {name}, --segrobust-figures=none", ("--segrobust-figures=none",)))
+                        runs.append(
+                            (f"{project_name}, {name}, --segrobust-figures=none", ("--segrobust-figures=none",))
+                        )
                     for label, extra in runs:
                         rows.setdefault(label, []).append(gate(projects[name][project_name], tree, *extra))
                         print(f"done: {label}: {rows[label][-1]}", flush=True)
