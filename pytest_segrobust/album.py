@@ -76,6 +76,8 @@ class Album:
         bench: Workbench,
         bounds: Callable[[Suite, str], AbstractContextManager[None]],
         only: Collection[str] | None = None,
+        *,
+        figures: bool = True,
     ) -> RunPictures:
         """Describe each model's worst cell and every measured suite once; what fails is said, never raised.
 
@@ -84,6 +86,8 @@ class Album:
             bounds: Where each picture runs: in the project, within the suite's time limit for one cell.
             only: The cells the controller recorded, where it recorded fewer than this process
                 measured (a Ray actor runs ahead of a run that then stopped); ``None``: all of them.
+            figures: ``False`` (``--segrobust-figures=none``): each suite's frame table alone, a
+                table of the report; no gallery, and no worst image searched.
         """
         worst = [
             min(allowed, key=lambda c: c.rank)
@@ -94,8 +98,8 @@ class Album:
         for name, suite in self._suites.items():
             if name in self._developed:
                 continue
-            pictures.suites[name] = self._suite_pictures(bench, bounds, suite)
-        for candidate in {c.nodeid: c for c in worst}.values():
+            pictures.suites[name] = self._suite_pictures(bench, bounds, suite, gallery=figures)
+        for candidate in {c.nodeid: c for c in worst}.values() if figures else ():
             if candidate.nodeid in self._developed:
                 continue
             suite, key = candidate.suite, candidate.key
@@ -120,7 +124,12 @@ class Album:
         return pictures
 
     def _suite_pictures(
-        self, bench: Workbench, bounds: Callable[[Suite, str], AbstractContextManager[None]], suite: Suite
+        self,
+        bench: Workbench,
+        bounds: Callable[[Suite, str], AbstractContextManager[None]],
+        suite: Suite,
+        *,
+        gallery: bool = True,
     ) -> SuitePictures:
         reference = suite.shifts.reference if suite.shifts else None
         try:
@@ -143,11 +152,9 @@ class Album:
                     severities=suite.severities,
                     seed=suite.seed,
                     tile=REPORT_TILE,
+                    gallery=gallery,
                 )
         except Exception as exc:  # noqa: BLE001 - a figure must never cost the report
             reason = error_message(exc)
-            return SuitePictures(
-                None,
-                None,
-                (f"no gallery for suite {suite.name}: {reason}", f"no frame table for suite {suite.name}: {reason}"),
-            )
+            lost = (f"no gallery for suite {suite.name}: {reason}",) if gallery else ()
+            return SuitePictures(None, None, (*lost, f"no frame table for suite {suite.name}: {reason}"))

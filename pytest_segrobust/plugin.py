@@ -24,6 +24,9 @@ from pytest_segrobust.shards import SHARD_FLAG, ShardSpec
 from pytest_segrobust.stash import PAYLOAD_KEY, REGISTRY_KEY, SESSION_KEY
 from pytest_segrobust.wording import plural
 
+# ``--segrobust-figures``: every figure and picture of the report, or none of them (the tables alone).
+FIGURE_CHOICES = ("all", "none")
+
 if TYPE_CHECKING:
     from pytest_segrobust.corruptions import CorruptionRegistry
     from pytest_segrobust.harness import Harness
@@ -49,6 +52,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--segrobust-report-html",
         action="store_true",
         help="also write the report as one self-contained HTML page beside the .md (sortable tables, figures embedded)",
+    )
+    group.addoption(
+        "--segrobust-figures",
+        choices=FIGURE_CHOICES,
+        default="all",
+        help="all (default): the report's figures, galleries and worst images; none: the tables, JSON and "
+        "markdown alone (no PNG, no pictures measured; faster)",
     )
     group.addoption(
         "--segrobust-device",
@@ -208,6 +218,7 @@ def start_session(config: pytest.Config) -> SegRobustSession:
         baselines_dir=root / config.getini("segrobust_baselines"),
         report_path=root / (config.getoption("segrobust_report") or config.getini("segrobust_report")),
         report_html=config.getoption("segrobust_report_html"),
+        figures=config.getoption("segrobust_figures") != "none",
         device=device,
         cache_dir=cache.mkdir("segrobust-clean") if use_cache else None,
         statistics_dir=None if cache is None else cache.mkdir("segrobust-statistics"),

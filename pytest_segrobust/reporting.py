@@ -79,7 +79,9 @@ class ReportWriter:
         self.report = report
         return report
 
-    def write(self, suites: Mapping[str, Suite], base: Path, html: bool, pictures: RunPictures, device: Any) -> None:
+    def write(
+        self, suites: Mapping[str, Suite], base: Path, html: bool, pictures: RunPictures, device: Any, *, figures: bool = True
+    ) -> None:
         """Add the pictures and the environment to the built report and write its files at ``base``.
 
         Args:
@@ -88,24 +90,29 @@ class ReportWriter:
             html: Also write the HTML page.
             pictures: What the processes that measured the cells made of them.
             device: The run's device, for the environment table.
+            figures: ``False`` (``--segrobust-figures=none``): no figure, gallery or worst image;
+                the report says they were left out and how to get them.
         """
         assert self.report is not None
         galleries: dict[str, GalleryTiles] = {}
-        figures: dict[str, dict[str, WorstImages]] = {}
+        worst: dict[str, dict[str, WorstImages]] = {}
         for name, entry in self.report["suites"].items():
             suite = suites.get(name)
             if suite is None:
                 continue
             made = pictures.suites.get(name)
             if made is None:
-                self.warnings.append(f"no gallery for suite {name}: {_NOT_SENT}")
+                if figures:
+                    self.warnings.append(f"no gallery for suite {name}: {_NOT_SENT}")
             else:
                 self.warnings.extend(made.warnings)
                 if made.gallery is not None:
                     galleries[name] = made.gallery
                 if made.frame_kept is not None:
                     entry["frame_kept"] = made.frame_kept
-            figures[name] = self._worst_images(suite, entry, pictures)
+            if not figures:  # the worst images and expressions are pictures measured: left out too
+                continue
+            worst[name] = self._worst_images(suite, entry, pictures)
             if "r2bench" in entry:
                 entry["worst_expressions"] = {
                     row: found.info()
@@ -115,7 +122,14 @@ class ReportWriter:
         self.report["warnings"] = list(self.warnings)
         try:
             self.written.extend(
-                write_report(self.report, base, galleries, figures, wall_seconds=lambda: time.time() - self.started)
+                write_report(
+                    self.report,
+                    base,
+                    galleries,
+                    worst,
+                    wall_seconds=lambda: time.time() - self.started,
+                    figures=figures,
+                )
             )
         except ReportIncomplete as exc:
             self.written.extend(exc.written)

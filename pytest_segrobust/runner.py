@@ -283,7 +283,7 @@ class CellRunner:
         """The report's pictures of what this process measured (each made once, then left out):
         its suites' galleries and each model's worst cell among those measured here (or among
         ``only``, the cells the controller recorded; :mod:`pytest_segrobust.album`)."""
-        return self.album.develop(self.bench, self.bounds, only)
+        return self.album.develop(self.bench, self.bounds, only, figures=self.options.figures)
 
     # -- what a measurement is compared under ---------------------------------------------------
 

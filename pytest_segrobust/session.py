@@ -70,6 +70,8 @@ class Options:
         timeout: Seconds a cell may take; overrides every suite's ``timeout`` when set.
         prune: Remove the baseline entries the suites no longer have (``--segrobust-prune``).
         report_html: Also write the report as one self-contained HTML page beside the markdown.
+        figures: Draw the report's figures and measure its pictures (galleries, worst images);
+            ``False`` (``--segrobust-figures=none``): the tables, JSON and markdown alone.
         malloc: What the processes that evaluate cells do to glibc's ``malloc``
             (:mod:`pytest_segrobust.allocator`): the plugin applies it in its own process,
             a Ray actor in its own.
@@ -83,6 +85,7 @@ class Options:
     baselines_dir: Path
     report_path: Path
     report_html: bool = False
+    figures: bool = True
     device: torch.device = torch.device("cpu")
     cache_dir: Path | None = None
     statistics_dir: Path | None = None
@@ -530,7 +533,12 @@ class SegRobustSession:
             )
             if built is not None:
                 self.reporter.write(
-                    self.suite_order, self.report_base, self.options.report_html, self.run_pictures(), self.options.device
+                    self.suite_order,
+                    self.report_base,
+                    self.options.report_html,
+                    self.run_pictures(),
+                    self.options.device,
+                    figures=self.options.figures,
                 )
             self.written += self.reporter.written
             self.problems += self.reporter.problems

@@ -155,6 +155,7 @@ def suite_pictures(
     severities: Sequence[int],
     seed: int,
     tile: int = REPORT_TILE,
+    gallery: bool = True,
 ) -> SuitePictures:
     """A suite's gallery and frame table from its first image; a part that fails is a warning.
 
@@ -166,15 +167,17 @@ def suite_pictures(
         severities: The suite's severities (of the frame table; the gallery shows 1, 3, 5).
         seed: The suite's global seed.
         tile: Longest side of a gallery tile.
+        gallery: ``False``: the frame table alone (``--segrobust-figures=none``).
 
     Shape:
         image: ``(3, H, W)``, ``uint8``.
     """
     warnings: list[str] = []
-    gallery: GalleryTiles | None = None
+    tiles: GalleryTiles | None = None
     frames: dict[str, Any] | None = None
     try:
-        gallery = gallery_tiles(image, corruptions, seed=seed, sample_id=sample_id, tile=tile)
+        if gallery:
+            tiles = gallery_tiles(image, corruptions, seed=seed, sample_id=sample_id, tile=tile)
     except Exception as exc:  # noqa: BLE001 - a figure must never cost the report
         warnings.append(f"no gallery for suite {suite}: {error_message(exc)}")
     try:
@@ -182,5 +185,5 @@ def suite_pictures(
         frames = describe_frames(corruptions, int(height), int(width), severities, seed, sample_id)
     except Exception as exc:  # noqa: BLE001 - a table of the report must never cost the report
         warnings.append(f"no frame table for suite {suite}: {error_message(exc)}")
-    return SuitePictures(gallery, frames, tuple(warnings))
+    return SuitePictures(tiles, frames, tuple(warnings))
 

@@ -33,14 +33,19 @@ def write_suite(pytester: pytest.Pytester, smoothing: int, name: str = "bands") 
     (pytester.path / "suites" / f"{name}.yaml").write_text(SUITE.format(smoothing=smoothing))
 
 
-def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+# The report's figures and pictures were two thirds of a 5-cell run's CPU: a run leaves them
+# out unless its test reads them (``figures=True``); tests/report/ covers the figures themselves.
+NO_FIGURES = "--segrobust-figures=none"
+
+
+def run(pytester: pytest.Pytester, *args: str, figures: bool = False) -> pytest.RunResult:
     # In-process keeps torch imported once; with -n 2 xdist still starts real worker processes.
-    return pytester.runpytest("-p", "no:cacheprovider", *args)
+    return pytester.runpytest("-p", "no:cacheprovider", *(() if figures else (NO_FIGURES,)), *args)
 
 
-def cached_run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+def cached_run(pytester: pytest.Pytester, *args: str, figures: bool = False) -> pytest.RunResult:
     """A run with pytest's cache enabled, where clean results are stored."""
-    return pytester.runpytest("--segrobust", *args)
+    return pytester.runpytest("--segrobust", *(() if figures else (NO_FIGURES,)), *args)
 
 
 def baseline(pytester: pytest.Pytester) -> dict:

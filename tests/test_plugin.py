@@ -47,7 +47,7 @@ def test_passing_suite_writes_report(project: pytest.Pytester, dist: list[str]) 
 
 
 def test_quiet_shortens_the_summary_to_the_verdict_and_the_documents(project: pytest.Pytester) -> None:
-    updated = run(project, "--segrobust-update-baselines", "-q")
+    updated = run(project, "--segrobust-update-baselines", "-q", figures=True)
     updated.assert_outcomes(passed=CELLS)
     section = next(i for i, line in enumerate(updated.outlines) if line.startswith("=") and " segrobust " in line)
     lines = updated.outlines[section + 1 :]
@@ -60,7 +60,7 @@ def test_quiet_shortens_the_summary_to_the_verdict_and_the_documents(project: py
     assert [path.suffix for path in reports[:2]] == [".md", ".json"]
     assert documents[-1].startswith("wrote ") and documents[-1].endswith(" figures to " + str(project.path / "segrobust-report-figures") + os.sep)
     assert not any(line.endswith(".png") for line in lines)
-    full = run(project, "--segrobust")  # without -q: the tables, every document and one line for the figures
+    full = run(project, "--segrobust", figures=True)  # without -q: the tables, every document and one line for the figures
     full.stdout.fnmatch_lines(["suite bands:", "wrote *segrobust-report.md", "wrote * figures to *segrobust-report-figures*"])
     assert not any(line.endswith(".png") for line in full.outlines)
 

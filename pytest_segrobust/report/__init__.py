@@ -505,6 +505,8 @@ def render_markdown(report: Mapping[str, Any]) -> str:
     covered = coverage.markdown_lines(report)
     notice = covered[:2] if covered and covered[0].startswith("> ") else []
     lines += [*notice, *model_lines(report), *covered[len(notice) :]]
+    if report.get("figures_left_out"):
+        lines += [f"_{report['figures_left_out']}_", ""]
     for section in [*release_sections(report), *regression_sections(report)]:
         lines += _markdown_section(section)
     if report.get("errors"):
@@ -586,6 +588,13 @@ def terminal_summary(report: Mapping[str, Any], *, brief: bool = False) -> list[
     return lines
 
 
+# What the report says where ``--segrobust-figures=none`` left its figures out.
+FIGURES_LEFT_OUT = (
+    "Figures left out (`--segrobust-figures=none`): no plot, gallery or worst images were drawn or measured. "
+    "Run again without the option (or with `--segrobust-figures=all`) to get them."
+)
+
+
 def figures_folder(base: Path) -> Path:
     """The one folder beside the report ``base`` that holds its figures: ``<base>-figures/``.
 
@@ -601,6 +610,8 @@ def write_report(
     galleries: Mapping[str, GalleryTiles | Image.Image] | None = None,
     pictures: Mapping[str, Mapping[str, WorstImages | Image.Image]] | None = None,
     wall_seconds: Callable[[], float] | None = None,
+    *,
+    figures: bool = True,
 ) -> list[Path]:
     """Write ``base.md``, ``base.json`` and the PNG figures in :func:`figures_folder`; returns the paths.
 
@@ -620,6 +631,9 @@ def write_report(
             its ``figure`` (or a drawn picture).
         wall_seconds: The run's time so far; asked once the figures are drawn, just before the
             documents are rendered, so the report's wall time covers the figures too.
+        figures: ``False`` (``--segrobust-figures=none``): nothing drawn and no figures folder
+            made (an earlier report's is removed); the report says how to get them
+            (``report["figures_left_out"]``).
 
     Raises:
         ReportIncomplete: naming the documents that could not be written, and listing what was.
@@ -629,7 +643,12 @@ def write_report(
     problems: list[str] = []
     warnings: list[str] = report.setdefault("warnings", [])
     folder = figures_folder(base)
-    for where in (base.parent, folder):
+    drawing = figures  # the name ``figures`` is each suite's below
+    if drawing:
+        report.pop("figures_left_out", None)
+    else:
+        report["figures_left_out"] = FIGURES_LEFT_OUT
+    for where in (base.parent, folder) if drawing else (base.parent,):
         try:
             where.mkdir(parents=True, exist_ok=True)
         except OSError:
@@ -638,13 +657,13 @@ def write_report(
         models = records_by_model(suite)
         figures: dict[str, str] = {}
         drawers: dict[str, Callable[[Path], Path | None]] = {}
-        if any(tables.corrupted(records) for records in models.values()):
+        if drawing and any(tables.corrupted(records) for records in models.values()):
             drawers["severity"] = lambda path: plots.severity_plot(models, metric_label(suite["metric"]), path)
             near = [m for m, v in suite["models"].items() if (v["summary"].get("chance") or {}).get("near")]
             drawers["heatmap"] = lambda path: plots.heatmap(models, path, near_chance=near)
-        if galleries and suite_name in galleries:
+        if drawing and galleries and suite_name in galleries:
             drawers["gallery"] = lambda path: _save_png(_drawn(galleries[suite_name], suite, "gallery"), path)
-        for kind, picture in (pictures or {}).get(suite_name, {}).items():
+        for kind, picture in (pictures or {}).get(suite_name, {}).items() if drawing else ():
             drawers[kind] = lambda path, picture=picture, kind=kind: _save_png(_drawn(picture, suite, kind), path)
         for kind, draw in drawers.items():
             path = folder / f"{suite_name}-{kind}.png"
@@ -662,6 +681,11 @@ def write_report(
     for stale in sorted(folder.glob("*.png")) if folder.is_dir() else ():
         if stale.name not in kept:
             _remove(stale)
+    if not drawing:
+        try:
+            folder.rmdir()  # an earlier report's, emptied; a folder holding anything else stays
+        except OSError:
+            pass
     if not warnings:
         del report["warnings"]
     if wall_seconds is not None and report.get("environment") is not None:

@@ -180,10 +180,10 @@ def test_unwritable_target_names_the_path(report: dict, tmp_path: Path) -> None:
 
 def test_flag_writes_the_html_report(project: pytest.Pytester) -> None:
     # Only the controller writes the page, from the merged report: no -n 2 variant needed.
-    run(project, "--segrobust-update-baselines").assert_outcomes(passed=CELLS)
+    run(project, "--segrobust-update-baselines", figures=True).assert_outcomes(passed=CELLS)
     assert not (project.path / "segrobust-report.html").exists()  # only when asked
     write_suite(project, smoothing=1)  # far less robust to noise: some cells regress
-    result = run(project, "--segrobust", "--segrobust-report-html")
+    result = run(project, "--segrobust", "--segrobust-report-html", figures=True)
     written = [Path(line.removeprefix("wrote ")) for line in result.outlines if line.startswith("wrote ")]
     pages = [path for path in written if path.suffix == ".html"]
     assert len(pages) == 1 and pages[0].with_suffix(".md") in written, written  # beside the markdown

@@ -85,7 +85,7 @@ def test_figures_go_into_a_folder_made_for_them(report: dict, tmp_path: Path) ->
 
 
 def test_without_matplotlib_the_tables_stay(report: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(plots, "_pyplot", lambda: None)
+    monkeypatch.setattr(plots, "_matplotlib", lambda: None)
     written = write_report(report, tmp_path / "out")
     assert sorted(p.name for p in written) == ["out.json", "out.md"]
     assert "### Headline" in (tmp_path / "out.md").read_text()

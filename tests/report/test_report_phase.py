@@ -43,7 +43,7 @@ def test_figures_go_into_one_folder_per_report_and_reruns_replace_them(project: 
     (project.path / "segrobust-report-bands-heatmap.png").write_bytes(b"old")
     (project.path / FIGURES).mkdir()
     (project.path / FIGURES / "gone-heatmap.png").write_bytes(b"old")
-    full = run(project, "--segrobust-update-baselines")
+    full = run(project, "--segrobust-update-baselines", figures=True)
     full.assert_outcomes(passed=CELLS)
     linked = figure_files(project.path / "segrobust-report.json")
     assert len(linked) >= 4 and all(file.startswith(f"{FIGURES}/") for file in linked)
@@ -54,7 +54,7 @@ def test_figures_go_into_one_folder_per_report_and_reruns_replace_them(project: 
     count = len(linked)
     assert f"wrote {count} figures to {project.path / FIGURES}{os.sep}" in full.outlines
     for _ in range(2):  # partial runs: their own folder, replaced by the next
-        partial = run(project, "--segrobust", "-k", "gaussian_noise")
+        partial = run(project, "--segrobust", "-k", "gaussian_noise", figures=True)
         partial.assert_outcomes(passed=2)
         partial_linked = figure_files(project.path / "segrobust-report-partial.json")
         assert [f"{PARTIAL_FIGURES}/{name}" for name in pngs(project.path / PARTIAL_FIGURES)] == partial_linked
@@ -116,7 +116,7 @@ def pytest_unconfigure(config):
 def test_a_plot_that_fails_does_not_fail_the_run(project: pytest.Pytester) -> None:
     pytest.importorskip("matplotlib.pyplot")
     project.makeconftest(BROKEN_PLOT_CONFTEST)
-    result = run(project, "--segrobust-update-baselines")
+    result = run(project, "--segrobust-update-baselines", figures=True)
     result.assert_outcomes(passed=CELLS)
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines(["warning: figure heatmap of suite bands not drawn: RuntimeError: the plot broke"])
@@ -194,7 +194,7 @@ def one_model_suite(project: pytest.Pytester, factory: str, corruptions: str, ex
 
 def test_a_model_that_hangs_in_the_report_costs_its_pictures_not_the_run(project: pytest.Pytester) -> None:
     one_model_suite(project, "slow_alone", "[gaussian_noise]", extra="timeout: 3\n")
-    result = run(project, "--segrobust-update-baselines")
+    result = run(project, "--segrobust-update-baselines", figures=True)
     result.assert_outcomes(passed=3)
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines(["warning: no worst images for bands binner: *stopped after the time limit of 3 s*"])

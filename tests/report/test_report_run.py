@@ -13,7 +13,7 @@ from tests.plugin_project import CELLS, run
 def test_report_of_a_run_says_verdict_provenance_and_shows_worst_images(
     project: pytest.Pytester, dist: list[str]
 ) -> None:
-    run(project, "--segrobust-update-baselines", *dist).assert_outcomes(passed=CELLS)
+    run(project, "--segrobust-update-baselines", *dist, figures=True).assert_outcomes(passed=CELLS)
     markdown = (project.path / "segrobust-report.md").read_text()
     assert markdown.splitlines()[2] == f"**PASS · {CELLS} cells: {CELLS} written to the baseline**"
     report = json.loads((project.path / "segrobust-report.json").read_text())
@@ -46,7 +46,7 @@ def test_the_wall_time_covers_the_whole_run_worst_images_and_figures_included(pr
     suite = project.path / "suites" / "bands.yaml"
     slow = suite.read_text().replace("segrobust_fakes:red_binner", "slow_fakes:slow_binner")
     suite.write_text(slow.replace(", kwargs: {smoothing: 5}", ""))
-    run(project, "--segrobust-update-baselines").assert_outcomes(passed=CELLS)
+    run(project, "--segrobust-update-baselines", figures=True).assert_outcomes(passed=CELLS)
     report = json.loads((project.path / "segrobust-report.json").read_text())
     started = datetime.datetime.fromisoformat(report["environment"]["started"]).timestamp()  # whole seconds
     ended = started + report["environment"]["wall_seconds"]
@@ -56,3 +56,27 @@ def test_the_wall_time_covers_the_whole_run_worst_images_and_figures_included(pr
     assert ended >= max(path.stat().st_mtime for path in figures) - 1.0
     assert ended <= (project.path / "segrobust-report.md").stat().st_mtime + 0.05
     assert "_Wall time: from the start of the run" in (project.path / "segrobust-report.md").read_text()
+
+
+def test_figures_none_writes_the_tables_and_says_how_to_get_the_figures(project: pytest.Pytester) -> None:
+    run(project, "--segrobust-update-baselines", figures=True).assert_outcomes(passed=CELLS)
+    assert (project.path / "segrobust-report-figures").is_dir()  # an earlier report's, removed below
+    result = run(project, "--segrobust", "--segrobust-figures=none", "--segrobust-report-html")
+    result.assert_outcomes(passed=CELLS)
+    assert not (project.path / "segrobust-report-figures").exists()
+    assert not list(project.path.rglob("*.png"))
+    report = json.loads((project.path / "segrobust-report.json").read_text())
+    suite = report["suites"]["bands"]
+    # Nothing drawn, and no picture measured: no figure, gallery or worst images, and no warning for them.
+    assert suite["figures"] == {} and "worst_images" not in suite and "warnings" not in report
+    assert "--segrobust-figures=none" in report["figures_left_out"]
+    markdown = (project.path / "segrobust-report.md").read_text()
+    assert "Figures left out (`--segrobust-figures=none`)" in markdown and "--segrobust-figures=all" in markdown
+    assert "### γr per corruption (mean over severities)" in markdown and "![" not in markdown  # the tables stay
+    assert "Figures left out" in (project.path / "segrobust-report.html").read_text()
+
+
+def test_figures_option_takes_all_or_none(project: pytest.Pytester) -> None:
+    result = run(project, "--segrobust", "--segrobust-figures=some")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--segrobust-figures: invalid choice: 'some'*"])
