@@ -126,7 +126,8 @@ class TinyAVSNet(nn.Module):
         self.hearing = nn.Sequential(
             nn.Linear(MEL_BANDS, 64), nn.ReLU(inplace=True), nn.Linear(64, features), nn.ReLU(inplace=True)
         )
-        self.silence = nn.Parameter(torch.zeros(features))
+        # Ones, not zeros: a zero gate would pass no gradient to the pixel features (ReLU at 0).
+        self.silence = nn.Parameter(torch.ones(features))
         self.register_buffer("mean", torch.tensor(_MEAN).view(1, 3, 1, 1), persistent=False)
         self.register_buffer("std", torch.tensor(_STD).view(1, 3, 1, 1), persistent=False)
         self.fine = nn.Sequential(_conv(3, 16), _conv(16, 16))
