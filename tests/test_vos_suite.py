@@ -104,7 +104,7 @@ def test_a_vos_suite_records_its_baselines_then_passes_alike_on_two_workers(pyte
     pytester.makeini("[pytest]\npythonpath = .\n")
     cells = 1 + len(CELLS)
     run(pytester, "--segrobust", "--segrobust-update-baselines").assert_outcomes(passed=cells)
-    result = run(pytester, "--segrobust")
+    result = run(pytester, "--segrobust", figures=True)
     result.assert_outcomes(passed=cells)
     assert "warning" not in result.stdout.str()
     # A clip is drawn by its middle frame: the gallery and the worst clips are pictures too.

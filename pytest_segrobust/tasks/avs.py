@@ -171,6 +171,10 @@ class AudioVisualCells(SuiteCells):
     def added(self) -> tuple[str, ...]:  # type: ignore[override]
         return (*self.clip.added, *self.acoustic, *(() if self.mixture is None else (MIXTURE_CELL,)))
 
+    @property
+    def once(self) -> tuple[str, ...]:  # type: ignore[override]
+        return self.clip.once
+
     def with_seed(self, seed: int) -> SuiteCells:
         return replace(self, seed=seed)
 
