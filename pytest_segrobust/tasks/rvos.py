@@ -12,7 +12,7 @@ Text perturbations change the expressions; image corruptions, static and dynamic
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import torch
@@ -23,9 +23,8 @@ from pytest_segrobust.errors import DatasetError, ModelOutputError
 from pytest_segrobust.models.base import REFERRING_LOGIT_THRESHOLD
 from pytest_segrobust.models.video import ReferringVideoModel
 from pytest_segrobust.tasks import register_task
-from pytest_segrobust.tasks.base import SuiteCells, Task, first_id, upload
-from pytest_segrobust.tasks.clip_cells import CLIP_SUITE_KEYS, clip_cells
-from pytest_segrobust.tasks.vos import clip_fields, clip_key, upload_clips
+from pytest_segrobust.tasks.base import first_id, upload
+from pytest_segrobust.tasks.vos import ClipTask, clip_fields
 from pytest_segrobust.types import Batch, Expressions, Field, SampleIndex, Video, VideoMasks, field_of
 
 # The named object's id in the target and in the predictions.
@@ -33,7 +32,7 @@ NAMED = 1
 
 
 @register_task
-class ReferringVideoTask(Task):
+class ReferringVideoTask(ClipTask):
     name = "rvos"
     default_metrics = ("vos_jf", "vos_j", "vos_f")
     target_types = (VideoMasks, Expressions)
@@ -48,27 +47,6 @@ class ReferringVideoTask(Task):
     model_description = (
         "a ReferringVideoModel (predict(clips, texts) -> (B, T, H, W) bool masks or float logits, device, fingerprint)"
     )
-
-    suite_keys = CLIP_SUITE_KEYS
-
-    def suite_cells(
-        self, options: Mapping[str, Any], corruptions: tuple[str, ...], resolve: Callable[[str], Any]
-    ) -> SuiteCells:
-        """``static:`` and ``dynamic:`` (:mod:`pytest_segrobust.tasks.clip_cells`)."""
-        return clip_cells(options, corruptions, resolve)
-
-    def batch_key(self, sample: Sample) -> Hashable:
-        return clip_key(sample)
-
-    def collate(
-        self, samples: Sequence[Sample], positions: Sequence[int], dataset: SegmentationDataset, device: torch.device
-    ) -> dict[str, Field]:
-        clips = clip_fields(self, samples, dataset)
-        fields: dict[str, Field] = {
-            "video": upload_clips([video for video, _ in clips], device),
-            "index": SampleIndex(tuple(positions), tuple(s.sample_id for s in samples)),
-        }
-        return self.declared(fields | self.targets(samples, dataset, device))
 
     def targets(
         self, samples: Sequence[Sample], dataset: SegmentationDataset, device: torch.device

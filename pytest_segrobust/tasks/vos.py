@@ -103,32 +103,18 @@ def upload_clips(clips: Sequence[ClipFrames], device: torch.device) -> Video:
     return Video.of(upload(torch.stack([clip.frames for clip in clips]), device).float().div_(255.0))
 
 
-@register_task
-class VideoObjectTask(Task):
-    name = "vos"
-    default_metrics = ("vos_jf", "vos_j", "vos_f")
-    target_types = (VideoMasks,)
-    reads = ("video", "objects")
-    collates: ClassVar[Mapping[str, type[Field]]] = {"video": Video, "objects": VideoMasks, "index": SampleIndex}
-    model_protocol = VideoObjectModel
-    model_description = (
-        "a VideoObjectModel (predict(clips, reference) -> (B, T, H, W) object ids, device, fingerprint) or an "
-        "OnlineVideoObjectModel (start(frame, reference), step(frame, reference) -> (H, W) ids, device, fingerprint)"
-    )
+class ClipTask(Task):
+    """What the clip tasks share: the video suite keys (``static:``, ``dynamic:``, ``temporal:``),
+    batches of clips of one ``(T, H, W)``, and frames collated into :class:`~pytest_segrobust.types.Video`
+    beside the task's targets."""
 
     suite_keys = CLIP_SUITE_KEYS
 
     def suite_cells(
         self, options: Mapping[str, Any], corruptions: tuple[str, ...], resolve: Callable[[str], Any]
     ) -> SuiteCells:
-        """``static:`` and ``dynamic:`` (:mod:`pytest_segrobust.tasks.clip_cells`)."""
+        """``static:``, ``dynamic:`` and ``temporal:`` (:mod:`pytest_segrobust.tasks.clip_cells`)."""
         return clip_cells(options, corruptions, resolve)
-
-    def accepts_model(self, obj: object) -> bool:
-        """An offline or an online model (a tracker) of this task."""
-        declared = getattr(obj, "task", None)
-        fits = isinstance(obj, (VideoObjectModel, OnlineVideoObjectModel))
-        return fits and declared in (None, self.name)
 
     def batch_key(self, sample: Sample) -> Hashable:
         return clip_key(sample)
@@ -142,6 +128,26 @@ class VideoObjectTask(Task):
             "index": SampleIndex(tuple(positions), tuple(s.sample_id for s in samples)),
         }
         return self.declared(fields | self.targets(samples, dataset, device))
+
+
+@register_task
+class VideoObjectTask(ClipTask):
+    name = "vos"
+    default_metrics = ("vos_jf", "vos_j", "vos_f")
+    target_types = (VideoMasks,)
+    reads = ("video", "objects")
+    collates: ClassVar[Mapping[str, type[Field]]] = {"video": Video, "objects": VideoMasks, "index": SampleIndex}
+    model_protocol = VideoObjectModel
+    model_description = (
+        "a VideoObjectModel (predict(clips, reference) -> (B, T, H, W) object ids, device, fingerprint) or an "
+        "OnlineVideoObjectModel (start(frame, reference), step(frame, reference) -> (H, W) ids, device, fingerprint)"
+    )
+
+    def accepts_model(self, obj: object) -> bool:
+        """An offline or an online model (a tracker) of this task."""
+        declared = getattr(obj, "task", None)
+        fits = isinstance(obj, (VideoObjectModel, OnlineVideoObjectModel))
+        return fits and declared in (None, self.name)
 
     def targets(
         self, samples: Sequence[Sample], dataset: SegmentationDataset, device: torch.device
