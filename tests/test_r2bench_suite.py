@@ -18,8 +18,13 @@ mask_utils = pytest.importorskip("pycocotools.mask")
 from pytest_segrobust.errors import SuiteError
 from pytest_segrobust.suite import load_suite
 from pytest_segrobust.text.cells import MIXTURE_CELL, MixtureSpec
-from tests.plugin_project import run
+from tests.plugin_project import run as plain_run
 from tests.test_referring_suite import SUITE, write_project
+
+
+# The reports compared here hold the worst expressions, which the pictures' search finds.
+def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return plain_run(pytester, *args, figures=True)
 
 TEXT_SUITE = SUITE.replace(
     "corruptions: [gaussian_noise, shear]",

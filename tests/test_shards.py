@@ -16,8 +16,16 @@ import pytest
 from pytest_segrobust import cli
 from pytest_segrobust.report import without_timing
 from pytest_segrobust.shards import ShardCell, ShardSpec, assign_cells
-from tests.plugin_project import CELLS, run, write_suite
+from tests.plugin_project import CELLS, write_suite
+from tests.plugin_project import run as plain_run
 from tests.test_rerun import ALL, collected
+
+
+# A merge draws the report's figures and pictures from what the shards measured, so the shards and
+# the single runs they are compared with make them too.
+def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return plain_run(pytester, *args, figures=True)
+
 
 # -- the assignment, a pure function ---------------------------------------------------------------
 
