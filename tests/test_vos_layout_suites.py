@@ -110,7 +110,7 @@ def test_davis_and_youtube_vos_layouts_run_as_suites(project: pytest.Pytester, m
     run(project, "--segrobust", "--segrobust-update-baselines").assert_outcomes(passed=items)
     result = run(project, "--segrobust")
     result.assert_outcomes(passed=items)
-    assert "warning" not in result.stdout.str()
+    assert not [line for line in result.outlines if line.startswith("warning:")]  # the report's own warnings
     davis_cells, ytvos_cells = cells(project.path, "davis-copy"), cells(project.path, "ytvos-copy")
     assert set(davis_cells) == {
         "clean[0]",
