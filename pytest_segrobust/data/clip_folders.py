@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -245,6 +245,21 @@ def read_lines(path: Path, what: str) -> list[str]:
 def ordered_keys(keys: Iterable[str]) -> list[str]:
     """Keys in numeric order where they are numbers, then the others as text."""
     return sorted(keys, key=lambda key: (0, int(key), key) if key.isdigit() else (1, 0, key))
+
+
+def selected_files(
+    clips: Iterable[str], files: Callable[[str], tuple[dict[str, Path], dict[str, Path]]], selection: FrameSelection
+) -> Iterator[Path]:
+    """The files a reader reads of ``clips``: each selected frame, then its mask where it has one.
+
+    ``files(clip)`` gives a clip's frames and masks by frame name.
+    """
+    for clip in clips:
+        frames, masks = files(clip)
+        for frame_name in selection.apply(list(frames)):
+            yield frames[frame_name]
+            if frame_name in masks:
+                yield masks[frame_name]
 
 
 class ClipFolderDataset:

@@ -35,6 +35,7 @@ from pytest_segrobust.data.clip_folders import (
     files_by_name,
     ids_in,
     read_lines,
+    selected_files,
 )
 from pytest_segrobust.data.clips import ClipObjects
 from pytest_segrobust.errors import DatasetError
@@ -160,12 +161,7 @@ class Davis2017(ClipFolderDataset):
         return Sample.of(sequence, video=clip.video, objects=objects)
 
     def _used_files(self) -> Iterable[Path]:
-        for sequence in self._sample_ids:
-            frames, masks = self._files(sequence)
-            for frame_name in self.selection.apply(list(frames)):
-                yield frames[frame_name]
-                if frame_name in masks:
-                    yield masks[frame_name]
+        return selected_files(self._sample_ids, self._files, self.selection)
 
 
 def davis(

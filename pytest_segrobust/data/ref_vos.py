@@ -44,6 +44,7 @@ from pytest_segrobust.data.clip_folders import (
     ordered_keys,
     read_json_object,
     read_lines,
+    selected_files,
 )
 from pytest_segrobust.data.clips import ClipExpression, ClipObjects
 from pytest_segrobust.data.davis import Davis2017
@@ -240,12 +241,7 @@ class RefYouTubeVos(ClipFolderDataset):
         return _expression_sample(expression, clip, ids, firsts)
 
     def _used_files(self) -> Iterable[Path]:
-        for video in self._frames:
-            frames, masks = self._files(video)
-            for frame_name in self.selection.apply(list(frames)):
-                yield frames[frame_name]
-                if frame_name in masks:
-                    yield masks[frame_name]
+        return selected_files(self._frames, self._files, self.selection)
 
 
 class RefDavis17(ClipFolderDataset):

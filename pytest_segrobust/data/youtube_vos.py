@@ -42,6 +42,7 @@ from pytest_segrobust.data.clip_folders import (
     files_by_name,
     object_id_of,
     read_json_object,
+    selected_files,
 )
 from pytest_segrobust.data.clips import ClipObjects
 from pytest_segrobust.errors import DatasetError
@@ -285,12 +286,7 @@ class YouTubeVos(ClipFolderDataset):
         return Sample.of(video, video=clip.video, objects=objects)
 
     def _used_files(self) -> Iterable[Path]:
-        for video in self._sample_ids:
-            frames, masks = self._files(video)
-            for frame_name in self.selection.apply(list(frames)):
-                yield frames[frame_name]
-                if frame_name in masks:
-                    yield masks[frame_name]
+        return selected_files(self._sample_ids, self._files, self.selection)
 
 
 def youtube_vos(
