@@ -93,8 +93,8 @@ def listed_audio_clips(count: int = 4) -> ListedAudioClips:
     return ListedAudioClips(count)
 
 
-def _tone_power(wave: np.ndarray, frequency: float) -> np.ndarray:
-    times = np.arange(wave.shape[-1]) / RATE
+def _tone_power(wave: np.ndarray, frequency: float, sample_rate: int = RATE) -> np.ndarray:
+    times = np.arange(wave.shape[-1]) / sample_rate
     return np.abs((wave * np.exp(-2j * np.pi * frequency * times)).sum(axis=-1))
 
 
@@ -113,7 +113,7 @@ class ToneReader(torch.nn.Module):
 
     def forward(self, clips: torch.Tensor, waveform: torch.Tensor, frame_bounds: torch.Tensor, sample_rate: int):
         wave = waveform.mean(dim=1).cpu().double().numpy()
-        louder = np.where(_tone_power(wave, TONES[1]) >= _tone_power(wave, TONES[2]), 1, 2)
+        louder = np.where(_tone_power(wave, TONES[1], sample_rate) >= _tone_power(wave, TONES[2], sample_rate), 1, 2)
         masks = _colour_masks(clips, torch.as_tensor(louder, device=clips.device))
         for clip, bounds in enumerate(frame_bounds.tolist()):
             for frame, (start, stop) in enumerate(bounds):

@@ -4,7 +4,6 @@ ears, acoustic cells, the cross-modal mixture, the AVSBench reader and a suite r
 from __future__ import annotations
 
 import json
-import wave
 from collections import Counter
 from pathlib import Path
 
@@ -15,7 +14,6 @@ import numpy as np
 import numpy.fft
 import pytest
 import torch
-from PIL import Image
 
 from pytest_segrobust.corruptions.registry import REGISTRY
 from pytest_segrobust.errors import DatasetError
@@ -28,6 +26,7 @@ from pytest_segrobust.tasks import get_task
 from pytest_segrobust.tasks.avs import MIXTURE_CELL, AudioVisualMixture, mixture_draw
 from pytest_segrobust.types import VideoMasks
 from tests.av_fakes import SOURCE, audio_clips, colour_guess, listed_audio_clips, tone_reader
+from tests.data.avs_layouts import write_meta, write_ms3_clip, write_s4_clip, write_s4_meta
 from tests.plugin_project import run
 
 METRICS = ("avs_miou", "avs_f")
@@ -200,31 +199,15 @@ def test_a_mixture_clip_is_perturbed_alike_in_any_batch() -> None:
 # --- the AVSBench layout -------------------------------------------------------------------------------
 
 
-def write_wav(path: Path, samples: np.ndarray, rate: int = 16000) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with wave.open(str(path), "wb") as out:
-        out.setnchannels(1)
-        out.setsampwidth(2)
-        out.setframerate(rate)
-        out.writeframes((samples * 32767).astype("<i2").tobytes())
-
-
 def write_s4(root: Path, clips: dict[str, str], split: str = "test", masks: int = 5) -> None:
-    rows = ["name,start,category,split"] + [f"{clip},0,{category},{split}" for clip, category in clips.items()]
-    (root / "s4_meta_data.csv").parent.mkdir(parents=True, exist_ok=True)
-    (root / "s4_meta_data.csv").write_text("\n".join(rows) + "\n")
+    """Flat frames (grey level 40 k), a 3x3 box per clip in the first ``masks`` masks, 5 s of constant sound."""
+    write_s4_meta(root, clips, split)
+    frames = np.stack([np.full((8, 10, 3), 40 * k, np.uint8) for k in range(1, 6)])
     for n, (clip, category) in enumerate(clips.items()):
-        for k in range(1, 6):
-            frame = root / "s4_data/visual_frames" / split / category / clip / f"{clip}_{k}.png"
-            frame.parent.mkdir(parents=True, exist_ok=True)
-            Image.fromarray(np.full((8, 10, 3), 40 * k, np.uint8)).save(frame)
-            if k <= masks:
-                mask = np.zeros((8, 10), np.uint8)
-                mask[2:5, 1 + n : 4 + n] = 255
-                path = root / "s4_data/gt_masks" / split / category / clip / f"{clip}_{k}.png"
-                path.parent.mkdir(parents=True, exist_ok=True)
-                Image.fromarray(mask).save(path)
-        write_wav(root / "s4_data/audio_wav" / split / category / f"{clip}.wav", 0.25 * np.ones(16000 * 5))
+        box = np.zeros((8, 10), bool)
+        box[2:5, 1 + n : 4 + n] = True
+        annotated = [box if k <= masks else None for k in range(1, 6)]
+        write_s4_clip(root, split, category, clip, frames, annotated, 0.25 * np.ones(16000 * 5))
 
 
 def test_the_s4_layout_reads_frames_masks_and_sound(tmp_path: Path) -> None:
@@ -248,16 +231,9 @@ def test_the_s4_layout_reads_frames_masks_and_sound(tmp_path: Path) -> None:
 def test_the_ms3_layout_reads_its_own_paths(tmp_path: Path) -> None:
     from pytest_segrobust.data.avsbench import avsbench
 
-    (tmp_path / "ms3_meta_data.csv").write_text("video_id,split\nmsA,test\nmsB,train\n")
-    for k in range(1, 6):
-        frame = tmp_path / "ms3_data/visual_frames/msA" / f"msA.mp4_{k}.png"
-        frame.parent.mkdir(parents=True, exist_ok=True)
-        Image.fromarray(np.zeros((6, 6, 3), np.uint8)).save(frame)
-        mask = Image.fromarray(np.eye(6, dtype=np.uint8)).convert("P")
-        path = tmp_path / "ms3_data/gt_masks/test/msA" / f"msA_{k}.png"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        mask.save(path)
-    write_wav(tmp_path / "ms3_data/audio_wav/test/msA.wav", np.zeros(16000))
+    write_meta(tmp_path, "ms3", [("msA", "test"), ("msB", "train")], ("video_id", "split"))
+    eye = np.eye(6, dtype=np.uint8)
+    write_ms3_clip(tmp_path, "test", "msA", np.zeros((5, 6, 6, 3), np.uint8), [eye] * 5, np.zeros(16000))
     dataset = avsbench(tmp_path, "ms3", "test")
     objects = dataset[0].fields["objects"]
     assert dataset.sample_ids == ("msA",) and objects.annotated.all() and int(objects.masks.sum()) == 30
