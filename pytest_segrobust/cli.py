@@ -8,16 +8,18 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 from PIL import Image
 
 from pytest_segrobust import __version__
-from pytest_segrobust.corruptions import DEFAULT_PRESET, PRESETS, REGISTRY
+from pytest_segrobust.corruptions import DEFAULT_PRESET, PRESETS, REGISTRY, Corruption
 from pytest_segrobust.errors import SegRobustError
 from pytest_segrobust.report.gallery import render_gallery
-from pytest_segrobust.suite_pictures import gallery_tiles
+from pytest_segrobust.suite_pictures import SPECTROGRAM_FLOOR_DB, SPECTROGRAM_LEVELS, gallery_tiles, spectrogram_tiles
+from pytest_segrobust.types import Audio
 from pytest_segrobust.wording import plural
 
 
@@ -32,11 +34,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     listing.add_argument(
         "--names", action="store_true", help="only the corruption names, one per line, each once (for scripts)"
     )
-    gallery = commands.add_parser("gallery", help="one image under every corruption of a preset, as a PNG grid")
-    gallery.add_argument("image", type=Path, help="an image file Pillow can read")
+    gallery = commands.add_parser(
+        "gallery",
+        help="one image under every corruption of a preset, as a PNG grid (acoustic presets: the demo clip's "
+        "sound as spectrograms)",
+    )
+    gallery.add_argument(
+        "image",
+        type=Path,
+        nargs="?",
+        default=None,
+        help="an image file Pillow can read; left out for acoustic perturbations, which show the sound of the "
+        "first demo audio-visual clip",
+    )
     gallery.add_argument("--out", type=Path, required=True, help="PNG file to write")
     gallery.add_argument("--preset", default=DEFAULT_PRESET, help=f"whose corruptions (default {DEFAULT_PRESET})")
-    gallery.add_argument("--severities", type=int, nargs="+", default=[1, 3, 5], help="columns (default 1 3 5)")
+    gallery.add_argument(
+        "--corruptions", nargs="+", default=None, metavar="NAME", help="only these of the preset, in this order"
+    )
+    gallery.add_argument(
+        "--severities", type=int, nargs="+", default=None, help="columns (default 1 3 5; for sound 1 2 3 4 5)"
+    )
     gallery.add_argument(
         "--size", type=int, default=160, help="longer side of each shown tile in pixels (default 160); corruption runs at full size"
     )
@@ -97,7 +115,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _merge(args.shards, args.report, args.update_baselines, args.rootdir or Path.cwd())
         REGISTRY.load_entry_points()
         if args.command == "gallery":
-            return _gallery(args.image, args.out, args.preset, args.severities, args.size, args.seed)
+            return _gallery(args.image, args.out, args.preset, args.corruptions, args.severities, args.size, args.seed)
         return _list(args.preset, names=args.names)
     except SegRobustError as exc:
         print(f"segrobust: error: {exc}", file=sys.stderr)
@@ -109,26 +127,81 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 141  # 128 + SIGPIPE: what a shell reports for a writer the closed pipe ended
 
 
-def _gallery(image_path: Path, out: Path, preset: str, severities: list[int], size: int, seed: int) -> int:
+def _gallery(
+    image_path: Path | None,
+    out: Path,
+    preset: str,
+    names: list[str] | None,
+    severities: list[int] | None,
+    size: int,
+    seed: int,
+) -> int:
     if size < 1:
         raise SegRobustError(f"--size: expected a number of pixels >= 1, got {size}")
-    bad = [s for s in severities if not 1 <= s <= 5]
+    bad = [s for s in severities or () if not 1 <= s <= 5]
     if bad:
         raise SegRobustError(f"--severities: expected values 1..5, got {bad}")
-    try:
-        with Image.open(image_path) as opened:
-            picture = opened.convert("RGB")
-    except OSError as exc:
-        raise SegRobustError(f"{image_path}: cannot read the image ({exc})") from exc
-    image = torch.from_numpy(np.array(picture)).permute(2, 0, 1).contiguous()
-    corruptions = REGISTRY.available(preset)
-    # Corrupted at full resolution, as a model sees the image; shrunk to --size only for display.
-    grid = render_gallery(gallery_tiles(image, corruptions, severities, seed=seed, sample_id=image_path.name, tile=size))
+    corruptions = _chosen(preset, names)
+    sounds = [c for c in corruptions if c.accepts(Audio)]
+    if sounds and len(sounds) != len(corruptions):
+        raise SegRobustError(
+            f"preset {preset} mixes acoustic perturbations ({', '.join(c.name for c in sounds)}) with corruptions "
+            "of images: choose one kind with --corruptions"
+        )
+    if sounds:
+        if image_path is not None:
+            raise SegRobustError(
+                f"{image_path}: the perturbations of {preset} act on sound; their gallery shows the demo clip's "
+                "sound as spectrograms: leave out the image"
+            )
+        severities = severities or list(SPECTROGRAM_LEVELS)
+        batch, sample_id = _demo_sound()
+        tiles = spectrogram_tiles(batch, corruptions, severities, seed=seed, sample_id=sample_id, tile=size)
+        grid = render_gallery(tiles, columns=1, column_title="level")
+        what = f"spectrograms of {sample_id}'s sound (log magnitude, {SPECTROGRAM_FLOOR_DB:.0f}..0 dBFS)"
+    else:
+        if image_path is None:
+            raise SegRobustError(f"IMAGE: the corruptions of {preset} act on images: name an image file")
+        severities = severities or [1, 3, 5]
+        try:
+            with Image.open(image_path) as opened:
+                picture = opened.convert("RGB")
+        except OSError as exc:
+            raise SegRobustError(f"{image_path}: cannot read the image ({exc})") from exc
+        image = torch.from_numpy(np.array(picture)).permute(2, 0, 1).contiguous()
+        # Corrupted at full resolution, as a model sees the image; shrunk to --size only for display.
+        tiles = gallery_tiles(image, corruptions, severities, seed=seed, sample_id=image_path.name, tile=size)
+        grid = render_gallery(tiles)
+        what = ""
     out.parent.mkdir(parents=True, exist_ok=True)
     grid.save(out, format="PNG")
     shown = plural(len(corruptions), "corruption")
-    print(f"wrote {out}: {shown} of {preset} at severities {', '.join(map(str, severities))}")
+    print(f"wrote {out}: {shown} of {preset} at severities {', '.join(map(str, severities))}" + (f": {what}" if what else ""))
     return 0
+
+
+def _chosen(preset: str, names: list[str] | None) -> list[Corruption[Any]]:
+    """The preset's corruptions, or those of ``names`` in their order (an unknown name is an error naming the rest)."""
+    available = REGISTRY.available(preset)  # raises for an unknown preset
+    if names is None:
+        return available
+    by_name = {c.name: c for c in available}
+    unknown = [name for name in names if name not in by_name]
+    if unknown:
+        raise SegRobustError(
+            f"--corruptions: no {', '.join(map(repr, unknown))} in preset {preset}; it has {', '.join(by_name)}"
+        )
+    return [by_name[name] for name in names]
+
+
+def _demo_sound() -> tuple[dict[str, Any], str]:
+    """The first clip of the demo audio-visual set (val), collated as a suite's batch, and its id."""
+    from pytest_segrobust.data.demo_avs import demo_avs_dataset
+    from pytest_segrobust.tasks import get_task
+
+    dataset = demo_avs_dataset("val")
+    sample = dataset[0]
+    return get_task("avs").collate([sample], [0], dataset, torch.device("cpu")), sample.sample_id
 
 
 def _calibrate(path: Path, severities: list[int] | None, rootdir: Path) -> int:

@@ -13,11 +13,15 @@ and most of a 1024 px one).
 
 Both are values (:class:`~pytest_segrobust.pictures.SuitePictures`): the report draws the
 gallery (:func:`pytest_segrobust.report.gallery.render_gallery`) and never runs a corruption.
+
+Sound has no pixels: an acoustic perturbation is shown as the log-magnitude spectrogram of
+a clip's sound (:func:`spectrogram_tiles`), clean and at each level, tiles the same gallery
+lays out.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -29,12 +33,21 @@ from pytest_segrobust.corruptions.functional import to_uint8
 from pytest_segrobust.errors import error_message
 from pytest_segrobust.pictures import REPORT_TILE, GalleryTiles, SuitePictures
 from pytest_segrobust.seeding import sample_seed
-from pytest_segrobust.types import Image, SemanticMask, field_of
+from pytest_segrobust.types import Audio, Field, Image, SemanticMask, field_of
 
 GALLERY_SEVERITIES = (1, 3, 5)
 # The kept share measured again at half the size: a change beyond this means constants in pixels.
 SIZE_DEPENDENT = 0.01
 _OUTSIDE = 1  # the label the warp gives pixels that come from outside the frame
+SPECTROGRAM_LEVELS = (1, 2, 3, 4, 5)
+SPECTROGRAM_FFT = 512  # 32 ms at 16 kHz: a tone's harmonics stay apart, a click stays short
+SPECTROGRAM_HOP = 128
+# The shown range, in dB of full scale: the demo's hiss (peak 0.002) sits near -80 dB, so a
+# perturbation that adds or removes quiet sound shows, and 0 dB (a full-scale sine) is the top.
+SPECTROGRAM_FLOOR_DB = -100.0
+SPECTROGRAM_ASPECT = 5 / 8  # tile height over width
+# viridis at five stops: dark where the spectrum is quiet, yellow where it is loud, monotone in lightness
+_COLOURS = np.array([(68, 1, 84), (59, 82, 139), (33, 145, 140), (94, 201, 98), (253, 231, 37)], dtype=np.float64)
 
 
 def gallery_tiles(
@@ -76,6 +89,74 @@ def gallery_tiles(
         clean=shown(batch),
         tiles=tuple(
             tuple(shown(c(batch, s, [sample_seed(seed, sample_id, c.name, s)])) for s in severities)
+            for c in corruptions
+        ),
+    )
+
+
+def log_spectrogram(
+    waveform: torch.Tensor, n_fft: int = SPECTROGRAM_FFT, hop: int = SPECTROGRAM_HOP
+) -> torch.Tensor:
+    """The log magnitude of a clip's sound (its channels' mean), in dB of full scale.
+
+    A Hann-windowed STFT (:func:`torch.stft`, zero-padded at both ends), scaled so that a
+    full-scale sine reads 0 dB in its bin; silence is clamped at -240 dB.
+
+    Shape:
+        waveform: ``(C, S)``; return: ``(n_fft // 2 + 1, frames)``, float64, the lowest frequency first.
+    """
+    mono = waveform.detach().to("cpu", torch.float64).mean(dim=0)
+    window = torch.hann_window(n_fft, dtype=torch.float64)
+    spectrum = torch.stft(mono, n_fft, hop, window=window, center=True, pad_mode="constant", return_complex=True)
+    magnitude = spectrum.abs() * (2.0 / window.sum())
+    return 20.0 * torch.log10(magnitude.clamp_min(1e-12))
+
+
+def spectrogram_picture(decibels: torch.Tensor, size: tuple[int, int], floor_db: float = SPECTROGRAM_FLOOR_DB) -> np.ndarray:
+    """A spectrogram as an RGB picture: time left to right, frequency bottom to top, viridis from
+    ``floor_db`` (dark) to 0 dB (yellow); averaged down (or stretched) to ``size`` = ``(width, height)``.
+
+    Shape:
+        decibels: ``(F, T)``, the lowest frequency first; return: ``(height, width, 3)``, uint8.
+    """
+    shade = ((decibels - floor_db) / -floor_db).clamp(0.0, 1.0).flip(0).to(torch.float32).numpy()
+    shade = np.asarray(PILImage.fromarray(np.ascontiguousarray(shade)).resize(size, PILImage.Resampling.BOX))
+    stops = np.linspace(0.0, 1.0, len(_COLOURS))
+    rgb = np.stack([np.interp(shade, stops, _COLOURS[:, channel]) for channel in range(3)], axis=-1)
+    return np.round(rgb).clip(0, 255).astype(np.uint8)
+
+
+def spectrogram_tiles(
+    batch: Mapping[str, Field],
+    corruptions: Sequence[Corruption[Any]],
+    severities: Sequence[int] = SPECTROGRAM_LEVELS,
+    seed: int = 0,
+    sample_id: str = "gallery",
+    tile: int = REPORT_TILE,
+) -> GalleryTiles:
+    """One clip's sound clean and under each acoustic perturbation at each level, as spectrograms.
+
+    Args:
+        batch: One clip as the audio-visual task collates it: its :class:`~pytest_segrobust.types.Audio`
+            and the fields a perturbation reads beside it (``background_noise``: the competing clip).
+        corruptions: Acoustic perturbations, in order.
+        severities: The levels of each.
+        seed: Global seed; with ``sample_id`` it fixes every random draw, as in a suite.
+        sample_id: The clip's identifier the per-clip seed is derived from.
+        tile: Width of each shown spectrogram in pixels (its height is 5/8 of it).
+    """
+    size = (tile, max(1, round(tile * SPECTROGRAM_ASPECT)))
+    fields = dict(batch)
+
+    def shown(perturbed: Mapping[str, Field]) -> np.ndarray:
+        return spectrogram_picture(log_spectrogram(field_of(perturbed, Audio).data[0]), size)
+
+    return GalleryTiles(
+        corruptions=tuple(c.name for c in corruptions),
+        severities=tuple(severities),
+        clean=shown(fields),
+        tiles=tuple(
+            tuple(shown(c(fields, s, [sample_seed(seed, sample_id, c.name, s)])) for s in severities)
             for c in corruptions
         ),
     )

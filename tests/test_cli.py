@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from pytest_segrobust.cli import main
@@ -143,3 +145,48 @@ def test_calibrate_refuses_a_severity_out_of_range(tmp_path, capsys: pytest.Capt
     suite.write_text(CALIBRATED % (0.01, 1.0))
     assert main(["calibrate", str(suite), "--severities", "7"]) == 2
     assert "--severities: expected severities 1..5, got 7" in capsys.readouterr().err
+
+
+def _spectrogram_tile(grid, row: int, column: int, width: int = 64, height: int = 40, columns: int = 6):  # type: ignore[no-untyped-def]
+    """Tile (row, column) of a one-block gallery: the tiles end at the right edge, below the header."""
+    pad, header = 4, max(16, height // 8)
+    left = grid.shape[1] - pad - (columns - column) * (width + pad)
+    top = header + row * (height + pad)
+    return grid[top : top + height, left : left + width]
+
+
+def test_gallery_of_acoustic_perturbations_draws_the_demo_clips_sound_as_spectrograms(
+    tmp_path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import numpy as np
+    from PIL import Image
+
+    out = tmp_path / "sound.png"
+    args = ["gallery", "--preset", "avs-acoustic", "--corruptions", "low_pass", "time_mask", "--size", "64"]
+    assert main([*args, "--out", str(out)]) == 0
+    said = capsys.readouterr().out
+    assert "2 corruptions of avs-acoustic at severities 1, 2, 3, 4, 5: spectrograms of demo-avs/val/0000" in said
+    grid = np.asarray(Image.open(out).convert("RGB"))
+    tiles = [[_spectrogram_tile(grid, row, column) for column in range(6)] for row in range(2)]
+    assert np.array_equal(tiles[0][0], tiles[1][0]) and tiles[0][0].mean() < 200  # the clean sound, in both rows
+    for row in tiles:  # clean, then levels 1..5: each level draws another picture than the one before
+        assert all(not np.array_equal(a, b) for a, b in itertools.pairwise(row[1:]))
+        assert not np.array_equal(row[0], row[5])
+    # low_pass: the upper half of the spectrum (high frequencies) darkens as the cutoff falls
+    upper = [float(tile[:20].mean()) for tile in tiles[0]]
+    assert upper[5] < upper[3] < upper[1]
+    # (the same tiles at every call: tests/test_suite_pictures.py, without the demo clip's cost)
+
+
+def test_gallery_names_an_unknown_perturbation_and_refuses_an_image_for_sound(
+    tmp_path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = str(tmp_path / "g.png")
+    assert main(["gallery", "--preset", "avs-acoustic", "--corruptions", "gain", "hiss", "--out", out]) == 2
+    err = capsys.readouterr().err
+    assert "--corruptions: no 'hiss' in preset avs-acoustic; it has audio_gaussian_noise, background_noise" in err
+    assert main(["gallery", str(tmp_path / "in.png"), "--preset", "avs-acoustic", "--out", out]) == 2
+    assert "act on sound" in capsys.readouterr().err
+    assert main(["gallery", "--out", out]) == 2
+    assert "IMAGE: the corruptions of coco-p act on images" in capsys.readouterr().err
+    assert not (tmp_path / "g.png").exists()

@@ -81,3 +81,40 @@ def test_suite_pictures_hold_gallery_and_frame_table_and_name_what_failed() -> N
         "no gallery for suite s: RuntimeError: no",
         "no frame table for suite s: RuntimeError: no",
     )
+
+
+# -- spectrograms of sound --------------------------------------------------------------------
+
+
+def test_a_full_scale_sine_reads_0_db_in_its_bin_and_silence_the_floor() -> None:
+    from pytest_segrobust.suite_pictures import log_spectrogram, spectrogram_picture
+
+    rate, hz = 16000, 1000.0  # bin 32 of a 512-point FFT at 16 kHz
+    wave = torch.sin(2 * torch.pi * hz * torch.arange(rate, dtype=torch.float64) / rate)[None]
+    decibels = log_spectrogram(wave)
+    middle = decibels[:, decibels.shape[1] // 2]
+    assert decibels.shape[0] == 257 and int(middle.argmax()) == 32
+    assert float(middle[32]) == pytest.approx(0.0, abs=0.01)
+    assert float(middle[100]) < -80.0
+    assert float(log_spectrogram(torch.zeros(1, rate)).max()) == pytest.approx(-240.0)
+    picture = spectrogram_picture(decibels, (40, 25))
+    assert picture.shape == (25, 40, 3) and picture.dtype == np.uint8
+    row = 24 - round(32 / 256 * 24)  # the tone's row, counted from the top (high frequencies first)
+    assert picture[row - 1 : row + 2].mean() > picture[:5].mean()  # the tone is lighter than the silent top
+
+
+def test_spectrogram_tiles_show_each_level_alike_at_every_call() -> None:
+    from pytest_segrobust.suite_pictures import spectrogram_tiles
+    from pytest_segrobust.tasks import get_task
+    from tests.av_fakes import listed_audio_clips
+
+    dataset = listed_audio_clips(3)
+    batch = get_task("avs").collate([dataset[0]], [0], dataset, torch.device("cpu"))
+    chosen = [REGISTRY.get(name, "avs-acoustic") for name in ("gain", "background_noise")]
+    tiles = spectrogram_tiles(batch, chosen, seed=4, sample_id="av000", tile=32)
+    assert tiles.corruptions == ("gain", "background_noise") and tiles.severities == (1, 2, 3, 4, 5)
+    assert tiles.clean.shape == (20, 32, 3)
+    for row in tiles.tiles:
+        assert not any(np.array_equal(tiles.clean, tile) for tile in row)
+    assert spectrogram_tiles(batch, chosen, seed=4, sample_id="av000", tile=32) == tiles
+    assert spectrogram_tiles(batch, chosen, seed=5, sample_id="av000", tile=32) != tiles

@@ -19,12 +19,14 @@ _BACKGROUND = (255, 255, 255)
 _INK = (20, 20, 20)
 
 
-def render_gallery(tiles: GalleryTiles, columns: int = 2) -> Image.Image:
+def render_gallery(tiles: GalleryTiles, columns: int = 2, column_title: str = "severity") -> Image.Image:
     """One row per corruption (clean, then each severity), laid out in ``columns`` blocks.
 
     Args:
-        tiles: The image clean and under each corruption at each severity, at the shown size.
+        tiles: The image clean and under each corruption at each severity, at the shown size
+            (or a clip's sound as spectrograms, :func:`pytest_segrobust.suite_pictures.spectrogram_tiles`).
         columns: Side-by-side blocks of rows, to keep the figure readable.
+        column_title: What a severity column is called above it (``"level"`` for acoustic perturbations).
     """
     h, w = tiles.clean.shape[:2]
     font = report_font(max(11, h // 12))
@@ -36,7 +38,7 @@ def render_gallery(tiles: GalleryTiles, columns: int = 2) -> Image.Image:
     draw = ImageDraw.Draw(canvas)
     for block in range(min(columns, len(tiles.corruptions))):
         x0 = block * block_width + label_width
-        for column, title in enumerate(["clean", *(f"severity {s}" for s in tiles.severities)]):
+        for column, title in enumerate(["clean", *(f"{column_title} {s}" for s in tiles.severities)]):
             draw.text((x0 + column * (w + pad) + 2, 2), title, fill=_INK, font=font)
     clean = Image.fromarray(tiles.clean)
     for index, (name, row_tiles) in enumerate(zip(tiles.corruptions, tiles.tiles)):
