@@ -12,9 +12,8 @@ One torch thread (``torch.set_num_threads(1)``). Two clocks: the calling thread'
 (``time.thread_time``) and the process's (``time.process_time``): ``mp3_compression`` encodes
 and decodes in threads of its own, which the thread clock does not see, so the ratio uses the
 process clock. Rounds interleaved (every row once per round, after one warm-up round that
-imports the libraries), the median over rounds. With ``--suite`` it also runs the whole
-demo-avs suite's acoustic cells through the plugin's evaluation and prints the harness's
-time per clip beyond the perturbation and the model.
+imports the libraries), the median over rounds. (The whole suite's harness overhead per clip
+is not measured here.)
 
     PYTHONPATH=$PWD python benchmarks/avs_cost.py [--rounds 7] [--levels 1 3 5]
 """
