@@ -169,7 +169,9 @@ def _mixture_names(field_name: str, raw: Any, fits: Callable[[str], bool], text:
     for i, name in enumerate(raw):
         if not fits(name):
             kind = (
-                "an image corruption" if field_name.endswith("visual") else f"a text perturbation ({', '.join(text.names())})"
+                "an image corruption"
+                if field_name.endswith("visual")
+                else f"a text perturbation ({', '.join(text.names())})"
             )
             raise SuiteKeyError(f"{field_name}[{i}]", f"expected {kind}, got {name!r}")
         if name in raw[:i]:
