@@ -124,7 +124,7 @@ class Task(ABC):
             SuiteKeyError: naming the field at fault; the suite loader adds the file.
         """
         if Expressions in self.target_types:
-            return SuiteNames(TextPerturbationRegistry.builtin())
+            return SuiteNames(TextPerturbationRegistry.installed())
         return SuiteNames()
 
     def suite_key_refusal(self, key: str, task: Task) -> str | None:

@@ -98,7 +98,7 @@ def text_names(options: Mapping[str, Any], folder: Path) -> SuiteNames:
     Raises:
         SuiteKeyError: for a ``text_replay`` that is not a string or not a readable replay file.
     """
-    text = TextPerturbationRegistry.builtin()
+    text = TextPerturbationRegistry.installed()
     raw = options.get("text_replay")
     if raw is not None:
         if not isinstance(raw, str):
