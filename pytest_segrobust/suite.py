@@ -22,24 +22,20 @@ Example::
     seed: 0
     timeout: 600              # seconds a cell may take (optional; no limit by default)
 
-A referring suite (``task: referring``) may also list text perturbations (``misspelling``,
-``mispunctuation``, ``grammar_error``, ``character_missing``) and cross-modal compositions of
-one image corruption and one text perturbation (``gaussian_noise+misspelling``) in
-``corruptions``, and set::
+A suite of a task that reads referring expressions (``referring``, ``rvos``) may also list text
+perturbations (``misspelling``, ``mispunctuation``, ``grammar_error``, ``character_missing``) and
+cross-modal compositions of one image corruption and one text perturbation
+(``gaussian_noise+misspelling``) in ``corruptions``.
 
-    text_replay: replays/llm.json   # frozen perturbed texts (see pytest_segrobust.text.replay);
-                                    # each perturbation NAME of the file is the cell replay-NAME
-    mixture: r2bench                # adds the cell r2bench-mixture (see pytest_segrobust.text.cells)
-
-``mixture`` is ``r2bench`` (drawing from the suite's listed single image corruptions, or the
-preset's when it lists none, and its listed text perturbations, or the four built-in ones) or
-``{protocol: r2bench, visual: [...], text: [...]}``. A ``text_replay`` path is relative to the
-suite file.
-
-A task may accept keys of its own (:attr:`Task.suite_keys <pytest_segrobust.tasks.base.Task.suite_keys>`,
-read by :meth:`Task.suite_cells <pytest_segrobust.tasks.base.Task.suite_cells>`): the video
-tasks (``vos``, ``rvos``) take ``static:``, ``dynamic:`` and ``temporal:`` (see
-:mod:`pytest_segrobust.tasks.clip_cells`). Another task's key is refused, naming the task that takes it.
+A task may accept keys of its own (:attr:`Task.suite_keys <pytest_segrobust.tasks.base.Task.suite_keys>`):
+:meth:`Task.suite_names <pytest_segrobust.tasks.base.Task.suite_names>` reads what they let
+``corruptions`` name before that list is read (a replay file's text perturbations), and
+:meth:`Task.suite_cells <pytest_segrobust.tasks.base.Task.suite_cells>` what they make of the cells.
+The video tasks (``vos``, ``rvos``) take ``static:``, ``dynamic:`` and ``temporal:`` (see
+:mod:`pytest_segrobust.tasks.clip_cells`), the referring ones (``referring``, ``rvos``)
+``text_replay:`` and ``mixture:`` (see :mod:`pytest_segrobust.tasks.referring_cells`), the
+audio-visual one ``acoustic:`` and its own ``mixture:`` (see :mod:`pytest_segrobust.tasks.avs`).
+Another task's key is refused, naming the task that takes it.
 
 Relative paths in factory arguments (dataset folders, weight files) mean the same from any
 working directory: factories run, and datasets read, with the pytest rootdir as the current
@@ -69,10 +65,9 @@ from pytest_segrobust.metrics import METRICS
 from pytest_segrobust.models.arrays import ArrayInput, ArrayOutput, ArraySpecError
 from pytest_segrobust.requirements import RequirementError, Requirements, SuiteShape, parse_requirements
 from pytest_segrobust.tasks import TASKS, get_task
-from pytest_segrobust.tasks.base import SuiteCells, SuiteKeyError
-from pytest_segrobust.text.cells import MIXTURE_CELL, MixtureSpec, is_text_name, resolve_cell
-from pytest_segrobust.text.registry import TextPerturbationRegistry
-from pytest_segrobust.text.replay import ReplayFileError, load_replay
+from pytest_segrobust.tasks.base import SuiteCells, SuiteKeyError, SuiteNames, Task
+from pytest_segrobust.text.cells import CellResolver, is_text_name, resolve_cell
+from pytest_segrobust.text.registry import TEXT_PERTURBATIONS, TextPerturbationRegistry
 from pytest_segrobust.types import Expressions, VideoMasks
 from pytest_segrobust.wording import did_you_mean
 
@@ -80,10 +75,8 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
 _KNOWN_KEYS = {
     "name", "description", "task", "dataset", "models", "preset", "corruptions", "severities",
     "metric", "metrics", "tolerance", "batch_size", "seed", "limit", "cd", "timeout", "shifts", "gate",
-    "text_replay", "mixture", "require",
+    "require",
 }
-REPLAY_PREFIX = "replay-"
-"""A replay file's perturbation ``NAME`` is the cell ``replay-NAME``."""
 # Multiplicity procedures that need every p-value of the family at once (refused, with the reason).
 _STEPWISE = frozenset({"holm", "hochberg", "benjamini-hochberg", "bh", "fdr", "by", "benjamini-yekutieli"})
 _GATE_KEYS = ("margin", "confidence", "inconclusive", "multiplicity", "resamples", "statistics", "aggregates")
@@ -276,8 +269,6 @@ class Suite:
     timeout: float | None = None
     shifts: Shifts | None = None
     gate: GatePolicy | None = None
-    text_replay: str | None = None
-    mixture: MixtureSpec | None = None
     requirements: Requirements | None = None
     task_cells: SuiteCells = field(default_factory=SuiteCells)
     text_perturbations: TextPerturbationRegistry = field(
@@ -286,12 +277,9 @@ class Suite:
 
     def corruption(self, name: str, registry: CorruptionRegistry = REGISTRY) -> Corruption[Any]:
         """The cell ``name`` of this suite: an image corruption of its preset, a text perturbation
-        (bound to the suite's seed), a cross-modal composition, the mixture, or what the task's
-        own keys make of it (:meth:`~pytest_segrobust.tasks.base.Task.suite_cells`)."""
-        resolve = lambda cell, preset=None: resolve_cell(  # noqa: E731
-            cell, registry=registry, preset=preset or self.preset, text=self.text_perturbations, seed=self.seed,
-            mixture=self.mixture,
-        )
+        (bound to the suite's seed), a cross-modal composition, or what the task's own keys make
+        of it (:meth:`~pytest_segrobust.tasks.base.Task.suite_cells`: R2-Bench's mixture, a dynamic cell)."""
+        resolve = CellResolver(registry, self.preset, self.text_perturbations, self.seed)
         return self.task_cells.with_seed(self.seed).cell(name, resolve)
 
     def cell_severities(self, name: str) -> tuple[int, ...]:
@@ -418,7 +406,8 @@ class _Validator:
         self.path = path
         self.registry = registry
         self.import_factories = import_factories
-        self.text = TextPerturbationRegistry.builtin()  # with the suite's replayed perturbations once read
+        self.text = TextPerturbationRegistry()  # what the task's keys let the suite name (Task.suite_names)
+        self.reserved: Mapping[str, str] = {}
         self.task_name = "semantic"
         self.task_reads_text = False
 
@@ -441,15 +430,11 @@ class _Validator:
         dataset = self.factory("dataset", self.required(raw, "dataset"))
         self.task_reads_text = Expressions in get_task(task).target_types
         self.task_name = task
-        replay, text = self.text_replay(raw.get("text_replay"))
-        self.text = text
+        options = self.task_options(raw, get_task(task), task_keys)
+        names = self.task_names(get_task(task), options)
+        self.text, self.reserved = names.text, names.reserved
         corruptions = self.corruptions(raw.get("corruptions"), preset)
-        # A task that takes ``mixture`` as its own key (avs: visual and acoustic) reads it in task_cells.
-        own_mixture = "mixture" in get_task(task).suite_keys
-        mixture = None if raw.get("mixture") is None or own_mixture else self.mixture(raw["mixture"], corruptions, preset)
-        if mixture is not None:
-            corruptions = (*corruptions, MIXTURE_CELL)
-        task_cells = self.task_cells(raw, task, task_keys, corruptions, preset, mixture)
+        task_cells = self.task_cells(options, task, corruptions, preset)
         corruptions = (*corruptions, *task_cells.added)
         metrics = self.metrics(raw, task)
         severities = self.severities(raw.get("severities", list(range(1, MAX_SEVERITY + 1))))
@@ -457,7 +442,7 @@ class _Validator:
         requirements = None
         if raw.get("require") is not None:
             categories = {
-                name: task_cells.cell(name, self.resolver(preset, mixture)).category.value
+                name: task_cells.cell(name, self.resolver(preset)).category.value
                 for name in corruptions
             }
             shape = SuiteShape(
@@ -496,92 +481,45 @@ class _Validator:
             timeout=None if raw.get("timeout") is None else self.positive("timeout", raw["timeout"]),
             shifts=shifts,
             gate=None if raw.get("gate") is None else self.gate(raw, metrics),
-            text_replay=replay,
-            mixture=mixture,
             requirements=requirements,
             task_cells=task_cells,
-            text_perturbations=text,
+            text_perturbations=self.text,
         )
 
-    def resolver(self, preset: str, mixture: MixtureSpec | None) -> Any:
+    def resolver(self, preset: str) -> CellResolver:
         """A cell name's corruption as the suite has it without the task's own keys."""
-        text = self.text if self.task_reads_text else TextPerturbationRegistry()  # no text cells without expressions
-        return lambda name, other=None: resolve_cell(
-            name, registry=self.registry, preset=other or preset, text=text, seed=0, mixture=mixture
-        )
+        return CellResolver(self.registry, preset, self.text)
 
-    def task_cells(
-        self, raw: dict[str, Any], task: str, task_keys: dict[str, str], corruptions: tuple[str, ...], preset: str,
-        mixture: MixtureSpec | None,
-    ) -> SuiteCells:
-        """The task's own suite keys (:attr:`Task.suite_keys <pytest_segrobust.tasks.base.Task.suite_keys>`), read by the task."""
-        own = get_task(task).suite_keys
-        for key in sorted(set(raw) & set(task_keys) - set(own) - _KNOWN_KEYS):  # a common key another task also reads
+    def task_options(self, raw: dict[str, Any], task: Task, task_keys: dict[str, str]) -> dict[str, Any]:
+        """The task's own suite keys that the suite sets (:attr:`Task.suite_keys
+        <pytest_segrobust.tasks.base.Task.suite_keys>`); another task's key is refused, saying whose it is."""
+        for key in sorted(set(raw) & set(task_keys) - set(task.suite_keys) - _KNOWN_KEYS):
             takers = sorted(name for name in TASKS.names() if key in get_task(name).suite_keys)
-            raise self.fail(key, f"task {task} takes no {key!r}; it is a key of task {', '.join(takers)}")
-        options = {key: raw[key] for key in own if key in raw}
+            # A taker may say why this task cannot take the key (the text keys: it has no expressions).
+            reasons = (get_task(name).suite_key_refusal(key, task) for name in takers)
+            reason = next((r for r in reasons if r is not None), None)
+            raise self.fail(key, reason or f"task {task.name} takes no {key!r}; it is a key of task {', '.join(takers)}")
+        return {key: raw[key] for key in task.suite_keys if key in raw}
+
+    def task_names(self, task: Task, options: dict[str, Any]) -> SuiteNames:
+        """What the task's keys let ``corruptions`` name (:meth:`Task.suite_names
+        <pytest_segrobust.tasks.base.Task.suite_names>`), read before it."""
         try:
-            cells = get_task(task).suite_cells(options, corruptions, self.resolver(preset, mixture))
+            return task.suite_names(options, self.path.parent)
+        except SuiteKeyError as exc:
+            raise self.fail(exc.field, str(exc)) from None
+
+    def task_cells(self, options: dict[str, Any], task: str, corruptions: tuple[str, ...], preset: str) -> SuiteCells:
+        """What the task's own suite keys make of the cells (:meth:`Task.suite_cells
+        <pytest_segrobust.tasks.base.Task.suite_cells>`)."""
+        try:
+            cells = get_task(task).suite_cells(options, corruptions, self.resolver(preset))
         except SuiteKeyError as exc:
             raise self.fail(exc.field, str(exc)) from None
         for cell in cells.added:
             if cell in corruptions:
                 raise self.fail("corruptions", f"{cell!r} is added by the task's keys, not listed")
         return cells
-
-    def text_replay(self, raw: Any) -> tuple[str | None, TextPerturbationRegistry]:
-        """``text_replay: file.json`` (relative to the suite): each perturbation NAME becomes the cell ``replay-NAME``."""
-        text = TextPerturbationRegistry.builtin()
-        if raw is None:
-            return None, text
-        path = self.string("text_replay", raw)
-        if not self.task_reads_text:
-            raise self.fail("text_replay", f"replayed texts perturb referring expressions; task {self.task_name} has none")
-        try:
-            replay = load_replay(self.path.parent / path)
-        except ReplayFileError as exc:
-            raise self.fail("text_replay", str(exc)) from None
-        for name in replay.names():
-            text.register(replay.perturbation(name, registered_as=f"{REPLAY_PREFIX}{name}"))
-        return path, text
-
-    def mixture(self, raw: Any, corruptions: tuple[str, ...], preset: str) -> MixtureSpec:
-        """``mixture: r2bench`` or ``{protocol: r2bench, visual: [...], text: [...]}``."""
-        if not self.task_reads_text:
-            raise self.fail("mixture", f"the r2bench mixture perturbs images and referring expressions; task {self.task_name} has no expressions")
-        spec = {"protocol": raw} if isinstance(raw, str) else raw
-        if not isinstance(spec, dict) or spec.get("protocol") != "r2bench":
-            raise self.fail("mixture", f"expected 'r2bench' or a mapping {{protocol: r2bench, visual: [...], text: [...]}}, got {raw!r}")
-        unknown = sorted(set(spec) - {"protocol", "visual", "text"})
-        if unknown:
-            raise self.fail(f"mixture.{unknown[0]}", "unknown field; expected protocol, visual or text")
-        listed_visual = [c for c in corruptions if SEPARATOR not in c and c not in self.text]
-        listed_text = [c for c in corruptions if c in self.text]
-        if "visual" in spec:
-            visual = tuple(self.mixture_names("mixture.visual", spec["visual"], lambda n: n not in self.text and SEPARATOR not in n))
-            for i, name in enumerate(visual):
-                try:
-                    self.registry.get(name, preset)
-                except SegRobustError as exc:
-                    raise self.fail(f"mixture.visual[{i}]", str(exc)) from None
-        else:
-            visual = tuple(listed_visual) or tuple(c.name for c in self.registry.preset(preset))
-        if "text" in spec:
-            text = tuple(self.mixture_names("mixture.text", spec["text"], lambda n: n in self.text))
-        else:
-            text = tuple(listed_text) or tuple(p.name for p in TextPerturbationRegistry.builtin())
-        return MixtureSpec("r2bench", visual, text)
-
-    def mixture_names(self, field_name: str, raw: Any, fits: Any) -> list[str]:
-        if not isinstance(raw, list) or not raw or not all(isinstance(n, str) for n in raw):
-            raise self.fail(field_name, f"expected a non-empty list of names, got {raw!r}")
-        for i, name in enumerate(raw):
-            if not fits(name):
-                kind = "an image corruption" if field_name.endswith("visual") else f"a text perturbation ({', '.join(self.text.names())})"
-                raise self.fail(f"{field_name}[{i}]", f"expected {kind}, got {name!r}")
-            if name in raw[:i]:
-                raise self.fail(f"{field_name}[{i}]", f"{name!r} is listed twice")
-        return list(raw)
 
     def gate(self, raw: dict[str, Any], metrics: tuple[str, ...]) -> GatePolicy:
         """``gate: {margin: {gamma_r, score}, confidence, inconclusive, multiplicity, resamples}``."""
@@ -886,14 +824,14 @@ class _Validator:
         if not isinstance(raw, list) or not raw:
             raise self.fail("corruptions", "expected a non-empty list of corruption names")
         canonical: list[str] = []
-        # A task without expressions offers no text perturbation: an unknown name lists the image corruptions only.
-        text = self.text if self.task_reads_text else TextPerturbationRegistry()
+        # A task without expressions offers no text perturbation (self.text is empty): an unknown
+        # name lists the image corruptions only.
         for i, name in enumerate(raw):
             if not isinstance(name, str):
                 raise self.fail(f"corruptions[{i}]", f"expected a corruption name, got {name!r}")
-            if name == MIXTURE_CELL:
-                raise self.fail(f"corruptions[{i}]", f"{MIXTURE_CELL} is added by 'mixture: r2bench', not listed")
-            if is_text_name(name, self.text) and not self.task_reads_text:
+            if name in self.reserved:
+                raise self.fail(f"corruptions[{i}]", f"{name} is added by '{self.reserved[name]}', not listed")
+            if is_text_name(name, TEXT_PERTURBATIONS) and not self.task_reads_text:
                 raise self.fail(
                     f"corruptions[{i}]",
                     f"{name!r} perturbs referring expressions; task {self.task_name} has none "
@@ -901,7 +839,7 @@ class _Validator:
                 )
             try:
                 # A composition is stored under its canonical, stage-ordered name.
-                resolved = resolve_cell(name, registry=self.registry, preset=preset, text=text, seed=0)
+                resolved = resolve_cell(name, registry=self.registry, preset=preset, text=self.text, seed=0)
             except SegRobustError as exc:
                 raise self.fail(f"corruptions[{i}]", f"{exc}{self._text_hint(name)}") from exc
             self.require(f"corruptions[{i}]", f"corruption {name!r}", getattr(resolved, "requires", ()))
@@ -921,7 +859,7 @@ class _Validator:
         if self.task_reads_text:
             return ""
         for part in name.split(SEPARATOR):
-            close = difflib.get_close_matches(part.strip(), list(self.text.names()), n=1)
+            close = difflib.get_close_matches(part.strip(), TEXT_PERTURBATIONS.names(), n=1)
             if close:
                 return (
                     f"; {part.strip()!r} is close to text perturbation {close[0]!r}, which perturbs referring "

@@ -64,7 +64,7 @@ def test_a_referring_suite_lists_text_composed_and_mixture_cells(project: Path) 
         MIXTURE_CELL,
     )
     # The mixture draws from the suite's own single image corruptions and text perturbations.
-    assert suite.mixture == MixtureSpec("r2bench", ("gaussian_noise",), ("misspelling", "character_missing"))
+    assert suite.task_cells.mixture == MixtureSpec("r2bench", ("gaussian_noise",), ("misspelling", "character_missing"))
     categories = [suite.corruption(name).category.value for name in suite.corruptions]
     assert categories == ["noise", "text", "text", "cross-modal", "mixture"]
 
@@ -75,7 +75,7 @@ def test_a_mixture_mapping_names_its_types(project: Path) -> None:
         "corruptions: [gaussian_noise]\nmixture: {protocol: r2bench, visual: [fog, rotate], text: [mispunctuation]}",
     )
     suite = load_suite(_suite(project, text))
-    assert suite.mixture == MixtureSpec("r2bench", ("fog", "rotate"), ("mispunctuation",))
+    assert suite.task_cells.mixture == MixtureSpec("r2bench", ("fog", "rotate"), ("mispunctuation",))
     assert "fog" in suite.corruption(MIXTURE_CELL).table.describe()[0]
 
 
@@ -179,7 +179,7 @@ def test_a_replay_file_gates_on_frozen_texts(project: Path) -> None:
         "corruptions: [replay-misspelling, fog+replay-misspelling]\ntext_replay: llm.json",
     )
     suite = load_suite(_suite(project, text))
-    assert suite.corruptions == ("replay-misspelling", "fog+replay-misspelling") and suite.text_replay == "llm.json"
+    assert suite.corruptions == ("replay-misspelling", "fog+replay-misspelling") and suite.task_cells.text_replay == "llm.json"
     cell = suite.corruption("replay-misspelling")
     assert cell.category.value == "text"
     assert "16 texts, digest" in cell.table.describe()[0] and "0 texts" in cell.table.describe()[2]

@@ -5,19 +5,34 @@ An adapter is registered for a task with a predicate saying which objects it wra
 kind of model is one module that registers its adapter. Before the registry, the
 ``pytest_segrobust_adapt_model`` hook asks plugins and ``conftest.py`` files; after it, an
 object that already follows the task's protocol passes through as it is.
+
+An installed package adds adapters through the entry point group ``segrobust.adapters``,
+naming a build function decorated with :func:`register_adapter` (loading it imports its module,
+which registers it), or an :class:`Adapter`::
+
+    [project.entry-points."segrobust.adapters"]
+    keras = "my_package.adapters:keras_semantic"
+
+They are loaded with the built-in ones, the first time a model needs an adapter, and tried
+before them.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
 
+from pytest_segrobust.errors import SegRobustError
+
 if TYPE_CHECKING:
     from pytest_segrobust.tasks.base import Task
+
+ENTRY_POINT_GROUP = "segrobust.adapters"
 
 Build = Callable[..., Any]
 # Modules whose import registers the built-in adapters.
@@ -50,22 +65,44 @@ def register_adapter(task: str, matches: Callable[[Any], bool], name: str | None
     """
 
     def decorate(build: Build) -> Build:
-        adapter = Adapter(task, name or getattr(build, "__qualname__", repr(build)), matches, build)
-        # A module imported again (pytester's in-process runs) replaces its adapters, never doubles them.
-        _ADAPTERS[:] = [a for a in _ADAPTERS if (a.task, a.name) != (adapter.task, adapter.name)]
-        _ADAPTERS.insert(0, adapter)
+        _add(Adapter(task, name or getattr(build, "__qualname__", repr(build)), matches, build))
         return build
 
     return decorate
 
 
+def _add(adapter: Adapter) -> None:
+    # A module imported again (pytester's in-process runs) replaces its adapters, never doubles them.
+    _ADAPTERS[:] = [a for a in _ADAPTERS if (a.task, a.name) != (adapter.task, adapter.name)]
+    _ADAPTERS.insert(0, adapter)
+
+
+def load_entry_points(group: str = ENTRY_POINT_GROUP) -> None:
+    """Load every ``group`` entry point (installed adapter plugins): a decorated build function
+    registered itself when its module was imported; an :class:`Adapter` is registered here.
+
+    Raises:
+        SegRobustError: naming a plugin that fails to load.
+    """
+    for entry_point in importlib.metadata.entry_points(group=group):
+        try:
+            loaded = entry_point.load()
+        except Exception as exc:
+            raise SegRobustError(
+                f"adapter plugin {entry_point.name!r} ({entry_point.value}) failed to load: {type(exc).__name__}: {exc}"
+            ) from exc
+        if isinstance(loaded, Adapter):
+            _add(loaded)
+
+
 def adapters(task: str) -> list[Adapter]:
-    """The adapters of ``task``, in the order they are tried."""
+    """The adapters of ``task``, in the order they are tried (installed plugins' before the built-in ones)."""
     global _loaded
     if not _loaded:
         _loaded = True
         for module in _BUILTINS:
             importlib.import_module(module)
+        load_entry_points()
     return [a for a in _ADAPTERS if a.task == task]
 
 

@@ -15,13 +15,16 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
 
 from pytest_segrobust.data.base import Sample, SegmentationDataset
 from pytest_segrobust.errors import DatasetError
-from pytest_segrobust.types import Batch, Field, Image, SampleIndex, field_of
+from pytest_segrobust.text.registry import TextPerturbationRegistry
+from pytest_segrobust.types import Batch, Expressions, Field, Image, SampleIndex, field_of
 
 
 class SuiteKeyError(ValueError):
@@ -30,6 +33,22 @@ class SuiteKeyError(ValueError):
     def __init__(self, field: str, message: str) -> None:
         super().__init__(message)
         self.field = field
+
+
+@dataclass(frozen=True)
+class SuiteNames:
+    """What a task's own suite keys let a suite's ``corruptions:`` name (:meth:`Task.suite_names`),
+    read before that list is validated.
+
+    Attributes:
+        text: The text perturbations the suite may name, alone or composed with an image
+            corruption (a key may add some: a replay file's); none for a task without expressions.
+        reserved: Cells a key adds, which the list may not name, each with how the key adds it
+            (``{"r2bench-mixture": "mixture: r2bench"}``).
+    """
+
+    text: TextPerturbationRegistry = field(default_factory=TextPerturbationRegistry)
+    reserved: Mapping[str, str] = field(default_factory=dict)
 
 
 class SuiteCells:
@@ -77,7 +96,9 @@ class Task(ABC):
         version: Bumped when a change of the task (its batches, its checks) can change a result:
             it invalidates its cached clean results (:func:`~pytest_segrobust.evaluation.evaluator_version`).
         suite_keys: The top-level suite keys the task accepts besides the common ones (a video
-            task's ``static`` and ``dynamic``); :meth:`suite_cells` reads them.
+            task's ``static`` and ``dynamic``, a referring task's ``text_replay`` and ``mixture``):
+            :meth:`suite_names` reads what they let the suite's ``corruptions:`` name, then
+            :meth:`suite_cells` what they make of its cells.
     """
 
     name: ClassVar[str]
@@ -90,16 +111,37 @@ class Task(ABC):
     collates: ClassVar[Mapping[str, type[Field]]] = {"image": Image, "index": SampleIndex}
     suite_keys: ClassVar[tuple[str, ...]] = ()
 
+    def suite_names(self, options: Mapping[str, Any], folder: Path) -> SuiteNames:
+        """What the suite keys of :attr:`suite_keys` that a suite sets (``options``) let its ``corruptions:``
+        name, read before that list: by default the built-in text perturbations where the task's
+        targets include expressions, and none elsewhere.
+
+        Args:
+            options: The keys of :attr:`suite_keys` the suite sets, with their raw YAML values.
+            folder: The suite file's folder (a key's relative paths start there).
+
+        Raises:
+            SuiteKeyError: naming the field at fault; the suite loader adds the file.
+        """
+        if Expressions in self.target_types:
+            return SuiteNames(TextPerturbationRegistry.installed())
+        return SuiteNames()
+
+    def suite_key_refusal(self, key: str, task: Task) -> str | None:
+        """Why a suite of ``task``, which takes no ``key`` (one of :attr:`suite_keys`), cannot set it;
+        ``None`` leaves the loader's own words (which tasks take the key)."""
+        return None
+
     def suite_cells(
-        self, options: Mapping[str, Any], corruptions: tuple[str, ...], resolve: Callable[[str], Any]
+        self, options: Mapping[str, Any], corruptions: tuple[str, ...], resolve: Callable[..., Any]
     ) -> SuiteCells:
         """What the suite keys of :attr:`suite_keys` that a suite sets (``options``) make of its cells.
 
         Args:
             options: The keys of :attr:`suite_keys` the suite sets, with their raw YAML values.
             corruptions: The suite's listed corruptions (or its preset's), as cell names.
-            resolve: ``resolve(name, preset=None)``, a name's corruption as the suite has it without these
-                keys (in the suite's preset, or in ``preset``).
+            resolve: A :class:`~pytest_segrobust.text.cells.CellResolver`: ``resolve(name, preset=None)``, a
+                name's corruption as the suite has it without these keys (in the suite's preset, or in ``preset``).
 
         Raises:
             SuiteKeyError: naming the field at fault; the suite loader adds the file.

@@ -6,12 +6,14 @@ follow :class:`~pytest_segrobust.models.base.ReferringSegmentationModel`:
 ``predict(images, texts)`` returns ``(B, H, W)`` bool masks, or float logits that are
 thresholded at 0 (a pixel is in the mask where its logit is > 0, i.e. sigmoid > 0.5). The
 default metrics are the mean of per-sample IoU and the overall (cumulative) IoU; precision
-at IoU 0.5..0.9 are metrics of their own (and details of both).
+at IoU 0.5..0.9 are metrics of their own (and details of both). Suite keys: ``text_replay``
+and ``mixture`` (:mod:`pytest_segrobust.tasks.referring_cells`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
@@ -20,7 +22,8 @@ from pytest_segrobust.data.base import Sample, SegmentationDataset
 from pytest_segrobust.errors import DatasetError, ModelOutputError
 from pytest_segrobust.models.base import REFERRING_LOGIT_THRESHOLD, ReferringSegmentationModel
 from pytest_segrobust.tasks import register_task
-from pytest_segrobust.tasks.base import Task, first_id, upload
+from pytest_segrobust.tasks.base import SuiteCells, SuiteNames, Task, first_id, upload
+from pytest_segrobust.tasks.referring_cells import TEXT_SUITE_KEYS, text_cells, text_key_refusal, text_names
 from pytest_segrobust.types import Batch, Expressions, Field, Image, ReferringMask, field_of
 
 
@@ -40,6 +43,20 @@ class ReferringTask(Task):
         "a ReferringSegmentationModel (predict(images, texts) -> (B, H, W) bool masks or float logits, "
         "device, fingerprint)"
     )
+    suite_keys = TEXT_SUITE_KEYS
+
+    def suite_names(self, options: Mapping[str, Any], folder: Path) -> SuiteNames:
+        """The text perturbations, with ``text_replay``'s (:mod:`pytest_segrobust.tasks.referring_cells`)."""
+        return text_names(options, folder)
+
+    def suite_key_refusal(self, key: str, task: Task) -> str | None:
+        return text_key_refusal(key, task)
+
+    def suite_cells(
+        self, options: Mapping[str, Any], corruptions: tuple[str, ...], resolve: Callable[..., Any]
+    ) -> SuiteCells:
+        """``text_replay`` and ``mixture`` (:mod:`pytest_segrobust.tasks.referring_cells`)."""
+        return text_cells(options, corruptions, resolve)  # type: ignore[arg-type]
 
     def targets(self, samples: Sequence[Sample], dataset: SegmentationDataset, device: torch.device) -> dict[str, Field]:
         for sample in samples:

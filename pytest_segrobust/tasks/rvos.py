@@ -8,11 +8,15 @@ pixels kept), so J, F and J&F score it as VOS scores an object. Models follow
 :class:`~pytest_segrobust.models.video.ReferringVideoModel`: ``predict(clips, texts)`` returns
 ``(B, T, H, W)`` bool masks, or float logits thresholded at 0, as the image referring task's.
 Text perturbations change the expressions; image corruptions, static and dynamic, the frames.
+Suite keys: the video tasks' ``static``, ``dynamic`` and ``temporal``
+(:mod:`pytest_segrobust.tasks.clip_cells`) and the referring ones, ``text_replay`` and
+``mixture`` (:mod:`pytest_segrobust.tasks.referring_cells`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
@@ -23,7 +27,9 @@ from pytest_segrobust.errors import DatasetError, ModelOutputError
 from pytest_segrobust.models.base import REFERRING_LOGIT_THRESHOLD
 from pytest_segrobust.models.video import ReferringVideoModel
 from pytest_segrobust.tasks import register_task
-from pytest_segrobust.tasks.base import first_id, upload
+from pytest_segrobust.tasks.base import SuiteCells, SuiteNames, Task, first_id, upload
+from pytest_segrobust.tasks.clip_cells import CLIP_SUITE_KEYS, clip_cells
+from pytest_segrobust.tasks.referring_cells import TEXT_SUITE_KEYS, text_beneath, text_key_refusal, text_names
 from pytest_segrobust.tasks.vos import ClipTask, clip_fields
 from pytest_segrobust.types import Batch, Expressions, Field, SampleIndex, Video, VideoMasks, field_of
 
@@ -47,6 +53,20 @@ class ReferringVideoTask(ClipTask):
     model_description = (
         "a ReferringVideoModel (predict(clips, texts) -> (B, T, H, W) bool masks or float logits, device, fingerprint)"
     )
+    suite_keys = (*CLIP_SUITE_KEYS, *TEXT_SUITE_KEYS)
+
+    def suite_names(self, options: Mapping[str, Any], folder: Path) -> SuiteNames:
+        """The text perturbations, with ``text_replay``'s (:mod:`pytest_segrobust.tasks.referring_cells`)."""
+        return text_names(options, folder)
+
+    def suite_key_refusal(self, key: str, task: Task) -> str | None:
+        return text_key_refusal(key, task)
+
+    def suite_cells(
+        self, options: Mapping[str, Any], corruptions: tuple[str, ...], resolve: Callable[..., Any]
+    ) -> SuiteCells:
+        """``text_replay`` and ``mixture``, then ``static``, ``dynamic`` and ``temporal`` over those cells."""
+        return text_beneath(options, corruptions, resolve, clip_cells)  # type: ignore[arg-type]
 
     def targets(
         self, samples: Sequence[Sample], dataset: SegmentationDataset, device: torch.device

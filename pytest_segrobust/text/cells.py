@@ -281,6 +281,43 @@ def resolve_cell(
     return registry.get(name, preset)
 
 
+@dataclasses.dataclass(frozen=True)
+class CellResolver:
+    """How a suite resolves a cell name (:func:`resolve_cell`), before a task's own keys make more of it.
+
+    A task's suite cells (:meth:`Task.suite_cells <pytest_segrobust.tasks.base.Task.suite_cells>`)
+    receive one: called as ``resolve(name, preset=None)``, it gives the name's corruption in the
+    suite's preset (or in ``preset``).
+
+    Attributes:
+        registry: The image corruptions.
+        preset: The suite's preset.
+        text: The text perturbations the suite may name (none for a task without expressions).
+        seed: The suite's global seed (text cells bind it).
+        mixture: R2-Bench's mixture, where a task's key sets one (:meth:`with_mixture`).
+    """
+
+    registry: CorruptionRegistry
+    preset: str
+    text: TextPerturbationRegistry
+    seed: int = 0
+    mixture: MixtureSpec | None = None
+
+    def __call__(self, name: str, preset: str | None = None) -> Corruption[Any]:
+        return resolve_cell(
+            name, registry=self.registry, preset=preset or self.preset, text=self.text, seed=self.seed,
+            mixture=self.mixture,
+        )
+
+    def image(self, name: str, preset: str | None = None) -> Corruption[Any]:
+        """The image corruption ``name`` alone (a text perturbation is not one)."""
+        return self.registry.get(name, preset or self.preset)
+
+    def with_mixture(self, mixture: MixtureSpec | None) -> CellResolver:
+        """This resolver, resolving :data:`MIXTURE_CELL` to ``mixture`` (unchanged for ``None``)."""
+        return self if mixture is None else dataclasses.replace(self, mixture=mixture)
+
+
 def _require_known(
     name: str, registry: CorruptionRegistry, preset: str, text: TextPerturbationRegistry, where: str = ""
 ) -> None:

@@ -2,11 +2,20 @@
 
 A registry maps names to :class:`~.base.TextPerturbation` objects. :data:`TEXT_PERTURBATIONS`
 holds the built-in four; a run (or a suite's replay file) registers into its own copy, made
-with :meth:`TextPerturbationRegistry.builtin`.
+with :meth:`TextPerturbationRegistry.builtin`, or with :meth:`TextPerturbationRegistry.installed`
+where installed packages' perturbations may be named too. A package adds one through the
+entry point group ``segrobust.text``, naming the perturbation (or its class, called without
+arguments)::
+
+    [project.entry-points."segrobust.text"]
+    homoglyphs = "my_package.text:homoglyphs"
+
+It is loaded when a suite first names it.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 from collections.abc import Iterable, Iterator
 
 from pytest_segrobust.corruptions.composition import SEPARATOR
@@ -14,12 +23,22 @@ from pytest_segrobust.errors import UnknownNameError
 from pytest_segrobust.text.base import TextPerturbation
 from pytest_segrobust.text.perturbations import BUILTIN
 
+ENTRY_POINT_GROUP = "segrobust.text"
+
 
 class TextPerturbationRegistry:
-    """Text perturbations by name, in registration order. Registries share no state."""
+    """Text perturbations by name, in registration order. Registries share no state.
 
-    def __init__(self, perturbations: Iterable[TextPerturbation] = ()) -> None:
+    Args:
+        perturbations: The perturbations it starts with.
+        group: An entry point group: a name the registry does not hold is looked up there
+            (once), and its perturbation registered.
+    """
+
+    def __init__(self, perturbations: Iterable[TextPerturbation] = (), group: str | None = None) -> None:
         self._by_name: dict[str, TextPerturbation] = {}
+        self._group = group
+        self._looked_up: set[str] = set()
         for perturbation in perturbations:
             self.register(perturbation)
 
@@ -27,6 +46,12 @@ class TextPerturbationRegistry:
     def builtin(cls) -> TextPerturbationRegistry:
         """A new registry holding the built-in perturbations and nothing else."""
         return cls(BUILTIN)
+
+    @classmethod
+    def installed(cls) -> TextPerturbationRegistry:
+        """A new registry holding the built-in perturbations, and those of installed packages
+        (:data:`ENTRY_POINT_GROUP`) once named."""
+        return cls(BUILTIN, group=ENTRY_POINT_GROUP)
 
     def register(self, perturbation: TextPerturbation) -> TextPerturbation:
         """Add ``perturbation`` under its name; registering the same object again is a no-op.
@@ -49,6 +74,7 @@ class TextPerturbationRegistry:
         Raises:
             UnknownNameError: naming the known perturbations.
         """
+        self._look_up(name)
         try:
             return self._by_name[name]
         except KeyError:
@@ -56,11 +82,37 @@ class TextPerturbationRegistry:
             raise UnknownNameError(f"unknown text perturbation {name!r}; known: {known}") from None
 
     def names(self) -> list[str]:
-        """The registered names, in registration order."""
+        """The registered names, in registration order (an installed package's once it is named)."""
         return list(self._by_name)
 
     def __contains__(self, name: object) -> bool:
+        if isinstance(name, str):
+            self._look_up(name)
         return name in self._by_name
+
+    def _look_up(self, name: str) -> None:
+        """Register the installed perturbation called ``name``, if the group has one (asked once per name).
+
+        Raises:
+            UnknownNameError: for an entry point that fails to load, or whose perturbation has another name.
+        """
+        if self._group is None or name in self._by_name or name in self._looked_up or SEPARATOR in name:
+            return
+        self._looked_up.add(name)
+        for entry_point in importlib.metadata.entry_points(group=self._group, name=name):
+            try:
+                loaded = entry_point.load()
+                perturbation = loaded() if isinstance(loaded, type) else loaded
+            except Exception as exc:
+                raise UnknownNameError(
+                    f"text perturbation plugin {name!r} ({entry_point.value}) failed to load: {type(exc).__name__}: {exc}"
+                ) from exc
+            if getattr(perturbation, "name", None) != name:
+                raise UnknownNameError(
+                    f"text perturbation plugin {name!r} ({entry_point.value}) has name "
+                    f"{getattr(perturbation, 'name', None)!r}; the entry point and the perturbation must agree"
+                )
+            self.register(perturbation)
 
     def __iter__(self) -> Iterator[TextPerturbation]:
         return iter(list(self._by_name.values()))
