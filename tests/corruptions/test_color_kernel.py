@@ -1,7 +1,8 @@
-"""saturate's and brightness's compiled HSV loops (numba) give the numpy and tensor paths' bits.
+"""saturate's, brightness's and the contrasts' compiled loops (numba) give the numpy and tensor paths' bits.
 
 Images of ``COMPILED_COLOR_MIN_VALUES`` values or more take :mod:`.color_kernel` on the
-CPU where numba is installed; smaller ones, and installs without numba, the numpy planes.
+CPU where numba is installed; smaller ones, and installs without numba, the numpy planes
+(saturate, brightness) or torch's in-place blend (the contrasts).
 All three are compared here bit for bit at every severity, on photo-like images with grey,
 black and clipped pixels, uniform noise, float64, values outside [0, 1] and channels-last.
 """
@@ -52,7 +53,7 @@ def counted_kernel() -> Iterator[dict[str, int]]:
     """The compiled loops, counting their calls."""
     kernel = color._compiled_color()
     assert kernel is not None, "numba is installed but the compiled loops are not loaded"
-    calls = {"scale_saturation_into": 0, "shift_value_into": 0}
+    calls = {"scale_saturation_into": 0, "shift_value_into": 0, "blend_into": 0}
 
     class Spy:
         @staticmethod
@@ -64,6 +65,11 @@ def counted_kernel() -> Iterator[dict[str, int]]:
         def shift_value_into(*args: object) -> None:
             calls["shift_value_into"] += 1
             kernel.shift_value_into(*args)
+
+        @staticmethod
+        def blend_into(*args: object) -> None:
+            calls["blend_into"] += 1
+            kernel.blend_into(*args)
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(color, "_compiled_color", functools_cached(Spy))
@@ -80,7 +86,7 @@ def functools_cached(module: object) -> object:
 
 
 def numpy_planes() -> contextlib.AbstractContextManager[None]:
-    return _patched(color, "_compiled_color", lambda: None)
+    return _patched(color, "_compiled_color_for", lambda images: None)
 
 
 def tensor_path() -> contextlib.AbstractContextManager[None]:
@@ -134,3 +140,18 @@ def test_grey_and_black_pixels_take_the_tint_and_the_grey() -> None:
     assert torch.allclose(saturated[0, 1:], images[0, 1:] * 0.9)
     assert torch.allclose(brighter[0, :, :, :64], torch.full((3, 128, 64), 0.3))
     assert torch.allclose(brighter[0, :, :, 64:], torch.full((3, 128, 64), 0.7))
+
+
+@pytest.mark.parametrize("factor", [0.4, 0.05, 1.2, 2.0])
+def test_compiled_contrast_blends_are_the_tensor_path_bit_for_bit(factor: float) -> None:
+    generator = torch.Generator().manual_seed(4)
+    for images in [*inputs(), torch.rand(2, 1, 256, 140, generator=generator)]:
+        with counted_kernel() as calls:
+            reduced = Fn.reduce_contrast(images, factor)
+            enhanced = Fn.enhance_contrast(images, factor) if images.shape[1] == 3 else None
+        assert calls["blend_into"] == (2 if enhanced is not None else 1)
+        with numpy_planes():
+            assert torch.equal(reduced, Fn.reduce_contrast(images, factor))
+            if enhanced is not None:
+                assert torch.equal(enhanced, Fn.enhance_contrast(images, factor))
+        assert reduced.dtype == images.dtype and reduced.is_contiguous()

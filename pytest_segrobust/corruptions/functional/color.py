@@ -35,7 +35,7 @@ def enhance_contrast(images: torch.Tensor, factor: float) -> torch.Tensor:
     mean = luma(images).mean(dim=(1, 2, 3), keepdim=True)
     # mean + factor * (images - mean), in place on the one temporary: the same roundings,
     # since IEEE sums and products are commutative.
-    return (images - mean).mul_(factor).add_(mean).clamp_(0.0, 1.0)
+    return _blend(images, mean.expand(-1, images.shape[1], -1, -1), factor)
 
 
 def to_uint8(images: torch.Tensor) -> torch.Tensor:
@@ -65,7 +65,25 @@ def reduce_contrast(images: torch.Tensor, factor: float) -> torch.Tensor:
     # One reduction per image: a batched mean may split a large image's sum across
     # threads differently depending on the batch size, which would change its last bit.
     means = torch.stack([image.mean(dim=(-2, -1), keepdim=True) for image in images])
-    # The same operations in the same order, in place on the first result.
+    return _blend(images, means, factor)
+
+
+def _blend(images: torch.Tensor, means: torch.Tensor, factor: float) -> torch.Tensor:
+    # clip((x - m) factor + m) with ``means`` (B, C, 1, 1): on the CPU in one compiled pass
+    # where numba is installed (:mod:`.color_kernel`, the same operations in the same
+    # order, so the same bits), else in place on the first result.
+    on_cpu = images.device.type == "cpu" and images.dtype in (torch.float32, torch.float64)
+    if on_cpu and not images.requires_grad and (kernel := _compiled_color_for(images)) is not None:
+        out = torch.empty_like(images, memory_format=torch.contiguous_format)
+        kernel.blend_into(
+            images.detach().numpy(),
+            means.detach().reshape(means.shape[0], means.shape[1]).numpy(),
+            _scalar(images, factor),
+            _scalar(images, 0.0),
+            _scalar(images, 1.0),
+            out.numpy(),
+        )
+        return out
     return (images - means).mul_(factor).add_(means).clamp_(0.0, 1.0)
 
 

@@ -70,3 +70,21 @@ def shift_value_into(
                 out_red[x] = brighter if black else min(max(r * scale, zero), one)
                 out_green[x] = brighter if black else min(max(g * scale, zero), one)
                 out_blue[x] = brighter if black else min(max(u * scale, zero), one)
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def blend_into(
+    images: np.ndarray, means: np.ndarray, factor: float, zero: float, one: float, out: np.ndarray
+) -> None:  # pragma: no cover - compiled
+    """``clip((x - m) factor + m)`` of ``(B, C, H, W)`` images with ``m = means[b, c]``, into ``out``.
+
+    The contrast blends' ``(images - means).mul_(factor).add_(means).clamp_(0, 1)`` in one pass.
+    """
+    batch, channels, height, width = images.shape
+    for b in range(batch):
+        for c in range(channels):
+            mean = means[b, c]
+            for y in range(height):
+                source, target = images[b, c, y], out[b, c, y]
+                for x in range(width):
+                    target[x] = min(max((source[x] - mean) * factor + mean, zero), one)
