@@ -7,7 +7,8 @@ what load from other processes disturbs least); every round times each row once,
 so what load remains spreads over all of them; min and median over the rounds are printed.
 The last column is the largest ``|ours - torch path|`` at batch 1: ours on the CPU against
 the path an accelerator takes (no OpenCV kernels, no numpy planes, Philox words from int64
-tensor ops), forced on the CPU by :func:`torch_path`. A peer that cannot be imported is skipped. The peers are not dependencies: install them in a
+tensor ops), forced on the CPU by :func:`torch_path`; the one after it what albumentations computes on (its
+data type, and its operation where it is not ours). A peer that cannot be imported is skipped. The peers are not dependencies: install them in a
 throwaway environment (never albumentationsx, which is AGPL), for example
 
     python3 -m venv /tmp/peers && /tmp/peers/bin/pip install torch==2.13.0
@@ -97,7 +98,9 @@ class Row:
 
     A peer factory takes the imported peer module and returns a callable on the image in
     that peer's own format (HWC uint8 for albumentations, ``(1, 3, H, W)`` float for kornia).
-    ``albumentations_does`` says in one line how albumentations computes it, for ``--profile``.
+    ``albumentations_does`` says in one line how albumentations computes it, for ``--profile``;
+    ``albumentations_computes`` is the table's short form: the data type it computes on and,
+    where it is not ours, the operation.
     """
 
     label: str
@@ -106,6 +109,7 @@ class Row:
     albumentations: Callable[[Any], Callable[[Any], Any]] | None
     kornia: Callable[[Any], Callable[[Any], Any]] | None
     albumentations_does: str = ""
+    albumentations_computes: str = "uint8"
 
 
 def _albu(make: Callable[[Any], Any]) -> Callable[[Any], Callable[[np.ndarray], Any]]:
@@ -147,6 +151,7 @@ ROWS = (
         _albu(lambda A: A.ZoomBlur(max_factor=(1.21, 1.21), step_factor=(0.02, 0.02), p=1.0)),
         None,
         albumentations_does="float32 HWC; per factor cv2.resize(INTER_LINEAR, half-pixel centres) of the centre crop, summed in float32",
+        albumentations_computes="float32, half-pixel-centre resize (ours: aligned corners)",
     ),
     Row(
         "rotate",
@@ -199,6 +204,7 @@ ROWS = (
             )
         ),
         albumentations_does="cv2.resize INTER_AREA down, INTER_NEAREST up, both on the uint8 HWC image",
+        albumentations_computes="uint8, INTER_AREA (fractional weights; ours: Pillow's box)",
     ),
     Row(
         "contrast",
@@ -208,6 +214,7 @@ ROWS = (
         # kornia's blend towards the grey mean (adjust_contrast alone only multiplies).
         lambda K: lambda image: K.enhance.adjust_contrast_with_mean_subtraction(image, 0.2),
         albumentations_does="mean of cv2.cvtColor(RGB2GRAY), then a 256-entry uint8 lookup table (albucore multiply_add_lut)",
+        albumentations_computes="uint8 lookup table, grey mean (ours: channel means)",
     ),
     Row(
         "saturate",
@@ -216,6 +223,7 @@ ROWS = (
         _albu(lambda A: A.ColorJitter(brightness=0, contrast=0, saturation=(2.0, 2.0), hue=0, p=1.0)),
         lambda K: lambda image: K.enhance.adjust_saturation(image, 2.0),
         albumentations_does="cv2.cvtColor RGB2GRAY and GRAY2RGB, then cv2.addWeighted, all uint8 (saturating, rounded)",
+        albumentations_computes="uint8, blend with grey (ours: HSV saturation)",
     ),
     Row(
         "brightness",
@@ -226,6 +234,7 @@ ROWS = (
         _albu(lambda A: A.RandomBrightnessContrast(brightness_limit=(0.3, 0.3), contrast_limit=(0, 0), p=1.0)),
         lambda K: lambda image: K.enhance.adjust_brightness(image, 0.3),
         albumentations_does="adds 0.3 * 255 to every channel through a 256-entry uint8 lookup table (no HSV round trip)",
+        albumentations_computes="uint8 lookup table, adds to RGB (ours: HSV value)",
     ),
     Row(
         "darkness",
@@ -264,6 +273,7 @@ ROWS = (
         _albu(lambda A: A.GaussNoise(std_range=(0.18, 0.18), p=1.0)),
         lambda K: lambda image: (image + 0.18 * torch.randn_like(image)).clamp_(0.0, 1.0),
         albumentations_does="cv2.randn into a float64 HWC array, .astype(float32), cv2.add to the image as float32, clip, back to uint8",
+        albumentations_computes="float32 add of cv2.randn, uint8 in and out",
     ),
     Row(
         "shot_noise",
@@ -291,6 +301,7 @@ ROWS = (
         # Our formula, drawn from torch's global generator.
         lambda K: lambda image: (image * (1.0 + 0.35 * torch.randn_like(image))).clamp_(0.0, 1.0),
         albumentations_does="numpy Generator.uniform HWC multipliers (not normal), cv2.multiply in float32, clipped to uint8",
+        albumentations_computes="float32, uniform multipliers (ours: normal), uint8 in and out",
     ),
     Row(
         "intensity_noise",
@@ -378,7 +389,7 @@ ROWS = (
 
 @contextlib.contextmanager
 def torch_path() -> Iterator[None]:
-    """Ours as an accelerator computes it, on the CPU: every OpenCV kernel, numpy plane and numpy Philox word off."""
+    """Ours as an accelerator computes it, on the CPU: every OpenCV kernel, numpy plane, numba loop and numpy Philox word off."""
     with contextlib.ExitStack() as stack:
         for module, name, replacement in (
             (functional_opencv, "opencv", lambda: None),  # filters, warps, remaps
@@ -386,6 +397,7 @@ def torch_path() -> Iterator[None]:
             (_spatter, "_opencv", lambda: None),
             (color, "_numpy_planes", lambda images: None),
             (philox, "_uses_numpy", lambda device: False),
+            (color, "_compiled_color_for", lambda images: None),  # numba's colour loops (same bits)
         ):
             stack.enter_context(mock.patch.object(module, name, replacement))
         yield
@@ -514,14 +526,15 @@ def main() -> None:
         f"\n{args.size}x{args.size}, severity {SEVERITY}, one thread each, {args.rounds} interleaved rounds; {versions}"
     )
     print("thread CPU ms per image, min / median\n")
-    print("| corruption | " + " | ".join(columns) + " | max \\|diff\\| vs the torch path |")
-    print("|---|" + "---:|" * (len(columns) + 1))
+    print("| corruption | " + " | ".join(columns) + " | max \\|diff\\| vs the torch path | albumentations computes |")
+    print("|---|" + "---:|" * (len(columns) + 1) + "---|")
     for index, row in enumerate(rows):
         cells = []
         for column in columns:
             measured = times.get((index, column))
             cells.append(f"{min(measured):.1f} / {statistics.median(measured):.1f}" if measured else "-")
-        print(f"| {row.label} | " + " | ".join(cells) + f" | {differences[index]:.1e} |")
+        note = row.albumentations_computes if row.albumentations is not None else "-"
+        print(f"| {row.label} | " + " | ".join(cells) + f" | {differences[index]:.1e} | {note} |")
 
     if args.profile:
         print(

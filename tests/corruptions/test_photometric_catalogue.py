@@ -335,10 +335,11 @@ def test_zoom_blur_through_channels_last_is_bitwise_the_plain_layout(
     shape: tuple[int, ...], dtype: torch.dtype, severity: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The torch path zooms channels-last crops to save the kernel's own layout copies; same values.
-    # (With OpenCV 5, float32 takes warpAffine instead: tests/corruptions/test_opencv_warps.py bounds it.)
+    # (With OpenCV, float32 takes numba's row blends or OpenCV 5's warpAffine instead:
+    # tests/corruptions/test_zoom_kernel.py and test_opencv_warps.py bound them.)
     from pytest_segrobust.corruptions.functional import opencv
 
-    monkeypatch.setattr(opencv, "opencv_warps_for", lambda images: None)
+    monkeypatch.setattr(opencv, "opencv", lambda: None)
     images = torch.rand(shape, generator=torch.Generator().manual_seed(severity), dtype=dtype)
     factors = ZOOM_BLUR_IMAGENET_C[severity].factors
     out = Fn.zoom_blur(images, factors)

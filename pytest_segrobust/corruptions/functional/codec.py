@@ -119,19 +119,57 @@ def pixelate(images: torch.Tensor, factor: float) -> torch.Tensor:
     equals Pillow's on 8-bit images to within one level (Pillow rounds between its two
     passes) and is not quantised.
 
+    Where both sides shrink by whole ratios (``H / h`` and ``W / w`` integers, as at
+    factors 0.5 and 0.25 of an even side), Pillow's windows are the aligned ``k`` x ``k``
+    blocks, OpenCV's ``INTER_AREA`` averages exactly those, and CPU images go down through
+    it (within float rounding: it sums a block, then scales once). At other ratios
+    ``INTER_AREA`` weighs the pixels a window cuts by their covered fraction, which
+    Pillow's box does not, so the box sums below stay.
+
     Shape:
         images: ``(B, C, H, W)``; return: same.
     """
     h, w = images.shape[-2:]
     small_h, small_w = max(int(h * factor), 1), max(int(w * factor), 1)
-    # Horizontally first, as Pillow does (and on the CPU the faster pass: it shrinks the
-    # image before the rows are summed).
-    small = _box_mean(images, w, small_w, dim=-1)
-    small = _box_mean(small, h, small_h, dim=-2)
+    cv2 = _opencv_area_for(images)
+    if cv2 is not None and _aligned_blocks(h, small_h) and _aligned_blocks(w, small_w):
+        small = _opencv_area(cv2, images, small_h, small_w)
+    else:
+        # Horizontally first, as Pillow does (and on the CPU the faster pass: it shrinks
+        # the image before the rows are summed).
+        small = _box_mean(images, w, small_w, dim=-1)
+        small = _box_mean(small, h, small_h, dim=-2)
     rows = _nearest_index_tensor(small_h, h).to(images.device)
     cols = _nearest_index_tensor(small_w, w).to(images.device)
     # Columns first, on the short image; the rows are then whole-row copies.
     return _take_columns(small, cols).index_select(-2, rows)
+
+
+def _opencv_area_for(images: torch.Tensor) -> ModuleType | None:
+    """``cv2`` where it can shrink ``images``: installed, float32 or float64 on the CPU, no autograd."""
+    if images.device.type != "cpu" or images.dtype not in (torch.float32, torch.float64) or images.requires_grad:
+        return None
+    return opencv()
+
+
+@functools.lru_cache(maxsize=256)
+def _aligned_blocks(in_size: int, out_size: int) -> bool:
+    """Whether Pillow's box windows from ``in_size`` to ``out_size`` are the aligned blocks of ``in_size / out_size``."""
+    if in_size % out_size:
+        return False
+    ratio = in_size // out_size
+    first, last = _box_windows(in_size, out_size)
+    return first == list(range(0, in_size, ratio)) and last == list(range(ratio - 1, in_size, ratio))
+
+
+def _opencv_area(cv2: ModuleType, images: torch.Tensor, small_h: int, small_w: int) -> torch.Tensor:
+    # INTER_AREA plane by plane, each written into its place in the output.
+    h, w = images.shape[-2:]
+    planes = images.detach().contiguous().view(-1, h, w)
+    small = images.new_empty((*images.shape[:-2], small_h, small_w))
+    for plane, target in zip(planes.numpy(), small.view(-1, small_h, small_w).numpy()):
+        cv2.resize(plane, (small_w, small_h), dst=target, interpolation=cv2.INTER_AREA)
+    return small
 
 
 def _take_columns(images: torch.Tensor, index: torch.Tensor) -> torch.Tensor:

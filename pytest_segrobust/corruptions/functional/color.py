@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+from types import ModuleType
+
 import numpy as np
 import torch
 
@@ -32,7 +35,7 @@ def enhance_contrast(images: torch.Tensor, factor: float) -> torch.Tensor:
     mean = luma(images).mean(dim=(1, 2, 3), keepdim=True)
     # mean + factor * (images - mean), in place on the one temporary: the same roundings,
     # since IEEE sums and products are commutative.
-    return (images - mean).mul_(factor).add_(mean).clamp_(0.0, 1.0)
+    return _blend(images, mean.expand(-1, images.shape[1], -1, -1), factor)
 
 
 def to_uint8(images: torch.Tensor) -> torch.Tensor:
@@ -62,7 +65,25 @@ def reduce_contrast(images: torch.Tensor, factor: float) -> torch.Tensor:
     # One reduction per image: a batched mean may split a large image's sum across
     # threads differently depending on the batch size, which would change its last bit.
     means = torch.stack([image.mean(dim=(-2, -1), keepdim=True) for image in images])
-    # The same operations in the same order, in place on the first result.
+    return _blend(images, means, factor)
+
+
+def _blend(images: torch.Tensor, means: torch.Tensor, factor: float) -> torch.Tensor:
+    # clip((x - m) factor + m) with ``means`` (B, C, 1, 1): on the CPU in one compiled pass
+    # where numba is installed (:mod:`.color_kernel`, the same operations in the same
+    # order, so the same bits), else in place on the first result.
+    on_cpu = images.device.type == "cpu" and images.dtype in (torch.float32, torch.float64)
+    if on_cpu and not images.requires_grad and (kernel := _compiled_color_for(images)) is not None:
+        out = torch.empty_like(images, memory_format=torch.contiguous_format)
+        kernel.blend_into(
+            images.detach().numpy(),
+            means.detach().reshape(means.shape[0], means.shape[1]).numpy(),
+            _scalar(images, factor),
+            _scalar(images, 0.0),
+            _scalar(images, 1.0),
+            out.numpy(),
+        )
+        return out
     return (images - means).mul_(factor).add_(means).clamp_(0.0, 1.0)
 
 
@@ -118,14 +139,21 @@ def shift_value(images: torch.Tensor, amount: float) -> torch.Tensor:
     :func:`rgb_to_hsv` and :func:`hsv_to_rgb`, in a few elementwise operations. Black
     (hue and saturation 0) becomes grey ``V'``.
 
-    On the CPU the same operations run plane by plane in numpy (:func:`_shift_value_numpy`),
-    bit for bit.
+    On the CPU the same operations run pixel by pixel in one compiled pass where numba is
+    installed (:mod:`.color_kernel`, for images of :data:`COMPILED_COLOR_MIN_VALUES` values
+    or more), else plane by plane in numpy (:func:`_shift_value_numpy`), bit for bit.
 
     Shape:
         images: ``(B, 3, H, W)``; return: same.
     """
     planes = _numpy_planes(images)
     if planes is not None:
+        kernel = _compiled_color_for(images)
+        if kernel is not None:
+            out = torch.empty_like(images, memory_format=torch.contiguous_format)
+            zero, one = _scalar(images, 0.0), _scalar(images, 1.0)
+            kernel.shift_value_into(images.detach().numpy(), _scalar(images, amount), zero, one, out.numpy())
+            return out
         return _shift_value_numpy(images, planes, amount)
     value = images.amax(dim=1, keepdim=True)
     brighter = (value + amount).clamp_(0.0, 1.0)
@@ -142,14 +170,23 @@ def scale_saturation(images: torch.Tensor, scale: float, shift: float) -> torch.
     :func:`hsv_to_rgb`, in a few elementwise operations. Grey pixels have hue 0 (red) in
     scikit-image, so a positive ``shift`` tints them red, as in the reference.
 
-    On the CPU the same operations run plane by plane in numpy (:func:`_scale_saturation_numpy`),
-    bit for bit.
+    On the CPU the same operations run pixel by pixel in one compiled pass where numba is
+    installed (:mod:`.color_kernel`, for images of :data:`COMPILED_COLOR_MIN_VALUES` values
+    or more), else plane by plane in numpy (:func:`_scale_saturation_numpy`), bit for bit.
 
     Shape:
         images: ``(B, 3, H, W)``; return: same.
     """
     planes = _numpy_planes(images)
     if planes is not None:
+        kernel = _compiled_color_for(images)
+        if kernel is not None:
+            out = torch.empty_like(images, memory_format=torch.contiguous_format)
+            scalars = (_scalar(images, scale), _scalar(images, shift), _tint_remaining(images, scale, shift))
+            kernel.scale_saturation_into(
+                images.detach().numpy(), *scalars, _scalar(images, 0.0), _scalar(images, 1.0), out.numpy()
+            )
+            return out
         return _scale_saturation_numpy(images, planes, scale, shift)
     value = images.amax(dim=1, keepdim=True)
     delta = value - images.amin(dim=1, keepdim=True)
@@ -182,6 +219,37 @@ def _numpy_planes(images: torch.Tensor) -> tuple[np.ndarray, np.ndarray, np.ndar
         return None
     array = images.detach().numpy()
     return array[:, 0], array[:, 1], array[:, 2]
+
+
+COMPILED_COLOR_MIN_VALUES = 3 * 128 * 128
+"""Images from this many values on load numba's kernels (:mod:`.color_kernel`), if not loaded yet.
+
+The kernels give the numpy path's bits, so which path an image takes changes no value;
+small images alone do not repay loading numba (about half a second once per process).
+"""
+
+
+def _compiled_color_for(images: torch.Tensor) -> ModuleType | None:
+    """:mod:`.color_kernel` for CPU ``images`` where numba is installed and loading it pays, else None."""
+    if images.numel() < COMPILED_COLOR_MIN_VALUES and not _compiled_color.cache_info().currsize:
+        return None
+    return _compiled_color()
+
+
+@functools.cache
+def _compiled_color() -> ModuleType | None:
+    """:mod:`.color_kernel` (numba's compiled HSV loops), or None where numba is not installed."""
+    try:
+        from pytest_segrobust.corruptions.functional import color_kernel
+    except ImportError:
+        return None
+    return color_kernel
+
+
+def _tint_remaining(images: torch.Tensor, scale: float, shift: float) -> np.generic:
+    # 1 - clip(0 * scale + shift): what green and blue keep of a grey pixel's value, in its float type.
+    tinted = torch.zeros((), dtype=images.dtype).mul(scale).add(shift).clamp(0.0, 1.0)
+    return (1.0 - tinted).numpy()[()]
 
 
 def _scalar(images: torch.Tensor, value: float) -> np.generic:
@@ -241,8 +309,7 @@ def _scale_saturation_numpy(
             np.subtract(value, target[:, k], out=target[:, k])
     if grey.any():
         # Saturation 0 becomes clip(0 * scale + shift): the red tint of every grey pixel.
-        tinted = torch.zeros((), dtype=images.dtype).mul(scale).add(shift).clamp(0.0, 1.0)
-        remaining = (1.0 - tinted).numpy()[()]
+        remaining = _tint_remaining(images, scale, shift)
         np.copyto(target[:, 0], value, where=grey)
         np.multiply(value, remaining, out=target[:, 1], where=grey)
         np.multiply(value, remaining, out=target[:, 2], where=grey)
