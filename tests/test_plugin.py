@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from pytest_segrobust.report import without_timing
 from tests.fakes import write_coco_bands
 from tests.plugin_project import CELLS, SINGLE_PROCESS, SUITE, baseline, cached_run, recorded, run, write_suite
 
@@ -561,15 +562,6 @@ def test_the_terminal_summary_ends_with_the_verdict_after_every_written_file(
 # -- under xdist -----------------------------------------------------------------------------------
 # Each scenario above runs in one process. These two run what the xdist controller does
 # differently, with two workers, and let each run serve every check that needs one.
-
-
-def without_timing(report: dict) -> dict:
-    for suite in report["suites"].values():
-        for model in suite["models"].values():
-            for cell in model["cells"]:
-                cell.pop("seconds")
-    report.pop("environment")  # wall time and start differ by run
-    return report
 
 
 def test_the_xdist_controller_records_compares_and_caches(project: pytest.Pytester) -> None:
