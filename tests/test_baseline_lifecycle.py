@@ -221,8 +221,10 @@ def test_the_xdist_controller_reports_keeps_and_removes_unused_entries(project: 
     result.assert_outcomes(passed=CELLS)
     result.stdout.fnmatch_lines(
         [
-            "baselines/bands.json: 2 unused entries (no longer in suite bands): binner::gaussian_noise::3, old-net; "
-            "remove them with --segrobust-prune"
+            (
+                "baselines/bands.json: 2 unused entries (no longer in suite bands): binner::gaussian_noise::3, old-net; "
+                "remove them with --segrobust-prune"
+            )
         ]
     )
     assert (project.path / "baselines" / "bands.json").read_text() == stale_text  # reported, not removed
