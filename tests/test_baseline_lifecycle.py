@@ -1,8 +1,9 @@
 """Baselines with a lifecycle, through pytester: what an update changed, unused entries and
 ``--segrobust-prune``, rounding and provenance, and each cell's numbers as JUnit properties.
 
-Where the xdist controller does the work (writing, collecting workers' payloads) a scenario
-runs without xdist and with ``-n 2``; ``-n 0`` takes the single-process path.
+Each scenario runs in one process; ``-n 0`` takes the single-process path. Where the xdist
+controller does the work (writing, knowing which cells a -k run left out, collecting the workers'
+JUnit properties) one scenario with ``-n 2`` checks it at the end.
 """
 
 from __future__ import annotations
@@ -10,14 +11,12 @@ from __future__ import annotations
 import json
 import re
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 
 from pytest_segrobust import __version__
-from tests.plugin_project import CELLS, DISTRIBUTIONS, SINGLE_PROCESS, baseline, recorded, run, write_suite
-
-# Single process and the xdist controller: the two places baselines are written from.
-WRITERS = pytest.mark.parametrize("dist", [DISTRIBUTIONS["no-xdist"], DISTRIBUTIONS["n2"]], ids=["no-xdist", "n2"])
+from tests.plugin_project import CELLS, SINGLE_PROCESS, baseline, recorded, run, write_suite
 
 
 def add_stale_entries(project: pytest.Pytester) -> dict:
@@ -73,7 +72,7 @@ def test_stored_numbers_are_rounded_and_the_file_records_what_made_them(project:
     run(project, "--segrobust").assert_outcomes(passed=CELLS)
 
 
-@WRITERS
+@SINGLE_PROCESS  # under xdist: test_the_xdist_controller_reports_keeps_and_removes_unused_entries
 def test_unused_entries_are_reported_and_pruned(project: pytest.Pytester, dist: list[str]) -> None:
     recorded(project)
     clean_file = add_stale_entries(project)
@@ -93,11 +92,11 @@ def test_unused_entries_are_reported_and_pruned(project: pytest.Pytester, dist: 
         ["baselines/bands.json: removed 2 unused entries: binner::gaussian_noise::3, old-net", "wrote *bands.json"]
     )
     assert baseline(project) == clean_file  # everything else as it was, provenance included
-    # The pruned file reads clean; one process shows it (the controller's report is the first run's).
+    # The pruned file reads clean.
     assert "unused entries" not in run(project, "--segrobust").stdout.str()
 
 
-@WRITERS
+@SINGLE_PROCESS  # under xdist: test_the_xdist_controller_reports_keeps_and_removes_unused_entries
 def test_a_full_update_leaves_no_stale_entries_a_partial_one_keeps_them(project: pytest.Pytester, dist: list[str]) -> None:
     recorded(project)
     clean_file = add_stale_entries(project)
@@ -158,13 +157,11 @@ def test_a_changed_model_is_shown_and_gated_all_the_same(project: pytest.Pyteste
     assert baseline(project)["made_with"]["models"]["binner"] == current
 
 
-@WRITERS
-def test_junit_xml_has_each_cells_numbers(project: pytest.Pytester, dist: list[str]) -> None:
-    recorded(project)
-    run(project, "--segrobust", "--junitxml=results.xml", *dist).assert_outcomes(passed=CELLS)
+def check_junit_properties(project: pytest.Pytester, path: Path) -> None:
+    """The JUnit file of a passing run of the bands suite holds each cell's numbers."""
     cases = {
         case.get("name"): {p.get("name"): p.get("value") for p in case.iter("property")}
-        for case in ET.parse(project.path / "results.xml").getroot().iter("testcase")
+        for case in ET.parse(path).getroot().iter("testcase")
     }
     stored = baseline(project)["models"]["binner"]
     # Whatever the cell's name looks like once junitxml has mangled its node id.
@@ -178,9 +175,16 @@ def test_junit_xml_has_each_cells_numbers(project: pytest.Pytester, dist: list[s
     # gamma_r is 1 by definition
     assert set(cases["clean"]) == {"status", "metric", "score", "tolerance_score", "baseline", "delta"}
     # The classname: the suite file without .yaml (pytest's own would keep it), '/' as '.', then the model.
-    assert {case.get("classname") for case in ET.parse(project.path / "results.xml").getroot().iter("testcase")} == {
+    assert {case.get("classname") for case in ET.parse(path).getroot().iter("testcase")} == {
         "suites.bands.binner"
     }
+
+
+@SINGLE_PROCESS  # under xdist: test_the_xdist_controller_reports_keeps_and_removes_unused_entries
+def test_junit_xml_has_each_cells_numbers(project: pytest.Pytester, dist: list[str]) -> None:
+    recorded(project)
+    run(project, "--segrobust", "--junitxml=results.xml", *dist).assert_outcomes(passed=CELLS)
+    check_junit_properties(project, project.path / "results.xml")
     # The prefix is pytest's own naming, the same on either writer: one process.
     run(project, "--segrobust", "--junitxml=prefixed.xml", "--junitprefix=ci").assert_outcomes(passed=CELLS)
     cases = list(ET.parse(project.path / "prefixed.xml").getroot().iter("testcase"))
@@ -205,3 +209,34 @@ def test_a_statistical_gate_names_its_margin_in_the_junit_properties(tmp_path) -
     assert "tolerance_score" not in properties
     clean_properties = dict(SegRobustSession.cell_properties(session, clean.nodeid))  # type: ignore[arg-type]
     assert "margin_score" in clean_properties and "margin_gamma_r" not in clean_properties
+
+
+def test_the_xdist_controller_reports_keeps_and_removes_unused_entries(project: pytest.Pytester) -> None:
+    """With two workers the controller writes the baselines and the JUnit file, and knows which
+    cells a -k run left out: one run each of the scenarios above whose outcome depends on that."""
+    recorded(project)
+    clean_file = add_stale_entries(project)
+    stale_text = (project.path / "baselines" / "bands.json").read_text()
+    result = run(project, "--segrobust", "--junitxml=results.xml", "-n", "2")
+    result.assert_outcomes(passed=CELLS)
+    result.stdout.fnmatch_lines(
+        [
+            (
+                "baselines/bands.json: 2 unused entries (no longer in suite bands): binner::gaussian_noise::3, old-net; "
+                "remove them with --segrobust-prune"
+            )
+        ]
+    )
+    assert (project.path / "baselines" / "bands.json").read_text() == stale_text  # reported, not removed
+    check_junit_properties(project, project.path / "results.xml")
+    partial = run(project, "--segrobust-update-baselines", "-k", "rotate", "-n", "2")
+    partial.stdout.fnmatch_lines(
+        ["baselines/bands.json: 0 cells changed, 0 new, 2 unchanged", "baselines/bands.json: 2 unused entries *"]
+    )
+    assert "old-net" in baseline(project)["models"], "a partial update removed entries it did not measure"
+    full = run(project, "--segrobust-update-baselines", "-n", "2")
+    full.assert_outcomes(passed=CELLS)
+    full.stdout.fnmatch_lines(
+        ["baselines/bands.json: 0 cells changed, 0 new, 5 unchanged", "baselines/bands.json: removed 2 unused entries: *"]
+    )
+    assert baseline(project) == clean_file  # everything else as it was, provenance included

@@ -110,7 +110,7 @@ def test_a_function_without_a_fingerprint_is_not_cached_across_runs(sources: pyt
 
 DEMO_SUITE = """\
 name: demo-onnx
-dataset: {factory: pytest_segrobust.data.demo:demo_dataset, kwargs: {size: 8}}
+dataset: {factory: pytest_segrobust.data.demo:demo_dataset, kwargs: {size: 4}}  # 128 x 128 images: the models are the CPU
 models:
   - {name: torch, factory: pytest_segrobust.models.demo:tiny_unet}
   - {name: onnx, onnx: nets/tiny_unet.onnx}

@@ -1,4 +1,10 @@
-"""Plugin behaviour through pytester, each scenario without xdist, with -n 0 and with -n 2."""
+"""Plugin behaviour through pytester.
+
+Each scenario runs in one process; what the xdist controller does differently (gathering the
+workers' outcomes, writing baselines, the clean cache shared by workers, one merged report and
+summary) is checked by two scenarios with ``-n 2`` at the end, each of whose runs serves several
+checks: a run with two workers costs ten times one in process.
+"""
 
 from __future__ import annotations
 
@@ -12,10 +18,12 @@ from pathlib import Path
 import pytest
 import torch
 
+from pytest_segrobust.report import without_timing
 from tests.fakes import write_coco_bands
 from tests.plugin_project import CELLS, SINGLE_PROCESS, SUITE, baseline, cached_run, recorded, run, write_suite
 
 
+@SINGLE_PROCESS  # under xdist: test_the_xdist_controller_records_compares_and_caches
 def test_missing_baseline_is_created_and_fails(project: pytest.Pytester, dist: list[str]) -> None:
     result = run(project, "--segrobust", *dist)
     result.assert_outcomes(failed=CELLS)
@@ -23,13 +31,12 @@ def test_missing_baseline_is_created_and_fails(project: pytest.Pytester, dist: l
     stored = baseline(project)["models"]["binner"]
     assert set(stored) == {"clean", "gaussian_noise", "rotate"}
     assert set(stored["gaussian_noise"]) == {"1", "5"}
-    # The second run compares against what the first one wrote (in one process: a comparison
-    # under xdist is test_passing_suite_writes_report's).
+    # The second run compares against what the first one wrote.
     run(project, "--segrobust").assert_outcomes(passed=CELLS)
 
 
+@SINGLE_PROCESS  # under xdist: test_the_xdist_controller_records_compares_and_caches
 def test_passing_suite_writes_report(project: pytest.Pytester, dist: list[str]) -> None:
-    # Recorded in one process: writing baselines under xdist is test_missing_baseline_is_created_and_fails'.
     run(project, "--segrobust-update-baselines").assert_outcomes(passed=CELLS)
     result = run(project, "--segrobust", *dist)
     result.assert_outcomes(passed=CELLS)
@@ -87,7 +94,7 @@ def test_regressed_model_fails_with_full_message(project: pytest.Pytester, dist:
     assert statuses[("gaussian_noise", 5)] == "regressed"
 
 
-@SINGLE_PROCESS  # an update under xdist: test_passing_suite_writes_report and the lifecycle's full update
+@SINGLE_PROCESS  # an update under xdist: test_xdist_keeps_a_broken_suite_and_a_crash_apart, the lifecycle's
 def test_update_flag_accepts_new_numbers(project: pytest.Pytester, dist: list[str]) -> None:
     recorded(project)
     write_suite(project, smoothing=1)
@@ -95,7 +102,7 @@ def test_update_flag_accepts_new_numbers(project: pytest.Pytester, dist: list[st
     run(project, "--segrobust", *dist).assert_outcomes(passed=CELLS)
 
 
-# A partial update under xdist: test_baseline_lifecycle's partial update with -n 2, and
+# A partial update under xdist: test_baseline_lifecycle's xdist scenario, and
 # test_xdist_scheduling's -k run, whose baselines the next run compares with.
 @SINGLE_PROCESS
 def test_k_selection_runs_only_matching_cells_and_keeps_other_baselines(project: pytest.Pytester, dist: list[str]) -> None:
@@ -106,6 +113,7 @@ def test_k_selection_runs_only_matching_cells_and_keeps_other_baselines(project:
     assert baseline(project)["models"]["binner"] == before
 
 
+@SINGLE_PROCESS  # under xdist: test_xdist_keeps_a_broken_suite_and_a_crash_apart
 def test_malformed_suite_is_a_clear_collection_error(project: pytest.Pytester, dist: list[str]) -> None:
     (project.path / "suites" / "broken.yaml").write_text(
         textwrap.dedent(
@@ -145,6 +153,7 @@ def test_node_ids_and_markers(project: pytest.Pytester) -> None:
     )
 
 
+@SINGLE_PROCESS  # under xdist: test_xdist_keeps_a_broken_suite_and_a_crash_apart
 def test_crashing_model_fails_its_items_not_the_session(project: pytest.Pytester, dist: list[str]) -> None:
     write_suite(project, smoothing=5)
     (project.path / "suites" / "crash.yaml").write_text(
@@ -181,19 +190,6 @@ def test_broken_baseline_is_reported_not_overwritten(project: pytest.Pytester) -
     assert baseline(project)["format"] == 2
 
 
-def test_distributed_run_matches_single_process(project: pytest.Pytester) -> None:
-    run(project, "--segrobust-update-baselines").assert_outcomes(passed=CELLS)  # both runs then follow a full report
-    reports = []
-    for args in (["-n", "0"], ["-n", "2"]):
-        run(project, "--segrobust", *args).assert_outcomes(passed=CELLS)
-        report = json.loads((project.path / "segrobust-report.json").read_text())
-        for cell in report["suites"]["bands"]["models"]["binner"]["cells"]:
-            cell.pop("seconds")
-        report.pop("environment")  # wall time and start differ by run
-        reports.append(report)
-    assert reports[0] == reports[1]
-
-
 def test_fixture_evaluates_in_users_tests(project: pytest.Pytester) -> None:
     project.makepyfile(
         test_user="""
@@ -209,26 +205,28 @@ def test_fixture_evaluates_in_users_tests(project: pytest.Pytester) -> None:
     run(project).assert_outcomes(passed=1)
 
 
+DIM_CONFTEST = """
+from dataclasses import dataclass
+from pytest_segrobust.corruptions import Category, PhotometricCorruption, SeverityTable
+
+@dataclass(frozen=True)
+class DimParams:
+    factor: float
+
+class Dim(PhotometricCorruption):
+    def corrupt_images(self, images, params, rngs):
+        return images * params.factor
+
+DIM = SeverityTable(tuple(DimParams(f) for f in (0.9, 0.8, 0.7, 0.6, 0.5)))
+
+def pytest_segrobust_register_corruptions(registry):
+    registry.register(Dim("dim", Category.DIGITAL, DIM), presets=("coco-p",))
+"""
+
+
+@SINGLE_PROCESS  # under xdist: test_xdist_keeps_a_broken_suite_and_a_crash_apart
 def test_conftest_hook_registers_a_custom_corruption(project: pytest.Pytester, dist: list[str]) -> None:
-    project.makeconftest(
-        """
-        from dataclasses import dataclass
-        from pytest_segrobust.corruptions import Category, PhotometricCorruption, SeverityTable
-
-        @dataclass(frozen=True)
-        class DimParams:
-            factor: float
-
-        class Dim(PhotometricCorruption):
-            def corrupt_images(self, images, params, rngs):
-                return images * params.factor
-
-        DIM = SeverityTable(tuple(DimParams(f) for f in (0.9, 0.8, 0.7, 0.6, 0.5)))
-
-        def pytest_segrobust_register_corruptions(registry):
-            registry.register(Dim("dim", Category.DIGITAL, DIM), presets=("coco-p",))
-        """
-    )
+    project.makeconftest(DIM_CONFTEST)
     (project.path / "suites" / "bands.yaml").write_text(
         SUITE.format(smoothing=5).replace("[gaussian_noise, rotate]", "[dim]")
     )
@@ -250,6 +248,7 @@ def test_unavailable_device_is_a_usage_error(project: pytest.Pytester) -> None:
     result.stderr.fnmatch_lines(["*--segrobust-device cuda:0: no CUDA device is available*"])
 
 
+@SINGLE_PROCESS  # under xdist: test_the_xdist_controller_records_compares_and_caches
 def test_clean_results_are_cached_across_runs_and_workers(project: pytest.Pytester, dist: list[str]) -> None:
     recorded(project)
     first = cached_run(project, *dist)
@@ -545,6 +544,7 @@ def test_the_ray_header_counts_each_actors_resources_in_the_singular_or_plural()
     assert "(0.5 CPUs, 1 GPU each)" in header(0.5, 1.0)
 
 
+@SINGLE_PROCESS  # under xdist: test_the_xdist_controller_records_compares_and_caches
 def test_the_terminal_summary_ends_with_the_verdict_after_every_written_file(
     project: pytest.Pytester, dist: list[str]
 ) -> None:
@@ -557,3 +557,85 @@ def test_the_terminal_summary_ends_with_the_verdict_after_every_written_file(
     report = json.loads((project.path / "segrobust-report.json").read_text())
     assert section[-1] == report["verdict"]["line"] and section[-1].startswith("FAIL · 5 cells: ")
     assert any(line.startswith("wrote ") for line in section[:-1])
+
+
+# -- under xdist -----------------------------------------------------------------------------------
+# Each scenario above runs in one process. These two run what the xdist controller does
+# differently, with two workers, and let each run serve every check that needs one.
+
+
+def test_the_xdist_controller_records_compares_and_caches(project: pytest.Pytester) -> None:
+    # No baselines yet: every cell fails, and the controller writes what the workers measured.
+    first = cached_run(project, "-n", "2")
+    first.assert_outcomes(failed=CELLS)
+    first.stdout.fnmatch_lines(
+        [
+            "*segrobust: device cpu; clean results cached in *segrobust-clean*",
+            "suites/bands.yaml::binner::gaussian_noise[[]5[]]: no baseline yet in baselines/bands.json*",
+            "clean results: 1 computed, * from cache*",
+        ]
+    )
+    stored = baseline(project)["models"]["binner"]
+    assert set(stored) == {"clean", "gaussian_noise", "rotate"} and set(stored["gaussian_noise"]) == {"1", "5"}
+    # The summary ends with the verdict, after every file written.
+    start = next(i for i, line in enumerate(first.outlines) if line.startswith("=") and " segrobust " in line)
+    end = next(i for i, line in enumerate(first.outlines) if i > start and line.startswith("="))
+    section = first.outlines[start + 1 : end]
+    verdict = json.loads((project.path / "segrobust-report.json").read_text())["verdict"]["line"]
+    assert section[-1] == verdict and section[-1].startswith(f"FAIL · {CELLS} cells: "), section
+    assert any(line.startswith("wrote ") for line in section[:-1]), section
+
+    # The next run compares with them and passes; the workers read the clean results from the cache.
+    second = cached_run(project, "-n", "2", figures=True)
+    second.assert_outcomes(passed=CELLS)
+    second.stdout.fnmatch_lines(
+        ["*segrobust*", "suite bands:", "*binner*", "clean results: 0 computed, * from cache*", "wrote *segrobust-report.md"]
+    )
+    assert "clean results: 0 computed, 0 from cache" not in second.stdout.str()
+    report = json.loads((project.path / "segrobust-report.json").read_text())
+    cells = report["suites"]["bands"]["models"]["binner"]["cells"]
+    assert [(c["corruption"], c["severity"]) for c in cells] == [
+        ("clean", 0), ("gaussian_noise", 1), ("gaussian_noise", 5), ("rotate", 1), ("rotate", 5)
+    ]
+    noise5 = cells[2]
+    assert noise5["gamma_r"] == pytest.approx(1 - (noise5["clean_score"] - noise5["score"]) / noise5["clean_score"])
+    assert noise5["gamma_r"] < 0.95  # the fake model really degrades under strong noise
+    markdown = (project.path / "segrobust-report.md").read_text()
+    assert "### Headline" in markdown and "### Baseline comparison" in markdown
+    # The worst images are measured again after the cells, by the controller.
+    worst = report["suites"]["bands"]["worst_images"]["binner"]
+    assert (worst["corruption"], worst["severity"], worst["considered"]) == ("gaussian_noise", 5, 8)
+    assert (project.path / report["suites"]["bands"]["figures"][worst["figure"]]).is_file()
+
+    # One process (-n 0), without the cache, writes the same report.
+    single = cached_run(project, "-n", "0", "--segrobust-no-cache", figures=True)
+    single.assert_outcomes(passed=CELLS)
+    single.stdout.fnmatch_lines(["*clean results not cached*"])  # the controller's header line, as without workers
+    assert without_timing(json.loads((project.path / "segrobust-report.json").read_text())) == without_timing(report)
+
+
+def test_xdist_keeps_a_broken_suite_and_a_crash_apart(project: pytest.Pytester) -> None:
+    # One run with two workers: a suite that does not load, a model that crashes in every cell,
+    # and a suite of a corruption a conftest registers (in the controller and in each worker).
+    project.makeconftest(DIM_CONFTEST)
+    (project.path / "suites" / "bands.yaml").write_text(SUITE.format(smoothing=5).replace("[gaussian_noise, rotate]", "[dim]"))
+    (project.path / "suites" / "crash.yaml").write_text(
+        "dataset: {factory: segrobust_fakes:band_scenes}\n"
+        "models: [{name: crasher, factory: segrobust_fakes:crashing_model}]\n"
+        "corruptions: [gaussian_noise]\nseverities: [1]\n"
+    )
+    (project.path / "suites" / "broken.yaml").write_text(
+        "dataset: {factory: segrobust_fakes:band_scenes}\n"
+        "models: [{name: binner, factory: segrobust_fakes:red_binner}]\n"
+        "corruptions: [gaussian_noise, gausian_blur]\n"
+    )
+    result = run(project, "--segrobust-update-baselines", "-n", "2")
+    assert result.ret != pytest.ExitCode.OK  # xdist runs the valid suites and exits 1
+    expected = (
+        "broken.yaml: field 'corruptions[1]': unknown corruption 'gausian_blur' in preset 'coco-p' "
+        "(did you mean 'gaussian_noise'?); known: "
+    )
+    assert expected in result.stdout.str()
+    result.assert_outcomes(passed=3, failed=2, errors=1)  # the crasher's two cells fail, the dim suite's three pass
+    result.stdout.fnmatch_lines(["*RuntimeError: CUDA out of memory (simulated)*"])
+    assert set(baseline(project)["models"]["binner"]["dim"]) == {"1", "5"}

@@ -172,32 +172,29 @@ def workers_by_model(result: pytest.RunResult) -> dict[str, set[str]]:
     return found
 
 
-def test_each_model_runs_on_one_worker_and_the_report_is_that_of_xdists_load(two_models: pytest.Pytester) -> None:
+def test_each_model_runs_on_one_worker_and_k_lf_and_x_select_and_stop_as_under_load(two_models: pytest.Pytester) -> None:
+    # -k: baselines for all but the rotate cells, once with xdist's load and once by model; each
+    # model's three cells on one worker, and the same report and baselines either way.
     path = two_models.path
     outputs = {}
     for dist in ("load", "model"):
-        result = run(two_models, "--segrobust-update-baselines", "-n", "2", "-v", "--segrobust-dist", dist)
-        result.assert_outcomes(passed=10)
+        result = run(two_models, "--segrobust-update-baselines", "-n", "2", "-v", "-k", "not rotate", "--segrobust-dist", dist)
+        result.assert_outcomes(passed=6)
         scheduler = "ModelGroupScheduling" if dist == "model" else "LoadScheduling"
         result.stdout.fnmatch_lines([f"scheduling tests via {scheduler}"])
-        report = json.loads((path / "segrobust-report.json").read_text())
+        report = json.loads((path / "segrobust-report-partial.json").read_text())
         outputs[dist] = (without_timing(report), (path / "baselines" / "bands.json").read_text(), workers_by_model(result))
-        shutil.rmtree(path / "baselines")
-        for written in path.glob("segrobust-report*"):  # else the second report would point to the first as the last full one
-            shutil.rmtree(written) if written.is_dir() else written.unlink()
+        if dist == "load":  # the next run starts afresh
+            shutil.rmtree(path / "baselines")
+            for written in path.glob("segrobust-report*"):
+                shutil.rmtree(written) if written.is_dir() else written.unlink()
     grouped = outputs["model"][2]
-    assert sorted(grouped) == ["sharp", "smooth"] and all(len(workers) == 1 for workers in grouped.values())
+    assert sorted(grouped) == ["sharp", "smooth"] and all(len(workers) == 1 for workers in grouped.values()), grouped
     assert grouped["sharp"] != grouped["smooth"]  # one model each: both workers busy
     assert outputs["model"][:2] == outputs["load"][:2]
-
-
-def test_k_lf_and_x_select_and_stop_as_under_load(two_models: pytest.Pytester) -> None:
-    # -k: baselines for all but the rotate cells; each model's three cells on one worker.
-    selected = run(two_models, "--segrobust-update-baselines", "-n", "2", "-v", "-k", "not rotate")
-    selected.assert_outcomes(passed=6)
-    assert all(len(workers) == 1 for workers in workers_by_model(selected).values())
-    # The rotate cells fail for want of a baseline; --lf runs them alone.
-    two_models.runpytest("--segrobust", "-n", "2").assert_outcomes(passed=6, failed=4)
+    # The rotate cells fail for want of a baseline (one process records which: what --lf reads
+    # does not depend on who wrote it); --lf with two workers runs them alone.
+    two_models.runpytest("--segrobust").assert_outcomes(passed=6, failed=4)
     rerun = two_models.runpytest("--segrobust", "-n", "2", "-v", "--lf")
     rerun.assert_outcomes(passed=4)
     rerun_cells = [match.group(3) for line in rerun.outlines if (match := RESULT_LINE.search(line))]

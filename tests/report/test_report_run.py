@@ -7,9 +7,12 @@ import json
 import pytest
 from PIL import Image
 
-from tests.plugin_project import CELLS, run
+from tests.plugin_project import CELLS, SINGLE_PROCESS, run
 
 
+# Under xdist the controller measures the worst images again: tests/test_plugin.py's
+# test_the_xdist_controller_records_compares_and_caches draws them with two workers.
+@SINGLE_PROCESS
 def test_report_of_a_run_says_verdict_provenance_and_shows_worst_images(
     project: pytest.Pytester, dist: list[str]
 ) -> None:
