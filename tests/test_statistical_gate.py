@@ -22,7 +22,7 @@ from pytest_segrobust.release import cell_level, family_size
 from pytest_segrobust.sidecar import Sidecar, SidecarEntry, pack, read_sidecar, sidecar_path, unpack, write_sidecar
 from pytest_segrobust.stats import Change, resample_weights
 from pytest_segrobust.suite import load_suite
-from tests.plugin_project import cached_run
+from tests.plugin_project import NO_FIGURES, cached_run
 
 # One xdist worker (`pytest -n 2 --dist loadgroup`) records the demo project once for the module.
 pytestmark = pytest.mark.xdist_group("statistical_gate")
@@ -89,7 +89,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (folder / "suites").mkdir()
     (folder / "suites" / "glare.yaml").write_text(SUITE.format(kwargs="{}", inconclusive="fail"))
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "--segrobust", "--segrobust-update-baselines", "-q"],
+        [sys.executable, "-m", "pytest", "--segrobust", "--segrobust-update-baselines", NO_FIGURES, "-q"],
         cwd=folder, capture_output=True, text=True, check=False,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
