@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import os
 from collections.abc import Iterator
 
 import pytest
@@ -30,9 +31,29 @@ def _not_an_xdist_worker_to_the_projects() -> Iterator[None]:
     own: without ``-n`` they are no worker, and the outer run's worker count (the sample cache's
     share of memory) must not reach them. With ``-n`` their own workers set these again."""
     with pytest.MonkeyPatch.context() as patch:
+        _share_the_cores(patch)
         for variable in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
             patch.delenv(variable, raising=False)
         yield
+
+
+def _share_the_cores(patch: pytest.MonkeyPatch) -> None:
+    """Under ``pytest -n N`` every worker computes on its share of the cores, as the plugin's own
+    workers do (pytest_segrobust.threads): torch's default of a thread per core in each of N
+    workers made the demo models' tests spend most of their CPU waiting for a core (on a loaded
+    2-core machine a video clip took 4 s of CPU on 2 threads, 0.06 s on one). The projects the
+    tests run see no xdist (above), so they get the share as OMP_NUM_THREADS, which their
+    ``auto`` takes; a count the user set is left alone."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0") or 0)
+    if workers < 2 or os.environ.get("OMP_NUM_THREADS", "").strip():
+        return
+    import torch
+
+    from pytest_segrobust.threads import available_cores
+
+    share = max(1, available_cores() // workers)
+    patch.setenv("OMP_NUM_THREADS", str(share))
+    torch.set_num_threads(share)  # for the worker's life: nothing after the session computes
 
 
 @pytest.fixture(params=list(DISTRIBUTIONS), ids=list(DISTRIBUTIONS))

@@ -15,6 +15,7 @@ import pytest
 
 from pytest_segrobust import allocator
 from pytest_segrobust.report import without_timing
+from tests.plugin_project import NO_FIGURES
 
 ROOT = Path(__file__).resolve().parent.parent
 GLIBC = sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc"
@@ -156,7 +157,9 @@ def test_the_demo_report_is_the_same_either_way_and_says_which(pytester: pytest.
     setting, and nothing but the report's timing and environment differs. (Under xdist each
     worker tunes its own: the demo gate, ``pytest --segrobust -n 2`` tuned against baselines
     stored untuned, is that check.)"""
-    # The demo suite on its first 16 images: the report's numbers are the check, not their precision.
+    # The demo network on its first 16 images and one corrupted cell (and the clean one it needs):
+    # the report's numbers are the check, not their precision. The report's figures and worst
+    # images (half a run's CPU) are no number the allocator could change: left out.
     demo = (ROOT / "suites" / "demo.yaml").read_text() + "limit: 16\n"
     pytester.mkdir("suites").joinpath("demo.yaml").write_text(demo)
     tuned = "glibc *: blocks up to 2 GiB from the heap, freed memory kept for reuse" if GLIBC else "does nothing here: *"
@@ -165,9 +168,9 @@ def test_the_demo_report_is_the_same_either_way_and_says_which(pytester: pytest.
     for choice in ("system", "tuned"):
         result = pytester.runpytest_subprocess(
             "--segrobust", "--segrobust-update-baselines", "-p", "no:cacheprovider", "--segrobust-malloc", choice,
-            "-k", "tiny-unet and not smoothed and rotate and (3 or 5)",
+            NO_FIGURES, "-k", "tiny-unet and not smoothed and rotate and 5",
         )
-        result.assert_outcomes(passed=2)
+        result.assert_outcomes(passed=1)
         result.stdout.fnmatch_lines([f"segrobust: malloc {described[choice]}"])
         report = json.loads((pytester.path / "segrobust-report-partial.json").read_text())
         assert fnmatch.fnmatch(report["environment"]["malloc"], described[choice])

@@ -91,8 +91,8 @@ dataset: {factory: pytest_segrobust.data.demo:demo_dataset, kwargs: {split: val}
 models: [{name: net, factory: pytest_segrobust.models.demo:tiny_unet}]
 corruptions: [rotate]
 severities: [3]
-limit: 8
-batch_size: 4
+limit: 4
+batch_size: 2
 gate: {margin: {gamma_r: %s, score: %s}}
 """
 
@@ -103,7 +103,7 @@ def test_calibrate_measures_each_cells_noise_and_names_a_margin_below_it(tmp_pat
     suite.write_text(CALIBRATED % (0.0001, 0.0001))  # next to no room (0 is refused): autocast's bfloat16 moves the numbers more
     assert main(["calibrate", str(suite), "--rootdir", str(tmp_path)]) == 1
     out = capsys.readouterr().out
-    assert "noise: cpu, batch 4" in out and "noise: cpu, batch 1" in out and "noise: cpu, batch 8" in out
+    assert "noise: cpu, batch 2" in out and "noise: cpu, batch 1" in out and "noise: cpu, batch 4" in out
     rows = {line.split()[0]: line for line in out.splitlines() if line.startswith("  net::")}
     assert sorted(rows) == ["net::clean", "net::rotate::3"]
     noise = float(rows["net::rotate::3"].split()[2])

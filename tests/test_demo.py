@@ -18,6 +18,7 @@ from pytest_segrobust.evaluation import evaluate
 from pytest_segrobust.models import as_instance_model, as_segmentation_model
 from pytest_segrobust.models.demo import tiny_unet, tiny_unet_instances
 from pytest_segrobust.scores import relative_robustness
+from tests.plugin_project import run
 
 
 def test_scenes_are_deterministic_and_identified_stably() -> None:
@@ -84,10 +85,11 @@ def test_the_demo_instance_model_finds_the_objects() -> None:
     pytest.importorskip("faster_coco_eval")
     from pytest_segrobust.metrics.coco_map import CocoMAP
 
-    model, val = as_instance_model(tiny_unet_instances()), demo_dataset("val")
+    # Half the val split: mask AP about 62 and box AP about 59 there, as on all of it.
+    model, val, count = as_instance_model(tiny_unet_instances()), demo_dataset("val"), 32
     metric = CocoMAP(val.categories, ("segm", "bbox"))
-    for start in range(0, len(val), 16):
-        samples = [val[index] for index in range(start, min(start + 16, len(val)))]
+    for start in range(0, count, 16):
+        samples = [val[index] for index in range(start, min(start + 16, count))]
         images = torch.stack([sample.image for sample in samples]).float() / 255
         for offset, (sample, predictions) in enumerate(zip(samples, model.predict(images), strict=True)):
             assert sample.instances is not None
@@ -108,11 +110,13 @@ ONE_WORKER = pytest.mark.xdist_group("demo_scores")
 
 @pytest.fixture(scope="module")
 def demo_scores() -> dict[str, float]:
+    """On the first 16 val images, which decide as all 64 do, far from either bound: clean mIoU
+    about 93 (all 64: 92.5), gamma_r about 0.01 under noise and 0.3 under blur."""
     model, val = as_segmentation_model(tiny_unet()), demo_dataset("val")
     return {
-        "clean": evaluate(model, val).score,
-        "gaussian_noise": evaluate(model, val, REGISTRY.get("gaussian_noise"), 5).score,
-        "defocus_blur": evaluate(model, val, REGISTRY.get("defocus_blur"), 5).score,
+        "clean": evaluate(model, val, limit=16).score,
+        "gaussian_noise": evaluate(model, val, REGISTRY.get("gaussian_noise"), 5, limit=16).score,
+        "defocus_blur": evaluate(model, val, REGISTRY.get("defocus_blur"), 5, limit=16).score,
     }
 
 
@@ -132,9 +136,9 @@ name: demo-small
 dataset: {factory: pytest_segrobust.data.demo:demo_dataset, kwargs: {split: val}}
 models: [{name: tiny-unet, factory: pytest_segrobust.models.demo:tiny_unet}]
 corruptions: [gaussian_noise, jpeg_compression, rotate]
-severities: [1, 5]
-limit: 16
-batch_size: 8
+severities: [5]
+limit: 6
+batch_size: 4
 """
 
 
@@ -142,12 +146,15 @@ batch_size: 8
 def test_demo_suite_gives_identical_reports_and_baselines_with_and_without_xdist(pytester: pytest.Pytester) -> None:
     """Two recordings from scratch, in one process and on two workers: the same report and the
     same baseline files. (Comparing with stored baselines under xdist: the demo gate itself, and
-    test_plugin's test_distributed_run_matches_single_process.)"""
+    test_plugin's test_distributed_run_matches_single_process; the figures under xdist:
+    test_shards's test_merged_shards_and_xdist_write_a_single_runs_markdown_byte_for_byte.)
+    Four cells (noise, compression, a warp that moves the labels) of 6 images, a full batch and a
+    short one: -n 2 cuts the model's cells over both workers."""
     (pytester.path / "suites").mkdir()
     (pytester.path / "suites" / "demo-small.yaml").write_text(DEMO_SUITE)
     reports, recorded = [], []
     for args in ([], ["-n", "2"]):
-        pytester.runpytest("-p", "no:cacheprovider", "--segrobust-update-baselines", *args).assert_outcomes(passed=7)
+        run(pytester, "--segrobust-update-baselines", *args).assert_outcomes(passed=4)
         report = json.loads((pytester.path / "segrobust-report.json").read_text())
         for cells in report["suites"]["demo-small"]["models"].values():
             for cell in cells["cells"]:

@@ -187,7 +187,8 @@ def test_perturbed_and_odd_texts_still_give_masks(referring_model: object, val: 
     texts = [s.referring.expression for s in samples]
     perturbed = TEXT_PERTURBATIONS.get(name).perturb(texts, [s.sample_id for s in samples], severity=5, seed=0)
     perturbed += ["", "!!!", "ünïcode ßhape " * 20, "the"]
-    images = torch.stack([samples[0].image] * len(perturbed)).float() / 255
+    # The texts are the check: a quarter of the image (its top-left 64x64) is enough to segment.
+    images = torch.stack([samples[0].image[:, :64, :64]] * len(perturbed)).float() / 255
     masks = referring_model.predict(images, perturbed)  # type: ignore[attr-defined]
     assert masks.dtype == torch.bool and masks.shape == (len(perturbed), *images.shape[-2:])
 

@@ -16,15 +16,13 @@ import pytest
 from pytest_segrobust import cli
 from pytest_segrobust.report import without_timing
 from pytest_segrobust.shards import ShardCell, ShardSpec, assign_cells
-from tests.plugin_project import CELLS, write_suite
-from tests.plugin_project import run as plain_run
+from tests.plugin_project import CELLS, recorded, run, write_suite
 from tests.test_rerun import ALL, collected
 
-
-# A merge draws the report's figures and pictures from what the shards measured, so the shards and
-# the single runs they are compared with make them too.
-def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return plain_run(pytester, *args, figures=True)
+# A merge draws the report's figures and pictures from what the shards measured: where a merged
+# report is compared with a single run's, the shards and that run make them too (``figures=True``).
+# Elsewhere (refusals, verdict lines, shard files) the runs leave them out, and a project that
+# only needs the bands suite's baselines copies them (``recorded``) rather than running an update.
 
 
 # -- the assignment, a pure function ---------------------------------------------------------------
@@ -99,8 +97,8 @@ def shard_file(project: pytest.Pytester, spec: str, base: str = "segrobust-repor
     return project.path / f"{base}-shard-{index}-of-{count}.json"
 
 
-def run_shard(project: pytest.Pytester, spec: str, *args: str) -> pytest.RunResult:
-    return run(project, "--segrobust", "--segrobust-shard", spec, *args)
+def run_shard(project: pytest.Pytester, spec: str, *args: str, figures: bool = False) -> pytest.RunResult:
+    return run(project, "--segrobust", "--segrobust-shard", spec, *args, figures=figures)
 
 
 def merge(project: pytest.Pytester, capsys: pytest.CaptureFixture[str], *args: str | Path) -> tuple[int, str]:
@@ -160,11 +158,11 @@ def test_merged_shards_write_the_report_and_baselines_of_one_run(
     project: pytest.Pytester, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # No baselines yet: one run fails every cell as new and writes their baselines.
-    run(project, "--segrobust").assert_outcomes(failed=CELLS)
+    run(project, "--segrobust", figures=True).assert_outcomes(failed=CELLS)
     single_new, single_baselines = take_report(project), baselines(project)
     shutil.rmtree(project.path / "baselines")
-    run_shard(project, "1/2").assert_outcomes(failed=3, deselected=2)
-    run_shard(project, "2/2").assert_outcomes(failed=2, deselected=3)
+    run_shard(project, "1/2", figures=True).assert_outcomes(failed=3, deselected=2)
+    run_shard(project, "2/2", figures=True).assert_outcomes(failed=2, deselected=3)
     assert not (project.path / "baselines").exists() and not (project.path / "segrobust-report.json").exists()
     status, out = merge(project, capsys, shard_file(project, "1/2"), shard_file(project, "2/2"))
     assert status == 1, out  # the merged verdict fails: every cell is new
@@ -173,10 +171,10 @@ def test_merged_shards_write_the_report_and_baselines_of_one_run(
     assert baselines(project) == single_baselines
 
     # With baselines: the same numbers pass, over three shards.
-    run(project, "--segrobust").assert_outcomes(passed=CELLS)
+    run(project, "--segrobust", figures=True).assert_outcomes(passed=CELLS)
     single = take_report(project)
     for k in (1, 2, 3):
-        run_shard(project, f"{k}/3").assert_outcomes(passed=2 if k < 3 else 1, deselected=3 if k < 3 else 4)
+        run_shard(project, f"{k}/3", figures=True).assert_outcomes(passed=2 if k < 3 else 1, deselected=3 if k < 3 else 4)
     status, out = merge(project, capsys, *(shard_file(project, f"{k}/3") for k in (3, 1, 2)))
     assert status == 0, out
     assert take_report(project) == single
@@ -186,11 +184,13 @@ def test_merged_shards_write_the_report_and_baselines_of_one_run(
 def test_merged_update_writes_the_baselines_of_one_update(
     project: pytest.Pytester, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    run(project, "--segrobust-update-baselines", "--segrobust-report", "out/r").assert_outcomes(passed=CELLS)
+    run(project, "--segrobust-update-baselines", "--segrobust-report", "out/r", figures=True).assert_outcomes(passed=CELLS)
     single, single_baselines = take_report(project, "out/r"), baselines(project)
     shutil.rmtree(project.path / "baselines")
     for k in (1, 2):
-        run_shard(project, f"{k}/2", "--segrobust-update-baselines", "--segrobust-report", "out/r").assert_outcomes(
+        run_shard(
+            project, f"{k}/2", "--segrobust-update-baselines", "--segrobust-report", "out/r", figures=True
+        ).assert_outcomes(
             passed=3 if k == 1 else 2, deselected=2 if k == 1 else 3
         )
     shards = [shard_file(project, f"{k}/2", "out/r") for k in (1, 2)]
@@ -206,8 +206,7 @@ def test_merged_update_writes_the_baselines_of_one_update(
 def test_merge_refuses_files_that_are_not_the_shards_of_one_run(
     project: pytest.Pytester, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    run(project, "--segrobust-update-baselines").assert_outcomes(passed=CELLS)
-    take_report(project)
+    recorded(project)
     run_shard(project, "1/2").assert_outcomes(passed=3, deselected=2)
     run_shard(project, "2/2").assert_outcomes(passed=2, deselected=3)
     first, second = shard_file(project, "1/2"), shard_file(project, "2/2")
@@ -264,7 +263,7 @@ def records(path: Path) -> list[dict[str, Any]]:
 
 
 def test_a_shard_under_xdist_writes_what_it_writes_alone(project: pytest.Pytester) -> None:
-    run(project, "--segrobust-update-baselines").assert_outcomes(passed=CELLS)
+    recorded(project)
     run_shard(project, "1/2", "-k", "not rotate[5]").assert_outcomes(passed=2, deselected=3)
     alone = records(shard_file(project, "1/2"))
     assert len(alone["results"]) == 2 and alone["coverage"]["deselected"] == [ALL[4]]
@@ -308,12 +307,12 @@ def test_merged_shards_and_xdist_write_a_single_runs_markdown_byte_for_byte(
     (project.path / "suites" / "a-slow.yaml").write_text(SLOW_SUITE)
     run(project, "--segrobust-update-baselines").assert_outcomes(passed=CELLS + 2)
     take_report(project)
-    run(project, "--segrobust").assert_outcomes(passed=CELLS + 2)
+    run(project, "--segrobust", figures=True).assert_outcomes(passed=CELLS + 2)
     _, single = take_report(project)
     assert single.index("## Suite `a-slow`") < single.index("## Suite `bands`")
-    run(project, "--segrobust", "-n", "2").assert_outcomes(passed=CELLS + 2)
+    run(project, "--segrobust", "-n", "2", figures=True).assert_outcomes(passed=CELLS + 2)
     assert take_report(project)[1] == single
-    assert sum(run_shard(project, f"{k}/2").parseoutcomes()["passed"] for k in (1, 2)) == CELLS + 2
+    assert sum(run_shard(project, f"{k}/2", figures=True).parseoutcomes()["passed"] for k in (1, 2)) == CELLS + 2
     status, out = merge(project, capsys, shard_file(project, "2/2"), shard_file(project, "1/2"))
     assert status == 0, out
     assert take_report(project)[1] == single
@@ -322,11 +321,11 @@ def test_merged_shards_and_xdist_write_a_single_runs_markdown_byte_for_byte(
 def test_each_shard_ends_with_its_own_verdict_and_the_merge_with_the_runs(
     project: pytest.Pytester, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    run(project, "--segrobust-update-baselines").assert_outcomes(passed=CELLS)
+    recorded(project)
     # The second shard's cells fall: gaussian_noise and rotate at 5 (a smoother model scores otherwise).
     write_suite(project, smoothing=1)
-    for k in (1, 2):
-        result = run_shard(project, f"{k}/2")
+    for k in (1, 2):  # with the pictures the merge draws from: else it warns last, after its verdict
+        result = run_shard(project, f"{k}/2", figures=True)
         start = next(i for i, line in enumerate(result.outlines) if line.startswith("=") and " segrobust " in line)
         end = next(i for i, line in enumerate(result.outlines) if i > start and line.startswith("="))
         last = result.outlines[end - 1]  # the segrobust section's last line
@@ -367,12 +366,11 @@ def test_a_merge_draws_the_worst_images_without_the_models(
 ) -> None:
     # The shards measure, and draw, their cells; the merge runs where the model and the dataset
     # cannot even be imported (a CI matrix's merge job without weights or data).
-    run(project, "--segrobust-update-baselines").assert_outcomes(passed=CELLS)
-    take_report(project)
-    run(project, "--segrobust").assert_outcomes(passed=CELLS)
+    recorded(project)
+    run(project, "--segrobust", figures=True).assert_outcomes(passed=CELLS)
     single = take_report(project)
     for k in (1, 2):
-        run_shard(project, f"{k}/2").assert_outcomes(passed=3 if k == 1 else 2, deselected=2 if k == 1 else 3)
+        run_shard(project, f"{k}/2", figures=True).assert_outcomes(passed=3 if k == 1 else 2, deselected=2 if k == 1 else 3)
     (project.path / "segrobust_fakes.py").write_text('raise ImportError("no model and no data on this machine")\n')
     monkeypatch.delitem(__import__("sys").modules, "segrobust_fakes", raising=False)
     status, out = merge(project, capsys, shard_file(project, "1/2"), shard_file(project, "2/2"))

@@ -22,7 +22,7 @@ from pytest_segrobust.release import cell_level, family_size
 from pytest_segrobust.sidecar import Sidecar, SidecarEntry, pack, read_sidecar, sidecar_path, unpack, write_sidecar
 from pytest_segrobust.stats import Change, resample_weights
 from pytest_segrobust.suite import load_suite
-from tests.plugin_project import cached_run
+from tests.plugin_project import NO_FIGURES, cached_run
 
 # One xdist worker (`pytest -n 2 --dist loadgroup`) records the demo project once for the module.
 pytestmark = pytest.mark.xdist_group("statistical_gate")
@@ -89,7 +89,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (folder / "suites").mkdir()
     (folder / "suites" / "glare.yaml").write_text(SUITE.format(kwargs="{}", inconclusive="fail"))
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "--segrobust", "--segrobust-update-baselines", "-q"],
+        [sys.executable, "-m", "pytest", "--segrobust", "--segrobust-update-baselines", NO_FIGURES, "-q"],
         cwd=folder, capture_output=True, text=True, check=False,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -117,19 +117,24 @@ def gate_checks(pytester: pytest.Pytester, partial: bool = False) -> dict[str, d
 
 # How the unchanged model may be executed: batch size, loader processes, and weights that went
 # through float16 and back. (xdist workers, one thread each: the unchanged cells of
-# test_the_report_gives_each_models_aggregate_changes_with_intervals, run with -n 2.)
+# test_the_report_gives_each_models_aggregate_changes_with_intervals, run with -n 2.) An
+# execution moves the numbers the same way at every run: what a false alarm would show is a kind
+# of execution the pairing mishandles, not a rate, so each kind is here once: one image per
+# batch, sizes with a short last batch (3, 13), a size that divides the 32 images but is not the
+# recorded 16 (8), all of them in one batch, two loader processes, and float16-rounded weights
+# (a change of the clean cell too, so not from the cache) at 1, 7 and 32 images per batch.
 EXECUTIONS = [
-    *(["--segrobust-batch-size", str(b)] for b in (1, 2, 3, 4, 5, 8, 13, 32)),
-    *(["--segrobust-loader-workers", str(w)] for w in (1, 2)),
-    *(["--segrobust-batch-size", str(b), "--half"] for b in (1, 2, 3, 4, 5, 6, 7, 8, 16, 32)),
+    *(["--segrobust-batch-size", str(b)] for b in (1, 3, 8, 13, 32)),
+    ["--segrobust-loader-workers", "2"],
+    *(["--segrobust-batch-size", str(b), "--half"] for b in (1, 7, 32)),
 ]
 
 
 @pytest.mark.slow
-def test_twenty_executions_of_the_unchanged_model_raise_no_false_alarm(demo_project: pytest.Pytester) -> None:
+def test_executions_of_the_unchanged_model_raise_no_false_alarm(demo_project: pytest.Pytester) -> None:
     """Each execution re-evaluates the clean and brightness cells (the clean one from the cache
     where the weights are the recorded ones)."""
-    assert len(EXECUTIONS) == 20
+    assert len(EXECUTIONS) == 9
     failures = []
     for args in EXECUTIONS:
         half = "--half" in args
@@ -195,7 +200,9 @@ def test_statistics_kept_in_the_cache_gate_on_the_machine_that_recorded_them_and
     pytester.makeini("[pytest]\npythonpath = .\n")
     write(pytester)
     suite = pytester.path / "suites" / "glare.yaml"
-    suite.write_text(suite.read_text().replace("  inconclusive: fail\n", "  inconclusive: fail\n  statistics: cache\n"))
+    # Where the statistics are kept is the check, not how many images they have: 8 of them.
+    text = suite.read_text().replace("  inconclusive: fail\n", "  inconclusive: fail\n  statistics: cache\n")
+    suite.write_text(text.replace("limit: 32\n", "limit: 8\n"))
     rotate = ("-k", "rotate", "--segrobust-no-cache")  # no clean-result cache: the statistics' store stays on
     pytester.runpytest("--segrobust", "--segrobust-update-baselines", "-k", "rotate").assert_outcomes(passed=1)
     stored = pytester.path / ".pytest_cache" / "d" / "segrobust-statistics" / "glare.stats.npz"

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from pytest_segrobust.sidecar import read_sidecar, sidecar_path
+from tests.plugin_project import cached_run, run
 
 pytest.importorskip("faster_coco_eval")
 
@@ -54,19 +55,19 @@ def test_a_gated_suite_records_statistics_passes_unchanged_and_fails_a_worse_mod
     pytester: pytest.Pytester, task: str
 ) -> None:
     write(pytester, task, min_area=4)  # the demo model as shipped
-    pytester.runpytest("--segrobust", "--segrobust-update-baselines", "-p", "no:cacheprovider")
+    run(pytester, "--segrobust", "--segrobust-update-baselines")  # without the report's figures, as every run here
     stored = read_sidecar(sidecar_path(pytester.path / "baselines" / "gated.json"))
     metric = TASKS[task]["metric"]
     assert sorted(stored) == ["net::clean", "net::gaussian_noise::3"]
     assert {cell[metric].images for cell in stored.values()} == {12}
     assert all(np.isfinite(cell[metric].corrupted).all() for cell in stored.values())
 
-    unchanged = pytester.runpytest("--segrobust", "-p", "no:cacheprovider")
+    unchanged = run(pytester, "--segrobust")
     unchanged.assert_outcomes(passed=2)
     assert {k["outcome"] for cell in checks(pytester).values() for k in cell.values()} == {"pass"}
 
     write(pytester, task, min_area=int(TASKS[task]["worse"]))
-    worse = pytester.runpytest("--segrobust", "-p", "no:cacheprovider")
+    worse = run(pytester, "--segrobust")
     worse.assert_outcomes(failed=2)
     worse.stdout.fnmatch_lines(["*.yaml::net::clean regressed:*"])
     drop = checks(pytester)["clean0"]["score"]
@@ -138,7 +139,7 @@ def test_an_ungated_suite_keeps_no_statistics_and_a_gated_one_does_not_reuse_its
     ungated = gated.replace("gate:\n  margin: {gamma_r: 0.01, score: 1.0}\n", "tolerance: {gamma_r: 0.01, score: 1.0}\n")
     assert ungated != gated
     (pytester.path / "suites" / "gated.yaml").write_text(ungated)
-    pytester.runpytest("--segrobust", "--segrobust-update-baselines")  # clean results cached in .pytest_cache
+    cached_run(pytester, "--segrobust-update-baselines")  # clean results cached in .pytest_cache
     assert not sidecar_path(pytester.path / "baselines" / "gated.json").exists()
     stored = [json.loads(p.read_text()) for p in (pytester.path / ".pytest_cache" / "d" / "segrobust-clean").glob("*.json")]
     assert stored and all(result["statistics"] == {} for result in stored)
@@ -146,8 +147,8 @@ def test_an_ungated_suite_keeps_no_statistics_and_a_gated_one_does_not_reuse_its
     # The same model and data under the statistical gate: the cached clean result holds no
     # statistics, so it is computed again with them rather than failing the cells.
     (pytester.path / "suites" / "gated.yaml").write_text(gated)
-    recorded = pytester.runpytest("--segrobust", "--segrobust-update-baselines")
+    recorded = cached_run(pytester, "--segrobust-update-baselines")
     assert "no per-image statistics" not in recorded.stdout.str()
     stored = read_sidecar(sidecar_path(pytester.path / "baselines" / "gated.json"))
     assert sorted(stored) == ["net::clean", "net::gaussian_noise::3"]
-    pytester.runpytest("--segrobust").assert_outcomes(passed=2)
+    cached_run(pytester).assert_outcomes(passed=2)

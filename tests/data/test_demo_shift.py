@@ -112,8 +112,9 @@ def clean_miou(split: str, scenes: int) -> float:
 
 def test_the_demo_model_loses_a_little_on_easy_and_much_on_hard() -> None:
     # Measured: val 92.5, ood-easy 82.2, ood-hard 51.6 (benchmarks/natural_shift.py); on the
-    # first 32 scenes of each split, which this test scores (the model's time is the test's), 92.3, 83.1, 52.7.
-    scores = {split: clean_miou(split, scenes=32) for split in ["val", *SHIFTED_SPLITS]}
+    # first 32 scenes of each split 92.3, 83.1, 52.7; on the first 16, which this test scores
+    # (the model's time is the test's), 92.9, 81.7, 53.3: each bound still 7 points away or more.
+    scores = {split: clean_miou(split, scenes=16) for split in ["val", *SHIFTED_SPLITS]}
     assert scores["val"] - 20 < scores["ood-easy"] < scores["val"] - 4, scores
     assert scores["ood-hard"] < scores["ood-easy"] - 15, scores
     assert scores["ood-hard"] > 30, scores  # still a task the model half solves, not noise
