@@ -108,6 +108,18 @@ def recording() -> Iterator[Reads]:
             previous.modules |= reads.modules
 
 
+@contextmanager
+def unrecorded() -> Iterator[None]:
+    """Run the code inside as the package's own work, not the model's: what it reads or imports
+    (installed plugins found through their entry points, say) is not kept for the build around it."""
+    previous = getattr(_local, "reads", None)
+    _local.reads = None
+    try:
+        yield
+    finally:
+        _local.reads = previous
+
+
 def file_digest(relative: str) -> str:
     """Digest of a file read under a watched root (``missing`` where it is gone), by size and mtime."""
     for root in _roots:

@@ -99,3 +99,29 @@ def test_a_module_imported_by_name_during_a_build_is_recorded_cached_or_not(
             importlib.import_module("named_helper_for_reads")
             importlib.import_module("json")  # installed or standard library: the source identity's business
         assert seen.modules == {"named_helper_for_reads"}
+
+
+def test_the_packages_own_work_inside_a_build_is_not_the_models_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Loading installed adapters scans sys.path (an editable install's path hook looks like a
+    file under the project): the first build of a process must not key its clean result on it."""
+    reads.watch(tmp_path)
+    (tmp_path / "labels.json").write_text("{}")
+    (tmp_path / "plugin_helper_for_reads.py").write_text("VALUE = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(__import__("sys").modules, "plugin_helper_for_reads", raising=False)
+    with reads.recording() as seen:
+        with reads.unrecorded():
+            (tmp_path / "labels.json").read_text()
+            importlib.import_module("plugin_helper_for_reads")
+        (tmp_path / "labels.json").read_text()  # the model's own read, after: kept
+    assert seen.files == {"labels.json"} and seen.modules == set()
+
+    monkeypatch.setattr("pytest_segrobust.models.adapters._loaded", False)
+    monkeypatch.chdir(tmp_path)  # where the editable finder's hook name resolves
+    with reads.recording() as first_build:
+        from pytest_segrobust.models.adapters import adapters
+
+        adapters("semantic")
+    assert first_build.files == set() and first_build.modules == set()

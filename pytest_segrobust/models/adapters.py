@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from pytest_segrobust import reads
 from pytest_segrobust.errors import SegRobustError
 
 if TYPE_CHECKING:
@@ -100,9 +101,12 @@ def adapters(task: str) -> list[Adapter]:
     global _loaded
     if not _loaded:
         _loaded = True
-        for module in _BUILTINS:
-            importlib.import_module(module)
-        load_entry_points()
+        # The first model built loads them, but they are not what that model read (its cached
+        # clean result is keyed by its reads): entry points are found by scanning sys.path.
+        with reads.unrecorded():
+            for module in _BUILTINS:
+                importlib.import_module(module)
+            load_entry_points()
     return [a for a in _ADAPTERS if a.task == task]
 
 
