@@ -13,7 +13,6 @@ and ``mixture`` (:mod:`pytest_segrobust.tasks.referring_cells`).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
@@ -22,13 +21,13 @@ from pytest_segrobust.data.base import Sample, SegmentationDataset
 from pytest_segrobust.errors import DatasetError, ModelOutputError
 from pytest_segrobust.models.base import REFERRING_LOGIT_THRESHOLD, ReferringSegmentationModel
 from pytest_segrobust.tasks import register_task
-from pytest_segrobust.tasks.base import SuiteCells, SuiteNames, Task, first_id, upload
-from pytest_segrobust.tasks.referring_cells import TEXT_SUITE_KEYS, text_cells, text_key_refusal, text_names
+from pytest_segrobust.tasks.base import SuiteCells, Task, first_id, upload
+from pytest_segrobust.tasks.referring_cells import TEXT_SUITE_KEYS, TextKeys, text_cells
 from pytest_segrobust.types import Batch, Expressions, Field, Image, ReferringMask, field_of
 
 
 @register_task
-class ReferringTask(Task):
+class ReferringTask(TextKeys, Task):
     name = "referring"
     default_metrics = ("referring_miou", "referring_oiou")
     target_types = (ReferringMask, Expressions)
@@ -44,13 +43,6 @@ class ReferringTask(Task):
         "device, fingerprint)"
     )
     suite_keys = TEXT_SUITE_KEYS
-
-    def suite_names(self, options: Mapping[str, Any], folder: Path) -> SuiteNames:
-        """The text perturbations, with ``text_replay``'s (:mod:`pytest_segrobust.tasks.referring_cells`)."""
-        return text_names(options, folder)
-
-    def suite_key_refusal(self, key: str, task: Task) -> str | None:
-        return text_key_refusal(key, task)
 
     def suite_cells(
         self, options: Mapping[str, Any], corruptions: tuple[str, ...], resolve: Callable[..., Any]

@@ -132,6 +132,19 @@ def text_key_refusal(key: str, task: Task) -> str | None:
     return None
 
 
+class TextKeys:
+    """What a task that reads expressions says of ``text_replay`` and ``mixture`` before its cells:
+    the names they add (:func:`text_names`) and why another task takes neither
+    (:func:`text_key_refusal`). Mixed into the referring tasks, before their :class:`Task` base."""
+
+    def suite_names(self, options: Mapping[str, Any], folder: Path) -> SuiteNames:
+        """The text perturbations, with ``text_replay``'s."""
+        return text_names(options, folder)
+
+    def suite_key_refusal(self, key: str, task: Task) -> str | None:
+        return text_key_refusal(key, task)
+
+
 def _mixture(raw: Any, corruptions: tuple[str, ...], resolve: CellResolver) -> MixtureSpec:
     """``mixture: r2bench`` or ``{protocol: r2bench, visual: [...], text: [...]}``."""
     text = resolve.text

@@ -16,7 +16,6 @@ Suite keys: the video tasks' ``static``, ``dynamic`` and ``temporal``
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
@@ -27,9 +26,9 @@ from pytest_segrobust.errors import DatasetError, ModelOutputError
 from pytest_segrobust.models.base import REFERRING_LOGIT_THRESHOLD
 from pytest_segrobust.models.video import ReferringVideoModel
 from pytest_segrobust.tasks import register_task
-from pytest_segrobust.tasks.base import SuiteCells, SuiteNames, Task, first_id, upload
+from pytest_segrobust.tasks.base import SuiteCells, first_id, upload
 from pytest_segrobust.tasks.clip_cells import CLIP_SUITE_KEYS, clip_cells
-from pytest_segrobust.tasks.referring_cells import TEXT_SUITE_KEYS, text_beneath, text_key_refusal, text_names
+from pytest_segrobust.tasks.referring_cells import TEXT_SUITE_KEYS, TextKeys, text_beneath
 from pytest_segrobust.tasks.vos import ClipTask, clip_fields
 from pytest_segrobust.types import Batch, Expressions, Field, SampleIndex, Video, VideoMasks, field_of
 
@@ -38,7 +37,7 @@ NAMED = 1
 
 
 @register_task
-class ReferringVideoTask(ClipTask):
+class ReferringVideoTask(TextKeys, ClipTask):
     name = "rvos"
     default_metrics = ("vos_jf", "vos_j", "vos_f")
     target_types = (VideoMasks, Expressions)
@@ -54,13 +53,6 @@ class ReferringVideoTask(ClipTask):
         "a ReferringVideoModel (predict(clips, texts) -> (B, T, H, W) bool masks or float logits, device, fingerprint)"
     )
     suite_keys = (*CLIP_SUITE_KEYS, *TEXT_SUITE_KEYS)
-
-    def suite_names(self, options: Mapping[str, Any], folder: Path) -> SuiteNames:
-        """The text perturbations, with ``text_replay``'s (:mod:`pytest_segrobust.tasks.referring_cells`)."""
-        return text_names(options, folder)
-
-    def suite_key_refusal(self, key: str, task: Task) -> str | None:
-        return text_key_refusal(key, task)
 
     def suite_cells(
         self, options: Mapping[str, Any], corruptions: tuple[str, ...], resolve: Callable[..., Any]
