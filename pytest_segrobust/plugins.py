@@ -88,19 +88,38 @@ class NamedRegistry(Generic[T]):
                 importlib.import_module(module)
 
     def _load_entry_point(self, name: str) -> None:
-        for entry_point in importlib.metadata.entry_points(group=self.group, name=name):
-            try:
-                entry = entry_point.load()
-            except Exception as exc:
-                raise UnknownNameError(
-                    f"{self.kind} plugin {name!r} ({entry_point.value}) failed to load: {type(exc).__name__}: {exc}"
-                ) from exc
-            if getattr(entry, "name", None) != name:
-                raise UnknownNameError(
-                    f"{self.kind} plugin {name!r} ({entry_point.value}) has name {getattr(entry, 'name', None)!r}; "
-                    "the entry point and the class must agree"
-                )
+        for entry in load_named(self.group, name, self.kind, "class"):
             self.register(entry if self._make is None else self._make(entry))
+
+
+def load_named(
+    group: str, name: str, kind: str, subject: str, make: Callable[[Any], Any] | None = None
+) -> Iterator[Any]:
+    """The installed entries called ``name`` in entry point ``group``: each loaded, made into its
+    entry by ``make`` (``None``: as loaded), and checked to carry that ``name``.
+
+    Args:
+        kind: What the entries are, for messages (``"metric"``).
+        subject: What must carry the name, for messages (``"class"``).
+
+    Raises:
+        UnknownNameError: for an entry point that fails to load (or to be made), or whose entry
+            has another name.
+    """
+    for entry_point in importlib.metadata.entry_points(group=group, name=name):
+        try:
+            loaded = entry_point.load()
+            entry = loaded if make is None else make(loaded)
+        except Exception as exc:
+            raise UnknownNameError(
+                f"{kind} plugin {name!r} ({entry_point.value}) failed to load: {type(exc).__name__}: {exc}"
+            ) from exc
+        if getattr(entry, "name", None) != name:
+            raise UnknownNameError(
+                f"{kind} plugin {name!r} ({entry_point.value}) has name {getattr(entry, 'name', None)!r}; "
+                f"the entry point and the {subject} must agree"
+            )
+        yield entry
 
 
 def _where(entry: object) -> str:

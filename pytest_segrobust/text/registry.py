@@ -15,11 +15,11 @@ It is loaded when a suite first names it.
 
 from __future__ import annotations
 
-import importlib.metadata
 from collections.abc import Iterable, Iterator
 
 from pytest_segrobust.corruptions.composition import SEPARATOR
 from pytest_segrobust.errors import UnknownNameError
+from pytest_segrobust.plugins import load_named
 from pytest_segrobust.text.base import TextPerturbation
 from pytest_segrobust.text.perturbations import BUILTIN
 
@@ -99,19 +99,8 @@ class TextPerturbationRegistry:
         if self._group is None or name in self._by_name or name in self._looked_up or SEPARATOR in name:
             return
         self._looked_up.add(name)
-        for entry_point in importlib.metadata.entry_points(group=self._group, name=name):
-            try:
-                loaded = entry_point.load()
-                perturbation = loaded() if isinstance(loaded, type) else loaded
-            except Exception as exc:
-                raise UnknownNameError(
-                    f"text perturbation plugin {name!r} ({entry_point.value}) failed to load: {type(exc).__name__}: {exc}"
-                ) from exc
-            if getattr(perturbation, "name", None) != name:
-                raise UnknownNameError(
-                    f"text perturbation plugin {name!r} ({entry_point.value}) has name "
-                    f"{getattr(perturbation, 'name', None)!r}; the entry point and the perturbation must agree"
-                )
+        instance = lambda loaded: loaded() if isinstance(loaded, type) else loaded
+        for perturbation in load_named(self._group, name, "text perturbation", "perturbation", instance):
             self.register(perturbation)
 
     def __iter__(self) -> Iterator[TextPerturbation]:
