@@ -21,7 +21,7 @@ lays out.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -83,15 +83,7 @@ def gallery_tiles(
             picture = picture.resize(size, PILImage.Resampling.LANCZOS)
         return np.asarray(picture)
 
-    return GalleryTiles(
-        corruptions=tuple(c.name for c in corruptions),
-        severities=tuple(severities),
-        clean=shown(batch),
-        tiles=tuple(
-            tuple(shown(c(batch, s, [sample_seed(seed, sample_id, c.name, s)])) for s in severities)
-            for c in corruptions
-        ),
-    )
+    return _tiles(batch, corruptions, severities, seed, sample_id, shown)
 
 
 def log_spectrogram(
@@ -151,12 +143,25 @@ def spectrogram_tiles(
     def shown(perturbed: Mapping[str, Field]) -> np.ndarray:
         return spectrogram_picture(log_spectrogram(field_of(perturbed, Audio).data[0]), size)
 
+    return _tiles(fields, corruptions, severities, seed, sample_id, shown)
+
+
+def _tiles(
+    batch: Any,
+    corruptions: Sequence[Corruption[Any]],
+    severities: Sequence[int],
+    seed: int,
+    sample_id: str,
+    shown: Callable[[Any], np.ndarray],
+) -> GalleryTiles:
+    """``batch`` (one sample) clean and under each corruption at each severity, drawn with the
+    suite's per-sample seed, each turned into a tile by ``shown``."""
     return GalleryTiles(
         corruptions=tuple(c.name for c in corruptions),
         severities=tuple(severities),
-        clean=shown(fields),
+        clean=shown(batch),
         tiles=tuple(
-            tuple(shown(c(fields, s, [sample_seed(seed, sample_id, c.name, s)])) for s in severities)
+            tuple(shown(c(batch, s, [sample_seed(seed, sample_id, c.name, s)])) for s in severities)
             for c in corruptions
         ),
     )
