@@ -154,7 +154,9 @@ def load_weights(model: M, weights: str | None, shipped: tuple[str, str], device
     else:
         state = torch.load(weights, map_location="cpu", weights_only=True)
     model.load_state_dict(state)
-    return model.eval().to(device)
+    # Channels-last convolutions: 1.6-1.8x faster for these small networks on CPU (oneDNN),
+    # equal within 1e-7 (benchmarks/demo_models.py).
+    return model.eval().to(device, memory_format=torch.channels_last)
 
 
 def tiny_unet_instances(
