@@ -260,7 +260,7 @@ def _merge(paths: list[Path], report: str | None, update: bool, rootdir: Path) -
 
     from pytest_segrobust.backends import shards as sharding
     from pytest_segrobust.plugin import start_session, written_lines
-    from pytest_segrobust.report import terminal_summary, verdict
+    from pytest_segrobust.report import pictures_left_out_by, terminal_summary, verdict
     from pytest_segrobust.shards import ShardError, ShardFile, check_local_files, check_shards
 
     shards = check_shards([(path, ShardFile.read(path)) for path in paths], __version__)
@@ -275,6 +275,9 @@ def _merge(paths: list[Path], report: str | None, update: bool, rootdir: Path) -
             f"the shards were run with --segrobust-update-baselines ({first_path}): "
             "pass --update-baselines to write the baselines they measured"
         )
+    # Shards that all ran with --segrobust-figures=none merge as one run with it; where only some
+    # did, the pictures the others made are kept and the report names those that made none.
+    without_figures = [str(shard.spec) for _, shard in shards if not shard.figures]
     # The rootdir's configuration, as a run there reads it: ini settings, conftest.py (corruptions
     # and model adapters it registers), installed plugins. Shards that ran with HTML ask for it here.
     root = rootdir.resolve()
@@ -283,6 +286,7 @@ def _merge(paths: list[Path], report: str | None, update: bool, rootdir: Path) -
         ("--segrobust-update-baselines", update),
         ("--segrobust-prune", first.prune),
         ("--segrobust-report-html", first.report_html),
+        ("--segrobust-figures=none", len(without_figures) == len(shards)),
     )
     args += [flag for flag, on in modes if on]
     try:
@@ -300,6 +304,8 @@ def _merge(paths: list[Path], report: str | None, update: bool, rootdir: Path) -
         session.close()
     if not (session.records or session.errors):
         print("no cell was evaluated: no report written, the last one is left as it was")
+    elif without_figures and len(without_figures) < len(shards):
+        print(f"note: {pictures_left_out_by(without_figures)}")
     for problem in session.problems:
         print(f"error: {problem}", file=sys.stderr)
     for warning in session.warnings:

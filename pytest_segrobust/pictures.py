@@ -364,20 +364,30 @@ class RunPictures:
         suites: Each measured suite's gallery and frame table, by suite name.
         worst: The worst images of cells that may be their model's worst, by cell node id.
         failures: Why a cell's worst images could not be made, by cell node id.
+        left_out: Cells whose pictures were not made on purpose, by cell node id: the shard that
+            measured them (``2/3``), run with ``--segrobust-figures=none``. The report names
+            those shards once instead of warning of each missing picture.
     """
 
     suites: dict[str, SuitePictures] = field(default_factory=dict)
     worst: dict[str, WorstImages] = field(default_factory=dict)
     failures: dict[str, str] = field(default_factory=dict)
+    left_out: dict[str, str] = field(default_factory=dict)
 
     def absorb(self, other: RunPictures) -> None:
-        """Add another process's pictures; what this one has already stays (any copy is the same cell's)."""
+        """Add another process's pictures; what this one has already stays (any copy is the same
+        cell's), but a suite's gallery replaces a copy without one (a process that left it out or
+        could not make it), whichever process came first."""
         for name, pictures in other.suites.items():
-            self.suites.setdefault(name, pictures)
+            mine = self.suites.get(name)
+            if mine is None or (mine.gallery is None and pictures.gallery is not None):
+                self.suites[name] = pictures
         for nodeid, worst in other.worst.items():
             self.worst.setdefault(nodeid, worst)
         for nodeid, reason in other.failures.items():
             self.failures.setdefault(nodeid, reason)
+        for nodeid, shard in other.left_out.items():
+            self.left_out.setdefault(nodeid, shard)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -385,6 +395,7 @@ class RunPictures:
             "suites": {name: pictures.to_json() for name, pictures in self.suites.items()},
             "worst": {nodeid: worst.to_json() for nodeid, worst in self.worst.items()},
             "failures": dict(self.failures),
+            "left_out": dict(self.left_out),
         }
 
     @classmethod
@@ -399,4 +410,5 @@ class RunPictures:
             suites={str(name): SuitePictures.from_json(p) for name, p in data["suites"].items()},
             worst={str(nodeid): WorstImages.from_json(w) for nodeid, w in data["worst"].items()},
             failures={str(nodeid): str(reason) for nodeid, reason in data["failures"].items()},
+            left_out={str(nodeid): str(shard) for nodeid, shard in data.get("left_out", {}).items()},
         )

@@ -21,7 +21,7 @@ from pytest_segrobust.evidence import aggregate_changes
 from pytest_segrobust.pictures import GalleryTiles, RunPictures, WorstImages
 from pytest_segrobust.records import CellRecord
 from pytest_segrobust.release import ModelOutcome
-from pytest_segrobust.report import ReportIncomplete, build_report, write_report
+from pytest_segrobust.report import ReportIncomplete, build_report, pictures_left_out_by, write_report
 from pytest_segrobust.report.coverage import RunCoverage
 from pytest_segrobust.report.environment import run_environment
 from pytest_segrobust.report.html import write_html
@@ -91,7 +91,9 @@ class ReportWriter:
             pictures: What the processes that measured the cells made of them.
             device: The run's device, for the environment table.
             figures: ``False`` (``--segrobust-figures=none``): no figure, gallery or worst image;
-                the report says they were left out and how to get them.
+                the report says they were left out and how to get them. ``True`` with some cells'
+                pictures left out on purpose (``pictures.left_out``, shards run without them): the
+                pictures made are shown, and one line names the shards that made none.
         """
         assert self.report is not None
         galleries: dict[str, GalleryTiles] = {}
@@ -120,6 +122,7 @@ class ReportWriter:
                 }
         self.report["environment"] = run_environment(self.rootpath, device, self.started)
         self.report["warnings"] = list(self.warnings)
+        shards_without = list(dict.fromkeys(pictures.left_out.values()))
         try:
             self.written.extend(
                 write_report(
@@ -129,6 +132,7 @@ class ReportWriter:
                     worst,
                     wall_seconds=lambda: time.time() - self.started,
                     figures=figures,
+                    left_out=pictures_left_out_by(shards_without) if shards_without else None,
                 )
             )
         except ReportIncomplete as exc:
@@ -174,6 +178,8 @@ class ReportWriter:
             if cell is None:
                 continue
             found = pictures.worst.get(cell.nodeid)
+            if found is None and cell.nodeid in pictures.left_out:
+                continue  # its shard ran without pictures: the report names it once (pictures_left_out_by)
             if found is None:
                 reason = pictures.failures.get(cell.nodeid, _NOT_SENT)
                 self.warnings.append(f"no {what} for {suite.name} {row}: {reason}")

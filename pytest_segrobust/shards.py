@@ -247,6 +247,9 @@ class ShardFile:
         pictures: The report's pictures of the shard's cells
             (:class:`~pytest_segrobust.pictures.RunPictures` as JSON), so the merge draws them
             without building a model.
+        figures: ``False``: it ran with ``--segrobust-figures=none`` and made no gallery or
+            worst image on purpose (its pictures hold its suites' frame tables alone). A file
+            without the field is from before it: its shard made the pictures it has.
     """
 
     spec: ShardSpec
@@ -264,6 +267,7 @@ class ShardFile:
     coverage: ShardCoverage
     cache_counts: dict[str, int] = field(default_factory=dict)
     pictures: dict[str, Any] | None = None
+    figures: bool = True
 
     def to_json(self) -> dict[str, Any]:
         data = {f.name: getattr(self, f.name) for f in fields(self)}
@@ -286,7 +290,8 @@ class ShardFile:
             raise ValueError(f"shard file of format {data.get('format')!r}, this segrobust reads format {SHARD_FORMAT}")
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - known - {"format"})
-        missing = sorted(f.name for f in fields(cls) if f.name not in data and f.name not in ("cache_counts", "pictures"))
+        optional = ("cache_counts", "pictures", "figures")
+        missing = sorted(f.name for f in fields(cls) if f.name not in data and f.name not in optional)
         if unknown or missing:
             raise ValueError(
                 "; ".join(
@@ -298,6 +303,8 @@ class ShardFile:
                     if part
                 )
             )
+        if not isinstance(data.get("figures", True), bool):
+            raise ValueError(f"field 'figures': expected true or false, got {data['figures']!r}")
         try:
             values = {name: value for name, value in data.items() if name in known}
             values["spec"] = ShardSpec(int(data["spec"]["index"]), int(data["spec"]["count"]))

@@ -12,6 +12,7 @@ from pytest_segrobust.pictures import (
     GalleryTiles,
     ImageLoss,
     PicturesFormatError,
+    RunPictures,
     SuitePictures,
     WorstImages,
     pack_classes,
@@ -108,3 +109,19 @@ def test_suite_pictures_round_trip_exactly() -> None:
     other = GalleryTiles(gallery.corruptions, gallery.severities, gallery.clean, (gallery.tiles[0], gallery.tiles[0]))
     assert other != gallery
     assert SuitePictures.from_json(through_json(SuitePictures(None, None).to_json())) == SuitePictures(None, None)
+
+
+def test_run_pictures_keep_a_suites_gallery_whichever_process_came_first() -> None:
+    # A shard run with --segrobust-figures=none sends its suites' frame tables without a gallery.
+    frames = {"size": [6, 9], "severities": [1], "corruptions": {}}
+    tile = np.zeros((6, 9, 3), dtype=np.uint8)
+    drawn = RunPictures(suites={"s": SuitePictures(GalleryTiles(("fog",), (1,), tile, ((tile,),)), frames)})
+    bare = RunPictures(suites={"s": SuitePictures(None, frames)}, left_out={"s.yaml::m::fog[1]": "2/2"})
+    for first, second in ((drawn, bare), (bare, drawn)):
+        merged = RunPictures()
+        merged.absorb(RunPictures.from_json(through_json(first.to_json())))
+        merged.absorb(RunPictures.from_json(through_json(second.to_json())))
+        assert merged.suites == drawn.suites and merged.left_out == {"s.yaml::m::fog[1]": "2/2"}
+    older = bare.to_json()
+    del older["left_out"]  # pictures from before the field: nothing was left out on purpose
+    assert RunPictures.from_json(through_json(older)).left_out == {}

@@ -15,7 +15,7 @@ import pytest
 
 from pytest_segrobust import cli
 from pytest_segrobust.report import without_timing
-from pytest_segrobust.shards import ShardCell, ShardSpec, assign_cells
+from pytest_segrobust.shards import ShardCell, ShardFile, ShardSpec, assign_cells
 from tests.plugin_project import CELLS, recorded, run, write_suite
 from tests.test_rerun import ALL, collected
 
@@ -245,6 +245,13 @@ def test_merge_refuses_files_that_are_not_the_shards_of_one_run(
     assert f"different numbers of shards N: {first} (shard 1/2), {other_n} (shard 2/3)" in refused(first, other_n)
     older = edited("older.json", lambda data: data.update(tool_version="0.0.1"))
     assert f"{older} (shard 2/2) by segrobust 0.0.1" in refused(first, older)
+    odd = edited("odd-figures.json", lambda data: data.update(figures="none"))
+    out = refused(first, odd)
+    assert f"{odd}: not a segrobust shard file this version can read: field 'figures': expected true or false" in out
+    assert "got 'none'" in out
+    # A shard file from before the field: its shard made the pictures it has.
+    assert ShardFile.read(edited("before-figures.json", lambda data: data.pop("figures", None))).figures is True
+    assert ShardFile.read(second).figures is False  # run_shard leaves the figures out
 
     # A suite edited between the shards' runs: the shards measured different things.
     suite = project.path / "suites" / "bands.yaml"
@@ -324,8 +331,8 @@ def test_each_shard_ends_with_its_own_verdict_and_the_merge_with_the_runs(
     recorded(project)
     # The second shard's cells fall: gaussian_noise and rotate at 5 (a smoother model scores otherwise).
     write_suite(project, smoothing=1)
-    for k in (1, 2):  # with the pictures the merge draws from: else it warns last, after its verdict
-        result = run_shard(project, f"{k}/2", figures=True)
+    for k in (1, 2):
+        result = run_shard(project, f"{k}/2")
         start = next(i for i, line in enumerate(result.outlines) if line.startswith("=") and " segrobust " in line)
         end = next(i for i, line in enumerate(result.outlines) if i > start and line.startswith("="))
         last = result.outlines[end - 1]  # the segrobust section's last line
@@ -339,6 +346,58 @@ def test_each_shard_ends_with_its_own_verdict_and_the_merge_with_the_runs(
         assert f"{parsed.get('passed', 0) + parsed.get('failed', 0)} cells" in last
     status, out = merge(project, capsys, shard_file(project, "1/2"), shard_file(project, "2/2"))
     assert out.splitlines()[-1].startswith("FAIL · 5 cells: ") and status == 1, out
+    assert "warning" not in out, out  # shards without figures: the merge has none to miss
+
+
+def test_merged_shards_without_figures_write_the_report_of_a_run_without_figures(
+    project: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    recorded(project)
+    run(project, "--segrobust").assert_outcomes(passed=CELLS)  # --segrobust-figures=none
+    single = take_report(project)
+    for k in (1, 2):
+        run_shard(project, f"{k}/2").assert_outcomes(passed=3 if k == 1 else 2, deselected=2 if k == 1 else 3)
+        assert json.loads(shard_file(project, f"{k}/2").read_text())["figures"] is False
+    status, out = merge(project, capsys, shard_file(project, "1/2"), shard_file(project, "2/2"))
+    assert status == 0, out
+    assert out.splitlines()[-1].startswith("PASS · 5 cells: "), out  # the verdict is the last line
+    assert "warning" not in out and "stopped before the end" not in out, out
+    assert not (project.path / "segrobust-report-figures").exists()
+    report, markdown = take_report(project)
+    assert (report, markdown) == single
+    assert "--segrobust-figures=none" in report["figures_left_out"] and "warnings" not in report
+    assert "stopped before the end" not in markdown and "Left out of this report" not in markdown
+
+
+@pytest.mark.parametrize("without", ["1/2", "2/2"])
+def test_a_merge_keeps_the_pictures_shards_made_and_names_the_shards_that_made_none(
+    project: pytest.Pytester, capsys: pytest.CaptureFixture[str], without: str
+) -> None:
+    # Both shards measure the bands suite (its 5 cells are cut 3 and 2): its gallery comes from
+    # the shard with figures, whichever it is; the model's worst images only from the shard
+    # that measured its worst cell, if that shard made pictures.
+    recorded(project)
+    run(project, "--segrobust", figures=True).assert_outcomes(passed=CELLS)
+    single, _ = take_report(project)
+    for spec in ("1/2", "2/2"):
+        run_shard(project, spec, figures=spec != without)
+    with_figures = "2/2" if without == "1/2" else "1/2"
+    status, out = merge(project, capsys, shard_file(project, "1/2"), shard_file(project, "2/2"))
+    assert status == 0, out
+    assert out.splitlines()[-1].startswith("PASS · 5 cells: "), out
+    assert "warning" not in out and "stopped before the end" not in out, out
+    notes = [line for line in out.splitlines() if "--segrobust-figures=none" in line]
+    assert len(notes) == 1 and f"shard {without} " in notes[0] and with_figures not in notes[0], out
+    worst = single["suites"]["bands"]["worst_images"]["binner"]
+    cell = f"suites/bands.yaml::binner::{worst['corruption']}[{worst['severity']}]"
+    left_out = cell in json.loads(shard_file(project, without).read_text())["assigned"]
+    report, markdown = take_report(project)  # the shard files too
+    assert report["figures_left_out"] in notes[0] and "warnings" not in report
+    assert f"_{report['figures_left_out']}_" in markdown and "stopped before the end" not in markdown
+    bands, alone = report["suites"]["bands"], single["suites"]["bands"]
+    assert bands["worst_images"] == ({} if left_out else alone["worst_images"])
+    assert set(bands["figures"]) == set(alone["figures"]) - ({worst["figure"]} if left_out else set())
+    assert "gallery" in bands["figures"] and "heatmap" in bands["figures"]
 @pytest.mark.parametrize("damage", ["flipped byte", "zip version 13"])
 def test_merged_shards_fail_when_both_failed_on_a_damaged_statistics_file(
     project: pytest.Pytester, capsys: pytest.CaptureFixture[str], damage: str

@@ -87,6 +87,7 @@ def shard_file(session: SegRobustSession) -> ShardFile:
         ),
         cache_counts=session.cache_counts(),
         pictures=session.run_pictures().to_json(),
+        figures=session.options.figures,
     )
 
 
@@ -124,7 +125,10 @@ def absorb_shards(session: SegRobustSession, shards: list[ShardFile]) -> None:
     """Merge the N shards of a run (checked by :func:`~pytest_segrobust.shards.check_shards`)
     into a fresh session, as the xdist controller absorbs its workers' items.
 
-    Suites load in the run's collection order, so the report lists them as one run would.
+    Suites load in the run's collection order, so the report lists them as one run would. The
+    cells of a shard run with ``--segrobust-figures=none`` are noted as left out of the pictures
+    (:attr:`RunPictures.left_out <pytest_segrobust.pictures.RunPictures.left_out>`): where
+    other shards made theirs, the report names that shard once instead of warning of each picture.
     """
     cells = shards[0].cells
     for path in dict.fromkeys(session.rootpath / nodeid.split("::", 1)[0] for nodeid in cells):
@@ -135,6 +139,8 @@ def absorb_shards(session: SegRobustSession, shards: list[ShardFile]) -> None:
         for nodeid, message in shard.errors.items():
             session.absorb_outcome(Outcome(nodeid, error=message))
         session.absorb(json.dumps({"cache": shard.cache_counts, "collection": None, "pictures": shard.pictures}))
+        if not shard.figures:
+            session.pictures.left_out.update(dict.fromkeys(shard.assigned, str(shard.spec)))
         session.scope.not_run_reasons.update(shard.coverage.not_run)
     order = {nodeid: index for index, nodeid in enumerate(cells)}
     expected = {nodeid for shard in shards for nodeid in shard.coverage.expected}

@@ -595,6 +595,18 @@ FIGURES_LEFT_OUT = (
 )
 
 
+def pictures_left_out_by(shards: Sequence[str]) -> str:
+    """What a merged report says where some of its shards (``shard 2/3``) ran with
+    ``--segrobust-figures=none``: the pictures the others made are kept; the plots, drawn from
+    the numbers, cover every cell."""
+    which, them = (f"shard {shards[0]}", "it") if len(shards) == 1 else (f"shards {', '.join(shards)}", "them")
+    return (
+        f"Pictures left out for the cells of {which} (run with `--segrobust-figures=none`): no gallery or "
+        f"worst images were measured of them; the plots cover every cell. Run {them} again without the "
+        "option, then merge, to get them."
+    )
+
+
 def figures_folder(base: Path) -> Path:
     """The one folder beside the report ``base`` that holds its figures: ``<base>-figures/``.
 
@@ -612,6 +624,7 @@ def write_report(
     wall_seconds: Callable[[], float] | None = None,
     *,
     figures: bool = True,
+    left_out: str | None = None,
 ) -> list[Path]:
     """Write ``base.md``, ``base.json`` and the PNG figures in :func:`figures_folder`; returns the paths.
 
@@ -634,6 +647,9 @@ def write_report(
         figures: ``False`` (``--segrobust-figures=none``): nothing drawn and no figures folder
             made (an earlier report's is removed); the report says how to get them
             (``report["figures_left_out"]``).
+        left_out: Where figures are drawn but some pictures were left out on purpose (the
+            shards of a merge that ran with ``--segrobust-figures=none``,
+            :func:`pictures_left_out_by`): the report says so in its place, as one line.
 
     Raises:
         ReportIncomplete: naming the documents that could not be written, and listing what was.
@@ -646,6 +662,8 @@ def write_report(
     drawing = figures  # the name ``figures`` is each suite's below
     if drawing:
         report.pop("figures_left_out", None)
+        if left_out:
+            report["figures_left_out"] = left_out
     else:
         report["figures_left_out"] = FIGURES_LEFT_OUT
     for where in (base.parent, folder) if drawing else (base.parent,):
