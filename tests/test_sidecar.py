@@ -4,6 +4,7 @@ naming the file and the flag that rewrites it, never a traceback out of zipfile,
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import struct
 import zipfile
@@ -266,18 +267,27 @@ def test_a_sidecar_the_json_does_not_record_is_refused_naming_both_flags(tmp_pat
         read_pair(tmp_path)
 
 
-def test_the_repository_baselines_without_a_record_still_read(tmp_path: Path) -> None:
-    """Files written before the record existed (the repository's own) are taken as found."""
+def test_the_repository_baselines_read_with_their_statistics_records() -> None:
     root = Path(__file__).parents[1] / "baselines"
-    without = []
     for baseline in sorted(root.glob("*.json")):
         stored = read_baseline(baseline)
         assert stored is not None, baseline
-        if stored.statistics is None:
-            without.append(baseline.name)
-        if sidecar_path(baseline).exists():  # with a record (newer files) or without one (older files)
+        if sidecar_path(baseline).exists():
+            assert stored.statistics is not None and stored.statistics.sha256, baseline
             assert read_sidecar(sidecar_path(baseline), recorded=stored.statistics), baseline
-    assert "demo.json" in without and "demo-referring.json" in without  # written before the record existed
+
+
+def test_a_baseline_written_before_the_record_existed_still_reads(tmp_path: Path) -> None:
+    """A file without ``statistics`` (older files) takes its statistics file as found."""
+    root = Path(__file__).parents[1] / "baselines"
+    data = json.loads((root / "demo.json").read_text())
+    assert data.pop("statistics")
+    old = tmp_path / "demo.json"
+    old.write_text(json.dumps(data))
+    sidecar_path(old).write_bytes(sidecar_path(root / "demo.json").read_bytes())
+    stored = read_baseline(old)
+    assert stored is not None and stored.statistics is None
+    assert read_sidecar(sidecar_path(old), recorded=stored.statistics)
 
 
 # -- an update repairs a broken sidecar, end to end -------------------------------------------
