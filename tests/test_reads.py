@@ -29,48 +29,52 @@ def from_helper():
 """
 
 
-def _configured_project(pytester: pytest.Pytester, factory: str) -> None:
+def _configured_project(pytester: pytest.Pytester) -> None:
+    """The bands suite with two models: one reads a JSON file, one imports a module by name."""
     pytester.makepyfile(configured=CONFIGURED, smoothing_helper="SMOOTHING = 5\n")
     (pytester.path / "model.json").write_text(json.dumps({"smoothing": 5}))
-    (pytester.path / "suites" / "bands.yaml").write_text(
-        SUITE.format(smoothing=5).replace(
-            "factory: segrobust_fakes:red_binner, kwargs: {smoothing: 5}", f"factory: configured:{factory}"
-        )
-    )
+    suite = SUITE.format(smoothing=5)
+    one_model = "  - {name: binner, factory: segrobust_fakes:red_binner, kwargs: {smoothing: 5}}\n"
+    two_models = "  - {name: config, factory: configured:from_config}\n  - {name: helper, factory: configured:from_helper}\n"
+    assert one_model in suite
+    (pytester.path / "suites" / "bands.yaml").write_text(suite.replace(one_model, two_models))
 
 
 def _outcomes(result: pytest.RunResult) -> dict[str, int]:
     return {k: v for k, v in result.parseoutcomes().items() if k in ("passed", "failed")}
 
 
-@pytest.mark.parametrize(
-    ("factory", "edit"),
-    [
-        ("from_config", lambda root: (root / "model.json").write_text(json.dumps({"smoothing": 1, "edited": True}))),
-        ("from_helper", lambda root: (root / "smoothing_helper.py").write_text("SMOOTHING = 1  # edited\n")),
-    ],
-    ids=["label-map-json", "import_module-helper"],
-)
-def test_an_input_the_factory_reads_keys_the_clean_cache(
-    project: pytest.Pytester, dist: list[str], factory: str, edit: object
-) -> None:
-    _configured_project(project, factory)
-    cached_run(project, "--segrobust-update-baselines").stdout.fnmatch_lines(
-        ["clean results: 1 computed, 0 from cache*"]
-    )
-    unchanged = cached_run(project, *dist)  # nothing changed: the stored clean result serves, in any process
-    unchanged.assert_outcomes(passed=CELLS)
-    unchanged.stdout.fnmatch_lines(["clean results: 0 computed, * from cache*"])
+def _failed_models(result: pytest.RunResult) -> set[str]:
+    return {line.split("::")[1] for line in result.outlines if line.startswith("FAILED suites/bands.yaml::")}
 
-    edit(project.path)  # type: ignore[operator]
-    fresh = cached_run(project, "--segrobust-no-cache")  # the reference, computed afresh: one process will do
-    assert _outcomes(fresh).get("failed"), "the edit must change what the gate sees"
-    cached = cached_run(project, *dist)
-    cached.stdout.fnmatch_lines(["clean results: 1 computed, *"])
-    assert _outcomes(cached) == _outcomes(fresh)
-    again = cached_run(project, *dist)
-    again.stdout.fnmatch_lines(["clean results: 0 computed, * from cache*"])
-    assert _outcomes(again) == _outcomes(fresh)
+
+EDITS = {  # model: what an edit of its input looks like
+    "config": ("model.json", json.dumps({"smoothing": 1, "edited": True})),
+    "helper": ("smoothing_helper.py", "SMOOTHING = 1  # edited\n"),
+}
+
+
+def test_an_input_the_factory_reads_keys_its_models_clean_cache(project: pytest.Pytester, dist: list[str]) -> None:
+    """A JSON file the factory reads, and a module it imports by name, each key the clean result
+    of the model they built, and of no other."""
+    _configured_project(project)
+    cached_run(project, "--segrobust-update-baselines").stdout.fnmatch_lines(
+        ["clean results: 2 computed, 0 from cache*"]
+    )
+    unchanged = cached_run(project, *dist)  # nothing changed: the stored clean results serve, in any process
+    unchanged.assert_outcomes(passed=2 * CELLS)
+    unchanged.stdout.fnmatch_lines(["clean results: 0 computed, 2 from cache*"])
+
+    edited: set[str] = set()
+    for model, (name, text) in EDITS.items():
+        (project.path / name).write_text(text)
+        edited.add(model)
+        fresh = cached_run(project, "--segrobust-no-cache")  # the reference, computed afresh: one process will do
+        assert _failed_models(fresh) == edited, "the edit must change what the gate sees of that model alone"
+        cached = cached_run(project, *dist)
+        # The other model's result still serves; after the first edit, that is the one just computed.
+        cached.stdout.fnmatch_lines(["clean results: 1 computed, 1 from cache*"])
+        assert _outcomes(cached) == _outcomes(fresh)
 
 
 def test_a_read_during_a_build_is_recorded_relative_to_the_root(tmp_path: Path) -> None:
