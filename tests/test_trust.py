@@ -12,12 +12,13 @@ import math
 import os
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from tests.fakes import WOKE
-from tests.plugin_project import CELLS, SUITE, baseline, cached_run, recorded, run, write_suite
+from tests.plugin_project import CELLS, SINGLE_PROCESS, SUITE, baseline, cached_run, recorded, run, write_suite
 
 ONE_CELL_SUITE = (
     "dataset: {{factory: segrobust_fakes:band_scenes{dataset_kwargs}}}\n"
@@ -30,6 +31,16 @@ def one_cell_suite(pytester: pytest.Pytester, model: str, extra: str = "", datas
     (pytester.path / "suites" / "bands.yaml").write_text(
         ONE_CELL_SUITE.format(model=model, extra=extra, dataset_kwargs=dataset_kwargs)
     )
+
+
+def without_pythonpath(pytester: pytest.Pytester) -> None:
+    """A project with no pythonpath: the fakes in the rootdir, a model's module beside the suites."""
+    from tests.fakes import FAKES_SOURCE
+
+    (pytester.path / "suites").mkdir()
+    (pytester.path / "suites" / "suite_models.py").write_text("from segrobust_fakes import red_binner as model\n")
+    pytester.makepyfile(segrobust_fakes=FAKES_SOURCE)
+    pytester.makeini("[pytest]\n")  # no pythonpath
 
 
 def report(pytester: pytest.Pytester) -> dict:
@@ -72,6 +83,7 @@ def test_a_stored_cell_without_a_gated_number_fails_naming_it_until_an_update_re
     assert "gamma_r" in baseline(project)["models"]["binner"]["gaussian_noise"]["5"]
 
 
+@SINGLE_PROCESS  # under xdist: test_nan_logits_fail_their_cells_in_xdist_workers
 def test_nan_logits_fail_their_cells_and_are_never_recorded(project: pytest.Pytester, dist: list[str]) -> None:
     one_cell_suite(project, "nan_binner")
     result = run(project, "--segrobust-update-baselines", *dist)
@@ -323,15 +335,6 @@ def test_a_hanging_model_fails_its_cell_at_the_time_limit(project: pytest.Pytest
     result.stdout.fnmatch_lines(["suites/bands.yaml::m::clean: stopped after the time limit of 0.5 s (suite field 'timeout' or --segrobust-timeout)*"])
 
 
-def test_the_time_limit_holds_in_xdist_workers(project: pytest.Pytester) -> None:
-    one_cell_suite(project, "sleepy_binner", extra="timeout: 0.5\n")
-    result = run(project, "--segrobust", "-n", "2")
-    assert not (project.path / WOKE).exists()
-    result.assert_outcomes(failed=2)
-    result.stdout.fnmatch_lines(["*stopped after the time limit of 0.5 s*"])
-    assert "crashed" not in result.stdout.str()
-
-
 # -- what the user meant -------------------------------------------------------------------------------------
 
 
@@ -360,18 +363,94 @@ def test_relative_paths_resolve_against_the_rootdir_from_any_folder(project: pyt
     assert (project.path / "baselines" / "bands.json").exists()
 
 
+@SINGLE_PROCESS  # under xdist: test_a_factory_beside_the_suites_needs_no_pythonpath_in_xdist_workers
 def test_a_factory_beside_the_suites_or_in_the_rootdir_needs_no_pythonpath(pytester: pytest.Pytester, dist: list[str]) -> None:
-    from tests.fakes import FAKES_SOURCE
-
-    (pytester.path / "suites").mkdir()
-    (pytester.path / "suites" / "suite_models.py").write_text("from segrobust_fakes import red_binner as model\n")
-    pytester.makepyfile(segrobust_fakes=FAKES_SOURCE)
-    pytester.makeini("[pytest]\n")  # no pythonpath
+    without_pythonpath(pytester)
     (pytester.path / "suites" / "bands.yaml").write_text(
         "dataset: {factory: segrobust_fakes:band_scenes}\n"
         "models: [{name: m, factory: suite_models:model}]\ncorruptions: [rotate]\nseverities: [1]\n"
     )
     run(pytester, "--segrobust-update-baselines", *dist).assert_outcomes(passed=2)
+
+
+
+# -- under xdist -------------------------------------------------------------------------------------------
+# The checks above run in one process. What differs with two workers (a cell's NaN logits or time
+# limit met in a worker process and sent to the controller, factories imported in the workers with
+# no pythonpath) is checked on one project of three suites and one run with -n 2, which every
+# test below reads: starting xdist's workers costs more CPU than the suites.
+
+UNDER_XDIST = pytest.mark.xdist_group("trust_under_xdist")  # one outer worker makes the run once
+SHARED_SUITES = {
+    "nan": ONE_CELL_SUITE.format(model="nan_binner", extra="", dataset_kwargs=""),
+    "sleepy": ONE_CELL_SUITE.format(model="sleepy_binner", extra="timeout: 0.5\n", dataset_kwargs=""),
+    "beside": (
+        "dataset: {factory: segrobust_fakes:band_scenes}\n"
+        "models: [{name: m, factory: suite_models:model}]\ncorruptions: [rotate]\nseverities: [1]\n"
+    ),
+}
+
+
+@dataclass(frozen=True)
+class SharedRun:
+    result: pytest.RunResult
+    report: dict
+    baselines: set[str]  # the files in baselines/ after the run
+    woke: bool  # the sleepy model's sleep ended
+
+
+@pytest.fixture(scope="module")
+def _shared_runs() -> dict[str, SharedRun]:
+    return {}
+
+
+@pytest.fixture
+def under_xdist(pytester: pytest.Pytester, _shared_runs: dict[str, SharedRun]) -> SharedRun:
+    """The run with -n 2 of the three suites, made by the first test that asks and kept for the module."""
+    if "run" not in _shared_runs:
+        without_pythonpath(pytester)
+        for name, text in SHARED_SUITES.items():
+            (pytester.path / "suites" / f"{name}.yaml").write_text(text)
+        result = run(pytester, "--segrobust-update-baselines", "-n", "2")
+        folder = pytester.path / "baselines"
+        _shared_runs["run"] = SharedRun(
+            result=result,
+            report=report(pytester),
+            baselines={path.name for path in folder.iterdir()} if folder.is_dir() else set(),
+            woke=(pytester.path / WOKE).exists(),
+        )
+    return _shared_runs["run"]
+
+
+@UNDER_XDIST
+def test_the_shared_run_under_xdist_has_every_outcome(under_xdist: SharedRun) -> None:
+    under_xdist.result.assert_outcomes(failed=4, passed=2)  # nan's and sleepy's cells fail, beside's pass
+    assert "crashed" not in under_xdist.result.stdout.str()  # no cell's failure is taken for a crashed worker
+    assert under_xdist.report["missing"] == []
+    errors = set(under_xdist.report["errors"])
+    assert errors == {f"suites/{name}.yaml::m::{cell}" for name in ("nan", "sleepy") for cell in ("clean", "gaussian_noise[5]")}
+
+
+@UNDER_XDIST
+def test_nan_logits_fail_their_cells_in_xdist_workers(under_xdist: SharedRun) -> None:
+    under_xdist.result.stdout.fnmatch_lines(["*model returned NaN or infinite logits (* of * values) (batch starting at sample bands/0)*"])
+    assert "nan.json" not in under_xdist.baselines  # never recorded
+    errors = under_xdist.report["errors"]
+    assert all("NaN or infinite logits" in errors[f"suites/nan.yaml::m::{cell}"] for cell in ("clean", "gaussian_noise[5]"))
+
+
+@UNDER_XDIST
+def test_the_time_limit_holds_in_xdist_workers(under_xdist: SharedRun) -> None:
+    assert not under_xdist.woke  # the limit interrupted the model's sleep of 60 s in its worker
+    under_xdist.result.stdout.fnmatch_lines(["*suites/sleepy.yaml::m::clean: stopped after the time limit of 0.5 s*"])
+    assert "sleepy.json" not in under_xdist.baselines
+
+
+@UNDER_XDIST
+def test_a_factory_beside_the_suites_needs_no_pythonpath_in_xdist_workers(under_xdist: SharedRun) -> None:
+    assert "beside.json" in under_xdist.baselines  # both cells passed and were recorded
+    cells = under_xdist.report["suites"]["beside"]["models"]["m"]["cells"]
+    assert [(c["corruption"], c["severity"]) for c in cells] == [("clean", 0), ("rotate", 1)]
 
 
 def test_the_cli_stops_quietly_when_its_reader_goes_away() -> None:
