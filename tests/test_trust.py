@@ -12,7 +12,6 @@ import math
 import os
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -83,7 +82,7 @@ def test_a_stored_cell_without_a_gated_number_fails_naming_it_until_an_update_re
     assert "gamma_r" in baseline(project)["models"]["binner"]["gaussian_noise"]["5"]
 
 
-@SINGLE_PROCESS  # under xdist: test_nan_logits_fail_their_cells_in_xdist_workers
+@SINGLE_PROCESS  # under xdist: test_nan_logits_a_hanging_model_and_a_factory_beside_the_suites_in_xdist_workers
 def test_nan_logits_fail_their_cells_and_are_never_recorded(project: pytest.Pytester, dist: list[str]) -> None:
     one_cell_suite(project, "nan_binner")
     result = run(project, "--segrobust-update-baselines", *dist)
@@ -363,7 +362,7 @@ def test_relative_paths_resolve_against_the_rootdir_from_any_folder(project: pyt
     assert (project.path / "baselines" / "bands.json").exists()
 
 
-@SINGLE_PROCESS  # under xdist: test_a_factory_beside_the_suites_needs_no_pythonpath_in_xdist_workers
+@SINGLE_PROCESS  # under xdist: test_nan_logits_a_hanging_model_and_a_factory_beside_the_suites_in_xdist_workers
 def test_a_factory_beside_the_suites_or_in_the_rootdir_needs_no_pythonpath(pytester: pytest.Pytester, dist: list[str]) -> None:
     without_pythonpath(pytester)
     (pytester.path / "suites" / "bands.yaml").write_text(
@@ -375,12 +374,12 @@ def test_a_factory_beside_the_suites_or_in_the_rootdir_needs_no_pythonpath(pytes
 
 
 # -- under xdist -------------------------------------------------------------------------------------------
-# The checks above run in one process. What differs with two workers (a cell's NaN logits or time
-# limit met in a worker process and sent to the controller, factories imported in the workers with
-# no pythonpath) is checked on one project of three suites and one run with -n 2, which every
-# test below reads: starting xdist's workers costs more CPU than the suites.
+# The checks above run in one process. What differs with two workers (NaN logits and a time limit
+# met in a worker process and sent to the controller, factories imported in the workers with no
+# pythonpath) is checked on one project of three suites and one run with -n 2, which serves every
+# check: starting xdist's workers costs more CPU than the suites. One test, not one per check:
+# `--dist loadgroup` cannot be relied on to keep tests that share a run on one worker.
 
-UNDER_XDIST = pytest.mark.xdist_group("trust_under_xdist")  # one outer worker makes the run once
 SHARED_SUITES = {
     "nan": ONE_CELL_SUITE.format(model="nan_binner", extra="", dataset_kwargs=""),
     "sleepy": ONE_CELL_SUITE.format(model="sleepy_binner", extra="timeout: 0.5\n", dataset_kwargs=""),
@@ -391,65 +390,31 @@ SHARED_SUITES = {
 }
 
 
-@dataclass(frozen=True)
-class SharedRun:
-    result: pytest.RunResult
-    report: dict
-    baselines: set[str]  # the files in baselines/ after the run
-    woke: bool  # the sleepy model's sleep ended
+def test_nan_logits_a_hanging_model_and_a_factory_beside_the_suites_in_xdist_workers(pytester: pytest.Pytester) -> None:
+    without_pythonpath(pytester)
+    for name, text in SHARED_SUITES.items():
+        (pytester.path / "suites" / f"{name}.yaml").write_text(text)
+    result = run(pytester, "--segrobust-update-baselines", "-n", "2")
+    result.assert_outcomes(failed=4, passed=2)  # nan's and sleepy's cells fail, beside's pass
+    assert "crashed" not in result.stdout.str()  # no cell's failure is taken for a crashed worker
+    errors = report(pytester)["errors"]
+    assert set(errors) == {f"suites/{name}.yaml::m::{cell}" for name in ("nan", "sleepy") for cell in ("clean", "gaussian_noise[5]")}
+    assert report(pytester)["missing"] == []
+    stored = {path.name for path in (pytester.path / "baselines").iterdir()}
 
-
-@pytest.fixture(scope="module")
-def _shared_runs() -> dict[str, SharedRun]:
-    return {}
-
-
-@pytest.fixture
-def under_xdist(pytester: pytest.Pytester, _shared_runs: dict[str, SharedRun]) -> SharedRun:
-    """The run with -n 2 of the three suites, made by the first test that asks and kept for the module."""
-    if "run" not in _shared_runs:
-        without_pythonpath(pytester)
-        for name, text in SHARED_SUITES.items():
-            (pytester.path / "suites" / f"{name}.yaml").write_text(text)
-        result = run(pytester, "--segrobust-update-baselines", "-n", "2")
-        folder = pytester.path / "baselines"
-        _shared_runs["run"] = SharedRun(
-            result=result,
-            report=report(pytester),
-            baselines={path.name for path in folder.iterdir()} if folder.is_dir() else set(),
-            woke=(pytester.path / WOKE).exists(),
-        )
-    return _shared_runs["run"]
-
-
-@UNDER_XDIST
-def test_the_shared_run_under_xdist_has_every_outcome(under_xdist: SharedRun) -> None:
-    under_xdist.result.assert_outcomes(failed=4, passed=2)  # nan's and sleepy's cells fail, beside's pass
-    assert "crashed" not in under_xdist.result.stdout.str()  # no cell's failure is taken for a crashed worker
-    assert under_xdist.report["missing"] == []
-    errors = set(under_xdist.report["errors"])
-    assert errors == {f"suites/{name}.yaml::m::{cell}" for name in ("nan", "sleepy") for cell in ("clean", "gaussian_noise[5]")}
-
-
-@UNDER_XDIST
-def test_nan_logits_fail_their_cells_in_xdist_workers(under_xdist: SharedRun) -> None:
-    under_xdist.result.stdout.fnmatch_lines(["*model returned NaN or infinite logits (* of * values) (batch starting at sample bands/0)*"])
-    assert "nan.json" not in under_xdist.baselines  # never recorded
-    errors = under_xdist.report["errors"]
+    # NaN logits fail their cells, named for what happened, and are never recorded.
+    result.stdout.fnmatch_lines(["*model returned NaN or infinite logits (* of * values) (batch starting at sample bands/0)*"])
     assert all("NaN or infinite logits" in errors[f"suites/nan.yaml::m::{cell}"] for cell in ("clean", "gaussian_noise[5]"))
+    assert "nan.json" not in stored
 
+    # The time limit holds in the worker: it interrupted the model's sleep of 60 s.
+    assert not (pytester.path / WOKE).exists()
+    result.stdout.fnmatch_lines(["*suites/sleepy.yaml::m::clean: stopped after the time limit of 0.5 s*"])
+    assert "sleepy.json" not in stored
 
-@UNDER_XDIST
-def test_the_time_limit_holds_in_xdist_workers(under_xdist: SharedRun) -> None:
-    assert not under_xdist.woke  # the limit interrupted the model's sleep of 60 s in its worker
-    under_xdist.result.stdout.fnmatch_lines(["*suites/sleepy.yaml::m::clean: stopped after the time limit of 0.5 s*"])
-    assert "sleepy.json" not in under_xdist.baselines
-
-
-@UNDER_XDIST
-def test_a_factory_beside_the_suites_needs_no_pythonpath_in_xdist_workers(under_xdist: SharedRun) -> None:
-    assert "beside.json" in under_xdist.baselines  # both cells passed and were recorded
-    cells = under_xdist.report["suites"]["beside"]["models"]["m"]["cells"]
+    # A factory beside the suites (and the fakes in the rootdir) import in the workers with no pythonpath.
+    assert stored == {"beside.json"}
+    cells = report(pytester)["suites"]["beside"]["models"]["m"]["cells"]
     assert [(c["corruption"], c["severity"]) for c in cells] == [("clean", 0), ("rotate", 1)]
 
 
