@@ -134,36 +134,57 @@ def test_ff_runs_the_failed_cells_first(project: pytest.Pytester) -> None:
     assert not read_report(project)["run"]["partial"]  # every cell ran: the full report
 
 
-def test_sw_stops_at_a_failed_cell_and_continues_from_it(project: pytest.Pytester, xdist: list[str]) -> None:
+SW_STOPPED = "--sw stopped the run at the first failure; the next --sw run starts from it"
+
+
+def test_sw_stops_at_a_failed_cell_and_continues_from_it(project: pytest.Pytester) -> None:
     run(project, "--segrobust-update-baselines", "-k", "not rotate").assert_outcomes(passed=CELLS - 2, deselected=2)
-    first = cached(project, "--sw", *xdist)
+    first = cached(project, "--sw")
+    first.assert_outcomes(passed=3, failed=1)
     stopped_at = json.loads((project.path / ".pytest_cache" / "v" / "cache" / "stepwise").read_text())["last_failed"]
-    assert stopped_at in ROTATE  # under xdist, whichever rotate cell failed first
-    if not xdist:
-        first.assert_outcomes(passed=3, failed=1)
-        assert stopped_at == ROTATE[0]
-        report = read_report(project, "segrobust-report-partial")
-        assert report["run"]["not_run"] == {ROTATE[1]: "--sw stopped the run at the first failure; the next --sw run starts from it"}
-    second = cached(project, "--sw", *xdist)  # the failed cell has its baseline now
-    skipped = ALL[: ALL.index(stopped_at)]
+    assert stopped_at == ROTATE[0]
+    report = read_report(project, "segrobust-report-partial")
+    assert report["run"]["not_run"] == {ROTATE[1]: SW_STOPPED}
+    second = cached(project, "--sw")  # the failed cell has its baseline now
+    second.stdout.fnmatch_lines(["*stepwise: skipping 3 already passed items*"])
+    second.assert_outcomes(passed=1, failed=1, deselected=3)
     report = read_report(project, "segrobust-report-partial")["run"]
-    assert report["deselected"] == skipped and report["selection"] == ["--sw"]
-    if not xdist:
-        second.stdout.fnmatch_lines(["*stepwise: skipping 3 already passed items*"])
-        second.assert_outcomes(passed=1, failed=1, deselected=3)
-        last = cached(project, "--sw")
-        last.stdout.fnmatch_lines(["*stepwise: skipping 4 already passed items*"])
-        last.assert_outcomes(passed=1, deselected=4)
+    assert report["deselected"] == ALL[:3] and report["selection"] == ["--sw"]
+    last = cached(project, "--sw")
+    last.stdout.fnmatch_lines(["*stepwise: skipping 4 already passed items*"])
+    last.assert_outcomes(passed=1, deselected=4)
+
+
+def test_sw_under_xdist_stops_in_a_worker_and_the_next_run_continues_from_it(project: pytest.Pytester) -> None:
+    # What differs with two workers is how the run stops: the worker that ran the failed cell
+    # stops, and xdist interrupts the run with --sw's words, which the report must give the cells
+    # that never ran. What the next --sw run skips is deselected in each worker and sent to the
+    # controller as --lf's is (test_lf_reruns_only_the_failed_cells_and_then_clears[n2]): one process here.
+    run(project, "--segrobust-update-baselines", "-k", "not rotate").assert_outcomes(passed=CELLS - 2, deselected=2)
+    cached(project, "--sw", "-n", "2")
+    stopped_at = json.loads((project.path / ".pytest_cache" / "v" / "cache" / "stepwise").read_text())["last_failed"]
+    # A model's cells go to a worker in runs of consecutive cells: rotate[1] fails before rotate[5] can start.
+    assert stopped_at == ROTATE[0]
+    not_run = read_report(project, "segrobust-report-partial")["run"]["not_run"]
+    assert not_run.get(ROTATE[1]) == SW_STOPPED and set(not_run.values()) == {SW_STOPPED}, not_run
+    second = cached(project, "--sw")  # the failed cell has its baseline now, written by the controller
+    second.stdout.fnmatch_lines(["*stepwise: skipping 3 already passed items*"])
+    second.assert_outcomes(passed=1, failed=1, deselected=3)
+    report = read_report(project, "segrobust-report-partial")["run"]
+    assert report["deselected"] == ALL[:3] and report["selection"] == ["--sw"]
 
 
 # -- partial runs ------------------------------------------------------------------------------
 
 
-def test_a_subset_writes_a_partial_report_and_keeps_the_full_one(project: pytest.Pytester, xdist: list[str]) -> None:
+def test_a_subset_writes_a_partial_report_and_keeps_the_full_one(project: pytest.Pytester) -> None:
+    # In one process: -k and --deselect deselect in each xdist worker as --lf does, and the
+    # controller learns the cells the same way (test_lf_reruns_only_the_failed_cells_and_then_clears[n2];
+    # test_xdist_scheduling's -n 2 -k run checks its partial report).
     run(project, "--segrobust-update-baselines").assert_outcomes(passed=CELLS)
     full = {suffix: (project.path / f"segrobust-report.{suffix}").read_bytes() for suffix in ("md", "json")}
-    result = run(project, "--segrobust", "-k", "rotate and 5", *xdist)
-    result.assert_outcomes(passed=1, deselected=0 if xdist else CELLS - 1)
+    result = run(project, "--segrobust", "-k", "rotate and 5")
+    result.assert_outcomes(passed=1, deselected=CELLS - 1)
     result.stdout.fnmatch_lines(
         [
             "Partial run: this report covers 1 of the 5 cells it collected; the full report, segrobust-report.md, is left as it was.",
@@ -180,8 +201,8 @@ def test_a_subset_writes_a_partial_report_and_keeps_the_full_one(project: pytest
     assert [c["nodeid"] for c in report["suites"]["bands"]["models"]["binner"]["cells"]] == ROTATE[1:]
     assert report["run"]["deselected"] == [*ALL[:3], ROTATE[0]] and report["missing"] == []
 
-    pasted = run(project, "--segrobust", "--deselect", ROTATE[1], *xdist)
-    pasted.assert_outcomes(passed=CELLS - 1, deselected=0 if xdist else 1)
+    pasted = run(project, "--segrobust", "--deselect", ROTATE[1])
+    pasted.assert_outcomes(passed=CELLS - 1, deselected=1)
     assert read_report(project, "segrobust-report-partial")["run"]["deselected"] == ROTATE[1:]
     assert (project.path / "segrobust-report.md").read_bytes() == full["md"]
 

@@ -100,36 +100,43 @@ def _probed(project: pytest.Pytester) -> dict[str, tuple[int, str]]:
     return found
 
 
-@pytest.mark.parametrize(("args", "places"), [([], {"main"}), (["-n", "2"], {"gw0", "gw1"})], ids=["main", "n2"])
-def test_the_count_is_applied_where_cells_run_and_shown(
-    project: pytest.Pytester, args: list[str], places: set[str]
-) -> None:
+def test_the_count_is_applied_where_cells_run_and_shown(project: pytest.Pytester) -> None:
+    # In one process; under xdist: test_auto_under_xdist_gives_each_worker_its_share_and_shows_it.
     project.makepyfile(test_probe=PROBE)
     before = torch.get_num_threads()
-    # The probe runs beside the cells, in the process (or the workers) that evaluate them.
-    result = run(project, "--segrobust-update-baselines", "suites", "test_probe.py", "--segrobust-threads", "1", *args)
+    # The probe runs beside the cells, in the process that evaluates them.
+    result = run(project, "--segrobust-update-baselines", "suites", "test_probe.py", "--segrobust-threads", "1")
     result.assert_outcomes(passed=CELLS + 1)
     result.stdout.fnmatch_lines(["segrobust: 1 thread per process (--segrobust-threads 1)"])
-    probed = _probed(project)
-    assert set(probed) <= places and probed
-    assert all(value == (1, "1 thread per process (--segrobust-threads 1)") for value in probed.values())
-    report = json.loads((project.path / "segrobust-report.json").read_text())
-    assert report["environment"]["threads"] == "1 thread per process (--segrobust-threads 1)"
-    assert (
-        "| threads | 1 thread per process (--segrobust-threads 1) |"
-        in (project.path / "segrobust-report.md").read_text()
-    )
+    assert _probed(project) == {"main": (1, "1 thread per process (--segrobust-threads 1)")}
+    _assert_reported(project, "1 thread per process (--segrobust-threads 1)")
     assert torch.get_num_threads() == before  # an in-process run leaves its host's count as it found it
 
 
-def test_auto_under_xdist_gives_each_worker_its_share(
+def _assert_reported(project: pytest.Pytester, described: str) -> None:
+    report = json.loads((project.path / "segrobust-report.json").read_text())
+    assert report["environment"]["threads"] == described
+    assert f"| threads | {described} |" in (project.path / "segrobust-report.md").read_text()
+
+
+def test_auto_under_xdist_gives_each_worker_its_share_and_shows_it(
     project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # One run with two workers serves every check of what differs under xdist: each worker
+    # computes its own share (auto: the cores over the workers) and applies it where its cells
+    # run; the controller shows it and writes it in the report. A count (--segrobust-threads N)
+    # reaches the workers as the same option does, and wins over every rule (test_a_count_overrides_every_rule).
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     project.makepyfile(test_probe=PROBE)
+    before = torch.get_num_threads()
     cores = threads.available_cores()
     share = max(1, cores // 2)
     described = f"{share} thread{'s' if share != 1 else ''} per process (auto: {cores} core{'s' if cores != 1 else ''} / 2 xdist workers)"
-    result = run(project, "--segrobust", "test_probe.py", "-n", "2")
+    result = run(project, "--segrobust-update-baselines", "suites", "test_probe.py", "-n", "2")
+    result.assert_outcomes(passed=CELLS + 1)
     result.stdout.fnmatch_lines([f"segrobust: {described}"])
-    assert set(_probed(project).values()) == {(share, described)}
+    probed = _probed(project)
+    assert set(probed) <= {"gw0", "gw1"} and probed  # the probe ran in a worker, not in this process
+    assert set(probed.values()) == {(share, described)}
+    _assert_reported(project, described)
+    assert torch.get_num_threads() == before  # the controller, in this process, leaves the count as it found it

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.fakes import WOKE
-from tests.plugin_project import CELLS, SUITE, baseline, cached_run, recorded, run, write_suite
+from tests.plugin_project import CELLS, SINGLE_PROCESS, SUITE, baseline, cached_run, recorded, run, write_suite
 
 ONE_CELL_SUITE = (
     "dataset: {{factory: segrobust_fakes:band_scenes{dataset_kwargs}}}\n"
@@ -30,6 +30,16 @@ def one_cell_suite(pytester: pytest.Pytester, model: str, extra: str = "", datas
     (pytester.path / "suites" / "bands.yaml").write_text(
         ONE_CELL_SUITE.format(model=model, extra=extra, dataset_kwargs=dataset_kwargs)
     )
+
+
+def without_pythonpath(pytester: pytest.Pytester) -> None:
+    """A project with no pythonpath: the fakes in the rootdir, a model's module beside the suites."""
+    from tests.fakes import FAKES_SOURCE
+
+    (pytester.path / "suites").mkdir()
+    (pytester.path / "suites" / "suite_models.py").write_text("from segrobust_fakes import red_binner as model\n")
+    pytester.makepyfile(segrobust_fakes=FAKES_SOURCE)
+    pytester.makeini("[pytest]\n")  # no pythonpath
 
 
 def report(pytester: pytest.Pytester) -> dict:
@@ -72,6 +82,7 @@ def test_a_stored_cell_without_a_gated_number_fails_naming_it_until_an_update_re
     assert "gamma_r" in baseline(project)["models"]["binner"]["gaussian_noise"]["5"]
 
 
+@SINGLE_PROCESS  # under xdist: test_nan_logits_a_hanging_model_and_a_factory_beside_the_suites_in_xdist_workers
 def test_nan_logits_fail_their_cells_and_are_never_recorded(project: pytest.Pytester, dist: list[str]) -> None:
     one_cell_suite(project, "nan_binner")
     result = run(project, "--segrobust-update-baselines", *dist)
@@ -323,15 +334,6 @@ def test_a_hanging_model_fails_its_cell_at_the_time_limit(project: pytest.Pytest
     result.stdout.fnmatch_lines(["suites/bands.yaml::m::clean: stopped after the time limit of 0.5 s (suite field 'timeout' or --segrobust-timeout)*"])
 
 
-def test_the_time_limit_holds_in_xdist_workers(project: pytest.Pytester) -> None:
-    one_cell_suite(project, "sleepy_binner", extra="timeout: 0.5\n")
-    result = run(project, "--segrobust", "-n", "2")
-    assert not (project.path / WOKE).exists()
-    result.assert_outcomes(failed=2)
-    result.stdout.fnmatch_lines(["*stopped after the time limit of 0.5 s*"])
-    assert "crashed" not in result.stdout.str()
-
-
 # -- what the user meant -------------------------------------------------------------------------------------
 
 
@@ -360,18 +362,60 @@ def test_relative_paths_resolve_against_the_rootdir_from_any_folder(project: pyt
     assert (project.path / "baselines" / "bands.json").exists()
 
 
+@SINGLE_PROCESS  # under xdist: test_nan_logits_a_hanging_model_and_a_factory_beside_the_suites_in_xdist_workers
 def test_a_factory_beside_the_suites_or_in_the_rootdir_needs_no_pythonpath(pytester: pytest.Pytester, dist: list[str]) -> None:
-    from tests.fakes import FAKES_SOURCE
-
-    (pytester.path / "suites").mkdir()
-    (pytester.path / "suites" / "suite_models.py").write_text("from segrobust_fakes import red_binner as model\n")
-    pytester.makepyfile(segrobust_fakes=FAKES_SOURCE)
-    pytester.makeini("[pytest]\n")  # no pythonpath
+    without_pythonpath(pytester)
     (pytester.path / "suites" / "bands.yaml").write_text(
         "dataset: {factory: segrobust_fakes:band_scenes}\n"
         "models: [{name: m, factory: suite_models:model}]\ncorruptions: [rotate]\nseverities: [1]\n"
     )
     run(pytester, "--segrobust-update-baselines", *dist).assert_outcomes(passed=2)
+
+
+
+# -- under xdist -------------------------------------------------------------------------------------------
+# The checks above run in one process. What differs with two workers (NaN logits and a time limit
+# met in a worker process and sent to the controller, factories imported in the workers with no
+# pythonpath) is checked on one project of three suites and one run with -n 2, which serves every
+# check: starting xdist's workers costs more CPU than the suites. One test, not one per check:
+# `--dist loadgroup` cannot be relied on to keep tests that share a run on one worker.
+
+SHARED_SUITES = {
+    "nan": ONE_CELL_SUITE.format(model="nan_binner", extra="", dataset_kwargs=""),
+    "sleepy": ONE_CELL_SUITE.format(model="sleepy_binner", extra="timeout: 0.5\n", dataset_kwargs=""),
+    "beside": (
+        "dataset: {factory: segrobust_fakes:band_scenes}\n"
+        "models: [{name: m, factory: suite_models:model}]\ncorruptions: [rotate]\nseverities: [1]\n"
+    ),
+}
+
+
+def test_nan_logits_a_hanging_model_and_a_factory_beside_the_suites_in_xdist_workers(pytester: pytest.Pytester) -> None:
+    without_pythonpath(pytester)
+    for name, text in SHARED_SUITES.items():
+        (pytester.path / "suites" / f"{name}.yaml").write_text(text)
+    result = run(pytester, "--segrobust-update-baselines", "-n", "2")
+    result.assert_outcomes(failed=4, passed=2)  # nan's and sleepy's cells fail, beside's pass
+    assert "crashed" not in result.stdout.str()  # no cell's failure is taken for a crashed worker
+    errors = report(pytester)["errors"]
+    assert set(errors) == {f"suites/{name}.yaml::m::{cell}" for name in ("nan", "sleepy") for cell in ("clean", "gaussian_noise[5]")}
+    assert report(pytester)["missing"] == []
+    stored = {path.name for path in (pytester.path / "baselines").iterdir()}
+
+    # NaN logits fail their cells, named for what happened, and are never recorded.
+    result.stdout.fnmatch_lines(["*model returned NaN or infinite logits (* of * values) (batch starting at sample bands/0)*"])
+    assert all("NaN or infinite logits" in errors[f"suites/nan.yaml::m::{cell}"] for cell in ("clean", "gaussian_noise[5]"))
+    assert "nan.json" not in stored
+
+    # The time limit holds in the worker: it interrupted the model's sleep of 60 s.
+    assert not (pytester.path / WOKE).exists()
+    result.stdout.fnmatch_lines(["*suites/sleepy.yaml::m::clean: stopped after the time limit of 0.5 s*"])
+    assert "sleepy.json" not in stored
+
+    # A factory beside the suites (and the fakes in the rootdir) import in the workers with no pythonpath.
+    assert stored == {"beside.json"}
+    cells = report(pytester)["suites"]["beside"]["models"]["m"]["cells"]
+    assert [(c["corruption"], c["severity"]) for c in cells] == [("clean", 0), ("rotate", 1)]
 
 
 def test_the_cli_stops_quietly_when_its_reader_goes_away() -> None:

@@ -183,6 +183,9 @@ def test_each_model_runs_on_one_worker_and_k_lf_and_x_select_and_stop_as_under_l
         scheduler = "ModelGroupScheduling" if dist == "model" else "LoadScheduling"
         result.stdout.fnmatch_lines([f"scheduling tests via {scheduler}"])
         report = json.loads((path / "segrobust-report-partial.json").read_text())
+        # -k deselects in each worker; the controller's partial report names what it left out.
+        rotate = [f"suites/bands.yaml::{model}::rotate[{s}]" for model in ("sharp", "smooth") for s in (1, 5)]
+        assert report["run"]["deselected"] == rotate and report["run"]["selection"] == ["-k 'not rotate'"]
         outputs[dist] = (without_timing(report), (path / "baselines" / "bands.json").read_text(), workers_by_model(result))
         if dist == "load":  # the next run starts afresh
             shutil.rmtree(path / "baselines")
