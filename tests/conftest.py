@@ -24,6 +24,29 @@ with contextlib.suppress(ImportError):  # the figures are optional, and so is ma
     importlib.import_module("matplotlib.backends.backend_agg")
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Keep ``pytest -n 2 --dist loadgroup`` sending the tests of one ``xdist_group`` to one worker.
+
+    pytest-xdist (3.8) tells its scheduler a test's groups by appending ``@group`` to the node id
+    through the attribute ``_nodeid``, which pytest 9.2's structured node ids no longer read
+    (pytest-dev/pytest-xdist#1386): the groups were spread over the workers like any test, and
+    each worker recomputed their module fixtures. Until xdist writes it where pytest reads it,
+    the suffix goes there (after xdist's own hook; nothing to do on older pytest)."""
+    if not getattr(config.option, "loadgroup", False):
+        return
+    try:
+        from _pytest.nodeid import NodeId
+    except ImportError:
+        return
+    for item in items:
+        marks = item.iter_markers("xdist_group")
+        groups = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default")) for m in marks})
+        suffix = "@" + "_".join(groups)
+        if groups and not item.nodeid.endswith(suffix):
+            item._id = NodeId.parse(item.nodeid + suffix)  # type: ignore[attr-defined]
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _not_an_xdist_worker_to_the_projects() -> Iterator[None]:
     """Under ``pytest -n 2`` this process is an xdist worker, and xdist says so in os.environ.
