@@ -22,6 +22,12 @@ with contextlib.suppress(ImportError):  # the figures are optional, and so is ma
     importlib.import_module("matplotlib").use("Agg")  # as the report draws them
     importlib.import_module("matplotlib.pyplot")
     importlib.import_module("matplotlib.backends.backend_agg")
+# numba (the compiled kernels' optional extra) must never be imported twice in a process: its
+# registries are process-wide, and the first compilation loads the rest of its modules
+# (numba.np.polynomial...). Done inside a run, they would be dropped with it, and the next
+# compilation would load them again: "KeyError: duplicate registration for PolynomialType".
+with contextlib.suppress(ImportError):
+    importlib.import_module("numba").njit(lambda x: x + 1)(1)
 
 
 @pytest.hookimpl(trylast=True)
