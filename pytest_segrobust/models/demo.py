@@ -154,7 +154,7 @@ def load_weights(model: M, weights: str | None, shipped: tuple[str, str], device
     else:
         state = torch.load(weights, map_location="cpu", weights_only=True)
     model.load_state_dict(state)
-    # Channels-last convolutions: 1.6-1.8x faster for these small networks on CPU (oneDNN),
+    # Channels-last convolutions: 1.1-1.6x less CPU per sample for these networks (oneDNN),
     # equal within 1e-7 (benchmarks/demo_models.py).
     return model.eval().to(device, memory_format=torch.channels_last)
 
