@@ -8,7 +8,10 @@ so what load remains spreads over all of them; min and median over the rounds ar
 The last column is the largest ``|ours - torch path|`` at batch 1: ours on the CPU against
 the path an accelerator takes (no OpenCV kernels, no numpy planes, Philox words from int64
 tensor ops), forced on the CPU by :func:`torch_path`; the one after it what albumentations computes on (its
-data type, and its operation where it is not ours). A peer that cannot be imported is skipped. The peers are not dependencies: install them in a
+data type, and its operation where it is not ours). A peer that cannot be imported is skipped. The process's allocator is
+tuned as ``pytest --segrobust`` tunes it by default (``--malloc system`` keeps glibc's own: then
+batch 16 costs about 1.5 ms more per image than batch 1 on every row, each image's result
+faulting in fresh pages, which the harness never pays). The peers are not dependencies: install them in a
 throwaway environment (never albumentationsx, which is AGPL), for example
 
     python3 -m venv /tmp/peers && /tmp/peers/bin/pip install torch==2.13.0
@@ -51,7 +54,7 @@ from unittest import mock
 import numpy as np
 import torch
 
-from pytest_segrobust import philox
+from pytest_segrobust import allocator, philox
 from pytest_segrobust.corruptions import REGISTRY
 from pytest_segrobust.corruptions.functional import codec, color
 from pytest_segrobust.corruptions.functional import opencv as functional_opencv
@@ -471,8 +474,16 @@ def main() -> None:
     )
     parser.add_argument("--profile-calls", type=int, default=20, help="calls of ours per profile")
     parser.add_argument("--top", type=int, default=4, help="entries per profile list")
+    parser.add_argument(
+        "--malloc",
+        choices=allocator.CHOICES,
+        default=allocator.DEFAULT,
+        help="the process's allocator, for every column alike: 'tuned' as pytest --segrobust runs by "
+        "default, 'system' glibc's defaults (each image's result then faults in fresh pages)",
+    )
     args = parser.parse_args()
 
+    malloc = allocator.configure(args.malloc)
     torch.set_num_threads(1)
     albumentations = _import("albumentations")
     kornia = _import("kornia")
@@ -525,7 +536,7 @@ def main() -> None:
     print(
         f"\n{args.size}x{args.size}, severity {SEVERITY}, one thread each, {args.rounds} interleaved rounds; {versions}"
     )
-    print("thread CPU ms per image, min / median\n")
+    print(f"thread CPU ms per image, min / median; malloc {malloc.describe()}\n")
     print("| corruption | " + " | ".join(columns) + " | max \\|diff\\| vs the torch path | albumentations computes |")
     print("|---|" + "---:|" * (len(columns) + 1) + "---|")
     for index, row in enumerate(rows):
