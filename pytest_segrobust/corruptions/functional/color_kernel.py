@@ -1,4 +1,5 @@
-"""saturate's and brightness's HSV arithmetic as compiled loops (numba), for the CPU path of :mod:`.color`.
+"""saturate's and brightness's HSV arithmetic as compiled loops (numba), for the CPU path of :mod:`.color`
+(and contrast's blend, and the additive and multiplicative noises' clipped sums for :mod:`.noise`).
 
 Imported only by :func:`pytest_segrobust.corruptions.functional.color._compiled_color`, and
 only where numba is installed. Each loop makes, pixel by pixel, the IEEE operations of the
@@ -88,3 +89,26 @@ def blend_into(
                 source, target = images[b, c, y], out[b, c, y]
                 for x in range(width):
                     target[x] = min(max((source[x] - mean) * factor + mean, zero), one)
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def add_noise_into(
+    images: np.ndarray, noise: np.ndarray, std: float, zero: float, one: float, out: np.ndarray
+) -> None:  # pragma: no cover - compiled
+    """``clip(x + std * n)`` (Gaussian noise) of C-contiguous arrays of one shape, into ``out``:
+    ``(images + std * noise).clamp_(0, 1)`` in one pass."""
+    source, drawn, target = images.reshape(-1), noise.reshape(-1), out.reshape(-1)
+    for i in range(source.size):
+        target[i] = min(max(source[i] + std * drawn[i], zero), one)
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def add_scaled_noise_into(
+    images: np.ndarray, noise: np.ndarray, std: float, zero: float, one: float, out: np.ndarray
+) -> None:  # pragma: no cover - compiled
+    """``clip(x + x * (n * std))`` (speckle noise) of C-contiguous arrays of one shape, into ``out``:
+    ``(images + images * (noise * std)).clamp_(0, 1)`` in one pass."""
+    source, drawn, target = images.reshape(-1), noise.reshape(-1), out.reshape(-1)
+    for i in range(source.size):
+        value = source[i]
+        target[i] = min(max(value + value * (drawn[i] * std), zero), one)

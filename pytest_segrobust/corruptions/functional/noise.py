@@ -7,16 +7,21 @@ import functools
 import numpy as np
 import torch
 
+from pytest_segrobust.corruptions.functional import color
 from pytest_segrobust.seeding import SampleStreams
 
 
 def additive_gaussian_noise(images: torch.Tensor, noise: torch.Tensor, std: float) -> torch.Tensor:
     """Add ``std``-scaled standard normal ``noise`` and clip to ``[0, 1]``.
 
+    On the CPU in one compiled pass where numba is installed (:func:`_compiled_sum`), bit for
+    bit what the tensor operations give.
+
     Shape:
         images, noise: ``(B, C, H, W)``; return: same.
     """
-    return (images + std * noise).clamp_(0.0, 1.0)
+    compiled = _compiled_sum(images, noise, "add_noise_into", std)
+    return compiled if compiled is not None else (images + std * noise).clamp_(0.0, 1.0)
 
 
 def shot_noise(images: torch.Tensor, photons: float, streams: SampleStreams) -> torch.Tensor:
@@ -84,12 +89,31 @@ def _impulse_levels(amount: float, dtype: torch.dtype) -> tuple[int, int]:
 
 
 def speckle_noise(images: torch.Tensor, noise: torch.Tensor, std: float) -> torch.Tensor:
-    """Multiplicative noise ``x + x * std * n``, clipped: brighter values get more.
+    """Multiplicative noise ``x + x * std * n``, clipped: brighter values get more (on the CPU in
+    one compiled pass where numba is installed, as :func:`additive_gaussian_noise`).
 
     Shape:
         images, noise: ``(B, C, H, W)``, noise standard normal; return: same.
     """
-    return (images + images * (noise * std)).clamp_(0.0, 1.0)
+    compiled = _compiled_sum(images, noise, "add_scaled_noise_into", std)
+    return compiled if compiled is not None else (images + images * (noise * std)).clamp_(0.0, 1.0)
+
+
+def _compiled_sum(images: torch.Tensor, noise: torch.Tensor, loop: str, std: float) -> torch.Tensor | None:
+    """The noisy images from the compiled ``loop`` of :mod:`.color_kernel` (the tensor
+    operations' IEEE steps in their order and the images' float type, so the same bits, in one
+    pass instead of three with two temporaries), or None where it does not apply: not on the
+    CPU, not one float type, not contiguous, a graph to keep, numba missing or not worth loading."""
+    same = images.dtype == noise.dtype in (torch.float32, torch.float64) and images.shape == noise.shape
+    on_cpu = images.device.type == noise.device.type == "cpu"
+    if not (same and on_cpu and images.is_contiguous() and noise.is_contiguous()):
+        return None
+    if images.requires_grad or noise.requires_grad or (kernel := color._compiled_color_for(images)) is None:
+        return None
+    out = torch.empty_like(images, memory_format=torch.contiguous_format)
+    zero, one = color._scalar(images, 0.0), color._scalar(images, 1.0)
+    getattr(kernel, loop)(images.numpy(), noise.numpy(), color._scalar(images, std), zero, one, out.numpy())
+    return out
 
 
 def intensity_noise(
