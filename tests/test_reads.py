@@ -35,7 +35,9 @@ def _configured_project(pytester: pytest.Pytester) -> None:
     (pytester.path / "model.json").write_text(json.dumps({"smoothing": 5}))
     suite = SUITE.format(smoothing=5)
     one_model = "  - {name: binner, factory: segrobust_fakes:red_binner, kwargs: {smoothing: 5}}\n"
-    two_models = "  - {name: config, factory: configured:from_config}\n  - {name: helper, factory: configured:from_helper}\n"
+    two_models = (
+        "  - {name: config, factory: configured:from_config}\n  - {name: helper, factory: configured:from_helper}\n"
+    )
     assert one_model in suite
     (pytester.path / "suites" / "bands.yaml").write_text(suite.replace(one_model, two_models))
 
