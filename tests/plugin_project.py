@@ -33,6 +33,24 @@ def write_suite(pytester: pytest.Pytester, smoothing: int, name: str = "bands") 
     (pytester.path / "suites" / f"{name}.yaml").write_text(SUITE.format(smoothing=smoothing))
 
 
+# A conftest corruption: ``blackout`` (coco-p) dims, and blacks the image out at severity 5.
+BLACKOUT_CONFTEST = """
+from dataclasses import dataclass
+from pytest_segrobust.corruptions import Category, PhotometricCorruption, SeverityTable
+
+@dataclass(frozen=True)
+class Gain:
+    factor: float
+
+class Blackout(PhotometricCorruption):
+    def corrupt_images(self, images, params, rngs):
+        return images * params.factor
+
+def pytest_segrobust_register_corruptions(registry):
+    table = SeverityTable(tuple(Gain(f) for f in (0.9, 0.8, 0.7, 0.6, 0.0)))
+    registry.register(Blackout("blackout", Category.DIGITAL, table), presets=("coco-p",))
+"""
+
 # The report's figures and pictures were two thirds of a 5-cell run's CPU: a run leaves them
 # out unless its test reads them (``figures=True``); tests/report/ covers the figures themselves.
 NO_FIGURES = "--segrobust-figures=none"

@@ -20,7 +20,17 @@ import torch
 
 from pytest_segrobust.report import without_timing
 from tests.fakes import write_coco_bands
-from tests.plugin_project import CELLS, SINGLE_PROCESS, SUITE, baseline, cached_run, recorded, run, write_suite
+from tests.plugin_project import (
+    BLACKOUT_CONFTEST,
+    CELLS,
+    SINGLE_PROCESS,
+    SUITE,
+    baseline,
+    cached_run,
+    recorded,
+    run,
+    write_suite,
+)
 
 
 @SINGLE_PROCESS  # under xdist: test_the_xdist_controller_records_compares_and_caches
@@ -281,24 +291,6 @@ def test_changed_factory_arguments_miss_the_cache(project: pytest.Pytester) -> N
     cached_run(project, "--segrobust-update-baselines").stdout.fnmatch_lines(["clean results: 1 computed, 0 from cache*"])
     write_suite(project, smoothing=1)  # not a weight: only the factory call differs
     cached_run(project, "--segrobust-update-baselines").stdout.fnmatch_lines(["clean results: 1 computed, 0 from cache*"])
-
-
-BLACKOUT_CONFTEST = """
-from dataclasses import dataclass
-from pytest_segrobust.corruptions import Category, PhotometricCorruption, SeverityTable
-
-@dataclass(frozen=True)
-class Gain:
-    factor: float
-
-class Blackout(PhotometricCorruption):
-    def corrupt_images(self, images, params, rngs):
-        return images * params.factor
-
-def pytest_segrobust_register_corruptions(registry):
-    table = SeverityTable(tuple(Gain(f) for f in (0.9, 0.8, 0.7, 0.6, 0.0)))
-    registry.register(Blackout("blackout", Category.DIGITAL, table), presets=("coco-p",))
-"""
 
 
 def test_interrupted_run_lists_cells_without_result(project: pytest.Pytester) -> None:

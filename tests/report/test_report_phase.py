@@ -15,7 +15,7 @@ from PIL import Image
 
 from pytest_segrobust.report import build_report, figures_folder, render_markdown, write_report
 from pytest_segrobust.report.html import EMBEDDED_WIDTH, render_html
-from tests.plugin_project import CELLS, baseline, run
+from tests.plugin_project import BLACKOUT_CONFTEST, CELLS, baseline, run
 from tests.report.test_report import SCORES_A, cells
 
 FIGURES = "segrobust-report-figures"
@@ -164,22 +164,6 @@ class InterruptOnBlack(RedBinner):
 
 def interrupt_on_black():
     return InterruptOnBlack(smoothing=5)
-"""
-
-BLACKOUT_CONFTEST = """
-from dataclasses import dataclass
-from pytest_segrobust.corruptions import Category, PhotometricCorruption, SeverityTable
-
-@dataclass(frozen=True)
-class Gain:
-    factor: float
-
-class Blackout(PhotometricCorruption):
-    def corrupt_images(self, images, params, rngs):
-        return images * params.factor
-
-def pytest_segrobust_register_corruptions(registry):
-    registry.register(Blackout("blackout", Category.DIGITAL, SeverityTable(tuple(Gain(f) for f in (0.9, 0.8, 0.7, 0.6, 0.0)))))
 """
 
 
