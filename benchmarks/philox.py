@@ -15,6 +15,10 @@ generators of torch (``torch.rand``, ``torch.randn``: MT19937 on CPUs) and numpy
 (``default_rng``'s PCG64, float32 ziggurat normals), which are neither counter-based nor the
 same on every device, and says how far the numpy path's normals are from the torch path's:
 
+A third table times the normal draws and the two corruptions made of them with the Box-Muller
+steps around ``log`` and ``polarToCart`` as numpy ufuncs against numba's loops (the default
+where numba is installed; the same bits, tests/test_philox_kernel.py).
+
     OMP_NUM_THREADS=1 python benchmarks/philox.py [--size 512] [--batch 1] [--repeats 15]
 
 Times are the CPU time of the calling thread (``time.thread_time``).
@@ -56,6 +60,11 @@ def seconds(fn: Callable[[], object], forced: Callable[[], AbstractContextManage
 def torch_path() -> AbstractContextManager[object]:
     """Philox words from int64 tensor ops, as on a GPU."""
     return mock.patch.object(philox, "_uses_numpy", lambda device: False)
+
+
+def numpy_box_muller() -> AbstractContextManager[object]:
+    """The Box-Muller steps of the numpy path by numpy's ufuncs, without the compiled loops."""
+    return mock.patch.object(philox, "_compiled_box_muller", lambda: None)
 
 
 def walk_alone() -> AbstractContextManager[object]:
@@ -163,6 +172,9 @@ def main() -> None:
     )
     beside_peers(args.size, args.batch, args.repeats)
     side_by_side(rows, args.repeats, args.batch, torch_path, ("torch path", "numpy path"))
+    print()
+    normal_rows = {name: rows[name] for name in ("normal", "gaussian_noise", "speckle_noise")}
+    side_by_side(normal_rows, args.repeats, args.batch, numpy_box_muller, ("numpy ufunc steps", "compiled steps"))
     print()
     shot_noise = next(c for c in REGISTRY.available(args.preset) if c.name == "shot_noise")
     poisson_rows: dict[str, Callable[[], object]] = {

@@ -17,8 +17,9 @@ compiled loop makes those words instead (:mod:`pytest_segrobust.philox_kernel`, 
 against the numpy rounds once per process, :func:`_compiled_for` picks it), another five
 to six times faster: a ``(3, 512, 512)`` field of words in 0.7 ms. There :func:`normal` also makes its float64
 Box-Muller transform slice by slice, on the words just made, with the torch path's exact
-conversions and products, numpy's ``log`` and ``sqrt``, and OpenCV's ``polarToCart`` for
-``r cos`` and ``r sin`` in one pass where it is float64-accurate
+conversions and products, numpy's ``log`` and ``sqrt`` (the exact steps around ``log`` as
+compiled loops where the words are compiled: :func:`_compiled_box_muller`), and OpenCV's
+``polarToCart`` for ``r cos`` and ``r sin`` in one pass where it is float64-accurate
 (:func:`_polar_to_cartesian`; torch's ``cos`` and ``sin`` elsewhere): float64 values
 within an ulp or two of the torch path's, rounded to the same float32 bits (no value of
 1.9e8 compared differed). :func:`_uses_numpy` is the one place that picks the path.
@@ -50,8 +51,10 @@ Derived draws, and how exact they are across devices:
 from __future__ import annotations
 
 import functools
+import importlib
 import math
 from collections.abc import Callable, Iterator, Sequence
+from types import ModuleType
 
 import numpy as np
 import torch
@@ -406,25 +409,84 @@ def _numpy_normal(seeds: Sequence[int], count: int, stream: int) -> np.ndarray:
     buffers = _RoundBuffers.for_slices(blocks)
     radius, angle, cosines, sines = np.empty((4, 2 * buffers.size))
     polar = _polar_to_cartesian()
+    steps = _compiled_box_muller() if _compiled_for(blocks) is not None else None
     for row, seed in enumerate(seeds):
         for start, stop, (w0, w1, w2, w3) in _numpy_slices(seed, stream, blocks, buffers):
             size = stop - start
-            # [j, i] is pair 2 (start + j) + i: the slice's pairs in order, as their values lie in each half.
-            r, a = radius[: 2 * size].reshape(size, 2), angle[: 2 * size].reshape(size, 2)
-            np.add(w0, 1.0, out=r[:, 0])
-            np.add(w2, 1.0, out=r[:, 1])
-            r *= 2.0**-32
-            np.log(r, out=r)
-            r *= -2.0
-            np.sqrt(r, out=r)
-            np.multiply(w1, _ANGLE_PER_WORD, out=a[:, 0])
-            np.multiply(w3, _ANGLE_PER_WORD, out=a[:, 1])
-            fields = polar(r.reshape(-1), a.reshape(-1), cosines[: 2 * size], sines[: 2 * size])
-            for half, field in zip(values[row], fields):
-                np.copyto(half[2 * start : 2 * stop], field.reshape(-1), casting="same_kind")
+            # r[j, i], a[j, i] are pair 2 (start + j) + i: the slice's pairs in order, as their values lie in each half.
+            r, a = radius[: 2 * size], angle[: 2 * size]
+            if steps is not None:
+                steps.box_muller_inputs(w0, w1, w2, w3, _ANGLE_PER_WORD, r, a)
+                np.log(r, out=r)
+                steps.radius_from_log(r)
+            else:
+                _box_muller_inputs(w0, w1, w2, w3, r.reshape(size, 2), a.reshape(size, 2))
+                np.log(r, out=r)
+                r *= -2.0
+                np.sqrt(r, out=r)
+            x, y = polar(r, a, cosines[: 2 * size], sines[: 2 * size])
+            x_half, y_half = values[row, 0, 2 * start : 2 * stop], values[row, 1, 2 * start : 2 * stop]
+            if steps is not None:
+                steps.round_into(x.reshape(-1), y.reshape(-1), x_half, y_half)
+            else:
+                np.copyto(x_half, x.reshape(-1), casting="same_kind")
+                np.copyto(y_half, y.reshape(-1), casting="same_kind")
     if made == pairs:
         return values.reshape(len(seeds), 2 * made)[:, :count]
     return np.concatenate([values[:, 0, :pairs], values[:, 1, : count - pairs]], axis=1)
+
+
+def _box_muller_inputs(
+    w0: np.ndarray, w1: np.ndarray, w2: np.ndarray, w3: np.ndarray, r: np.ndarray, a: np.ndarray
+) -> None:
+    """The uniforms on ``(0, 1]`` and the angles of a slice's pairs, into ``(size, 2)`` arrays (numpy's ufuncs).
+
+    ``r[j, 0]`` and ``a[j, 0]`` come from block ``j``'s words 0 and 1, ``r[j, 1]`` and
+    ``a[j, 1]`` from its words 2 and 3: exact conversions and products, as on the torch path.
+    """
+    np.add(w0, 1.0, out=r[:, 0])
+    np.add(w2, 1.0, out=r[:, 1])
+    r *= 2.0**-32
+    np.multiply(w1, _ANGLE_PER_WORD, out=a[:, 0])
+    np.multiply(w3, _ANGLE_PER_WORD, out=a[:, 1])
+
+
+@functools.cache
+def _compiled_box_muller() -> ModuleType | None:
+    """numba's Box-Muller steps (:mod:`pytest_segrobust.philox_kernel`), or None where they cannot be used.
+
+    :func:`_numpy_normal` takes them where the compiled Philox loop makes the words (so
+    numba is loaded already): the uniforms and angles, ``sqrt(-2 log u)`` from ``log u``
+    and the rounding to float32, each one pass instead of two to four numpy ufuncs and a
+    strided copy: about 1.5x faster for a ``(3, 512, 512)`` field (``benchmarks/philox.py``). Each
+    step is exact or correctly rounded, so they give the ufuncs' bits; checked once per
+    process on the extreme words and 4096 spread over all 32 bits, else refused.
+    """
+    try:
+        philox_kernel = importlib.import_module("pytest_segrobust.philox_kernel")
+    except Exception:  # noqa: BLE001 - an optional accelerator, as in _compiled_blocks
+        return None
+    words = np.concatenate(
+        [
+            np.array([0, 1, 2**31 - 1, 2**31, _MASK32 - 1, _MASK32, 0, _MASK32], dtype=np.uint64),
+            (np.arange(1, 4097, dtype=np.uint64) * _WEYL[0]) & _MASK32,
+        ]
+    ).astype(np.uint32)
+    w0, w1, w2, w3 = words.reshape(-1, 4).T
+    expected = np.empty((2, len(w0), 2))  # uniforms, angles
+    _box_muller_inputs(w0, w1, w2, w3, *expected)
+    ours = np.empty((2, 2 * len(w0)))
+    philox_kernel.box_muller_inputs(w0, w1, w2, w3, _ANGLE_PER_WORD, *ours)
+    same = np.array_equal(ours, expected.reshape(2, -1))
+    logs = np.log(ours[0])
+    radii = logs.copy()
+    philox_kernel.radius_from_log(radii)
+    same &= np.array_equal(radii, np.sqrt(logs * -2.0))
+    wide = np.concatenate([radii * math.cos(1.0), -radii, np.array([2.0**-149, 1 + 2.0**-24, 3.4e38, 0.5 + 2.0**-25])])
+    rounded = np.empty((2, len(wide)), dtype=np.float32)
+    philox_kernel.round_into(wide, -wide, rounded[0], rounded[1])
+    same &= np.array_equal(rounded, np.stack([wide, -wide]).astype(np.float32))
+    return philox_kernel if same else None
 
 
 def _polar_to_cartesian() -> Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:

@@ -131,3 +131,48 @@ def test_a_kernel_that_gives_other_words_is_refused(
 
     monkeypatch.setattr(philox_kernel, "philox_blocks", one_bit_off)
     assert philox._compiled_blocks.__wrapped__() is None
+
+
+def test_normal_fields_take_the_compiled_box_muller_steps_and_keep_their_bits(kernel: Callable[..., None]) -> None:
+    steps = philox._compiled_box_muller()
+    assert steps is not None, "numba is installed, but its Box-Muller steps were refused"
+    calls = []
+
+    def counted(name: str) -> Callable[..., None]:
+        def call(*args: object) -> None:
+            calls.append(name)
+            getattr(steps, name)(*args)
+
+        return call
+
+    counting = mock.Mock(**{name: counted(name) for name in ("box_muller_inputs", "radius_from_log", "round_into")})
+    # (3, 300, 301) over two seeds: three slices each, the last one short, an odd count.
+    seeds, shape = [3, 2**63 + 1], (3, 300, 301)
+    with mock.patch.object(philox, "_compiled_box_muller", lambda: counting):
+        compiled = philox.normal(seeds, shape, "cpu", 2)
+    assert calls.count("box_muller_inputs") == calls.count("round_into") == 6
+    with mock.patch.object(philox, "_compiled_box_muller", lambda: None):
+        assert torch.equal(compiled, philox.normal(seeds, shape, "cpu", 2))
+    assert torch.equal(compiled, torch_path(lambda: philox.normal(seeds, shape, "cpu", 2)))
+
+
+def test_without_numba_the_box_muller_steps_are_numpys(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "pytest_segrobust.philox_kernel", None)  # import fails
+    assert philox._compiled_box_muller.__wrapped__() is None
+
+
+@pytest.mark.parametrize("step", ["box_muller_inputs", "radius_from_log", "round_into"])
+def test_a_box_muller_step_that_is_one_ulp_off_is_refused(
+    kernel: Callable[..., None], step: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pytest_segrobust import philox_kernel
+
+    exact = getattr(philox_kernel, step)
+
+    def one_ulp_off(*args: np.ndarray) -> None:
+        exact(*args)
+        out = args[-1]
+        out[-1] = np.nextafter(out[-1], out.dtype.type(np.inf))
+
+    monkeypatch.setattr(philox_kernel, step, one_ulp_off)
+    assert philox._compiled_box_muller.__wrapped__() is None
