@@ -14,15 +14,18 @@ import math
 import types
 from collections.abc import Iterator
 from typing import Any
+from unittest import mock
 
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pytest_segrobust.corruptions import REGISTRY
 from pytest_segrobust.corruptions import functional as Fn
-from pytest_segrobust.corruptions.functional import opencv
+from pytest_segrobust.corruptions.functional import geometry, opencv
 from pytest_segrobust.corruptions.geometric import shear_legacy
 from pytest_segrobust.strategies import instances_of
 from pytest_segrobust.types import Image, InstanceMasks, SemanticMask
@@ -77,8 +80,14 @@ def torch_warps() -> Iterator[None]:
 
 @contextlib.contextmanager
 def counted_opencv_warps() -> Iterator[dict[str, int]]:
-    """The installed OpenCV, counting its ``remap`` and ``warpAffine`` calls."""
-    calls = {"remap": 0, "warpAffine": 0}
+    """The installed OpenCV, counting its ``remap`` and ``warpAffine`` calls, and the whole-pixel shifts copied instead."""
+    calls = {"remap": 0, "warpAffine": 0, "copies": 0}
+    shift_copy = geometry._shift_copy
+
+    def counted_copy(*args: Any) -> bool:
+        copied = shift_copy(*args)
+        calls["copies"] += copied
+        return copied
 
     class Spy:
         __version__ = cv2.__version__
@@ -95,6 +104,7 @@ def counted_opencv_warps() -> Iterator[dict[str, int]]:
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(opencv, "opencv", Spy)
+        patch.setattr(geometry, "_shift_copy", counted_copy)
         yield calls
 
 
@@ -148,7 +158,8 @@ def test_float64_images_keep_the_torch_warps() -> None:
         REGISTRY.get("rotate", "coco-p")(images, 3, [1])
         REGISTRY.get("zoom_blur", "imagenet-c")(images, 3, [1])
         REGISTRY.get("geometric_distortion", "cityscapes-c")(images, 3, [1])
-    assert calls == {"remap": 0, "warpAffine": 0}
+        REGISTRY.get("translate", "coco-p")(images, 3, [1])
+    assert calls == {"remap": 0, "warpAffine": 0, "copies": 0}
 
 
 @needs_opencv_5
@@ -176,7 +187,8 @@ def test_opencv_warps_agree_with_the_torch_path(name: str, preset: str, image: s
             fast = corruption(images, severity, [5, 2**40 + 7])
         with torch_warps():
             slow = corruption(images, severity, [5, 2**40 + 7])
-        assert calls["remap"] + calls["warpAffine"] > 0, "the OpenCV path was not taken"
+        assert sum(calls.values()) > 0, "the OpenCV path was not taken"
+        assert calls["copies"] == (2 if name == "translate" else 0)  # both images of every translate
         assert fast.shape == slow.shape and fast.dtype == slow.dtype
         worst = max(worst, float((fast - slow).abs().max()))
     # Never the same bits, translate's whole-pixel shifts too: grid_sample rounds each
@@ -276,3 +288,38 @@ def test_zoom_blur_scales_with_aligned_corners() -> None:
     zoomed = F.interpolate(crop, size=size, mode="bilinear", align_corners=True)[..., :30, :41]
     expected = ((images + zoomed) / 2).clamp(0, 1)
     assert float((Fn.zoom_blur(images, [factor]) - expected).abs().max()) <= 1e-6
+
+
+@needs_opencv_5
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(-25, 25),
+    st.integers(-25, 25),
+    st.sampled_from([0.0, 0.5, 1.0]),
+    st.sampled_from([(1, 1, 1), (2, 3, 17), (1, 1, 20), (2, 1, 13)]),
+)
+def test_whole_pixel_shifts_are_copies_with_warp_affines_values(
+    dx: int, dy: int, fill: float, shape: tuple[int, int, int]
+) -> None:
+    # Shifts beyond the frame included: the image is then all fill.
+    channels, height, width = shape
+    images = uniform_noise(height, width)[:, :1].expand(2, channels, -1, -1).contiguous()
+    images[1] = images[1].flip(-1)
+    matrices = torch.tensor([[[1.0, 0.0, dx], [0.0, 1.0, dy]], [[1.0, 0.0, -dy], [0.0, 1.0, dx]]], dtype=torch.float64)
+    coords = Fn.affine_coordinates(matrices, height, width, torch.float32)
+    copied = Fn.sample_affine_bilinear(images, matrices, lambda: coords, fill)
+    with mock.patch.object(geometry, "_shift_copy", lambda *args: False):
+        warped = Fn.sample_affine_bilinear(images, matrices, lambda: coords, fill)
+    assert torch.equal(copied, warped)
+
+
+@needs_opencv_5
+def test_only_whole_pixel_shifts_are_copied() -> None:
+    image, out = np.zeros((1, 4, 4), np.float32), np.zeros((1, 4, 4), np.float32)
+    for matrix in (
+        [[1.0, 0.0, 0.5], [0.0, 1.0, 0.0]],
+        [[1.0, 1e-9, 1.0], [0.0, 1.0, 0.0]],
+        [[-1.0, 0.0, 3.0], [0.0, 1.0, 0.0]],
+    ):
+        assert not geometry._shift_copy(image, np.array(matrix), 0.0, out)
+    assert geometry._shift_copy(image, np.array([[1.0, 0.0, -2.0], [0.0, 1.0, 7.0]]), 0.0, out)

@@ -8,6 +8,7 @@ import math
 from collections.abc import Callable
 from types import ModuleType
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -97,7 +98,8 @@ def sample_affine_bilinear(
     float32); it is called only where they are needed. On the CPU with OpenCV 5
     (:func:`~.opencv.opencv_warps_for`) they are not: OpenCV's ``warpAffine`` applies the
     float64 maps itself, plane by plane, with the same weights and border, within float
-    rounding of the coordinates (a few 1e-5 on [0, 1] images of 512 pixels).
+    rounding of the coordinates (a few 1e-5 on [0, 1] images of 512 pixels); a map that
+    shifts by whole pixels is a copy there (:func:`_shift_copy`, the same values).
 
     Shape:
         images: ``(B, C, H, W)``; matrices: ``(B, 2, 3)``, output ``(x, y, 1)`` to source
@@ -112,6 +114,8 @@ def sample_affine_bilinear(
     out = torch.empty_like(images, memory_format=torch.contiguous_format)
     target = out.numpy()
     for i, matrix in enumerate(maps):
+        if _shift_copy(source[i], matrix, fill, target[i]):
+            continue
         for channel in range(images.shape[1]):
             cv2.warpAffine(
                 source[i, channel],
@@ -123,6 +127,29 @@ def sample_affine_bilinear(
                 borderValue=fill,
             )
     return out
+
+
+def _shift_copy(image: np.ndarray, matrix: np.ndarray, fill: float, out: np.ndarray) -> bool:
+    """Write ``image`` shifted by whole pixels into ``out`` if ``matrix`` is such a shift; say whether it was.
+
+    Bilinear sampling at whole-pixel offsets reads each output pixel from one source pixel
+    with weight 1 (and its neighbours with weight 0): a copy of the overlap, ``fill``
+    elsewhere, which is what ``warpAffine`` computes for it, without computing any weights
+    (integer translations: ``translate``'s every map). ``image``, ``out``: ``(C, H, W)``.
+    """
+    (a, b, dx), (c, d, dy) = matrix
+    if (a, b, c, d) != (1.0, 0.0, 0.0, 1.0) or not (float(dx).is_integer() and float(dy).is_integer()):
+        return False
+    h, w = image.shape[-2:]
+    # Output (x, y) reads (x + dx, y + dy): the overlap's rows and columns on both sides.
+    rows = (max(0, -int(dy)), min(h, h - int(dy)))
+    cols = (max(0, -int(dx)), min(w, w - int(dx)))
+    out.fill(fill)
+    if rows[0] < rows[1] and cols[0] < cols[1]:
+        out[:, rows[0] : rows[1], cols[0] : cols[1]] = image[
+            :, rows[0] + int(dy) : rows[1] + int(dy), cols[0] + int(dx) : cols[1] + int(dx)
+        ]
+    return True
 
 
 def _opencv_remap(cv2: ModuleType, images: torch.Tensor, coords: torch.Tensor, fill: float) -> torch.Tensor:
