@@ -8,7 +8,10 @@ so what load remains spreads over all of them; min and median over the rounds ar
 The last column is the largest ``|ours - torch path|`` at batch 1: ours on the CPU against
 the path an accelerator takes (no OpenCV kernels, no numpy planes, Philox words from int64
 tensor ops), forced on the CPU by :func:`torch_path`; the one after it what albumentations computes on (its
-data type, and its operation where it is not ours). A peer that cannot be imported is skipped. The process's allocator is
+data type, and its operation where it is not ours). The "plain call" column is the library
+call doing the row's core operation on the float32 image (:func:`plain_calls`, listed under
+the table; "-" where no library call does it), timed right after ours at batch 1, and
+"b1 / plain" ours at batch 1 over it. A peer that cannot be imported is skipped. The process's allocator is
 tuned as ``pytest --segrobust`` tunes it by default (``--malloc system`` keeps glibc's own: then
 batch 16 costs about 1.5 ms more per image than batch 1 on every row, each image's result
 faulting in fresh pages, which the harness never pays). The peers are not dependencies: install them in a
@@ -53,6 +56,7 @@ from unittest import mock
 
 import numpy as np
 import torch
+from PIL import Image
 
 from pytest_segrobust import allocator, philox
 from pytest_segrobust.corruptions import REGISTRY
@@ -424,6 +428,17 @@ def plain_calls(cv2: Any, photo: np.ndarray) -> dict[str, tuple[str, Callable[[]
         return cv2.imdecode(encoded, cv2.IMREAD_COLOR).astype(np.float32) / 255.0
 
     small = int(0.4 * width)
+    planes = [Image.fromarray(np.ascontiguousarray(hwc[..., channel])) for channel in range(3)]
+
+    def pixelate() -> np.ndarray:
+        # ImageNet-C's operation at a ratio that is not whole (512 to 204): Pillow's box
+        # filter, not OpenCV's INTER_AREA, which weighs the pixels a window cuts by the
+        # fraction it covers.
+        return np.stack(
+            [np.asarray(p.resize((small, small), Image.BOX).resize((width, height), Image.NEAREST)) for p in planes],
+            axis=-1,
+        )
+
     distortion_maps = cv2.initUndistortRectifyMap(
         np.array([[width / 1.4, 0, centre[0]], [0, width / 1.4, centre[1]], [0, 0, 1]]),
         np.array([-0.1, -0.03, 0.0, 0.0]),
@@ -462,12 +477,8 @@ def plain_calls(cv2: Any, photo: np.ndarray) -> dict[str, tuple[str, Callable[[]
         "translate": ("cv2.warpAffine", warp(np.array([[1.0, 0.0, 60.0], [0.0, 1.0, 0.0]]))),
         "jpeg_compression": ("cv2.convertScaleAbs to uint8, imencode, imdecode, back to float32", jpeg),
         "pixelate": (
-            "cv2.resize INTER_AREA down, INTER_NEAREST up",
-            lambda: cv2.resize(
-                cv2.resize(hwc, (small, small), interpolation=cv2.INTER_AREA),
-                (width, height),
-                interpolation=cv2.INTER_NEAREST,
-            ),
+            "Pillow's resize BOX down, NEAREST up, per float32 plane (INTER_AREA is another filter)",
+            pixelate,
         ),
         "contrast": ("cv2.mean, cv2.addWeighted", lambda: cv2.addWeighted(hwc, 0.2, hwc, 0.0, 0.8 * cv2.mean(hwc)[0])),
         "saturate": ("cv2.cvtColor RGB2HSV, HSV2RGB", hsv_round_trip),

@@ -82,12 +82,28 @@ def test_the_hsv_fast_paths_change_values() -> None:
 
 
 @pytest.mark.parametrize("severity", range(1, 6))
-def test_contrast_matches_the_previous_formula(severity: int) -> None:
+def test_contrast_blends_with_the_float64_mean_luma(severity: int) -> None:
     factor = CONTRAST_COCO_P[severity].factor
     for images in inputs():
-        weights = torch.tensor((0.299, 0.587, 0.114), dtype=images.dtype).view(1, 3, 1, 1)
-        mean = (images * weights).sum(dim=1, keepdim=True).mean(dim=(1, 2, 3), keepdim=True)
-        assert torch.equal(Fn.enhance_contrast(images, factor), (mean + factor * (images - mean)).clamp_(0.0, 1.0))
+        weights = torch.tensor((0.299, 0.587, 0.114), dtype=torch.float64).view(1, 3, 1, 1)
+        luma = (images.double() * weights).sum(dim=1, keepdim=True)
+        mean = luma.mean(dim=(1, 2, 3), keepdim=True).to(images.dtype)
+        enhanced = Fn.enhance_contrast(images, factor)
+        assert torch.equal(enhanced, (mean + factor * (images - mean)).clamp_(0.0, 1.0))
+        # Within float rounding of the float32 mean it blended with before.
+        before = (images * weights.to(images.dtype)).sum(dim=1, keepdim=True).mean(dim=(1, 2, 3), keepdim=True)
+        assert float((enhanced - (before + factor * (images - before)).clamp_(0.0, 1.0)).abs().max()) <= 1e-6
+
+
+def test_channel_means_are_the_rounded_float64_means_on_every_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    generator = torch.Generator().manual_seed(8)
+    images = [*inputs(), torch.rand(3, 2, 301, 77, generator=generator), torch.rand(0, 3, 4, 4)]
+    expected = [x.double().mean(dim=(-2, -1), keepdim=True).to(x.dtype) for x in images]
+    for x, means in zip(images, expected):
+        assert torch.equal(Fn.channel_means(x), means) and Fn.channel_means(x).dtype == x.dtype
+    monkeypatch.setattr(color, "opencv", lambda: None)  # the torch path, as on other devices
+    for x, means in zip(images, expected):
+        assert torch.equal(Fn.channel_means(x), means)
 
 
 def test_quantising_with_opencv_gives_the_same_bytes() -> None:

@@ -21,6 +21,7 @@ from pytest_segrobust.corruptions.functional.blur import (
 )
 from pytest_segrobust.corruptions.functional.codec import jpeg, pixelate
 from pytest_segrobust.corruptions.functional.color import (
+    channel_means,
     enhance_brightness,
     enhance_contrast,
     hsv_to_rgb,
@@ -92,6 +93,7 @@ __all__ = [
     "Tap",
     "additive_gaussian_noise",
     "affine_coordinates",
+    "channel_means",
     "clipped_zoom",
     "disk_kernel",
     "elastic_coordinates",
