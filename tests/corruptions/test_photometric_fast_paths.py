@@ -99,11 +99,13 @@ def test_channel_means_are_the_rounded_float64_means_on_every_path(monkeypatch: 
     generator = torch.Generator().manual_seed(8)
     images = [*inputs(), torch.rand(3, 2, 301, 77, generator=generator), torch.rand(0, 3, 4, 4)]
     expected = [x.double().mean(dim=(-2, -1), keepdim=True).to(x.dtype) for x in images]
+    reduced = [Fn.reduce_contrast(x, 0.3) for x in images]  # plane by plane on the CPU
     for x, means in zip(images, expected):
         assert torch.equal(Fn.channel_means(x), means) and Fn.channel_means(x).dtype == x.dtype
     monkeypatch.setattr(color, "opencv", lambda: None)  # the torch path, as on other devices
-    for x, means in zip(images, expected):
+    for x, means, blended in zip(images, expected, reduced):
         assert torch.equal(Fn.channel_means(x), means)
+        assert torch.equal(Fn.reduce_contrast(x, 0.3), blended)
 
 
 def test_quantising_with_opencv_gives_the_same_bytes() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import itertools
 from types import ModuleType
 
 import numpy as np
@@ -67,6 +68,19 @@ def reduce_contrast(images: torch.Tensor, factor: float) -> torch.Tensor:
     Shape:
         images: ``(B, C, H, W)``; return: same.
     """
+    cv2 = _opencv_means_for(images)
+    if cv2 is not None and not images.requires_grad and (kernel := _compiled_color_for(images)) is not None:
+        # Plane by plane: each plane's mean, then its blend while the plane is still in
+        # cache (at 512x512 from memory, 1.8x less CPU than every mean first). The same
+        # means and operations as below, so the same bits.
+        source = images.detach().numpy()
+        out = torch.empty_like(images, memory_format=torch.contiguous_format)
+        target = out.numpy()
+        scalars = (_scalar(images, factor), _scalar(images, 0.0), _scalar(images, 1.0))
+        for b, c in itertools.product(range(images.shape[0]), range(images.shape[1])):
+            mean = np.full((1, 1), cv2.mean(np.ascontiguousarray(source[b, c]))[0], dtype=source.dtype)
+            kernel.blend_into(source[b : b + 1, c : c + 1], mean, *scalars, target[b : b + 1, c : c + 1])
+        return out
     return _blend(images, channel_means(images), factor)
 
 
@@ -88,7 +102,7 @@ def _channel_means64(images: torch.Tensor) -> torch.Tensor:
     # (B, C) float64 means of (B, C, H, W) images, on their device.
     if not len(images):
         return torch.zeros(images.shape[:2], dtype=torch.float64, device=images.device)
-    cv2 = opencv() if images.device.type == "cpu" and images.dtype == torch.float32 else None
+    cv2 = _opencv_means_for(images)
     if cv2 is not None and not images.requires_grad:
         planes = images.detach().contiguous().numpy()
         return torch.tensor([[cv2.mean(plane)[0] for plane in image] for image in planes], dtype=torch.float64)
@@ -258,6 +272,11 @@ small images alone do not repay loading numba (about half a second once per proc
 """
 
 
+def _opencv_means_for(images: torch.Tensor) -> ModuleType | None:
+    """``cv2`` where it sums ``images``' planes (float32 on the CPU), else None."""
+    return opencv() if images.device.type == "cpu" and images.dtype == torch.float32 else None
+
+
 def _compiled_color_for(images: torch.Tensor) -> ModuleType | None:
     """:mod:`.color_kernel` for CPU ``images`` where numba is installed and loading it pays, else None."""
     if images.numel() < COMPILED_COLOR_MIN_VALUES and not _compiled_color.cache_info().currsize:
@@ -282,8 +301,12 @@ def _tint_remaining(images: torch.Tensor, scale: float, shift: float) -> np.gene
 
 
 def _scalar(images: torch.Tensor, value: float) -> np.generic:
-    # The Python number as the images' float type, as torch's CPU kernels use it.
-    return torch.tensor(value, dtype=images.dtype).numpy()[()]
+    # The Python number as the images' float type, as torch's CPU kernels use it (both round
+    # a double to nearest).
+    return _NUMPY_FLOATS[images.dtype](value)
+
+
+_NUMPY_FLOATS = {torch.float32: np.float32, torch.float64: np.float64}
 
 
 def _output_and_value(
