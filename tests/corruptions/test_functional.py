@@ -81,6 +81,41 @@ def test_rotation_by_90_degrees_is_rot90() -> None:
     assert torch.equal(rotated, torch.rot90(labels, 1, dims=(-2, -1)))  # counter-clockwise on screen
 
 
+def _torch_maps(angles: torch.Tensor, height: int, width: int) -> torch.Tensor:
+    # The rotation and legacy shear maps written with float64 tensor ops, as they were made before the host made them.
+    theta = torch.deg2rad(angles)
+    cos, sin, slope, stretch = torch.cos(theta), torch.sin(theta), torch.tan(theta), 1 / torch.cos(theta)
+    cx, cy = (width - 1) / 2, (height - 1) / 2
+    one, zero = torch.ones_like(theta), torch.zeros_like(theta)
+    rows = [
+        [[cos, -sin, cx - cos * cx + sin * cy], [sin, cos, cy - sin * cx - cos * cy]],
+        [[one, slope, -slope * cy], [zero, stretch, cy - stretch * cy]],
+    ]
+    return torch.cat([torch.stack([torch.stack(row, dim=-1) for row in rows_], dim=-2) for rows_ in rows])
+
+
+def test_rotation_and_shear_maps_are_made_on_the_host_with_the_tensor_ops_values() -> None:
+    # Every angle the tables draw (+/- each severity's degrees) gives the tensor ops' bits;
+    # any other angle agrees to float64 rounding.
+    from pytest_segrobust.corruptions.geometric import ROTATE, SHEAR
+
+    table_angles = [sign * table[s].degrees for table in (ROTATE, SHEAR) for s in range(1, 6) for sign in (1, -1)]
+    for angles, exact in ((table_angles, True), (torch.linspace(-89, 89, 301).tolist(), False)):
+        angles64 = torch.tensor(angles, dtype=torch.float64)
+        for height, width in ((512, 512), (37, 50)):
+            host = torch.cat(
+                [
+                    Fn.rotation_about_centre(angles64, height, width),
+                    Fn.shear_x_about_centre(angles64, height, width, True),
+                ]
+            )
+            expected = _torch_maps(angles64, height, width)
+            assert torch.equal(host, expected) if exact else torch.allclose(host, expected, rtol=1e-14, atol=1e-12)
+    float32 = Fn.rotation_about_centre(torch.tensor([30.0]), 8, 8)
+    assert float32.dtype == torch.float32 and float32.shape == (1, 2, 3)
+    assert Fn.shear_x_about_centre(torch.zeros(0, dtype=torch.float64), 8, 8).shape == (0, 2, 3)
+
+
 @pytest.mark.parametrize(("height", "width"), [(6, 6), (37, 50), (129, 96)])
 def test_affine_coordinates_round_the_float64_map_once(height: int, width: int) -> None:
     # The grid is m . (x, y, 1) in float64 rounded once to float32, whatever the batch. The

@@ -22,23 +22,20 @@ def rotation_about_centre(angles_deg: torch.Tensor, height: int, width: int) -> 
     """Inverse maps of rotations about the image centre, in pixel coordinates.
 
     The returned matrix takes an output pixel ``(x, y, 1)`` to the source location it is
-    sampled from. Positive angles turn the content counter-clockwise on screen.
+    sampled from. Positive angles turn the content counter-clockwise on screen. Computed on
+    the host in float64 (the same maps for every device), then cast to the angles' dtype.
 
     Shape:
         angles_deg: ``(B,)``; return: ``(B, 2, 3)``, same dtype and device.
     """
-    theta = torch.deg2rad(angles_deg)
-    cos, sin = torch.cos(theta), torch.sin(theta)
     cx, cy = (width - 1) / 2, (height - 1) / 2
-    # Rows are y-down, so a counter-clockwise turn on screen is a clockwise one in (x, y).
-    matrix = torch.stack(
-        [
-            torch.stack([cos, -sin, cx - cos * cx + sin * cy], dim=-1),
-            torch.stack([sin, cos, cy - sin * cx - cos * cy], dim=-1),
-        ],
-        dim=-2,
-    )
-    return matrix
+    matrices = []
+    for angle in angles_deg.tolist():
+        theta = math.radians(angle)
+        cos, sin = math.cos(theta), math.sin(theta)
+        # Rows are y-down, so a counter-clockwise turn on screen is a clockwise one in (x, y).
+        matrices.append([[cos, -sin, cx - cos * cx + sin * cy], [sin, cos, cy - sin * cx - cos * cy]])
+    return _host_matrices(matrices, angles_deg)
 
 
 def affine_coordinates(
@@ -217,19 +214,27 @@ def shear_x_about_centre(angles_deg: torch.Tensor, height: int, width: int, sque
     (what imgaug 0.4.0 used then): ``x' = x - sin(a) * (y - cy)`` and
     ``y' = cy + cos(a) * (y - cy)``, rows drawn together towards the centre row by
     ``cos(a)``; the source is then ``(x + tan(a) * (y - cy), cy + (y - cy) / cos(a))``.
+    Computed on the host in float64, as :func:`rotation_about_centre`.
 
     Shape:
         angles_deg: ``(B,)``; return: ``(B, 2, 3)``, same dtype and device.
     """
-    radians = torch.deg2rad(angles_deg)
-    slope = torch.tan(radians)
-    one, zero = torch.ones_like(slope), torch.zeros_like(slope)
     cy = (height - 1) / 2
-    stretch = 1 / torch.cos(radians) if squeeze_rows else one
-    return torch.stack(
-        [torch.stack([one, slope, -slope * cy], dim=-1), torch.stack([zero, stretch, cy - stretch * cy], dim=-1)],
-        dim=-2,
-    )
+    matrices = []
+    for angle in angles_deg.tolist():
+        radians = math.radians(angle)
+        slope = math.tan(radians)
+        stretch = 1 / math.cos(radians) if squeeze_rows else 1.0
+        matrices.append([[1.0, slope, -slope * cy], [0.0, stretch, cy - stretch * cy]])
+    return _host_matrices(matrices, angles_deg)
+
+
+def _host_matrices(matrices: list[list[list[float]]], like: torch.Tensor) -> torch.Tensor:
+    # Per-sample maps are a few numbers each: made on the host in float64 (Python's math,
+    # the same values as torch's float64 CPU ops), one tensor copied to ``like``'s device,
+    # so every device warps through the same maps. A few dozen tensor ops on (B,) tensors
+    # cost more than the whole warp of a small image.
+    return torch.tensor(matrices, dtype=torch.float64).reshape(len(matrices), 2, 3).to(like.device, like.dtype)
 
 
 def translation(offsets: torch.Tensor) -> torch.Tensor:
