@@ -2,7 +2,8 @@
 
 Per row, ours at batch 1 and batch 16 (ms per image, thread CPU time, one thread, severity 3,
 interleaved rounds; min / median) with OpenCV's warps and with them switched off (what
-OpenCV 4.x gets), on images alone and on images with a label map; then the largest
+OpenCV 4.x gets), on images alone and on images with a label map (there also with the
+label map moved by tensor ops instead of numba's nearest-neighbour loops); then the largest
 ``|OpenCV - torch|`` over every severity on a photo-like and a uniform-noise image:
 
     PYTHONPATH=. python benchmarks/warps.py [--size 512] [--rounds 7] [--only rotate,zoom_blur]
@@ -26,8 +27,9 @@ import numpy as np
 import torch
 
 from benchmarks.peers import photo_like
+from pytest_segrobust import allocator
 from pytest_segrobust.corruptions import REGISTRY
-from pytest_segrobust.corruptions.functional import opencv
+from pytest_segrobust.corruptions.functional import geometry, opencv
 from pytest_segrobust.types import Image, SemanticMask
 
 ROWS = (
@@ -53,6 +55,20 @@ def torch_warps() -> Iterator[None]:
         opencv.exact_bilinear = before  # type: ignore[assignment]
 
 
+@contextlib.contextmanager
+def tensor_labels() -> Iterator[None]:
+    """Label maps moved by tensor ops (``floor``, ``gather``, ``where``) instead of numba's loops."""
+    before = geometry._compiled_nearest_for
+    geometry._compiled_nearest_for = lambda labels, coords: None  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        geometry._compiled_nearest_for = before  # type: ignore[assignment]
+
+
+PATHS = {"opencv": contextlib.nullcontext, "torch": torch_warps, "tensor labels": tensor_labels}
+
+
 def thread_ms(call: Callable[[], Any]) -> float:
     start = time.thread_time()
     call()
@@ -65,7 +81,11 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--only", default="")
+    parser.add_argument(
+        "--malloc", choices=allocator.CHOICES, default=allocator.DEFAULT, help="as pytest --segrobust runs by default"
+    )
     args = parser.parse_args()
+    malloc = allocator.configure(args.malloc)
     torch.set_num_threads(1)
 
     photo = torch.from_numpy(photo_like(args.size)).permute(2, 0, 1)[None].contiguous().float() / 255
@@ -94,28 +114,34 @@ def main() -> None:
                 )
             )
 
+    def paths(column: str) -> list[str]:
+        return list(PATHS) if "labels" in column else ["opencv", "torch"]
+
     times: dict[tuple[Any, str, str], list[float]] = {}
-    for path in ("opencv", "torch"):
-        with contextlib.nullcontext() if path == "opencv" else torch_warps():
-            for _, _, _, call in contenders:
+    for _, column, _, call in contenders:
+        for path in paths(column):
+            with PATHS[path]():
                 call()  # warm-up
     for _ in range(args.rounds):
         for row, column, per, call in contenders:
-            for path in ("opencv", "torch"):
-                with contextlib.nullcontext() if path == "opencv" else torch_warps():
+            for path in paths(column):
+                with PATHS[path]():
                     times.setdefault((row, column, path), []).append(thread_ms(call) / per)
 
     print(
         f"\n{args.size}x{args.size}, severity {SEVERITY}, one thread, thread CPU ms per image, min / median of {args.rounds}"
     )
-    print("interleaved rounds; OpenCV", opencv.opencv().__version__, "(torch path = OpenCV's warps off)\n")
-    print("| corruption | batch | torch path | OpenCV path | torch / OpenCV |")
-    print("|---|---|---:|---:|---:|")
+    print("interleaved rounds; OpenCV", opencv.opencv().__version__, "(torch path = OpenCV's warps off);")
+    print(f"malloc {malloc.describe()}\n")
+    print("| corruption | batch | torch path | OpenCV path | torch / OpenCV | OpenCV, labels by tensor ops |")
+    print("|---|---|---:|---:|---:|---:|")
     for (name, preset), column in dict.fromkeys((row, column) for row, column, _, _ in contenders):
         before, after = times[(name, preset), column, "torch"], times[(name, preset), column, "opencv"]
+        labelled = times.get(((name, preset), column, "tensor labels"))
         print(
             f"| {name} ({preset}) | {column} | {min(before):.2f} / {statistics.median(before):.2f} "
-            f"| {min(after):.2f} / {statistics.median(after):.2f} | {min(before) / min(after):.2f}x |"
+            f"| {min(after):.2f} / {statistics.median(after):.2f} | {min(before) / min(after):.2f}x | "
+            + (f"{min(labelled):.2f} / {statistics.median(labelled):.2f} |" if labelled else "- |")
         )
 
     print(f"\nmax |OpenCV - torch| over severities 1-5, {args.size}x{args.size}, seeds 0-3\n")

@@ -4,6 +4,8 @@ Coordinates are pixel positions ``(x, y)`` with pixel centres at integers."""
 
 from __future__ import annotations
 
+import functools
+import importlib
 import math
 from collections.abc import Callable
 from types import ModuleType
@@ -181,17 +183,51 @@ def sample_nearest(labels: torch.Tensor, coords: torch.Tensor, fill: int) -> tor
         return: ``(B, H', W')`` or ``(B, N, H', W')``, dtype of ``labels``.
     """
     h, w = labels.shape[-2:]
+    squeeze = labels.dim() == 3
+    source = labels.unsqueeze(1) if squeeze else labels
+    kernel = _compiled_nearest_for(source, coords)
+    if kernel is not None:
+        out = torch.empty((*source.shape[:2], *coords.shape[1:3]), dtype=labels.dtype)
+        grid = coords.detach().numpy()
+        rows = np.empty(coords.shape[:3], dtype=np.int32)
+        columns = np.empty_like(rows)
+        kernel.source_pixels(grid, grid.dtype.type(0.5), h, w, rows, columns)
+        # The fill as the labels' type, converted (and refused where it does not fit) as torch.full_like would.
+        kernel.gather_into(source.numpy(), rows, columns, torch.tensor(fill, dtype=labels.dtype).item(), out.numpy())
+        return out[:, 0] if squeeze else out
     # floor(x + 0.5) rounds halves up, the same on every device.
     xi = torch.floor(coords[..., 0] + 0.5).long()
     yi = torch.floor(coords[..., 1] + 0.5).long()
     inside = (xi >= 0) & (xi < w) & (yi >= 0) & (yi < h)
     flat = (yi.clamp(0, h - 1) * w + xi.clamp(0, w - 1)).flatten(1)  # (B, H'W')
-    squeeze = labels.dim() == 3
-    source = labels.unsqueeze(1) if squeeze else labels
     index = flat[:, None, :].expand(-1, source.shape[1], -1)
     out = torch.gather(source.flatten(2), 2, index).view(*source.shape[:2], *coords.shape[1:3])
     out = torch.where(inside[:, None], out, torch.full_like(out, fill))
     return out[:, 0] if squeeze else out
+
+
+COMPILED_NEAREST_MIN_PIXELS = 128 * 128
+"""Output pixels from which a CPU resampling loads numba's loop (about 0.7 s once per
+process, where it is not loaded yet): smaller ones take the tensor path before it."""
+
+
+def _compiled_nearest_for(labels: torch.Tensor, coords: torch.Tensor) -> ModuleType | None:
+    """:mod:`.nearest_kernel` for CPU ``labels`` and float ``coords``, where numba is installed and loading it pays."""
+    on_cpu = labels.device.type == coords.device.type == "cpu" and coords.dtype in (torch.float32, torch.float64)
+    if not on_cpu or labels.dtype.is_floating_point or labels.dtype.is_complex:
+        return None
+    if coords.shape[1] * coords.shape[2] < COMPILED_NEAREST_MIN_PIXELS and not _compiled_nearest.cache_info().currsize:
+        return None
+    return _compiled_nearest()
+
+
+@functools.cache
+def _compiled_nearest() -> ModuleType | None:
+    """:mod:`.nearest_kernel` (numba's compiled nearest-neighbour loops), or None where numba is not installed."""
+    try:
+        return importlib.import_module("pytest_segrobust.corruptions.functional.nearest_kernel")
+    except ImportError:
+        return None
 
 
 def _normalise(coords: torch.Tensor, height: int, width: int) -> torch.Tensor:
