@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_segrobust import philox
+from tests.loaders import counting_loader
 from tests.test_philox import reference
 
 WORD = st.integers(0, 2**32 - 1)
@@ -102,14 +103,8 @@ def test_a_full_size_field_is_the_same_on_both_cpu_paths(kernel: Callable[..., N
 
 
 def test_the_kernel_is_loaded_by_the_first_large_draw_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    loads = []
-
-    @functools.cache
-    def load() -> str:
-        loads.append(1)
-        return "kernel"
-
-    monkeypatch.setattr(philox, "_compiled_blocks", load)
+    loads: list[int] = []
+    monkeypatch.setattr(philox, "_compiled_blocks", counting_loader(loads))
     assert philox._compiled_for(philox._COMPILED_MIN_BLOCKS - 1) is None and not loads
     assert philox._compiled_for(philox._COMPILED_MIN_BLOCKS) == "kernel"
     assert philox._compiled_for(1) == "kernel" and loads == [1]  # once loaded, for every size

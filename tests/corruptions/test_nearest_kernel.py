@@ -10,7 +10,6 @@ float64, for every label type and layout the kernels hand it.
 from __future__ import annotations
 
 import contextlib
-import functools
 import sys
 from collections.abc import Iterator
 
@@ -24,6 +23,7 @@ from pytest_segrobust.corruptions import REGISTRY
 from pytest_segrobust.corruptions import functional as Fn
 from pytest_segrobust.corruptions.functional import geometry
 from pytest_segrobust.types import Image, InstanceMasks, InstanceTarget, SemanticMask
+from tests.loaders import counting_loader
 
 pytest.importorskip("numba")
 
@@ -105,14 +105,8 @@ def test_a_fill_the_labels_cannot_hold_is_refused_as_on_the_tensor_path() -> Non
 
 
 def test_the_loops_are_loaded_by_the_first_large_resampling_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    loads = []
-
-    @functools.cache
-    def load() -> str:
-        loads.append(1)
-        return "kernel"
-
-    monkeypatch.setattr(geometry, "_compiled_nearest", load)
+    loads: list[int] = []
+    monkeypatch.setattr(geometry, "_compiled_nearest", counting_loader(loads))
     side = int(geometry.COMPILED_NEAREST_MIN_PIXELS**0.5)
     labels = torch.zeros(1, 4, 4, dtype=torch.int64)
     assert geometry._compiled_nearest_for(labels, torch.zeros(1, side - 1, side, 2)) is None and not loads
