@@ -91,6 +91,14 @@ def test_signs_are_both_signs_evenly() -> None:
     assert set(signs.tolist()) == {-1.0, 1.0} and abs(float(signs.mean())) < 0.1
 
 
+def test_a_sign_is_the_stream_s_first_integer_in_0_1() -> None:
+    # The signs every stored baseline was drawn with: 2 * integers(0, 2) - 1 of the same stream.
+    seeds = [0, 1, 2**63, 2**64 - 1, *range(7, 2_000, 13)]
+    signs = SampleStreams(seeds, "cpu").signs()
+    bits = SampleStreams(seeds, "cpu").integers(0, 2, (1,))[:, 0]
+    assert signs.dtype == torch.float32 and torch.equal(signs, bits.to(torch.float32) * 2 - 1)
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device: the CPU-vs-CUDA comparison of SampleStreams needs one")
 def test_streams_draw_the_same_on_cpu_and_cuda() -> None:
     seeds = [3, 2**62 + 5, 17]
