@@ -12,7 +12,8 @@ data type, and its operation where it is not ours). The "plain call" column is t
 call doing the row's core operation on the float32 image (:func:`plain_calls`, listed under
 the table; "-" where no library call does it), timed next to ours at batch 1 (each first
 in every other round), and
-"b1 / plain" ours at batch 1 over it. A peer that cannot be imported is skipped. The process's allocator is
+"b1 / plain" ours at batch 1 over it. The last two lines name the rows over 1.5x the plain
+call and the rows behind the best peer, with what that peer computes on. A peer that cannot be imported is skipped. The process's allocator is
 tuned as ``pytest --segrobust`` tunes it by default (``--malloc system`` keeps glibc's own: then
 batch 16 costs about 1.5 ms more per image than batch 1 on every row, each image's result
 faulting in fresh pages, which the harness never pays). The peers are not dependencies: install them in a
@@ -50,7 +51,7 @@ import pstats
 import re
 import statistics
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 from unittest import mock
@@ -537,6 +538,31 @@ def torch_path() -> Iterator[None]:
         yield
 
 
+PLAIN_CALL_BOUND = 1.5
+"""Ours at batch 1 may take at most this many times the plain call's CPU (issue 32's goal)."""
+
+
+def verdicts(rows: Sequence[Row], times: dict[tuple[int, str], list[float]]) -> list[str]:
+    """The goal's two checks on the minima: rows over :data:`PLAIN_CALL_BOUND` times the plain
+    call, and rows behind the best peer, each with what that peer computes on."""
+    over, behind = [], []
+    for index, row in enumerate(rows):
+        ours = min(times[index, "ours b1"])
+        if (index, "plain call") in times and ours > PLAIN_CALL_BOUND * min(times[index, "plain call"]):
+            over.append(f"{row.label} ({ours / min(times[index, 'plain call']):.2f}x)")
+        peers = {
+            column: min(times[index, column]) for column in ("albumentations", "kornia") if (index, column) in times
+        }
+        if peers and ours > min(peers.values()):
+            best = min(peers, key=peers.__getitem__)
+            computes = row.albumentations_computes if best == "albumentations" else "float32 (torch)"
+            behind.append(f"{row.label} ({best}, {ours / peers[best]:.2f}x; it computes: {computes})")
+    return [
+        f"Over {PLAIN_CALL_BOUND}x the plain call: " + (", ".join(over) or "none"),
+        "Behind the best peer at batch 1: " + (", ".join(behind) or "none"),
+    ]
+
+
 def _python_name(key: tuple[str, int, str]) -> str:
     """A cProfile entry's function as ``file.py:line(name)``, ``Type.method`` or the builtin's name."""
     filename, line, function = key
@@ -701,6 +727,7 @@ def main() -> None:
         print("\nThe plain calls (float32 in and out, severity 3's constants):\n")
         for row in rows:
             print(f"- {row.label}: {plain[row.label][0]}")
+    print("\n" + "\n".join(verdicts(rows, times)))
 
     if args.profile:
         print(
