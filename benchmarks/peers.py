@@ -11,9 +11,9 @@ tensor ops), forced on the CPU by :func:`torch_path`; the one after it what albu
 data type, and its operation where it is not ours). The "plain call" column is the library
 call doing the row's core operation on the float32 image (:func:`plain_calls`, listed under
 the table; "-" where no library call does it), timed next to ours at batch 1 (each first
-in every other round), and
-"b1 / plain" ours at batch 1 over it. The last two lines name the rows over 1.5x the plain
-call and the rows behind the best peer, with what that peer computes on. A peer that cannot be imported is skipped. The process's allocator is
+in every other round), and "b1 / plain" ours at batch 1 over it. The last two lines name
+the rows over 1.5x the plain call and the rows behind the best peer, with what that peer
+computes on. A peer that cannot be imported is skipped. The process's allocator is
 tuned as ``pytest --segrobust`` tunes it by default (``--malloc system`` keeps glibc's own: then
 batch 16 costs about 1.5 ms more per image than batch 1 on every row, each image's result
 faulting in fresh pages, which the harness never pays). The peers are not dependencies: install them in a
