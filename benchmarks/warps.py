@@ -20,8 +20,9 @@ import argparse
 import contextlib
 import statistics
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
+from unittest import mock
 
 import numpy as np
 import torch
@@ -44,26 +45,14 @@ ROWS = (
 SEVERITY = 3
 
 
-@contextlib.contextmanager
-def torch_warps() -> Iterator[None]:
+def torch_warps() -> contextlib.AbstractContextManager[object]:
     """The warps as on OpenCV 4.x: ``grid_sample`` and ``interpolate`` (every other OpenCV kernel stays)."""
-    before = opencv.exact_bilinear
-    opencv.exact_bilinear = lambda cv2: False  # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        opencv.exact_bilinear = before  # type: ignore[assignment]
+    return mock.patch.object(opencv, "exact_bilinear", lambda cv2: False)
 
 
-@contextlib.contextmanager
-def tensor_labels() -> Iterator[None]:
+def tensor_labels() -> contextlib.AbstractContextManager[object]:
     """Label maps moved by tensor ops (``floor``, ``gather``, ``where``) instead of numba's loops."""
-    before = geometry._compiled_nearest_for
-    geometry._compiled_nearest_for = lambda labels, coords: None  # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        geometry._compiled_nearest_for = before  # type: ignore[assignment]
+    return mock.patch.object(geometry, "_compiled_nearest_for", lambda labels, coords: None)
 
 
 PATHS = {"opencv": contextlib.nullcontext, "torch": torch_warps, "tensor labels": tensor_labels}

@@ -136,18 +136,17 @@ def _shift_copy(image: np.ndarray, matrix: np.ndarray, fill: float, out: np.ndar
     elsewhere, which is what ``warpAffine`` computes for it, without computing any weights
     (integer translations: ``translate``'s every map). ``image``, ``out``: ``(C, H, W)``.
     """
-    (a, b, dx), (c, d, dy) = matrix
-    if (a, b, c, d) != (1.0, 0.0, 0.0, 1.0) or not (float(dx).is_integer() and float(dy).is_integer()):
+    (a, b, shift_x), (c, d, shift_y) = matrix
+    if (a, b, c, d) != (1.0, 0.0, 0.0, 1.0) or not (float(shift_x).is_integer() and float(shift_y).is_integer()):
         return False
+    dx, dy = int(shift_x), int(shift_y)
     h, w = image.shape[-2:]
     # Output (x, y) reads (x + dx, y + dy): the overlap's rows and columns on both sides.
-    rows = (max(0, -int(dy)), min(h, h - int(dy)))
-    cols = (max(0, -int(dx)), min(w, w - int(dx)))
+    top, bottom = max(0, -dy), min(h, h - dy)
+    left, right = max(0, -dx), min(w, w - dx)
     out.fill(fill)
-    if rows[0] < rows[1] and cols[0] < cols[1]:
-        out[:, rows[0] : rows[1], cols[0] : cols[1]] = image[
-            :, rows[0] + int(dy) : rows[1] + int(dy), cols[0] + int(dx) : cols[1] + int(dx)
-        ]
+    if top < bottom and left < right:
+        out[:, top:bottom, left:right] = image[:, top + dy : bottom + dy, left + dx : right + dx]
     return True
 
 
