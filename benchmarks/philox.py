@@ -15,6 +15,11 @@ generators of torch (``torch.rand``, ``torch.randn``: MT19937 on CPUs) and numpy
 (``default_rng``'s PCG64, float32 ziggurat normals), which are neither counter-based nor the
 same on every device, and says how far the numpy path's normals are from the torch path's:
 
+A fourth table times draws of a few blocks (a sign, an angle, a corruption's parameters) made
+with Python integers (the default up to ``_PYTHON_MAX_BLOCKS`` blocks per seed) against the
+numpy rounds, in microseconds, with warm caches and with cold ones (64 MiB of other data
+written before each call, as a model's forward pass between two images leaves them).
+
 A third table times the normal draws and the two corruptions made of them with the Box-Muller
 steps around ``log`` and ``polarToCart`` as numpy ufuncs against numba's loops (the default
 where numba is installed; the same bits, tests/test_philox_kernel.py).
@@ -94,6 +99,45 @@ def side_by_side(
             f"| {name} | {min(before):.2f} / {statistics.median(before):.2f} "
             f"| {min(after):.2f} / {statistics.median(after):.2f} | {min(before) / min(after):.2f}x |"
         )
+
+
+def few_blocks(repeats: int) -> None:
+    """Print one row per draw size: microseconds of the numpy rounds and of Python integers, warm and cold."""
+    other = np.zeros(64 << 20, dtype=np.uint8)
+
+    def micros(blocks: int, python: bool, cold: bool) -> float:
+        limit = blocks if python else 0
+        with (
+            mock.patch.object(philox, "_PYTHON_MAX_BLOCKS", limit),
+            mock.patch.object(philox, "_compiled_for", lambda b: None),
+        ):
+            draw = functools.partial(philox.random_bits, [7], 4 * blocks, "cpu", 3)
+            if cold:
+                np.add(other, 1, out=other)
+            else:
+                draw()  # the same draw just before: code and data in cache
+            start = time.thread_time()
+            draw()
+            return (time.thread_time() - start) * 1e6
+
+    print(
+        "| blocks per seed | numpy rounds warm | Python warm | numpy rounds cold | Python cold | speed-up warm / cold (min) |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|")
+    for blocks in (1, 2, 4, 8, 12, 16):
+        times: dict[tuple[bool, bool], list[float]] = {(p, c): [] for p in (False, True) for c in (False, True)}
+        for key in times:
+            micros(blocks, *key)  # warm-up
+        for repeat in range(max(repeats, 30)):
+            for python, cold in times if repeat % 2 else reversed(list(times)):
+                times[python, cold].append(micros(blocks, python, cold))
+        cells = " | ".join(
+            f"{min(times[p, c]):.0f} / {statistics.median(times[p, c]):.0f}"
+            for c in (False, True)
+            for p in (False, True)
+        )
+        gains = " / ".join(f"{min(times[False, c]) / min(times[True, c]):.1f}x" for c in (False, True))
+        print(f"| {blocks} | {cells} | {gains} |")
 
 
 def beside_peers(size: int, batch: int, repeats: int) -> None:
@@ -184,6 +228,8 @@ def main() -> None:
     poisson_rows["poisson, float image x 12"] = lambda: philox.poisson(seeds, smooth * 12.0)
     poisson_rows[f"shot_noise (severity {args.severity})"] = lambda: shot_noise(images, args.severity, seeds)
     side_by_side(poisson_rows, args.repeats, args.batch, walk_alone, ("walk alone", "CDF tables"))
+    print("\nDraws of a few blocks, one seed: microseconds per draw, min / median\n")
+    few_blocks(args.repeats)
 
 
 if __name__ == "__main__":

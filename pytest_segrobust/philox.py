@@ -76,6 +76,10 @@ _NUMPY_CHUNK_BLOCKS = 2**15
 # The first draw of at least this many blocks (a (3, 209, 209) field) loads the compiled
 # kernel; smaller ones before it take the numpy rounds (see _compiled_for).
 _COMPILED_MIN_BLOCKS = 2**15
+# Draws of at most this many blocks per seed (a sign, an angle, a few parameters) are made
+# with Python integers (:func:`_python_words`): 5-7x less CPU than the numpy rounds at one
+# block, 2x with cold caches, 1.4-2x at 8 blocks, even at 16 (benchmarks/philox.py).
+_PYTHON_MAX_BLOCKS = 8
 # Rates up to this draw Poisson variates by inverting the CDF; above it, a normal approximation.
 POISSON_INVERSION_LIMIT = 256.0
 # Poisson rates are grouped by hashing their bits into this many buckets (2**16: 512 KiB).
@@ -553,11 +557,36 @@ def _words(
     same values; on the numpy path they run on uint32 lanes before the tensor is made.
     """
     _check_draw(seeds, count, stream)
+    if _uses_numpy(device) and count <= 4 * _PYTHON_MAX_BLOCKS:
+        return torch.tensor(_python_words(seeds, count, stream, shift), dtype=dtype).reshape(len(seeds), count)
     if _uses_numpy(device):
         words = _numpy_words(seeds, count, stream, shift, _NUMPY_DTYPES[dtype])
         return torch.from_numpy(np.ascontiguousarray(words))
     bits = _torch_words(seeds, count, device, stream)
     return (bits >> shift if shift else bits).to(dtype).contiguous()
+
+
+def _python_words(seeds: Sequence[int], count: int, stream: int, shift: int) -> list[list[int]]:
+    """:func:`random_bits` with Python integers, for draws of a few blocks: ``len(seeds)`` rows of ``count`` words shifted right by ``shift``.
+
+    The rounds of :func:`philox4x32` word for word (exact: Python integers do not wrap), with
+    no array made: a draw of one block costs a few dozen integer operations where the numpy
+    rounds call about fifty ufuncs.
+    """
+    (m0, m1), (weyl0, weyl1) = _MULTIPLIERS, _WEYL
+    rows = []
+    for seed in seeds:
+        row: list[int] = []
+        for block in range(-(-count // 4)):
+            c0, c1, c2, c3 = block, stream, 0, 0
+            k0, k1 = seed & _MASK32, seed >> 32
+            for _ in range(ROUNDS):
+                p0, p1 = c0 * m0, c2 * m1
+                c0, c1, c2, c3 = (p1 >> 32) ^ c1 ^ k0, p1 & _MASK32, (p0 >> 32) ^ c3 ^ k1, p0 & _MASK32
+                k0, k1 = (k0 + weyl0) & _MASK32, (k1 + weyl1) & _MASK32
+            row += (c0, c1, c2, c3)
+        rows.append([word >> shift for word in row[:count]])
+    return rows
 
 
 def _torch_words(seeds: Sequence[int], count: int, device: torch.device, stream: int) -> torch.Tensor:
@@ -632,6 +661,26 @@ def integers(
         raise ValueError(f"expected low < high within 2**31 of each other, got [{low}, {high})")
     bits = _words(seeds, math.prod(shape), torch.device(device), stream, 0, torch.int64)
     return bits.mul_(span).bitwise_right_shift_(32).add_(low).view(len(seeds), *shape)
+
+
+def signs(
+    seeds: Sequence[int], device: torch.device | str, stream: int = 0, dtype: torch.dtype = torch.float32
+) -> torch.Tensor:
+    """One sign per seed, ``+1`` where the top bit of the stream's first word is set, else ``-1``.
+
+    The top bit is ``integers(0, 2)`` of the same word (Lemire's ``w * 2 >> 32``), so the
+    signs are ``2 * integers(0, 2) - 1``. On the CPU one tensor is made from Python
+    numbers: a sign draw precedes every affine warp, and each tiny tensor op costs tens of
+    microseconds with cold caches.
+
+    Returns:
+        ``(len(seeds),)`` of ``dtype``.
+    """
+    device = torch.device(device)
+    _check_draw(seeds, 1, stream)
+    if _uses_numpy(device):
+        return torch.tensor([1.0 if row[0] else -1.0 for row in _python_words(seeds, 1, stream, 31)], dtype=dtype)
+    return torch.where(_torch_words(seeds, 1, device, stream)[:, 0] >= 2**31, 1.0, -1.0).to(dtype)
 
 
 def normal(seeds: Sequence[int], shape: Sequence[int], device: torch.device | str, stream: int = 0) -> torch.Tensor:

@@ -1,7 +1,9 @@
-"""The numpy path of Philox on CPUs: the same words and draws as the torch path, bit for bit."""
+"""The CPU paths of Philox (numpy rounds; Python integers for draws of a few blocks): the same words
+and draws as the torch path, bit for bit."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 from unittest import mock
@@ -82,6 +84,35 @@ def test_every_draw_equals_the_torch_paths(seeds: list[int], count: int, stream:
             ours, theirs = draw(), torch_path(draw)
             assert ours.dtype == theirs.dtype and ours.shape == theirs.shape and ours.is_contiguous()
             assert torch.equal(ours, theirs)
+
+
+@pytest.mark.parametrize("seeds", [[0], [2**64 - 1, 5, 2**32]])
+@pytest.mark.parametrize("stream", [0, 2**32 - 1])
+def test_draws_of_a_few_blocks_take_python_integers_and_give_the_torch_words(seeds: list[int], stream: int) -> None:
+    # Up to _PYTHON_MAX_BLOCKS blocks per seed without the numpy rounds, and one word more with them.
+    limit = 4 * philox._PYTHON_MAX_BLOCKS
+    rounds = mock.Mock(wraps=philox._numpy_rounds)
+    with mock.patch.object(philox, "_numpy_rounds", rounds), mock.patch.object(philox, "_compiled_for", lambda b: None):
+        for count in (0, 1, 3, 4, 5, limit - 1, limit, limit + 1):
+            draws = [
+                functools.partial(philox.random_bits, seeds, count, "cpu", stream),
+                functools.partial(philox.uniform, seeds, (count,), "cpu", stream),
+                functools.partial(philox.uniform, seeds, (1, count), "cpu", stream, dtype=torch.float64),
+                functools.partial(philox.uniform_levels, seeds, (count,), "cpu", stream),
+                functools.partial(philox.integers, seeds, -3, 2**31 - 3, (count,), "cpu", stream),
+            ]
+            for draw in draws:
+                rounds.reset_mock()
+                ours, theirs = draw(), torch_path(draw)
+                assert ours.dtype == theirs.dtype and ours.shape == theirs.shape and ours.is_contiguous()
+                assert torch.equal(ours, theirs)
+                assert rounds.called == (count > limit)
+    assert philox.random_bits([], 3, "cpu").shape == (0, 3)
+    for dtype in (torch.float32, torch.float64):
+        draw = functools.partial(philox.signs, seeds, "cpu", stream, dtype)
+        ours, theirs = draw(), torch_path(draw)
+        assert ours.dtype == theirs.dtype == dtype and torch.equal(ours, theirs)
+        assert torch.equal(ours, philox.integers(seeds, 0, 2, (1,), "cpu", stream)[:, 0].to(dtype) * 2 - 1)
 
 
 def test_large_fields_and_poisson_equal_the_torch_paths() -> None:

@@ -267,9 +267,12 @@ def shear_x_about_centre(angles_deg: torch.Tensor, height: int, width: int, sque
 def _host_matrices(matrices: list[list[list[float]]], like: torch.Tensor) -> torch.Tensor:
     # Per-sample maps are a few numbers each: made on the host in float64 (Python's math,
     # the same values as torch's float64 CPU ops), one tensor copied to ``like``'s device,
-    # so every device warps through the same maps. A few dozen tensor ops on (B,) tensors
+    # so every device warps through the same maps; each entry is rounded once to ``like``'s
+    # dtype, as a cast of the float64 tensor would be. A few dozen tensor ops on (B,) tensors
     # cost more than the whole warp of a small image.
-    return torch.tensor(matrices, dtype=torch.float64).reshape(len(matrices), 2, 3).to(like.device, like.dtype)
+    if not matrices:
+        return torch.empty((0, 2, 3), dtype=like.dtype, device=like.device)
+    return torch.tensor(matrices, dtype=like.dtype, device=like.device)
 
 
 def translation(offsets: torch.Tensor) -> torch.Tensor:
@@ -278,10 +281,7 @@ def translation(offsets: torch.Tensor) -> torch.Tensor:
     Shape:
         offsets: ``(B, 2)`` holding ``(dx, dy)``; return: ``(B, 2, 3)``, same dtype and device.
     """
-    one, zero = torch.ones_like(offsets[:, 0]), torch.zeros_like(offsets[:, 0])
-    return torch.stack(
-        [torch.stack([one, zero, -offsets[:, 0]], dim=-1), torch.stack([zero, one, -offsets[:, 1]], dim=-1)], dim=-2
-    )
+    return _host_matrices([[[1.0, 0.0, -dx], [0.0, 1.0, -dy]] for dx, dy in offsets.tolist()], offsets)
 
 
 def pixel_grid(height: int, width: int, device: torch.device | None = None) -> torch.Tensor:
