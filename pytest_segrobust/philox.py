@@ -15,7 +15,9 @@ faster than the int64 tensor ops (``benchmarks/philox.py``); the draws below tak
 words from it there and are the same bits. Where numba is installed (optional), a
 compiled loop makes those words instead (:mod:`pytest_segrobust.philox_kernel`, checked
 against the numpy rounds once per process, :func:`_compiled_for` picks it), another five
-to six times faster: a ``(3, 512, 512)`` field of words in 0.7 ms. There :func:`normal` also makes its float64
+to six times faster: a ``(3, 512, 512)`` field of words in 0.7 ms; draws of a few blocks per seed
+(a sign, a corruption's parameters) take Python integers (:func:`_python_words`), the same
+bits without the fixed cost of fifty array calls. There :func:`normal` also makes its float64
 Box-Muller transform slice by slice, on the words just made, with the torch path's exact
 conversions and products, numpy's ``log`` and ``sqrt`` (the exact steps around ``log`` as
 compiled loops where the words are compiled: :func:`_compiled_box_muller`), and OpenCV's
