@@ -466,6 +466,11 @@ def plain_calls(cv2: Any, photo: np.ndarray) -> dict[str, tuple[str, Callable[[]
     line = np.zeros((13, 13), np.float32)
     line[6, :] = 1 / 13
     line = cv2.warpAffine(line, cv2.getRotationMatrix2D((6, 6), 20.0, 1.0), (13, 13))
+    def contrast() -> np.ndarray:
+        # ImageNet-C's contrast per channel: x * 0.2 + 0.8 * mean, as one 3x4 affine map of the channels.
+        means = cv2.mean(hwc)[:3]
+        return cv2.transform(hwc, np.hstack([0.2 * np.eye(3), 0.8 * np.array(means)[:, None]]))
+
     tan15 = math.tan(math.radians(15))
     hsv_round_trip = lambda: cv2.cvtColor(cv2.cvtColor(hwc, cv2.COLOR_RGB2HSV), cv2.COLOR_HSV2RGB)
     return {
@@ -482,7 +487,7 @@ def plain_calls(cv2: Any, photo: np.ndarray) -> dict[str, tuple[str, Callable[[]
             "Pillow's resize BOX down, NEAREST up, per float32 plane (INTER_AREA is another filter)",
             pixelate,
         ),
-        "contrast": ("cv2.mean, cv2.addWeighted", lambda: cv2.addWeighted(hwc, 0.2, hwc, 0.0, 0.8 * cv2.mean(hwc)[0])),
+        "contrast": ("cv2.mean, cv2.transform (each channel scaled by 0.2 towards its own mean)", contrast),
         "saturate": ("cv2.cvtColor RGB2HSV, HSV2RGB", hsv_round_trip),
         "brightness": ("cv2.cvtColor RGB2HSV, HSV2RGB", hsv_round_trip),
         "darkness": ("cv2.multiply", lambda: cv2.multiply(hwc, 0.7)),

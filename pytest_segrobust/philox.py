@@ -666,9 +666,13 @@ def integers(
 
 
 def signs(
-    seeds: Sequence[int], device: torch.device | str, stream: int = 0, dtype: torch.dtype = torch.float32
+    seeds: Sequence[int],
+    device: torch.device | str,
+    stream: int = 0,
+    dtype: torch.dtype = torch.float32,
+    magnitude: float = 1.0,
 ) -> torch.Tensor:
-    """One sign per seed, ``+1`` where the top bit of the stream's first word is set, else ``-1``.
+    """One sign per seed times ``magnitude``: ``+magnitude`` where the top bit of the stream's first word is set, else ``-magnitude``.
 
     The top bit is ``integers(0, 2)`` of the same word (Lemire's ``w * 2 >> 32``), so the
     signs are ``2 * integers(0, 2) - 1``. On the CPU one tensor is made from Python
@@ -681,8 +685,9 @@ def signs(
     device = torch.device(device)
     _check_draw(seeds, 1, stream)
     if _uses_numpy(device):
-        return torch.tensor([1.0 if row[0] else -1.0 for row in _python_words(seeds, 1, stream, 31)], dtype=dtype)
-    return torch.where(_torch_words(seeds, 1, device, stream)[:, 0] >= 2**31, 1.0, -1.0).to(dtype)
+        words = _python_words(seeds, 1, stream, 31)
+        return torch.tensor([magnitude if row[0] else -magnitude for row in words], dtype=dtype)
+    return torch.where(_torch_words(seeds, 1, device, stream)[:, 0] >= 2**31, magnitude, -magnitude).to(dtype)
 
 
 def normal(seeds: Sequence[int], shape: Sequence[int], device: torch.device | str, stream: int = 0) -> torch.Tensor:

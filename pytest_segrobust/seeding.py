@@ -176,13 +176,13 @@ class SampleStreams:
         """
         return philox.integers(self.seeds, low, high, tuple(shape), self.device, self._take())
 
-    def signs(self, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-        """One random sign per sample, +1 or -1 with equal chance (``2 * integers(0, 2) - 1``, one draw).
+    def signs(self, dtype: torch.dtype = torch.float32, magnitude: float = 1.0) -> torch.Tensor:
+        """One random sign per sample, +1 or -1 with equal chance (``2 * integers(0, 2) - 1``, one draw), times ``magnitude``.
 
         Shape:
             return: ``(B,)``, ``dtype``.
         """
-        return philox.signs(self.seeds, self.device, self._take(), dtype)
+        return philox.signs(self.seeds, self.device, self._take(), dtype, magnitude)
 
     def poisson(self, rates: torch.Tensor) -> torch.Tensor:
         """One Poisson variate per rate; row ``i`` of ``rates`` belongs to sample ``i``.

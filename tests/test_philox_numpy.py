@@ -113,6 +113,8 @@ def test_draws_of_a_few_blocks_take_python_integers_and_give_the_torch_words(see
         ours, theirs = draw(), torch_path(draw)
         assert ours.dtype == theirs.dtype == dtype and torch.equal(ours, theirs)
         assert torch.equal(ours, philox.integers(seeds, 0, 2, (1,), "cpu", stream)[:, 0].to(dtype) * 2 - 1)
+        scaled = functools.partial(philox.signs, seeds, "cpu", stream, dtype, magnitude=12.5)
+        assert torch.equal(scaled(), ours * 12.5) and torch.equal(torch_path(scaled), ours * 12.5)
 
 
 def test_large_fields_and_poisson_equal_the_torch_paths() -> None:

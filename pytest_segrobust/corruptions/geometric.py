@@ -29,7 +29,7 @@ class Rotate(AffineCorruption[RotateParams]):
     def inverse_affine_maps(
         self, params: RotateParams, streams: SampleStreams, height: int, width: int, device: torch.device
     ) -> torch.Tensor:
-        angles = Fn.random_signs(streams, torch.float64) * params.degrees
+        angles = Fn.random_signs(streams, torch.float64, params.degrees)
         return Fn.rotation_about_centre(angles, height, width)
 
 
@@ -76,7 +76,7 @@ class Shear(AffineCorruption[ShearParams]):
     def inverse_affine_maps(
         self, params: ShearParams, streams: SampleStreams, height: int, width: int, device: torch.device
     ) -> torch.Tensor:
-        angles = Fn.random_signs(streams, torch.float64) * params.degrees
+        angles = Fn.random_signs(streams, torch.float64, params.degrees)
         return Fn.shear_x_about_centre(angles, height, width, squeeze_rows=self.convention == "legacy")
 
 
@@ -102,8 +102,9 @@ class Translate(AffineCorruption[TranslateParams]):
         self, params: TranslateParams, streams: SampleStreams, height: int, width: int, device: torch.device
     ) -> torch.Tensor:
         # Both signs come from each image's own streams: x first, then y.
-        signs = torch.stack([Fn.random_signs(streams, torch.float64), Fn.random_signs(streams, torch.float64)], dim=-1)
-        return Fn.translation(signs * params.pixels)
+        dx = Fn.random_signs(streams, torch.float64, params.pixels)
+        dy = Fn.random_signs(streams, torch.float64, params.pixels)
+        return Fn.translation(torch.stack([dx, dy], dim=-1))
 
 
 @dataclass(frozen=True)

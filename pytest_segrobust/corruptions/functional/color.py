@@ -73,7 +73,7 @@ def reduce_contrast(images: torch.Tensor, factor: float) -> torch.Tensor:
         # Plane by plane: each plane's mean, then its blend while the plane is still in
         # cache (at 512x512 from memory, 1.8x less CPU than every mean first). The same
         # means and operations as below, so the same bits.
-        source = images.detach().numpy()
+        source = images.numpy()
         out = torch.empty_like(images, memory_format=torch.contiguous_format)
         target = out.numpy()
         scalars = (_scalar(images, factor), _scalar(images, 0.0), _scalar(images, 1.0))

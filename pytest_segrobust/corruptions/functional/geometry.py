@@ -108,8 +108,9 @@ def sample_affine_bilinear(
     if cv2 is None or not opencv.fits_remap(images.shape[-2:]):
         return sample_bilinear(images, coords(), fill)
     h, w = images.shape[-2:]
-    source = images.detach().contiguous().numpy()
-    maps = matrices.detach().to(device="cpu", dtype=torch.float64).numpy()
+    # No autograd here (opencv_warps_for): the tensors are handed over as they are.
+    source = images.contiguous().numpy()
+    maps = matrices.to(device="cpu", dtype=torch.float64).numpy()
     out = torch.empty_like(images, memory_format=torch.contiguous_format)
     target = out.numpy()
     for i, matrix in enumerate(maps):

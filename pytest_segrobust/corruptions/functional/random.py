@@ -26,10 +26,10 @@ def uniform_like(images: torch.Tensor, streams: SampleStreams, channels: int | N
     return streams.uniform((channels if channels is not None else c, h, w)).to(images.dtype)
 
 
-def random_signs(streams: SampleStreams, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    """One random sign (+1 or -1) per sample (one draw).
+def random_signs(streams: SampleStreams, dtype: torch.dtype = torch.float32, magnitude: float = 1.0) -> torch.Tensor:
+    """One random sign (+1 or -1) per sample (one draw), times ``magnitude`` (an angle, a shift).
 
     Shape:
         return: ``(B,)``, ``dtype``.
     """
-    return streams.signs(dtype)
+    return streams.signs(dtype, magnitude)
