@@ -317,12 +317,31 @@ class GeometricCorruption(Corruption[Params]):
                 return {name: type(field).join([one[name] for one in moved]) for name, field in moved[0].items()}
         return self._warp(batch, params, seeds, size, device)
 
+    def warp_coordinates(
+        self, params: Params, streams: SampleStreams, height: int, width: int, device: torch.device
+    ) -> torch.Tensor:
+        """The coordinates a batch's fields are warped through: :meth:`sampling_coordinates` unless
+        a corruption hands its kernels a field it keeps (they never write into it, see ``_warp``)."""
+        return self.sampling_coordinates(params, streams, height, width, device)
+
     def _warp(self, batch, params, seeds, size, device):  # type: ignore[no-untyped-def]
         keys, frames = self._warp_keys(batch, seeds, size)
-        coords = self.sampling_coordinates(params, SampleStreams(keys, device), *size, device)
+        coords = self.warp_coordinates(params, SampleStreams(keys, device), *size, device)
         if frames is not None:
             coords = coords.unflatten(0, (len(seeds), frames))
-        return {name: kernels.warp(field, coords) for name, field in batch.items()}
+        # Every field reads the same coordinates, which may be a field kept for other batches
+        # (warp_coordinates): a kernel that writes into them would move the fields after it,
+        # and later batches, somewhere else. Refused, by the tensor's version counter (it
+        # counts in-place writes through every view).
+        version = coords._version
+        moved = {name: kernels.warp(field, coords) for name, field in batch.items()}
+        if coords._version != version:
+            written = ", ".join(f"{name}: {type(field).__name__}" for name, field in batch.items())
+            raise RuntimeError(
+                f"{self.name}: a warp kernel wrote into the sampling coordinates it was given (fields {written}); "
+                "kernels must leave them as they are"
+            )
+        return moved
 
     def _warp_keys(
         self, batch: dict[str, Field], seeds: Sequence[int], size: tuple[int, int] | None

@@ -161,16 +161,30 @@ class GeometricDistortion(GeometricCorruption[RadialDistortionParams]):
     def sampling_coordinates(
         self, params: RadialDistortionParams, streams: SampleStreams, height: int, width: int, device: torch.device
     ) -> torch.Tensor:
-        # A copy per call: a warp kernel (a plugin's too) may write into its coordinates.
-        field = _radial_field(params.k1, params.k2, height, width, torch.device(device))
-        return field.expand(len(streams), -1, -1, -1).clone()
+        # A copy: the caller may write into it.
+        return self.warp_coordinates(params, streams, height, width, device).clone()
+
+    def warp_coordinates(
+        self, params: RadialDistortionParams, streams: SampleStreams, height: int, width: int, device: torch.device
+    ) -> torch.Tensor:
+        # The kept field itself, every sample a view of it (a copy is 2 MiB a sample at
+        # 512x512): the kernels never write into it (GeometricCorruption._warp refuses one
+        # that does), and a field written into all the same is made anew.
+        key = (params.k1, params.k2, height, width, torch.device(device))
+        field, version = _radial_field(*key)
+        if field._version != version:
+            _radial_field.cache_clear()
+            field, version = _radial_field(*key)
+        return field.expand(len(streams), -1, -1, -1)
 
 
 @functools.lru_cache(maxsize=16)
-def _radial_field(k1: float, k2: float, height: int, width: int, device: torch.device) -> torch.Tensor:
+def _radial_field(k1: float, k2: float, height: int, width: int, device: torch.device) -> tuple[torch.Tensor, int]:
     # The distortion depends on nothing but its coefficients and the frame, and computing it
-    # (in float64) took twice as long as the warp itself: computed once per size and severity.
-    return Fn.radial_distortion_coordinates(k1, k2, height, width, device).to(torch.float32)
+    # (in float64) took twice as long as the warp itself: computed once per size and severity,
+    # with the version counter it was made with (an in-place write moves it on).
+    field = Fn.radial_distortion_coordinates(k1, k2, height, width, device).to(torch.float32)
+    return field, field._version
 
 
 # One instance per severity table; the presets in registry.py list them, in each paper's order.

@@ -265,6 +265,19 @@ def test_remap_reads_the_border_as_grid_sample_does(fill: float) -> None:
 
 
 @needs_opencv_5
+@pytest.mark.parametrize("channels", [1, 2, 3, 4, 5])
+@pytest.mark.parametrize("fill", [0.0, 0.3])
+def test_remap_gives_each_channel_what_it_gives_the_plane_alone(channels: int, fill: float) -> None:
+    # Three or four channels are remapped interleaved, in one call: the same bits as plane by plane.
+    rng = np.random.default_rng(channels)
+    images = torch.from_numpy(rng.random((2, channels, 23, 31), dtype=np.float32))
+    coords = torch.from_numpy(rng.uniform(-3.0, 34.0, (2, 19, 27, 2)).astype(np.float32))
+    together = Fn.sample_bilinear(images, coords, fill)
+    alone = torch.cat([Fn.sample_bilinear(images[:, c : c + 1], coords, fill) for c in range(channels)], dim=1)
+    assert together.shape == (2, channels, 19, 27) and torch.equal(together, alone)
+
+
+@needs_opencv_5
 def test_warp_affine_puts_pixel_centres_at_integers() -> None:
     # A half-pixel shift averages neighbours, whichever path: no edge-aligned convention.
     images = uniform_noise(16, 20)

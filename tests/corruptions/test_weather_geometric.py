@@ -7,13 +7,14 @@ and closed forms.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
 import pytest
 import torch
 
-from pytest_segrobust.corruptions import REGISTRY, SeverityTable
+from pytest_segrobust.corruptions import REGISTRY, SeverityTable, kernels
 from pytest_segrobust.corruptions import functional as Fn
 from pytest_segrobust.corruptions.functional.weather import FogParams, FrostParams, SnowParams
 from pytest_segrobust.corruptions.functional.weather import _spatter as spatter_internals
@@ -21,6 +22,7 @@ from pytest_segrobust.corruptions.geometric import ElasticParams, ElasticTransfo
 from pytest_segrobust.seeding import SampleStreams
 from pytest_segrobust.strategies import make_batch as _make
 from pytest_segrobust.testing import corrupt_batch
+from pytest_segrobust.types import Field, Image
 from tests.corruptions.reference import reference_motion_blur
 
 CPU = torch.device("cpu")
@@ -408,3 +410,39 @@ def test_barrel_distortion_field_is_computed_once_and_never_shared() -> None:
     assert torch.equal(again[0], expected)
     other = distortion.sampling_coordinates(distortion.table[5], SampleStreams([1], CPU), 21, 34, CPU)
     assert not torch.equal(other[0], expected)  # the severity is part of the key
+
+
+def test_barrel_distortion_warps_through_its_kept_field_and_refuses_a_kernel_that_writes_into_it() -> None:
+    distortion = REGISTRY.get("geometric_distortion", "cityscapes-c")
+    params = distortion.table[3]
+    shared = [distortion.warp_coordinates(params, SampleStreams([s], CPU), 21, 34, CPU) for s in (1, 2)]
+    assert shared[0].data_ptr() == shared[1].data_ptr()  # no copy per batch
+    copy = distortion.sampling_coordinates(params, SampleStreams([1], CPU), 21, 34, CPU)
+    assert copy.data_ptr() != shared[0].data_ptr() and torch.equal(copy, shared[0])
+
+    images = torch.rand(1, 3, 21, 34, generator=torch.Generator().manual_seed(0))
+    expected = distortion(images, 3, [5])
+    batch = {"image": Image(images), "scribble": _Scribble(1)}
+    with pytest.raises(RuntimeError, match="geometric_distortion: a warp kernel wrote into the sampling coordinates"):
+        distortion(batch, 3, [5])
+    # The field written into is made anew: later batches warp as before.
+    assert torch.equal(distortion(images, 3, [5]), expected)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Scribble(Field):
+    """A field whose warp kernel (below) writes into the coordinates it is given, as no kernel may."""
+
+    count: int
+
+    def batch_size(self) -> int:
+        return self.count
+
+    def size(self) -> None:
+        return None
+
+
+@kernels.warp.register
+def _(field: _Scribble, coords: torch.Tensor) -> _Scribble:
+    coords.add_(1.0)
+    return field

