@@ -80,14 +80,20 @@ def torch_warps() -> Iterator[None]:
 
 @contextlib.contextmanager
 def counted_opencv_warps() -> Iterator[dict[str, int]]:
-    """The installed OpenCV, counting its ``remap`` and ``warpAffine`` calls, and the whole-pixel shifts copied instead."""
-    calls = {"remap": 0, "warpAffine": 0, "copies": 0}
-    shift_copy = geometry._shift_copy
+    """The installed OpenCV, counting its ``remap`` and ``warpAffine`` calls, and the whole-pixel
+    shifts copied and the maps that keep rows blended row by row instead."""
+    calls = {"remap": 0, "warpAffine": 0, "copies": 0, "rows": 0}
+    shift_copy, shift_rows = geometry._shift_copy, geometry._shift_rows
 
     def counted_copy(*args: Any) -> bool:
         copied = shift_copy(*args)
         calls["copies"] += copied
         return copied
+
+    def counted_rows(*args: Any) -> bool:
+        blended = shift_rows(*args)
+        calls["rows"] += blended
+        return blended
 
     class Spy:
         __version__ = cv2.__version__
@@ -105,6 +111,7 @@ def counted_opencv_warps() -> Iterator[dict[str, int]]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(opencv, "opencv", Spy)
         patch.setattr(geometry, "_shift_copy", counted_copy)
+        patch.setattr(geometry, "_shift_rows", counted_rows)
         yield calls
 
 
@@ -159,7 +166,7 @@ def test_float64_images_keep_the_torch_warps() -> None:
         REGISTRY.get("zoom_blur", "imagenet-c")(images, 3, [1])
         REGISTRY.get("geometric_distortion", "cityscapes-c")(images, 3, [1])
         REGISTRY.get("translate", "coco-p")(images, 3, [1])
-    assert calls == {"remap": 0, "warpAffine": 0, "copies": 0}
+    assert calls == {"remap": 0, "warpAffine": 0, "copies": 0, "rows": 0}
 
 
 @needs_opencv_5

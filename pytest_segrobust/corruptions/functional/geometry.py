@@ -98,7 +98,9 @@ def sample_affine_bilinear(
     (:func:`~.opencv.opencv_warps_for`) they are not: OpenCV's ``warpAffine`` applies the
     float64 maps itself, plane by plane, with the same weights and border, within float
     rounding of the coordinates (a few 1e-5 on [0, 1] images of 512 pixels); a map that
-    shifts by whole pixels is a copy there (:func:`_shift_copy`, the same values).
+    shifts by whole pixels is a copy there (:func:`_shift_copy`, the same values), and one
+    that keeps rows rows (an x-shear) blends each row's two neighbours with one weight per
+    row where numba is installed (:mod:`.rows_kernel`, within the same rounding).
 
     Shape:
         images: ``(B, C, H, W)``; matrices: ``(B, 2, 3)``, output ``(x, y, 1)`` to source
@@ -113,8 +115,11 @@ def sample_affine_bilinear(
     maps = matrices.detach().to(device="cpu", dtype=torch.float64).numpy()
     out = torch.empty_like(images, memory_format=torch.contiguous_format)
     target = out.numpy()
+    rows = _compiled_rows_for(images)
     for i, matrix in enumerate(maps):
         if _shift_copy(source[i], matrix, fill, target[i]):
+            continue
+        if rows is not None and _shift_rows(rows, source[i], matrix, fill, target[i]):
             continue
         for channel in range(images.shape[1]):
             cv2.warpAffine(
@@ -149,6 +154,41 @@ def _shift_copy(image: np.ndarray, matrix: np.ndarray, fill: float, out: np.ndar
     if top < bottom and left < right:
         out[:, top:bottom, left:right] = image[:, top + dy : bottom + dy, left + dx : right + dx]
     return True
+
+
+def _shift_rows(kernel: ModuleType, image: np.ndarray, matrix: np.ndarray, fill: float, out: np.ndarray) -> bool:
+    """Warp ``image`` into ``out`` row by row if ``matrix`` keeps rows rows; say whether it did.
+
+    That is ``(x, y) -> (x + b y + e, y + f)`` with a whole ``f``: each output row reads one
+    source row shifted along itself (:func:`.rows_kernel.shift_rows_into`). ``image``,
+    ``out``: ``(C, H, W)`` float32, contiguous.
+    """
+    (a, b, e), (c, d, f) = matrix
+    if (a, c, d) != (1.0, 0.0, 1.0) or not float(f).is_integer():
+        return False
+    kernel.shift_rows_into(image, float(b), float(e), int(f), np.float32(fill), out)
+    return True
+
+
+COMPILED_ROWS_MIN_PIXELS = 128 * 128
+"""Pixels per image from which an affine warp that keeps rows loads numba's loop (about 0.7 s
+once per process, where it is not loaded yet): smaller images take ``warpAffine`` before it."""
+
+
+def _compiled_rows_for(images: torch.Tensor) -> ModuleType | None:
+    """:mod:`.rows_kernel` for float32 CPU ``images``, where numba is installed and loading it pays."""
+    if images.shape[-2] * images.shape[-1] < COMPILED_ROWS_MIN_PIXELS and not _compiled_rows.cache_info().currsize:
+        return None
+    return _compiled_rows()
+
+
+@functools.cache
+def _compiled_rows() -> ModuleType | None:
+    """:mod:`.rows_kernel` (numba's compiled row blends), or None where numba is not installed."""
+    try:
+        return importlib.import_module("pytest_segrobust.corruptions.functional.rows_kernel")
+    except ImportError:
+        return None
 
 
 def _opencv_remap(cv2: ModuleType, images: torch.Tensor, coords: torch.Tensor, fill: float) -> torch.Tensor:
