@@ -209,7 +209,7 @@ def scipy_gaussian_filter(field: np.ndarray, sigma: tuple[float, float], truncat
         widths = [(0, 0), (0, 0)]
         widths[axis] = (radius, radius)
         padded = np.pad(out, widths, mode=numpy_mode)
-        out = np.apply_along_axis(lambda v: np.convolve(v, kernel[::-1], mode="valid"), axis, padded)
+        out = np.apply_along_axis(lambda v, k=kernel: np.convolve(v, k[::-1], mode="valid"), axis, padded)
     return out
 
 

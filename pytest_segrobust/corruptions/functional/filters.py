@@ -136,7 +136,7 @@ def shift_sum(fields: torch.Tensor, taps: Sequence[Tap], border: Border, *, fuse
         fields: ``(..., H, W)``; return: same.
     """
     h, w = fields.shape[-2:]
-    left, right, top, bottom = reach = _reach(taps)
+    left, _right, top, _bottom = reach = _reach(taps)
     padded = pad(fields, reach, border)
 
     def shifted(dy: int, dx: int) -> torch.Tensor:

@@ -211,7 +211,7 @@ def _draw_strokes(
     # Points every half pixel along each stroke, fading to the tip; overlaps keep the maximum,
     # which is exact and order-free, so the drawing is deterministic on every device.
     height = canvas.numel() // width
-    points = int(math.ceil(2 * float(lengths.max()))) + 2
+    points = math.ceil(2 * float(lengths.max())) + 2
     t = torch.linspace(0, 1, points, device=starts.device)
     steps = lengths[:, None] * t  # (N, P)
     xi = torch.floor(starts[:, :1] + directions[:, :1] * steps + 0.5)
