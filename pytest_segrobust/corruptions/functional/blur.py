@@ -16,7 +16,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from pytest_segrobust.corruptions.functional import opencv
+from pytest_segrobust.corruptions.functional import compiled, opencv
 from pytest_segrobust.corruptions.functional.filters import (
     Tap,
     fft_shift_sum,
@@ -400,14 +400,7 @@ COMPILED_ZOOM_MIN_PIXELS = 128 * 128
 """Planes from this size on are zoomed by :mod:`.zoom_kernel` (smaller ones do not repay loading numba)."""
 
 
-@functools.cache
-def _compiled_zoom() -> ModuleType | None:
-    """:mod:`.zoom_kernel` (numba's compiled row blends), or None where numba is not installed."""
-    try:
-        from pytest_segrobust.corruptions.functional import zoom_kernel
-    except ImportError:
-        return None
-    return zoom_kernel
+_compiled_zoom = compiled.loader("zoom_kernel")
 
 
 def _compiled_zoom_blur(

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import functools
 import itertools
 from types import ModuleType
 
 import numpy as np
 import torch
 
+from pytest_segrobust.corruptions.functional import compiled
 from pytest_segrobust.opencv import opencv
 
 # ITU-R 601-2 luma, the weights PIL uses for ``convert("L")``.
@@ -279,19 +279,10 @@ def _opencv_means_for(images: torch.Tensor) -> ModuleType | None:
 
 def _compiled_color_for(images: torch.Tensor) -> ModuleType | None:
     """:mod:`.color_kernel` for CPU ``images`` where numba is installed and loading it pays, else None."""
-    if images.numel() < COMPILED_COLOR_MIN_VALUES and not _compiled_color.cache_info().currsize:
-        return None
-    return _compiled_color()
+    return compiled.if_it_pays(_compiled_color, images.numel() >= COMPILED_COLOR_MIN_VALUES)
 
 
-@functools.cache
-def _compiled_color() -> ModuleType | None:
-    """:mod:`.color_kernel` (numba's compiled HSV loops), or None where numba is not installed."""
-    try:
-        from pytest_segrobust.corruptions.functional import color_kernel
-    except ImportError:
-        return None
-    return color_kernel
+_compiled_color = compiled.loader("color_kernel")
 
 
 def _tint_remaining(images: torch.Tensor, scale: float, shift: float) -> np.generic:

@@ -4,8 +4,6 @@ Coordinates are pixel positions ``(x, y)`` with pixel centres at integers."""
 
 from __future__ import annotations
 
-import functools
-import importlib
 import math
 from collections.abc import Callable
 from types import ModuleType
@@ -14,7 +12,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from pytest_segrobust.corruptions.functional import opencv
+from pytest_segrobust.corruptions.functional import compiled, opencv
 from pytest_segrobust.corruptions.functional.filters import gaussian_filter
 from pytest_segrobust.corruptions.functional.padding import Border
 from pytest_segrobust.seeding import SampleStreams
@@ -177,18 +175,10 @@ once per process, where it is not loaded yet): smaller images take ``warpAffine`
 
 def _compiled_rows_for(images: torch.Tensor) -> ModuleType | None:
     """:mod:`.rows_kernel` for float32 CPU ``images``, where numba is installed and loading it pays."""
-    if images.shape[-2] * images.shape[-1] < COMPILED_ROWS_MIN_PIXELS and not _compiled_rows.cache_info().currsize:
-        return None
-    return _compiled_rows()
+    return compiled.if_it_pays(_compiled_rows, images.shape[-2] * images.shape[-1] >= COMPILED_ROWS_MIN_PIXELS)
 
 
-@functools.cache
-def _compiled_rows() -> ModuleType | None:
-    """:mod:`.rows_kernel` (numba's compiled row blends), or None where numba is not installed."""
-    try:
-        return importlib.import_module("pytest_segrobust.corruptions.functional.rows_kernel")
-    except ImportError:
-        return None
+_compiled_rows = compiled.loader("rows_kernel")
 
 
 def _opencv_remap(cv2: ModuleType, images: torch.Tensor, coords: torch.Tensor, fill: float) -> torch.Tensor:
@@ -274,18 +264,10 @@ def _compiled_nearest_for(labels: torch.Tensor, coords: torch.Tensor) -> ModuleT
     on_cpu = labels.device.type == coords.device.type == "cpu" and coords.dtype in (torch.float32, torch.float64)
     if not on_cpu or labels.dtype.is_floating_point or labels.dtype.is_complex:
         return None
-    if coords.shape[1] * coords.shape[2] < COMPILED_NEAREST_MIN_PIXELS and not _compiled_nearest.cache_info().currsize:
-        return None
-    return _compiled_nearest()
+    return compiled.if_it_pays(_compiled_nearest, coords.shape[1] * coords.shape[2] >= COMPILED_NEAREST_MIN_PIXELS)
 
 
-@functools.cache
-def _compiled_nearest() -> ModuleType | None:
-    """:mod:`.nearest_kernel` (numba's compiled nearest-neighbour loops), or None where numba is not installed."""
-    try:
-        return importlib.import_module("pytest_segrobust.corruptions.functional.nearest_kernel")
-    except ImportError:
-        return None
+_compiled_nearest = compiled.loader("nearest_kernel")
 
 
 def _normalise(coords: torch.Tensor, height: int, width: int) -> torch.Tensor:
