@@ -9,7 +9,9 @@ the frame and of every fraction, with rows moved in and out of the frame and two
 
 from __future__ import annotations
 
+import contextlib
 import sys
+from collections.abc import Iterator
 
 import cv2
 import numpy as np
@@ -32,32 +34,41 @@ TOLERANCE = 1e-4
 """Largest |rows - torch| on [0, 1] images: the bound the device-invariance test accepts."""
 
 
+@contextlib.contextmanager
+def counted_row_blends() -> Iterator[list[int]]:
+    """The row blends for every image, large or small, counting their calls."""
+    kernel = geometry._compiled_rows()
+    assert kernel is not None, "numba is installed but the row blends are not loaded"
+    calls: list[int] = []
+
+    class Spy:
+        @staticmethod
+        def shift_rows_into(*args: object) -> None:
+            calls.append(1)
+            kernel.shift_rows_into(*args)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(geometry, "_compiled_rows_for", lambda images: Spy)
+        yield calls
+
+
 def warp(images: torch.Tensor, matrices: torch.Tensor, fill: float, path: str) -> torch.Tensor:
     """``sample_affine_bilinear`` by the row blends (``"rows"``), by ``warpAffine`` or by ``grid_sample`` (``"torch"``)."""
     h, w = images.shape[-2:]
     coords = lambda: Fn.affine_coordinates(matrices, h, w, torch.float32)
+    if path == "rows":
+        with counted_row_blends() as calls:
+            out = Fn.sample_affine_bilinear(images, matrices, coords, fill)
+        # Every map keeps rows rows: none goes to warpAffine; whole shifts are copies.
+        copies = sum(b == 0.0 and float(e).is_integer() for (_, b, e), _ in matrices.tolist())
+        assert len(calls) == len(images) - copies
+        return out
     with pytest.MonkeyPatch.context() as patch:
         if path == "torch":
             patch.setattr(opencv, "exact_bilinear", lambda module: False)
-        elif path == "warpAffine":
-            patch.setattr(geometry, "_compiled_rows_for", lambda images: None)
         else:
-            kernel = geometry._compiled_rows()
-            assert kernel is not None, "numba is installed but the row blends are not loaded"
-            calls: list[int] = []
-
-            class Spy:
-                @staticmethod
-                def shift_rows_into(*args: object) -> None:
-                    calls.append(1)
-                    kernel.shift_rows_into(*args)
-
-            patch.setattr(geometry, "_compiled_rows_for", lambda images: Spy)
-        out = Fn.sample_affine_bilinear(images, matrices, coords, fill)
-        if path == "rows":  # every map keeps rows rows: none goes to warpAffine, whole shifts are copies
-            copies = sum(b == 0.0 and float(e).is_integer() for (_, b, e), _ in matrices.tolist())
-            assert len(calls) == len(images) - copies
-        return out
+            patch.setattr(geometry, "_compiled_rows_for", lambda images: None)
+        return Fn.sample_affine_bilinear(images, matrices, coords, fill)
 
 
 def row_maps(slopes: list[float], intercepts: list[float], row_shifts: list[int]) -> torch.Tensor:
@@ -103,17 +114,7 @@ def test_whole_offsets_copy_pixels_and_the_frame_s_outside_reads_the_fill() -> N
 
 def test_shear_takes_the_row_blends_and_rotation_and_the_legacy_shear_do_not() -> None:
     images = torch.rand(1, 3, 130, 140, generator=torch.Generator().manual_seed(1))
-    calls: list[int] = []
-    kernel = geometry._compiled_rows()
-
-    class Spy:
-        @staticmethod
-        def shift_rows_into(*args: object) -> None:
-            calls.append(1)
-            kernel.shift_rows_into(*args)  # type: ignore[union-attr]
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(geometry, "_compiled_rows_for", lambda images: Spy)
+    with counted_row_blends() as calls:
         sheared = REGISTRY.get("shear", "coco-p")(images, 4, [7])
         assert calls == [1]
         REGISTRY.get("shear", "coco-p-legacy-shear")(images, 4, [7])
