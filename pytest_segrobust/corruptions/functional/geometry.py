@@ -195,7 +195,7 @@ def _opencv_remap(cv2: ModuleType, images: torch.Tensor, coords: torch.Tensor, f
             # The map read once for every channel, not once a plane: the planes interleaved
             # (cv2.merge), remapped as one image and split back into the output's planes.
             # OpenCV weighs each channel as it does a plane (the same values, tested), at
-            # about 10% less CPU. The border value is given for every channel.
+            # 8-10% less CPU. The border value is given for every channel.
             warped = cv2.remap(
                 cv2.merge(list(source[i])),
                 grid,
