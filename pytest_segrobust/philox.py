@@ -559,9 +559,9 @@ def _words(
     same values; on the numpy path they run on uint32 lanes before the tensor is made.
     """
     _check_draw(seeds, count, stream)
-    if _uses_numpy(device) and count <= 4 * _PYTHON_MAX_BLOCKS:
-        return torch.tensor(_python_words(seeds, count, stream, shift), dtype=dtype).reshape(len(seeds), count)
     if _uses_numpy(device):
+        if count <= 4 * _PYTHON_MAX_BLOCKS:
+            return torch.tensor(_python_words(seeds, count, stream, shift), dtype=dtype).reshape(len(seeds), count)
         words = _numpy_words(seeds, count, stream, shift, _NUMPY_DTYPES[dtype])
         return torch.from_numpy(np.ascontiguousarray(words))
     bits = _torch_words(seeds, count, device, stream)
