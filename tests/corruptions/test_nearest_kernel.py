@@ -23,7 +23,7 @@ from pytest_segrobust.corruptions import REGISTRY
 from pytest_segrobust.corruptions import functional as Fn
 from pytest_segrobust.corruptions.functional import geometry
 from pytest_segrobust.types import Image, InstanceMasks, InstanceTarget, SemanticMask
-from tests.loaders import counting_loader
+from tests.loaders import KernelSpy, counting_loader
 
 pytest.importorskip("numba")
 
@@ -40,20 +40,8 @@ def counted_kernel() -> Iterator[list[str]]:
     kernel = geometry._compiled_nearest()
     assert kernel is not None, "numba is installed but the nearest-neighbour loops are not loaded"
     calls: list[str] = []
-
-    class Spy:
-        @staticmethod
-        def source_pixels(*args: object) -> None:
-            calls.append("source_pixels")
-            kernel.source_pixels(*args)
-
-        @staticmethod
-        def gather_into(*args: object) -> None:
-            calls.append("gather_into")
-            kernel.gather_into(*args)
-
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(geometry, "_compiled_nearest_for", lambda labels, coords: Spy)
+        patch.setattr(geometry, "_compiled_nearest_for", lambda labels, coords: KernelSpy(kernel, calls))
         yield calls
 
 
