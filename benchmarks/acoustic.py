@@ -21,8 +21,8 @@ from collections.abc import Callable
 
 import torch
 
+from pytest_segrobust.core.types import Audio
 from pytest_segrobust.corruptions import acoustic as A
-from pytest_segrobust.types import Audio
 
 RATE = 16000
 CLIPS = 4

@@ -28,13 +28,13 @@ from collections.abc import Callable
 
 import torch
 
+from pytest_segrobust.core.types import Audio, Field, Video
 from pytest_segrobust.corruptions import REGISTRY
 from pytest_segrobust.corruptions.acoustic import CompetingAudio
 from pytest_segrobust.data.demo_avs import demo_avs_dataset
 from pytest_segrobust.models.demo_avs import tiny_avs
-from pytest_segrobust.seeding import sample_seed
+from pytest_segrobust.randomness.seeding import sample_seed
 from pytest_segrobust.tasks import get_task
-from pytest_segrobust.types import Audio, Field, Video
 
 RATE = 16000
 

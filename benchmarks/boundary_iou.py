@@ -15,10 +15,10 @@ import time
 
 import torch
 
+from pytest_segrobust.core.types import SemanticMask
 from pytest_segrobust.metrics.base import Metric, MetricContext
 from pytest_segrobust.metrics.boundary_iou import BoundaryIoU, boundary_width
 from pytest_segrobust.metrics.miou import MeanIoU
-from pytest_segrobust.types import SemanticMask
 
 
 def clock(device: torch.device) -> float:

@@ -23,11 +23,11 @@ from typing import Any
 
 import torch
 
+from pytest_segrobust.core.types import Field, Video, VideoMasks
 from pytest_segrobust.corruptions import REGISTRY, Corruption
 from pytest_segrobust.corruptions.dynamic import StaticMode, dynamic
-from pytest_segrobust.seeding import FrameDraws
-from pytest_segrobust.strategies import make_batch
-from pytest_segrobust.types import Field, Video, VideoMasks
+from pytest_segrobust.randomness.seeding import FrameDraws
+from pytest_segrobust.testing.strategies import make_batch
 
 PARTS = ("gaussian_noise", "motion_blur", "fog", "rotate")
 

@@ -35,7 +35,7 @@ from pytest_segrobust.data.base import SegmentationDataset
 from pytest_segrobust.data.demo import DemoScenes
 from pytest_segrobust.data.sample_cache import MEBIBYTE, SampleCache
 from pytest_segrobust.data.semantic_folder import SemanticFolder
-from pytest_segrobust.evaluation import evaluate
+from pytest_segrobust.engine.evaluation import evaluate
 from pytest_segrobust.models import as_segmentation_model
 
 # Cheap cells, so that the harness's reading shows; the noise and blur families cost more.

@@ -22,10 +22,10 @@ from pathlib import Path
 
 import torch
 
-from pytest_segrobust.evaluation import EvalResult, evaluate
+from pytest_segrobust.engine.evaluation import EvalResult, evaluate
 from pytest_segrobust.models import adapt_model
-from pytest_segrobust.models.build import build_model
-from pytest_segrobust.suite import load_object, load_suite
+from pytest_segrobust.suite.model_sources import build_model
+from pytest_segrobust.suite.schema import load_object, load_suite
 from pytest_segrobust.tasks import get_task
 
 SUITES = Path(__file__).resolve().parent.parent / "suites"

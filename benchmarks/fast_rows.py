@@ -29,9 +29,9 @@ from collections.abc import Callable, Iterator
 import torch
 
 from benchmarks.peers import photo_like, torch_path
+from pytest_segrobust.core.opencv import opencv
 from pytest_segrobust.corruptions import REGISTRY
 from pytest_segrobust.corruptions.functional import blur, codec, color
-from pytest_segrobust.opencv import opencv
 
 
 @contextlib.contextmanager

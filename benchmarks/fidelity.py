@@ -29,7 +29,7 @@ import torch
 
 from pytest_segrobust.corruptions import REGISTRY
 from pytest_segrobust.corruptions.functional import to_uint8
-from pytest_segrobust.seeding import sample_seed
+from pytest_segrobust.randomness.seeding import sample_seed
 
 DETERMINISTIC = {"defocus_blur", "gaussian_blur", "zoom_blur", "jpeg_compression", "pixelate", "contrast", "brightness", "saturate"}
 GOAL_DB = 35.0

@@ -33,8 +33,8 @@ from pathlib import Path
 
 import torch
 
+from pytest_segrobust.core.types import Image
 from pytest_segrobust.corruptions import REGISTRY, Corruption
-from pytest_segrobust.types import Image
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))

@@ -2,7 +2,7 @@
 
 glibc serves each large block (a model's activations, a batch) with a fresh ``mmap`` and
 gives memory back on ``free``, so every batch faults its pages in again and the kernel
-zeroes them (see :mod:`pytest_segrobust.allocator`). Each workload runs in fresh processes,
+zeroes them (see :mod:`pytest_segrobust.runtime.allocator`). Each workload runs in fresh processes,
 one per setting and round, the settings in alternating order (forwards, then backwards) so
 that a slow phase of a shared machine hits them alike:
 
@@ -47,7 +47,7 @@ def child_predict(args: argparse.Namespace) -> None:
     """In a fresh process: time ``predict`` under ``args.malloc`` and print one JSON line."""
     import resource
 
-    from pytest_segrobust import allocator
+    from pytest_segrobust.runtime import allocator
 
     allocator.configure(args.malloc)  # first, as the plugin does: before the model allocates
     import torch

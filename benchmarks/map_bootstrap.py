@@ -26,10 +26,10 @@ from pathlib import Path
 
 import numpy as np
 
+from pytest_segrobust.core.statistics import RunScores, paired_change, paired_gamma_r_change, resample_weights
 from pytest_segrobust.metrics.coco_map import MaskAP
 from pytest_segrobust.metrics.coco_matches import COLUMNS, IOU_THRESHOLDS, MAX_DETECTIONS
-from pytest_segrobust.sidecar import SidecarEntry, write_sidecar
-from pytest_segrobust.stats import RunScores, paired_change, paired_gamma_r_change, resample_weights
+from pytest_segrobust.store.sidecar import SidecarEntry, write_sidecar
 
 
 def match_rows(rng: np.random.Generator, images: int, categories: int, detections: int, per_image: int) -> np.ndarray:

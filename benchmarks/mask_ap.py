@@ -45,12 +45,12 @@ import torch
 from faster_coco_eval import COCO, COCOeval_faster
 from pycocotools import mask as mask_utils
 
+from pytest_segrobust.core.types import InstanceMasks, InstanceTarget, SampleIndex
 from pytest_segrobust.metrics import coco_masks
 from pytest_segrobust.metrics.base import MetricContext
 from pytest_segrobust.metrics.coco_map import MaskAP
 from pytest_segrobust.metrics.coco_masks import EncodingCache
 from pytest_segrobust.models.base import InstancePredictions
-from pytest_segrobust.types import InstanceMasks, InstanceTarget, SampleIndex
 
 CATEGORIES = 80
 

@@ -23,7 +23,7 @@ import json, resource, sys, time
 import torch
 from pytest_segrobust.corruptions import REGISTRY
 from pytest_segrobust.data.demo import DemoScenes
-from pytest_segrobust.evaluation import evaluate
+from pytest_segrobust.engine.evaluation import evaluate
 from pytest_segrobust.models import as_segmentation_model
 from pytest_segrobust.models.demo import tiny_unet
 from pytest_segrobust.data.sample_cache import SampleCache

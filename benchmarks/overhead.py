@@ -23,13 +23,13 @@ a core is not counted, though threads spinning at barriers are). A corrupted cel
 work the harness exists to do, not overhead.
 
 ``--phases`` then runs each harness run ``--repeats`` more times with
-:class:`~pytest_segrobust.evaluation.Phases` and prints where its time goes: reading (or
+:class:`~pytest_segrobust.engine.evaluation.Phases` and prints where its time goes: reading (or
 copying from the cache) and decoding, collating onto the device, corrupting, the model's
 ``predict``, checking the predictions, updating and computing the metrics. Those runs are
 apart from the timed ones because on a GPU each phase waits for the device.
 
 ``--keep-memory`` tunes glibc's allocator as ``pytest --segrobust`` does by default
-(``--segrobust-malloc tuned``, :mod:`pytest_segrobust.allocator`): without it each large
+(``--segrobust-malloc tuned``, :mod:`pytest_segrobust.runtime.allocator`): without it each large
 tensor is a fresh ``mmap`` whose pages fault in (and are zeroed) on first touch, which at
 512x512 costs the model and the harness alike tens of thousands of page faults per image.
 The option shows that cost apart; it changes the whole process, bare runs included
@@ -59,16 +59,16 @@ import numpy as np
 import torch
 from PIL import Image as PILImage
 
-from pytest_segrobust import allocator
+from pytest_segrobust.core.types import Image
 from pytest_segrobust.corruptions import REGISTRY
 from pytest_segrobust.data.demo import CLASS_NAMES, DemoScenes
 from pytest_segrobust.data.sample_cache import SampleCache
 from pytest_segrobust.data.semantic_folder import SemanticFolder
-from pytest_segrobust.evaluation import Phases, evaluate
+from pytest_segrobust.engine.evaluation import Phases, evaluate
 from pytest_segrobust.models import as_segmentation_model
 from pytest_segrobust.models.demo import DEFAULT_WIDTHS, TinyUNet, tiny_unet
-from pytest_segrobust.seeding import sample_seed
-from pytest_segrobust.types import Image
+from pytest_segrobust.randomness.seeding import sample_seed
+from pytest_segrobust.runtime import allocator
 
 
 def clock(device: torch.device) -> float:

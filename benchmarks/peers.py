@@ -62,11 +62,12 @@ import numpy as np
 import torch
 from PIL import Image
 
-from pytest_segrobust import allocator, philox
 from pytest_segrobust.corruptions import REGISTRY
 from pytest_segrobust.corruptions.functional import codec, color
 from pytest_segrobust.corruptions.functional import opencv as functional_opencv
 from pytest_segrobust.corruptions.functional.weather import _spatter
+from pytest_segrobust.randomness import philox
+from pytest_segrobust.runtime import allocator
 
 SEVERITY = 3
 

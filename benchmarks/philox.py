@@ -29,7 +29,7 @@ where numba is installed; the same bits, tests/test_philox_kernel.py).
 Times are the CPU time of the calling thread (``time.thread_time``).
 
 The torch path is what GPUs run; it is forced on the CPU here by the one switch that picks
-the path (``pytest_segrobust.philox._uses_numpy``); the walk alone by
+the path (``pytest_segrobust.randomness.philox._uses_numpy``); the walk alone by
 ``_poisson_inversion(..., tables=False)``.
 """
 
@@ -48,8 +48,8 @@ from unittest import mock
 import numpy as np
 import torch
 
-from pytest_segrobust import philox
 from pytest_segrobust.corruptions import REGISTRY
+from pytest_segrobust.randomness import philox
 
 CORRUPTIONS = ("gaussian_noise", "shot_noise", "impulse_noise", "speckle_noise", "elastic_transform")
 

@@ -30,13 +30,13 @@ from pathlib import Path
 
 import numpy as np
 
-from pytest_segrobust.evidence import cell_level, family_size
+from pytest_segrobust.core.statistics import RunScores, paired_change, paired_gamma_r_change, resample_weights
+from pytest_segrobust.gate.evidence import cell_level, family_size
+from pytest_segrobust.gate.release import CellEvidence, model_checks
 from pytest_segrobust.metrics.miou import MeanIoU
-from pytest_segrobust.records import CellRecord
-from pytest_segrobust.release import CellEvidence, model_checks
-from pytest_segrobust.sidecar import pack, read_sidecar
-from pytest_segrobust.stats import RunScores, paired_change, paired_gamma_r_change, resample_weights
-from pytest_segrobust.suite import load_suite
+from pytest_segrobust.store.records import CellRecord
+from pytest_segrobust.store.sidecar import pack, read_sidecar
+from pytest_segrobust.suite.schema import load_suite
 
 ROOT = Path(__file__).resolve().parents[1]
 

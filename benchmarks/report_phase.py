@@ -57,7 +57,7 @@ def _wrap(owner, name, label):
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config):
-    from pytest_segrobust import session
+    from pytest_segrobust.run import session
     cls = session.SegRobustSession
     _wrap(cls, "finish", "end phase (finish)")
     _wrap(cls, "_flush_baselines", "  baselines")
@@ -79,7 +79,8 @@ import json, sys, time
 from pathlib import Path
 import torch
 torch.set_num_threads(1)
-from pytest_segrobust.session import Options, SegRobustSession
+from pytest_segrobust.run.session import SegRobustSession
+from pytest_segrobust.runtime.options import Options
 from pytest_segrobust.report import write_report
 from pytest_segrobust.report.html import write_html
 

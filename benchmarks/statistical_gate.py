@@ -24,9 +24,9 @@ from pathlib import Path
 
 import numpy as np
 
+from pytest_segrobust.core.statistics import RunScores, paired_change, paired_gamma_r_change, resample_weights
 from pytest_segrobust.metrics.miou import MeanIoU
-from pytest_segrobust.sidecar import SidecarEntry, read_sidecar, write_sidecar
-from pytest_segrobust.stats import RunScores, paired_change, paired_gamma_r_change, resample_weights
+from pytest_segrobust.store.sidecar import SidecarEntry, read_sidecar, write_sidecar
 
 
 def statistics(rng: np.random.Generator, images: int, classes: int, present: int, pixels: int) -> np.ndarray:

@@ -17,12 +17,12 @@ import time
 import torch
 
 from pytest_segrobust.data.demo import DemoScenes
-from pytest_segrobust.evaluation import evaluate
-from pytest_segrobust.identity import code_identity
+from pytest_segrobust.engine.evaluation import evaluate
 from pytest_segrobust.models import as_segmentation_model
 from pytest_segrobust.models.demo import DEFAULT_WIDTHS, TinyUNet, tiny_unet
 from pytest_segrobust.models.torch_module import require_finite
-from pytest_segrobust.suite import load_object
+from pytest_segrobust.provenance.identity import code_identity
+from pytest_segrobust.suite.schema import load_object
 
 
 def median_ms(work, repeats: int) -> float:  # type: ignore[no-untyped-def]

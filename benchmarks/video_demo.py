@@ -26,13 +26,13 @@ from typing import Any
 
 import torch
 
+from pytest_segrobust.core.types import SampleIndex, VideoMasks
 from pytest_segrobust.corruptions import REGISTRY, Corruption
 from pytest_segrobust.corruptions.dynamic import dynamic
 from pytest_segrobust.data.demo_video import DemoClips, DemoReferringClips, given_masks, stack_clips
 from pytest_segrobust.metrics.base import MetricContext
 from pytest_segrobust.metrics.video import RegionAndBoundary, RegionAndBoundaryAllFrames, VideoObjectMetric
 from pytest_segrobust.models.demo_video import tiny_rvos, tiny_vos
-from pytest_segrobust.types import SampleIndex, VideoMasks
 
 STATIC = ("gaussian_noise", "defocus_blur", "jpeg_compression", "rotate")
 TEMPORAL = ("frame_freeze", "frame_sampling", "reverse_sampling", "jumble", "box_jumble")

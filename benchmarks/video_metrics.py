@@ -21,9 +21,9 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
+from pytest_segrobust.core.types import VideoMasks
 from pytest_segrobust.metrics.base import MetricContext
 from pytest_segrobust.metrics.video import RegionAndBoundary, RegionSimilarity, boundary_radius
-from pytest_segrobust.types import VideoMasks
 
 
 def clip(frames: int, height: int, width: int, objects: int, ragged: float) -> tuple[np.ndarray, np.ndarray]:

@@ -28,10 +28,10 @@ import numpy as np
 import torch
 
 from benchmarks.peers import photo_like
-from pytest_segrobust import allocator
+from pytest_segrobust.core.types import Image, SemanticMask
 from pytest_segrobust.corruptions import REGISTRY
 from pytest_segrobust.corruptions.functional import geometry, opencv
-from pytest_segrobust.types import Image, SemanticMask
+from pytest_segrobust.runtime import allocator
 
 ROWS = (
     ("rotate", "coco-p"),

@@ -1,9 +1,9 @@
 """What a model's worst images cost per cell, with and without the clean side shared, and their size.
 
 For one model and dataset of the demo, each cell's worst images are searched
-(:func:`pytest_segrobust.worst.describe_worst`) over the first 16 images: ``fresh`` predicts
+(:func:`pytest_segrobust.engine.worst_images.describe_worst`) over the first 16 images: ``fresh`` predicts
 each image clean and corrupted in every cell (what the report did before :class:`CleanViews`),
-``shared`` keeps one :class:`~pytest_segrobust.worst.CleanViews` for all the cells, so each cell
+``shared`` keeps one :class:`~pytest_segrobust.engine.worst_images.CleanViews` for all the cells, so each cell
 predicts its corrupted images only. Both must give the same evidence (checked). Rounds are
 interleaved and timed in CPU seconds of this one thread (``time.thread_time``), which load on a
 shared machine disturbs least.
@@ -24,11 +24,11 @@ import torch
 
 from pytest_segrobust.corruptions import REGISTRY
 from pytest_segrobust.data.demo import DemoScenes
+from pytest_segrobust.engine.suite_pictures import suite_pictures
+from pytest_segrobust.engine.worst_images import CleanViews, describe_worst
 from pytest_segrobust.models.adapters import adapt_model
 from pytest_segrobust.models.demo import tiny_unet
-from pytest_segrobust.suite_pictures import suite_pictures
 from pytest_segrobust.tasks import get_task
-from pytest_segrobust.worst import CleanViews, describe_worst
 
 CORRUPTIONS = ("gaussian_noise", "shot_noise", "defocus_blur", "jpeg_compression", "contrast", "rotate")
 

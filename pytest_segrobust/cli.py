@@ -15,12 +15,17 @@ import torch
 from PIL import Image
 
 from pytest_segrobust import __version__
+from pytest_segrobust.core.errors import SegRobustError
+from pytest_segrobust.core.types import Audio
+from pytest_segrobust.core.wording import plural
 from pytest_segrobust.corruptions import DEFAULT_PRESET, PRESETS, REGISTRY, Corruption
-from pytest_segrobust.errors import SegRobustError
+from pytest_segrobust.engine.suite_pictures import (
+    SPECTROGRAM_FLOOR_DB,
+    SPECTROGRAM_LEVELS,
+    gallery_tiles,
+    spectrogram_tiles,
+)
 from pytest_segrobust.report.gallery import render_gallery
-from pytest_segrobust.suite_pictures import SPECTROGRAM_FLOOR_DB, SPECTROGRAM_LEVELS, gallery_tiles, spectrogram_tiles
-from pytest_segrobust.types import Audio
-from pytest_segrobust.wording import plural
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -210,7 +215,8 @@ def _calibrate(path: Path, severities: list[int] | None, rootdir: Path) -> int:
 
     import pytest
 
-    from pytest_segrobust.calibrate import (
+    from pytest_segrobust.core.errors import SuiteError
+    from pytest_segrobust.engine.calibrate import (
         available_devices,
         calibration_verdict,
         cells_at,
@@ -218,9 +224,8 @@ def _calibrate(path: Path, severities: list[int] | None, rootdir: Path) -> int:
         measure,
         report_lines,
     )
-    from pytest_segrobust.errors import SuiteError
+    from pytest_segrobust.engine.workbench import Workbench
     from pytest_segrobust.plugin import start_session
-    from pytest_segrobust.workbench import Workbench
 
     for severity in severities or []:
         if not 1 <= severity <= 5:
@@ -258,10 +263,10 @@ def _merge(paths: list[Path], report: str | None, update: bool, rootdir: Path) -
     """Merge shard files into the report one run would have written; the exit status of ``merge``."""
     import pytest
 
-    from pytest_segrobust.backends import shards as sharding
+    from pytest_segrobust.backends.shard_plan import ShardError, ShardFile, check_local_files, check_shards
     from pytest_segrobust.plugin import start_session, written_lines
     from pytest_segrobust.report import pictures_left_out_by, terminal_summary, verdict
-    from pytest_segrobust.shards import ShardError, ShardFile, check_local_files, check_shards
+    from pytest_segrobust.run import shards as sharding
 
     shards = check_shards([(path, ShardFile.read(path)) for path in paths], __version__)
     first_path, first = shards[0]

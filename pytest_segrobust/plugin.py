@@ -16,22 +16,24 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_segrobust import allocator, arguments, backends, hookspecs, threads
-from pytest_segrobust.devices import parse_device, worker_index
-from pytest_segrobust.errors import SegRobustError
-from pytest_segrobust.junit import JunitClassnames
-from pytest_segrobust.shards import SHARD_FLAG, ShardSpec
-from pytest_segrobust.stash import PAYLOAD_KEY, REGISTRY_KEY, SESSION_KEY
-from pytest_segrobust.wording import plural
+from pytest_segrobust import backends
+from pytest_segrobust.backends.shard_plan import SHARD_FLAG, ShardSpec
+from pytest_segrobust.core.errors import SegRobustError
+from pytest_segrobust.core.wording import plural
+from pytest_segrobust.run import hookspecs
+from pytest_segrobust.run.junit import JunitClassnames
+from pytest_segrobust.run.stash import PAYLOAD_KEY, REGISTRY_KEY, SESSION_KEY
+from pytest_segrobust.runtime import allocator, arguments, threads
+from pytest_segrobust.runtime.devices import parse_device, worker_index
 
 # ``--segrobust-figures``: every figure and picture of the report, or none of them (the tables alone).
 FIGURE_CHOICES = ("all", "none")
 
 if TYPE_CHECKING:
     from pytest_segrobust.corruptions import CorruptionRegistry
-    from pytest_segrobust.harness import Harness
-    from pytest_segrobust.items import SuiteFile
-    from pytest_segrobust.session import SegRobustSession
+    from pytest_segrobust.run.fixture import Harness
+    from pytest_segrobust.run.items import SuiteFile
+    from pytest_segrobust.run.session import SegRobustSession
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -198,7 +200,8 @@ def start_session(config: pytest.Config) -> SegRobustSession:
     """
     import torch
 
-    from pytest_segrobust.session import Options, SegRobustSession
+    from pytest_segrobust.run.session import SegRobustSession
+    from pytest_segrobust.runtime.options import Options
 
     root = config.rootpath
     enabled = _enabled(config)
@@ -279,7 +282,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     xdist = hasattr(config, "workerinput") or _is_xdist_controller(config)
     if reporter is None or capture is None or xdist or not reporter.isatty or config.get_verbosity() < 0:
         return
-    from pytest_segrobust.progress import TerminalProgress
+    from pytest_segrobust.runtime.progress import TerminalProgress
 
     writer = config.get_terminal_writer()
     segrobust.progress_bar = TerminalProgress(
@@ -330,7 +333,7 @@ def pytest_runtestloop(session: pytest.Session) -> Generator[None, object, objec
         return (yield)
     collection_failed = session.testsfailed and not config.option.continue_on_collection_errors
     if not (config.getoption("collectonly") or collection_failed):  # pytest's loop runs nothing then
-        from pytest_segrobust.items import SuiteItem
+        from pytest_segrobust.run.items import SuiteItem
 
         segrobust.backend.start([(i.nodeid, i.suite, i.key) for i in session.items if isinstance(i, SuiteItem)])
     try:
@@ -342,7 +345,7 @@ def pytest_runtestloop(session: pytest.Session) -> Generator[None, object, objec
 def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> SuiteFile | None:
     segrobust = _session(parent.config)
     if segrobust is not None and segrobust.options.enabled and segrobust.is_suite_file(file_path):
-        from pytest_segrobust.items import SuiteFile
+        from pytest_segrobust.run.items import SuiteFile
 
         return SuiteFile.from_parent(parent, path=file_path)
     return None
@@ -353,7 +356,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     segrobust = _session(config)
     if segrobust is None or segrobust.shard is None:
         return
-    from pytest_segrobust.items import ROBUSTNESS_ITEMS
+    from pytest_segrobust.run.items import ROBUSTNESS_ITEMS
 
     cells = [item for item in items if isinstance(item, ROBUSTNESS_ITEMS)]
     ours = segrobust.plan_shard([(item.nodeid, item.suite, item.key) for item in cells])
@@ -366,7 +369,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def pytest_collection_finish(session: pytest.Session) -> None:
     segrobust = _session(session.config)
     if segrobust is not None and segrobust.options.enabled and not _is_xdist_controller(session.config):
-        from pytest_segrobust.items import ROBUSTNESS_ITEMS
+        from pytest_segrobust.run.items import ROBUSTNESS_ITEMS
 
         segrobust.scope.expect([i.nodeid for i in session.items if isinstance(i, ROBUSTNESS_ITEMS)], collected_here=True)
 
@@ -374,7 +377,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 def pytest_deselected(items: list[pytest.Item]) -> None:
     segrobust = _session(items[0].config) if items else None
     if segrobust is not None and segrobust.options.enabled:
-        from pytest_segrobust.items import ROBUSTNESS_ITEMS
+        from pytest_segrobust.run.items import ROBUSTNESS_ITEMS
 
         segrobust.scope.deselect([i.nodeid for i in items if isinstance(i, ROBUSTNESS_ITEMS)])
 
@@ -556,6 +559,6 @@ def written_lines(written: list[Path]) -> list[str]:
 @pytest.fixture
 def segrobust(request: pytest.FixtureRequest) -> Harness:
     """Evaluate a model under a named corruption: ``segrobust.evaluate(model, dataset, corruption, severity)``."""
-    from pytest_segrobust.harness import Harness
+    from pytest_segrobust.run.fixture import Harness
 
     return Harness(_session(request.config) or start_session(request.config))

@@ -27,11 +27,11 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from pytest_segrobust.core.types import Audio, Field, Video
 from pytest_segrobust.corruptions import REGISTRY
 from pytest_segrobust.data.demo_avs import FRAMES, SAMPLE_RATE, DemoAVSClips
 from pytest_segrobust.models.demo_avs import TinyAVSNet
-from pytest_segrobust.seeding import sample_seed
-from pytest_segrobust.types import Audio, Field, Video
+from pytest_segrobust.randomness.seeding import sample_seed
 
 PACKAGE = Path(__file__).resolve().parent.parent / "pytest_segrobust" / "models"
 DEFAULT_OUT = PACKAGE / "weights" / "tiny_avs.pt"

@@ -12,7 +12,7 @@ object's mask. Training sees clean images and clean expressions only, and no
 geometric augmentation (a flip would turn "leftmost" into a lie). The run is reproducible
 on one machine: fixed seeds, deterministic algorithms, fixed thread count.
 
-At the end it reports the validation metrics through :func:`pytest_segrobust.evaluation.evaluate`
+At the end it reports the validation metrics through :func:`pytest_segrobust.engine.evaluation.evaluate`
 (clean, and unless ``--no-robustness`` under visual corruptions and text perturbations at
 severities 1, 3 and 5).
 """
@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from pytest_segrobust.corruptions import REGISTRY
 from pytest_segrobust.data.base import ReferringTarget, Sample
 from pytest_segrobust.data.demo_referring import DemoReferring
-from pytest_segrobust.evaluation import evaluate
+from pytest_segrobust.engine.evaluation import evaluate
 from pytest_segrobust.models.demo import WEIGHTS_PATH as UNET_WEIGHTS_PATH
 from pytest_segrobust.models.demo_referring import Regions, TinyReferringNet
 from pytest_segrobust.models.torch_module import TorchModuleReferringSegmenter

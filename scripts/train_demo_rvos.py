@@ -27,12 +27,12 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from pytest_segrobust.core.types import SampleIndex
 from pytest_segrobust.corruptions import REGISTRY
 from pytest_segrobust.data.demo_video import DemoReferringClips, stack_clips
 from pytest_segrobust.metrics.base import MetricContext
 from pytest_segrobust.metrics.video import RegionAndBoundaryAllFrames
 from pytest_segrobust.models.demo_video import RVOS_WEIGHTS_PATH, TinyRVOSNet
-from pytest_segrobust.types import SampleIndex
 
 PACKAGE = Path(__file__).resolve().parent.parent / "pytest_segrobust" / "models"
 DEFAULT_OUT = PACKAGE.joinpath(*RVOS_WEIGHTS_PATH)

@@ -16,7 +16,7 @@ from tests.plugin_project import DISTRIBUTIONS, write_suite
 # imported is imported again by the next one: the gate's own modules (assertion-rewritten,
 # as a plugin's are) and matplotlib for the report's figures, about 0.7 s of CPU per run.
 # Imported once here, before any run, they stay.
-for _module in ("pytest_segrobust.session", "pytest_segrobust.items"):
+for _module in ("pytest_segrobust.run.session", "pytest_segrobust.run.items"):
     importlib.import_module(_module)
 with contextlib.suppress(ImportError):  # the figures are optional, and so is matplotlib
     importlib.import_module("matplotlib").use("Agg")  # as the report draws them
@@ -68,7 +68,7 @@ def _not_an_xdist_worker_to_the_projects() -> Iterator[None]:
 
 def _share_the_cores(patch: pytest.MonkeyPatch) -> None:
     """Under ``pytest -n N`` every worker computes on its share of the cores, as the plugin's own
-    workers do (pytest_segrobust.threads): torch's default of a thread per core in each of N
+    workers do (pytest_segrobust.runtime.threads): torch's default of a thread per core in each of N
     workers made the demo models' tests spend most of their CPU waiting for a core (on a loaded
     2-core machine a video clip took 4 s of CPU on 2 threads, 0.06 s on one). The projects the
     tests run see no xdist (above), so they get the share as OMP_NUM_THREADS, which their
@@ -78,7 +78,7 @@ def _share_the_cores(patch: pytest.MonkeyPatch) -> None:
         return
     import torch
 
-    from pytest_segrobust.threads import available_cores
+    from pytest_segrobust.runtime.threads import available_cores
 
     share = max(1, available_cores() // workers)
     patch.setenv("OMP_NUM_THREADS", str(share))

@@ -14,10 +14,10 @@ from typing import ClassVar
 import numpy as np
 import torch
 
+from pytest_segrobust.core.types import Batch, SemanticMask, field_of
 from pytest_segrobust.data.base import Sample, SemanticTarget
 from pytest_segrobust.metrics.base import Metric, MetricResult, Reduction
 from pytest_segrobust.models.base import InstancePredictions
-from pytest_segrobust.types import Batch, SemanticMask, field_of
 
 FAKES_SOURCE = Path(__file__).read_text()
 CLASS_NAMES = ("background", "a", "b", "c")

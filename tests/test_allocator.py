@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_segrobust import allocator
 from pytest_segrobust.report import without_timing
+from pytest_segrobust.runtime import allocator
 from tests.plugin_project import NO_FIGURES
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -24,7 +24,7 @@ GLIBC = sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc"
 PROBE = textwrap.dedent(
     """
     import ctypes, json, sys
-    from pytest_segrobust import allocator
+    from pytest_segrobust.runtime import allocator
 
     class Info(ctypes.Structure):  # glibc's struct mallinfo2
         _fields_ = [(name, ctypes.c_size_t) for name in
@@ -62,7 +62,7 @@ def test_tuned_serves_large_blocks_from_the_heap_and_keeps_them(choice: str, exp
 @pytest.mark.skipif(not GLIBC, reason="tunes glibc's malloc only")
 def test_tuned_names_glibc_and_what_it_does() -> None:
     done = subprocess.run(
-        [sys.executable, "-c", "from pytest_segrobust import allocator; print(allocator.configure('tuned').describe())"],
+        [sys.executable, "-c", "from pytest_segrobust.runtime import allocator; print(allocator.configure('tuned').describe())"],
         capture_output=True, text=True, check=True,
     )
     assert done.stdout.strip() == (
@@ -146,7 +146,7 @@ def test_an_unknown_choice_is_refused() -> None:
 
 def test_plain_pytest_leaves_malloc_alone(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(
-        test_plain="from pytest_segrobust import allocator\n\ndef test_untouched():\n    assert allocator.current() is None\n"
+        test_plain="from pytest_segrobust.runtime import allocator\n\ndef test_untouched():\n    assert allocator.current() is None\n"
     )
     pytester.runpytest_subprocess("-p", "no:cacheprovider").assert_outcomes(passed=1)
 

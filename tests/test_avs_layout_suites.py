@@ -17,7 +17,7 @@ import numpy.fft  # noqa: F401
 import pytest
 
 from pytest_segrobust.data.avsbench import avsbench
-from pytest_segrobust.evaluation import evaluate
+from pytest_segrobust.engine.evaluation import evaluate
 from pytest_segrobust.models import adapt_model
 from pytest_segrobust.tasks import get_task
 from pytest_segrobust.tasks.avs import MIXTURE_CELL

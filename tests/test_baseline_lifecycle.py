@@ -195,8 +195,8 @@ def test_junit_xml_has_each_cells_numbers(project: pytest.Pytester, dist: list[s
 def test_a_statistical_gate_names_its_margin_in_the_junit_properties(tmp_path) -> None:
     from types import SimpleNamespace
 
-    from pytest_segrobust.session import SegRobustSession
-    from pytest_segrobust.suite import load_suite
+    from pytest_segrobust.run.session import SegRobustSession
+    from pytest_segrobust.suite.schema import load_suite
     from tests.report.test_report import SCORES_A, cells
     from tests.test_statistical_gate import GATED
 

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from pytest_segrobust import __version__
-from pytest_segrobust.baselines import (
+from pytest_segrobust.core.errors import BaselineError
+from pytest_segrobust.store.baselines import (
     BaselineFile,
     BaselineUpdate,
     CellChange,
@@ -22,7 +23,6 @@ from pytest_segrobust.baselines import (
     unused_entries,
     write_baseline,
 )
-from pytest_segrobust.errors import BaselineError
 
 CLEAN = CellKey("demo", "m", "clean", 0)
 NOISE3 = CellKey("demo", "m", "gaussian_noise", 3)

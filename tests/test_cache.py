@@ -6,13 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from pytest_segrobust import __version__, evaluation
-from pytest_segrobust.cache import CleanCache
-from pytest_segrobust.evaluation import EvalResult, evaluator_version
+from pytest_segrobust import __version__
+from pytest_segrobust.engine import evaluation
+from pytest_segrobust.engine.clean_cache import CleanCache
+from pytest_segrobust.engine.evaluation import EvalResult, evaluator_version
 from pytest_segrobust.metrics import MetricResult
 from pytest_segrobust.metrics.boundary_iou import BoundaryIoU
 from pytest_segrobust.metrics.miou import MeanIoU
-from pytest_segrobust.suite import load_suite
+from pytest_segrobust.suite.schema import load_suite
 from pytest_segrobust.tasks import get_task
 
 SUITES = Path(__file__).parent.parent / "suites"
@@ -108,8 +109,8 @@ def test_a_new_package_version_changes_the_key(monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_the_workbench_keys_a_clean_result_by_the_metrics_version(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_segrobust.session import Options
-    from pytest_segrobust.workbench import Workbench
+    from pytest_segrobust.engine.workbench import Workbench
+    from pytest_segrobust.runtime.options import Options
 
     suite = load_suite(SUITES / "demo.yaml")
     bench = Workbench(Options(True, False, SUITES, tmp_path, tmp_path / "report.md", cache_dir=tmp_path / "cache"))

@@ -116,9 +116,9 @@ def test_calibrate_measures_each_cells_noise_and_names_a_margin_below_it(tmp_pat
 
 
 def test_calibrate_verdict_names_each_margin_the_noise_reaches_or_passes(tmp_path) -> None:
-    from pytest_segrobust.baselines import CellKey
-    from pytest_segrobust.calibrate import CellNoise, calibration_verdict
-    from pytest_segrobust.suite import load_suite
+    from pytest_segrobust.engine.calibrate import CellNoise, calibration_verdict
+    from pytest_segrobust.store.baselines import CellKey
+    from pytest_segrobust.suite.schema import load_suite
 
     (tmp_path / "noise.yaml").write_text(CALIBRATED % (0.01, 0.5))
     suite = load_suite(tmp_path / "noise.yaml")

@@ -14,10 +14,10 @@ import torch
 
 from pytest_segrobust.corruptions import REGISTRY
 from pytest_segrobust.data.demo import GENERATOR_VERSION, DemoScenes, demo_dataset, generate_scene
-from pytest_segrobust.evaluation import evaluate
+from pytest_segrobust.engine.evaluation import evaluate
+from pytest_segrobust.metrics.robustness import relative_robustness
 from pytest_segrobust.models import as_instance_model, as_segmentation_model
 from pytest_segrobust.models.demo import tiny_unet, tiny_unet_instances
-from pytest_segrobust.scores import relative_robustness
 from tests.plugin_project import run
 
 

@@ -23,7 +23,7 @@ from pytest_segrobust.data.demo_referring import (
     demo_referring_dataset,
     scene_objects,
 )
-from pytest_segrobust.evaluation import evaluate
+from pytest_segrobust.engine.evaluation import evaluate
 from pytest_segrobust.models import adapt_model
 from pytest_segrobust.models.demo_referring import TinyReferringNet, tiny_referring, words_of
 from pytest_segrobust.tasks import get_task

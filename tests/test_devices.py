@@ -5,8 +5,8 @@ import argparse
 import pytest
 import torch
 
-from pytest_segrobust.devices import DeviceChoice, parse_device, worker_index
-from pytest_segrobust.errors import SegRobustError
+from pytest_segrobust.core.errors import SegRobustError
+from pytest_segrobust.runtime.devices import DeviceChoice, parse_device, worker_index
 
 
 @pytest.mark.parametrize(

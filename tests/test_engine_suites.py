@@ -194,8 +194,8 @@ def test_a_panoptic_suite_runs_from_yaml_and_rotation_moves_the_segments(project
 
 
 def test_a_cell_record_round_trips_and_refuses_what_it_does_not_know() -> None:
-    from pytest_segrobust.gate import Status
-    from pytest_segrobust.records import CellRecord
+    from pytest_segrobust.gate.verdict import Status
+    from pytest_segrobust.store.records import CellRecord
 
     record = CellRecord(
         "n", "s", "m", "rotate", "geometric", 3, 50.0, 60.0, 0.8, 0.9, [1.0, None], ["a", "b"], 4, 0.1,

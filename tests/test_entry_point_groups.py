@@ -10,10 +10,10 @@ import torch
 
 pytest.importorskip("pycocotools.mask")
 
-from pytest_segrobust.errors import SegRobustError, SuiteError
+from pytest_segrobust.core.errors import SegRobustError, SuiteError
 from pytest_segrobust.models import adapters
 from pytest_segrobust.models.adapters import adapt_model
-from pytest_segrobust.suite import load_suite
+from pytest_segrobust.suite.schema import load_suite
 from pytest_segrobust.tasks import get_task
 from pytest_segrobust.text.registry import TextPerturbationRegistry
 from tests.test_referring_suite import SUITE, write_project

@@ -9,11 +9,11 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from pytest_segrobust import evaluation
+from pytest_segrobust.core.errors import DuplicateSampleError
 from pytest_segrobust.corruptions import REGISTRY
 from pytest_segrobust.data.sample_cache import SampleCache
-from pytest_segrobust.errors import DuplicateSampleError
-from pytest_segrobust.evaluation import Phases, evaluate
+from pytest_segrobust.engine import evaluation
+from pytest_segrobust.engine.evaluation import Phases, evaluate
 from pytest_segrobust.models import as_segmentation_model
 from tests.fakes import BandScenes, RedBinner, RepeatedIdScenes
 

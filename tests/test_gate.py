@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from pytest_segrobust.baselines import CellKey
-from pytest_segrobust.gate import Check, PairedCheck, Status, ToleranceCheck, judge, tolerance_checks
-from pytest_segrobust.stats import Change, Outcome, non_inferiority
+from pytest_segrobust.core.statistics import Change, Outcome, non_inferiority
+from pytest_segrobust.gate.verdict import Check, PairedCheck, Status, ToleranceCheck, judge, tolerance_checks
+from pytest_segrobust.store.baselines import CellKey
 
 NOISE = CellKey("demo", "m", "gaussian_noise", 3)
 TOLERANCES = {"score": 1.0, "gamma_r": 0.01}

@@ -11,13 +11,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_segrobust.baselines import CellKey
-from pytest_segrobust.errors import SuiteError
-from pytest_segrobust.gate import Status, allowances, judge, paired_checks
+from pytest_segrobust.core.errors import SuiteError
+from pytest_segrobust.core.statistics import RunScores, of_sums, paired_gamma_r_change, resample_weights
+from pytest_segrobust.gate.verdict import Status, allowances, judge, paired_checks
 from pytest_segrobust.metrics import METRICS
-from pytest_segrobust.scores import relative_robustness
-from pytest_segrobust.stats import RunScores, of_sums, paired_gamma_r_change, resample_weights
-from pytest_segrobust.suite import Allowance, Suite, Tolerance, load_suite
+from pytest_segrobust.metrics.robustness import relative_robustness
+from pytest_segrobust.store.baselines import CellKey
+from pytest_segrobust.suite.schema import Allowance, Suite, Tolerance, load_suite
 from tests.fakes import FAKES_SOURCE, PixelError
 
 SUITE = """\

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from pytest_segrobust.identity import UnknownIdentity, code_identity
+from pytest_segrobust.provenance.identity import UnknownIdentity, code_identity
 
 
 @pytest.fixture
@@ -56,7 +56,7 @@ def test_it_ignores_code_the_model_does_not_reach(project: Path) -> None:
 
 
 def test_installed_packages_count_by_version(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_segrobust import identity as module
+    from pytest_segrobust.provenance import identity as module
 
     before = identity()
     real = module.importlib.metadata.version

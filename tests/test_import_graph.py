@@ -1,8 +1,10 @@
-"""The package's import graph, read from its source (lazy imports inside functions included,
-imports for annotations alone under ``if TYPE_CHECKING:`` left out).
+"""The package's import graph, read from its source: every import counts, at module level,
+inside functions (lazy imports) and under ``if TYPE_CHECKING:`` (an annotation that names a
+module of a higher layer is a dependency on it all the same).
 
-Issue 28's rules: metrics import neither models nor data; the report imports neither models
-nor corruptions; no backend imports the session, the items or the plugin; no import cycles.
+The folders are layers (README, "Architecture"); a module imports its own folder and the
+folders of lower layers, and the folders that share a layer with it where that layer allows
+(the perturbation families; models and tasks). No import cycles.
 """
 
 from __future__ import annotations
@@ -16,6 +18,29 @@ import pytest
 import pytest_segrobust
 
 PACKAGE = Path(pytest_segrobust.__file__).parent
+ROOT = "pytest_segrobust"
+
+# Bottom to top. Folders in one tuple share a layer and may import each other.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("core",),
+    ("randomness", "runtime", "provenance", "store"),
+    ("corruptions", "text", "data", "metrics", "pictures"),
+    ("models", "tasks"),
+    ("suite",),
+    ("engine", "testing"),
+    ("gate",),
+    ("report",),
+    ("backends",),
+    ("run",),
+    ("plugin", "cli"),
+)
+# Within a shared layer, who may import whom (anything not listed may not).
+PEERS = {
+    "text": {"corruptions"},  # text perturbations compose with image corruptions (the mixture protocol)
+    "models": {"tasks"},
+    "tasks": {"models"},
+    "cli": {"plugin"},  # `segrobust merge` and `calibrate` start a session as the plugin does
+}
 
 
 def _modules() -> dict[str, Path]:
@@ -31,20 +56,10 @@ MODULES = _modules()
 
 
 def _imports(name: str, path: Path) -> set[str]:
-    """The package's modules that ``name`` imports, at module level or inside functions."""
+    """The package's modules that ``name`` imports, wherever the import statement stands."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     targets: set[str] = set()
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    # Imports for annotations alone (``if TYPE_CHECKING:``) never run: they are not edges.
-    typing_only = {
-        id(inner)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.If) and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING")
-        for inner in ast.walk(node)
-    }
-    for node in ast.walk(tree):
-        if id(node) in typing_only:
-            continue
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.split(".")[: len(package.split(".")) - node.level + 1]
@@ -62,6 +77,33 @@ def _imports(name: str, path: Path) -> set[str]:
 GRAPH = {name: _imports(name, path) for name, path in MODULES.items()}
 
 
+def _folder(name: str) -> str:
+    """The layer folder of a module: its first name under the package (the root's own modules by name)."""
+    return name.split(".")[1] if name != ROOT else "core"
+
+
+def _layer(folder: str) -> int:
+    return next(index for index, layer in enumerate(LAYERS) if folder in layer)
+
+
+def _allowed(importer: str, target: str) -> bool:
+    if target == ROOT:  # the root's __init__: ``__version__`` and lazy names, importing nothing eagerly
+        return True
+    mine, theirs = _folder(importer), _folder(target)
+    if mine == theirs or _layer(theirs) < _layer(mine):
+        return True
+    return _layer(theirs) == _layer(mine) and theirs in PEERS.get(mine, set())
+
+
+def _layering_violations(graph: dict[str, set[str]]) -> list[str]:
+    return sorted(
+        f"{name} ({_folder(name)}) imports {target} ({_folder(target)})"
+        for name, targets in graph.items()
+        for target in targets
+        if not _allowed(name, target)
+    )
+
+
 def _under(name: str, packages: Iterable[str]) -> bool:
     return any(name == p or name.startswith(p + ".") for p in packages)
 
@@ -77,36 +119,69 @@ def _violations(importers: str, forbidden: tuple[str, ...]) -> list[str]:
 
 
 def test_the_graph_is_read_at_all() -> None:
-    # The rules below would pass on an empty graph: make sure it holds the edges we know.
-    assert "pytest_segrobust.types" in GRAPH["pytest_segrobust.metrics.coco_map"]
-    assert "pytest_segrobust.errors" in GRAPH["pytest_segrobust.types"]
-    assert len(GRAPH) > 80
+    # The rules below would pass on an empty graph: make sure it holds the edges we know,
+    # a lazy import and an import for annotations alone among them.
+    assert "pytest_segrobust.core.types" in GRAPH["pytest_segrobust.metrics.coco_map"]
+    assert "pytest_segrobust.core.errors" in GRAPH["pytest_segrobust.core.types"]
+    assert "pytest_segrobust.engine.runner" in GRAPH["pytest_segrobust.backends.ray"]  # lazy and TYPE_CHECKING
+    assert "pytest_segrobust.runtime.options" in GRAPH["pytest_segrobust.engine.workbench"]  # TYPE_CHECKING
+    assert len(GRAPH) > 150
+
+
+def test_the_root_keeps_only_its_entry_points() -> None:
+    assert sorted(path.name for path in PACKAGE.glob("*.py")) == ["__init__.py", "cli.py", "plugin.py"]
+
+
+def test_every_module_sits_in_a_layer() -> None:
+    folders = {_folder(name) for name in MODULES if name != ROOT}
+    assert folders == {folder for layer in LAYERS for folder in layer}
+
+
+def test_every_folder_states_its_layer() -> None:
+    for folder in (f for layer in LAYERS for f in layer if (PACKAGE / f).is_dir()):
+        docstring = ast.get_docstring(ast.parse((PACKAGE / folder / "__init__.py").read_text(encoding="utf-8")))
+        assert docstring and f"Layer {_layer(folder)}" in docstring, folder
+
+
+def test_the_layering_holds() -> None:
+    assert _layering_violations(GRAPH) == []
+
+
+def test_the_layering_finds_an_upward_import(monkeypatch: pytest.MonkeyPatch) -> None:
+    upward = {*GRAPH["pytest_segrobust.engine.runner"], "pytest_segrobust.gate.verdict"}
+    monkeypatch.setitem(GRAPH, "pytest_segrobust.engine.runner", upward)
+    assert _layering_violations(GRAPH) == [
+        "pytest_segrobust.engine.runner (engine) imports pytest_segrobust.gate.verdict (gate)"
+    ]
+    # A peer of the same layer that the layer does not allow is refused too.
+    monkeypatch.setitem(GRAPH, "pytest_segrobust.engine.runner", GRAPH["pytest_segrobust.engine.runner"] - {"pytest_segrobust.gate.verdict"})
+    monkeypatch.setitem(GRAPH, "pytest_segrobust.data.base", {*GRAPH["pytest_segrobust.data.base"], "pytest_segrobust.metrics"})
+    assert _layering_violations(GRAPH) == ["pytest_segrobust.data.base (data) imports pytest_segrobust.metrics (metrics)"]
 
 
 def test_metrics_import_neither_models_nor_data() -> None:
     assert _violations("pytest_segrobust.metrics", ("pytest_segrobust.models", "pytest_segrobust.data")) == []
 
 
-def test_the_neutral_modules_import_no_engine_module() -> None:
-    # types, errors and wording are what every layer shares: they import nothing but each other.
-    neutral = ("pytest_segrobust.types", "pytest_segrobust.errors", "pytest_segrobust.wording")
-    assert sorted(t for n in neutral for t in GRAPH[n] if t not in neutral) == []
+def test_the_core_imports_nothing_above_it() -> None:
+    # types, errors and wording are what every layer shares: they import nothing but the core.
+    assert _violations("pytest_segrobust.core", tuple(f"{ROOT}.{f}" for layer in LAYERS[1:] for f in layer)) == []
 
 
 def test_the_report_imports_neither_models_nor_corruptions() -> None:
     # The report draws measured values (pytest_segrobust.pictures): it never runs a model, a
     # corruption or a task again, so it needs none of the modules that do.
-    engine = ("models", "corruptions", "tasks", "evaluation", "workbench", "worst", "suite_pictures")
-    assert _violations("pytest_segrobust.report", tuple(f"pytest_segrobust.{name}" for name in engine)) == []
+    engine = ("models", "corruptions", "tasks", "engine", "data")
+    assert _violations("pytest_segrobust.report", tuple(f"{ROOT}.{name}" for name in engine)) == []
 
 
 def test_the_class_views_are_neutral() -> None:
-    assert GRAPH["pytest_segrobust.views"] <= {"pytest_segrobust.types"}
+    assert GRAPH["pytest_segrobust.pictures.views"] <= {"pytest_segrobust.core.types"}
 
 
 def test_the_backends_import_neither_the_session_nor_the_items_nor_the_plugin() -> None:
     assert any(name.startswith("pytest_segrobust.backends.") for name in GRAPH)  # the package is read
-    forbidden = ("pytest_segrobust.session", "pytest_segrobust.items", "pytest_segrobust.plugin")
+    forbidden = ("pytest_segrobust.run", "pytest_segrobust.plugin")
     assert _violations("pytest_segrobust.backends", forbidden) == []
 
 
@@ -146,14 +221,9 @@ def _cycles() -> list[list[str]]:
 
 
 def test_the_cycle_finder_finds_a_cycle(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(GRAPH, "pytest_segrobust.errors", {"pytest_segrobust.types"})
-    assert ["pytest_segrobust.errors", "pytest_segrobust.types"] in _cycles()
+    monkeypatch.setitem(GRAPH, "pytest_segrobust.core.errors", {"pytest_segrobust.core.types"})
+    assert ["pytest_segrobust.core.errors", "pytest_segrobust.core.types"] in _cycles()
 
 
 def test_no_import_cycles() -> None:
     assert _cycles() == []
-
-
-def test_the_statistics_and_the_metrics_are_in_no_cycle() -> None:
-    # Metrics build their resampled scores on stats; stats knows no metric (its test-only helpers live in tests/).
-    assert [c for c in _cycles() if any(_under(m, ("pytest_segrobust.stats", "pytest_segrobust.metrics")) for m in c)] == []

@@ -8,9 +8,9 @@ import shlex
 
 import pytest
 
-from pytest_segrobust.junit import classname as junit_classname
-from pytest_segrobust.outcomes import ModelChange
-from pytest_segrobust.wording import abbreviations
+from pytest_segrobust.core.wording import abbreviations
+from pytest_segrobust.gate.outcomes import ModelChange
+from pytest_segrobust.run.junit import classname as junit_classname
 from tests.plugin_project import CELLS, SINGLE_PROCESS, run, write_suite
 
 

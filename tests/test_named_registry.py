@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_segrobust.errors import UnknownNameError
-from pytest_segrobust.plugins import NamedRegistry
+from pytest_segrobust.core.errors import UnknownNameError
+from pytest_segrobust.core.registry import NamedRegistry
 
 
 def make(module: str) -> type:

@@ -5,7 +5,7 @@ the image, with a geometric kernel so that warps move it), ``DepthDropout`` a pe
 family acting on it alone, and ``RgbdTask`` a task whose samples carry a ``depth`` field and
 whose model reads it. The task and the perturbation are found through the entry point groups
 (``segrobust.tasks``, ``segrobust.corruptions``) of a package installed in ``tmp_path``, then
-run through a corruption call and :func:`pytest_segrobust.evaluation.evaluate`. No file of
+run through a corruption call and :func:`pytest_segrobust.engine.evaluation.evaluate`. No file of
 the package knows about any of them.
 """
 
@@ -20,15 +20,15 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 import pytest
 import torch
 
+from pytest_segrobust.core.errors import DatasetError, ModelOutputError
+from pytest_segrobust.core.types import Field, Image, SemanticMask, field_of
 from pytest_segrobust.corruptions import REGISTRY, Corruption, CorruptionRegistry, SeverityTable, kernels
 from pytest_segrobust.corruptions import functional as Fn
 from pytest_segrobust.data.base import Sample, SegmentationDataset, SemanticTarget
-from pytest_segrobust.errors import DatasetError, ModelOutputError
-from pytest_segrobust.evaluation import evaluate
-from pytest_segrobust.seeding import SampleStreams, sample_seed
+from pytest_segrobust.engine.evaluation import evaluate
+from pytest_segrobust.randomness.seeding import SampleStreams, sample_seed
 from pytest_segrobust.tasks import TASKS, get_task
 from pytest_segrobust.tasks.base import Task
-from pytest_segrobust.types import Field, Image, SemanticMask, field_of
 
 # -- the plugin: a field type, its kernel, a perturbation family, a task ---------------------------
 

@@ -10,7 +10,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_segrobust.philox import integers, normal, philox4x32, poisson, random_bits, uniform
+from pytest_segrobust.randomness.philox import integers, normal, philox4x32, poisson, random_bits, uniform
 
 WORD = st.integers(0, 2**32 - 1)
 
@@ -131,7 +131,7 @@ def test_cpu_and_cuda_agree() -> None:
 
 def test_the_wrapping_multiply_equals_the_split_one() -> None:
     # The fast path is taken only where the device wraps; on this CPU it must, and give the same bits.
-    from pytest_segrobust import philox
+    from pytest_segrobust.randomness import philox
 
     assert philox._wraps_exactly(torch.device("cpu"))
     values = torch.cat([torch.tensor([0, 1, 2**31 - 1, 2**31, 2**32 - 1]), torch.randint(0, 2**32, (10_000,))])
@@ -142,7 +142,7 @@ def test_the_wrapping_multiply_equals_the_split_one() -> None:
 
 
 def test_cpu_slices_give_the_words_of_one_whole_call(monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_segrobust import philox
+    from pytest_segrobust.randomness import philox
 
     whole = random_bits([7, 8, 9], 4_001, "cpu", 2)
     monkeypatch.setattr(philox, "_CPU_CHUNK_WORDS", 7)  # 2 blocks per slice for 3 seeds, last slice short

@@ -14,7 +14,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_segrobust import philox
+from pytest_segrobust.randomness import philox
 from tests.loaders import counting_loader
 from tests.test_philox import reference
 
@@ -111,14 +111,14 @@ def test_the_kernel_is_loaded_by_the_first_large_draw_only(monkeypatch: pytest.M
 
 
 def test_without_numba_the_numpy_rounds_make_the_words(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "pytest_segrobust.philox_kernel", None)  # import fails
+    monkeypatch.setitem(sys.modules, "pytest_segrobust.randomness.philox_kernel", None)  # import fails
     assert philox._compiled_blocks.__wrapped__() is None
 
 
 def test_a_kernel_that_gives_other_words_is_refused(
     kernel: Callable[..., None], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pytest_segrobust import philox_kernel
+    from pytest_segrobust.randomness import philox_kernel
 
     def one_bit_off(key0: int, key1: int, stream: int, first: int, words: np.ndarray) -> None:
         kernel(key0, key1, stream, first, words)
@@ -152,7 +152,7 @@ def test_normal_fields_take_the_compiled_box_muller_steps_and_keep_their_bits(ke
 
 
 def test_without_numba_the_box_muller_steps_are_numpys(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "pytest_segrobust.philox_kernel", None)  # import fails
+    monkeypatch.setitem(sys.modules, "pytest_segrobust.randomness.philox_kernel", None)  # import fails
     assert philox._compiled_box_muller.__wrapped__() is None
 
 
@@ -160,7 +160,7 @@ def test_without_numba_the_box_muller_steps_are_numpys(monkeypatch: pytest.Monke
 def test_a_box_muller_step_that_is_one_ulp_off_is_refused(
     kernel: Callable[..., None], step: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pytest_segrobust import philox_kernel
+    from pytest_segrobust.randomness import philox_kernel
 
     exact = getattr(philox_kernel, step)
 

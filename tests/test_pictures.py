@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from pytest_segrobust.pictures import (
+from pytest_segrobust.pictures.values import (
     GalleryTiles,
     ImageLoss,
     PicturesFormatError,

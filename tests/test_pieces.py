@@ -12,12 +12,12 @@ import pytest
 
 from pytest_segrobust.corruptions import REGISTRY
 from pytest_segrobust.data.demo import demo_dataset
-from pytest_segrobust.evaluation import EvalSettings, evaluate
+from pytest_segrobust.engine.evaluation import EvalSettings, evaluate
+from pytest_segrobust.engine.pieces import evaluate_piece, merge_pieces, piece_range
 from pytest_segrobust.metrics import MetricContext
 from pytest_segrobust.models import as_instance_model, as_segmentation_model
 from pytest_segrobust.models.base import model_device
 from pytest_segrobust.models.demo import tiny_unet, tiny_unet_instances
-from pytest_segrobust.pieces import evaluate_piece, merge_pieces, piece_range
 
 
 @pytest.mark.parametrize("block", [1, 4])

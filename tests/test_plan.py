@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
+from pytest_segrobust.core.errors import SuiteError
 from pytest_segrobust.corruptions import REGISTRY
-from pytest_segrobust.errors import SuiteError
+from pytest_segrobust.engine.plan import Plan
 from pytest_segrobust.metrics import METRICS
-from pytest_segrobust.plan import Plan
-from pytest_segrobust.suite import load_suite
+from pytest_segrobust.suite.schema import load_suite
 from pytest_segrobust.tasks import get_task
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -327,7 +327,7 @@ def test_bad_batch_size_is_a_usage_error(project: pytest.Pytester) -> None:
 
 def test_progress_is_logged_for_live_logging(project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     # Through sys.modules: the package attribute may still name a copy an earlier in-process run unloaded.
-    workbench = importlib.import_module("pytest_segrobust.workbench")
+    workbench = importlib.import_module("pytest_segrobust.engine.workbench")
     monkeypatch.setattr(workbench._ProgressLog, "interval", 0.0)
     result = run(project, "--segrobust-update-baselines", "--log-cli-level=INFO", "-k", "clean")
     result.stdout.fnmatch_lines(["*bands::binner::clean: 8/8 images (* images/s)*"])

@@ -14,9 +14,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_segrobust import philox
+from pytest_segrobust.core.types import Image
 from pytest_segrobust.corruptions import PRESETS, Corruption
-from pytest_segrobust.types import Image
+from pytest_segrobust.randomness import philox
 
 LIMIT = philox.POISSON_INVERSION_LIMIT
 # Rates where tables and walks are most likely to part: zeros of both signs, the smallest

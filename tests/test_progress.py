@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import contextlib
 
-from pytest_segrobust.progress import TerminalProgress
+from pytest_segrobust.runtime.progress import TerminalProgress
 
 
 class Screen:

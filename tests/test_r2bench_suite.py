@@ -15,8 +15,8 @@ from PIL import Image
 
 mask_utils = pytest.importorskip("pycocotools.mask")
 
-from pytest_segrobust.errors import SuiteError
-from pytest_segrobust.suite import load_suite
+from pytest_segrobust.core.errors import SuiteError
+from pytest_segrobust.suite.schema import load_suite
 from pytest_segrobust.text.cells import MIXTURE_CELL, MixtureSpec
 from tests.plugin_project import run as plain_run
 from tests.test_referring_suite import SUITE, write_project
@@ -166,7 +166,7 @@ def test_bad_text_fields_name_the_file_and_the_field(project: Path, change: str,
 
 def test_a_replay_file_gates_on_frozen_texts(project: Path) -> None:
     from pytest_segrobust.data.referring import ReferringJsonl
-    from pytest_segrobust.evaluation import evaluate
+    from pytest_segrobust.engine.evaluation import evaluate
     from tests.text.test_cells import ColourReader
 
     dataset = ReferringJsonl(project / "scenes" / "refs.jsonl")

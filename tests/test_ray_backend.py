@@ -241,7 +241,7 @@ RECORDING = """\
 import os
 from pathlib import Path
 
-from pytest_segrobust import allocator
+from pytest_segrobust.runtime import allocator
 from segrobust_fakes import red_binner
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_segrobust import reads
+from pytest_segrobust.provenance import reads
 from tests.plugin_project import CELLS, SUITE, cached_run
 
 CONFIGURED = """\

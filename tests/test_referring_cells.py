@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from pytest_segrobust.errors import SuiteError
-from pytest_segrobust.suite import load_suite
+from pytest_segrobust.core.errors import SuiteError
+from pytest_segrobust.suite.schema import load_suite
 from pytest_segrobust.tasks import TASKS, register_task
 from pytest_segrobust.tasks.base import SuiteKeyError, SuiteNames
 from pytest_segrobust.tasks.referring import ReferringTask

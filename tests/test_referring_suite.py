@@ -13,10 +13,10 @@ from PIL import Image
 mask_utils = pytest.importorskip("pycocotools.mask")
 
 from pytest_segrobust.corruptions import REGISTRY
-from pytest_segrobust.evaluation import evaluate
+from pytest_segrobust.engine.evaluation import evaluate
 from pytest_segrobust.models import adapt_model
-from pytest_segrobust.models.build import build_model
-from pytest_segrobust.suite import load_suite
+from pytest_segrobust.suite.model_sources import build_model
+from pytest_segrobust.suite.schema import load_suite
 from pytest_segrobust.tasks import get_task
 from tests.plugin_project import run
 

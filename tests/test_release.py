@@ -10,10 +10,10 @@ import xml.etree.ElementTree as ET
 import numpy as np
 import pytest
 
-from pytest_segrobust.records import CellRecord
-from pytest_segrobust.release import CellEvidence, judge_model
-from pytest_segrobust.stats import resample_weights
-from pytest_segrobust.suite import load_suite
+from pytest_segrobust.core.statistics import resample_weights
+from pytest_segrobust.gate.release import CellEvidence, judge_model
+from pytest_segrobust.store.records import CellRecord
+from pytest_segrobust.suite.schema import load_suite
 from tests.plugin_project import cached_run, run
 
 SUITE = """\
@@ -212,7 +212,7 @@ def synthetic_model(
             status="passed",  # type: ignore[arg-type]
             baseline={"score": float(base_images.mean()), "gamma_r": float(base_images.mean() / clean_images.mean())},
         )
-        from pytest_segrobust.sidecar import pack
+        from pytest_segrobust.store.sidecar import pack
 
         paired = {
             "images": images,
@@ -241,9 +241,9 @@ def test_the_aggregate_margin_catches_a_drop_too_small_for_any_cell(tmp_path) ->
     assert mean_check["high"] < -0.01
     assert mean_check["detectable"] is not None and mean_check["detectable"] < 0.025
     # Hardly any cell alone confirms its drop of 0.025 beyond the margin of 0.01: their intervals straddle it.
-    from pytest_segrobust.evidence import cell_level
-    from pytest_segrobust.sidecar import unpack
-    from pytest_segrobust.stats import Change
+    from pytest_segrobust.core.statistics import Change
+    from pytest_segrobust.gate.evidence import cell_level
+    from pytest_segrobust.store.sidecar import unpack
 
     confirmed = 0
     for cell in synthetic_model(0.025)[None]:

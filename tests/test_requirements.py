@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_segrobust.baselines import CellKey
-from pytest_segrobust.errors import SuiteError
-from pytest_segrobust.gate import Status, judge
-from pytest_segrobust.requirements import (
+from pytest_segrobust.core.errors import SuiteError
+from pytest_segrobust.gate.verdict import Status, judge
+from pytest_segrobust.store.baselines import CellKey
+from pytest_segrobust.suite.requirements import (
     CellPlace,
     Estimate,
     RequirementCheck,
@@ -22,7 +22,7 @@ from pytest_segrobust.requirements import (
     summarize,
     unmet_lines,
 )
-from pytest_segrobust.suite import load_suite
+from pytest_segrobust.suite.schema import load_suite
 
 SHAPE = SuiteShape(
     headline="miou",

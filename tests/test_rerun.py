@@ -12,7 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from pytest_segrobust.files import atomic_write_text
+from pytest_segrobust.core.files import atomic_write_text
 from pytest_segrobust.plugin import _InterruptWatch, _why_stopped, written_lines
 from pytest_segrobust.report.coverage import RunCoverage, headline, markdown_lines, partial_report_path, terminal_lines
 from tests.plugin_project import CELLS, run

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from pytest_segrobust.scores import absolute_robustness, mean, relative_robustness
+from pytest_segrobust.metrics.robustness import absolute_robustness, mean, relative_robustness
 
 
 def test_relative_robustness_formula() -> None:
@@ -31,7 +31,7 @@ def test_mean_of_nothing_is_nan() -> None:
 
 
 def test_corruption_degradation_matches_kamann_and_rother() -> None:
-    from pytest_segrobust.scores import corruption_degradation, error, relative_corruption_degradation
+    from pytest_segrobust.metrics.robustness import corruption_degradation, error, relative_corruption_degradation
 
     model = [error(s) for s in (70.0, 60.0, 50.0)]  # D = 0.3, 0.4, 0.5
     reference = [error(s) for s in (60.0, 50.0, 40.0)]  # D = 0.4, 0.5, 0.6
@@ -42,7 +42,7 @@ def test_corruption_degradation_matches_kamann_and_rother() -> None:
 
 
 def test_per_class_relative_robustness_skips_undefined_classes() -> None:
-    from pytest_segrobust.scores import per_class_relative_robustness
+    from pytest_segrobust.metrics.robustness import per_class_relative_robustness
 
     gammas = per_class_relative_robustness([None, 80.0, 0.0, 50.0, 40.0], [None, 60.0, 10.0, None, 50.0])
     assert gammas == [None, pytest.approx(0.75), None, None, pytest.approx(1.25)]
@@ -64,7 +64,7 @@ def test_a_unit_scale_divides_gamma_a_by_one() -> None:
 
 
 def test_gamma_follows_the_metric_class_declaration() -> None:
-    from pytest_segrobust.evaluation import CellResult, EvalResult
+    from pytest_segrobust.engine.evaluation import CellResult, EvalResult
     from pytest_segrobust.metrics import METRICS, Metric, MetricResult
 
     class ErrorRate(Metric):

@@ -8,12 +8,12 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_segrobust import philox
-from pytest_segrobust.seeding import SampleStreams, sample_seed
+from pytest_segrobust.randomness import philox
+from pytest_segrobust.randomness.seeding import SampleStreams, sample_seed
 
 
 def test_seed_is_stable_across_processes_and_hash_randomisation() -> None:
-    code = "from pytest_segrobust.seeding import sample_seed; print(sample_seed(0, 'demo/val/00003', 'rotate', 3))"
+    code = "from pytest_segrobust.randomness.seeding import sample_seed; print(sample_seed(0, 'demo/val/00003', 'rotate', 3))"
     other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                            env={"PYTHONHASHSEED": "123", "PATH": ""}).stdout.strip()
     assert int(other) == sample_seed(0, "demo/val/00003", "rotate", 3)

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from pytest_segrobust import cli
+from pytest_segrobust.backends.shard_plan import ShardCell, ShardFile, ShardSpec, assign_cells
 from pytest_segrobust.report import without_timing
-from pytest_segrobust.shards import ShardCell, ShardFile, ShardSpec, assign_cells
 from tests.plugin_project import CELLS, recorded, run, write_suite
 from tests.test_rerun import ALL, collected
 

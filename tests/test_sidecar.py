@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pytest_segrobust.baselines import CellKey, Conditions, read_baseline, write_baseline
-from pytest_segrobust.errors import BaselineError
-from pytest_segrobust.sidecar import SidecarEntry, SidecarWriter, read_sidecar, sidecar_path, write_sidecar
+from pytest_segrobust.core.errors import BaselineError
+from pytest_segrobust.store.baselines import CellKey, Conditions, read_baseline, write_baseline
+from pytest_segrobust.store.sidecar import SidecarEntry, SidecarWriter, read_sidecar, sidecar_path, write_sidecar
 from tests.plugin_project import run
 
 CENTRAL_HEADER = b"PK\x01\x02"

@@ -15,13 +15,21 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_segrobust.baselines import CellKey
-from pytest_segrobust.errors import BaselineError, SuiteError
+from pytest_segrobust.core.errors import BaselineError, SuiteError
+from pytest_segrobust.core.statistics import Change, resample_weights
+from pytest_segrobust.gate.release import cell_level, family_size
 from pytest_segrobust.metrics.miou import MeanIoU
-from pytest_segrobust.release import cell_level, family_size
-from pytest_segrobust.sidecar import Sidecar, SidecarEntry, pack, read_sidecar, sidecar_path, unpack, write_sidecar
-from pytest_segrobust.stats import Change, resample_weights
-from pytest_segrobust.suite import load_suite
+from pytest_segrobust.store.baselines import CellKey
+from pytest_segrobust.store.sidecar import (
+    Sidecar,
+    SidecarEntry,
+    pack,
+    read_sidecar,
+    sidecar_path,
+    unpack,
+    write_sidecar,
+)
+from pytest_segrobust.suite.schema import load_suite
 from tests.plugin_project import NO_FIGURES, cached_run
 
 # One xdist worker (`pytest -n 2 --dist loadgroup`) records the demo project once for the module.
@@ -359,7 +367,7 @@ def test_a_family_of_cells_at_the_margin_raises_a_false_alarm_in_at_most_the_nom
 
 
 def test_cell_keys_of_the_sidecar_are_the_baselines_key_paths() -> None:
-    from pytest_segrobust.baselines import key_path
+    from pytest_segrobust.store.baselines import key_path
 
     assert key_path(CellKey("s", "m", "rotate", 3)) == "m::rotate::3"
     assert key_path(CellKey("s", "m", "clean", 0, "night")) == "m::night::clean"
@@ -383,7 +391,7 @@ def test_the_report_gives_each_models_aggregate_changes_with_intervals(demo_proj
 
 
 def test_evidence_scores_each_distinct_run_once_per_weights() -> None:
-    from pytest_segrobust.evidence import Evidence
+    from pytest_segrobust.gate.evidence import Evidence
 
     evidence, rng = Evidence(), np.random.default_rng(3)
     clean = counts(rng)

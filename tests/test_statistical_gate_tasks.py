@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from pytest_segrobust.sidecar import read_sidecar, sidecar_path
+from pytest_segrobust.store.sidecar import read_sidecar, sidecar_path
 from tests.plugin_project import cached_run, run
 
 pytest.importorskip("faster_coco_eval")
@@ -85,11 +85,11 @@ def match_rows_of(seed: int) -> tuple[np.ndarray, int]:
 
 
 def test_match_rows_survive_the_cached_result_and_the_sidecar(tmp_path) -> None:
-    from pytest_segrobust.errors import BaselineError
-    from pytest_segrobust.evaluation import EvalResult
+    from pytest_segrobust.core.errors import BaselineError
+    from pytest_segrobust.engine.evaluation import EvalResult
     from pytest_segrobust.metrics.base import MetricResult
     from pytest_segrobust.metrics.coco_map import MaskAP
-    from pytest_segrobust.sidecar import Sidecar, SidecarEntry, write_sidecar
+    from pytest_segrobust.store.sidecar import Sidecar, SidecarEntry, write_sidecar
 
     (clean, images), (corrupted, same) = match_rows_of(1), match_rows_of(1)
     corrupted = corrupted[(corrupted[:, 5] > 0) | (corrupted[:, 2] > 0.3)]  # fewer detections: other row counts
@@ -116,7 +116,7 @@ def test_per_image_statistics_are_kept_only_on_request_and_leave_the_scores_alon
     import torch
 
     from pytest_segrobust.data.demo import demo_dataset
-    from pytest_segrobust.evaluation import evaluate
+    from pytest_segrobust.engine.evaluation import evaluate
     from pytest_segrobust.models import adapt_model
     from pytest_segrobust.models.demo import tiny_unet_instances
     from pytest_segrobust.tasks import get_task

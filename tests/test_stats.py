@@ -5,8 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pytest_segrobust.metrics.miou import MeanIoU
-from pytest_segrobust.stats import (
+from pytest_segrobust.core.statistics import (
     Change,
     Outcome,
     RunScores,
@@ -16,6 +15,7 @@ from pytest_segrobust.stats import (
     paired_gamma_r_change,
     resample_weights,
 )
+from pytest_segrobust.metrics.miou import MeanIoU
 
 
 def miou_of_counts(counts: np.ndarray) -> np.ndarray:
@@ -141,9 +141,9 @@ def test_a_true_drop_beyond_the_margin_is_found() -> None:
 def test_the_miou_metric_keeps_each_images_counts_in_order() -> None:
     import torch
 
+    from pytest_segrobust.core.types import SemanticMask
     from pytest_segrobust.metrics.base import MetricContext
     from pytest_segrobust.metrics.miou import MeanIoU
-    from pytest_segrobust.types import SemanticMask
 
     rng = np.random.default_rng(3)
     truth = rng.integers(0, 4, size=(5, 6, 6))

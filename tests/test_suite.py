@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from pytest_segrobust.core.errors import SuiteError
+from pytest_segrobust.core.extras import Extra
 from pytest_segrobust.corruptions import PRESETS
-from pytest_segrobust.errors import SuiteError
-from pytest_segrobust.extras import Extra
-from pytest_segrobust.suite import Tolerance, load_suite
+from pytest_segrobust.suite.schema import Tolerance, load_suite
 
 VALID = """\
 dataset: {factory: tests.fakes:band_scenes, kwargs: {size: 4}}

@@ -8,10 +8,10 @@ import torch
 
 from pytest_segrobust.corruptions import REGISTRY
 from pytest_segrobust.corruptions.functional import to_uint8
-from pytest_segrobust.pictures import SuitePictures
+from pytest_segrobust.engine.suite_pictures import describe_frames, frame_kept, gallery_tiles, suite_pictures
+from pytest_segrobust.pictures.values import SuitePictures
+from pytest_segrobust.randomness.seeding import sample_seed
 from pytest_segrobust.report import tables
-from pytest_segrobust.seeding import sample_seed
-from pytest_segrobust.suite_pictures import describe_frames, frame_kept, gallery_tiles, suite_pictures
 
 # -- frame kept -------------------------------------------------------------------------------
 
@@ -87,7 +87,7 @@ def test_suite_pictures_hold_gallery_and_frame_table_and_name_what_failed() -> N
 
 
 def test_a_full_scale_sine_reads_0_db_in_its_bin_and_silence_the_floor() -> None:
-    from pytest_segrobust.suite_pictures import log_spectrogram, spectrogram_picture
+    from pytest_segrobust.engine.suite_pictures import log_spectrogram, spectrogram_picture
 
     rate, hz = 16000, 1000.0  # bin 32 of a 512-point FFT at 16 kHz
     wave = torch.sin(2 * torch.pi * hz * torch.arange(rate, dtype=torch.float64) / rate)[None]
@@ -104,7 +104,7 @@ def test_a_full_scale_sine_reads_0_db_in_its_bin_and_silence_the_floor() -> None
 
 
 def test_spectrogram_tiles_show_each_level_alike_at_every_call() -> None:
-    from pytest_segrobust.suite_pictures import spectrogram_tiles
+    from pytest_segrobust.engine.suite_pictures import spectrogram_tiles
     from pytest_segrobust.tasks import get_task
     from tests.av_fakes import listed_audio_clips
 

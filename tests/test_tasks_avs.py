@@ -15,16 +15,16 @@ import numpy.fft
 import pytest
 import torch
 
+from pytest_segrobust.core.errors import DatasetError
+from pytest_segrobust.core.types import VideoMasks
 from pytest_segrobust.corruptions.registry import REGISTRY
-from pytest_segrobust.errors import DatasetError
-from pytest_segrobust.evaluation import evaluate
+from pytest_segrobust.engine.evaluation import evaluate
 from pytest_segrobust.metrics.avs import AudioVisualF, AudioVisualIoU, SoundingMasks
 from pytest_segrobust.metrics.base import MetricContext
 from pytest_segrobust.models import adapt_model
-from pytest_segrobust.suite import load_suite
+from pytest_segrobust.suite.schema import load_suite
 from pytest_segrobust.tasks import get_task
 from pytest_segrobust.tasks.avs import MIXTURE_CELL, AudioVisualMixture, mixture_draw
-from pytest_segrobust.types import VideoMasks
 from tests.av_fakes import SOURCE, audio_clips, colour_guess, listed_audio_clips, tone_reader
 from tests.data.avs_layouts import write_meta, write_ms3_clip, write_s4_clip, write_s4_meta
 from tests.plugin_project import run
@@ -183,7 +183,7 @@ def test_the_mixture_draws_40_40_20_per_clip_the_same_at_every_call() -> None:
 def test_a_mixture_clip_is_perturbed_alike_in_any_batch() -> None:
     dataset = listed_audio_clips(6)
     cell = AudioVisualMixture([REGISTRY.get("gaussian_noise")], [REGISTRY.get("gain", "avs-acoustic")], seed=5)
-    from pytest_segrobust.seeding import sample_seed
+    from pytest_segrobust.randomness.seeding import sample_seed
 
     samples = [dataset[i] for i in range(6)]
     whole = TASK.collate(samples, range(6), dataset, torch.device("cpu"))

@@ -7,13 +7,13 @@ from collections.abc import Sequence
 import pytest
 import torch
 
+from pytest_segrobust.core.errors import DatasetError, ModelOutputError
+from pytest_segrobust.core.types import Expressions, Image, ReferringMask, field_of
 from pytest_segrobust.corruptions import REGISTRY
 from pytest_segrobust.data.base import ReferringTarget, Sample, SemanticTarget
-from pytest_segrobust.errors import DatasetError, ModelOutputError
-from pytest_segrobust.evaluation import evaluate
+from pytest_segrobust.engine.evaluation import evaluate
 from pytest_segrobust.models import TorchModuleReferringSegmenter, adapt_model
 from pytest_segrobust.tasks import get_task
-from pytest_segrobust.types import Expressions, Image, ReferringMask, field_of
 
 HEIGHT, WIDTH = 8, 10
 WORDS = ("left", "right")

@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 import torch
 
+from pytest_segrobust.core.errors import DatasetError, ModelOutputError
+from pytest_segrobust.core.types import Expressions, Video, VideoMasks
 from pytest_segrobust.corruptions import REGISTRY
-from pytest_segrobust.errors import DatasetError, ModelOutputError
-from pytest_segrobust.evaluation import evaluate
+from pytest_segrobust.engine.evaluation import evaluate
 from pytest_segrobust.models import adapt_model
 from pytest_segrobust.models.video import (
     ArrayReferringVideoModel,
@@ -17,10 +18,9 @@ from pytest_segrobust.models.video import (
     TorchModuleReferringVideoSegmenter,
     TorchModuleVideoObjectSegmenter,
 )
-from pytest_segrobust.seeding import sample_seed
+from pytest_segrobust.randomness.seeding import sample_seed
 from pytest_segrobust.tasks import get_task
 from pytest_segrobust.tasks.vos import reference_masks
-from pytest_segrobust.types import Expressions, Video, VideoMasks
 from tests.video_fakes import LATE, ClipScenes, colour_reader, colour_segmenter, colour_tracker
 
 CPU = torch.device("cpu")

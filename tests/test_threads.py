@@ -8,7 +8,7 @@ import json
 import pytest
 import torch
 
-from pytest_segrobust import threads
+from pytest_segrobust.runtime import threads
 from tests.plugin_project import CELLS, run
 
 PROBE = """
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from pytest_segrobust import threads
+from pytest_segrobust.runtime import threads
 
 
 def test_probe():

@@ -260,7 +260,7 @@ def test_a_model_whose_device_is_a_string_runs(project: pytest.Pytester) -> None
 def test_an_unwritable_baseline_folder_fails_the_run_but_keeps_the_report(
     project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pytest_segrobust import files
+    from pytest_segrobust.core import files
 
     real_replace = os.replace
 

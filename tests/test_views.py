@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from pytest_segrobust.types import (
+from pytest_segrobust.core.types import (
     Image,
     InstanceMasks,
     InstancePredictions,
@@ -17,7 +17,7 @@ from pytest_segrobust.types import (
     Video,
     VideoMasks,
 )
-from pytest_segrobust.views import NOTHING, NoClassView, class_map, class_maps, still, truth_maps
+from pytest_segrobust.pictures.views import NOTHING, NoClassView, class_map, class_maps, still, truth_maps
 
 
 def test_class_views_of_every_built_in_target_and_prediction() -> None:

@@ -9,7 +9,7 @@ import pytest
 
 from pytest_segrobust.data.davis import davis
 from pytest_segrobust.data.youtube_vos import youtube_vos
-from pytest_segrobust.evaluation import evaluate
+from pytest_segrobust.engine.evaluation import evaluate
 from pytest_segrobust.models import adapt_model
 from pytest_segrobust.tasks import get_task
 from tests.data.vos_layouts import meta_object, moving_objects, write_davis, write_json, write_youtube_clip

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from pytest_segrobust.core.errors import SuiteError
 from pytest_segrobust.corruptions.dynamic import DynamicMixture
-from pytest_segrobust.errors import SuiteError
-from pytest_segrobust.seeding import FrameDraws
-from pytest_segrobust.suite import load_suite
-from pytest_segrobust.writing import suite_cells
+from pytest_segrobust.randomness.seeding import FrameDraws
+from pytest_segrobust.run.baseline_writes import suite_cells
+from pytest_segrobust.suite.schema import load_suite
 from tests.plugin_project import run
 from tests.video_fakes import SOURCE
 
@@ -132,9 +132,9 @@ severities: [3]
 def test_an_rvos_suite_runs_its_text_static_and_dynamic_cells_end_to_end(project_dir: Path) -> None:
     import torch
 
-    from pytest_segrobust.evaluation import evaluate
+    from pytest_segrobust.engine.evaluation import evaluate
     from pytest_segrobust.models import adapt_model
-    from pytest_segrobust.models.build import build_model
+    from pytest_segrobust.suite.model_sources import build_model
     from pytest_segrobust.tasks import get_task
 
     suite = load_suite(write(project_dir, RVOS_SUITE))

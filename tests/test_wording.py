@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_segrobust.wording import article, decimals, did_you_mean, plural
+from pytest_segrobust.core.wording import article, decimals, did_you_mean, plural
 
 
 @pytest.mark.parametrize(

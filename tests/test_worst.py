@@ -6,11 +6,11 @@ import pytest
 import torch
 
 from pytest_segrobust.corruptions import REGISTRY
+from pytest_segrobust.engine.worst_images import CleanViews, describe_worst, worst_images
 from pytest_segrobust.models.adapters import adapt_model
-from pytest_segrobust.pictures import WorstImages
+from pytest_segrobust.pictures.values import WorstImages
+from pytest_segrobust.pictures.views import NoClassView
 from pytest_segrobust.tasks import get_task
-from pytest_segrobust.views import NoClassView
-from pytest_segrobust.worst import CleanViews, describe_worst, worst_images
 from tests.fakes import BandScenes, RedBinner
 
 
@@ -85,7 +85,7 @@ def test_a_task_without_class_view_gets_a_note_not_an_error() -> None:
         def fingerprint(self) -> str:
             return "opaque"
 
-    from pytest_segrobust import views
+    from pytest_segrobust.pictures.values import views
 
     def refuse(value: object) -> list[torch.Tensor]:
         raise NoClassView("Tensor has no class view to draw")

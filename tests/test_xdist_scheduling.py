@@ -12,9 +12,9 @@ from types import SimpleNamespace
 import pytest
 from xdist.remote import Producer
 
+from pytest_segrobust.backends.shard_plan import cut
 from pytest_segrobust.backends.xdist import ModelGroupScheduling, plan_units
 from pytest_segrobust.report import without_timing
-from pytest_segrobust.shards import cut
 from tests.plugin_project import BLACKOUT_CONFTEST, run
 
 # -- units ------------------------------------------------------------------------------------

@@ -1,17 +1,21 @@
 """Where a run's cells are measured: one protocol, one module per backend, one option.
 
 A :class:`Backend` measures the cells a run's items ask for and hands back each
-:class:`~pytest_segrobust.runner.Measurement`; the controller (the session) gates, reports and
+:class:`~pytest_segrobust.engine.runner.Measurement`; the controller (the session) gates, reports and
 writes, whatever the backend. ``--segrobust-backend NAME`` picks one from :data:`BACKENDS`:
 the built-ins ``local`` (:mod:`~pytest_segrobust.backends.local`: this process, or each xdist
 worker) and ``ray`` (:mod:`~pytest_segrobust.backends.ray`), and any installed under the
 ``segrobust.backends`` entry point group. How a run is spread besides its backend lives
 beside them: over xdist workers (:mod:`~pytest_segrobust.backends.xdist`) and over machines
-as shards (:mod:`~pytest_segrobust.backends.shards`).
+as shards (:mod:`~pytest_segrobust.backends.shard_plan`: the cells' assignment and the shard
+file; the controller's part, writing and merging them, is :mod:`~pytest_segrobust.run.shards`).
 
 A backend module imports neither the session, the items nor the plugin; what it needs of the
 run comes through :meth:`Backend.create` (the pytest config and the process's cell runner).
 This module imports nothing heavy: the plugin reads the option with it.
+
+Layer 8: imports the report, the gate, the engine and the layers below; never the pytest
+integration (:mod:`pytest_segrobust.run`).
 """
 
 from __future__ import annotations
@@ -22,13 +26,13 @@ from typing import TYPE_CHECKING, ClassVar
 
 import pytest
 
-from pytest_segrobust.plugins import NamedRegistry
+from pytest_segrobust.core.registry import NamedRegistry
 
 if TYPE_CHECKING:
-    from pytest_segrobust.baselines import CellKey
-    from pytest_segrobust.pictures import RunPictures
-    from pytest_segrobust.runner import CellRunner, Measurement
-    from pytest_segrobust.suite import Suite
+    from pytest_segrobust.engine.runner import CellRunner, Measurement
+    from pytest_segrobust.pictures.values import RunPictures
+    from pytest_segrobust.store.baselines import CellKey
+    from pytest_segrobust.suite.schema import Suite
 
 ENTRY_POINT_GROUP = "segrobust.backends"
 DEFAULT = "local"
@@ -113,7 +117,7 @@ def create(config: pytest.Config, runner: CellRunner, *, under_xdist: bool) -> B
     Raises:
         pytest.UsageError: for an unknown name, or a backend that cannot serve the run.
     """
-    from pytest_segrobust.errors import UnknownNameError
+    from pytest_segrobust.core.errors import UnknownNameError
 
     name = config.getoption("segrobust_backend")
     try:

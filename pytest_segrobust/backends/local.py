@@ -10,9 +10,9 @@ import pytest
 from pytest_segrobust.backends import Backend, register_backend
 
 if TYPE_CHECKING:
-    from pytest_segrobust.baselines import CellKey
-    from pytest_segrobust.runner import CellRunner, Measurement
-    from pytest_segrobust.suite import Suite
+    from pytest_segrobust.engine.runner import CellRunner, Measurement
+    from pytest_segrobust.store.baselines import CellKey
+    from pytest_segrobust.suite.schema import Suite
 
 
 @register_backend

@@ -4,11 +4,11 @@ The pytest process stays the controller: it collects, selects (``-k``, ``--lf``.
 reports and writes baselines, as without Ray. Only the evaluations move. Once the run's cells
 are known, each (suite, model) gets one actor, a :class:`CellWorker` that builds the model and
 the datasets once and evaluates its cells in the order pytest will run them; each cell's
-:class:`~pytest_segrobust.runner.Measurement` comes back as soon as it is done, and the
+:class:`~pytest_segrobust.engine.runner.Measurement` comes back as soon as it is done, and the
 cell's item waits for it and gates it (:meth:`RayBackend.measurement`). With
 ``--segrobust-ray-split N``, each (suite, model) gets N actors instead, and each corrupted
 cell's samples are cut into N pieces evaluated side by side, which the first actor merges
-exactly (:mod:`pytest_segrobust.pieces`).
+exactly (:mod:`pytest_segrobust.engine.pieces`).
 
 An actor whose process dies is restarted once and the cell it was evaluating is retried (Ray's
 ``max_restarts`` and ``max_task_retries``); if it dies again, each of its cells without a result
@@ -17,7 +17,7 @@ killed and their outstanding cells dropped, so the report lists them as not run.
 
 Ray is imported here, and only when the backend is chosen and the run starts
 (:meth:`RayBackend.start`). Once the actors of a (suite, model) have measured their last cell,
-the first of them draws the report's pictures of its cells (:mod:`pytest_segrobust.album`)
+the first of them draws the report's pictures of its cells (:mod:`pytest_segrobust.engine.report_pictures`)
 before it goes.
 """
 
@@ -35,21 +35,21 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_segrobust import arguments
 from pytest_segrobust.backends import Backend, register_backend
-from pytest_segrobust.devices import DeviceChoice
-from pytest_segrobust.errors import SegRobustError
-from pytest_segrobust.shards import SHARD_FLAG
-from pytest_segrobust.wording import plural
+from pytest_segrobust.backends.shard_plan import SHARD_FLAG
+from pytest_segrobust.core.errors import SegRobustError
+from pytest_segrobust.core.wording import plural
+from pytest_segrobust.runtime import arguments
+from pytest_segrobust.runtime.devices import DeviceChoice
 
 if TYPE_CHECKING:
-    from pytest_segrobust.baselines import CellKey
     from pytest_segrobust.corruptions import CorruptionRegistry
-    from pytest_segrobust.pictures import RunPictures
-    from pytest_segrobust.pieces import Piece
-    from pytest_segrobust.runner import CellRunner, Measurement
-    from pytest_segrobust.session import Options
-    from pytest_segrobust.suite import Suite
+    from pytest_segrobust.engine.pieces import Piece
+    from pytest_segrobust.engine.runner import CellRunner, Measurement
+    from pytest_segrobust.pictures.values import RunPictures
+    from pytest_segrobust.runtime.options import Options
+    from pytest_segrobust.store.baselines import CellKey
+    from pytest_segrobust.suite.schema import Suite
 
 logger = logging.getLogger("pytest_segrobust")
 
@@ -161,8 +161,8 @@ class CellWorker:
     def __init__(
         self, options: Options, device: DeviceChoice, rootpath: Path, registry: CorruptionRegistry, cpus: float = 1.0
     ) -> None:
-        from pytest_segrobust import allocator, threads
-        from pytest_segrobust.runner import CellRunner
+        from pytest_segrobust.engine.runner import CellRunner
+        from pytest_segrobust.runtime import allocator, threads
 
         allocator.configure(options.malloc)  # the allocator is this process's: the controller's setting is not inherited
         threads.apply(threads.choose(options.threads, reserved_cpus=cpus))
@@ -178,9 +178,9 @@ class CellWorker:
             nodeid: Its pytest node id.
             pieces: For a split cell, the references of its pieces but the first, which the
                 model's other actors evaluate meanwhile; this actor evaluates the first and
-                merges them (:mod:`pytest_segrobust.pieces`).
+                merges them (:mod:`pytest_segrobust.engine.pieces`).
         """
-        from pytest_segrobust.pieces import Split
+        from pytest_segrobust.engine.pieces import Split
 
         if not pieces:
             return self.runner.measure_remote(suite_path, key, nodeid)
@@ -282,7 +282,7 @@ class RayBackend(Backend):
         return cls(config, runner, RaySettings.of(config, runner))
 
     def header(self) -> list[str]:
-        from pytest_segrobust import threads
+        from pytest_segrobust.runtime import threads
 
         settings = self.settings
         cluster = settings.address or "a local Ray instance"
@@ -311,7 +311,7 @@ class RayBackend(Backend):
             pytest.UsageError: for a run whose adapters the actors cannot call, or a cluster
                 that does not start.
         """
-        from pytest_segrobust.requirements import MODEL_ITEM
+        from pytest_segrobust.suite.requirements import MODEL_ITEM
 
         adapters = [impl.plugin_name for impl in self._config.hook.pytest_segrobust_adapt_model.get_hookimpls()]
         if adapters:
@@ -373,7 +373,7 @@ class RayBackend(Backend):
         return self.measurement(nodeid)
 
     def pictures(self) -> RunPictures | None:
-        from pytest_segrobust.pictures import RunPictures
+        from pytest_segrobust.pictures.values import RunPictures
 
         return self._pictures or RunPictures()
 
@@ -438,7 +438,7 @@ class RayBackend(Backend):
         """The pictures of a (suite, model)'s measured cells, from its first actor; an actor that
         cannot send them (within ``timeout`` seconds) leaves its model's worst images out of the
         report, which says so."""
-        from pytest_segrobust.pictures import RunPictures
+        from pytest_segrobust.pictures.values import RunPictures
 
         try:
             only = None if self._remaining.get(group, 0) == 0 else self._taken_by.get(group, [])

@@ -9,7 +9,7 @@ results and decoding the same samples. With ``--segrobust`` and xdist's ``load``
   built once for all of them) form a unit, sent to one worker whole.
 * A model with more cells than the ideal share of a worker (``ceil(cells / workers)``) is
   cut (unless it has an ``aggregates`` item, which decides from the cells its worker ran) into the fewest near-equal runs of consecutive cells within that share
-  (:func:`~pytest_segrobust.shards.cut`, as the shards are), so that one large model
+  (:func:`~pytest_segrobust.backends.shard_plan.cut`, as the shards are), so that one large model
   cannot leave the other workers idle; each run may go to another worker.
 * Units go out largest first, each to the next worker that is about to run out of work:
   one unit at a time, and the next one while the worker runs its unit's last cell (an xdist
@@ -37,8 +37,8 @@ from xdist.remote import Producer
 from xdist.report import report_collection_diff
 from xdist.workermanage import WorkerController, parse_tx_spec_config
 
-from pytest_segrobust.requirements import MODEL_ITEM
-from pytest_segrobust.shards import cut
+from pytest_segrobust.backends.shard_plan import cut
+from pytest_segrobust.suite.requirements import MODEL_ITEM
 
 # A worker runs a test only once it has been sent the next one (or told to shut down), so
 # it is refilled while it still holds two: the one it runs and the one after it.

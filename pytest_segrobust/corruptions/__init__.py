@@ -1,4 +1,7 @@
-"""Image corruptions: batched, device-agnostic, deterministic per sample."""
+"""Image corruptions: batched, device-agnostic, deterministic per sample.
+
+Layer 2 (a perturbation family, like :mod:`pytest_segrobust.text`): imports the layers below.
+"""
 
 from pytest_segrobust.corruptions.base import (
     Category,

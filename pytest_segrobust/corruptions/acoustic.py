@@ -1,6 +1,6 @@
 """Acoustic perturbations: R2-Bench's twelve, at five levels, on clips' waveforms (audio-visual segmentation).
 
-Each acts on :class:`~pytest_segrobust.types.Audio` fields only, so images, frames and masks
+Each acts on :class:`~pytest_segrobust.core.types.Audio` fields only, so images, frames and masks
 pass through untouched by construction, and image corruptions leave audio alone. A
 perturbation first draws its parameters, one typed row per clip (:meth:`AcousticCorruption.draws`),
 from the clip's own Philox streams (:meth:`StreamKeys.of_field` ``("audio")``, keyed by
@@ -74,11 +74,11 @@ from typing import Any, ClassVar, Generic, TypeVar
 import numpy as np
 import torch
 
+from pytest_segrobust.core.extras import Extra
+from pytest_segrobust.core.types import Audio, Field
 from pytest_segrobust.corruptions import kernels
 from pytest_segrobust.corruptions.base import Corruption, SeverityTable
-from pytest_segrobust.extras import Extra
-from pytest_segrobust.seeding import SampleStreams
-from pytest_segrobust.types import Audio, Field
+from pytest_segrobust.randomness.seeding import SampleStreams
 
 Params = TypeVar("Params")
 Draw = TypeVar("Draw")
@@ -153,7 +153,7 @@ class CompetingAudio(Field):
 
     A dataset that offers ``background_noise`` reads, for each clip, the clip
     :func:`competing_clip` names, and collates its waveform into this field beside the
-    clip's :class:`~pytest_segrobust.types.Audio`. It is a field of its own type (not an
+    clip's :class:`~pytest_segrobust.core.types.Audio`. It is a field of its own type (not an
     ``Audio``), so no perturbation changes it and metrics never mistake it for the clip's sound.
 
     Attributes:
@@ -205,7 +205,7 @@ class AcousticCorruption(Corruption[Params], Generic[Params, Draw]):
 
     Subclasses implement :meth:`draw` (every random number, from ``streams`` alone, in an
     order fixed by the code) and :meth:`apply` (the waveforms of a batch with their rows).
-    Every :class:`~pytest_segrobust.types.Audio` field of a batch is changed, each drawing
+    Every :class:`~pytest_segrobust.core.types.Audio` field of a batch is changed, each drawing
     from fresh streams of the clip's audio keys; every other field passes through. A clip's
     waveform is perturbed as a whole, once per clip, whatever :attr:`frame_draws` says.
     """

@@ -2,7 +2,7 @@
 
 A corruption is a class that binds a :class:`SeverityTable` (five typed parameter rows)
 to a pure function in :mod:`pytest_segrobust.corruptions.functional`. It takes and returns a
-batch of typed fields (:mod:`pytest_segrobust.types`), acts on the fields it declares
+batch of typed fields (:mod:`pytest_segrobust.core.types`), acts on the fields it declares
 (:attr:`Corruption.acts_on`) and dispatches on their types
 (:mod:`pytest_segrobust.corruptions.kernels`): a :class:`PhotometricCorruption` changes
 pixel fields (images, video frames) and returns every other field untouched, by
@@ -13,7 +13,7 @@ and reorders or repeats the frames of every field with a time axis.
 
 A new family (text, acoustic, a plugin's own field type) is a subclass of
 :class:`Corruption` in a module of its own: it declares the field types it acts on and
-implements ``_corrupt``, drawing from the keys of :class:`~pytest_segrobust.seeding.StreamKeys`.
+implements ``_corrupt``, drawing from the keys of :class:`~pytest_segrobust.randomness.seeding.StreamKeys`.
 """
 
 from __future__ import annotations
@@ -30,11 +30,11 @@ from typing import Any, ClassVar, Generic, TypeVar, overload
 
 import torch
 
+from pytest_segrobust.core.extras import Extra
+from pytest_segrobust.core.types import Batch, Field, Image, PixelField, Video, frames_of
 from pytest_segrobust.corruptions import functional as Fn
 from pytest_segrobust.corruptions import kernels
-from pytest_segrobust.extras import Extra
-from pytest_segrobust.seeding import FrameDraws, SampleStreams, StreamKeys
-from pytest_segrobust.types import Batch, Field, Image, PixelField, Video, frames_of
+from pytest_segrobust.randomness.seeding import FrameDraws, SampleStreams, StreamKeys
 
 Params = TypeVar("Params")
 
@@ -84,7 +84,7 @@ class Corruption(ABC, Generic[Params]):
     """A named corruption with a five-row severity table.
 
     Call it with a batch, a severity and one seed per sample (see
-    :func:`pytest_segrobust.seeding.sample_seed`). Severity 0 returns the inputs unchanged.
+    :func:`pytest_segrobust.randomness.seeding.sample_seed`). Severity 0 returns the inputs unchanged.
 
     Attributes:
         name: Registry name, e.g. ``"gaussian_noise"``.
@@ -126,7 +126,7 @@ class Corruption(ABC, Generic[Params]):
         """Corrupt a batch: images alone, or a mapping of typed fields that move together.
 
         A tensor is taken as images and a tensor is returned. A mapping (a sample batch, see
-        :mod:`pytest_segrobust.types`) returns a mapping with the same names: image-like
+        :mod:`pytest_segrobust.core.types`) returns a mapping with the same names: image-like
         fields corrupted, annotations moved with the image by geometric corruptions and
         untouched by photometric ones. Photometric and geometric corruptions work on CPU
         images one at a time (:attr:`image_by_image_on_cpu`); the result is the same.
@@ -151,7 +151,7 @@ class Corruption(ABC, Generic[Params]):
 
     def accepts(self, kind: type[Field]) -> bool:
         """Whether it acts on fields of type ``kind``: ``accepts(Image)`` for an image corruption,
-        not for a temporal one (which needs a :class:`~pytest_segrobust.types.Video`)."""
+        not for a temporal one (which needs a :class:`~pytest_segrobust.core.types.Video`)."""
         return any(issubclass(kind, acted) for acted in self.acts_on)
 
     def drawing(self, frame_draws: FrameDraws) -> Corruption[Params]:
@@ -258,7 +258,7 @@ class PhotometricCorruption(Corruption[Params]):
         """Return the corrupted images, clipped to ``[0, 1]``.
 
         Every random draw comes from ``streams``, in an order fixed by the code (see
-        :class:`~pytest_segrobust.seeding.SampleStreams`).
+        :class:`~pytest_segrobust.randomness.seeding.SampleStreams`).
 
         Shape:
             images: ``(B, C, H, W)``; return: same.
@@ -398,7 +398,7 @@ class TemporalCorruption(Corruption[Params]):
 
     One frame order is drawn per clip, from the clip's own seed: position ``t`` of clip ``b``
     shows its source frame ``order[b, t]``, with that frame's masks and frame id. Fields
-    without a time axis pass through; :class:`~pytest_segrobust.types.Audio` keeps playing in time.
+    without a time axis pass through; :class:`~pytest_segrobust.core.types.Audio` keeps playing in time.
     """
 
     temporal = True

@@ -14,7 +14,7 @@ from enum import IntEnum
 from typing import Any
 
 from pytest_segrobust.corruptions.base import Category, Corruption, SeverityTable
-from pytest_segrobust.seeding import FrameDraws
+from pytest_segrobust.randomness.seeding import FrameDraws
 
 MAX_PARTS = 2
 SEPARATOR = "+"

@@ -15,7 +15,7 @@ can be asked for here:
 Static mode is any corruption applied to a clip (:meth:`StaticMode.apply`). Dynamic mode is
 a corruption of its own, :class:`DynamicMixture`, over a list of perturbations. Every draw is
 a function of ``(seed, clip id, frame, perturbation)`` alone (:meth:`DynamicMixture.frame_seed`):
-the clip's seed is :func:`~pytest_segrobust.seeding.sample_seed` of the mixture's name, which
+the clip's seed is :func:`~pytest_segrobust.randomness.seeding.sample_seed` of the mixture's name, which
 spells its perturbations and options, so two mixtures never share draws. Geometric
 perturbations move the masks of the frame they move.
 """
@@ -28,11 +28,11 @@ from typing import Any
 
 import torch
 
+from pytest_segrobust.core.types import Field, Video, frames_of
 from pytest_segrobust.corruptions import kernels
 from pytest_segrobust.corruptions.base import MAX_SEVERITY, Category, Corruption, SeverityTable
 from pytest_segrobust.corruptions.composition import part_seed
-from pytest_segrobust.seeding import FrameDraws, SampleStreams, StreamKeys, derived_seed
-from pytest_segrobust.types import Field, Video, frames_of
+from pytest_segrobust.randomness.seeding import FrameDraws, SampleStreams, StreamKeys, derived_seed
 
 # What a suite writes for each way of drawing along a clip's frames.
 _SPELLING = {"per_clip": FrameDraws.CLIP, "per_frame": FrameDraws.FRAME}

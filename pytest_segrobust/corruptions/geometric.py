@@ -10,7 +10,7 @@ import torch
 
 from pytest_segrobust.corruptions import functional as Fn
 from pytest_segrobust.corruptions.base import AffineCorruption, Category, GeometricCorruption, SeverityTable
-from pytest_segrobust.seeding import SampleStreams
+from pytest_segrobust.randomness.seeding import SampleStreams
 
 
 @dataclass(frozen=True)

@@ -26,9 +26,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from pytest_segrobust.corruptions import functional as Fn
-from pytest_segrobust.seeding import StreamKeys
-from pytest_segrobust.types import (
+from pytest_segrobust.core.types import (
     VOID,
     Audio,
     Expressions,
@@ -45,6 +43,8 @@ from pytest_segrobust.types import (
     VideoMasks,
     boxes_from_masks,
 )
+from pytest_segrobust.corruptions import functional as Fn
+from pytest_segrobust.randomness.seeding import StreamKeys
 
 # Changes images ``(N, C, H, W)`` in [0, 1], each drawing from its own key (one per image);
 # bound to the corruption's params.
@@ -56,7 +56,7 @@ def photometric(field: Field, change: ImageFunction, keys: StreamKeys) -> Field:
     """Apply a pixel-value change to a pixel field; every other field passes through.
 
     A kernel hands ``change`` the field's images with one key each, taken from ``keys``
-    (:class:`~pytest_segrobust.seeding.StreamKeys`).
+    (:class:`~pytest_segrobust.randomness.seeding.StreamKeys`).
     """
     return field
 

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from pytest_segrobust.core.errors import UnknownCorruptionError
+from pytest_segrobust.core.wording import did_you_mean
 from pytest_segrobust.corruptions import acoustic, blur, compression, digital, geometric, noise, temporal, weather
 from pytest_segrobust.corruptions.base import Corruption
 from pytest_segrobust.corruptions.composition import SEPARATOR, Composition
-from pytest_segrobust.errors import UnknownCorruptionError
-from pytest_segrobust.wording import did_you_mean
 
 DEFAULT_PRESET = "coco-p"
 ENTRY_POINT_GROUP = "segrobust.corruptions"

@@ -9,7 +9,7 @@ how it copes with the broken motion (a tracker that propagates masks from frame 
 sees jumps, stalls and time running backwards). A position showing a frame without an
 annotation is not scored. Audio plays on in time.
 
-They act on clips only (:class:`~pytest_segrobust.types.Video`), belong to no image preset,
+They act on clips only (:class:`~pytest_segrobust.core.types.Video`), belong to no image preset,
 and make up the ``video-temporal`` preset. Besides :data:`frame_freeze` (ours), the tables
 are those of Schiappa et al., *Large-scale Robustness Analysis of Video Action Recognition
 Models* (CVPR 2023), as their released code writes them (``core/video_perturb.py`` of
@@ -39,7 +39,7 @@ from dataclasses import dataclass
 import torch
 
 from pytest_segrobust.corruptions.base import Category, SeverityTable, TemporalCorruption
-from pytest_segrobust.seeding import SampleStreams
+from pytest_segrobust.randomness.seeding import SampleStreams
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ import torch
 from pytest_segrobust.corruptions import functional as Fn
 from pytest_segrobust.corruptions.base import Category, PhotometricCorruption, SeverityTable
 from pytest_segrobust.corruptions.functional.weather import FogParams, FrostParams, SnowParams, SpatterParams
-from pytest_segrobust.seeding import SampleStreams
+from pytest_segrobust.randomness.seeding import SampleStreams
 
 # ImageNet-C's constants; COCO-P and Cityscapes-C use them unchanged.
 FOG = SeverityTable(tuple(FogParams(c, d) for c, d in ((1.5, 2.0), (2.0, 2.0), (2.5, 1.7), (2.5, 1.5), (3.0, 1.4))))

@@ -37,11 +37,11 @@ import numpy as np
 import torch
 from PIL import Image
 
+from pytest_segrobust.core.errors import DatasetError
 from pytest_segrobust.data.base import Sample
 from pytest_segrobust.data.clip_folders import ClipFolderDataset
 from pytest_segrobust.data.clips import ClipAudio, ClipFrames, ClipObjects
 from pytest_segrobust.data.io import read_rgb
-from pytest_segrobust.errors import DatasetError
 
 FRAMES = 5
 SUBSETS = ("s4", "ms3")

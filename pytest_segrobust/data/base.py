@@ -13,8 +13,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import torch
 
-from pytest_segrobust.errors import DatasetError
-from pytest_segrobust.types import (
+from pytest_segrobust.core.errors import DatasetError
+from pytest_segrobust.core.types import (
     DEFAULT_IGNORE_INDEX,
     InstanceTarget,
     PanopticTarget,
@@ -22,7 +22,7 @@ from pytest_segrobust.types import (
     instance_categories,
     supercategories,
 )
-from pytest_segrobust.wording import article
+from pytest_segrobust.core.wording import article
 
 __all__ = [
     "DEFAULT_IGNORE_INDEX",

@@ -23,10 +23,10 @@ import numpy as np
 import torch
 from PIL import Image
 
+from pytest_segrobust.core.errors import DatasetError
 from pytest_segrobust.data.base import DEFAULT_IGNORE_INDEX, Sample
 from pytest_segrobust.data.clips import ClipFrames
 from pytest_segrobust.data.io import read_rgb
-from pytest_segrobust.errors import DatasetError
 
 VOS_CLASS_NAMES: tuple[str, ...] = ("background", "object")
 FRAME_SUFFIXES = (".jpg", ".jpeg")

@@ -9,8 +9,8 @@ from these fields:
 * ``expression``: :class:`ClipExpression` (R-VOS only), the words and the object they name;
 * ``audio``: :class:`ClipAudio` (audio-visual segmentation), the clip's sound.
 
-The video tasks collate them into the batch fields :class:`~pytest_segrobust.types.Video`
-and :class:`~pytest_segrobust.types.VideoMasks`. Frames stay ``uint8`` until the task
+The video tasks collate them into the batch fields :class:`~pytest_segrobust.core.types.Video`
+and :class:`~pytest_segrobust.core.types.VideoMasks`. Frames stay ``uint8`` until the task
 uploads them, so a clip costs what its pixels cost, and a dataset decodes a clip when it
 is asked for it, not before (a 480p DAVIS clip is decoded once per cell).
 """
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
-from pytest_segrobust.types import DEFAULT_IGNORE_INDEX
+from pytest_segrobust.core.types import DEFAULT_IGNORE_INDEX
 
 
 @dataclass(frozen=True)
@@ -99,7 +99,7 @@ class ClipExpression:
 class ClipAudio:
     """The sound of one clip (audio-visual segmentation), heard over its frames from first to last.
 
-    The task cuts it into one span per frame (:meth:`Audio.of <pytest_segrobust.types.Audio.of>`).
+    The task cuts it into one span per frame (:meth:`Audio.of <pytest_segrobust.core.types.Audio.of>`).
 
     Attributes:
         waveform: ``(C, S)``, float32 in ``[-1, 1]``.

@@ -22,10 +22,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from pytest_segrobust.core.errors import DatasetError
 from pytest_segrobust.data.base import DEFAULT_IGNORE_INDEX, InstanceTarget, Sample, SemanticTarget
 from pytest_segrobust.data.coco_json import CocoJson, digest_file_sizes, require
 from pytest_segrobust.data.io import read_rgb
-from pytest_segrobust.errors import DatasetError
 
 # Polygon vertices are continuous coordinates on pixel edges and annotation tools round them,
 # so a vertex may sit a little outside the frame; beyond this it belongs to another image.

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_segrobust.errors import DatasetError
+from pytest_segrobust.core.errors import DatasetError
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ because they cannot be matched to single instances, a reason that has no meaning
 map.)
 
 :class:`CocoPanoptic` yields the same label maps and also each image's segments as a
-:class:`~pytest_segrobust.types.PanopticTarget`: the PNG's segment ids as stored (0 is void),
+:class:`~pytest_segrobust.core.types.PanopticTarget`: the PNG's segment ids as stored (0 is void),
 each segment's label in the numbering above (the one ``class_names`` gives) and its
 ``iscrowd``. Whether a class is a thing or stuff is its category's ``isthing``, which panoptic
 quality reads from ``categories``.
@@ -45,10 +45,10 @@ import numpy as np
 import torch
 from PIL import Image
 
+from pytest_segrobust.core.errors import DatasetError
 from pytest_segrobust.data.base import DEFAULT_IGNORE_INDEX, PanopticTarget, Sample, SemanticTarget
 from pytest_segrobust.data.coco_json import CocoJson, digest_file_sizes, require
 from pytest_segrobust.data.io import read_rgb
-from pytest_segrobust.errors import DatasetError
 
 VOID_SEGMENT_ID = 0
 # Three 8-bit channels hold a segment id.

@@ -23,6 +23,7 @@ import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from pytest_segrobust.core.errors import DatasetError
 from pytest_segrobust.data.base import Sample
 from pytest_segrobust.data.clip_folders import (
     FRAME_SUFFIXES,
@@ -38,7 +39,6 @@ from pytest_segrobust.data.clip_folders import (
     selected_files,
 )
 from pytest_segrobust.data.clips import ClipObjects
-from pytest_segrobust.errors import DatasetError
 
 
 class Davis2017(ClipFolderDataset):

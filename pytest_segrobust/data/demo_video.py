@@ -47,10 +47,10 @@ from typing import ClassVar
 import numpy as np
 import torch
 
+from pytest_segrobust.core.types import Video, VideoMasks
 from pytest_segrobust.data.base import DEFAULT_IGNORE_INDEX, Sample
 from pytest_segrobust.data.clips import ClipExpression, ClipFrames, ClipObjects
 from pytest_segrobust.data.demo import CLASS_NAMES, IN_DISTRIBUTION, _texture, _value_noise
-from pytest_segrobust.types import Video, VideoMasks
 
 # Bump whenever a change to this module changes any generated pixel, mask or expression.
 GENERATOR_VERSION = "1"

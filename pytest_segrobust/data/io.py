@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from pytest_segrobust.errors import DatasetError
+from pytest_segrobust.core.errors import DatasetError
 
 
 def read_rgb(path: Path) -> np.ndarray:

@@ -30,6 +30,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from pytest_segrobust.core.errors import DatasetError
 from pytest_segrobust.data.base import Sample
 from pytest_segrobust.data.clip_folders import (
     FRAME_SUFFIXES,
@@ -50,7 +51,6 @@ from pytest_segrobust.data.clips import ClipExpression, ClipObjects
 from pytest_segrobust.data.davis import Davis2017
 from pytest_segrobust.data.referring import REFERRING_CLASS_NAMES
 from pytest_segrobust.data.youtube_vos import MetaObject, check_first_frames, objects_from_meta, read_meta
-from pytest_segrobust.errors import DatasetError
 
 DAVIS17_EXPRESSION_FILES: tuple[str, ...] = (
     "Davis17_annot1.txt",

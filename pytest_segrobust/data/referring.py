@@ -38,11 +38,11 @@ from typing import Any
 
 import torch
 
+from pytest_segrobust.core.errors import DatasetError
 from pytest_segrobust.data.base import DEFAULT_IGNORE_INDEX, ReferringTarget, Sample
 from pytest_segrobust.data.coco import _decode_segmentation, _pycocotools_mask
 from pytest_segrobust.data.coco_json import CocoJson, digest_file_sizes, require
 from pytest_segrobust.data.io import read_rgb
-from pytest_segrobust.errors import DatasetError
 
 # The splits each splitBy of the original refs files has (refer.py's datasets).
 SPLITS_BY: dict[str, tuple[str, ...]] = {
@@ -109,7 +109,7 @@ def convert_refs(source: str | os.PathLike[str], target: str | os.PathLike[str])
         DatasetError: for a source :func:`load_refs` refuses or refs JSON cannot hold.
         WriteError: when ``target`` cannot be written.
     """
-    from pytest_segrobust.files import atomic_write_text
+    from pytest_segrobust.core.files import atomic_write_text
 
     refs = load_refs(source)
     try:

@@ -64,7 +64,7 @@ class SampleCache:
 
     A dataset is known by the object itself (held here, so its ``id`` is never reused for
     another one): the run builds each suite's dataset once (see
-    :class:`~pytest_segrobust.workbench.Workbench`), so one object means one content.
+    :class:`~pytest_segrobust.engine.workbench.Workbench`), so one object means one content.
 
     Args:
         budget: Bytes of tensors the cache may hold; 0 keeps nothing.

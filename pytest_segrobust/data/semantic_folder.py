@@ -29,9 +29,9 @@ import numpy as np
 import torch
 from PIL import Image
 
+from pytest_segrobust.core.errors import DatasetError
 from pytest_segrobust.data.base import DEFAULT_IGNORE_INDEX, Sample, SemanticTarget
 from pytest_segrobust.data.io import read_rgb
-from pytest_segrobust.errors import DatasetError
 
 Layout = Literal["generic", "ade20k", "voc", "cityscapes"]
 

@@ -38,6 +38,7 @@ from typing import Literal, get_args
 import numpy as np
 from PIL import Image
 
+from pytest_segrobust.core.errors import DatasetError
 from pytest_segrobust.data.base import DEFAULT_IGNORE_INDEX, Sample
 
 # Shared with SemanticFolder, so both readers accept the same files in the same way.
@@ -49,7 +50,6 @@ from pytest_segrobust.data.semantic_folder import (
     _with_suffix,
     read_pair,
 )
-from pytest_segrobust.errors import DatasetError
 
 ListedBy = Literal["images", "masks"]
 

@@ -28,6 +28,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from pytest_segrobust.core.errors import DatasetError
 from pytest_segrobust.data.base import Sample
 from pytest_segrobust.data.clip_folders import (
     FRAME_SUFFIXES,
@@ -45,7 +46,6 @@ from pytest_segrobust.data.clip_folders import (
     selected_files,
 )
 from pytest_segrobust.data.clips import ClipObjects
-from pytest_segrobust.errors import DatasetError
 
 
 @dataclass(frozen=True)

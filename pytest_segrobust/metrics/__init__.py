@@ -1,4 +1,7 @@
-"""Segmentation metrics: sufficient statistics with a pure ``compute``, registered by name."""
+"""Segmentation metrics: sufficient statistics with a pure ``compute``, registered by name.
+
+Layer 2: imports the layers below; never models nor data.
+"""
 
 from pytest_segrobust.metrics.base import Metric, MetricContext, MetricResult, Reduction
 from pytest_segrobust.metrics.miou import ConfusionMatrix, IoUResult, MeanIoU, iou_from_confusion

@@ -2,7 +2,7 @@
 
 Definitions, as AVSBench's evaluation (github.com/OpenNLPLab/AVSBench, ``avs_scripts/*/utils/utility.py``,
 ``mask_iou`` and ``Eval_Fmeasure``) has them, frame by frame on the sounding mask (object 1 of
-:class:`~pytest_segrobust.types.VideoMasks`):
+:class:`~pytest_segrobust.core.types.VideoMasks`):
 
 * **mIoU** (``avs_miou``): a frame's IoU is ``|P & G| / |P | G|`` of the predicted mask ``P``
   (logit > 0, i.e. probability > 0.5) and the true mask ``G``; a frame whose ``G`` is empty
@@ -44,10 +44,10 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
-from pytest_segrobust.errors import ModelOutputError
+from pytest_segrobust.core.errors import ModelOutputError
+from pytest_segrobust.core.types import Batch, VideoMasks, field_of
 from pytest_segrobust.metrics.base import Metric, MetricResult, Reduction
 from pytest_segrobust.metrics.registry import register_metric
-from pytest_segrobust.types import Batch, VideoMasks, field_of
 
 SOUNDING = 1
 """The sounding object's id in the targets and the predictions."""

@@ -26,9 +26,9 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
-from pytest_segrobust.extras import Extra
-from pytest_segrobust.stats import of_sums
-from pytest_segrobust.types import Batch, Field
+from pytest_segrobust.core.extras import Extra
+from pytest_segrobust.core.statistics import of_sums
+from pytest_segrobust.core.types import Batch, Field
 
 
 class Reduction(str, Enum):
@@ -111,7 +111,7 @@ class Metric(ABC):
         requires: The extras whose packages :meth:`reset` imports; a suite naming the metric is
             refused when they are not installed.
         version: Bumped when a change of the metric can change its numbers: it invalidates the
-            cached clean results it scored (:func:`~pytest_segrobust.evaluation.evaluator_version`).
+            cached clean results it scored (:func:`~pytest_segrobust.engine.evaluation.evaluator_version`).
     """
 
     name: ClassVar[str]
@@ -148,7 +148,7 @@ class Metric(ABC):
         which add up: summed over any multiset of the images (a bootstrap resample), they give
         that multiset's score through :meth:`score_of`. A metric whose statistics do not add
         up chooses its own layout (a numeric array, stored as it is) and scores a multiset in
-        :meth:`resampled_scores`. The paired statistics of :mod:`pytest_segrobust.stats` need
+        :meth:`resampled_scores`. The paired statistics of :mod:`pytest_segrobust.core.statistics` need
         nothing else.
         """
         return None

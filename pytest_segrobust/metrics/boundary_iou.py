@@ -35,10 +35,10 @@ from typing import ClassVar
 
 import torch
 
+from pytest_segrobust.core.types import Batch, SemanticMask, field_of
 from pytest_segrobust.metrics.base import Metric, MetricResult, Reduction
 from pytest_segrobust.metrics.miou import checked_class_ids
 from pytest_segrobust.metrics.registry import register_metric
-from pytest_segrobust.types import Batch, SemanticMask, field_of
 
 DEFAULT_DILATION_RATIO = 0.02
 

@@ -31,14 +31,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from pytest_segrobust.errors import DatasetError, ModelOutputError
-from pytest_segrobust.extras import COCO
-from pytest_segrobust.metrics import coco_masks
-from pytest_segrobust.metrics.base import Metric, MetricResult, Reduction
-from pytest_segrobust.metrics.coco_masks import EncodingCache, encode_masks
-from pytest_segrobust.metrics.coco_matches import match_rows, resampled_map
-from pytest_segrobust.metrics.registry import register_metric
-from pytest_segrobust.types import (
+from pytest_segrobust.core.errors import DatasetError, ModelOutputError
+from pytest_segrobust.core.extras import COCO
+from pytest_segrobust.core.types import (
     Batch,
     InstanceMasks,
     InstancePredictions,
@@ -47,6 +42,11 @@ from pytest_segrobust.types import (
     field_of,
     instance_categories,
 )
+from pytest_segrobust.metrics import coco_masks
+from pytest_segrobust.metrics.base import Metric, MetricResult, Reduction
+from pytest_segrobust.metrics.coco_masks import EncodingCache, encode_masks
+from pytest_segrobust.metrics.coco_matches import match_rows, resampled_map
+from pytest_segrobust.metrics.registry import register_metric
 
 _LOG = logging.getLogger(__name__)
 

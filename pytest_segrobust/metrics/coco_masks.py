@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from pytest_segrobust.opencv import opencv
+from pytest_segrobust.core.opencv import opencv
 
 MEBIBYTE = 2**20
 # Held by the process's cache by default: COCO's 5000 validation images take about 40 MiB.

@@ -12,11 +12,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from pytest_segrobust.errors import ModelOutputError
+from pytest_segrobust.core.errors import ModelOutputError
+from pytest_segrobust.core.statistics import weighted_sums
+from pytest_segrobust.core.types import Batch, SemanticMask, field_of
 from pytest_segrobust.metrics.base import Metric, MetricResult, Reduction
 from pytest_segrobust.metrics.registry import register_metric
-from pytest_segrobust.stats import weighted_sums
-from pytest_segrobust.types import Batch, SemanticMask, field_of
 
 
 @dataclass(frozen=True)

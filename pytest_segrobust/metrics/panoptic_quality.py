@@ -37,10 +37,8 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
-from pytest_segrobust.errors import DatasetError, ModelOutputError
-from pytest_segrobust.metrics.base import Metric, MetricContext, MetricResult, Reduction
-from pytest_segrobust.metrics.registry import register_metric
-from pytest_segrobust.types import (
+from pytest_segrobust.core.errors import DatasetError, ModelOutputError
+from pytest_segrobust.core.types import (
     VOID,
     Batch,
     PanopticMap,
@@ -49,6 +47,8 @@ from pytest_segrobust.types import (
     SampleIndex,
     field_of,
 )
+from pytest_segrobust.metrics.base import Metric, MetricContext, MetricResult, Reduction
+from pytest_segrobust.metrics.registry import register_metric
 
 # A match needs IoU above this; an unmatched prediction more than this fraction void or crowd is ignored.
 MATCH_IOU = 0.5

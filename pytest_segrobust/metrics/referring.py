@@ -26,10 +26,10 @@ from typing import ClassVar
 import numpy as np
 import torch
 
-from pytest_segrobust.errors import ModelOutputError
+from pytest_segrobust.core.errors import ModelOutputError
+from pytest_segrobust.core.types import Batch, ReferringMask, field_of
 from pytest_segrobust.metrics.base import Metric, MetricResult, Reduction
 from pytest_segrobust.metrics.registry import register_metric
-from pytest_segrobust.types import Batch, ReferringMask, field_of
 
 PRECISION_THRESHOLDS: tuple[float, ...] = (0.5, 0.6, 0.7, 0.8, 0.9)
 # Columns of image_statistics(): summed over any multiset of samples, they give its scores.

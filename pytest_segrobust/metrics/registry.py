@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pytest_segrobust.plugins import NamedRegistry
+from pytest_segrobust.core.registry import NamedRegistry
 
 ENTRY_POINT_GROUP = "segrobust.metrics"
 

@@ -40,7 +40,7 @@ numbers (:meth:`VideoObjectMetric.score_of`), so the statistical gate resamples 
 Scale: percent (0..100), as every other metric of the gate; the Decay may be negative.
 
 Seen and unseen categories (YouTube-VOS's J and F of seen and unseen objects, and G their
-mean) need a per-object flag that :class:`~pytest_segrobust.types.VideoMasks` does not carry
+mean) need a per-object flag that :class:`~pytest_segrobust.core.types.VideoMasks` does not carry
 yet; a later step can add two groups of columns to the rows.
 """
 
@@ -52,10 +52,10 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
-from pytest_segrobust.errors import ModelOutputError
+from pytest_segrobust.core.errors import ModelOutputError
+from pytest_segrobust.core.types import Batch, VideoMasks, field_of
 from pytest_segrobust.metrics.base import Metric, MetricResult, Reduction
 from pytest_segrobust.metrics.registry import register_metric
-from pytest_segrobust.types import Batch, VideoMasks, field_of
 
 BOUNDARY_RATIO = 0.008
 RECALL_THRESHOLD = 0.5
@@ -332,7 +332,7 @@ class VideoObjectMetric(Metric):
 
     def update(self, predictions: Any, batch: Batch) -> None:
         """Add a batch of clips: a predicted object id per pixel and frame, ``(B, T, H, W)``
-        (a tensor, or :class:`~pytest_segrobust.types.VideoMasks` whose ``data`` is read).
+        (a tensor, or :class:`~pytest_segrobust.core.types.VideoMasks` whose ``data`` is read).
 
         Raises:
             ModelOutputError: when the predictions are not integer ids of the targets' shape.

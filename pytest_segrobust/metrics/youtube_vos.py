@@ -21,11 +21,11 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
-from pytest_segrobust.errors import ModelOutputError
+from pytest_segrobust.core.errors import ModelOutputError
+from pytest_segrobust.core.types import Batch, VideoMasks, field_of
 from pytest_segrobust.metrics.base import Metric, MetricResult, Reduction
 from pytest_segrobust.metrics.registry import register_metric
 from pytest_segrobust.metrics.video import RegionAndBoundaryAllFrames, boundary_radius
-from pytest_segrobust.types import Batch, VideoMasks, field_of
 
 SPLITS = ("seen", "unseen")
 COLUMNS = tuple(f"{name}_{split}" for split in SPLITS for name in ("j", "f", "objects"))

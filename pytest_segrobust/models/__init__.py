@@ -1,4 +1,7 @@
-"""Models: the protocols the harness calls, and adapters that fit models to them."""
+"""Models: the protocols the harness calls, and adapters that fit models to them.
+
+Layer 3: imports the layers below and :mod:`pytest_segrobust.tasks`.
+"""
 
 from __future__ import annotations
 

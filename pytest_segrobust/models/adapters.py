@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from pytest_segrobust import reads
-from pytest_segrobust.errors import SegRobustError
+from pytest_segrobust.core.errors import SegRobustError
+from pytest_segrobust.provenance import reads
 
 if TYPE_CHECKING:
     from pytest_segrobust.tasks.base import Task

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from pytest_segrobust.errors import ModelOutputError
+from pytest_segrobust.core.errors import ModelOutputError
 from pytest_segrobust.models.torch_module import class_ids, require_finite
 
 LAYOUTS = ("NCHW", "NHWC")

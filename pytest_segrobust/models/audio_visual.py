@@ -2,7 +2,7 @@
 
 :class:`AudioVisualModel` is the protocol the task (:mod:`pytest_segrobust.tasks.avs`) calls:
 ``predict(clips, audio)`` takes a batch of clips (frames in ``[0, 1]`` on the model's
-``device``) and their :class:`~pytest_segrobust.types.Audio` (the waveforms, possibly
+``device``) and their :class:`~pytest_segrobust.core.types.Audio` (the waveforms, possibly
 perturbed, with one span of samples per frame), and returns a mask per frame: ``bool``, or
 float logits thresholded at 0 (whose sigmoid AVSBench's F cuts at 255 thresholds). The model
 runs its own audio front end on ``audio.data`` (a VGGish-style log-mel for AVSBench models):
@@ -24,11 +24,11 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import torch
 
-from pytest_segrobust.errors import ModelOutputError
+from pytest_segrobust.core.errors import ModelOutputError
+from pytest_segrobust.core.types import Audio
 from pytest_segrobust.models.adapters import register_adapter
 from pytest_segrobust.models.torch_module import _TorchModuleAdapter, module_fingerprint
 from pytest_segrobust.models.video import _fingerprint_of, _is_function, _is_module
-from pytest_segrobust.types import Audio
 
 __all__ = ["ArrayAudioVisualModel", "AudioVisualModel", "TorchModuleAudioVisualSegmenter"]
 

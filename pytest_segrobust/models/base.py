@@ -14,8 +14,8 @@ from typing import Protocol, runtime_checkable
 
 import torch
 
-from pytest_segrobust.errors import ModelOutputError
-from pytest_segrobust.types import InstancePredictions, PanopticPredictions
+from pytest_segrobust.core.errors import ModelOutputError
+from pytest_segrobust.core.types import InstancePredictions, PanopticPredictions
 
 __all__ = [
     "REFERRING_LOGIT_THRESHOLD",

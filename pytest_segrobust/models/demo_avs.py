@@ -7,7 +7,7 @@ halves meet only at the end:
 * Audio: its own front end, in torch, as AVSBench models run VGGish's: a 32 ms Hann STFT of
   the (perturbed) waveform, a 64-band log-mel spectrogram (125 Hz to 7.5 kHz, ``log(mel + 0.01)``
   as VGGish takes it), averaged over each frame's span of :attr:`Audio.frame_bounds
-  <pytest_segrobust.types.Audio.frame_bounds>`, then a small MLP: one embedding per frame,
+  <pytest_segrobust.core.types.Audio.frame_bounds>`, then a small MLP: one embedding per frame,
   the evidence of which tones sound.
 * Vision: a small convolutional network, one feature vector per pixel and frame (what the
   pixel looks like: which class of shape it shows, if any).
@@ -30,9 +30,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from pytest_segrobust.core.types import Audio
 from pytest_segrobust.models.demo import load_weights
 from pytest_segrobust.models.torch_module import module_fingerprint
-from pytest_segrobust.types import Audio
 
 WEIGHTS_PATH = ("weights", "tiny_avs.pt")
 N_FFT = 512

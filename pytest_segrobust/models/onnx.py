@@ -19,10 +19,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from pytest_segrobust import threads
-from pytest_segrobust.errors import SegRobustError
-from pytest_segrobust.extras import ONNX, import_failure
+from pytest_segrobust.core.errors import SegRobustError
+from pytest_segrobust.core.extras import ONNX, import_failure
 from pytest_segrobust.models.arrays import ArrayInput, ArrayModel, ArrayOutput
+from pytest_segrobust.runtime import threads
 
 REQUIRES = (ONNX,)
 """What ``onnx: file`` models need installed; a suite with one is checked when it is loaded."""

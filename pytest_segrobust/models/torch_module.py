@@ -8,10 +8,10 @@ from typing import Any
 
 import torch
 
-from pytest_segrobust.errors import ModelOutputError
+from pytest_segrobust.core.errors import ModelOutputError
+from pytest_segrobust.core.types import InstancePredictions, PanopticPredictions
 from pytest_segrobust.models.adapters import register_adapter
 from pytest_segrobust.models.base import REFERRING_LOGIT_THRESHOLD
-from pytest_segrobust.types import InstancePredictions, PanopticPredictions
 
 _INSTANCE_KEYS = ("masks", "labels", "scores")
 

@@ -47,11 +47,11 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from pytest_segrobust.errors import SegRobustError
-from pytest_segrobust.extras import TRANSFORMERS, import_failure
+from pytest_segrobust.core.errors import SegRobustError
+from pytest_segrobust.core.extras import TRANSFORMERS, import_failure
+from pytest_segrobust.core.types import InstancePredictions, PanopticPredictions
+from pytest_segrobust.core.wording import article
 from pytest_segrobust.models.torch_module import class_ids, module_fingerprint, require_finite
-from pytest_segrobust.types import InstancePredictions, PanopticPredictions
-from pytest_segrobust.wording import article
 
 REQUIRES = (TRANSFORMERS,)
 """What ``transformers: dir`` models need installed; a suite with one is checked when it is loaded."""

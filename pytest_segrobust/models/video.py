@@ -34,7 +34,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import torch
 
-from pytest_segrobust.errors import ModelOutputError
+from pytest_segrobust.core.errors import ModelOutputError
 from pytest_segrobust.models.adapters import register_adapter
 from pytest_segrobust.models.torch_module import _TorchModuleAdapter, module_fingerprint, require_finite
 

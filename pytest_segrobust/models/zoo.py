@@ -29,8 +29,8 @@ from typing import Any
 
 import torch
 
-from pytest_segrobust.errors import SegRobustError
-from pytest_segrobust.extras import installed
+from pytest_segrobust.core.errors import SegRobustError
+from pytest_segrobust.core.extras import installed
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)

@@ -1,4 +1,8 @@
-"""The run's report: markdown for people, JSON with every number for machines."""
+"""The run's report: markdown for people, JSON with every number for machines.
+
+Layer 7: imports the gate's values and the layers below; never a model, a corruption, the
+engine, a backend or the pytest integration: it renders values, it measures nothing.
+"""
 
 from __future__ import annotations
 
@@ -11,18 +15,18 @@ from typing import TYPE_CHECKING, Any
 
 from PIL import Image
 
-from pytest_segrobust.errors import SegRobustError
-from pytest_segrobust.files import atomic_write_text, why_not_written
-from pytest_segrobust.records import CellRecord
+from pytest_segrobust.core.errors import SegRobustError
+from pytest_segrobust.core.files import atomic_write_text, why_not_written
+from pytest_segrobust.core.wording import plural
 from pytest_segrobust.report import coverage, plots, tables
 from pytest_segrobust.report.r2bench import r2bench_entry, r2bench_tables
-from pytest_segrobust.report.video import video_entry, video_tables
 from pytest_segrobust.report.tables import Table
-from pytest_segrobust.wording import plural
+from pytest_segrobust.report.video import video_entry, video_tables
+from pytest_segrobust.store.records import CellRecord
 
 if TYPE_CHECKING:
-    from pytest_segrobust.pictures import GalleryTiles, WorstImages
-    from pytest_segrobust.suite import Suite
+    from pytest_segrobust.pictures.values import GalleryTiles, WorstImages
+    from pytest_segrobust.suite.schema import Suite
 
 REPORT_FORMAT = 1
 
@@ -73,7 +77,7 @@ def build_report(
         root: Suite files are shown relative to this folder (the project's root) when under it.
         errors: Cells that raised instead of producing a result: node id -> message.
         model_outcomes: Each model's ``aggregates`` item decided
-            (:meth:`pytest_segrobust.release.ModelOutcome.to_json`), in report order.
+            (:meth:`pytest_segrobust.gate.release.ModelOutcome.to_json`), in report order.
     """
     report: dict[str, Any] = {
         "format": REPORT_FORMAT,
@@ -129,7 +133,7 @@ def build_report(
 def release_entry(suite: Suite | None, records: Sequence[CellRecord], outcomes: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The suite's release criteria: each requirement over the cells and models it was decided for,
     and each model's aggregates item; ``None`` for a suite that states none."""
-    from pytest_segrobust.requirements import RequirementCheck, summarize
+    from pytest_segrobust.suite.requirements import RequirementCheck, summarize
 
     checks = [RequirementCheck.from_json(c) for r in records for c in r.requirements]
     checks += [RequirementCheck.from_json(c) for o in outcomes for c in o["requirements"]]
@@ -154,7 +158,7 @@ def release_entry(suite: Suite | None, records: Sequence[CellRecord], outcomes: 
 
 
 def _gate_entry(suite: Suite) -> dict[str, Any]:
-    from pytest_segrobust.release import cell_level, family_size
+    from pytest_segrobust.gate.release import cell_level, family_size
 
     policy = suite.gate
     assert policy is not None
@@ -171,7 +175,7 @@ def _gate_entry(suite: Suite) -> dict[str, Any]:
 
 def _scale(metric: str | None) -> tuple[tuple[float, float] | None, bool]:
     """A metric's bounds and direction, or ``(None, True)`` for an unknown metric."""
-    from pytest_segrobust.errors import UnknownNameError
+    from pytest_segrobust.core.errors import UnknownNameError
     from pytest_segrobust.metrics import METRICS
 
     if metric is None:
@@ -252,7 +256,7 @@ def run_verdict(
 
 def metric_label(metric: str) -> str:
     """How a metric is named in tables (its ``label``): ``miou`` -> mIoU, ``map`` -> mask AP."""
-    from pytest_segrobust.errors import UnknownNameError
+    from pytest_segrobust.core.errors import UnknownNameError
     from pytest_segrobust.metrics import METRICS
 
     try:
@@ -263,7 +267,7 @@ def metric_label(metric: str) -> str:
 
 def detail_labels(metric: str) -> dict[str, str]:
     """How tables show a metric's further numbers (``ap50`` -> AP50, ``sq_things`` -> SQ things)."""
-    from pytest_segrobust.errors import UnknownNameError
+    from pytest_segrobust.core.errors import UnknownNameError
     from pytest_segrobust.metrics import METRICS
 
     try:
@@ -391,7 +395,7 @@ def release_sections(report: Mapping[str, Any]) -> list[Table]:
 
 def release_lines(report: Mapping[str, Any]) -> list[str]:
     """One terminal line per unmet (or undecided) requirement, naming the suite line to change."""
-    from pytest_segrobust.requirements import RequirementCheck, unmet_lines
+    from pytest_segrobust.suite.requirements import RequirementCheck, unmet_lines
 
     lines = []
     for suite in report["suites"].values():
@@ -476,7 +480,7 @@ def _model_line(records: Sequence[CellRecord], errors: Sequence[str], label: str
 
 def _moved(check: Mapping[str, Any]) -> bool:
     """Whether a number differs from its baseline as the baseline stores it (rounded)."""
-    from pytest_segrobust.baselines import round_value
+    from pytest_segrobust.store.baselines import round_value
 
     observed, stored = float(check["observed"]), float(check["baseline"])
     if not (math.isfinite(observed) and math.isfinite(stored)):
@@ -732,7 +736,7 @@ def _remove(path: Path) -> None:
 
 def _drawn(picture: GalleryTiles | WorstImages | Image.Image, suite: Mapping[str, Any], kind: str) -> Image.Image | None:
     """The picture of a measured value (``None``: it has nothing to show)."""
-    from pytest_segrobust.pictures import GalleryTiles, WorstImages
+    from pytest_segrobust.pictures.values import GalleryTiles, WorstImages
     from pytest_segrobust.report.gallery import render_gallery
     from pytest_segrobust.report.overlays import render_worst
 

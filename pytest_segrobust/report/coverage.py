@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from pytest_segrobust.wording import plural
+from pytest_segrobust.core.wording import plural
 
 # Version of RunCoverage.to_json; another version is refused, never half-read.
 COVERAGE_FORMAT = 1

@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from pytest_segrobust import allocator, threads
+from pytest_segrobust.runtime import allocator, threads
 
 # Distributions whose versions can change a number in the report; those not installed are left out.
 DISTRIBUTIONS = ("pytest-segrobust", "torch", "torchvision", "numpy", "pillow", "pytest", "pytest-xdist", "matplotlib")

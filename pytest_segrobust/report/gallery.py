@@ -1,6 +1,6 @@
 """A labelled grid of one image under many corruptions, like the papers' perturbation figures.
 
-The tiles come corrupted and shrunk (:func:`pytest_segrobust.suite_pictures.gallery_tiles`):
+The tiles come corrupted and shrunk (:func:`pytest_segrobust.engine.suite_pictures.gallery_tiles`):
 the report lays them out and labels them, and runs no corruption.
 """
 
@@ -11,7 +11,7 @@ from typing import Any
 
 from PIL import Image, ImageDraw, ImageFont
 
-from pytest_segrobust.pictures import REPORT_TILE, GalleryTiles
+from pytest_segrobust.pictures.values import REPORT_TILE, GalleryTiles
 
 __all__ = ["REPORT_TILE", "render_gallery", "report_font"]
 
@@ -24,7 +24,7 @@ def render_gallery(tiles: GalleryTiles, columns: int = 2, column_title: str = "s
 
     Args:
         tiles: The image clean and under each corruption at each severity, at the shown size
-            (or a clip's sound as spectrograms, :func:`pytest_segrobust.suite_pictures.spectrogram_tiles`).
+            (or a clip's sound as spectrograms, :func:`pytest_segrobust.engine.suite_pictures.spectrogram_tiles`).
         columns: Side-by-side blocks of rows, to keep the figure readable.
         column_title: What a severity column is called above it (``"level"`` for acoustic perturbations).
     """

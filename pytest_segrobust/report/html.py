@@ -30,7 +30,7 @@ from typing import Any
 
 from PIL import Image as PILImage
 
-from pytest_segrobust.files import atomic_write_text
+from pytest_segrobust.core.files import atomic_write_text
 from pytest_segrobust.report import Figure, RunVerdict, render_markdown, suite_sections, verdict
 from pytest_segrobust.report.tables import STATUS_MARK, Table
 

@@ -1,13 +1,13 @@
 """The images that lost most under a corruption, with predictions and ground truth side by side.
 
-The images come measured (:class:`~pytest_segrobust.pictures.WorstImages`, found by
-:func:`pytest_segrobust.worst.describe_worst`): each row shows one image, clean image, clean
+The images come measured (:class:`~pytest_segrobust.pictures.values.WorstImages`, found by
+:func:`pytest_segrobust.engine.worst_images.describe_worst`): each row shows one image, clean image, clean
 prediction, corrupted image, corrupted prediction, ground truth (and, for a geometric
 corruption, the ground truth moved with the image). The report draws them and never runs a
 model or a corruption.
 
 Predictions and targets are shown through their *class view* (a class id per pixel,
-:mod:`pytest_segrobust.views`, where a new type registers its own), painted in PASCAL VOC's
+:mod:`pytest_segrobust.pictures.views`, where a new type registers its own), painted in PASCAL VOC's
 colours.
 """
 
@@ -20,11 +20,11 @@ import torch
 from PIL import Image as PILImage
 from PIL import ImageDraw
 
-from pytest_segrobust.pictures import ImageLoss, WorstImages
-from pytest_segrobust.report.gallery import REPORT_TILE, report_font
+from pytest_segrobust.pictures.values import ImageLoss, WorstImages
 
-# The class views were defined here; they are :mod:`pytest_segrobust.views`' now.
-from pytest_segrobust.views import NOTHING, NoClassView, class_map, class_maps
+# The class views were defined here; they are :mod:`pytest_segrobust.pictures.views`' now.
+from pytest_segrobust.pictures.views import NOTHING, NoClassView, class_map, class_maps
+from pytest_segrobust.report.gallery import REPORT_TILE, report_font
 
 __all__ = [
     "NOTHING",

@@ -11,10 +11,10 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pytest_segrobust.scores import mean
+from pytest_segrobust.metrics.robustness import mean
 
 if TYPE_CHECKING:
-    from pytest_segrobust.records import CellRecord
+    from pytest_segrobust.store.records import CellRecord
 
 # Severity plot: panels per row, the size of one panel, and the figure's largest size (inches).
 PANELS_PER_ROW = 4

@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_segrobust.metrics import METRICS
-from pytest_segrobust.records import CellRecord
 from pytest_segrobust.report.tables import Table, fmt
+from pytest_segrobust.store.records import CellRecord
 from pytest_segrobust.text.base import LEVELS
 from pytest_segrobust.text.cells import modality
 

@@ -11,11 +11,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pytest_segrobust.scores import mean, per_class_relative_robustness
-from pytest_segrobust.wording import abbreviations, decimals
+from pytest_segrobust.core.wording import abbreviations, decimals
+from pytest_segrobust.metrics.robustness import mean, per_class_relative_robustness
 
 if TYPE_CHECKING:
-    from pytest_segrobust.records import CellRecord
+    from pytest_segrobust.store.records import CellRecord
 
 STATUS_MARK = {
     "passed": "ok",
@@ -442,7 +442,7 @@ def severity_curves(models: dict[str, list[CellRecord]], metric: str) -> Table:
 
 def degradation(models: dict[str, list[CellRecord]], reference: str, noise_severities: Sequence[int]) -> Table:
     """CD and rCD per corruption against the reference model (Kamann & Rother), in percent."""
-    from pytest_segrobust.scores import corruption_degradation, error, relative_corruption_degradation
+    from pytest_segrobust.metrics.robustness import corruption_degradation, error, relative_corruption_degradation
 
     ref = models.get(reference, [])
     columns = _columns_by_category(ref)
@@ -836,7 +836,7 @@ def measured(report_suites: Mapping[str, Mapping[str, Any]]) -> Table:
 
 
 def short(fingerprint: str | None, shown: Mapping[str, str]) -> str:
-    """A fingerprint as code, as its column shows it (:func:`~pytest_segrobust.wording.abbreviations`)."""
+    """A fingerprint as code, as its column shows it (:func:`~pytest_segrobust.core.wording.abbreviations`)."""
     if not fingerprint:
         return "–"
     text = shown[fingerprint]

@@ -19,9 +19,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_segrobust.metrics import METRICS
-from pytest_segrobust.records import CellRecord
 from pytest_segrobust.report.r2bench import level_name, numbers
 from pytest_segrobust.report.tables import Table, fmt, signed
+from pytest_segrobust.store.records import CellRecord
 from pytest_segrobust.text.cells import modality
 
 MODES = ("static", "dynamic", "temporal", "audio", "text", "both", "mixture")

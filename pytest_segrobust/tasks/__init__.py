@@ -1,8 +1,11 @@
-"""Tasks by name: semantic, instance, panoptic, referring, vos, rvos, avs, and those of installed plugins (``segrobust.tasks``)."""
+"""Tasks by name: semantic, instance, panoptic, referring, vos, rvos, avs, and those of installed plugins (``segrobust.tasks``).
+
+Layer 3: imports the layers below and :mod:`pytest_segrobust.models`.
+"""
 
 from __future__ import annotations
 
-from pytest_segrobust.plugins import NamedRegistry
+from pytest_segrobust.core.registry import NamedRegistry
 from pytest_segrobust.tasks.base import Task
 
 ENTRY_POINT_GROUP = "segrobust.tasks"
@@ -30,7 +33,7 @@ def register_task(cls: type[Task]) -> type[Task]:
 
 
 def get_task(name: str) -> Task:
-    """The task called ``name`` (raises :class:`~pytest_segrobust.errors.UnknownNameError`)."""
+    """The task called ``name`` (raises :class:`~pytest_segrobust.core.errors.UnknownNameError`)."""
     return TASKS.get(name)
 
 

@@ -3,8 +3,8 @@
 A sample is one clip (:mod:`pytest_segrobust.data.clips`): its frames (``video``), the
 sounding mask per frame (``objects``: 1 where a pixel sounds, 0 elsewhere, object id 1) and
 its sound (``audio``, :class:`~pytest_segrobust.data.clips.ClipAudio`). They are collated into
-:class:`~pytest_segrobust.types.Video`, :class:`~pytest_segrobust.types.VideoMasks`,
-:class:`~pytest_segrobust.types.Audio` (one span of samples per frame) and
+:class:`~pytest_segrobust.core.types.Video`, :class:`~pytest_segrobust.core.types.VideoMasks`,
+:class:`~pytest_segrobust.core.types.Audio` (one span of samples per frame) and
 :class:`~pytest_segrobust.corruptions.acoustic.CompetingAudio`: for each clip, the waveform
 of the clip :func:`~pytest_segrobust.corruptions.acoustic.competing_clip` names (with seed
 0: which clip competes is fixed per dataset, while ``background_noise``'s SNR and offset
@@ -46,22 +46,22 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
+from pytest_segrobust.core.errors import DatasetError, ModelOutputError, SegRobustError
+from pytest_segrobust.core.types import Audio, Batch, Field, SampleIndex, Video, VideoMasks, field_of
 from pytest_segrobust.corruptions.acoustic import AcousticCorruption, CompetingAudio, competing_clip
 from pytest_segrobust.corruptions.base import MAX_SEVERITY, Corruption, SeverityTable
 from pytest_segrobust.corruptions.composition import part_seed
 from pytest_segrobust.data.base import Sample, SegmentationDataset
 from pytest_segrobust.data.clips import ClipAudio
-from pytest_segrobust.errors import DatasetError, ModelOutputError, SegRobustError
 from pytest_segrobust.metrics.avs import SOUNDING, SoundingMasks
 from pytest_segrobust.models.audio_visual import AudioVisualModel
 from pytest_segrobust.models.base import REFERRING_LOGIT_THRESHOLD
-from pytest_segrobust.seeding import sample_seed
+from pytest_segrobust.randomness.seeding import sample_seed
 from pytest_segrobust.tasks import register_task
 from pytest_segrobust.tasks.base import SuiteCells, SuiteKeyError, Task, first_id, upload
 from pytest_segrobust.tasks.clip_cells import CLIP_SUITE_KEYS, ClipCells, clip_cells, perturbs_frames
 from pytest_segrobust.tasks.vos import clip_fields, clip_key, upload_clips
 from pytest_segrobust.text.cells import CellCategory, put, take
-from pytest_segrobust.types import Audio, Batch, Field, SampleIndex, Video, VideoMasks, field_of
 
 ACOUSTIC_PRESET = "avs-acoustic"
 MIXTURE_CELL = "av-mixture"

@@ -2,7 +2,7 @@
 
 A task declares the fields of a sample it reads (:attr:`Task.reads`, names in
 :attr:`Sample.fields <pytest_segrobust.data.base.Sample.fields>`) and the typed fields it
-collates them into (:attr:`Task.collates`, :mod:`pytest_segrobust.types`), says which model
+collates them into (:attr:`Task.collates`, :mod:`pytest_segrobust.core.types`), says which model
 protocol its models follow, validates what a model returned (in one place), and names its
 default metrics. Suites name a task; the engine looks it up in
 :data:`pytest_segrobust.tasks.TASKS` and never branches on it. A task of a new modality
@@ -21,10 +21,10 @@ from typing import Any, ClassVar
 
 import torch
 
+from pytest_segrobust.core.errors import DatasetError
+from pytest_segrobust.core.types import Batch, Expressions, Field, Image, SampleIndex, field_of
 from pytest_segrobust.data.base import Sample, SegmentationDataset
-from pytest_segrobust.errors import DatasetError
 from pytest_segrobust.text.registry import TextPerturbationRegistry
-from pytest_segrobust.types import Batch, Expressions, Field, Image, SampleIndex, field_of
 
 
 class SuiteKeyError(ValueError):
@@ -94,7 +94,7 @@ class Task(ABC):
         collates: The typed fields of a batch that :meth:`collate` makes, by name;
             :meth:`collate` checks that it made those.
         version: Bumped when a change of the task (its batches, its checks) can change a result:
-            it invalidates its cached clean results (:func:`~pytest_segrobust.evaluation.evaluator_version`).
+            it invalidates its cached clean results (:func:`~pytest_segrobust.engine.evaluation.evaluator_version`).
         suite_keys: The top-level suite keys the task accepts besides the common ones (a video
             task's ``static`` and ``dynamic``, a referring task's ``text_replay`` and ``mixture``):
             :meth:`suite_names` reads what they let the suite's ``corruptions:`` name, then

@@ -23,11 +23,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_segrobust.core.errors import SegRobustError
+from pytest_segrobust.core.types import Video
 from pytest_segrobust.corruptions.base import Corruption, SeverityTable
 from pytest_segrobust.corruptions.dynamic import DynamicMixture, DynamicMode, StaticMode
-from pytest_segrobust.errors import SegRobustError
 from pytest_segrobust.tasks.base import SuiteCells, SuiteKeyError
-from pytest_segrobust.types import Video
 
 CLIP_SUITE_KEYS = ("static", "dynamic", "temporal")
 TEMPORAL_PRESET = "video-temporal"

@@ -7,12 +7,12 @@ from typing import Any, ClassVar
 
 import torch
 
+from pytest_segrobust.core.errors import DatasetError, ModelOutputError
+from pytest_segrobust.core.types import Batch, Field, InstanceMasks, InstancePredictions, SampleIndex, field_of
 from pytest_segrobust.data.base import Sample, SegmentationDataset
-from pytest_segrobust.errors import DatasetError, ModelOutputError
 from pytest_segrobust.models.base import InstanceSegmentationModel
 from pytest_segrobust.tasks import register_task
 from pytest_segrobust.tasks.base import Task, first_id
-from pytest_segrobust.types import Batch, Field, InstanceMasks, InstancePredictions, SampleIndex, field_of
 
 
 @register_task

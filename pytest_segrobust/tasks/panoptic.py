@@ -7,13 +7,13 @@ from typing import Any, ClassVar
 
 import torch
 
+from pytest_segrobust.core.errors import DatasetError, ModelOutputError
+from pytest_segrobust.core.types import Batch, Field, Image, PanopticMap, PanopticPredictions, SampleIndex, field_of
+from pytest_segrobust.core.wording import plural
 from pytest_segrobust.data.base import Sample, SegmentationDataset
-from pytest_segrobust.errors import DatasetError, ModelOutputError
 from pytest_segrobust.models.base import PanopticSegmentationModel
 from pytest_segrobust.tasks import register_task
 from pytest_segrobust.tasks.base import Task
-from pytest_segrobust.types import Batch, Field, Image, PanopticMap, PanopticPredictions, SampleIndex, field_of
-from pytest_segrobust.wording import plural
 
 
 @register_task

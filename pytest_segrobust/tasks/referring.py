@@ -17,13 +17,13 @@ from typing import Any, ClassVar
 
 import torch
 
+from pytest_segrobust.core.errors import DatasetError, ModelOutputError
+from pytest_segrobust.core.types import Batch, Expressions, Field, Image, ReferringMask, field_of
 from pytest_segrobust.data.base import Sample, SegmentationDataset
-from pytest_segrobust.errors import DatasetError, ModelOutputError
 from pytest_segrobust.models.base import REFERRING_LOGIT_THRESHOLD, ReferringSegmentationModel
 from pytest_segrobust.tasks import register_task
 from pytest_segrobust.tasks.base import SuiteCells, Task, first_id, upload
 from pytest_segrobust.tasks.referring_cells import TEXT_SUITE_KEYS, TextKeys, text_cells
-from pytest_segrobust.types import Batch, Expressions, Field, Image, ReferringMask, field_of
 
 
 @register_task

@@ -25,8 +25,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from pytest_segrobust.core.errors import SegRobustError
 from pytest_segrobust.corruptions.composition import SEPARATOR
-from pytest_segrobust.errors import SegRobustError
 from pytest_segrobust.tasks.base import SuiteCells, SuiteKeyError, SuiteNames, Task
 from pytest_segrobust.text.cells import MIXTURE_CELL, CellResolver, MixtureSpec
 from pytest_segrobust.text.registry import TextPerturbationRegistry

@@ -3,7 +3,7 @@
 A sample is one expression of a clip (ids ``seq/exp_id``): the clip's frames (``video``), its
 objects (``objects``) and the expression (``expression``, with the id of the object it
 names). The target is that object alone, as a one-object
-:class:`~pytest_segrobust.types.VideoMasks` (id 1 where the object is, 0 elsewhere, unscored
+:class:`~pytest_segrobust.core.types.VideoMasks` (id 1 where the object is, 0 elsewhere, unscored
 pixels kept), so J, F and J&F score it as VOS scores an object. Models follow
 :class:`~pytest_segrobust.models.video.ReferringVideoModel`: ``predict(clips, texts)`` returns
 ``(B, T, H, W)`` bool masks, or float logits thresholded at 0, as the image referring task's.
@@ -20,9 +20,10 @@ from typing import Any, ClassVar
 
 import torch
 
+from pytest_segrobust.core.errors import DatasetError, ModelOutputError
+from pytest_segrobust.core.types import Batch, Expressions, Field, SampleIndex, Video, VideoMasks, field_of
 from pytest_segrobust.data.base import Sample, SegmentationDataset
 from pytest_segrobust.data.clips import ClipExpression
-from pytest_segrobust.errors import DatasetError, ModelOutputError
 from pytest_segrobust.models.base import REFERRING_LOGIT_THRESHOLD
 from pytest_segrobust.models.video import ReferringVideoModel
 from pytest_segrobust.tasks import register_task
@@ -30,7 +31,6 @@ from pytest_segrobust.tasks.base import SuiteCells, first_id, upload
 from pytest_segrobust.tasks.clip_cells import CLIP_SUITE_KEYS, clip_cells
 from pytest_segrobust.tasks.referring_cells import TEXT_SUITE_KEYS, TextKeys, text_beneath
 from pytest_segrobust.tasks.vos import ClipTask, clip_fields
-from pytest_segrobust.types import Batch, Expressions, Field, SampleIndex, Video, VideoMasks, field_of
 
 # The named object's id in the target and in the predictions.
 NAMED = 1

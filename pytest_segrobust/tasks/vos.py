@@ -1,8 +1,8 @@
 """Semi-supervised video object segmentation (DAVIS, YouTube-VOS): a clip and the masks of its objects.
 
 A sample is one clip (:mod:`pytest_segrobust.data.clips`): its frames (``video``) and its
-annotated objects (``objects``), collated into :class:`~pytest_segrobust.types.Video` and
-:class:`~pytest_segrobust.types.VideoMasks`. Clips of one ``(T, H, W)`` share a batch.
+annotated objects (``objects``), collated into :class:`~pytest_segrobust.core.types.Video` and
+:class:`~pytest_segrobust.core.types.VideoMasks`. Clips of one ``(T, H, W)`` share a batch.
 
 The model is given each object at the first frame it is *shown* in: the first position of
 the (possibly perturbed) clip whose frame is annotated and holds the object
@@ -23,14 +23,14 @@ from typing import Any, ClassVar
 
 import torch
 
+from pytest_segrobust.core.errors import DatasetError, ModelOutputError
+from pytest_segrobust.core.types import Batch, Field, SampleIndex, Video, VideoMasks, field_of
 from pytest_segrobust.data.base import Sample, SegmentationDataset
 from pytest_segrobust.data.clips import ClipFrames, ClipObjects
-from pytest_segrobust.errors import DatasetError, ModelOutputError
 from pytest_segrobust.models.video import OnlineVideoObjectModel, VideoObjectModel
 from pytest_segrobust.tasks import register_task
 from pytest_segrobust.tasks.base import SuiteCells, Task, first_id, upload
 from pytest_segrobust.tasks.clip_cells import CLIP_SUITE_KEYS, clip_cells
-from pytest_segrobust.types import Batch, Field, SampleIndex, Video, VideoMasks, field_of
 
 
 def reference_masks(masks: VideoMasks) -> torch.Tensor:
@@ -105,7 +105,7 @@ def upload_clips(clips: Sequence[ClipFrames], device: torch.device) -> Video:
 
 class ClipTask(Task):
     """What the clip tasks share: the video suite keys (``static:``, ``dynamic:``, ``temporal:``),
-    batches of clips of one ``(T, H, W)``, and frames collated into :class:`~pytest_segrobust.types.Video`
+    batches of clips of one ``(T, H, W)``, and frames collated into :class:`~pytest_segrobust.core.types.Video`
     beside the task's targets."""
 
     suite_keys = CLIP_SUITE_KEYS

@@ -6,6 +6,9 @@
 * :func:`load_replay` / :class:`ReplayFile`: frozen perturbed texts (e.g. LLM-made) per
   perturbation, level and sample id.
 * :func:`r2bench_mixture`: R2-Bench's per-sample choice of visual only / text only / both.
+
+Layer 2 (a perturbation family, like :mod:`pytest_segrobust.corruptions`): imports the layers below
+and the other perturbation families.
 """
 
 from __future__ import annotations

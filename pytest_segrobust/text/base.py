@@ -31,9 +31,9 @@ from typing import Generic, TypeVar
 
 import numpy as np
 
+from pytest_segrobust.core.extras import Extra
 from pytest_segrobust.corruptions.base import MAX_SEVERITY, SeverityTable
-from pytest_segrobust.extras import Extra
-from pytest_segrobust.seeding import sample_seed
+from pytest_segrobust.randomness.seeding import sample_seed
 
 Params = TypeVar("Params")
 

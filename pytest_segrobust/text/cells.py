@@ -3,7 +3,7 @@
 A referring suite's ``corruptions:`` may name, besides image corruptions:
 
 * a text perturbation (``misspelling``, ``mispunctuation``, ``grammar_error``,
-  ``character_missing``, or a replayed one, see :mod:`pytest_segrobust.suite`'s
+  ``character_missing``, or a replayed one, see :mod:`pytest_segrobust.suite.schema`'s
   ``text_replay``): a :class:`TextCell`, category ``text``;
 * one image corruption and one text perturbation joined by ``+``
   (``gaussian_noise+misspelling``): a :class:`CrossModalComposition`, category ``cross-modal``;
@@ -14,9 +14,9 @@ Each is a :class:`~pytest_segrobust.corruptions.base.Corruption`: called with a 
 severity and one seed per sample, it returns the batch with the same field names, so the
 engine evaluates these cells as any other.
 
-Determinism. A text part changes only the :class:`~pytest_segrobust.types.Expressions` field,
+Determinism. A text part changes only the :class:`~pytest_segrobust.core.types.Expressions` field,
 through :meth:`TextPerturbation.perturb` with the suite's seed (bound when the cell is
-built) and the sample ids of the batch's :class:`~pytest_segrobust.types.SampleIndex`: a
+built) and the sample ids of the batch's :class:`~pytest_segrobust.core.types.SampleIndex`: a
 sample's text depends on (suite seed, sample id, perturbation, severity) alone, and the text
 package's nesting holds (the edits at severity ``s`` are a subset of those at ``s + 1``),
 because it keys its streams by the suite seed, not by the per-severity image seeds. A visual
@@ -35,15 +35,15 @@ from typing import Any
 
 import torch
 
+from pytest_segrobust.core.errors import UnknownCorruptionError
+from pytest_segrobust.core.types import Expressions, Field, SampleIndex
+from pytest_segrobust.core.wording import did_you_mean
 from pytest_segrobust.corruptions.base import MAX_SEVERITY, Corruption, SeverityTable
 from pytest_segrobust.corruptions.composition import MAX_PARTS, SEPARATOR, part_seed
 from pytest_segrobust.corruptions.registry import CorruptionRegistry
-from pytest_segrobust.errors import UnknownCorruptionError
 from pytest_segrobust.text.base import TextPerturbation
 from pytest_segrobust.text.mixture import R2BENCH_PROPORTIONS, MixtureDraw, r2bench_mixture
 from pytest_segrobust.text.registry import TextPerturbationRegistry
-from pytest_segrobust.types import Expressions, Field, SampleIndex
-from pytest_segrobust.wording import did_you_mean
 
 MIXTURE_CELL = "r2bench-mixture"
 """The cell name of R2-Bench's mixture (``mixture: r2bench`` in a suite)."""

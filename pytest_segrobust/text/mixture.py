@@ -23,7 +23,7 @@ import numpy as np
 
 from pytest_segrobust.corruptions.base import MAX_SEVERITY
 from pytest_segrobust.corruptions.composition import SEPARATOR
-from pytest_segrobust.seeding import sample_seed
+from pytest_segrobust.randomness.seeding import sample_seed
 
 Choice = TypeVar("Choice")
 

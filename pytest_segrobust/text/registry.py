@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
+from pytest_segrobust.core.errors import UnknownNameError
+from pytest_segrobust.core.registry import load_named
 from pytest_segrobust.corruptions.composition import SEPARATOR
-from pytest_segrobust.errors import UnknownNameError
-from pytest_segrobust.plugins import load_named
 from pytest_segrobust.text.base import TextPerturbation
 from pytest_segrobust.text.perturbations import BUILTIN
 

@@ -31,10 +31,10 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from pytest_segrobust.core.errors import SegRobustError
+from pytest_segrobust.core.wording import plural
 from pytest_segrobust.corruptions.base import MAX_SEVERITY
-from pytest_segrobust.errors import SegRobustError
 from pytest_segrobust.text.base import LEVELS, TextPerturbation
-from pytest_segrobust.wording import plural
 
 REPLAY_VERSION = 1
 """The format version :func:`load_replay` reads and :meth:`ReplayFile.to_json` writes."""

@@ -20,10 +20,10 @@ import numpy as np
 import pytest
 import torch
 
+from pytest_segrobust.core.extras import installed
+from pytest_segrobust.core.types import Audio, Image, Video, VideoMasks
 from pytest_segrobust.corruptions import REGISTRY
 from pytest_segrobust.corruptions import acoustic as A
-from pytest_segrobust.extras import installed
-from pytest_segrobust.types import Audio, Image, Video, VideoMasks
 
 RATE = 16000
 SECONDS = 1.0
@@ -512,7 +512,7 @@ for name in ("audiomentations", "librosa", "pyroomacoustics", "fast_mp3_augment"
     sys.modules[name] = None  # as if not installed: importing them raises ImportError
 import pytest_segrobust.plugin, pytest_segrobust.cli
 from pytest_segrobust.corruptions import acoustic as A
-from pytest_segrobust.types import Audio
+from pytest_segrobust.core.types import Audio
 waves = 0.1 * torch.randn(2, 1, 4000, generator=torch.Generator().manual_seed(0))
 batch = {"audio": Audio.of(waves, 16000, 2), "competing": A.CompetingAudio(waves.flip(0), 16000, ("b", "a"))}
 ran = [c.name for c in A.ACOUSTIC if not c.requires and c(batch, 3, [1, 2])["audio"].data.shape == waves.shape]

@@ -11,14 +11,7 @@ from typing import Any
 import pytest
 import torch
 
-from pytest_segrobust.corruptions import REGISTRY, Corruption, kernels
-from pytest_segrobust.corruptions.base import whole_batches, with_frame_draws
-from pytest_segrobust.corruptions.temporal import FRAME_FREEZE, frame_freeze, freeze_length
-from pytest_segrobust.data.base import Sample, SemanticTarget
-from pytest_segrobust.data.sample_cache import SampleCache
-from pytest_segrobust.seeding import FrameDraws, StreamKeys, derived_seed
-from pytest_segrobust.strategies import make_batch
-from pytest_segrobust.types import (
+from pytest_segrobust.core.types import (
     Audio,
     Field,
     Image,
@@ -28,6 +21,13 @@ from pytest_segrobust.types import (
     VideoMasks,
     frames_of,
 )
+from pytest_segrobust.corruptions import REGISTRY, Corruption, kernels
+from pytest_segrobust.corruptions.base import whole_batches, with_frame_draws
+from pytest_segrobust.corruptions.temporal import FRAME_FREEZE, frame_freeze, freeze_length
+from pytest_segrobust.data.base import Sample, SemanticTarget
+from pytest_segrobust.data.sample_cache import SampleCache
+from pytest_segrobust.randomness.seeding import FrameDraws, StreamKeys, derived_seed
+from pytest_segrobust.testing.strategies import make_batch
 
 PHOTOMETRIC = ("gaussian_noise", "shot_noise", "impulse_noise", "motion_blur", "jpeg_compression", "fog", "snow")
 GEOMETRIC = ("rotate", "shear", "translate")

@@ -15,10 +15,10 @@ from collections.abc import Iterator
 import pytest
 import torch
 
+from pytest_segrobust.core.opencv import opencv
 from pytest_segrobust.corruptions import functional as Fn
 from pytest_segrobust.corruptions.digital import BRIGHTNESS, SATURATE
 from pytest_segrobust.corruptions.functional import color
-from pytest_segrobust.opencv import opencv
 
 pytest.importorskip("numba")
 

@@ -3,10 +3,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from pytest_segrobust.core.errors import UnknownCorruptionError
 from pytest_segrobust.corruptions import REGISTRY
 from pytest_segrobust.corruptions.composition import Stage, part_seed, stage_of
-from pytest_segrobust.errors import UnknownCorruptionError
-from pytest_segrobust.strategies import make_batch
+from pytest_segrobust.testing.strategies import make_batch
 
 
 def test_parts_run_in_stage_order_whatever_the_written_order() -> None:

@@ -1,6 +1,6 @@
 """Corrupted pixels on CUDA against the CPU's: the random draws are the same, the arithmetic nearly.
 
-Every draw comes from Philox streams (:class:`~pytest_segrobust.seeding.SampleStreams`), so
+Every draw comes from Philox streams (:class:`~pytest_segrobust.randomness.seeding.SampleStreams`), so
 uniforms, integers and signs are bit-identical on both devices; what is left is float
 arithmetic (FMA contraction, reduction order, vendors' transcendental functions), a few
 float32 ulps per value, which a threshold or an 8-bit quantisation inside a corruption
@@ -16,10 +16,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from pytest_segrobust.core.types import Image
 from pytest_segrobust.corruptions import REGISTRY
-from pytest_segrobust.seeding import SampleStreams
-from pytest_segrobust.strategies import make_batch
-from pytest_segrobust.types import Image
+from pytest_segrobust.randomness.seeding import SampleStreams
+from pytest_segrobust.testing.strategies import make_batch
 
 pytestmark = pytest.mark.skipif(
     not torch.cuda.is_available(), reason="no CUDA device: the CPU-vs-CUDA comparison of corrupted pixels needs one"

@@ -7,13 +7,13 @@ from typing import Any
 import pytest
 import torch
 
+from pytest_segrobust.core.types import ReferringMask, Video, VideoMasks
 from pytest_segrobust.corruptions import REGISTRY, Corruption
 from pytest_segrobust.corruptions.base import whole_batches, with_frame_draws
 from pytest_segrobust.corruptions.composition import part_seed
 from pytest_segrobust.corruptions.dynamic import DynamicMixture, DynamicMode, StaticMode, dynamic
 from pytest_segrobust.corruptions.temporal import frame_freeze
-from pytest_segrobust.seeding import FrameDraws
-from pytest_segrobust.types import ReferringMask, Video, VideoMasks
+from pytest_segrobust.randomness.seeding import FrameDraws
 from tests.corruptions.test_clips import clips, same
 
 PARTS = ("gaussian_noise", "rotate", "motion_blur")

@@ -12,7 +12,7 @@ from PIL import Image, ImageEnhance
 from pytest_segrobust.corruptions import REGISTRY
 from pytest_segrobust.corruptions import functional as Fn
 from pytest_segrobust.corruptions.functional.geometry import _normalise
-from pytest_segrobust.strategies import make_batch
+from pytest_segrobust.testing.strategies import make_batch
 
 
 def pil_image(seed: int = 0, size: tuple[int, int] = (40, 56)) -> Image.Image:

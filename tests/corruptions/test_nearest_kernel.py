@@ -19,10 +19,10 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pytest_segrobust.core.types import Image, InstanceMasks, InstanceTarget, SemanticMask
 from pytest_segrobust.corruptions import REGISTRY
 from pytest_segrobust.corruptions import functional as Fn
 from pytest_segrobust.corruptions.functional import geometry
-from pytest_segrobust.types import Image, InstanceMasks, InstanceTarget, SemanticMask
 from tests.loaders import KernelSpy, counting_loader
 
 pytest.importorskip("numba")

@@ -7,8 +7,8 @@ from collections.abc import Iterator
 import pytest
 import torch
 
+from pytest_segrobust.core.opencv import opencv
 from pytest_segrobust.corruptions import REGISTRY
-from pytest_segrobust.opencv import opencv
 
 cv2 = pytest.importorskip("cv2")
 

@@ -23,12 +23,12 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pytest_segrobust.core.types import Image, InstanceMasks, SemanticMask
 from pytest_segrobust.corruptions import REGISTRY
 from pytest_segrobust.corruptions import functional as Fn
 from pytest_segrobust.corruptions.functional import geometry, opencv
 from pytest_segrobust.corruptions.geometric import shear_legacy
-from pytest_segrobust.strategies import instances_of
-from pytest_segrobust.types import Image, InstanceMasks, SemanticMask
+from pytest_segrobust.testing.strategies import instances_of
 
 cv2 = pytest.importorskip("cv2")
 

@@ -15,8 +15,8 @@ from pytest_segrobust import testing
 from pytest_segrobust.corruptions import REGISTRY, Category
 from pytest_segrobust.corruptions import functional as Fn
 from pytest_segrobust.corruptions.blur import ZOOM_BLUR_COCO_P, ZOOM_BLUR_IMAGENET_C
-from pytest_segrobust.strategies import make_batch
-from pytest_segrobust.seeding import SampleStreams
+from pytest_segrobust.randomness.seeding import SampleStreams
+from pytest_segrobust.testing.strategies import make_batch
 from tests.corruptions.reference import reference_motion_blur
 
 

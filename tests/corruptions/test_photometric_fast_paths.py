@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import torch
 
+from pytest_segrobust.core.opencv import opencv
 from pytest_segrobust.corruptions import REGISTRY
 from pytest_segrobust.corruptions import functional as Fn
 from pytest_segrobust.corruptions.base import whole_batches
@@ -20,8 +21,7 @@ from pytest_segrobust.corruptions.digital import BRIGHTNESS, CONTRAST_COCO_P, SA
 from pytest_segrobust.corruptions.functional import codec, color
 from pytest_segrobust.corruptions.functional import noise as noise_ops
 from pytest_segrobust.corruptions.noise import IMPULSE_NOISE
-from pytest_segrobust.opencv import opencv
-from pytest_segrobust.seeding import SampleStreams
+from pytest_segrobust.randomness.seeding import SampleStreams
 
 
 def photo_like(height: int = 72, width: int = 88, seed: int = 0) -> torch.Tensor:

@@ -10,9 +10,9 @@ import torch
 from hypothesis import settings
 
 from pytest_segrobust import testing
+from pytest_segrobust.core.types import Image
 from pytest_segrobust.corruptions import REGISTRY, Category, Corruption, PhotometricCorruption, SeverityTable
-from pytest_segrobust.seeding import SampleStreams
-from pytest_segrobust.types import Image
+from pytest_segrobust.randomness.seeding import SampleStreams
 
 # Every registered corruption that acts on images (the kit's properties are about images; the
 # clip-only ones are tested in test_clips and test_temporal), plus compositions (one geometric,

@@ -17,9 +17,9 @@ from pytest_segrobust.corruptions.functional.weather import SnowParams, _spatter
 from pytest_segrobust.corruptions.functional.weather._snow import clipped_zoom
 from pytest_segrobust.corruptions.geometric import SHEAR, Shear, shear, shear_legacy
 from pytest_segrobust.corruptions.weather import SPATTER
-from pytest_segrobust.seeding import SampleStreams
-from pytest_segrobust.strategies import make_batch
+from pytest_segrobust.randomness.seeding import SampleStreams
 from pytest_segrobust.testing import corrupt_batch
+from pytest_segrobust.testing.strategies import make_batch
 
 # --------------------------------------------------------------------------- glass blur
 

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_segrobust.core.errors import UnknownCorruptionError
 from pytest_segrobust.corruptions import PRESETS, REGISTRY, Category, CorruptionRegistry, Preset
 from pytest_segrobust.corruptions.noise import GAUSSIAN_NOISE, GaussianNoise
-from pytest_segrobust.errors import UnknownCorruptionError
 
 
 def test_registering_an_equal_corruption_twice_is_a_no_op() -> None:

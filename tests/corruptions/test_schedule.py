@@ -8,12 +8,7 @@ from typing import Any
 import pytest
 import torch
 
-from pytest_segrobust.corruptions import REGISTRY, Corruption, kernels
-from pytest_segrobust.corruptions.base import whole_batches
-from pytest_segrobust.strategies import make_batch
-from pytest_segrobust.text.cells import resolve_cell
-from pytest_segrobust.text.registry import TEXT_PERTURBATIONS
-from pytest_segrobust.types import (
+from pytest_segrobust.core.types import (
     Expressions,
     Field,
     PanopticMap,
@@ -21,6 +16,11 @@ from pytest_segrobust.types import (
     ReferringMask,
     SampleIndex,
 )
+from pytest_segrobust.corruptions import REGISTRY, Corruption, kernels
+from pytest_segrobust.corruptions.base import whole_batches
+from pytest_segrobust.testing.strategies import make_batch
+from pytest_segrobust.text.cells import resolve_cell
+from pytest_segrobust.text.registry import TEXT_PERTURBATIONS
 
 PRESETS = ("coco-p", "imagenet-c", "cityscapes-c")
 

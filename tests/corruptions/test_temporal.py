@@ -9,6 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pytest_segrobust.core.types import Image, Video, VideoMasks
 from pytest_segrobust.corruptions import REGISTRY, Corruption
 from pytest_segrobust.corruptions.base import TemporalCorruption, whole_batches
 from pytest_segrobust.corruptions.temporal import (
@@ -18,8 +19,7 @@ from pytest_segrobust.corruptions.temporal import (
     jumble,
     reverse_sampling,
 )
-from pytest_segrobust.seeding import SampleStreams
-from pytest_segrobust.types import Image, Video, VideoMasks
+from pytest_segrobust.randomness.seeding import SampleStreams
 from tests.corruptions.test_clips import clips, same
 
 TEMPORAL = [frame_freeze, frame_sampling, reverse_sampling, jumble, box_jumble]

@@ -14,15 +14,15 @@ import numpy as np
 import pytest
 import torch
 
+from pytest_segrobust.core.types import Field, Image
 from pytest_segrobust.corruptions import REGISTRY, SeverityTable, kernels
 from pytest_segrobust.corruptions import functional as Fn
 from pytest_segrobust.corruptions.functional.weather import FogParams, FrostParams, SnowParams
 from pytest_segrobust.corruptions.functional.weather import _spatter as spatter_internals
 from pytest_segrobust.corruptions.geometric import ElasticParams, ElasticTransform
-from pytest_segrobust.seeding import SampleStreams
-from pytest_segrobust.strategies import make_batch as _make
+from pytest_segrobust.randomness.seeding import SampleStreams
 from pytest_segrobust.testing import corrupt_batch
-from pytest_segrobust.types import Field, Image
+from pytest_segrobust.testing.strategies import make_batch as _make
 from tests.corruptions.reference import reference_motion_blur
 
 CPU = torch.device("cpu")

@@ -20,8 +20,8 @@ from pytest_segrobust.corruptions.functional.color import luma
 from pytest_segrobust.corruptions.functional.padding import Border
 from pytest_segrobust.corruptions.functional.weather import SnowParams, SpatterParams, _spatter
 from pytest_segrobust.corruptions.functional.weather._threshold import zero_below
-from pytest_segrobust.seeding import SampleStreams
-from pytest_segrobust.strategies import make_batch
+from pytest_segrobust.randomness.seeding import SampleStreams
+from pytest_segrobust.testing.strategies import make_batch
 
 SHAPES = [(2, 3, 48, 64), (1, 3, 61, 37), (2, 1, 40, 40)]
 

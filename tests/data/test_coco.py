@@ -15,9 +15,9 @@ from PIL import Image
 mask_utils = pytest.importorskip("pycocotools.mask")
 from pycocotools.coco import COCO
 
+from pytest_segrobust.core.errors import DatasetError
 from pytest_segrobust.data.base import SegmentationDataset
 from pytest_segrobust.data.coco import CocoInstances
-from pytest_segrobust.errors import DatasetError
 
 HEIGHT, WIDTH = 16, 20
 # Ids out of order and not contiguous: labels follow the id order (ant=1, zebra=2, yak=3).

@@ -13,15 +13,15 @@ import pytest
 import torch
 from PIL import Image
 
+from pytest_segrobust.core.errors import DatasetError
+from pytest_segrobust.core.types import VOID
 from pytest_segrobust.data.base import SegmentationDataset
 from pytest_segrobust.data.coco_panoptic import CocoPanoptic, CocoPanopticSemantic, decode_segment_ids
-from pytest_segrobust.errors import DatasetError
-from pytest_segrobust.evaluation import evaluate
+from pytest_segrobust.engine.evaluation import evaluate
 from pytest_segrobust.metrics.base import MetricContext
 from pytest_segrobust.metrics.panoptic_quality import PanopticQuality, thing_classes
 from pytest_segrobust.models.base import PanopticPredictions
 from pytest_segrobust.tasks import get_task
-from pytest_segrobust.types import VOID
 
 HEIGHT, WIDTH = 6, 8
 # Ids out of order and not contiguous: labels follow the id order (person=0, cat=1, grass=2, sky=3).

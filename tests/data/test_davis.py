@@ -9,11 +9,11 @@ import pytest
 import torch
 from PIL import Image
 
+from pytest_segrobust.core.errors import DatasetError
 from pytest_segrobust.data import clip_folders
 from pytest_segrobust.data.base import check_dataset
 from pytest_segrobust.data.clips import ClipFrames, ClipObjects
 from pytest_segrobust.data.davis import Davis2017, davis
-from pytest_segrobust.errors import DatasetError
 from tests.data.vos_layouts import HEIGHT, VOID, WIDTH, blank, frame_level, moving_objects, write_davis, write_mask
 
 # bear: objects 1 and 2 from frame 0, object 3 enters at frame 3 (not a DAVIS object: not in frame 0).

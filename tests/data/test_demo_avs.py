@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import torch
 
+from pytest_segrobust.core.types import Audio
 from pytest_segrobust.data.clips import ClipAudio, ClipFrames, ClipObjects
 from pytest_segrobust.data.demo_avs import (
     FRAME_SAMPLES,
@@ -16,7 +17,6 @@ from pytest_segrobust.data.demo_avs import (
     DemoAVSClips,
     demo_avs_dataset,
 )
-from pytest_segrobust.types import Audio
 
 
 @pytest.fixture(scope="module")

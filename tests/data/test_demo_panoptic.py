@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import torch
 
+from pytest_segrobust.core.types import VOID, PanopticTarget
 from pytest_segrobust.data.base import Sample
 from pytest_segrobust.data.demo import BACKGROUND, STUFF_CLASSES, DemoScenes, demo_dataset
 from pytest_segrobust.metrics.base import MetricContext, MetricResult
@@ -17,7 +18,6 @@ from pytest_segrobust.models import adapt_model
 from pytest_segrobust.models.base import PanopticPredictions
 from pytest_segrobust.models.demo import tiny_unet_panoptic
 from pytest_segrobust.tasks import get_task
-from pytest_segrobust.types import VOID, PanopticTarget
 
 CPU = torch.device("cpu")
 SPLITS = ["val", "ood-easy", "ood-hard", "train"]

@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 import torch
 
+from pytest_segrobust.core.errors import DatasetError
 from pytest_segrobust.data.base import check_dataset
 from pytest_segrobust.data.clips import ClipExpression
 from pytest_segrobust.data.ref_vos import ref_davis17, ref_youtube_vos
 from pytest_segrobust.data.referring import REFERRING_CLASS_NAMES
-from pytest_segrobust.errors import DatasetError
 from tests.data.vos_layouts import meta_object, moving_objects, write_davis, write_json, write_youtube_clip
 
 A1 = moving_objects(5, {1: 0, 2: 2})

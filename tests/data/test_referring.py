@@ -16,9 +16,9 @@ from PIL import Image
 mask_utils = pytest.importorskip("pycocotools.mask")
 
 from pytest_segrobust.cli import main
+from pytest_segrobust.core.errors import DatasetError
 from pytest_segrobust.data.base import SegmentationDataset
 from pytest_segrobust.data.referring import RefCoco, ReferringJsonl, load_refs
-from pytest_segrobust.errors import DatasetError
 
 HEIGHT, WIDTH = 12, 16
 

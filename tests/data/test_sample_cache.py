@@ -14,7 +14,7 @@ from pytest_segrobust.data import sample_cache
 from pytest_segrobust.data.base import InstanceTarget, PanopticTarget, ReferringTarget, Sample, SemanticTarget
 from pytest_segrobust.data.demo import DemoScenes
 from pytest_segrobust.data.sample_cache import MEBIBYTE, SampleCache, default_budget, machine_memory, nbytes
-from pytest_segrobust.evaluation import evaluate
+from pytest_segrobust.engine.evaluation import evaluate
 from pytest_segrobust.models import as_segmentation_model
 from tests.fakes import BandScenes, RedBinner
 

@@ -9,6 +9,7 @@ import pytest
 import torch
 from PIL import Image
 
+from pytest_segrobust.core.errors import DatasetError
 from pytest_segrobust.data.base import SegmentationDataset
 from pytest_segrobust.data.semantic_folder import (
     CITYSCAPES_CLASS_NAMES,
@@ -16,7 +17,6 @@ from pytest_segrobust.data.semantic_folder import (
     VOC_CLASS_NAMES,
     SemanticFolder,
 )
-from pytest_segrobust.errors import DatasetError
 
 HEIGHT, WIDTH = 6, 8
 THREE_CLASSES = ("background", "road", "car")

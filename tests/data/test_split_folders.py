@@ -9,9 +9,9 @@ import pytest
 import torch
 from PIL import Image
 
+from pytest_segrobust.core.errors import DatasetError
 from pytest_segrobust.data.base import SegmentationDataset
 from pytest_segrobust.data.split_folders import SplitFolders
-from pytest_segrobust.errors import DatasetError
 
 HEIGHT, WIDTH = 6, 8
 CLASSES = ("background", "bag", "car")

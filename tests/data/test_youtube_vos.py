@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
+from pytest_segrobust.core.errors import DatasetError
 from pytest_segrobust.data.base import check_dataset
 from pytest_segrobust.data.youtube_vos import YouTubeVos, youtube_vos
-from pytest_segrobust.errors import DatasetError
 from tests.data.vos_layouts import (
     HEIGHT,
     WIDTH,

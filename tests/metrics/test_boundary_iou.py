@@ -9,11 +9,11 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_segrobust.errors import ModelOutputError
+from pytest_segrobust.core.errors import ModelOutputError
+from pytest_segrobust.core.types import SemanticMask
 from pytest_segrobust.metrics.base import MetricContext
 from pytest_segrobust.metrics.boundary_iou import BoundaryIoU, boundary_width
-from pytest_segrobust.strategies import batches
-from pytest_segrobust.types import SemanticMask
+from pytest_segrobust.testing.strategies import batches
 
 IGNORE = 255
 

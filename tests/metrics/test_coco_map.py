@@ -23,8 +23,8 @@ mask_utils = pytest.importorskip("pycocotools.mask")
 from pycocotools.coco import COCO
 from pycocotools.cocoeval import COCOeval
 
+from pytest_segrobust.core.errors import DatasetError, ModelOutputError
 from pytest_segrobust.data.base import InstanceTarget
-from pytest_segrobust.errors import DatasetError, ModelOutputError
 from pytest_segrobust.metrics.coco_map import CocoMAP, InstancePredictions, MAPResult
 
 # Ids are not contiguous and not in order, as in COCO; label k is the k-th id in order.

@@ -2,7 +2,7 @@
 
 The encodings must be exactly what the metric stored before they were read off the RLEs:
 pycocotools' encoding of a Fortran copy, the mask's pixel count as area, and the tight box of
-:func:`~pytest_segrobust.types.boxes_from_masks`. The cache of ground-truth encodings must
+:func:`~pytest_segrobust.core.types.boxes_from_masks`. The cache of ground-truth encodings must
 never serve one for masks that are not bit for bit the ones encoded: a geometric corruption
 moves the ground truth, and its cell must score the moved masks.
 """
@@ -16,19 +16,19 @@ import torch
 pytest.importorskip("faster_coco_eval")
 mask_utils = pytest.importorskip("pycocotools.mask")
 
+from pytest_segrobust.core.types import InstanceMasks, InstanceTarget, boxes_from_masks, field_of
 from pytest_segrobust.corruptions import REGISTRY
 from pytest_segrobust.corruptions.base import Corruption
 from pytest_segrobust.data.demo import DemoScenes
-from pytest_segrobust.evaluation import evaluate
+from pytest_segrobust.engine.evaluation import evaluate
 from pytest_segrobust.metrics import coco_masks
 from pytest_segrobust.metrics.coco_map import CocoMAP
 from pytest_segrobust.metrics.coco_masks import EncodingCache, encode_masks
 from pytest_segrobust.models import as_instance_model
 from pytest_segrobust.models.base import InstancePredictions
 from pytest_segrobust.models.demo import tiny_unet_instances
-from pytest_segrobust.seeding import sample_seed
+from pytest_segrobust.randomness.seeding import sample_seed
 from pytest_segrobust.tasks import get_task
-from pytest_segrobust.types import InstanceMasks, InstanceTarget, boxes_from_masks, field_of
 
 # Every geometric corruption of every preset (two presets' shears differ), and a composition.
 GEOMETRIC = [corruption for corruption in REGISTRY if corruption.geometric] + [REGISTRY.get("contrast+rotate")]

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from pytest_segrobust.errors import ModelOutputError
+from pytest_segrobust.core.errors import ModelOutputError
 from pytest_segrobust.metrics import ConfusionMatrix
 
 

@@ -21,12 +21,12 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_segrobust.errors import DatasetError, ModelOutputError
+from pytest_segrobust.core.errors import DatasetError, ModelOutputError
+from pytest_segrobust.core.types import PanopticMap, PanopticTarget, SampleIndex
 from pytest_segrobust.metrics.base import MetricContext
 from pytest_segrobust.metrics.panoptic_quality import PanopticQuality, thing_classes
 from pytest_segrobust.metrics.registry import METRICS
 from pytest_segrobust.models.base import PanopticPredictions
-from pytest_segrobust.types import PanopticMap, PanopticTarget, SampleIndex
 
 CLASS_NAMES = ("background", "sky", "person", "car", "dog", "kite", "boat")
 # COCO panoptic style: ids are neither labels nor in label order; names tie them to labels.

@@ -10,11 +10,11 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_segrobust.errors import ModelOutputError
+from pytest_segrobust.core.errors import ModelOutputError
+from pytest_segrobust.core.statistics import resample_weights
+from pytest_segrobust.core.types import ReferringMask
 from pytest_segrobust.metrics import METRICS, MetricContext
 from pytest_segrobust.metrics.referring import PRECISION_THRESHOLDS, ReferringMetric
-from pytest_segrobust.stats import resample_weights
-from pytest_segrobust.types import ReferringMask
 
 NAMES = ("referring_miou", "referring_oiou", *(f"referring_p{round(t * 100)}" for t in PRECISION_THRESHOLDS))
 CONTEXT = MetricContext(class_names=("background", "referent"), ignore_index=255)

@@ -21,12 +21,12 @@ from hypothesis import strategies as st
 pytest.importorskip("faster_coco_eval")
 pytest.importorskip("pycocotools")
 
+from pytest_segrobust.core.statistics import resample_weights
+from pytest_segrobust.core.types import InstanceMasks, SampleIndex
 from pytest_segrobust.metrics.base import MetricContext
 from pytest_segrobust.metrics.coco_map import MaskAP
 from pytest_segrobust.metrics.coco_matches import COLUMNS, resampled_map
 from pytest_segrobust.metrics.panoptic_quality import PanopticQuality
-from pytest_segrobust.stats import resample_weights
-from pytest_segrobust.types import InstanceMasks, SampleIndex
 from tests.metrics import test_coco_map as coco
 from tests.metrics import test_panoptic_quality as panoptic
 

@@ -17,7 +17,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_segrobust.errors import ModelOutputError
+from pytest_segrobust.core.errors import ModelOutputError
+from pytest_segrobust.core.statistics import resample_weights
+from pytest_segrobust.core.types import VideoMasks
 from pytest_segrobust.metrics import METRICS, MetricContext, video
 from pytest_segrobust.metrics.video import (
     DETAIL_LABELS,
@@ -32,8 +34,6 @@ from pytest_segrobust.metrics.video import (
     object_region_counts,
     region_similarity,
 )
-from pytest_segrobust.stats import resample_weights
-from pytest_segrobust.types import VideoMasks
 
 NAMES = ("vos_j", "vos_f", "vos_jf", "vos_jf_all")
 CONTEXT = MetricContext(class_names=("background", "object"), ignore_index=255)

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
+from pytest_segrobust.core.types import VideoMasks
 from pytest_segrobust.metrics import METRICS, MetricContext
 from pytest_segrobust.metrics.video import boundary_radius
-from pytest_segrobust.types import VideoMasks
 from tests.metrics.test_video import reference_f, reference_j
 
 IGNORE = 255

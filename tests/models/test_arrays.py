@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from pytest_segrobust.errors import ModelOutputError
+from pytest_segrobust.core.errors import ModelOutputError
 from pytest_segrobust.models.arrays import ArrayInput, ArrayModel, ArrayOutput, ArraySpecError
 from pytest_segrobust.models.torch_module import TorchModuleSegmenter
 from tests.fakes import CLASS_NAMES, RedBinner, band_scenes

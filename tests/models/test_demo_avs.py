@@ -7,11 +7,11 @@ import importlib.resources
 import pytest
 import torch
 
+from pytest_segrobust.core.types import Audio
 from pytest_segrobust.corruptions.acoustic import audio_gaussian_noise
 from pytest_segrobust.data.demo_avs import FRAMES, SAMPLE_RATE, demo_avs_dataset
 from pytest_segrobust.models.demo_avs import WEIGHTS_PATH, TinyAVSNet, tiny_avs
-from pytest_segrobust.seeding import sample_seed
-from pytest_segrobust.types import Audio
+from pytest_segrobust.randomness.seeding import sample_seed
 
 CLEAN_BOUND = 90.0  # the shipped weights score 99.4
 

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import torch
 
+from pytest_segrobust.core.types import SampleIndex, Video, VideoMasks
 from pytest_segrobust.corruptions import REGISTRY
 from pytest_segrobust.data.demo_video import DemoClips, DemoReferringClips, given_masks, stack_clips
 from pytest_segrobust.metrics.base import MetricContext
@@ -26,7 +27,6 @@ from pytest_segrobust.models.demo_video import (
     tiny_rvos,
     tiny_vos,
 )
-from pytest_segrobust.types import SampleIndex, Video, VideoMasks
 
 # What the shipped weights clear (scripts/train_demo_vos.py and train_demo_rvos.py print the values).
 VOS_CLEAN_BOUND = 75.0

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from pytest_segrobust.errors import SegRobustError
+from pytest_segrobust.core.errors import SegRobustError
 from pytest_segrobust.models.torch_module import TorchModuleSegmenter
 from tests.fakes import band_scenes
 

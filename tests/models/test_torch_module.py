@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 import torch
 
-from pytest_segrobust.errors import ModelOutputError
+from pytest_segrobust.core.errors import ModelOutputError
 from pytest_segrobust.models import (
     InstancePredictions,
     InstanceSegmentationModel,

@@ -13,7 +13,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from pytest_segrobust.errors import SegRobustError
+from pytest_segrobust.core.errors import SegRobustError
 from pytest_segrobust.models.base import InstancePredictions, PanopticPredictions
 from tests.fakes import CLASS_NAMES, band_scenes
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from pytest_segrobust.errors import SegRobustError
+from pytest_segrobust.core.errors import SegRobustError
 from pytest_segrobust.models.torch_module import TorchModuleInstanceSegmenter, TorchModuleSegmenter, module_fingerprint
 from pytest_segrobust.models.zoo import (
     COCO_THING_IDS,

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from pytest_segrobust.files import WriteError
-from pytest_segrobust.gate import Status
+from pytest_segrobust.core.files import WriteError
+from pytest_segrobust.gate.verdict import Status
 from pytest_segrobust.report import build_report, render_markdown, suite_sections, write_report
 from pytest_segrobust.report import html as html_report
 from pytest_segrobust.report.html import render_html, write_html

@@ -8,9 +8,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from pytest_segrobust.records import CellRecord
 from pytest_segrobust.report import build_report, render_markdown, run_verdict, tables, terminal_summary, verdict
 from pytest_segrobust.report.environment import describe_device, run_environment
+from pytest_segrobust.store.records import CellRecord
 from tests.report.test_report import SCORES_A, cells
 
 
@@ -154,7 +154,7 @@ def test_what_was_measured_keeps_two_splits_of_one_dataset_apart() -> None:
 
 
 def test_the_cpu_is_the_device_and_the_threads_a_row_of_their_own_in_the_singular_for_one() -> None:
-    from pytest_segrobust.threads import ThreadSetting
+    from pytest_segrobust.runtime.threads import ThreadSetting
 
     assert describe_device(torch.device("cpu")) == "cpu"
     assert ThreadSetting(1, "auto: 2 cores / 2 xdist workers").describe() == (
@@ -223,7 +223,7 @@ def test_headline_flags_a_near_chance_model() -> None:
 
 
 def test_a_zero_margin_never_shows_as_minus_zero_and_one_cell_is_singular() -> None:
-    from pytest_segrobust.writing import replaced_sidecar
+    from pytest_segrobust.run.baseline_writes import replaced_sidecar
 
     check = {"metric": "rPC", "observed": 0.5, "baseline": 0.5, "low": 0.0, "high": 0.0, "margin": 0.0}
     suites = {"s": {"release": {"models": [{"model": "a", "checks": [check | {"outcome": "inconclusive"}]}]}}}

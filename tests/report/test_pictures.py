@@ -11,14 +11,14 @@ import torch
 from PIL import Image
 
 from pytest_segrobust.corruptions import REGISTRY
+from pytest_segrobust.engine.suite_pictures import describe_frames
+from pytest_segrobust.engine.worst_images import describe_worst
 from pytest_segrobust.models.adapters import adapt_model
-from pytest_segrobust.pictures import GalleryTiles, WorstImages
+from pytest_segrobust.pictures.values import GalleryTiles, WorstImages
 from pytest_segrobust.report import build_report, plots, render_markdown, suite_sections, write_report
 from pytest_segrobust.report.gallery import render_gallery
 from pytest_segrobust.report.overlays import NOTHING, overlay, palette, render_worst
-from pytest_segrobust.suite_pictures import describe_frames
 from pytest_segrobust.tasks import get_task
-from pytest_segrobust.worst import describe_worst
 from tests.fakes import BandScenes, RedBinner
 from tests.report.test_report import SCORES_A, SCORES_B, cells
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from pytest_segrobust.records import CellRecord
+from pytest_segrobust.metrics.robustness import relative_robustness
 from pytest_segrobust.report import build_report, plots, render_markdown, write_report
-from pytest_segrobust.scores import relative_robustness
+from pytest_segrobust.store.records import CellRecord
 
 
 def cells(model: str, clean: float, scores: dict[tuple[str, str, int], float]) -> list[CellRecord]:

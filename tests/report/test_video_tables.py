@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from pytest_segrobust.records import CellRecord
 from pytest_segrobust.report.video import mode_of, video_entry, video_tables
+from pytest_segrobust.store.records import CellRecord
 
 
 def record(model: str, corruption: str, category: str, severity: int, j: float, f: float) -> CellRecord:

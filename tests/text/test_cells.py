@@ -11,12 +11,12 @@ import torch
 
 pytest.importorskip("pycocotools.mask")
 
+from pytest_segrobust.core.errors import UnknownCorruptionError
 from pytest_segrobust.corruptions import REGISTRY
 from pytest_segrobust.corruptions.composition import part_seed
 from pytest_segrobust.data.referring import ReferringJsonl
-from pytest_segrobust.errors import UnknownCorruptionError
-from pytest_segrobust.evaluation import evaluate
-from pytest_segrobust.seeding import sample_seed
+from pytest_segrobust.engine.evaluation import evaluate
+from pytest_segrobust.randomness.seeding import sample_seed
 from pytest_segrobust.tasks import get_task
 from pytest_segrobust.text import TEXT_PERTURBATIONS, Modality
 from pytest_segrobust.text.cells import (

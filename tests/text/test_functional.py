@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_segrobust.errors import UnknownNameError
+from pytest_segrobust.core.errors import UnknownNameError
 from pytest_segrobust.text import (
     TEXT_PERTURBATIONS,
     TextPerturbationRegistry,

@@ -3,7 +3,7 @@
 Every function works on a batch ``(B, C, H, W)`` of float images in ``[0, 1]`` on any
 device and touches each sample independently, so a sample's output does not depend on the
 rest of its batch. Randomness comes in as a batch's per-sample Philox streams
-(:class:`~pytest_segrobust.seeding.SampleStreams`) or as tensors already drawn from them; these functions hold no random state of their own.
+(:class:`~pytest_segrobust.randomness.seeding.SampleStreams`) or as tensors already drawn from them; these functions hold no random state of their own.
 
 Padding (:mod:`.padding`) and filtering (:mod:`.filters`) live in one place each; blurs,
 weather layers and geometry build on them.

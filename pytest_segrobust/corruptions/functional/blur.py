@@ -26,7 +26,7 @@ from pytest_segrobust.corruptions.functional.filters import (
     taps_kernel,
 )
 from pytest_segrobust.corruptions.functional.padding import SMALL_IMAGE, Border
-from pytest_segrobust.seeding import SampleStreams
+from pytest_segrobust.randomness.seeding import SampleStreams
 
 
 def glass_blur(

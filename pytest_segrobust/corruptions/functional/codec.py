@@ -13,9 +13,9 @@ import numpy as np
 import torch
 from PIL import Image
 
+from pytest_segrobust.core.opencv import opencv
 from pytest_segrobust.corruptions.functional.color import to_uint8
 from pytest_segrobust.corruptions.functional.padding import SMALL_IMAGE
-from pytest_segrobust.opencv import opencv
 
 
 def jpeg(images: torch.Tensor, quality: int) -> torch.Tensor:

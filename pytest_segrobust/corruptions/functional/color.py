@@ -8,8 +8,8 @@ from types import ModuleType
 import numpy as np
 import torch
 
+from pytest_segrobust.core.opencv import opencv
 from pytest_segrobust.corruptions.functional import compiled
-from pytest_segrobust.opencv import opencv
 
 # ITU-R 601-2 luma, the weights PIL uses for ``convert("L")``.
 _LUMA = (0.299, 0.587, 0.114)

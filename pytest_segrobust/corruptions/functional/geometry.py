@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from pytest_segrobust.corruptions.functional import compiled, opencv
 from pytest_segrobust.corruptions.functional.filters import gaussian_filter
 from pytest_segrobust.corruptions.functional.padding import Border
-from pytest_segrobust.seeding import SampleStreams
+from pytest_segrobust.randomness.seeding import SampleStreams
 
 
 def rotation_about_centre(angles_deg: torch.Tensor, height: int, width: int) -> torch.Tensor:

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from pytest_segrobust.corruptions.functional import color
-from pytest_segrobust.seeding import SampleStreams
+from pytest_segrobust.randomness.seeding import SampleStreams
 
 
 def additive_gaussian_noise(images: torch.Tensor, noise: torch.Tensor, std: float) -> torch.Tensor:

@@ -1,6 +1,6 @@
 """OpenCV's kernels on CPU tensors, where OpenCV computes the operation the torch code does.
 
-The module itself comes from :func:`pytest_segrobust.opencv.opencv`, the one way in to ``cv2``.
+The module itself comes from :func:`pytest_segrobust.core.opencv.opencv`, the one way in to ``cv2``.
 
 OpenCV (``opencv-python-headless``, the ``opencv`` extra) is optional: it is imported on
 first use, only for float images on the CPU, and every caller keeps its torch path for
@@ -18,8 +18,8 @@ from types import ModuleType
 import numpy as np
 import torch
 
+from pytest_segrobust.core.opencv import opencv
 from pytest_segrobust.corruptions.functional.padding import Border
-from pytest_segrobust.opencv import opencv
 
 
 def opencv_for(fields: torch.Tensor) -> ModuleType | None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from pytest_segrobust.seeding import SampleStreams
+from pytest_segrobust.randomness.seeding import SampleStreams
 
 
 def standard_normal_like(images: torch.Tensor, streams: SampleStreams) -> torch.Tensor:

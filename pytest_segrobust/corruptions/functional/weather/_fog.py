@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
-from pytest_segrobust.seeding import SampleStreams
+from pytest_segrobust.randomness.seeding import SampleStreams
 
 
 @dataclass(frozen=True)

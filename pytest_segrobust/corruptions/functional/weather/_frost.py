@@ -12,7 +12,7 @@ from pytest_segrobust.corruptions.functional.color import luma
 from pytest_segrobust.corruptions.functional.filters import gaussian_filter
 from pytest_segrobust.corruptions.functional.padding import Border
 from pytest_segrobust.corruptions.functional.weather._fog import next_power_of_two, plasma_fractal
-from pytest_segrobust.seeding import SampleStreams
+from pytest_segrobust.randomness.seeding import SampleStreams
 
 
 @dataclass(frozen=True)

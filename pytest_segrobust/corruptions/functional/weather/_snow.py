@@ -12,7 +12,7 @@ from pytest_segrobust.corruptions.functional.blur import streak_blur
 from pytest_segrobust.corruptions.functional.color import luma
 from pytest_segrobust.corruptions.functional.precision import ieee_float32
 from pytest_segrobust.corruptions.functional.weather._threshold import zero_below
-from pytest_segrobust.seeding import SampleStreams
+from pytest_segrobust.randomness.seeding import SampleStreams
 
 
 @dataclass(frozen=True)

@@ -10,12 +10,12 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from pytest_segrobust.core.opencv import opencv as _opencv
 from pytest_segrobust.corruptions.functional.color import luma
 from pytest_segrobust.corruptions.functional.filters import gaussian_filter, kernel_taps, shift_sum
 from pytest_segrobust.corruptions.functional.padding import Border
 from pytest_segrobust.corruptions.functional.weather._threshold import zero_below
-from pytest_segrobust.opencv import opencv as _opencv
-from pytest_segrobust.seeding import SampleStreams
+from pytest_segrobust.randomness.seeding import SampleStreams
 
 
 @dataclass(frozen=True)

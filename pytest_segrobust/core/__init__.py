@@ -1,0 +1,5 @@
+"""What every layer shares: typed fields, errors, the wording of messages, optional extras,
+named registries, atomic files and paired statistics.
+
+Layer 0: imports nothing else of the package.
+"""

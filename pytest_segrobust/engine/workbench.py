@@ -1,0 +1,380 @@
+"""Builds and memoises what evaluations need: models, datasets, clean results.
+
+Both the suite items and the ``segrobust`` fixture evaluate through one :class:`Workbench`,
+so both honour the run's device, autocast, batch size, loader workers and clean-result disk
+cache. A model is adapted to its suite's task once (registered adapters, then the
+``pytest_segrobust_adapt_model`` hook); a dataset is built once per suite and split; a clean
+result is computed once per model x dataset and kept on disk when the model's code can be
+identified. Decoded samples of a suite's dataset are kept in memory across its cells, within
+the run's budget (:class:`~pytest_segrobust.data.sample_cache.SampleCache`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from pytest_segrobust.core.errors import DatasetError, ModelError, ModelOutputError, SegRobustError
+from pytest_segrobust.corruptions import DEFAULT_PRESET, REGISTRY, Corruption, CorruptionRegistry
+from pytest_segrobust.data.base import SegmentationDataset, check_dataset
+from pytest_segrobust.data.sample_cache import MEBIBYTE, SampleCache, default_budget
+from pytest_segrobust.engine.clean_cache import CleanCache
+from pytest_segrobust.engine.evaluation import CLEAN, CellResult, EvalResult, EvalSettings, run_evaluation, sample_count
+from pytest_segrobust.engine.pieces import Piece, Split, evaluate_piece, merge_pieces
+from pytest_segrobust.engine.plan import Plan
+from pytest_segrobust.metrics import MetricContext
+from pytest_segrobust.models.adapters import adapt_model
+from pytest_segrobust.models.arrays import ArrayModel
+from pytest_segrobust.models.base import model_device
+from pytest_segrobust.provenance import reads
+from pytest_segrobust.provenance.identity import UnknownIdentity, code_identity
+from pytest_segrobust.store.baselines import CellKey, Conditions
+from pytest_segrobust.suite.model_sources import build_model
+from pytest_segrobust.suite.schema import Suite, load_object
+from pytest_segrobust.tasks import get_task
+from pytest_segrobust.text.cells import resolve_cell
+from pytest_segrobust.text.registry import TEXT_PERTURBATIONS
+
+if TYPE_CHECKING:
+    from pytest_segrobust.runtime.options import Options
+    from pytest_segrobust.runtime.progress import TerminalProgress
+
+logger = logging.getLogger("pytest_segrobust")
+
+
+class Workbench:
+    """Models, datasets and clean results of one process, built under one run's options.
+
+    Args:
+        options: The run's settings (device, amp, batch size, loader workers, cache folder).
+        registry: The run's corruptions (the built-ins and what plugins registered).
+        adapt_hook: pytest's ``pytest_segrobust_adapt_model`` hook caller, asked before the
+            registered adapters.
+    """
+
+    def __init__(
+        self, options: Options, registry: CorruptionRegistry = REGISTRY, adapt_hook: Callable[..., Any] | None = None
+    ) -> None:
+        self.options = options
+        self.registry = registry
+        self.adapt_hook = adapt_hook
+        self.cache = CleanCache(options.cache_dir) if options.cache_dir is not None else None
+        self.uncached = 0
+        # Suite datasets are built once per process, so their decoded samples can serve every cell.
+        mebibytes = options.sample_cache_mb
+        budget = default_budget() if mebibytes is None else mebibytes * MEBIBYTE
+        self.samples: SampleCache | None = SampleCache(budget) if budget > 0 else None
+        self.builds = 0  # models built (and adapted) by this process
+        # Set by the plugin when a terminal shows this process's output (not under xdist).
+        self.progress_bar: TerminalProgress | None = None
+        self._models: dict[tuple[str, str], Any] = {}
+        self._reads: dict[tuple[str, str], reads.Reads] = {}  # what each model's build read (with the disk cache)
+        self._datasets: dict[tuple[str, str | None], SegmentationDataset] = {}
+        self._dataset_fingerprints: dict[tuple[str, str | None], str] = {}
+        self._conditions: dict[str, Conditions] = {}
+        self._clean: dict[tuple[str, ...], EvalResult] = {}
+        self._plans: dict[str, Plan] = {}
+
+    def plan(self, suite: Suite) -> Plan:
+        """The suite resolved against the run's registry, once per suite object."""
+        plan = self._plans.get(str(suite.path))
+        if plan is None or plan.suite is not suite:
+            plan = self._plans[str(suite.path)] = Plan.of(suite, self.registry)
+        return plan
+
+    # -- a suite's parts ------------------------------------------------------------------
+
+    def model(self, suite: Suite, name: str) -> Any:
+        """The suite's model ``name``, adapted to the suite's task and placed on the run's device."""
+        key = (str(suite.path), name)
+        if key not in self._models:
+            spec = suite.model(name)
+            # A checkpoint's labels are matched to the dataset's classes; other models never read them.
+            names = () if spec.transformers is None else tuple(self.dataset(suite, suite.splits[0]).class_names)
+            build = lambda: self.adapt(build_model(spec, self.options.device, suite.task, names), suite.task)  # noqa: E731
+            if self.cache is None:
+                self._models[key] = _build(suite, spec.source, _model_field(suite, name), build)
+            else:  # what the build reads keys the model's cached clean result
+                with reads.recording() as self._reads[key]:
+                    self._models[key] = _build(suite, spec.source, _model_field(suite, name), build)
+            self.builds += 1
+        return self._models[key]
+
+    def adapt(self, obj: Any, task: str) -> Any:
+        return adapt_model(obj, get_task(task), device=self.options.device, amp=self.options.amp, hook=self.adapt_hook)
+
+    def dataset(self, suite: Suite, split: str | None = None) -> SegmentationDataset:
+        """The suite's dataset (of ``split``, for a natural-shift suite)."""
+        key = (str(suite.path), split)
+        if key not in self._datasets:
+            spec = suite.dataset_spec(split)
+            source = f"factory {spec.target}"
+            build = lambda: check_dataset(spec.build(), source)
+            self._datasets[key] = _build(suite, source, _dataset_field(split), build)
+        return self._datasets[key]
+
+    def dataset_fingerprint(self, suite: Suite, split: str | None = None) -> str:
+        """The fingerprint of the suite's dataset (of ``split``), taken once: it may read every file."""
+        key = (str(suite.path), split)
+        if key not in self._dataset_fingerprints:
+            self._dataset_fingerprints[key] = str(self.dataset(suite, split).fingerprint())
+        return self._dataset_fingerprints[key]
+
+    def conditions(self, suite: Suite) -> Conditions:
+        """What the suite's numbers are measured under (builds its datasets to fingerprint them)."""
+        key = str(suite.path)
+        if key not in self._conditions:
+            prints = [(split, self.dataset_fingerprint(suite, split)) for split in suite.splits]
+            dataset = prints[0][1] if suite.shifts is None else "; ".join(f"{s}={p}" for s, p in prints)
+            self._conditions[key] = Conditions(
+                task=suite.task,
+                metric=suite.metric,
+                metrics=suite.metrics[1:],
+                splits=tuple(s for s in suite.splits if s is not None),
+                preset=suite.preset,
+                seed=suite.seed,
+                limit=suite.limit,
+                dataset=dataset,
+                severity_tables={
+                    name: tuple(corruption.table.describe()) for name, corruption in self.plan(suite).cells.items()
+                },
+            )
+        return self._conditions[key]
+
+    def adopt_conditions(self, suite: Suite, conditions: Conditions) -> None:
+        """Take the suite's conditions as another process measured them (a remote worker's)."""
+        self._conditions.setdefault(str(suite.path), conditions)
+
+    # -- evaluations ----------------------------------------------------------------------
+
+    def cell(self, suite: Suite, key: CellKey, split: Split | None = None) -> tuple[CellResult, SegmentationDataset, str]:
+        """The cell's corrupted and clean results, the dataset they ran on and the corruption's category.
+
+        With ``split``, this process evaluates the first piece of the corrupted samples, and
+        merges it with the others it is handed (the clean result is never split).
+        """
+        model = self.model(suite, key.model)
+        dataset = self.dataset(suite, key.split)
+        clean = self.clean(suite, key.model, key.split)
+        if key.severity == 0:
+            return CellResult(corrupted=clean, clean=clean), dataset, CLEAN
+        corruption = self.plan(suite).corruption(key.corruption)
+        if split is None:
+            corrupted = self._evaluate(suite, model, dataset, corruption, key)
+        else:
+            start = time.perf_counter()
+            pieces = [self.piece(suite, key, 0, split.count), *split.others()]
+            context = MetricContext.of(dataset, model_device(model))
+            corrupted = merge_pieces(
+                pieces,
+                sample_count(dataset, suite.limit),
+                context,
+                statistics=suite.gate is not None,
+                seconds=time.perf_counter() - start,
+            )
+        return CellResult(corrupted=corrupted, clean=clean), dataset, corruption.category.value
+
+    def piece(self, suite: Suite, key: CellKey, index: int, count: int) -> Piece:
+        """Piece ``index`` of ``count`` of a corrupted cell's evaluation (:mod:`pytest_segrobust.engine.pieces`)."""
+        model, dataset = self.model(suite, key.model), self.dataset(suite, key.split)
+        with _blame(suite, key):
+            return evaluate_piece(
+                model,
+                dataset,
+                self.plan(suite).corruption(key.corruption),
+                key.severity,
+                index,
+                count,
+                self.settings(suite),
+                progress=_ProgressLog(f"{key.label} (piece {index + 1} of {count})"),
+                sample_cache=self.samples,
+            )
+
+    def clean(self, suite: Suite, model_name: str, split: str | None = None) -> EvalResult:
+        """The clean result of a suite's model, computed once (and cached on disk when possible)."""
+        key = (str(suite.path), model_name, str(split))
+        if key not in self._clean:
+            model, dataset = self.model(suite, model_name), self.dataset(suite, split)
+            clean_key = CellKey(suite.name, model_name, CLEAN, 0, split)
+            compute = lambda: self._evaluate(suite, model, dataset, None, clean_key)  # noqa: E731
+            fingerprint = None if self.cache is None else self._fingerprint(suite, model_name, model, split)
+            if self.cache is None or fingerprint is None:
+                self._clean[key] = compute()
+            else:
+                self._clean[key] = self.cache.get_or_compute(fingerprint, compute)
+        return self._clean[key]
+
+    def _fingerprint(self, suite: Suite, model_name: str, model: Any, split: str | None) -> str | None:
+        """The identity of a clean evaluation, or ``None`` where the model's code cannot be identified."""
+        spec = suite.model(model_name)
+        try:
+            if isinstance(model, ArrayModel) and model.identity is None:
+                raise UnknownIdentity(
+                    f"model {model_name} is a function of arrays without a fingerprint() saying what it computes"
+                )
+            # An ONNX model's identity is its file's digest (in its fingerprint); a factory's is its code.
+            # Either way, what the build read under the project and imported by name counts.
+            seen = self._reads.get((str(suite.path), model_name), reads.Reads())
+            objects = () if spec.factory is None else (load_object(spec.factory.target), model)
+            code = code_identity(*objects, modules=seen.modules, files=seen.files)
+        except UnknownIdentity as exc:
+            self.uncached += 1
+            logger.warning("%s: the clean result is not cached across runs: %s", suite.path, exc)
+            return None
+        # The factory call is part of the identity: constructor arguments need not be weights.
+        return CleanCache.key(
+            suite.task,
+            suite.metrics,
+            repr(spec),
+            model.fingerprint(),
+            code,
+            repr(suite.dataset_spec(split)),
+            self.dataset(suite, split).fingerprint(),
+            str(suite.limit),
+            model_device(model).type,
+            # A statistically gated suite needs the per-image statistics, which others leave out.
+            "statistics" if suite.gate is not None else "scores",
+        )
+
+    def settings(self, suite: Suite) -> EvalSettings:
+        """How the suite's evaluations run in this process: the plan's settings, with the run's
+        batch size (``--segrobust-batch-size``) and loader workers."""
+        return self.plan(suite).settings(batch_size=self.options.batch_size, loader_workers=self.options.loader_workers)
+
+    def _evaluate(
+        self, suite: Suite, model: Any, dataset: SegmentationDataset, corruption: Corruption | None, key: CellKey
+    ) -> EvalResult:
+        with _blame(suite, key):
+            settings = self.settings(suite)
+            return self.run(
+                model, dataset, corruption, key.severity, settings, cell=key.label, sample_cache=self.samples
+            )
+
+    def run(
+        self,
+        model: Any,
+        dataset: SegmentationDataset,
+        corruption: Corruption | None,
+        severity: int,
+        settings: EvalSettings,
+        *,
+        cell: str,
+        sample_cache: SampleCache | None = None,
+    ) -> EvalResult:
+        """One evaluation under ``settings``, with its progress logged and shown.
+
+        ``sample_cache`` keeps the dataset's decoded samples for its next evaluation; only
+        datasets the workbench built (and so holds for the whole run) are given one.
+        """
+        log, bar = _ProgressLog(cell), self.progress_bar
+
+        def progress(done: int, total: int) -> None:
+            log(done, total)
+            if bar is not None:
+                bar.update(done, total)
+
+        if bar is not None:
+            bar.begin(cell)
+        try:
+            return run_evaluation(
+                model, dataset, corruption, severity, settings, progress=progress, sample_cache=sample_cache
+            )
+        finally:
+            if bar is not None:
+                bar.close()
+
+    # -- the fixture ------------------------------------------------------------------------
+
+    def evaluate_object(
+        self,
+        obj: Any,
+        dataset: SegmentationDataset,
+        corruption: str,
+        severity: int,
+        *,
+        task: str,
+        metrics: tuple[str, ...] | None,
+        preset: str = DEFAULT_PRESET,
+        seed: int = 0,
+        batch_size: int = 16,
+        limit: int | None = None,
+    ) -> CellResult:
+        """A user's model on a user's dataset; its clean result is computed once per process."""
+        model = self.adapt(obj, task)
+        chosen = resolve_cell(corruption, registry=self.registry, preset=preset, text=TEXT_PERTURBATIONS, seed=seed)
+        settings = EvalSettings.of(
+            task,
+            metrics,
+            seed=seed,
+            batch_size=self.options.batch_size or batch_size,
+            limit=limit,
+            loader_workers=self.options.loader_workers,
+        )
+        names = ",".join(settings.metrics)
+        key = ("fixture", task, names, model.fingerprint(), dataset.fingerprint(), str(limit), str(seed))
+        if key not in self._clean:
+            self._clean[key] = self.run(model, dataset, None, 0, settings, cell=f"{dataset.name}::clean")
+        corrupted = self.run(model, dataset, chosen, severity, settings, cell=f"{dataset.name}::{chosen.name}::{severity}")
+        return CellResult(corrupted=corrupted, clean=self._clean[key])
+
+
+def _build(suite: Suite, source: str, where: str, build: Callable[[], Any]) -> Any:
+    """Build a suite's model or dataset; any failure but our own becomes an error naming file, field and source."""
+    try:
+        return build()
+    except SegRobustError as exc:
+        if str(exc).startswith(str(suite.path)):
+            raise
+        raise type(exc)(f"{suite.path}: {where}: {exc}") from exc  # say which suite's entry it was
+    except Exception as exc:
+        raise SegRobustError(f"{suite.path}: {where}: {source} failed: {type(exc).__name__}: {exc}") from exc
+
+
+def _model_field(suite: Suite, name: str) -> str:
+    """``field 'models[1]' (segformer)``: the suite's entry of model ``name``, as collection errors name it."""
+    index = next(i for i, spec in enumerate(suite.models) if spec.name == name)
+    return f"field 'models[{index}]' ({name})"
+
+
+def _dataset_field(split: str | None) -> str:
+    """The suite's entry of the dataset of ``split``."""
+    return "field 'dataset'" if split is None else f"field 'shifts.splits.{split}'"
+
+
+@contextmanager
+def _blame(suite: Suite, key: CellKey) -> Iterator[None]:
+    """An evaluation of ``key``'s model and dataset, whose errors name the suite, the field at fault and the cell.
+
+    Any error of the dataset is the dataset entry's; any error of a prediction, the model entry's.
+    """
+    evaluated = ("" if key.split is None else f"{key.split}::") + (
+        CLEAN if key.severity == 0 else f"{key.corruption}[{key.severity}]"
+    )
+    try:
+        yield
+    except DatasetError as exc:
+        if str(exc).startswith(str(suite.path)):
+            raise
+        raise type(exc)(f"{suite.path}: {_dataset_field(key.split)}: evaluating {evaluated}: {exc}") from exc
+    except (ModelError, ModelOutputError) as exc:
+        raise type(exc)(f"{suite.path}: {_model_field(suite, key.model)}: evaluating {evaluated}: {exc}") from exc
+
+
+class _ProgressLog:
+    """Logs a long evaluation's progress every few seconds (shown by pytest's live logging)."""
+
+    interval = 5.0
+
+    def __init__(self, cell: str) -> None:
+        self.cell = cell
+        self.start = self.last = time.perf_counter()
+
+    def __call__(self, done: int, total: int) -> None:
+        now = time.perf_counter()
+        if now - self.last >= self.interval or (done == total and now - self.start >= self.interval):
+            self.last = now
+            rate = done / max(now - self.start, 1e-9)
+            logger.info("%s: %d/%d images (%.1f images/s)", self.cell, done, total, rate)

@@ -1,0 +1,263 @@
+"""The statistical gate's inputs: a cell's per-image statistics, paired with its baseline's.
+
+:func:`pytest_segrobust.gate.verdict.paired_checks` decides from numbers; this module finds them. For a
+suite with ``gate:``, :class:`Evidence` looks the baseline cell's statistics up in its sidecar
+(:mod:`pytest_segrobust.store.sidecar`), checks they pair with this run's (the same images), draws the
+bootstrap's weights once per model and image count, and splits the suite's confidence over the
+family of numbers it gates. It also packs a cell's statistics for the controller to store.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pytest_segrobust.core.errors import BaselineError
+from pytest_segrobust.core.statistics import Change, RunScores, resample_weights
+from pytest_segrobust.engine.evaluation import CellResult
+from pytest_segrobust.gate.release import cell_level
+from pytest_segrobust.gate.verdict import PairedCheck, allowances, paired_checks
+from pytest_segrobust.metrics import METRICS
+from pytest_segrobust.randomness.seeding import sample_seed
+from pytest_segrobust.store.baselines import UPDATE_FLAG, CellKey, key_path, update_command
+from pytest_segrobust.store.records import CellRecord
+from pytest_segrobust.store.sidecar import Sidecar, SidecarEntry, pack, sidecar_path, unpack
+from pytest_segrobust.suite.schema import Suite
+
+
+def pack_statistics(suite: Suite, result: CellResult) -> dict[str, dict[str, Any]]:
+    """The cell's statistics per metric (corrupted and clean, as text) and their image count,
+    JSON a worker can send; empty for a suite without a statistical gate, whose baselines keep none.
+
+    Raises:
+        ValueError: when the clean and the corrupted run scored different numbers of images.
+    """
+    if suite.gate is None:
+        return {}
+    if result.corrupted.num_images != result.clean.num_images:
+        raise ValueError(
+            f"the corrupted run scored {result.corrupted.num_images} images, the clean run {result.clean.num_images}"
+        )
+    return {
+        name: {
+            "corrupted": pack(result.corrupted.statistics[name]),
+            "clean": pack(result.clean.statistics[name]),
+            "images": result.corrupted.num_images,
+        }
+        for name in suite.metrics
+        if name in result.corrupted.statistics and name in result.clean.statistics
+    }
+
+
+def sidecar_entries(key: CellKey, packed: Mapping[str, Mapping[str, Any]]) -> list[SidecarEntry]:
+    """:func:`pack_statistics`'s output as the sidecar's entries of ``key``."""
+    return [
+        SidecarEntry(key_path(key), metric, unpack(arrays["corrupted"]), unpack(arrays["clean"]), int(arrays["images"]))
+        for metric, arrays in packed.items()
+    ]
+
+
+class Evidence:
+    """Sidecars read by this process, bootstrap weights drawn and runs scored, shared by a run's cells."""
+
+    def __init__(self) -> None:
+        self._sidecars: dict[Path, Sidecar] = {}
+        self._weights: dict[tuple[int, str, str, int, int], np.ndarray] = {}
+        self._scores: dict[tuple[str, int, bytes], RunScores] = {}
+
+    def checks(
+        self,
+        suite: Suite,
+        key: CellKey,
+        observed: Mapping[str, float],
+        stored: Mapping[str, float],
+        result: CellResult,
+        baseline: Path,
+        shown: str,
+        store: Path | None = None,
+        nodeid: str | None = None,
+    ) -> tuple[tuple[PairedCheck, ...] | None, str | None, dict[str, Any] | None]:
+        """The cell's paired checks, or why they cannot be made (the cell then fails), and the
+        headline score of each resample (:func:`aggregate_changes` averages them over cells).
+
+        Args:
+            observed, stored: The cell's numbers in this run and in the baseline.
+            result: This run's results, with their per-image statistics.
+            baseline: The baseline JSON; its sidecar holds the stored statistics.
+            shown: The baseline JSON as messages show it.
+            store: The folder of the statistics file when it is not beside the JSON
+                (:func:`~pytest_segrobust.store.sidecar.sidecar_path`).
+            nodeid: The cell's node id, which the command that records its missing statistics selects.
+        """
+        policy = suite.gate
+        assert policy is not None
+        path = sidecar_path(baseline, store)
+        if path not in self._sidecars:
+            # Beside the JSON it is named as the JSON is; in the cache folder, by its full path.
+            self._sidecars[path] = Sidecar(baseline, store, str(sidecar_path(Path(shown))) if store is None else None)
+        sidecar = self._sidecars[path]
+        images = result.corrupted.num_images
+        weights = self.weights(suite, key, images)
+        runs: dict[str, tuple[RunScores, RunScores, RunScores, RunScores]] = {}
+        worst: dict[str, float] = {}
+        for index, name in enumerate(suite.metrics):
+            prefix = "" if index == 0 else f"{name}."
+            kind = METRICS.get(name)
+            worst[prefix] = kind.worst()
+            wanted = {number: stored.get(f"{prefix}{number}") for number in ("score", "gamma_r")}
+            try:
+                found = sidecar.lookup(key_path(key), name, kind.resampled_scores, wanted, worst[prefix])
+            except BaselineError as exc:
+                return None, str(exc), None
+            if found is None:
+                return None, (
+                    f"{shown} stores this cell's numbers, but its statistics file "
+                    f"{sidecar.path.name if store is None else sidecar.path} has no per-image "
+                    f"statistics of {name} for it, which the statistical gate (gate: in the suite) pairs; record them "
+                    f"with {update_command(nodeid)}"
+                ), None
+            clean, corrupted = result.clean.statistics.get(name), result.corrupted.statistics.get(name)
+            if clean is None or corrupted is None:
+                return None, f"metric {name} gave no per-image statistics in this run", None
+            if found.images != images or found.corrupted.shape[1:] != corrupted.shape[1:]:
+                return None, (
+                    f"the baseline's statistics of {name} cover {found.images} images {tuple(found.corrupted.shape[1:])}, "
+                    f"this run's {images} {tuple(corrupted.shape[1:])}: they cannot be paired; "
+                    f"re-record with pytest --segrobust {UPDATE_FLAG}"
+                ), None
+            try:
+                runs[prefix] = (
+                    self.scores(name, found.clean, weights),
+                    self.scores(name, found.corrupted, weights),
+                    self.scores(name, clean, weights),
+                    self.scores(name, corrupted, weights),
+                )
+            except ValueError as exc:
+                return None, f"the statistics of {name} cannot be paired with the baseline's: {exc}", None
+        margins, lower_is_better = allowances(policy.margin, suite.metrics, corrupted=key.severity > 0)
+        base_clean, base_corrupted, run_clean, run_corrupted = runs[""]
+        resampled = {
+            "images": images,
+            "clean": pack(np.stack([run_clean.resampled, base_clean.resampled]).astype(np.float32)),
+            "corrupted": pack(np.stack([run_corrupted.resampled, base_corrupted.resampled]).astype(np.float32)),
+        }
+        checks = paired_checks(
+            observed, stored, runs, margins, cell_level(suite), lower_is_better=lower_is_better, worst=worst
+        )
+        return checks, None, resampled
+
+    def own_runs(self, suite: Suite, key: CellKey, result: CellResult) -> dict[str, tuple[RunScores, RunScores]]:
+        """Each metric's clean and corrupted scores of this run, as they are and in each resample
+        (the model's resamples, as :meth:`checks` pairs them): what requirements are decided by.
+
+        Raises:
+            ValueError: for a metric that gave no per-image statistics in this run.
+        """
+        weights = self.weights(suite, key, result.corrupted.num_images)
+        runs = {}
+        for name in suite.metrics:
+            clean, corrupted = result.clean.statistics.get(name), result.corrupted.statistics.get(name)
+            if clean is None or corrupted is None:
+                raise ValueError(f"metric {name} gave no per-image statistics in this run")
+            runs[name] = (self.scores(name, clean, weights), self.scores(name, corrupted, weights))
+        return runs
+
+    def class_runs(self, suite: Suite, key: CellKey, result: CellResult, metric: str) -> tuple[np.ndarray, np.ndarray] | None:
+        """``metric``'s per-class clean and corrupted scores in each resample, ``(R, K)`` each, or
+        ``None`` where the metric cannot resample classes."""
+        weights = self.weights(suite, key, result.corrupted.num_images)
+        kind = METRICS.get(metric)
+        clean, corrupted = result.clean.statistics.get(metric), result.corrupted.statistics.get(metric)
+        if clean is None or corrupted is None:
+            return None
+        per_clean = kind.resampled_class_scores(clean, weights)
+        per_corrupted = kind.resampled_class_scores(corrupted, weights)
+        return None if per_clean is None or per_corrupted is None else (per_clean, per_corrupted)
+
+    def scores(self, metric: str, statistics: np.ndarray, weights: np.ndarray) -> RunScores:
+        """``metric``'s scores of a run's statistics under ``weights`` (from :meth:`weights`),
+        computed once per distinct array: a model's clean run, the same for all its cells, is
+        resampled once (for COCO mAP that is most of a cell's bootstrap time)."""
+        digest = hashlib.blake2b(
+            statistics.dtype.str.encode() + repr(statistics.shape).encode() + statistics.tobytes(), digest_size=16
+        ).digest()
+        index = (metric, id(weights), digest)  # weights live in self._weights as long as self
+        if index not in self._scores:
+            self._scores[index] = RunScores.of(statistics, METRICS.get(metric).resampled_scores, weights)
+        return self._scores[index]
+
+    def weights(self, suite: Suite, key: CellKey, images: int) -> np.ndarray:
+        """The bootstrap's weights for a model's (and split's) cells: every cell of the model is
+        resampled with the same images, so its cells' changes can be aggregated."""
+        assert suite.gate is not None
+        index = (suite.seed, key.model, str(key.split), images, suite.gate.resamples)
+        if index not in self._weights:
+            seed = sample_seed(suite.seed, f"{key.model}/{key.split}", "bootstrap", 0)
+            self._weights[index] = resample_weights(images, suite.gate.resamples, seed)
+        return self._weights[index]
+
+
+def aggregate_changes(
+    records: list[CellRecord], resampled: Mapping[str, Mapping[str, Any]], confidence: float
+) -> list[dict[str, Any]]:
+    """The change of each model's aggregates from its baseline, with intervals at ``confidence``.
+
+    Every cell of a model was resampled with the same images (:meth:`Evidence.weights`), so
+    an aggregate's change in one resample is the aggregate of its cells' scores in that
+    resample, candidate minus baseline: mPC (mean corrupted score), rPC (mPC over the clean
+    score), the mean gamma_r over every corrupted cell and over each category's cells.
+
+    Args:
+        records: One suite's cells.
+        resampled: Per node id, :meth:`Evidence.checks`'s resampled scores.
+        confidence: The intervals' level (each aggregate on its own, not split over a family).
+    """
+    rows: list[dict[str, Any]] = []
+    by_model: dict[tuple[str, str | None], list[CellRecord]] = {}
+    for r in records:
+        if r.severity > 0 and r.nodeid in resampled:
+            by_model.setdefault((r.model, r.split), []).append(r)
+    for (model, split), cells in by_model.items():
+        images = int(resampled[cells[0].nodeid]["images"])
+        clean = unpack(resampled[cells[0].nodeid]["clean"]).astype(np.float64)  # (2, R): candidate, baseline
+        scores = np.stack([unpack(resampled[r.nodeid]["corrupted"]).astype(np.float64) for r in cells])  # (C, 2, R)
+        # The observed values: this run's and the baseline's numbers of every cell.
+        seen = np.array([[r.score, float((r.baseline or {})["score"])] for r in cells])  # (C, 2)
+        seen_clean = np.array([cells[0].clean_score, _clean_baseline(cells[0])])
+        groups = [("all", list(range(len(cells))))]
+        categories = dict.fromkeys(r.category for r in cells)
+        groups += [(c, [i for i, r in enumerate(cells) if r.category == c]) for c in categories if len(categories) > 1]
+
+        def change(values: np.ndarray) -> np.ndarray:  # (2, ...) candidate, baseline -> their difference
+            return values[0] - values[1]
+
+        numbers = {
+            "mPC": (change(seen.mean(0)), change(scores.mean(0)), len(cells)),
+            "rPC": (change(seen.mean(0) / seen_clean), change(scores.mean(0) / clean), len(cells)),
+        }
+        for label, members in groups:
+            name = "mean γr" if label == "all" else f"mean γr ({label})"
+            numbers[name] = (
+                change((seen[members] / seen_clean).mean(0)),
+                change((scores[members] / clean).mean(0)),
+                len(members),
+            )
+        row_name = model if split is None else f"{model} @ {split}"
+        for number, (observed, per_resample, count) in numbers.items():
+            low, high = Change(float(observed), per_resample, images).interval(confidence)
+            rows.append(
+                {"model": row_name, "number": number, "change": float(observed), "low": low, "high": high, "cells": count}
+            )
+    return rows
+
+
+def _clean_baseline(record: CellRecord) -> float:
+    """The baseline's clean score of a corrupted cell: its score over its stored gamma_r."""
+    stored = record.baseline or {}
+    if stored.get("gamma_r"):
+        return float(stored["score"]) / float(stored["gamma_r"])
+    return record.clean_score  # a baseline cell scored 0: its clean score is not recoverable from it

@@ -1,0 +1,596 @@
+"""The verdict on one cell: a pure function of what was observed and what is stored.
+
+:func:`judge` knows nothing of pytest, files or processes: the session looks the stored
+numbers up, asks for the verdict, and carries it out (queues the baseline write, raises the
+failure). Every rule of the gate lives here:
+
+* a NaN or infinite observation is never compared and never stored;
+* a baseline that cannot be used (broken, recorded under other conditions) fails the cell,
+  unless the run updates baselines, which then rewrites the file;
+* without a stored value the cell fails and its numbers are recorded for the next run;
+* a stored cell without a number the suite gates (removed by hand) fails, naming it; an
+  update rewrites the cell;
+* otherwise each toleranced number is checked, and any regression fails the cell;
+* a suite with a statistical gate (``gate:`` in the suite) decides each number by its paired
+  interval against the margin instead (:func:`paired_checks`): failed when the drop is
+  significantly beyond the margin, passed when significantly within, and inconclusive
+  otherwise, which the suite's policy turns into a failure, a warning or a pass;
+* an update compares too, for the record, but accepts whatever it finds;
+* a suite's requirements (``require:``, :mod:`pytest_segrobust.suite.requirements`) are absolute
+  thresholds, decided whatever the baseline says: an unmet one fails the cell (an update's
+  too, which still writes); an undecided one follows the ``inconclusive`` policy; a cell
+  without a baseline whose requirements are all met passes (``recorded``): a first release
+  is gated by its requirements;
+* a model that differs from the one the baseline was made with is gated all the same (that
+  change is what the gate measures); a failure says so.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from pytest_segrobust.core.statistics import (
+    Change,
+    Outcome,
+    RunScores,
+    non_inferiority,
+    paired_change,
+    paired_gamma_r_change,
+)
+from pytest_segrobust.core.wording import decimals
+from pytest_segrobust.metrics import METRICS
+from pytest_segrobust.store.baselines import CellKey, key_path, update_command
+from pytest_segrobust.store.records import Status
+from pytest_segrobust.suite.requirements import RequirementCheck
+
+if TYPE_CHECKING:
+    from pytest_segrobust.suite.schema import Tolerance
+
+
+class Check(Protocol):
+    """One gated number against its baseline: what a verdict, its messages and the report read.
+
+    :class:`ToleranceCheck` compares point values, :class:`PairedCheck` decides by a paired
+    interval; the gate and its messages know nothing else of either.
+    """
+
+    @property
+    def metric(self) -> str:
+        """The number (``score``, ``gamma_r``, ``<metric>.score``...)."""
+
+    @property
+    def observed(self) -> float: ...
+
+    @property
+    def baseline(self) -> float: ...
+
+    @property
+    def higher_is_better(self) -> bool: ...
+
+    @property
+    def outcome(self) -> str:
+        """An :class:`~pytest_segrobust.core.statistics.Outcome` value: ``pass``, ``fail`` or ``inconclusive``."""
+
+    @property
+    def delta(self) -> float:
+        """``observed - baseline``."""
+
+    @property
+    def regressed(self) -> bool:
+        """The number fails the cell (``outcome`` is ``fail``)."""
+
+    @property
+    def improved(self) -> bool:
+        """The number is better than its baseline by more than the gate allows it to fall."""
+
+    def describe(self) -> str:
+        """The check as a failure or a warning shows it: one line, indented, without a newline at the end."""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The gate's decision on one cell.
+
+    Attributes:
+        status: What became of the cell.
+        checks: Each gated number against its baseline (:class:`Check`: by tolerance, or by
+            paired interval under a statistical gate; empty when none was compared; an update
+            compares for the record, and passes whatever they say).
+        write: Store the observed numbers as the cell's baseline at the end of the run.
+        replace_all: Rewrite the baseline file from scratch (the stored one is unusable).
+        message: Why the cell fails; ``None`` when it passes.
+        warning: Why a passing cell deserves a look (an inconclusive cell under ``warn``).
+    """
+
+    status: Status
+    checks: tuple[Check, ...] = ()
+    write: bool = False
+    replace_all: bool = False
+    message: str | None = None
+    warning: str | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.message is None
+
+
+@dataclass(frozen=True)
+class ToleranceCheck:
+    """One number's point value against its baseline, with the tolerance it may fall by.
+
+    Attributes:
+        metric: The number (``score``, ``gamma_r``, ``<metric>.score``...).
+        observed, baseline: The number in this run and in the baseline.
+        tolerance: How far it may fall (rise, for a number where lower is better).
+        higher_is_better: The number regresses by falling (else by rising).
+    """
+
+    metric: str
+    observed: float
+    baseline: float
+    tolerance: float
+    higher_is_better: bool = True
+
+    @property
+    def delta(self) -> float:
+        return self.observed - self.baseline
+
+    @property
+    def problem(self) -> str | None:
+        """Why the comparison cannot be made: a NaN or infinite value on either side."""
+        if not math.isfinite(self.observed):
+            return f"observed {self.metric} is {self.observed}, not a finite number"
+        if not math.isfinite(self.baseline):
+            return f"stored {self.metric} is {self.baseline}, not a finite number"
+        return None
+
+    @property
+    def outcome(self) -> str:
+        # A point value is never undecided; a NaN compares false with everything: it must
+        # fail, never pass as "not below". Falling by exactly the tolerance passes (0: unchanged).
+        return Outcome.FAIL.value if self.problem is not None or self._gain < -self.tolerance else Outcome.PASS.value
+
+    @property
+    def regressed(self) -> bool:
+        return self.outcome == Outcome.FAIL
+
+    @property
+    def improved(self) -> bool:
+        return self.problem is None and self._gain > self.tolerance
+
+    def describe(self) -> str:
+        line = (
+            f"  {self.metric}: observed {_number(self.observed)}, baseline {_number(self.baseline)}, "
+            f"delta {_number(self.delta)}, tolerance {_number(self.tolerance)}"
+        )
+        return line if self.problem is None else f"{line}\n    ({self.problem})"
+
+    @property
+    def _gain(self) -> float:
+        """How much better than its baseline the observation is (negative: worse)."""
+        return self.delta if self.higher_is_better else -self.delta
+
+
+def tolerance_checks(
+    observed: Mapping[str, float],
+    stored: Mapping[str, float],
+    tolerances: Mapping[str, float],
+    lower_is_better: Iterable[str] = (),
+) -> list[ToleranceCheck]:
+    """Checks of every toleranced number present in both ``observed`` and ``stored``.
+
+    ``lower_is_better`` names the numbers that regress by rising (the score of an error metric).
+    """
+    falling = set(lower_is_better)
+    return [
+        ToleranceCheck(name, float(observed[name]), float(stored[name]), tolerance, higher_is_better=name not in falling)
+        for name, tolerance in tolerances.items()
+        if name in observed and name in stored
+    ]
+
+
+@dataclass(frozen=True)
+class PairedCheck:
+    """One number's paired change from its baseline, with its interval, against the margin.
+
+    Attributes:
+        metric: The number (``score``, ``gamma_r``, ``<metric>.score``...).
+        observed, baseline: The number in this run and in the baseline.
+        margin: How far it may truly fall (non-inferiority margin).
+        low, high: The interval of the change (candidate - baseline) at the cell's level.
+        outcome: ``fail`` (the whole interval below ``-margin``), ``pass`` (the whole
+            interval above it) or ``inconclusive``; for a number where lower is better, the
+            other way round about ``+margin``.
+        images: Images paired.
+        images_to_decide: About how many images would decide an inconclusive number.
+        detectable: The smallest margin an unchanged model is confirmed within at 80% power,
+            from the paired change's spread; ``None`` when the two runs agree on every image
+            (an unchanged model), which shows no spread to judge the power by.
+        higher_is_better: The number regresses by falling (else by rising: an error metric's score).
+    """
+
+    metric: str
+    observed: float
+    baseline: float
+    margin: float
+    low: float
+    high: float
+    outcome: str
+    images: int
+    images_to_decide: int | None = None
+    detectable: float | None = None
+    higher_is_better: bool = True
+
+    @classmethod
+    def decide(
+        cls,
+        metric: str,
+        observed: float,
+        baseline: float,
+        change: Change,
+        margin: float,
+        confidence: float,
+        higher_is_better: bool = True,
+    ) -> PairedCheck:
+        """Non-inferiority of ``change`` (candidate - baseline) at ``margin``, from its interval at
+        ``confidence``; a number where lower is better regresses by rising, so its gain is the
+        change reversed."""
+        low, high = change.interval(confidence)
+        gain = change if higher_is_better else Change(-change.observed, -change.resampled, change.images)
+        outcome = non_inferiority(*gain.interval(confidence), margin)
+        return cls(
+            metric,
+            float(observed),
+            float(baseline),
+            margin,
+            low,
+            high,
+            outcome.value,
+            change.images,
+            gain.images_to_decide(margin, confidence) if outcome is Outcome.INCONCLUSIVE else None,
+            change.detectable(confidence) if change.standard_error > 0 else None,
+            higher_is_better,
+        )
+
+    @property
+    def delta(self) -> float:
+        return self.observed - self.baseline
+
+    @property
+    def regressed(self) -> bool:
+        return self.outcome == Outcome.FAIL
+
+    @property
+    def improved(self) -> bool:
+        return self.low > 0 if self.higher_is_better else self.high < 0
+
+    @property
+    def bound(self) -> float:
+        """The change the margin allows: ``-margin``, or ``+margin`` where lower is better."""
+        return -self.margin if self.higher_is_better else self.margin
+
+    def describe(self) -> str:
+        interval = f"interval [{_number(self.low)}, {_number(self.high)}]"
+        if self.outcome == Outcome.INCONCLUSIVE:
+            more = (
+                f"about {self.images_to_decide} images (now {self.images}) would decide it"
+                if self.images_to_decide is not None
+                else "the change sits on the margin"
+            )
+            return f"  {self.metric}: change {_number(self.delta)}, {interval} straddles {_number(self.bound)}; {more}"
+        where = "entirely below" if self.regressed is self.higher_is_better else "entirely above"
+        return (
+            f"  {self.metric}: observed {_number(self.observed)}, baseline {_number(self.baseline)}, "
+            f"delta {_number(self.delta)}, {interval} {where} the margin {_number(self.bound)}"
+        )
+
+
+def allowances(
+    allowed: Tolerance, metrics: Sequence[str], *, corrupted: bool
+) -> tuple[dict[str, float], tuple[str, ...]]:
+    """How far each number of a cell may move the wrong way, and the numbers that regress by rising.
+
+    Args:
+        allowed: The suite's ``tolerance`` (or its statistical gate's ``margin``).
+        metrics: The suite's metrics, the headline first.
+        corrupted: The cell is corrupted (its gamma_r is gated too).
+
+    Returns:
+        Per number (``score``, ``gamma_r``, ``<metric>.score``...), its tolerance or margin in
+        its metric's units (:meth:`~pytest_segrobust.suite.schema.Tolerance.score_of`); and the scores
+        of the metrics where lower is better, read from each metric (gamma_r always rises
+        with robustness).
+    """
+    numbers: dict[str, float] = {}
+    rising: list[str] = []
+    for index, name in enumerate(metrics):
+        prefix = "" if index == 0 else f"{name}."
+        numbers[f"{prefix}score"] = allowed.score_of(name)
+        if corrupted:
+            numbers[f"{prefix}gamma_r"] = allowed.gamma_r_of(name)
+        if not METRICS.get(name).higher_is_better:
+            rising.append(f"{prefix}score")
+    return numbers, tuple(rising)
+
+
+def paired_checks(
+    observed: Mapping[str, float],
+    stored: Mapping[str, float],
+    runs: Mapping[str, tuple[RunScores, RunScores, RunScores, RunScores]],
+    margins: Mapping[str, float],
+    confidence: float,
+    *,
+    lower_is_better: Iterable[str] = (),
+    worst: Mapping[str, float] | None = None,
+) -> tuple[PairedCheck, ...]:
+    """The paired check of every margined number.
+
+    Args:
+        observed, stored: This run's and the baseline's numbers (``score``, ``gamma_r``, and
+            ``<metric>.``-prefixed ones for further metrics).
+        runs: Per metric prefix (``""`` for the headline, ``"<metric>."`` otherwise): the
+            metric's scores, as they are and in each resample (the same resamples for all),
+            of the baseline's clean and corrupted runs and of this run's clean and corrupted runs.
+        margins: Per number, how far it may fall; numbers without one are not checked.
+        confidence: The level of each number's interval (already split over the family).
+        lower_is_better: The numbers that regress by rising (the score of an error metric).
+        worst: Per metric prefix, the worst end of the metric's scale, which gamma_r measures
+            from (0 where not given: a percentage where higher is better).
+
+    Raises:
+        ValueError: for runs of different image or resample counts (they cannot be paired).
+    """
+    rising = set(lower_is_better)
+    checks = []
+    for prefix, (base_clean, base_corrupted, clean, corrupted) in runs.items():
+        for number in ("score", "gamma_r"):
+            name = f"{prefix}{number}"
+            if name not in margins or name not in observed or name not in stored:
+                continue
+            change: Change = (
+                paired_change(base_corrupted, corrupted)
+                if number == "score"
+                else paired_gamma_r_change(base_clean, base_corrupted, clean, corrupted, (worst or {}).get(prefix, 0.0))
+            )
+            checks.append(
+                PairedCheck.decide(
+                    name, observed[name], stored[name], change, margins[name], confidence, name not in rising
+                )
+            )
+    return tuple(checks)
+
+
+def judge(
+    key: CellKey,
+    observed: Mapping[str, float],
+    stored: Mapping[str, float] | None,
+    tolerances: Mapping[str, float],
+    *,
+    update: bool,
+    baseline_problem: str | None = None,
+    baseline_file: str = "",
+    metric_label: str = "score",
+    clean_score: float | None = None,
+    lower_is_better: Iterable[str] = (),
+    model_change: str | None = None,
+    paired: Sequence[PairedCheck] | None = None,
+    inconclusive: str = "fail",
+    missing_statistics: str | None = None,
+    requirements: Sequence[RequirementCheck] | None = None,
+    nodeid: str | None = None,
+    sharded: bool = False,
+) -> Verdict:
+    """Decide one cell.
+
+    Args:
+        key: The cell.
+        observed: This run's numbers (``score``, and ``gamma_r``/``gamma_a`` when corrupted).
+        stored: The baseline's numbers of the cell, ``None`` if it has none.
+        tolerances: How far below its baseline each checked number may fall.
+        update: The run accepts the current numbers as the new baselines.
+        baseline_problem: Why the baseline file cannot be used, if it cannot.
+        baseline_file: The file, as shown in messages.
+        metric_label: How the score is named in messages (mIoU, mask AP).
+        clean_score: The model's clean score, to explain an undefined gamma_r.
+        lower_is_better: The observed numbers that regress by rising (an error metric's score);
+            every other number regresses by falling.
+        model_change: How the model differs from the one the baseline was made with, if it
+            does; named in a regression's message, never a reason to fail.
+        paired: The statistical gate's checks (:func:`paired_checks`); when given, they
+            decide instead of ``tolerances``.
+        inconclusive: The suite's policy for an inconclusive number: ``fail``, ``warn`` or ``pass``.
+        missing_statistics: Why the statistical gate cannot pair this cell with its stored
+            value (the baseline has no per-image statistics for it): the cell fails.
+        requirements: The suite's requirements decided for this cell
+            (:func:`pytest_segrobust.suite.requirements.decide`); ``None`` for a suite without
+            ``require:``, whose cells without a baseline fail as new (with it, they are recorded).
+        nodeid: The cell's pytest node id, which messages name it by (it pastes back into a
+            command line), and the narrowest command to update it selects; without one, the
+            cell is named by its key and the command updates every suite.
+        sharded: The run is a shard of a run, whose baselines ``segrobust merge`` writes.
+    """
+    cell = _Cell(key.label if nodeid is None else nodeid, update_command(nodeid))
+    verdict = _against_baseline(
+        key,
+        cell,
+        observed,
+        stored,
+        tolerances,
+        update=update,
+        baseline_problem=baseline_problem,
+        baseline_file=baseline_file,
+        metric_label=metric_label,
+        clean_score=clean_score,
+        lower_is_better=lower_is_better,
+        model_change=model_change,
+        paired=paired,
+        inconclusive=inconclusive,
+        missing_statistics=missing_statistics,
+        sharded=sharded,
+    )
+    return with_requirements(verdict, cell.name, requirements, inconclusive)
+
+
+def with_requirements(
+    verdict: Verdict, label: str, requirements: Sequence[RequirementCheck] | None, inconclusive: str
+) -> Verdict:
+    """``verdict`` (against the baseline) with the requirements' outcomes added.
+
+    An unmet requirement fails whatever the baseline said (an update still writes); an
+    undecided one fails, warns or passes by the ``inconclusive`` policy; a cell that only
+    lacked a baseline passes as ``recorded`` when every requirement is met.
+    """
+    if requirements is None or verdict.status is Status.ERROR:
+        return verdict
+    unmet = [c for c in requirements if c.outcome == "fail"]
+    undecided = [c for c in requirements if c.outcome == "inconclusive"]
+    lines: list[str] = []
+    if unmet:
+        lines += [f"{label}: {len(unmet)} requirement{'s' if len(unmet) > 1 else ''} not met:"]
+        lines += [f"  {c.describe()}" for c in unmet]
+    undecided_text = None
+    if undecided:
+        undecided_text = "\n".join(
+            [
+                (
+                    f"{label}: {len(undecided)} requirement{'s' if len(undecided) > 1 else ''} undecided "
+                    f"(suite policy: inconclusive: {inconclusive}); more images would decide:"
+                ),
+                *(f"  {c.describe()}" for c in undecided),
+            ]
+        )
+        if inconclusive == "fail":
+            lines.append(undecided_text)
+    first = verdict.status is Status.NEW
+    if first:
+        if not lines:
+            warning = undecided_text if undecided and inconclusive == "warn" else verdict.warning
+            return Verdict(
+                Status.RECORDED, verdict.checks, write=verdict.write, replace_all=verdict.replace_all, warning=warning
+            )
+        lines.append(f"  (no baseline yet: the numbers are recorded all the same; {verdict.message})")
+    if not lines:
+        warning = "\n".join(w for w in (verdict.warning, undecided_text if inconclusive == "warn" else None) if w)
+        return Verdict(
+            verdict.status, verdict.checks, verdict.write, verdict.replace_all, verdict.message, warning or None
+        )
+    failed_before = verdict.message is not None and not first
+    status = verdict.status if failed_before else Status.UNMET if unmet else Status.INCONCLUSIVE
+    message = "\n".join([*((verdict.message,) if failed_before else ()), *lines])
+    return Verdict(status, verdict.checks, verdict.write, verdict.replace_all, message, verdict.warning)
+
+
+@dataclass(frozen=True)
+class _Cell:
+    """How messages name a cell, and the command that updates its baseline."""
+
+    name: str
+    update: str
+
+
+def _against_baseline(
+    key: CellKey,
+    cell: _Cell,
+    observed: Mapping[str, float],
+    stored: Mapping[str, float] | None,
+    tolerances: Mapping[str, float],
+    *,
+    update: bool,
+    baseline_problem: str | None,
+    baseline_file: str,
+    metric_label: str,
+    clean_score: float | None,
+    lower_is_better: Iterable[str],
+    model_change: str | None,
+    paired: Sequence[PairedCheck] | None,
+    inconclusive: str,
+    missing_statistics: str | None,
+    sharded: bool,
+) -> Verdict:
+    invalid = _non_finite(observed, metric_label, clean_score)
+    if invalid:
+        return Verdict(
+            Status.ERROR,
+            message=f"{cell.name}: {invalid}; the cell has no valid result, and nothing is written to the baseline",
+        )
+    if baseline_problem is not None:
+        if update:
+            return Verdict(Status.UPDATED, write=True, replace_all=True)
+        return Verdict(Status.ERROR, message=baseline_problem)
+    if update:
+        checks = () if stored is None else tuple(tolerance_checks(observed, stored, tolerances, lower_is_better))
+        return Verdict(Status.UPDATED, checks, write=True)
+    if stored is None:
+        written = "`segrobust merge` writes it" if sharded else "it is written at the end of the run"
+        return Verdict(
+            Status.NEW,
+            write=True,
+            message=f"{cell.name}: no baseline yet in {baseline_file}; recorded {_format(observed)}; {written}: re-run to compare",
+        )
+    unstored = [name for name in tolerances if name in observed and name not in stored]
+    if unstored:
+        at = "models." + key_path(key).replace("::", ".")
+        return Verdict(
+            Status.ERROR,
+            message=(
+                f"{cell.name}: {baseline_file}: {at} has no {' or '.join(unstored)}, which the suite gates, so the "
+                f"cell cannot be compared (was the file edited by hand?); restore it, or rewrite the cell with "
+                f"{cell.update}"
+            ),
+        )
+    if missing_statistics is not None:
+        return Verdict(Status.ERROR, message=f"{cell.name}: {missing_statistics}")
+    checks: tuple[Check, ...] = (
+        tuple(paired) if paired is not None else tuple(tolerance_checks(observed, stored, tolerances, lower_is_better))
+    )
+    regressions = [c for c in checks if c.regressed]
+    if regressions:
+        message = _regression_message(cell, regressions, baseline_file, model_change)
+        return Verdict(Status.REGRESSED, checks, message=message)
+    undecided = [c for c in checks if c.outcome == Outcome.INCONCLUSIVE]
+    if undecided:
+        why = _inconclusive_message(cell.name, undecided, inconclusive)
+        return Verdict(
+            Status.INCONCLUSIVE if inconclusive == "fail" else Status.INCONCLUSIVE_ALLOWED,
+            checks,
+            message=why if inconclusive == "fail" else None,
+            warning=why if inconclusive == "warn" else None,
+        )
+    return Verdict(Status.IMPROVED if any(c.improved for c in checks) else Status.PASSED, checks)
+
+
+def _non_finite(observed: Mapping[str, float], label: str, clean_score: float | None) -> str | None:
+    """Why the observed numbers cannot be gated, if any of them is NaN or infinite."""
+    bad = {name: value for name, value in observed.items() if not math.isfinite(value)}
+    if not bad:
+        return None
+    shown = ", ".join(f"{f'score ({label})' if name == 'score' else name} is {value}" for name, value in bad.items())
+    if "score" not in bad and clean_score == 0:
+        shown += f" (the clean {label} is 0, so relative robustness is undefined)"
+    elif "score" not in bad and clean_score is not None and not math.isfinite(clean_score):
+        shown += f" (the clean {label} is {clean_score})"
+    return shown
+
+
+def _format(values: Mapping[str, float]) -> str:
+    return ", ".join(f"{k}={_number(v)}" for k, v in values.items())
+
+
+def _number(value: float) -> str:
+    return decimals(value, 4)
+
+
+def _inconclusive_message(name: str, undecided: Sequence[Check], policy: str) -> str:
+    return "\n".join([f"{name} is inconclusive (suite policy: inconclusive: {policy}):", *(c.describe() for c in undecided)])
+
+
+def _regression_message(cell: _Cell, regressions: Sequence[Check], baseline_file: str, model_change: str | None) -> str:
+    lines = [f"{cell.name} regressed:", *(c.describe() for c in regressions)]
+    lines.append(f"  baseline file: {baseline_file}")
+    if model_change is not None:
+        lines.append(f"  {model_change}")
+    lines.append(f"  if the new numbers are intended: {cell.update}")
+    return "\n".join(lines)

@@ -1,0 +1,539 @@
+"""The controller's state of one robustness run: its suites, the outcomes of its items, what it
+covered, and the writes left for the end.
+
+``plugin.py`` forwards pytest's events here. A cell's item asks the session to run it: the
+process's :class:`~pytest_segrobust.engine.runner.CellRunner` measures it (or a remote backend hands
+over its measurement), the :class:`~pytest_segrobust.gate.gatekeeper.Gatekeeper` decides it, and
+the session keeps the :class:`~pytest_segrobust.gate.outcomes.Outcome`. Under pytest-xdist each
+worker's outcomes travel to the controller with their test reports; a shard writes them to
+its shard file (:mod:`pytest_segrobust.run.shards`). Only the controller (or the single process
+without xdist, or ``segrobust merge``) writes the baselines and the report, once, at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from pytest_segrobust.backends.local import Local
+from pytest_segrobust.backends.shard_plan import ShardPlan, ShardSpec
+from pytest_segrobust.core.errors import InconclusiveWarning, SuiteError
+from pytest_segrobust.core.files import remove_stale_temporaries
+from pytest_segrobust.core.wording import plural
+from pytest_segrobust.corruptions import REGISTRY, CorruptionRegistry
+from pytest_segrobust.engine.runner import CellRunner, RemoteCellError, error_message
+from pytest_segrobust.gate.gatekeeper import CellFailure, Gatekeeper
+from pytest_segrobust.gate.outcomes import ModelChange, Outcome, PendingWrite
+from pytest_segrobust.gate.release import ModelOutcome
+from pytest_segrobust.pictures.values import RunPictures
+from pytest_segrobust.report import RunVerdict
+from pytest_segrobust.report.coverage import RunCoverage, partial_report_path
+from pytest_segrobust.run.baseline_writes import BaselineWriter, suite_cells
+from pytest_segrobust.run.ordering import ordered_model_outcomes, ordered_records, ordered_suites
+from pytest_segrobust.run.report_writer import ReportWriter
+from pytest_segrobust.run.selection import Selection
+from pytest_segrobust.runtime.options import Options
+from pytest_segrobust.runtime.progress import TerminalProgress
+from pytest_segrobust.store.baselines import CellKey
+from pytest_segrobust.store.records import CellRecord, Status
+from pytest_segrobust.suite.schema import Suite, declared_name
+
+if TYPE_CHECKING:
+    from pytest_segrobust.backends import Backend
+
+__all__ = ["CellFailure", "ModelChange", "PendingWrite", "RemoteCellError", "SegRobustSession", "error_message"]
+
+
+class SegRobustSession:
+    """State of one pytest run with ``--segrobust``.
+
+    Args:
+        options: Parsed settings.
+        rootpath: pytest's rootdir: relative paths in suites mean paths under it, its modules
+            and those beside the suites are importable, and messages show paths relative to it.
+        registry: The run's corruptions; the built-ins by default.
+        adapt_hook: pytest's ``pytest_segrobust_adapt_model`` hook caller.
+    """
+
+    def __init__(
+        self,
+        options: Options,
+        rootpath: Path,
+        registry: CorruptionRegistry = REGISTRY,
+        adapt_hook: Callable[..., Any] | None = None,
+    ) -> None:
+        self.options = options
+        self.rootpath = rootpath
+        self.registry = registry
+        self.runner = CellRunner(options, rootpath, registry, adapt_hook)
+        self.gatekeeper = Gatekeeper(options, self.runner, self.shown)
+        self.reporter = ReportWriter(rootpath, started=time.time())
+        # The outcomes of the run's items, as they came back.
+        self.records: list[CellRecord] = []
+        self.errors: dict[str, str] = {}  # node id -> what went wrong, for items with no result
+        self.model_outcomes: dict[str, ModelOutcome] = {}
+        self.pending: list[PendingWrite] = []
+        # The bootstrap's resamples by node id and the models changed since their baselines: the
+        # gatekeeper's own (this process's cells), with the workers' added.
+        self.resampled = self.gatekeeper.resampled
+        self.model_changes = self.gatekeeper.model_changes
+        self.absorbed_counts = {"hits": 0, "misses": 0, "uncached": 0}
+        # The report's pictures other processes made (xdist workers, Ray actors, shards); this
+        # process's own are made at the end (:meth:`finish`), while its models are still built.
+        self.pictures = RunPictures()
+        self.scope = Selection()
+        self.coverage: RunCoverage | None = None
+        self.suite_order: dict[str, Suite] = {}
+        self._suites_dir = options.suites_dir.resolve()  # asked for every file pytest visits
+        self.explicit_paths: set[Path] = set()
+        self._declared_names: dict[Path, dict[Path, str | None]] = {}
+        # A shard of a run: which, the files it started from, and its part of the cells.
+        self.shard: ShardSpec | None = None
+        self.shard_started_from: tuple[dict[str, str], dict[str, str]] = ({}, {})
+        self.shard_plan: ShardPlan | None = None
+        # The end of the run: files written, lines on the baselines, what failed, what the report left out.
+        self.written: list[Path] = []
+        self.baseline_summary: list[str] = []
+        self.problems: list[str] = []
+        self.warnings: list[str] = []
+        # Where cells are measured (--segrobust-backend): this process's runner unless the plugin says otherwise.
+        self.backend: Backend = Local(self.runner)
+
+    @property
+    def progress_bar(self) -> TerminalProgress | None:
+        """Set by the plugin when a terminal shows this process's output (not under xdist)."""
+        return self.runner.progress_bar
+
+    @progress_bar.setter
+    def progress_bar(self, bar: TerminalProgress | None) -> None:
+        self.runner.progress_bar = bar
+
+    @property
+    def report(self) -> dict[str, Any] | None:
+        return self.reporter.report
+
+    # -- collection ---------------------------------------------------------------------
+
+    def collect_explicitly(self, args: list[str], invocation_dir: Path) -> None:
+        """Files named on the command line are suites wherever they are (``pytest --segrobust other/s.yaml``).
+
+        Arguments that collect less than the whole suites folder (a suite file, a node id, a
+        subfolder) narrow the run: it is partial.
+        """
+        whole, narrower = False, []
+        for arg in args:
+            path = Path(arg.split("::", 1)[0])
+            resolved = (path if path.is_absolute() else invocation_dir / path).resolve()
+            self.explicit_paths.add(resolved)
+            if "::" not in arg and self._suites_dir.is_relative_to(resolved):
+                whole = True
+            elif resolved.is_relative_to(self._suites_dir) or resolved.suffix in (".yaml", ".yml"):
+                narrower.append(arg)
+        self.scope.narrowed_to = [] if whole else narrower
+
+    def is_suite_file(self, path: Path) -> bool:
+        """A YAML file anywhere under the suites folder (subfolders too), or named on the command line."""
+        if path.suffix not in (".yaml", ".yml"):
+            return False
+        resolved = path.resolve()
+        return resolved.is_relative_to(self._suites_dir) or resolved in self.explicit_paths
+
+    def suite(self, path: Path) -> Suite:
+        """The validated suite at ``path``, its name unique in the run (raises :class:`SuiteError`)."""
+        suite = self.runner.load(path)
+        if suite.name not in self.suite_order:
+            self._check_unique_name(suite)
+            self.suite_order[suite.name] = suite
+        return suite
+
+    def _check_unique_name(self, suite: Suite) -> None:
+        """Two suite files with one name would share, and overwrite, one baseline file.
+
+        A suite is compared with every suite the run touches wherever its file lies: all those
+        under the suites folder (subfolders too, collected by this run or not), those named on
+        the command line, and for a suite named from elsewhere, those beside it.
+        """
+        here = suite.path.resolve()
+        declared = dict(self._names_in(self._suites_dir, deep=True))
+        if not here.is_relative_to(self._suites_dir):
+            declared |= self._names_in(here.parent, deep=False)
+        for path in sorted(self.explicit_paths):
+            if path.suffix in (".yaml", ".yml") and path.is_file():
+                declared |= self._names_in(path, deep=False)
+        others = sorted(other for other, name in declared.items() if other != here and name == suite.name)
+        if others:
+            raise SuiteError(
+                f"{suite.path}: field 'name': suite name {suite.name!r} is also the name of "
+                f"{', '.join(self.shown(o) for o in others)}; both would share baselines/{suite.name}.json. "
+                "Give each suite its own name"
+            )
+
+    def _names_in(self, where: Path, *, deep: bool) -> dict[Path, str | None]:
+        """The name each suite file at ``where`` declares: a file, a folder, or (``deep``) its subfolders too;
+        read once per place, not once per suite."""
+        if where not in self._declared_names:
+            if where.is_file():
+                files = [where]
+            else:
+                search = where.rglob if deep else where.glob
+                files = sorted([*search("*.yaml"), *search("*.yml")])
+            self._declared_names[where] = {path.resolve(): declared_name(path) for path in files}
+        return self._declared_names[where]
+
+    def close(self) -> None:
+        """Undo what the run changed in this process (the import path)."""
+        self.runner.close()
+
+    cells = staticmethod(suite_cells)
+
+    # -- running an item ----------------------------------------------------------------
+
+    def run_cell(self, suite: Suite, key: CellKey, nodeid: str) -> CellRecord:
+        """Evaluate one cell, compare it with its baseline and record the outcome.
+
+        Raises:
+            CellFailure: when the cell regressed, had no baseline or produced no finite score.
+            SegRobustError: for bad input (dataset, model output, broken baseline, time limit).
+        """
+        __tracebackhide__ = True
+        try:
+            measurement = self.backend.measure(suite, key, nodeid)
+            for name, count in measurement.cache_counts.items():  # what a remote worker built and computed
+                self.absorbed_counts[name] = self.absorbed_counts.get(name, 0) + count
+            self.runner.adopt(suite, measurement)
+            record, observed, result = measurement.unpack()
+        except BaseException as exc:
+            if isinstance(exc, Exception):
+                self.errors[nodeid] = error_message(exc)
+            raise
+        self.records.append(record)
+        try:
+            gated = self.gatekeeper.gate(suite, key, observed, record, result, sharded=self.shard is not None)
+        except BaseException as exc:
+            # The record was kept as passed until the gate spoke: an error in the gate must not leave it so.
+            record.status = Status.ERROR
+            if isinstance(exc, Exception):
+                self.errors[nodeid] = error_message(exc)
+            raise
+        if gated.write is not None:
+            self.pending.append(gated.write)
+        if gated.warning is not None:
+            warnings.warn(InconclusiveWarning(gated.warning), stacklevel=1)
+        if not gated.passed:
+            raise CellFailure(gated.message)
+        return record
+
+    def run_model_gate(self, suite: Suite, model: str, nodeid: str, cells: list[tuple[CellKey, str]]) -> ModelOutcome:
+        """Decide a model's aggregates (its ``aggregates`` item) from its cells (node id by key).
+
+        Cells this process evaluated are used as they are; the others (run by another worker,
+        deselected, or not yet run) are measured here, within their time limits, and never gated
+        (:mod:`pytest_segrobust.gate.release`).
+
+        Raises:
+            CellFailure: when an aggregate regressed or a requirement is not met.
+            SegRobustError: when a cell it needs has no result.
+        """
+        __tracebackhide__ = True
+        try:
+            outcome = self.gatekeeper.model_outcome(
+                suite, model, nodeid, cells, self.errors, lambda key, cell: self.runner.measure(suite, key, cell).unpack()
+            )
+        except BaseException as exc:
+            if isinstance(exc, Exception):
+                self.errors[nodeid] = error_message(exc)
+            raise
+        self.model_outcomes[nodeid] = outcome
+        if outcome.status == Status.INCONCLUSIVE_ALLOWED.value and suite.gate is not None and suite.gate.inconclusive == "warn":
+            warnings.warn(InconclusiveWarning("\n".join(outcome.notes)), stacklevel=1)
+        if not outcome.passed:
+            raise CellFailure(outcome.message)
+        return outcome
+
+    def stop_backend(self) -> None:
+        """Stop the backend (its cells no item took are dropped), keeping the pictures its workers made."""
+        self.backend.close()
+        made = self.backend.pictures()
+        if made is not None:
+            self.pictures.absorb(made)
+
+    # -- what the run says of an item ------------------------------------------------------------
+
+    def device_notices(self) -> list[str]:
+        """One line per model that ran on another kind of device than the run asked for."""
+        wanted = self.options.device.type
+        elsewhere = sorted({(r.suite, r.model, r.device) for r in self.records if r.device and torch.device(r.device).type != wanted})
+        return [f"suite {suite}: model {model} ran on {device}, not on the run's {wanted}" for suite, model, device in elsewhere]
+
+    def cell_properties(self, nodeid: str) -> list[tuple[str, object]]:
+        """A cell's numbers as JUnit properties (what ``record_property`` adds): status, the
+        headline metric's name, score, gamma_r, the suite's tolerance (or statistical gate's
+        margin) of each and, where a baseline was compared, its value and the delta."""
+        if nodeid in self.model_outcomes:
+            return _outcome_properties(self.model_outcomes[nodeid])
+        record = next((r for r in reversed(self.records) if r.nodeid == nodeid), None)
+        if record is None:
+            return []
+        stored = record.baseline or {}
+        properties: list[tuple[str, object]] = [("status", Status(record.status).value), ("score", record.score)]
+        if record.gamma_r is not None:
+            properties.append(("gamma_r", record.gamma_r))
+        if (suite := self.suite_order.get(record.suite)) is not None:
+            kind, allowed = ("margin", suite.gate.margin) if suite.gate is not None else ("tolerance", suite.tolerance)
+            properties[1:1] = [("metric", suite.metric)]
+            properties += [(f"{kind}_score", allowed.score_of(suite.metric))]
+            properties += [(f"{kind}_gamma_r", allowed.gamma_r_of(suite.metric))] if record.gamma_r is not None else []
+        if "score" in stored:
+            properties += [("baseline", stored["score"]), ("delta", record.score - stored["score"])]
+        if "gamma_r" in stored and record.gamma_r is not None:
+            properties += [("baseline_gamma_r", stored["gamma_r"]), ("delta_gamma_r", record.gamma_r - stored["gamma_r"])]
+        return properties + _requirement_properties(record.requirements)
+
+    def shown(self, path: Path) -> str:
+        """``path`` as messages show it: relative to the rootdir where it lies under it."""
+        try:
+            return str(path.resolve().relative_to(self.rootpath.resolve()))
+        except ValueError:
+            return str(path)
+
+    # -- outcomes between processes (xdist, shards) ---------------------------------------------
+
+    def outcome(self, nodeid: str) -> Outcome | None:
+        """The item's outcome as it travels to the controller, or ``None`` for an item with neither
+        result nor error. Each item's travels with its own test report, so a worker that crashes
+        loses only the item it was running."""
+        if nodeid in self.model_outcomes:
+            outcome = self.model_outcomes[nodeid]
+            return Outcome(nodeid, str(self.suite_order[outcome.suite].path), model_gate=outcome)
+        record = next((r for r in reversed(self.records) if r.nodeid == nodeid), None)
+        if record is None:
+            error = self.errors.get(nodeid)
+            return None if error is None else Outcome(nodeid, error=error)
+        key = CellKey(record.suite, record.model, record.corruption, record.severity, record.split)
+        return Outcome(
+            nodeid,
+            str(self.suite_order[record.suite].path),
+            record=record,
+            pending=tuple(p for p in self.pending if p.key == key),
+            resampled=self.resampled.get(nodeid),
+            model_change=self.model_changes.get((record.suite, record.model)),
+        )
+
+    def cell_payload(self, nodeid: str) -> str | None:
+        """The item's :meth:`outcome` as JSON, for its test report."""
+        outcome = self.outcome(nodeid)
+        return None if outcome is None else json.dumps(outcome.to_json())
+
+    def absorb_cell(self, payload: str) -> None:
+        """Merge one item's outcome (:meth:`cell_payload`), sent by a worker, into this (controller) session."""
+        self.absorb_outcome(Outcome.from_json(json.loads(payload)))
+
+    def absorb_outcome(self, outcome: Outcome) -> None:
+        if outcome.error is not None:
+            self.errors[outcome.nodeid] = outcome.error
+            return
+        assert outcome.suite is not None
+        self.suite(Path(outcome.suite))
+        if outcome.model_gate is not None:
+            self.model_outcomes[outcome.nodeid] = outcome.model_gate
+            return
+        assert outcome.record is not None
+        self.records.append(outcome.record)
+        if outcome.resampled is not None:
+            self.resampled[outcome.nodeid] = outcome.resampled
+        self.pending.extend(outcome.pending)
+        if outcome.model_change is not None:
+            self.model_changes.setdefault((outcome.record.suite, outcome.model_change.model), outcome.model_change)
+
+    def payload(self) -> str:
+        """What a worker sends when it finishes: its clean-cache counts and the cells it deselected."""
+        collection = {"deselected": self.scope.deselected} if self.scope.collection_known else None
+        shard = None if self.shard_plan is None else self.shard_plan.to_json()
+        pictures = self.runner.pictures().to_json()  # a worker's models are still built: the last moment to draw them
+        return json.dumps({"cache": self.cache_counts(), "collection": collection, "shard": shard, "pictures": pictures})
+
+    def absorb(self, payload: str) -> None:
+        """Merge a finished worker's payload into this (controller) session."""
+        data = json.loads(payload)
+        for name, count in data["cache"].items():
+            self.absorbed_counts[name] = self.absorbed_counts.get(name, 0) + count
+        if data.get("collection") is not None and not self.scope.collection_known:
+            # Every worker collects and selects the same cells: the first to report speaks for all.
+            self.scope.deselected = list(data["collection"]["deselected"])
+            self.scope.collection_known = True
+        if data.get("shard") is not None and self.shard_plan is None:  # every worker plans the same
+            self.shard_plan = ShardPlan.from_json(data["shard"])
+        if data.get("pictures") is not None:
+            self.pictures.absorb(RunPictures.from_json(data["pictures"]))
+
+    # -- what the run covered ----------------------------------------------------------------
+
+    def done(self) -> set[str]:
+        """Node ids of every item with a result or an error."""
+        return {r.nodeid for r in self.records} | set(self.errors) | set(self.model_outcomes)
+
+    def fail_without_result(self, nodeid: str, message: str) -> None:
+        """A selected cell whose test failed with neither its result nor its error (its xdist worker crashed)."""
+        if nodeid in self.scope.expected and nodeid not in self.done():
+            self.errors[nodeid] = message
+
+    def run_coverage(self) -> RunCoverage:
+        """Which of the collected cells this run evaluated, and why it left the others out."""
+        report_md = self.options.report_path.with_suffix(".md")
+        full = Path(self.shown(report_md)) if report_md.exists() else None
+        return self.scope.coverage(len({r.nodeid for r in self.records}), len(self.errors), self.done(), full)
+
+    @property
+    def report_base(self) -> Path:
+        """Where this run's report goes: the report path, or beside it for a partial run."""
+        partial = self.coverage is not None and self.coverage.partial
+        return partial_report_path(self.options.report_path) if partial else self.options.report_path
+
+    def cache_counts(self) -> dict[str, int]:
+        """This process's clean-cache counts and model builds, with those its workers reported."""
+        own = self.runner.cache_counts()
+        return {name: own.get(name, 0) + self.absorbed_counts.get(name, 0) for name in {*own, *self.absorbed_counts}}
+
+    def cache_summary(self) -> str | None:
+        """One line on clean results computed versus read from the cache, if there is a cache."""
+        if self.options.cache_dir is None:
+            return None
+        counts = self.cache_counts()
+        line = f"clean results: {counts['misses']} computed, {counts['hits']} from cache ({self.options.cache_dir})"
+        if counts.get("uncached"):
+            line += f"; {counts['uncached']} not cacheable (what the model computes cannot be identified; see the warnings)"
+        if counts.get("builds"):
+            line += f"; {plural(counts['builds'], 'model build')}"
+        return line
+
+    # -- shards (pytest_segrobust.run.shards) ------------------------------------------------------
+
+    def begin_shard(self, spec: ShardSpec) -> None:
+        """Make this run shard ``spec`` and note the suite and baseline files it starts from."""
+        from pytest_segrobust.run import shards as sharding
+
+        self.shard = spec
+        self.shard_started_from = sharding.project_digests(self)
+
+    def plan_shard(self, cells: list[tuple[str, Suite, CellKey]]) -> set[str]:
+        """Keep this shard's part of the collected cells (node id, suite, key); returns its node ids."""
+        from pytest_segrobust.run import shards as sharding
+
+        return sharding.plan_shard(self, cells)
+
+    def shard_verdict(self) -> RunVerdict | None:
+        """A shard's verdict on its own cells (``None`` outside a shard, or for a shard that evaluated nothing)."""
+        from pytest_segrobust.run import shards as sharding
+
+        return sharding.shard_verdict(self)
+
+    def shard_verdict_line(self, verdict: RunVerdict) -> str:
+        from pytest_segrobust.run import shards as sharding
+
+        return sharding.verdict_line(self, verdict)
+
+    # -- the end of the run -------------------------------------------------------------
+
+    def finish(self) -> None:
+        """Write the pending baselines, then the report; the controller's job alone. A shard
+        writes its shard file instead, and leaves both to ``segrobust merge``.
+
+        The baselines come first: what the run measured is kept even when the report's
+        pictures hang or are interrupted. Each step runs whatever happened to the others: an
+        unwritable baseline folder or a bad report path costs only itself, is named in
+        :attr:`problems`, and fails the run; a figure or a model's worst images that cannot be
+        made is a warning of the report (:attr:`warnings`).
+        """
+        self.problems = []
+        self.warnings = []
+        if self.shard is not None:
+            from pytest_segrobust.run import shards as sharding
+
+            sharding.write_shard(self, self.shard)
+            return
+        folders = (self.options.report_path.parent, self.options.baselines_dir, self.options.cache_dir, self.options.statistics_dir)
+        for folder in folders:
+            if folder is not None:  # what writes killed in an earlier run left behind
+                remove_stale_temporaries(folder)
+        self.coverage = self.run_coverage()
+        writer = BaselineWriter(
+            self.suite_order,
+            lambda suite: self.gatekeeper.baseline_file(suite).path,
+            self.gatekeeper.statistics_store,
+            self.shown,
+            update=self.options.update_baselines,
+            prune=self.options.prune,
+        )
+        writes = writer.write(self.pending, self.records, self.model_changes)
+        self.pending.clear()
+        self.written += writes.written
+        self.baseline_summary = writes.summary
+        self.problems += writes.problems
+        # A run that evaluated nothing (--co, every cell deselected) leaves every report as it was;
+        # a partial one writes beside the full report (report_base).
+        if self.records or self.errors or self.model_outcomes:
+            records = self.ordered_records()
+            built = self.reporter.build(
+                records, self.suite_order, self.coverage, self.errors, self.ordered_model_outcomes(), self.resampled
+            )
+            if built is not None:
+                self.reporter.write(
+                    self.suite_order,
+                    self.report_base,
+                    self.options.report_html,
+                    self.run_pictures(),
+                    self.options.device,
+                    figures=self.options.figures,
+                )
+            self.written += self.reporter.written
+            self.problems += self.reporter.problems
+            self.warnings = list(self.reporter.warnings)
+
+    def run_pictures(self) -> RunPictures:
+        """The report's pictures: this process's own (made now, at most once) with the others'.
+
+        Ctrl-C while they are made leaves them out; the report says so and is written without them.
+        """
+        try:
+            self.pictures.absorb(self.runner.pictures())
+        except KeyboardInterrupt:
+            self.reporter.warnings.append("pictures left out: the run was interrupted while the report's pictures were made")
+        return self.pictures
+
+    # -- order ---------------------------------------------------------------------------------
+
+    def ordered_suites(self) -> list[str]:
+        """The suites' names in the order the run collected their cells (:func:`~pytest_segrobust.run.ordering.ordered_suites`)."""
+        return ordered_suites(self.suite_order, self.scope.expected, self.rootpath)
+
+    def ordered_model_outcomes(self) -> list[ModelOutcome]:
+        """Model outcomes in suite and model order, independent of scheduling."""
+        return ordered_model_outcomes(self.model_outcomes.values(), self.suite_order, self.ordered_suites())
+
+    def ordered_records(self) -> list[CellRecord]:
+        """Records in suite order (model, corruption, severity), independent of scheduling."""
+        return ordered_records(self.records, self.suite_order, self.ordered_suites())
+
+
+def _requirement_properties(checks: list[dict[str, Any]]) -> list[tuple[str, object]]:
+    """``requirement <rule>``: ``met``, ``unmet`` or ``undecided``, with the value: one JUnit property per requirement."""
+    words = {"pass": "met", "fail": "unmet", "inconclusive": "undecided"}
+    return [
+        (f"requirement {c['rule']}", f"{words[c['outcome']]}: {c['number']} {c['observed']:.6g} (threshold {c['threshold']:.6g})")
+        for c in checks
+    ]
+
+
+def _outcome_properties(outcome: ModelOutcome) -> list[tuple[str, object]]:
+    """A model's aggregates item as JUnit properties: its status, each aggregate margin and requirement."""
+    properties: list[tuple[str, object]] = [("status", outcome.status)]
+    for check in outcome.checks:
+        properties += [(str(check["metric"]), check["observed"]), (f"baseline {check['metric']}", check["baseline"])]
+        properties += [(f"margin {check['metric']}", check["margin"])]
+    return properties + _requirement_properties([c.to_json() for c in outcome.requirements])
