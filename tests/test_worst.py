@@ -85,7 +85,7 @@ def test_a_task_without_class_view_gets_a_note_not_an_error() -> None:
         def fingerprint(self) -> str:
             return "opaque"
 
-    from pytest_segrobust.pictures.values import views
+    from pytest_segrobust.pictures import views
 
     def refuse(value: object) -> list[torch.Tensor]:
         raise NoClassView("Tensor has no class view to draw")
