@@ -143,6 +143,29 @@ def test_every_folder_states_its_layer() -> None:
         assert docstring and f"Layer {_layer(folder)}" in docstring, folder
 
 
+def _readme_layers(text: str) -> dict[int, set[str]]:
+    """The layer table of README's "Architecture": ``layer N  folder/ module.py ...  words``."""
+    block = text.split("<!-- layers:", 1)[1].split("```", 2)[1]
+    layers: dict[int, set[str]] = {}
+    for line in block.splitlines():
+        words = line.split()
+        if len(words) >= 3 and words[0] == "layer":
+            names = [w for w in words[2:] if w.endswith("/") or w.endswith(".py")]
+            layers[int(words[1])] = {name.removesuffix("/").removesuffix(".py") for name in names}
+    return layers
+
+
+def test_the_readme_draws_the_layers() -> None:
+    readme = (PACKAGE.parent / "README.md").read_text(encoding="utf-8")
+    assert _readme_layers(readme) == {index: set(layer) for index, layer in enumerate(LAYERS)}
+
+
+def test_the_readme_check_sees_a_wrong_layer() -> None:
+    readme = (PACKAGE.parent / "README.md").read_text(encoding="utf-8")
+    wrong = readme.replace("layer  6  gate/", "layer  5  gate/", 1)
+    assert _readme_layers(wrong) != {index: set(layer) for index, layer in enumerate(LAYERS)}
+
+
 def test_the_layering_holds() -> None:
     assert _layering_violations(GRAPH) == []
 
