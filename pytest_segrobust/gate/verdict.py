@@ -2,7 +2,9 @@
 
 :func:`judge` knows nothing of pytest, files or processes: the session looks the stored
 numbers up, asks for the verdict, and carries it out (queues the baseline write, raises the
-failure). Every rule of the gate lives here:
+failure). It reads two values: what this run observed of the cell (:class:`Observation`) and
+what the cell is judged against (:class:`Criteria`: its baseline, the suite's rules for it, the
+run's mode). Every rule of the gate lives here:
 
 * a NaN or infinite observation is never compared and never stored;
 * a baseline that cannot be used (broken, recorded under other conditions) fails the cell,
