@@ -13,7 +13,7 @@ import pytest
 
 from pytest_segrobust.core.errors import SuiteError
 from pytest_segrobust.core.statistics import RunScores, of_sums, paired_gamma_r_change, resample_weights
-from pytest_segrobust.gate.verdict import Status, allowances, judge, paired_checks
+from pytest_segrobust.gate.verdict import Criteria, Observation, PairedRuns, Status, allowances, judge, paired_checks
 from pytest_segrobust.metrics import METRICS
 from pytest_segrobust.metrics.robustness import relative_robustness
 from pytest_segrobust.store.baselines import CellKey
@@ -170,13 +170,10 @@ def test_an_error_metric_on_a_0_to_1_scale_regresses_by_rising_beyond_its_scaled
     tolerances, rising = allowances(Tolerance(), ("miou", "pixel_error"), corrupted=False)
     stored = {"score": 60.0, "pixel_error.score": 0.100}
     # 0.9 of a point under the shared score tolerance of 1.0 would pass; on a 0..1 scale it is 0.009.
-    within = judge(
-        key, {"score": 60.0, "pixel_error.score": 0.109}, stored, tolerances, update=False, lower_is_better=rising
-    )
+    against = Criteria(stored, tolerances, lower_is_better=rising)
+    within = judge(Observation(key, {"score": 60.0, "pixel_error.score": 0.109}), against)
     assert within.status is Status.PASSED
-    worse = judge(
-        key, {"score": 60.0, "pixel_error.score": 0.115}, stored, tolerances, update=False, lower_is_better=rising
-    )
+    worse = judge(Observation(key, {"score": 60.0, "pixel_error.score": 0.115}), against)
     assert worse.status is Status.REGRESSED
     assert "  pixel_error.score: observed 0.1150, baseline 0.1000, delta 0.0150, tolerance 0.0100" in worse.message
 
@@ -203,10 +200,11 @@ def test_the_paired_gate_fails_an_error_metric_that_rises_and_passes_one_that_fa
     statistic = of_sums(PixelError.score_of)
     base, cand = pixel_runs(rng, images, shift)
     clean = [RunScores.of(base * np.array([0.5, 1.0]), statistic, weights)] * 2  # the same clean run on both sides
-    runs = {"": (clean[0], RunScores.of(base, statistic, weights), clean[1], RunScores.of(cand, statistic, weights))}
-    observed = {"score": runs[""][3].observed}
-    stored = {"score": runs[""][1].observed}
-    (check,) = paired_checks(observed, stored, runs, {"score": 0.01}, 0.95, lower_is_better=["score"], worst={"": 1.0})
+    baseline_corrupted, corrupted = RunScores.of(base, statistic, weights), RunScores.of(cand, statistic, weights)
+    runs = {"": PairedRuns(clean[0], baseline_corrupted, clean[1], corrupted, worst=1.0)}
+    observed = {"score": corrupted.observed}
+    stored = {"score": baseline_corrupted.observed}
+    (check,) = paired_checks(observed, stored, runs, {"score": 0.01}, 0.95, lower_is_better=["score"])
     assert check.outcome == outcome and check.improved is improved and not check.higher_is_better
     if outcome == "fail":
         assert check.low > 0.01 and "entirely above the margin 0.0100" in check.describe()

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from pytest_segrobust.core.errors import SuiteError
-from pytest_segrobust.gate.verdict import Status, judge
+from pytest_segrobust.gate.verdict import Criteria, Observation, Status, judge
 from pytest_segrobust.store.baselines import CellKey
 from pytest_segrobust.suite.requirements import (
     CellPlace,
@@ -281,9 +281,10 @@ UNDECIDED = decide("c", "gamma_r", RULE, Estimate(0.805, spread(0.805, 0.01), 64
 OBSERVED = {"score": 40.0, "gamma_r": 0.8}
 
 
-def verdict(stored: dict | None, requirements: list, **kwargs: object):
+def verdict(stored: dict | None, requirements: list | None, **kwargs: object):
+    required = None if requirements is None else tuple(requirements)
     return judge(
-        KEY, OBSERVED, stored, {"score": 1.0, "gamma_r": 0.01}, update=False, requirements=requirements, **kwargs
+        Observation(KEY, OBSERVED), Criteria(stored, {"score": 1.0, "gamma_r": 0.01}, requirements=required, **kwargs)
     )
 
 
@@ -313,7 +314,7 @@ def test_a_regression_and_an_unmet_requirement_are_both_reported() -> None:
 
 
 def test_an_update_still_fails_an_unmet_requirement_and_writes() -> None:
-    updated = judge(KEY, OBSERVED, OBSERVED, {}, update=True, requirements=[UNMET])
+    updated = judge(Observation(KEY, OBSERVED), Criteria(OBSERVED, {}, update=True, requirements=(UNMET,)))
     assert updated.status is Status.UNMET and updated.write and not updated.passed
 
 

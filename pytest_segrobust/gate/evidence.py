@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from pytest_segrobust.core.errors import BaselineError
 from pytest_segrobust.core.statistics import Change, RunScores, resample_weights
 from pytest_segrobust.engine.evaluation import CellResult
 from pytest_segrobust.gate.release import cell_level
-from pytest_segrobust.gate.verdict import PairedCheck, allowances, paired_checks
+from pytest_segrobust.gate.verdict import Observation, PairedCheck, PairedRuns, allowances, paired_checks
 from pytest_segrobust.metrics import METRICS
 from pytest_segrobust.randomness.seeding import sample_seed
 from pytest_segrobust.store.baselines import UPDATE_FLAG, CellKey, key_path, update_command
@@ -61,6 +62,22 @@ def sidecar_entries(key: CellKey, packed: Mapping[str, Mapping[str, Any]]) -> li
     ]
 
 
+@dataclass(frozen=True)
+class BaselineFiles:
+    """A suite's baseline JSON and where its per-image statistics are kept.
+
+    Attributes:
+        path: The baseline JSON; its statistics file (sidecar) is named after it.
+        shown: The baseline JSON as messages show it.
+        store: The folder of the statistics file when it is not beside the JSON
+            (:func:`~pytest_segrobust.store.sidecar.sidecar_path`).
+    """
+
+    path: Path
+    shown: str
+    store: Path | None = None
+
+
 class Evidence:
     """Sidecars read by this process, bootstrap weights drawn and runs scored, shared by a run's cells."""
 
@@ -72,27 +89,23 @@ class Evidence:
     def checks(
         self,
         suite: Suite,
-        key: CellKey,
-        observed: Mapping[str, float],
+        observation: Observation,
         stored: Mapping[str, float],
         result: CellResult,
-        baseline: Path,
-        shown: str,
-        store: Path | None = None,
-        nodeid: str | None = None,
+        files: BaselineFiles,
     ) -> tuple[tuple[PairedCheck, ...] | None, str | None, dict[str, Any] | None]:
         """The cell's paired checks, or why they cannot be made (the cell then fails), and the
         headline score of each resample (:func:`aggregate_changes` averages them over cells).
 
         Args:
-            observed, stored: The cell's numbers in this run and in the baseline.
+            observation: The cell and its numbers in this run; its node id is what the command
+                that records its missing statistics selects.
+            stored: The cell's numbers in the baseline.
             result: This run's results, with their per-image statistics.
-            baseline: The baseline JSON; its sidecar holds the stored statistics.
-            shown: The baseline JSON as messages show it.
-            store: The folder of the statistics file when it is not beside the JSON
-                (:func:`~pytest_segrobust.store.sidecar.sidecar_path`).
-            nodeid: The cell's node id, which the command that records its missing statistics selects.
+            files: The baseline JSON, whose sidecar holds the stored statistics.
         """
+        key, observed, nodeid = observation.key, observation.numbers, observation.nodeid
+        baseline, shown, store = files.path, files.shown, files.store
         policy = suite.gate
         assert policy is not None
         path = sidecar_path(baseline, store)
@@ -102,15 +115,14 @@ class Evidence:
         sidecar = self._sidecars[path]
         images = result.corrupted.num_images
         weights = self.weights(suite, key, images)
-        runs: dict[str, tuple[RunScores, RunScores, RunScores, RunScores]] = {}
-        worst: dict[str, float] = {}
+        runs: dict[str, PairedRuns] = {}
         for index, name in enumerate(suite.metrics):
             prefix = "" if index == 0 else f"{name}."
             kind = METRICS.get(name)
-            worst[prefix] = kind.worst()
+            worst = kind.worst()
             wanted = {number: stored.get(f"{prefix}{number}") for number in ("score", "gamma_r")}
             try:
-                found = sidecar.lookup(key_path(key), name, kind.resampled_scores, wanted, worst[prefix])
+                found = sidecar.lookup(key_path(key), name, kind.resampled_scores, wanted, worst)
             except BaselineError as exc:
                 return None, str(exc), None
             if found is None:
@@ -130,24 +142,25 @@ class Evidence:
                     f"re-record with pytest --segrobust {UPDATE_FLAG}"
                 ), None
             try:
-                runs[prefix] = (
+                runs[prefix] = PairedRuns(
                     self.scores(name, found.clean, weights),
                     self.scores(name, found.corrupted, weights),
                     self.scores(name, clean, weights),
                     self.scores(name, corrupted, weights),
+                    worst,
                 )
             except ValueError as exc:
                 return None, f"the statistics of {name} cannot be paired with the baseline's: {exc}", None
         margins, lower_is_better = allowances(policy.margin, suite.metrics, corrupted=key.severity > 0)
-        base_clean, base_corrupted, run_clean, run_corrupted = runs[""]
+        headline = runs[""]
         resampled = {
             "images": images,
-            "clean": pack(np.stack([run_clean.resampled, base_clean.resampled]).astype(np.float32)),
-            "corrupted": pack(np.stack([run_corrupted.resampled, base_corrupted.resampled]).astype(np.float32)),
+            "clean": pack(np.stack([headline.clean.resampled, headline.baseline_clean.resampled]).astype(np.float32)),
+            "corrupted": pack(
+                np.stack([headline.corrupted.resampled, headline.baseline_corrupted.resampled]).astype(np.float32)
+            ),
         }
-        checks = paired_checks(
-            observed, stored, runs, margins, cell_level(suite), lower_is_better=lower_is_better, worst=worst
-        )
+        checks = paired_checks(observed, stored, runs, margins, cell_level(suite), lower_is_better=lower_is_better)
         return checks, None, resampled
 
     def own_runs(self, suite: Suite, key: CellKey, result: CellResult) -> dict[str, tuple[RunScores, RunScores]]:

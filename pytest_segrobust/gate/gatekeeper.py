@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Any
 from pytest_segrobust.core.errors import BaselineError, SegRobustError, SuiteError
 from pytest_segrobust.core.files import WriteError
 from pytest_segrobust.engine.evaluation import CellResult
-from pytest_segrobust.gate.evidence import Evidence, pack_statistics
+from pytest_segrobust.gate.evidence import BaselineFiles, Evidence, pack_statistics
 from pytest_segrobust.gate.outcomes import ModelChange, PendingWrite
 from pytest_segrobust.gate.release import CellEvidence, ModelOutcome, cell_checks, judge_model
-from pytest_segrobust.gate.verdict import allowances, judge
+from pytest_segrobust.gate.verdict import Criteria, Observation, allowances, judge
 from pytest_segrobust.store.baselines import BaselineFile, CellKey
 from pytest_segrobust.store.records import CellRecord
 from pytest_segrobust.suite.requirements import RequirementCheck
@@ -114,6 +114,9 @@ class Gatekeeper:
         except BaselineError as exc:
             stored, problem = None, str(exc)
         change = None if problem is not None else self._model_change(suite, key.model, baseline)
+        observation = Observation(
+            key, observed, record.clean_score, self.runner.bench.plan(suite).headline.label, record.nodeid
+        )
         paired, missing = None, None
         if suite.gate is not None and stored is not None and problem is None and not self.options.update_baselines:
             try:
@@ -121,9 +124,8 @@ class Gatekeeper:
             except WriteError as exc:
                 paired, missing, resampled = None, str(exc), None
             else:
-                paired, missing, resampled = self.evidence.checks(
-                    suite, key, observed, stored, result, baseline.path, self.shown(baseline.path), store, record.nodeid
-                )
+                files = BaselineFiles(baseline.path, self.shown(baseline.path), store)
+                paired, missing, resampled = self.evidence.checks(suite, observation, stored, result, files)
             if resampled is not None:
                 self.resampled[record.nodeid] = resampled
         tolerances, lower_is_better = allowances(suite.tolerance, suite.metrics, corrupted=key.severity > 0)
@@ -133,25 +135,21 @@ class Gatekeeper:
             self.cell_evidence[record.nodeid] = self._cell_evidence(
                 suite, key, record, result, self.resampled.get(record.nodeid)
             )
-        verdict = judge(
-            key,
-            observed,
+        criteria = Criteria(
             stored,
             tolerances,
-            update=self.options.update_baselines,
-            baseline_problem=problem,
+            lower_is_better,
             baseline_file=self.shown(baseline.path),
-            metric_label=self.runner.bench.plan(suite).headline.label,
-            clean_score=record.clean_score,
-            lower_is_better=lower_is_better,
+            baseline_problem=problem,
             model_change=None if change is None else change.describe(),
             paired=paired,
-            inconclusive=suite.gate.inconclusive if suite.gate is not None else "fail",
             missing_statistics=missing,
-            requirements=requirements,
-            nodeid=record.nodeid,
+            inconclusive=suite.gate.inconclusive if suite.gate is not None else "fail",
+            requirements=None if requirements is None else tuple(requirements),
+            update=self.options.update_baselines,
             sharded=sharded,
         )
+        verdict = judge(observation, criteria)
         record.status = verdict.status
         if verdict.checks:  # an update's too: the report keeps the numbers it replaces
             record.baseline = dict(stored or {})
@@ -244,16 +242,8 @@ class Gatekeeper:
         paired = None
         if suite.gate is not None and stored is not None and not self.options.update_baselines:
             record.baseline = dict(stored)
-            _, _, paired = self.evidence.checks(
-                suite,
-                key,
-                observed,
-                stored,
-                result,
-                baseline.path,
-                self.shown(baseline.path),
-                self.statistics_store(suite),
-            )
+            files = BaselineFiles(baseline.path, self.shown(baseline.path), self.statistics_store(suite))
+            _, _, paired = self.evidence.checks(suite, Observation(key, observed), stored, result, files)
         return self._cell_evidence(suite, key, record, result, paired)
 
     def _cell_evidence(

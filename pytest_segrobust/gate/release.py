@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from pytest_segrobust.core.statistics import Change
-from pytest_segrobust.gate.verdict import PairedCheck
+from pytest_segrobust.gate.verdict import GatedNumber, PairedCheck
 from pytest_segrobust.metrics import METRICS
 from pytest_segrobust.metrics.robustness import corruption_degradation, error, mean, relative_corruption_degradation
 from pytest_segrobust.store.records import CellRecord, Status
@@ -161,7 +161,7 @@ def cell_checks(
             )
         class_rules = requirements.class_rules(metric, suite.metric, place)
         if class_rules:
-            checks += _class_checks(record, metric, prefix, class_rules, (class_runs or {}).get(metric), tail, kind)
+            checks += _class_checks(record, metric, prefix, class_rules, (class_runs or {}).get(metric), tail)
     return checks
 
 
@@ -172,8 +172,8 @@ def _class_checks(
     class_rules: Mapping[str, Mapping[str, Rule]],
     per_class: tuple[np.ndarray, np.ndarray] | None,
     tail: float | None,
-    kind: Any,
 ) -> list[RequirementCheck]:
+    kind = METRICS.get(metric)
     names = list(record.class_names)
     if prefix:
         clean_values, corrupted_values = record.metrics[metric]["clean_per_class"], record.metrics[metric]["per_class"]
@@ -575,5 +575,5 @@ def _aggregate_regressions(suite: Suite, evidence: Sequence[CellEvidence]) -> tu
         else:
             values, per_resample = (seen[members] / seen_clean).mean(0), (scores[members] / clean).mean(0)
         change = Change(float(values[0] - values[1]), per_resample[0] - per_resample[1], images)
-        checks.append(PairedCheck.decide(label, values[0], values[1], change, margins[number], level))
+        checks.append(PairedCheck.decide(GatedNumber(label, values[0], values[1]), change, margins[number], level))
     return checks, None

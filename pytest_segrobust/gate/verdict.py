@@ -2,7 +2,9 @@
 
 :func:`judge` knows nothing of pytest, files or processes: the session looks the stored
 numbers up, asks for the verdict, and carries it out (queues the baseline write, raises the
-failure). Every rule of the gate lives here:
+failure). It reads two values: what this run observed of the cell (:class:`Observation`) and
+what the cell is judged against (:class:`Criteria`: its baseline, the suite's rules for it, the
+run's mode). Every rule of the gate lives here:
 
 * a NaN or infinite observation is never compared and never stored;
 * a baseline that cannot be used (broken, recorded under other conditions) fails the cell,
@@ -193,6 +195,23 @@ def tolerance_checks(
 
 
 @dataclass(frozen=True)
+class GatedNumber:
+    """One gated number of a cell, in this run and in the baseline: what a check is made of,
+    before it is decided.
+
+    Attributes:
+        metric: The number (``score``, ``gamma_r``, ``<metric>.score``...).
+        observed, baseline: The number in this run and in the baseline.
+        higher_is_better: The number regresses by falling (else by rising: an error metric's score).
+    """
+
+    metric: str
+    observed: float
+    baseline: float
+    higher_is_better: bool = True
+
+
+@dataclass(frozen=True)
 class PairedCheck:
     """One number's paired change from its baseline, with its interval, against the margin.
 
@@ -225,26 +244,17 @@ class PairedCheck:
     higher_is_better: bool = True
 
     @classmethod
-    def decide(
-        cls,
-        metric: str,
-        observed: float,
-        baseline: float,
-        change: Change,
-        margin: float,
-        confidence: float,
-        higher_is_better: bool = True,
-    ) -> PairedCheck:
+    def decide(cls, number: GatedNumber, change: Change, margin: float, confidence: float) -> PairedCheck:
         """Non-inferiority of ``change`` (candidate - baseline) at ``margin``, from its interval at
         ``confidence``; a number where lower is better regresses by rising, so its gain is the
         change reversed."""
         low, high = change.interval(confidence)
-        gain = change if higher_is_better else Change(-change.observed, -change.resampled, change.images)
+        gain = change if number.higher_is_better else Change(-change.observed, -change.resampled, change.images)
         outcome = non_inferiority(*gain.interval(confidence), margin)
         return cls(
-            metric,
-            float(observed),
-            float(baseline),
+            number.metric,
+            float(number.observed),
+            float(number.baseline),
             margin,
             low,
             high,
@@ -252,7 +262,7 @@ class PairedCheck:
             change.images,
             gain.images_to_decide(margin, confidence) if outcome is Outcome.INCONCLUSIVE else None,
             change.detectable(confidence) if change.standard_error > 0 else None,
-            higher_is_better,
+            number.higher_is_better,
         )
 
     @property
@@ -316,15 +326,33 @@ def allowances(
     return numbers, tuple(rising)
 
 
+@dataclass(frozen=True)
+class PairedRuns:
+    """One metric's four runs that its paired checks compare, each scored as it is and in every
+    resample (the same resamples for all four).
+
+    Attributes:
+        baseline_clean, baseline_corrupted: The baseline's clean and corrupted runs.
+        clean, corrupted: This run's clean and corrupted runs.
+        worst: The worst end of the metric's scale, which gamma_r measures from (0: a
+            percentage where higher is better).
+    """
+
+    baseline_clean: RunScores
+    baseline_corrupted: RunScores
+    clean: RunScores
+    corrupted: RunScores
+    worst: float = 0.0
+
+
 def paired_checks(
     observed: Mapping[str, float],
     stored: Mapping[str, float],
-    runs: Mapping[str, tuple[RunScores, RunScores, RunScores, RunScores]],
+    runs: Mapping[str, PairedRuns],
     margins: Mapping[str, float],
     confidence: float,
     *,
     lower_is_better: Iterable[str] = (),
-    worst: Mapping[str, float] | None = None,
 ) -> tuple[PairedCheck, ...]:
     """The paired check of every margined number.
 
@@ -332,106 +360,102 @@ def paired_checks(
         observed, stored: This run's and the baseline's numbers (``score``, ``gamma_r``, and
             ``<metric>.``-prefixed ones for further metrics).
         runs: Per metric prefix (``""`` for the headline, ``"<metric>."`` otherwise): the
-            metric's scores, as they are and in each resample (the same resamples for all),
-            of the baseline's clean and corrupted runs and of this run's clean and corrupted runs.
+            metric's runs in the baseline and in this run, and the worst end of its scale.
         margins: Per number, how far it may fall; numbers without one are not checked.
         confidence: The level of each number's interval (already split over the family).
         lower_is_better: The numbers that regress by rising (the score of an error metric).
-        worst: Per metric prefix, the worst end of the metric's scale, which gamma_r measures
-            from (0 where not given: a percentage where higher is better).
 
     Raises:
         ValueError: for runs of different image or resample counts (they cannot be paired).
     """
     rising = set(lower_is_better)
     checks = []
-    for prefix, (base_clean, base_corrupted, clean, corrupted) in runs.items():
+    for prefix, run in runs.items():
         for number in ("score", "gamma_r"):
             name = f"{prefix}{number}"
             if name not in margins or name not in observed or name not in stored:
                 continue
             change: Change = (
-                paired_change(base_corrupted, corrupted)
+                paired_change(run.baseline_corrupted, run.corrupted)
                 if number == "score"
-                else paired_gamma_r_change(base_clean, base_corrupted, clean, corrupted, (worst or {}).get(prefix, 0.0))
-            )
-            checks.append(
-                PairedCheck.decide(
-                    name, observed[name], stored[name], change, margins[name], confidence, name not in rising
+                else paired_gamma_r_change(
+                    run.baseline_clean, run.baseline_corrupted, run.clean, run.corrupted, run.worst
                 )
             )
+            gated = GatedNumber(name, observed[name], stored[name], higher_is_better=name not in rising)
+            checks.append(PairedCheck.decide(gated, change, margins[name], confidence))
     return tuple(checks)
 
 
-def judge(
-    key: CellKey,
-    observed: Mapping[str, float],
-    stored: Mapping[str, float] | None,
-    tolerances: Mapping[str, float],
-    *,
-    update: bool,
-    baseline_problem: str | None = None,
-    baseline_file: str = "",
-    metric_label: str = "score",
-    clean_score: float | None = None,
-    lower_is_better: Iterable[str] = (),
-    model_change: str | None = None,
-    paired: Sequence[PairedCheck] | None = None,
-    inconclusive: str = "fail",
-    missing_statistics: str | None = None,
-    requirements: Sequence[RequirementCheck] | None = None,
-    nodeid: str | None = None,
-    sharded: bool = False,
-) -> Verdict:
-    """Decide one cell.
+@dataclass(frozen=True)
+class Observation:
+    """What this run measured of one cell, and how messages name the cell.
 
-    Args:
+    Attributes:
         key: The cell.
-        observed: This run's numbers (``score``, and ``gamma_r``/``gamma_a`` when corrupted).
+        numbers: This run's numbers (``score``, and ``gamma_r``/``gamma_a`` when corrupted;
+            ``<metric>.``-prefixed ones for further metrics).
+        clean_score: The model's clean score, to explain an undefined gamma_r.
+        metric_label: How the score is named in messages (mIoU, mask AP).
+        nodeid: The cell's pytest node id, which messages name it by (it pastes back into a
+            command line), and the narrowest command to update it selects; without one, the
+            cell is named by its key and the command updates every suite.
+    """
+
+    key: CellKey
+    numbers: Mapping[str, float]
+    clean_score: float | None = None
+    metric_label: str = "score"
+    nodeid: str | None = None
+
+
+@dataclass(frozen=True)
+class Criteria:
+    """What a cell is judged against: its baseline, the suite's rules for it, and what the run
+    does with the verdict.
+
+    Attributes:
         stored: The baseline's numbers of the cell, ``None`` if it has none.
         tolerances: How far below its baseline each checked number may fall.
-        update: The run accepts the current numbers as the new baselines.
-        baseline_problem: Why the baseline file cannot be used, if it cannot.
-        baseline_file: The file, as shown in messages.
-        metric_label: How the score is named in messages (mIoU, mask AP).
-        clean_score: The model's clean score, to explain an undefined gamma_r.
         lower_is_better: The observed numbers that regress by rising (an error metric's score);
             every other number regresses by falling.
+        baseline_file: The baseline file, as shown in messages.
+        baseline_problem: Why the baseline file cannot be used, if it cannot.
         model_change: How the model differs from the one the baseline was made with, if it
             does; named in a regression's message, never a reason to fail.
         paired: The statistical gate's checks (:func:`paired_checks`); when given, they
             decide instead of ``tolerances``.
-        inconclusive: The suite's policy for an inconclusive number: ``fail``, ``warn`` or ``pass``.
         missing_statistics: Why the statistical gate cannot pair this cell with its stored
             value (the baseline has no per-image statistics for it): the cell fails.
+        inconclusive: The suite's policy for an inconclusive number: ``fail``, ``warn`` or ``pass``.
         requirements: The suite's requirements decided for this cell
             (:func:`pytest_segrobust.suite.requirements.decide`); ``None`` for a suite without
             ``require:``, whose cells without a baseline fail as new (with it, they are recorded).
-        nodeid: The cell's pytest node id, which messages name it by (it pastes back into a
-            command line), and the narrowest command to update it selects; without one, the
-            cell is named by its key and the command updates every suite.
+        update: The run accepts the current numbers as the new baselines. It is off unless
+            asked for: a caller that forgets it gets a comparison, never a rewritten baseline.
         sharded: The run is a shard of a run, whose baselines ``segrobust merge`` writes.
     """
-    cell = _Cell(key.label if nodeid is None else nodeid, update_command(nodeid))
-    verdict = _against_baseline(
-        key,
-        cell,
-        observed,
-        stored,
-        tolerances,
-        update=update,
-        baseline_problem=baseline_problem,
-        baseline_file=baseline_file,
-        metric_label=metric_label,
-        clean_score=clean_score,
-        lower_is_better=lower_is_better,
-        model_change=model_change,
-        paired=paired,
-        inconclusive=inconclusive,
-        missing_statistics=missing_statistics,
-        sharded=sharded,
-    )
-    return with_requirements(verdict, cell.name, requirements, inconclusive)
+
+    stored: Mapping[str, float] | None
+    tolerances: Mapping[str, float]
+    lower_is_better: tuple[str, ...] = ()
+    baseline_file: str = ""
+    baseline_problem: str | None = None
+    model_change: str | None = None
+    paired: tuple[PairedCheck, ...] | None = None
+    missing_statistics: str | None = None
+    inconclusive: str = "fail"
+    requirements: tuple[RequirementCheck, ...] | None = None
+    update: bool = False
+    sharded: bool = False
+
+
+def judge(observation: Observation, criteria: Criteria) -> Verdict:
+    """Decide one cell: what this run observed of it against what it is judged by."""
+    nodeid = observation.nodeid
+    cell = _Cell(observation.key.label if nodeid is None else nodeid, update_command(nodeid))
+    verdict = _against_baseline(observation, criteria, cell)
+    return with_requirements(verdict, cell.name, criteria.requirements, criteria.inconclusive)
 
 
 def with_requirements(
@@ -491,40 +515,26 @@ class _Cell:
     update: str
 
 
-def _against_baseline(
-    key: CellKey,
-    cell: _Cell,
-    observed: Mapping[str, float],
-    stored: Mapping[str, float] | None,
-    tolerances: Mapping[str, float],
-    *,
-    update: bool,
-    baseline_problem: str | None,
-    baseline_file: str,
-    metric_label: str,
-    clean_score: float | None,
-    lower_is_better: Iterable[str],
-    model_change: str | None,
-    paired: Sequence[PairedCheck] | None,
-    inconclusive: str,
-    missing_statistics: str | None,
-    sharded: bool,
-) -> Verdict:
-    invalid = _non_finite(observed, metric_label, clean_score)
+def _against_baseline(observation: Observation, criteria: Criteria, cell: _Cell) -> Verdict:
+    observed, stored, tolerances = observation.numbers, criteria.stored, criteria.tolerances
+    baseline_file = criteria.baseline_file
+    invalid = _non_finite(observed, observation.metric_label, observation.clean_score)
     if invalid:
         return Verdict(
             Status.ERROR,
             message=f"{cell.name}: {invalid}; the cell has no valid result, and nothing is written to the baseline",
         )
-    if baseline_problem is not None:
-        if update:
+    if criteria.baseline_problem is not None:
+        if criteria.update:
             return Verdict(Status.UPDATED, write=True, replace_all=True)
-        return Verdict(Status.ERROR, message=baseline_problem)
-    if update:
-        checks = () if stored is None else tuple(tolerance_checks(observed, stored, tolerances, lower_is_better))
+        return Verdict(Status.ERROR, message=criteria.baseline_problem)
+    if criteria.update:
+        checks = (
+            () if stored is None else tuple(tolerance_checks(observed, stored, tolerances, criteria.lower_is_better))
+        )
         return Verdict(Status.UPDATED, checks, write=True)
     if stored is None:
-        written = "`segrobust merge` writes it" if sharded else "it is written at the end of the run"
+        written = "`segrobust merge` writes it" if criteria.sharded else "it is written at the end of the run"
         return Verdict(
             Status.NEW,
             write=True,
@@ -532,7 +542,7 @@ def _against_baseline(
         )
     unstored = [name for name in tolerances if name in observed and name not in stored]
     if unstored:
-        at = "models." + key_path(key).replace("::", ".")
+        at = "models." + key_path(observation.key).replace("::", ".")
         return Verdict(
             Status.ERROR,
             message=(
@@ -541,17 +551,20 @@ def _against_baseline(
                 f"{cell.update}"
             ),
         )
-    if missing_statistics is not None:
-        return Verdict(Status.ERROR, message=f"{cell.name}: {missing_statistics}")
+    if criteria.missing_statistics is not None:
+        return Verdict(Status.ERROR, message=f"{cell.name}: {criteria.missing_statistics}")
     checks: tuple[Check, ...] = (
-        tuple(paired) if paired is not None else tuple(tolerance_checks(observed, stored, tolerances, lower_is_better))
+        tuple(criteria.paired)
+        if criteria.paired is not None
+        else tuple(tolerance_checks(observed, stored, tolerances, criteria.lower_is_better))
     )
     regressions = [c for c in checks if c.regressed]
     if regressions:
-        message = _regression_message(cell, regressions, baseline_file, model_change)
+        message = _regression_message(cell, regressions, baseline_file, criteria.model_change)
         return Verdict(Status.REGRESSED, checks, message=message)
     undecided = [c for c in checks if c.outcome == Outcome.INCONCLUSIVE]
     if undecided:
+        inconclusive = criteria.inconclusive
         why = _inconclusive_message(cell.name, undecided, inconclusive)
         return Verdict(
             Status.INCONCLUSIVE if inconclusive == "fail" else Status.INCONCLUSIVE_ALLOWED,
