@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from pytest_segrobust.core.statistics import RunScores, paired_change, paired_gamma_r_change, resample_weights
-from pytest_segrobust.gate.evidence import cell_level, family_size
+from pytest_segrobust.gate.release import cell_level, family_size
 from pytest_segrobust.gate.release import CellEvidence, model_checks
 from pytest_segrobust.metrics.miou import MeanIoU
 from pytest_segrobust.store.records import CellRecord
