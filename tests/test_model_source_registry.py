@@ -25,9 +25,7 @@ corruptions: [rotate]
 severities: [1]
 models:
 """
-BUILT_IN = (
-    "'factory' (a package.module:callable), 'onnx' (a model file) and 'transformers' (a checkpoint directory)"
-)
+BUILT_IN = "'factory' (a package.module:callable), 'onnx' (a model file) and 'transformers' (a checkpoint directory)"
 
 
 def write(tmp_path: Path, models: str, name: str = "s.yaml") -> Path:
@@ -67,10 +65,15 @@ def test_a_registered_source_words_its_own_errors_and_is_listed(tmp_path: Path, 
     bare = write(tmp_path, "  - {name: m}\n", "bare.yaml")
     with pytest.raises(SuiteError) as info:
         load_suite(bare)
-    assert str(info.value) == f"{bare}: field 'models[0]': expected exactly one of 'binner' (a smoothing window), {BUILT_IN}"
+    assert (
+        str(info.value)
+        == f"{bare}: field 'models[0]': expected exactly one of 'binner' (a smoothing window), {BUILT_IN}"
+    )
 
 
-@pytest.mark.parametrize("entry", ["{name: m, tflite: m.tflite}", "{name: m, factory: tests.fakes:red_binner, onnx: m.onnx}"])
+@pytest.mark.parametrize(
+    "entry", ["{name: m, tflite: m.tflite}", "{name: m, factory: tests.fakes:red_binner, onnx: m.onnx}"]
+)
 def test_an_entry_without_exactly_one_known_source_key_names_the_file_and_the_keys(tmp_path: Path, entry: str) -> None:
     path = write(tmp_path, f"  - {entry}\n")
     with pytest.raises(SuiteError) as info:

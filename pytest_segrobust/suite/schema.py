@@ -63,7 +63,6 @@ from pytest_segrobust.corruptions.base import MAX_SEVERITY, Corruption
 from pytest_segrobust.corruptions.composition import SEPARATOR
 from pytest_segrobust.metrics import METRICS
 from pytest_segrobust.suite.factories import FactorySpec, FieldError, read_factory
-from pytest_segrobust.suite.factories import load_object as load_object  # where callers found it before
 from pytest_segrobust.suite.model_sources import MODEL_SOURCES, EntryContext, ModelSpec, listed_sources, source_keys
 from pytest_segrobust.suite.requirements import RequirementError, Requirements, SuiteShape, parse_requirements
 from pytest_segrobust.tasks import TASKS, get_task

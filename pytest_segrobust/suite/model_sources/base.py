@@ -118,7 +118,7 @@ def require(key: str, what: str, extras: Iterable[Extra]) -> None:
         raise FieldError(key, reason)
 
 
-def read_array_block(entry: Mapping[str, Any], key: str, spec: type[ArrayInput] | type[ArrayOutput]) -> dict[str, Any] | None:
+def read_array_block(entry: Mapping[str, Any], key: str, spec: type[ArrayInput | ArrayOutput]) -> dict[str, Any] | None:
     """A model's ``input:`` or ``output:`` mapping (:mod:`pytest_segrobust.models.arrays`), checked by parsing it."""
     raw = entry.get(key)
     if raw is None:

@@ -65,7 +65,11 @@ class FactorySource(ModelSource):
         identify = getattr(built, "fingerprint", None)
         identity = str(identify()) if callable(identify) else None
         return ArrayModel(
-            built, ArrayInput.from_yaml(settings.input or {}), ArrayOutput.from_yaml(settings.output), identity, request.device
+            built,
+            ArrayInput.from_yaml(settings.input or {}),
+            ArrayOutput.from_yaml(settings.output),
+            identity,
+            request.device,
         )
 
     def describe(self, settings: FactoryModel) -> str:

@@ -13,7 +13,14 @@ from typing import Any
 
 from pytest_segrobust.suite.factories import FieldError
 from pytest_segrobust.suite.model_sources import register_model_source
-from pytest_segrobust.suite.model_sources.base import EntryContext, ModelRequest, ModelSource, check_fields, read_path, require
+from pytest_segrobust.suite.model_sources.base import (
+    EntryContext,
+    ModelRequest,
+    ModelSource,
+    check_fields,
+    read_path,
+    require,
+)
 
 _KEYS = ("name", "transformers", "label_map", "allow_download")
 _KIND = "a transformers model"
@@ -41,10 +48,13 @@ class TransformersSource(ModelSource):
 
         require("transformers", _KIND, transformers.REQUIRES)
         check_fields(entry, _KEYS, _KIND)
-        checkpoint = read_path(entry, "transformers", "expected a checkpoint directory (or, with allow_download, a hub id)")
+        checkpoint = read_path(
+            entry, "transformers", "expected a checkpoint directory (or, with allow_download, a hub id)"
+        )
         label_map = entry.get("label_map")
         if label_map is not None and (
-            not isinstance(label_map, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in label_map.items())
+            not isinstance(label_map, dict)
+            or not all(isinstance(k, str) and isinstance(v, str) for k, v in label_map.items())
         ):
             raise FieldError("label_map", f"expected a mapping of model label to dataset class name, got {label_map!r}")
         allow = entry.get("allow_download", False)
