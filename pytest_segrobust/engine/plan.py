@@ -41,10 +41,6 @@ class PlannedModel:
     index: int
 
     @property
-    def name(self) -> str:
-        return self.spec.name
-
-    @property
     def field(self) -> str:
         """``field 'models[1]' (segformer)``: the suite's entry of the model, as collection errors name it."""
         return f"field 'models[{self.index}]' ({self.spec.name})"
