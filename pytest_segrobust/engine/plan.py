@@ -21,8 +21,9 @@ from pytest_segrobust.core.wording import did_you_mean
 from pytest_segrobust.corruptions import REGISTRY, Corruption, CorruptionRegistry
 from pytest_segrobust.engine.evaluation import EvalSettings
 from pytest_segrobust.metrics import METRICS, Metric
+from pytest_segrobust.suite.factories import FactorySpec
 from pytest_segrobust.suite.model_sources import MODEL_SOURCES, ModelRequest, ModelSource, ModelSpec
-from pytest_segrobust.suite.schema import FactorySpec, Suite
+from pytest_segrobust.suite.schema import Suite
 from pytest_segrobust.tasks import Task, get_task
 
 
