@@ -24,8 +24,9 @@ import torch
 
 from pytest_segrobust.engine.evaluation import EvalResult, evaluate
 from pytest_segrobust.models import adapt_model
+from pytest_segrobust.suite.factories import load_object
 from pytest_segrobust.suite.model_sources import build_model
-from pytest_segrobust.suite.schema import load_object, load_suite
+from pytest_segrobust.suite.schema import load_suite
 from pytest_segrobust.tasks import get_task
 
 SUITES = Path(__file__).resolve().parent.parent / "suites"

@@ -22,7 +22,7 @@ from pytest_segrobust.models import as_segmentation_model
 from pytest_segrobust.models.demo import DEFAULT_WIDTHS, TinyUNet, tiny_unet
 from pytest_segrobust.models.torch_module import require_finite
 from pytest_segrobust.provenance.identity import code_identity
-from pytest_segrobust.suite.schema import load_object
+from pytest_segrobust.suite.factories import load_object
 
 
 def median_ms(work, repeats: int) -> float:  # type: ignore[no-untyped-def]

@@ -1,4 +1,5 @@
-"""Installed packages' text perturbations (``segrobust.text``) and model adapters (``segrobust.adapters``)."""
+"""Installed packages' text perturbations (``segrobust.text``), model adapters (``segrobust.adapters``)
+and model sources (``segrobust.model_sources``)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ pytest.importorskip("pycocotools.mask")
 from pytest_segrobust.core.errors import SegRobustError, SuiteError
 from pytest_segrobust.models import adapters
 from pytest_segrobust.models.adapters import adapt_model
+from pytest_segrobust.suite.model_sources import MODEL_SOURCES, build_model
 from pytest_segrobust.suite.schema import load_suite
 from pytest_segrobust.tasks import get_task
 from pytest_segrobust.text.registry import TextPerturbationRegistry
@@ -190,3 +192,51 @@ def test_an_adapter_plugin_that_does_not_load_is_named(tmp_path: Path, monkeypat
         SegRobustError, match=r"adapter plugin 'gone' \(segrobust_nowhere:wrap\) failed to load: ModuleNotFoundError"
     ):
         adapters.load_entry_points()
+
+
+SOURCE_SUITE = """\
+dataset: {factory: tests.fakes:band_scenes}
+corruptions: [rotate]
+models:
+  - {name: binned, %s: 3}
+"""
+
+
+@pytest.fixture
+def installed_source(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """tests/binner_source.py installed as a package with its source under ``binner``, a misnamed
+    and a broken entry point beside it; the process's sources restored afterwards."""
+    MODEL_SOURCES.names()  # the built-ins first, so that the restored registry has them
+    monkeypatch.setattr(MODEL_SOURCES, "_entries", dict(MODEL_SOURCES._entries))
+    install(
+        tmp_path / "site",
+        monkeypatch,
+        "segrobust_binner",
+        (Path(__file__).parent / "binner_source.py").read_text(),
+        "[segrobust.model_sources]\nbinner = segrobust_binner:BinnerSource\n"
+        "misnamed = segrobust_binner:BinnerSource\nbroken = segrobust_nowhere:BinnerSource\n",
+    )
+    return tmp_path
+
+
+def test_an_installed_model_source_builds_the_entries_with_its_key(installed_source: Path) -> None:
+    path = installed_source / "binned.yaml"
+    path.write_text(SOURCE_SUITE % "binner")
+    (spec,) = load_suite(path).models
+    assert (spec.kind, spec.settings.smoothing, spec.source) == ("binner", 3, "binner of window 3")
+    model = build_model(spec, torch.device("cpu"))
+    assert type(model).__name__ == "RedBinner" and model.smoothing == 3
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("broken", r"model source plugin 'broken' \(segrobust_nowhere:BinnerSource\) failed to load: ModuleNotFoundError"),
+        ("misnamed", r"model source plugin 'misnamed' \(segrobust_binner:BinnerSource\) has name 'binner'"),
+    ],
+)
+def test_a_model_source_plugin_that_does_not_load_is_named(installed_source: Path, name: str, message: str) -> None:
+    path = installed_source / "s.yaml"
+    path.write_text(SOURCE_SUITE % name)
+    with pytest.raises(SuiteError, match=rf"^{re.escape(str(path))}: field 'models\[0\].{name}': {message}"):
+        load_suite(path)

@@ -32,7 +32,7 @@ def test_defaults(tmp_path: Path) -> None:
     assert suite.severities == (1, 2, 3, 4, 5)
     assert suite.tolerance == Tolerance(gamma_r=0.01, score=1.0)
     assert suite.batch_size == 16 and suite.seed == 0 and suite.limit is None
-    assert suite.models[0].factory.kwargs == {}
+    assert suite.models[0].kind == "factory" and suite.models[0].settings.factory.kwargs == {}
     assert suite.dataset.kwargs == {"size": 4}
 
 
@@ -357,11 +357,11 @@ def test_model_entries_keep_their_source_and_blocks(tmp_path: Path) -> None:
         + "  - {name: b, factory: tests.fakes:red_binner, input: {layout: NHWC}, output: {kind: labels}}\n",
     )
     a, b = load_suite(path).models
-    assert (a.onnx, a.factory, a.input, a.output, a.source) == (
-        "nets/a.onnx", None, {"mean": [0.5, 0.5, 0.5], "std": [0.2, 0.2, 0.2]}, None, "onnx model nets/a.onnx"
+    assert (a.kind, a.settings.path, a.settings.input, a.settings.output, a.source) == (
+        "onnx", "nets/a.onnx", {"mean": [0.5, 0.5, 0.5], "std": [0.2, 0.2, 0.2]}, None, "onnx model nets/a.onnx"
     )
-    assert (b.factory.target, b.input, b.output, b.source) == (
-        "tests.fakes:red_binner", {"layout": "NHWC"}, {"kind": "labels"}, "factory tests.fakes:red_binner"
+    assert (b.kind, b.settings.factory.target, b.settings.input, b.settings.output, b.source) == (
+        "factory", "tests.fakes:red_binner", {"layout": "NHWC"}, {"kind": "labels"}, "factory tests.fakes:red_binner"
     )
 
 

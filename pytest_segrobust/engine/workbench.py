@@ -32,8 +32,8 @@ from pytest_segrobust.models.base import model_device
 from pytest_segrobust.provenance import reads
 from pytest_segrobust.provenance.identity import UnknownIdentity, code_identity
 from pytest_segrobust.store.baselines import CellKey, Conditions
-from pytest_segrobust.suite.model_sources import build_model
-from pytest_segrobust.suite.schema import Suite, load_object
+from pytest_segrobust.suite.model_sources import ModelRequest
+from pytest_segrobust.suite.schema import Suite
 from pytest_segrobust.tasks import get_task
 from pytest_segrobust.text.cells import resolve_cell
 from pytest_segrobust.text.registry import TEXT_PERTURBATIONS
@@ -91,15 +91,16 @@ class Workbench:
         """The suite's model ``name``, adapted to the suite's task and placed on the run's device."""
         key = (str(suite.path), name)
         if key not in self._models:
-            spec = suite.model(name)
+            planned = self.plan(suite).model(name)
             # A checkpoint's labels are matched to the dataset's classes; other models never read them.
-            names = () if spec.transformers is None else tuple(self.dataset(suite, suite.splits[0]).class_names)
-            build = lambda: self.adapt(build_model(spec, self.options.device, suite.task, names), suite.task)  # noqa: E731
+            names = tuple(self.dataset(suite, suite.splits[0]).class_names) if planned.source.needs_class_names else ()
+            request = ModelRequest(self.options.device, suite.task, names)
+            build = lambda: self.adapt(planned.build(request), suite.task)  # noqa: E731
             if self.cache is None:
-                self._models[key] = _build(suite, spec.source, _model_field(suite, name), build)
+                self._models[key] = _build(suite, planned.described, planned.field, build)
             else:  # what the build reads keys the model's cached clean result
                 with reads.recording() as self._reads[key]:
-                    self._models[key] = _build(suite, spec.source, _model_field(suite, name), build)
+                    self._models[key] = _build(suite, planned.described, planned.field, build)
             self.builds += 1
         return self._models[key]
 
@@ -110,7 +111,7 @@ class Workbench:
         """The suite's dataset (of ``split``, for a natural-shift suite)."""
         key = (str(suite.path), split)
         if key not in self._datasets:
-            spec = suite.dataset_spec(split)
+            spec = self.plan(suite).dataset(split)
             source = f"factory {spec.target}"
             build = lambda: check_dataset(spec.build(), source)
             self._datasets[key] = _build(suite, source, _dataset_field(split), build)
@@ -180,7 +181,7 @@ class Workbench:
     def piece(self, suite: Suite, key: CellKey, index: int, count: int) -> Piece:
         """Piece ``index`` of ``count`` of a corrupted cell's evaluation (:mod:`pytest_segrobust.engine.pieces`)."""
         model, dataset = self.model(suite, key.model), self.dataset(suite, key.split)
-        with _blame(suite, key):
+        with _blame(self.plan(suite), key):
             return evaluate_piece(
                 model,
                 dataset,
@@ -209,7 +210,7 @@ class Workbench:
 
     def _fingerprint(self, suite: Suite, model_name: str, model: Any, split: str | None) -> str | None:
         """The identity of a clean evaluation, or ``None`` where the model's code cannot be identified."""
-        spec = suite.model(model_name)
+        planned = self.plan(suite).model(model_name)
         try:
             if isinstance(model, ArrayModel) and model.identity is None:
                 raise UnknownIdentity(
@@ -218,8 +219,7 @@ class Workbench:
             # An ONNX model's identity is its file's digest (in its fingerprint); a factory's is its code.
             # Either way, what the build read under the project and imported by name counts.
             seen = self._reads.get((str(suite.path), model_name), reads.Reads())
-            objects = () if spec.factory is None else (load_object(spec.factory.target), model)
-            code = code_identity(*objects, modules=seen.modules, files=seen.files)
+            code = code_identity(*planned.code_objects(model), modules=seen.modules, files=seen.files)
         except UnknownIdentity as exc:
             self.uncached += 1
             logger.warning("%s: the clean result is not cached across runs: %s", suite.path, exc)
@@ -228,10 +228,10 @@ class Workbench:
         return CleanCache.key(
             suite.task,
             suite.metrics,
-            repr(spec),
+            repr(planned.spec),
             model.fingerprint(),
             code,
-            repr(suite.dataset_spec(split)),
+            repr(self.plan(suite).dataset(split)),
             self.dataset(suite, split).fingerprint(),
             str(suite.limit),
             model_device(model).type,
@@ -247,7 +247,7 @@ class Workbench:
     def _evaluate(
         self, suite: Suite, model: Any, dataset: SegmentationDataset, corruption: Corruption | None, key: CellKey
     ) -> EvalResult:
-        with _blame(suite, key):
+        with _blame(self.plan(suite), key):
             settings = self.settings(suite)
             return self.run(
                 model, dataset, corruption, key.severity, settings, cell=key.label, sample_cache=self.samples
@@ -333,23 +333,18 @@ def _build(suite: Suite, source: str, where: str, build: Callable[[], Any]) -> A
         raise SegRobustError(f"{suite.path}: {where}: {source} failed: {type(exc).__name__}: {exc}") from exc
 
 
-def _model_field(suite: Suite, name: str) -> str:
-    """``field 'models[1]' (segformer)``: the suite's entry of model ``name``, as collection errors name it."""
-    index = next(i for i, spec in enumerate(suite.models) if spec.name == name)
-    return f"field 'models[{index}]' ({name})"
-
-
 def _dataset_field(split: str | None) -> str:
     """The suite's entry of the dataset of ``split``."""
     return "field 'dataset'" if split is None else f"field 'shifts.splits.{split}'"
 
 
 @contextmanager
-def _blame(suite: Suite, key: CellKey) -> Iterator[None]:
+def _blame(plan: Plan, key: CellKey) -> Iterator[None]:
     """An evaluation of ``key``'s model and dataset, whose errors name the suite, the field at fault and the cell.
 
     Any error of the dataset is the dataset entry's; any error of a prediction, the model entry's.
     """
+    suite = plan.suite
     evaluated = ("" if key.split is None else f"{key.split}::") + (
         CLEAN if key.severity == 0 else f"{key.corruption}[{key.severity}]"
     )
@@ -360,7 +355,7 @@ def _blame(suite: Suite, key: CellKey) -> Iterator[None]:
             raise
         raise type(exc)(f"{suite.path}: {_dataset_field(key.split)}: evaluating {evaluated}: {exc}") from exc
     except (ModelError, ModelOutputError) as exc:
-        raise type(exc)(f"{suite.path}: {_model_field(suite, key.model)}: evaluating {evaluated}: {exc}") from exc
+        raise type(exc)(f"{suite.path}: {plan.model(key.model).field}: evaluating {evaluated}: {exc}") from exc
 
 
 class _ProgressLog:

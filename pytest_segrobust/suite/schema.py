@@ -46,9 +46,7 @@ rootdir are importable as factories without any ``pythonpath`` setting.
 from __future__ import annotations
 
 import difflib
-import importlib
 import re
-import traceback
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,7 +62,8 @@ from pytest_segrobust.corruptions import DEFAULT_PRESET, REGISTRY, CorruptionReg
 from pytest_segrobust.corruptions.base import MAX_SEVERITY, Corruption
 from pytest_segrobust.corruptions.composition import SEPARATOR
 from pytest_segrobust.metrics import METRICS
-from pytest_segrobust.models.arrays import ArrayInput, ArrayOutput, ArraySpecError
+from pytest_segrobust.suite.factories import FactorySpec, FieldError, read_factory
+from pytest_segrobust.suite.model_sources import MODEL_SOURCES, EntryContext, ModelSpec, listed_sources, source_keys
 from pytest_segrobust.suite.requirements import RequirementError, Requirements, SuiteShape, parse_requirements
 from pytest_segrobust.tasks import TASKS, get_task
 from pytest_segrobust.tasks.base import SuiteCells, SuiteKeyError, SuiteNames, Task
@@ -83,52 +82,8 @@ _GATE_KEYS = ("margin", "confidence", "inconclusive", "multiplicity", "resamples
 # What ``gate.aggregates`` may give a non-inferiority margin: a model's aggregates (and the mean
 # gamma_r of each category, under mean_gamma_r's margin).
 AGGREGATE_MARGINS = ("mpc", "rpc", "mean_gamma_r")
-# The keys of a factory mapping, by where it appears.
-_FACTORY_KEYS = {"dataset": ("factory", "kwargs"), "models": ("name", "factory", "kwargs", "input", "output")}
-_ONNX_KEYS = ("name", "onnx", "input", "output")
-_TRANSFORMERS_KEYS = ("name", "transformers", "label_map", "allow_download")
-_SOURCES = ("factory", "onnx", "transformers")
-_SOURCE_KINDS = {"onnx": "an ONNX model", "transformers": "a transformers model"}
-
-
-@dataclass(frozen=True)
-class FactorySpec:
-    """A ``package.module:attribute`` callable and the keyword arguments to call it with."""
-
-    target: str
-    kwargs: Mapping[str, Any] = field(default_factory=dict)
-
-    def build(self) -> Any:
-        """Import the target and call it."""
-        return load_object(self.target)(**self.kwargs)
-
-
-@dataclass(frozen=True)
-class ModelSpec:
-    """A suite's model: what a factory returns, or an ONNX file (``onnx``, a path).
-
-    ``input`` and ``output`` (the suite's blocks, validated) describe a model that is a
-    function of numpy arrays (:mod:`pytest_segrobust.models.arrays`); an ONNX model reads
-    what its ``input`` leaves out from the file.
-    """
-
-    name: str
-    factory: FactorySpec | None = None
-    onnx: str | None = None
-    input: Mapping[str, Any] | None = None
-    output: Mapping[str, Any] | None = None
-    transformers: str | None = None
-    label_map: Mapping[str, str] | None = None
-    allow_download: bool = False
-
-    @property
-    def source(self) -> str:
-        """What builds the model, for messages: the factory's target, the ONNX file or the checkpoint."""
-        if self.factory is not None:
-            return f"factory {self.factory.target}"
-        if self.onnx is not None:
-            return f"onnx model {self.onnx}"
-        return f"transformers model {self.transformers}"
+# The keys of a dataset's factory mapping (a model entry's are its source's).
+_DATASET_KEYS = ("factory", "kwargs")
 
 
 @dataclass(frozen=True)
@@ -327,44 +282,6 @@ class Suite:
         """Whether each model has an ``aggregates`` item: aggregate requirements or aggregate margins."""
         required = self.requirements is not None and self.requirements.has_model_level
         return required or (self.gate is not None and bool(self.gate.aggregates))
-
-
-def split_target(target: str) -> tuple[str, str]:
-    """``(module, attribute)`` of ``package.module:attribute``.
-
-    Raises:
-        ValueError: for a target of another form.
-    """
-    module_name, sep, attribute = target.partition(":")
-    if not sep or not module_name or not attribute:
-        raise ValueError(f"{target!r} is not of the form 'package.module:attribute'")
-    return module_name, attribute
-
-
-def load_object(target: str) -> Any:
-    """Import ``package.module:attribute`` (the attribute may be dotted)."""
-    module_name, attribute = split_target(target)
-    try:
-        obj: Any = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ValueError(f"cannot import module {module_name!r} ({exc})") from exc
-    except Exception as exc:  # the module's own code ran: whatever it raised is the user's to see
-        raise ValueError(f"importing module {module_name!r} raised {type(exc).__name__}: {_located(exc)}") from exc
-    for part in attribute.split("."):
-        if not hasattr(obj, part):
-            raise ValueError(f"module {module_name!r} has no attribute {attribute!r}")
-        obj = getattr(obj, part)
-    return obj
-
-
-def _located(exc: Exception) -> str:
-    """``exc``'s message with the file and line it was raised at, as Python words a ``SyntaxError``."""
-    if isinstance(exc, SyntaxError):
-        return str(exc)  # "invalid syntax (x.py, line 3)"
-    frames = traceback.extract_tb(exc.__traceback__)
-    if not frames:
-        return str(exc)
-    return f"{exc} ({Path(frames[-1].filename).name}, line {frames[-1].lineno})"
 
 
 def declared_name(path: Path) -> str | None:
@@ -713,29 +630,22 @@ class _Validator:
             raise self.fail(field_name, f"expected a number of seconds > 0, got {value!r}")
         return float(value)
 
-    def factory(self, field_name: str, raw: Any, keys: tuple[str, ...] = _FACTORY_KEYS["dataset"]) -> FactorySpec:
+    def factory(self, field_name: str, raw: Any) -> FactorySpec:
+        """A dataset's ``{factory, kwargs}`` (or its target alone)."""
         if isinstance(raw, str):
             raw = {"factory": raw}
         if not isinstance(raw, dict) or "factory" not in raw:
             raise self.fail(field_name, "expected a mapping with 'factory: package.module:callable'")
-        # A misspelt key (kwarg: for kwargs:) would build the model with its defaults: never drop one.
-        unknown = sorted(str(key) for key in raw if key not in keys)
-        if unknown:
-            raise self.fail(f"{field_name}.{unknown[0]}", f"unknown field; expected {' or '.join(keys)}")
-        target = self.string(f"{field_name}.factory", raw["factory"])
         try:
-            load_object(target) if self.import_factories else split_target(target)
-        except ValueError as exc:
-            raise self.fail(f"{field_name}.factory", str(exc)) from exc
-        kwargs = raw.get("kwargs", {}) or {}
-        if not isinstance(kwargs, dict):
-            raise self.fail(f"{field_name}.kwargs", f"expected a mapping, got {kwargs!r}")
-        return FactorySpec(target, kwargs)
+            return read_factory(raw, _DATASET_KEYS, import_factories=self.import_factories)
+        except FieldError as exc:
+            raise self.fail(f"{field_name}.{exc.field}", str(exc)) from exc
 
     def models(self, raw: Any, task: str = "semantic") -> tuple[ModelSpec, ...]:
         if not isinstance(raw, list) or not raw:
             raise self.fail("models", "expected a non-empty list of {name, factory, kwargs}")
         specs: list[ModelSpec] = []
+        keys = source_keys()
         for i, entry in enumerate(raw):
             where = f"models[{i}]"
             if not isinstance(entry, dict):
@@ -743,72 +653,23 @@ class _Validator:
             name = self.name(f"{where}.name", self.required_in(entry, where, "name"))
             if any(s.name == name for s in specs):
                 raise self.fail(f"{where}.name", f"duplicate model name {name!r}")
-            spec = self.model(where, name, entry)
-            if task != "semantic" and (spec.onnx is not None or spec.input is not None or spec.output is not None):
-                kind = "an ONNX model" if spec.onnx is not None else "a model described by input/output"
-                raise self.fail(where, f"{kind} predicts class ids per pixel: it fits task semantic, not {task}")
-            specs.append(spec)
+            specs.append(self.model(where, name, entry, task, keys))
         return tuple(specs)
 
-    def model(self, where: str, name: str, entry: dict[str, Any]) -> ModelSpec:
-        """One ``models`` entry: ``factory`` (and ``kwargs``), ``onnx`` or ``transformers``, and what goes with it."""
-        if sum(key in entry for key in _SOURCES) != 1:
-            raise self.fail(
-                where,
-                "expected exactly one of 'factory' (a package.module:callable), 'onnx' (a model file) "
-                "and 'transformers' (a checkpoint directory)",
-            )
-        if "transformers" in entry:
-            from pytest_segrobust.models import transformers
-
-            self.require(f"{where}.transformers", "a transformers model", transformers.REQUIRES)
-            return self.transformers_model(where, name, entry)
-        input_spec = self.array_block(f"{where}.input", entry.get("input"), ArrayInput)
-        output_spec = self.array_block(f"{where}.output", entry.get("output"), ArrayOutput)
-        if "onnx" in entry:
-            from pytest_segrobust.models import onnx
-
-            path = self.model_source(where, entry, "onnx", _ONNX_KEYS, "expected the path of an .onnx file")
-            self.require(f"{where}.onnx", "an ONNX model", onnx.REQUIRES)
-            return ModelSpec(name, onnx=path, input=input_spec, output=output_spec)
-        if input_spec is not None and output_spec is None:
-            raise self.fail(f"{where}.output", "is required with 'input': what the function returns (kind: logits, ...)")
-        return ModelSpec(name, self.factory(where, entry, _FACTORY_KEYS["models"]), input=input_spec, output=output_spec)
-
-    def model_source(self, where: str, entry: dict[str, Any], key: str, allowed: tuple[str, ...], expected: str) -> str:
-        """The path a model entry's ``key`` names (``onnx``, ``transformers``); no field it does not know."""
-        unknown = sorted(str(k) for k in entry if k not in allowed)
-        if unknown:
-            raise self.fail(f"{where}.{unknown[0]}", f"unknown field of {_SOURCE_KINDS[key]}; expected {', '.join(allowed)}")
-        path = self.string(f"{where}.{key}", entry[key])
-        if not path:
-            raise self.fail(f"{where}.{key}", expected)
-        return path
-
-    def transformers_model(self, where: str, name: str, entry: dict[str, Any]) -> ModelSpec:
-        """A Hugging Face checkpoint: ``transformers: dir``, ``label_map: {model label: class}``, ``allow_download``."""
-        checkpoint = self.model_source(
-            where, entry, "transformers", _TRANSFORMERS_KEYS, "expected a checkpoint directory (or, with allow_download, a hub id)"
-        )
-        label_map = entry.get("label_map")
-        if label_map is not None and (
-            not isinstance(label_map, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in label_map.items())
-        ):
-            raise self.fail(f"{where}.label_map", f"expected a mapping of model label to dataset class name, got {label_map!r}")
-        allow = entry.get("allow_download", False)
-        if not isinstance(allow, bool):
-            raise self.fail(f"{where}.allow_download", f"expected true or false, got {allow!r}")
-        return ModelSpec(name, transformers=checkpoint, label_map=label_map, allow_download=allow)
-
-    def array_block(self, field_name: str, raw: Any, spec: type[ArrayInput] | type[ArrayOutput]) -> dict[str, Any] | None:
-        """A model's ``input:`` or ``output:`` mapping, checked by parsing it."""
-        if raw is None:
-            return None
+    def model(self, where: str, name: str, entry: dict[str, Any], task: str, keys: list[str]) -> ModelSpec:
+        """One ``models`` entry, read by the source its one source key names (``factory``, ``onnx``, ...)."""
+        given = [key for key in entry if key in keys]
+        if len(given) != 1:
+            raise self.fail(where, f"expected exactly one of {listed_sources()}")
         try:
-            spec.from_yaml(raw)
-        except ArraySpecError as exc:
-            raise self.fail(f"{field_name}.{exc.field}" if exc.field else field_name, str(exc)) from exc
-        return dict(raw)
+            source = MODEL_SOURCES.get(given[0])
+        except UnknownNameError as exc:  # an installed source that does not load
+            raise self.fail(f"{where}.{given[0]}", str(exc)) from None
+        try:
+            settings = source.read(entry, EntryContext(task, self.import_factories))
+        except FieldError as exc:
+            raise self.fail(f"{where}.{exc.field}" if exc.field else where, str(exc)) from exc
+        return ModelSpec(name, source.name, settings)
 
     def required_in(self, raw: dict[str, Any], where: str, key: str) -> Any:
         if key not in raw:
