@@ -15,7 +15,7 @@ import torch
 from pytest_segrobust.core.errors import ModelOutputError
 from pytest_segrobust.core.statistics import weighted_sums
 from pytest_segrobust.core.types import Batch, SemanticMask, field_of
-from pytest_segrobust.metrics.base import Metric, MetricResult, Reduction
+from pytest_segrobust.metrics.base import Metric, MetricContext, MetricResult, Reduction
 from pytest_segrobust.metrics.registry import register_metric
 
 
@@ -136,13 +136,15 @@ class MeanIoU(Metric):
     name = "miou"
     label = "mIoU"
     accepts = (SemanticMask,)
-    # The matrix, and per image its TP, FP and FN per class (for paired statistics).
-    states = {"matrix": Reduction.SUM, "images": Reduction.CONCAT}
+    matrix: torch.Tensor
+    images: list[torch.Tensor]
 
-    def reset(self) -> None:
-        k = len(self.context.class_names)
-        self.matrix = torch.zeros(k, k, dtype=torch.int64, device=self.context.device)
-        self.images: list[torch.Tensor] = []
+    def __init__(self, context: MetricContext) -> None:
+        super().__init__(context)
+        k = len(context.class_names)
+        self.add_state("matrix", torch.zeros(k, k, dtype=torch.int64, device=context.device), Reduction.SUM)
+        # Per image its TP, FP and FN per class, for paired statistics.
+        self.add_state("images", [], Reduction.CONCAT)
 
     def update(self, predictions: torch.Tensor, batch: Batch) -> None:
         mask = field_of(batch, SemanticMask)

@@ -28,7 +28,7 @@ import torch
 
 from pytest_segrobust.core.errors import ModelOutputError
 from pytest_segrobust.core.types import Batch, ReferringMask, field_of
-from pytest_segrobust.metrics.base import Metric, MetricResult, Reduction
+from pytest_segrobust.metrics.base import Metric, MetricContext, MetricResult, Reduction
 from pytest_segrobust.metrics.registry import register_metric
 
 PRECISION_THRESHOLDS: tuple[float, ...] = (0.5, 0.6, 0.7, 0.8, 0.9)
@@ -96,12 +96,14 @@ class ReferringMetric(Metric):
 
     key: ClassVar[str]
     accepts = (ReferringMask,)
-    states: ClassVar[dict[str, Reduction]] = {"intersections": Reduction.CONCAT, "unions": Reduction.CONCAT}
     detail_labels = DETAIL_LABELS
+    intersections: list[torch.Tensor]
+    unions: list[torch.Tensor]
 
-    def reset(self) -> None:
-        self.intersections: list[torch.Tensor] = []
-        self.unions: list[torch.Tensor] = []
+    def __init__(self, context: MetricContext) -> None:
+        super().__init__(context)
+        self.add_state("intersections", [], Reduction.CONCAT)
+        self.add_state("unions", [], Reduction.CONCAT)
 
     def update(self, predictions: torch.Tensor, batch: Batch) -> None:
         """Add a batch of bool masks ``(B, H, W)`` (the task has thresholded logits).

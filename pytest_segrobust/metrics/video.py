@@ -54,7 +54,7 @@ import torch
 
 from pytest_segrobust.core.errors import ModelOutputError
 from pytest_segrobust.core.types import Batch, VideoMasks, field_of
-from pytest_segrobust.metrics.base import Metric, MetricResult, Reduction
+from pytest_segrobust.metrics.base import Metric, MetricContext, MetricResult, Reduction
 from pytest_segrobust.metrics.registry import register_metric
 
 BOUNDARY_RATIO = 0.008
@@ -306,7 +306,11 @@ class VideoObjectMetric(Metric):
     drops_ends: ClassVar[bool] = True
     boundary_ratio: ClassVar[float] = BOUNDARY_RATIO
     accepts = (VideoMasks,)
-    states: ClassVar[dict[str, Reduction]] = {"clips": Reduction.CONCAT}
+    clips: list[torch.Tensor]
+
+    def __init__(self, context: MetricContext) -> None:
+        super().__init__(context)
+        self.add_state("clips", [], Reduction.CONCAT)
 
     @classmethod
     def columns(cls) -> tuple[str, ...]:
@@ -326,9 +330,6 @@ class VideoObjectMetric(Metric):
         """The mean of the measures' Means in percent, from summed rows ``(..., len(columns))``."""
         details = cls.details_of(summed)
         return sum(details[f"{measure.lower()}_mean"] for measure in cls.measures) / len(cls.measures)
-
-    def reset(self) -> None:
-        self.clips: list[torch.Tensor] = []
 
     def update(self, predictions: Any, batch: Batch) -> None:
         """Add a batch of clips: a predicted object id per pixel and frame, ``(B, T, H, W)``

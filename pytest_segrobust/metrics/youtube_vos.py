@@ -23,7 +23,7 @@ import torch
 
 from pytest_segrobust.core.errors import ModelOutputError
 from pytest_segrobust.core.types import Batch, VideoMasks, field_of
-from pytest_segrobust.metrics.base import Metric, MetricResult, Reduction
+from pytest_segrobust.metrics.base import Metric, MetricContext, MetricResult, Reduction
 from pytest_segrobust.metrics.registry import register_metric
 from pytest_segrobust.metrics.video import RegionAndBoundaryAllFrames, boundary_radius
 
@@ -48,10 +48,14 @@ class YoutubeVosG(Metric):
 
     name, label = "youtube_vos_g", "G"
     accepts = (VideoMasks,)
-    states: ClassVar[dict[str, Reduction]] = {"clips": Reduction.CONCAT}
     detail_labels: ClassVar[dict[str, str]] = {
         f"{name}_{split}": f"{name.upper()}_{split}" for split in SPLITS for name in ("j", "f")
     }
+    clips: list[np.ndarray]
+
+    def __init__(self, context: MetricContext) -> None:
+        super().__init__(context)
+        self.add_state("clips", [], Reduction.CONCAT)
 
     @classmethod
     def details_of(cls, summed: np.ndarray) -> dict[str, np.ndarray]:
@@ -71,9 +75,6 @@ class YoutubeVosG(Metric):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # no object at all: NaN, said once by the gate
             return np.nanmean(values, axis=0)
-
-    def reset(self) -> None:
-        self.clips: list[np.ndarray] = []
 
     def update(self, predictions: Any, batch: Batch) -> None:
         """Add a batch of clips: predicted ids ``(B, T, H, W)``.
