@@ -4,7 +4,7 @@ no two resets (nor a reset and the declared default) share a mutable object."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pytest
@@ -194,4 +194,4 @@ def test_a_class_level_states_table_is_refused() -> None:
     with pytest.raises(TypeError, match="declare states with self.add_state"):
 
         class Legacy(Counts):
-            states = {"total": Reduction.SUM}  # type: ignore[assignment]
+            states: ClassVar[dict[str, Reduction]] = {"total": Reduction.SUM}  # type: ignore[misc]
