@@ -290,6 +290,36 @@ def object_statistics(values: np.ndarray) -> np.ndarray:
     return np.stack([mean, recall, first.mean(axis=1) - last.mean(axis=1)], axis=1)
 
 
+def predicted_object_ids(predictions: Any, target: VideoMasks, name: str) -> torch.Tensor:
+    """The predicted object ids of a batch of clips, checked, on the targets' device.
+
+    Args:
+        predictions: A tensor of ids, or :class:`~pytest_segrobust.core.types.VideoMasks` whose ``data`` is read.
+        target: The batch's true masks.
+        name: The metric's name, for messages.
+
+    Shape:
+        return: ``(B, T, H, W)``, those of ``target.data``.
+
+    Raises:
+        ModelOutputError: when the predictions are not integer ids of the targets' shape.
+    """
+    predicted = predictions.data if isinstance(predictions, VideoMasks) else predictions
+    if (
+        not isinstance(predicted, torch.Tensor)
+        or predicted.is_floating_point()
+        or predicted.is_complex()
+        or predicted.shape != target.data.shape
+    ):
+        got = (
+            f"{predicted.dtype} {tuple(predicted.shape)}"
+            if isinstance(predicted, torch.Tensor)
+            else type(predicted).__name__
+        )
+        raise ModelOutputError(f"{name}: expected integer object ids of shape {tuple(target.data.shape)}, got {got}")
+    return predicted.to(target.data.device)
+
+
 class VideoObjectMetric(Metric):
     """What J, F and J&F share: a row of summed per-object statistics per clip.
 
@@ -339,22 +369,7 @@ class VideoObjectMetric(Metric):
             ModelOutputError: when the predictions are not integer ids of the targets' shape.
         """
         target = field_of(batch, VideoMasks)
-        predicted = predictions.data if isinstance(predictions, VideoMasks) else predictions
-        if (
-            not isinstance(predicted, torch.Tensor)
-            or predicted.is_floating_point()
-            or predicted.is_complex()
-            or predicted.shape != target.data.shape
-        ):
-            got = (
-                f"{predicted.dtype} {tuple(predicted.shape)}"
-                if isinstance(predicted, torch.Tensor)
-                else type(predicted).__name__
-            )
-            raise ModelOutputError(
-                f"{self.name}: expected integer object ids of shape {tuple(target.data.shape)}, got {got}"
-            )
-        predicted = predicted.to(target.data.device)
+        predicted = predicted_object_ids(predictions, target, self.name)
         radius = boundary_radius(*target.size(), self.boundary_ratio)
         scored = scored_frames(target.annotated.to(torch.bool), self.drops_ends).cpu()
         rows = np.zeros((target.batch_size(), len(self.columns())), dtype=np.float64)

@@ -21,11 +21,10 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
-from pytest_segrobust.core.errors import ModelOutputError
 from pytest_segrobust.core.types import Batch, VideoMasks, field_of
 from pytest_segrobust.metrics.base import Metric, MetricContext, MetricResult, Reduction
 from pytest_segrobust.metrics.registry import register_metric
-from pytest_segrobust.metrics.video import RegionAndBoundaryAllFrames, boundary_radius
+from pytest_segrobust.metrics.video import RegionAndBoundaryAllFrames, boundary_radius, predicted_object_ids
 
 SPLITS = ("seen", "unseen")
 COLUMNS = tuple(f"{name}_{split}" for split in SPLITS for name in ("j", "f", "objects"))
@@ -83,14 +82,7 @@ class YoutubeVosG(Metric):
             ModelOutputError: when the predictions are not integer ids of the targets' shape.
         """
         target = field_of(batch, VideoMasks)
-        predicted = predictions.data if isinstance(predictions, VideoMasks) else predictions
-        if (
-            not isinstance(predicted, torch.Tensor)
-            or predicted.is_floating_point()
-            or predicted.shape != target.data.shape
-        ):
-            raise ModelOutputError(f"{self.name}: expected integer object ids of shape {tuple(target.data.shape)}")
-        predicted = predicted.to(target.data.device)
+        predicted = predicted_object_ids(predictions, target, self.name)
         radius = boundary_radius(*target.size())
         frames = RegionAndBoundaryAllFrames(self.context)  # its per-frame J and F, not its rows
         rows = np.zeros((target.batch_size(), len(COLUMNS)), dtype=np.float64)
