@@ -112,7 +112,7 @@ class MetricContext:
     class_names: tuple[str, ...]
     ignore_index: int
     categories: tuple[dict[str, Any], ...] | None = None
-    device: torch.device = torch.device("cpu")
+    device: torch.device = torch.device("cpu")  # noqa: RUF009 - a device is immutable: one shared default is safe
     name: str = "dataset"
 
     @classmethod

@@ -26,7 +26,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -125,6 +125,12 @@ class CocoMAP:
         self.encodings = coco_masks.GROUND_TRUTH if encodings is None else encodings
 
     def reset(self) -> None:
+        """Forget every image added.
+
+        Not a :class:`~pytest_segrobust.metrics.base.Metric` (:class:`MaskAP` declares these
+        records as its states and resets them through its properties): the image ids kept to
+        refuse an image added twice go with the records.
+        """
         self.images, self.ground_truths, self.detections = [], [], []
         self._image_ids = set()
 
@@ -345,7 +351,7 @@ class MaskAP(Metric):
     name = "map"
     label = "mask AP"
     accepts = (InstanceMasks,)
-    detail_labels = {
+    detail_labels: ClassVar[dict[str, str]] = {
         "ap50": "AP50", "ap75": "AP75", "bbox_ap": "box AP", "bbox_ap50": "box AP50", "bbox_ap75": "box AP75"
     }
     requires = (COCO,)

@@ -42,6 +42,11 @@ class ConfusionMatrix:
         self.matrix = torch.zeros(num_classes, num_classes, dtype=torch.int64, device=device)
 
     def reset(self) -> None:
+        """Empty the matrix, in place (it stays on its device).
+
+        Not a :class:`~pytest_segrobust.metrics.base.Metric` (scripts accumulate with it
+        directly): it declares no states, so it empties its one tensor itself.
+        """
         self.matrix.zero_()
 
     def update(self, predictions: torch.Tensor, targets: torch.Tensor) -> None:

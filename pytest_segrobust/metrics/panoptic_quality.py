@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -360,7 +360,7 @@ class PanopticQuality(Metric):
     name = "pq"
     label = "PQ"
     accepts = (PanopticMap,)
-    detail_labels = {
+    detail_labels: ClassVar[dict[str, str]] = {
         f"{kind}{suffix}": f"{kind.upper()}{label}"
         for kind in ("pq", "sq", "rq")
         for suffix, label in (("", ""), ("_things", " things"), ("_stuff", " stuff"))
