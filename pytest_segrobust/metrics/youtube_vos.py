@@ -50,7 +50,7 @@ class YoutubeVosG(Metric):
     detail_labels: ClassVar[dict[str, str]] = {
         f"{name}_{split}": f"{name.upper()}_{split}" for split in SPLITS for name in ("j", "f")
     }
-    clips: list[np.ndarray]
+    clips: list[torch.Tensor]
 
     def __init__(self, context: MetricContext) -> None:
         super().__init__(context)
@@ -102,11 +102,13 @@ class YoutubeVosG(Metric):
                 rows[clip, split] += values["J"][index, scored].mean()
                 rows[clip, split + 1] += values["F"][index, scored].mean()
                 rows[clip, split + 2] += 1
-        self.clips.append(rows)
+        # A tensor, not the array: state_dict() writes tensors as JSON, and arrays not at all.
+        self.clips.append(torch.from_numpy(rows))
 
     def image_statistics(self) -> np.ndarray:
         """``(N, 6)``: per clip, for seen then unseen objects, the sums of their J-Mean and F-Mean and their count."""
-        return np.concatenate(self.clips) if self.clips else np.zeros((0, len(COLUMNS)))
+        parts = [torch.as_tensor(part, dtype=torch.float64).reshape(-1, len(COLUMNS)).cpu() for part in self.clips]
+        return torch.cat(parts).numpy() if parts else np.zeros((0, len(COLUMNS)))
 
     def compute(self) -> MetricResult:
         summed = self.image_statistics().sum(axis=0)

@@ -3,6 +3,7 @@ no two resets (nor a reset and the declared default) share a mutable object."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -147,6 +148,15 @@ def test_resets_share_no_mutable_state(name: str) -> None:
     updated(metric)
     assert {state: plain(value) for state, value in first.items()} == fresh
     assert states_of(other) == fresh
+
+
+@pytest.mark.parametrize("name", BUILT_IN)
+def test_states_go_through_json_and_come_back_as_they_were(name: str) -> None:
+    metric = updated(made(name))
+    restored = made(name)
+    restored.load_state_dict(json.loads(json.dumps(metric.state_dict())))
+    assert states_of(restored) == states_of(metric)
+    assert np.array_equal(restored.image_statistics(), metric.image_statistics())
 
 
 class Counts(Metric):
