@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import ClassVar
 
 import numpy as np
 import torch
 
 from pytest_segrobust.core.types import Batch, SemanticMask, field_of
 from pytest_segrobust.data.base import Sample, SemanticTarget
-from pytest_segrobust.metrics.base import Metric, MetricResult, Reduction
+from pytest_segrobust.metrics.base import Metric, MetricContext, MetricResult, Reduction
 from pytest_segrobust.models.base import InstancePredictions
 
 FAKES_SOURCE = Path(__file__).read_text()
@@ -288,10 +287,11 @@ class PixelError(Metric):
     higher_is_better = False
     bounds = (0.0, 1.0)
     accepts = (SemanticMask,)
-    states: ClassVar[dict[str, Reduction]] = {"images": Reduction.CONCAT}
+    images: list[torch.Tensor]
 
-    def reset(self) -> None:
-        self.images: list[torch.Tensor] = []
+    def __init__(self, context: MetricContext) -> None:
+        super().__init__(context)
+        self.add_state("images", [], Reduction.CONCAT)
 
     def update(self, predictions: torch.Tensor, batch: Batch) -> None:
         mask = field_of(batch, SemanticMask)

@@ -70,7 +70,6 @@ def test_gamma_follows_the_metric_class_declaration() -> None:
     class ErrorRate(Metric):
         name, label, higher_is_better, bounds = "test_error_rate", "error", False, (0.0, 1.0)
 
-        def reset(self) -> None: ...
         def update(self, predictions, batch) -> None: ...  # type: ignore[no-untyped-def]
         def compute(self) -> MetricResult: ...  # type: ignore[empty-body]
 

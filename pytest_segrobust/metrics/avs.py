@@ -46,7 +46,7 @@ import torch
 
 from pytest_segrobust.core.errors import ModelOutputError
 from pytest_segrobust.core.types import Batch, VideoMasks, field_of
-from pytest_segrobust.metrics.base import Metric, MetricResult, Reduction
+from pytest_segrobust.metrics.base import Metric, MetricContext, MetricResult, Reduction
 from pytest_segrobust.metrics.registry import register_metric
 
 SOUNDING = 1
@@ -144,11 +144,12 @@ class AudioVisualMetric(Metric):
     """What ``avs_miou`` and ``avs_f`` share: a row of sums over each clip's scored frames."""
 
     accepts = (VideoMasks,)
-    states: ClassVar[dict[str, Reduction]] = {"clips": Reduction.CONCAT}
     columns: ClassVar[int]
+    clips: list[torch.Tensor]
 
-    def reset(self) -> None:
-        self.clips: list[torch.Tensor] = []
+    def __init__(self, context: MetricContext) -> None:
+        super().__init__(context)
+        self.add_state("clips", [], Reduction.CONCAT)
 
     def update(self, predictions: Any, batch: Batch) -> None:
         """Add a batch of clips (:class:`SoundingMasks`, or ids ``(B, T, H, W)`` where 1 sounds)."""

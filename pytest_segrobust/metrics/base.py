@@ -1,10 +1,11 @@
 """What a metric is to the engine: declared states, ``update`` on a batch, pure ``compute``.
 
-A metric accumulates sufficient statistics over a dataset. Its states are declared with
-their reduction (as torchmetrics does), so that merging two partial states (workers,
-shards) and serialising them to JSON are generic: a ``SUM`` state is a tensor added
-elementwise, a ``CONCAT`` state a list extended. ``compute`` is a pure function of the
-states.
+A metric accumulates sufficient statistics over a dataset. Each state is declared once,
+with its default and its reduction (:meth:`Metric.add_state`, as torchmetrics does), so that
+resetting, merging two partial states (workers, shards) and serialising them to JSON are
+generic: a ``SUM`` state is a tensor added elementwise, a ``CONCAT`` state a list extended,
+and a reset gives every state a fresh copy of its default. ``compute`` is a pure function of
+the states.
 
 The class says what the gate and the scores need to know about its numbers: the direction
 (``higher_is_better``) and the scale (``bounds``): gamma_a divides by the width of the
@@ -16,6 +17,7 @@ through the ``segrobust.metrics`` entry point group, and a suite names it in ``m
 
 from __future__ import annotations
 
+import copy
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
@@ -36,6 +38,39 @@ class Reduction(str, Enum):
 
     SUM = "sum"  # a tensor (or number): added
     CONCAT = "concat"  # a list: extended
+
+    def combine(self, mine: Any, theirs: Any) -> Any:
+        """The state of two shards, ``mine`` then ``theirs``, as a new value (neither is changed)."""
+        if self is Reduction.SUM:
+            return mine + (theirs.to(mine.device) if isinstance(mine, torch.Tensor) else theirs)
+        return [*mine, *theirs]
+
+    def check_default(self, name: str, default: Any) -> None:
+        """Raise when ``default`` is not a value this reduction combines.
+
+        Raises:
+            TypeError: for a ``SUM`` default that is no tensor or number, or a ``CONCAT`` one that is no list.
+        """
+        if self is Reduction.SUM and not isinstance(default, (torch.Tensor, int, float)):
+            raise TypeError(
+                f"state {name!r} sums: its default must be a tensor or a number, got {type(default).__name__}"
+            )
+        if self is Reduction.CONCAT and not isinstance(default, list):
+            raise TypeError(f"state {name!r} concatenates: its default must be a list, got {type(default).__name__}")
+
+
+@dataclass(frozen=True)
+class State:
+    """A declared state of a metric: its default and how two shards' values combine."""
+
+    default: Any
+    reduction: Reduction
+
+    def fresh(self) -> Any:
+        """A copy of the default that shares no mutable object with it (a tensor is cloned)."""
+        if isinstance(self.default, torch.Tensor):
+            return self.default.detach().clone()
+        return copy.deepcopy(self.default)
 
 
 @dataclass(frozen=True)
@@ -77,7 +112,7 @@ class MetricContext:
     class_names: tuple[str, ...]
     ignore_index: int
     categories: tuple[dict[str, Any], ...] | None = None
-    device: torch.device = torch.device("cpu")
+    device: torch.device = torch.device("cpu")  # noqa: RUF009 - a device is immutable: one shared default is safe
     name: str = "dataset"
 
     @classmethod
@@ -95,9 +130,11 @@ class MetricContext:
 class Metric(ABC):
     """A dataset-level metric built from sufficient statistics.
 
-    Subclasses set the class attributes, create every declared state in :meth:`reset`
-    (tensors for ``SUM``, lists for ``CONCAT``), add a batch in :meth:`update` and derive
-    the numbers in :meth:`compute` without changing the states.
+    Subclasses set the class attributes, declare every state once in ``__init__`` with
+    :meth:`add_state` (a tensor for ``SUM``, a list for ``CONCAT``), add a batch in
+    :meth:`update` and derive the numbers in :meth:`compute` without changing the states.
+    :meth:`reset`, :meth:`merge`, :meth:`state_dict` and :meth:`load_state_dict` follow the
+    declarations.
 
     Attributes:
         name: Registry name, as written in suites (``"miou"``).
@@ -106,9 +143,8 @@ class Metric(ABC):
         bounds: ``(worst, best)`` ends of the scale for ``higher_is_better`` metrics,
             ``(best, worst)`` otherwise; percent metrics use ``(0, 100)``.
         accepts: The ground-truth field types :meth:`update` reads from a batch.
-        states: Name and reduction of every state attribute.
         detail_labels: How tables show the keys of :attr:`MetricResult.details`.
-        requires: The extras whose packages :meth:`reset` imports; a suite naming the metric is
+        requires: The extras whose packages ``__init__`` imports; a suite naming the metric is
             refused when they are not installed.
         version: Bumped when a change of the metric can change its numbers: it invalidates the
             cached clean results it scored (:func:`~pytest_segrobust.engine.evaluation.evaluator_version`).
@@ -119,18 +155,49 @@ class Metric(ABC):
     higher_is_better: ClassVar[bool] = True
     bounds: ClassVar[tuple[float, float]] = (0.0, 100.0)
     accepts: ClassVar[tuple[type[Field], ...]] = ()
-    states: ClassVar[dict[str, Reduction]] = {}
     detail_labels: ClassVar[dict[str, str]] = {}
     requires: ClassVar[tuple[Extra, ...]] = ()
     version: ClassVar[str] = "1"
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # A class-level ``states`` table (the former declaration) would be shadowed by the
+        # instance's and its states never merged: refused at once instead of merged wrong.
+        if "states" in vars(cls):
+            raise TypeError(f"{cls.__name__}: declare states with self.add_state(...) in __init__, not a states table")
+
     def __init__(self, context: MetricContext) -> None:
         self.context = context
-        self.reset()
+        self._states: dict[str, State] = {}
 
-    @abstractmethod
+    @property
+    def states(self) -> dict[str, Reduction]:
+        """Name and reduction of every declared state, in the order they were declared."""
+        return {name: state.reduction for name, state in self._states.items()}
+
+    def add_state(self, name: str, default: Any, reduction: Reduction) -> None:
+        """Declare the state ``name`` and set it to a fresh copy of ``default``.
+
+        Args:
+            name: The attribute that holds the state.
+            default: Its empty value: a tensor (or number) for ``SUM``, a list for ``CONCAT``;
+                every reset gives a copy of it, so it is never changed.
+            reduction: How two shards' values of the state combine.
+
+        Raises:
+            ValueError: when ``name`` is declared already.
+            TypeError: when ``default`` does not fit ``reduction``.
+        """
+        if name in self._states:
+            raise ValueError(f"{type(self).__name__}: state {name!r} is declared twice")
+        reduction.check_default(name, default)
+        self._states[name] = State(default, reduction)
+        setattr(self, name, self._states[name].fresh())
+
     def reset(self) -> None:
-        """Create every declared state, empty."""
+        """Give every declared state a fresh copy of its default."""
+        for name, state in self._states.items():
+            setattr(self, name, state.fresh())
 
     @abstractmethod
     def update(self, predictions: Any, batch: Batch) -> None:
@@ -206,27 +273,23 @@ class Metric(ABC):
         """Add ``other``'s states (e.g. a worker's share of the dataset) to this metric's."""
         if type(other) is not type(self):
             raise TypeError(f"cannot merge {type(other).__name__} into {type(self).__name__}")
-        for name, reduction in self.states.items():
-            mine, theirs = getattr(self, name), getattr(other, name)
-            if reduction is Reduction.SUM:
-                setattr(self, name, mine + (theirs.to(mine.device) if isinstance(mine, torch.Tensor) else theirs))
-            else:
-                setattr(self, name, [*mine, *theirs])
+        for name, state in self._states.items():
+            setattr(self, name, state.reduction.combine(getattr(self, name), getattr(other, name)))
 
     def state_dict(self) -> dict[str, Any]:
         """JSON-safe states (tensors as nested lists with their dtype)."""
         out: dict[str, Any] = {}
-        for name in self.states:
+        for name in self._states:
             value = getattr(self, name)
             out[name] = [_tensor_json(v) for v in value] if isinstance(value, list) else _tensor_json(value)
         return out
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Replace the states by ``state`` (from :meth:`state_dict`)."""
-        missing = sorted(set(self.states) - set(state))
+        missing = sorted(set(self._states) - set(state))
         if missing:
             raise ValueError(f"{self.name}: state lacks {', '.join(missing)}")
-        for name in self.states:
+        for name in self._states:
             value = state[name]
             if isinstance(value, list):
                 value = [self._tensor_of(v) for v in value]

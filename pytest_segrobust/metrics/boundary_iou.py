@@ -36,7 +36,7 @@ from typing import ClassVar
 import torch
 
 from pytest_segrobust.core.types import Batch, SemanticMask, field_of
-from pytest_segrobust.metrics.base import Metric, MetricResult, Reduction
+from pytest_segrobust.metrics.base import Metric, MetricContext, MetricResult, Reduction
 from pytest_segrobust.metrics.miou import checked_class_ids
 from pytest_segrobust.metrics.registry import register_metric
 
@@ -141,13 +141,15 @@ class BoundaryIoU(Metric):
     name = "boundary_iou"
     label = "boundary IoU"
     accepts = (SemanticMask,)
-    states = {"intersection": Reduction.SUM, "union": Reduction.SUM}
     dilation_ratio: ClassVar[float] = DEFAULT_DILATION_RATIO
+    intersection: torch.Tensor
+    union: torch.Tensor
 
-    def reset(self) -> None:
-        k = len(self.context.class_names)
-        self.intersection = torch.zeros(k, dtype=torch.int64, device=self.context.device)
-        self.union = torch.zeros(k, dtype=torch.int64, device=self.context.device)
+    def __init__(self, context: MetricContext) -> None:
+        super().__init__(context)
+        per_class = torch.zeros(len(context.class_names), dtype=torch.int64, device=context.device)
+        self.add_state("intersection", per_class, Reduction.SUM)
+        self.add_state("union", per_class, Reduction.SUM)
 
     def update(self, predictions: torch.Tensor, batch: Batch) -> None:
         mask = field_of(batch, SemanticMask)

@@ -26,7 +26,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -43,7 +43,7 @@ from pytest_segrobust.core.types import (
     instance_categories,
 )
 from pytest_segrobust.metrics import coco_masks
-from pytest_segrobust.metrics.base import Metric, MetricResult, Reduction
+from pytest_segrobust.metrics.base import Metric, MetricContext, MetricResult, Reduction
 from pytest_segrobust.metrics.coco_masks import EncodingCache, encode_masks
 from pytest_segrobust.metrics.coco_matches import match_rows, resampled_map
 from pytest_segrobust.metrics.registry import register_metric
@@ -125,6 +125,12 @@ class CocoMAP:
         self.encodings = coco_masks.GROUND_TRUTH if encodings is None else encodings
 
     def reset(self) -> None:
+        """Forget every image added.
+
+        Not a :class:`~pytest_segrobust.metrics.base.Metric` (:class:`MaskAP` declares these
+        records as its states and resets them through its properties): the image ids kept to
+        refuse an image added twice go with the records.
+        """
         self.images, self.ground_truths, self.detections = [], [], []
         self._image_ids = set()
 
@@ -345,17 +351,20 @@ class MaskAP(Metric):
     name = "map"
     label = "mask AP"
     accepts = (InstanceMasks,)
-    detail_labels = {
+    detail_labels: ClassVar[dict[str, str]] = {
         "ap50": "AP50", "ap75": "AP75", "bbox_ap": "box AP", "bbox_ap50": "box AP50", "bbox_ap75": "box AP75"
     }
-    states = {"images": Reduction.CONCAT, "ground_truths": Reduction.CONCAT, "detections": Reduction.CONCAT}
     requires = (COCO,)
 
-    def reset(self) -> None:
-        self.categories = instance_categories(self.context)
+    def __init__(self, context: MetricContext) -> None:
+        super().__init__(context)
+        self.categories = instance_categories(context)
         self.coco = CocoMAP(self.categories, ("segm", "bbox"))
+        for name in ("images", "ground_truths", "detections"):
+            self.add_state(name, [], Reduction.CONCAT)
 
-    # The declared states are the COCO records' lists.
+    # The declared states are the COCO records' lists: setting one (a reset, a merge) sets the
+    # CocoMAP's, which keeps its image ids with them.
     images = property(lambda self: self.coco.images, lambda self, value: self._set("images", value))
     ground_truths = property(lambda self: self.coco.ground_truths, lambda self, v: self._set("ground_truths", v))
     detections = property(lambda self: self.coco.detections, lambda self, value: self._set("detections", value))

@@ -15,7 +15,7 @@ import torch
 from pytest_segrobust.core.errors import ModelOutputError
 from pytest_segrobust.core.statistics import weighted_sums
 from pytest_segrobust.core.types import Batch, SemanticMask, field_of
-from pytest_segrobust.metrics.base import Metric, MetricResult, Reduction
+from pytest_segrobust.metrics.base import Metric, MetricContext, MetricResult, Reduction
 from pytest_segrobust.metrics.registry import register_metric
 
 
@@ -42,6 +42,11 @@ class ConfusionMatrix:
         self.matrix = torch.zeros(num_classes, num_classes, dtype=torch.int64, device=device)
 
     def reset(self) -> None:
+        """Empty the matrix, in place (it stays on its device).
+
+        Not a :class:`~pytest_segrobust.metrics.base.Metric` (scripts accumulate with it
+        directly): it declares no states, so it empties its one tensor itself.
+        """
         self.matrix.zero_()
 
     def update(self, predictions: torch.Tensor, targets: torch.Tensor) -> None:
@@ -136,13 +141,15 @@ class MeanIoU(Metric):
     name = "miou"
     label = "mIoU"
     accepts = (SemanticMask,)
-    # The matrix, and per image its TP, FP and FN per class (for paired statistics).
-    states = {"matrix": Reduction.SUM, "images": Reduction.CONCAT}
+    matrix: torch.Tensor
+    images: list[torch.Tensor]
 
-    def reset(self) -> None:
-        k = len(self.context.class_names)
-        self.matrix = torch.zeros(k, k, dtype=torch.int64, device=self.context.device)
-        self.images: list[torch.Tensor] = []
+    def __init__(self, context: MetricContext) -> None:
+        super().__init__(context)
+        k = len(context.class_names)
+        self.add_state("matrix", torch.zeros(k, k, dtype=torch.int64, device=context.device), Reduction.SUM)
+        # Per image its TP, FP and FN per class, for paired statistics.
+        self.add_state("images", [], Reduction.CONCAT)
 
     def update(self, predictions: torch.Tensor, batch: Batch) -> None:
         mask = field_of(batch, SemanticMask)

@@ -360,27 +360,24 @@ class PanopticQuality(Metric):
     name = "pq"
     label = "PQ"
     accepts = (PanopticMap,)
-    detail_labels = {
+    detail_labels: ClassVar[dict[str, str]] = {
         f"{kind}{suffix}": f"{kind.upper()}{label}"
         for kind in ("pq", "sq", "rq")
         for suffix, label in (("", ""), ("_things", " things"), ("_stuff", " stuff"))
     }
-    states: ClassVar[dict[str, Reduction]] = {
-        "iou_sum": Reduction.SUM,
-        "tp": Reduction.SUM,
-        "fp": Reduction.SUM,
-        "fn": Reduction.SUM,
-        "images": Reduction.CONCAT,
-    }
+    iou_sum: torch.Tensor
+    tp: torch.Tensor
+    fp: torch.Tensor
+    fn: torch.Tensor
+    images: list[torch.Tensor]
 
     def __init__(self, context: MetricContext) -> None:
-        self.is_thing = thing_classes(context)
         super().__init__(context)
-
-    def reset(self) -> None:
-        zeros = PanopticCounts.zeros(len(self.context.class_names), self.context.device)
-        self.iou_sum, self.tp, self.fp, self.fn = zeros.iou_sum, zeros.tp, zeros.fp, zeros.fn
-        self.images: list[torch.Tensor] = []
+        self.is_thing = thing_classes(context)
+        zeros = PanopticCounts.zeros(len(context.class_names), context.device)
+        for name in ("iou_sum", "tp", "fp", "fn"):
+            self.add_state(name, getattr(zeros, name), Reduction.SUM)
+        self.add_state("images", [], Reduction.CONCAT)
 
     def update(self, predictions: Sequence[PanopticPredictions], batch: Batch) -> None:
         targets = field_of(batch, PanopticMap).targets

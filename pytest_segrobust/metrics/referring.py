@@ -28,7 +28,7 @@ import torch
 
 from pytest_segrobust.core.errors import ModelOutputError
 from pytest_segrobust.core.types import Batch, ReferringMask, field_of
-from pytest_segrobust.metrics.base import Metric, MetricResult, Reduction
+from pytest_segrobust.metrics.base import Metric, MetricContext, MetricResult, Reduction
 from pytest_segrobust.metrics.registry import register_metric
 
 PRECISION_THRESHOLDS: tuple[float, ...] = (0.5, 0.6, 0.7, 0.8, 0.9)
@@ -96,12 +96,14 @@ class ReferringMetric(Metric):
 
     key: ClassVar[str]
     accepts = (ReferringMask,)
-    states: ClassVar[dict[str, Reduction]] = {"intersections": Reduction.CONCAT, "unions": Reduction.CONCAT}
     detail_labels = DETAIL_LABELS
+    intersections: list[torch.Tensor]
+    unions: list[torch.Tensor]
 
-    def reset(self) -> None:
-        self.intersections: list[torch.Tensor] = []
-        self.unions: list[torch.Tensor] = []
+    def __init__(self, context: MetricContext) -> None:
+        super().__init__(context)
+        self.add_state("intersections", [], Reduction.CONCAT)
+        self.add_state("unions", [], Reduction.CONCAT)
 
     def update(self, predictions: torch.Tensor, batch: Batch) -> None:
         """Add a batch of bool masks ``(B, H, W)`` (the task has thresholded logits).
@@ -163,26 +165,23 @@ class ReferringPrecision(ReferringMetric):
     threshold: ClassVar[float]
 
 
-@register_metric
-class ReferringPrecision50(ReferringPrecision):
-    name, label, key, threshold = "referring_p50", "P@50", "p50", 0.5
+def precision_metric(threshold: float) -> type[ReferringPrecision]:
+    """The registered ``referring_pNN`` metric of one of :data:`PRECISION_THRESHOLDS`."""
+    percent = round(threshold * 100)
+    class_name = f"ReferringPrecision{percent}"
+    attributes = {
+        "__module__": __name__,
+        "__qualname__": class_name,
+        "__doc__": f"Percentage of samples whose IoU is at least {threshold}.",
+        "name": f"referring_p{percent}",
+        "label": f"P@{percent}",
+        "key": f"p{percent}",
+        "threshold": threshold,
+    }
+    return register_metric(type(class_name, (ReferringPrecision,), attributes))
 
 
-@register_metric
-class ReferringPrecision60(ReferringPrecision):
-    name, label, key, threshold = "referring_p60", "P@60", "p60", 0.6
-
-
-@register_metric
-class ReferringPrecision70(ReferringPrecision):
-    name, label, key, threshold = "referring_p70", "P@70", "p70", 0.7
-
-
-@register_metric
-class ReferringPrecision80(ReferringPrecision):
-    name, label, key, threshold = "referring_p80", "P@80", "p80", 0.8
-
-
-@register_metric
-class ReferringPrecision90(ReferringPrecision):
-    name, label, key, threshold = "referring_p90", "P@90", "p90", 0.9
+# One class per threshold, each a module attribute under its own name (so that it pickles).
+ReferringPrecision50, ReferringPrecision60, ReferringPrecision70, ReferringPrecision80, ReferringPrecision90 = (
+    precision_metric(threshold) for threshold in PRECISION_THRESHOLDS
+)

@@ -54,7 +54,7 @@ import torch
 
 from pytest_segrobust.core.errors import ModelOutputError
 from pytest_segrobust.core.types import Batch, VideoMasks, field_of
-from pytest_segrobust.metrics.base import Metric, MetricResult, Reduction
+from pytest_segrobust.metrics.base import Metric, MetricContext, MetricResult, Reduction
 from pytest_segrobust.metrics.registry import register_metric
 
 BOUNDARY_RATIO = 0.008
@@ -290,6 +290,36 @@ def object_statistics(values: np.ndarray) -> np.ndarray:
     return np.stack([mean, recall, first.mean(axis=1) - last.mean(axis=1)], axis=1)
 
 
+def predicted_object_ids(predictions: Any, target: VideoMasks, name: str) -> torch.Tensor:
+    """The predicted object ids of a batch of clips, checked, on the targets' device.
+
+    Args:
+        predictions: A tensor of ids, or :class:`~pytest_segrobust.core.types.VideoMasks` whose ``data`` is read.
+        target: The batch's true masks.
+        name: The metric's name, for messages.
+
+    Shape:
+        return: ``(B, T, H, W)``, those of ``target.data``.
+
+    Raises:
+        ModelOutputError: when the predictions are not integer ids of the targets' shape.
+    """
+    predicted = predictions.data if isinstance(predictions, VideoMasks) else predictions
+    if (
+        not isinstance(predicted, torch.Tensor)
+        or predicted.is_floating_point()
+        or predicted.is_complex()
+        or predicted.shape != target.data.shape
+    ):
+        got = (
+            f"{predicted.dtype} {tuple(predicted.shape)}"
+            if isinstance(predicted, torch.Tensor)
+            else type(predicted).__name__
+        )
+        raise ModelOutputError(f"{name}: expected integer object ids of shape {tuple(target.data.shape)}, got {got}")
+    return predicted.to(target.data.device)
+
+
 class VideoObjectMetric(Metric):
     """What J, F and J&F share: a row of summed per-object statistics per clip.
 
@@ -306,7 +336,11 @@ class VideoObjectMetric(Metric):
     drops_ends: ClassVar[bool] = True
     boundary_ratio: ClassVar[float] = BOUNDARY_RATIO
     accepts = (VideoMasks,)
-    states: ClassVar[dict[str, Reduction]] = {"clips": Reduction.CONCAT}
+    clips: list[torch.Tensor]
+
+    def __init__(self, context: MetricContext) -> None:
+        super().__init__(context)
+        self.add_state("clips", [], Reduction.CONCAT)
 
     @classmethod
     def columns(cls) -> tuple[str, ...]:
@@ -327,9 +361,6 @@ class VideoObjectMetric(Metric):
         details = cls.details_of(summed)
         return sum(details[f"{measure.lower()}_mean"] for measure in cls.measures) / len(cls.measures)
 
-    def reset(self) -> None:
-        self.clips: list[torch.Tensor] = []
-
     def update(self, predictions: Any, batch: Batch) -> None:
         """Add a batch of clips: a predicted object id per pixel and frame, ``(B, T, H, W)``
         (a tensor, or :class:`~pytest_segrobust.core.types.VideoMasks` whose ``data`` is read).
@@ -338,22 +369,7 @@ class VideoObjectMetric(Metric):
             ModelOutputError: when the predictions are not integer ids of the targets' shape.
         """
         target = field_of(batch, VideoMasks)
-        predicted = predictions.data if isinstance(predictions, VideoMasks) else predictions
-        if (
-            not isinstance(predicted, torch.Tensor)
-            or predicted.is_floating_point()
-            or predicted.is_complex()
-            or predicted.shape != target.data.shape
-        ):
-            got = (
-                f"{predicted.dtype} {tuple(predicted.shape)}"
-                if isinstance(predicted, torch.Tensor)
-                else type(predicted).__name__
-            )
-            raise ModelOutputError(
-                f"{self.name}: expected integer object ids of shape {tuple(target.data.shape)}, got {got}"
-            )
-        predicted = predicted.to(target.data.device)
+        predicted = predicted_object_ids(predictions, target, self.name)
         radius = boundary_radius(*target.size(), self.boundary_ratio)
         scored = scored_frames(target.annotated.to(torch.bool), self.drops_ends).cpu()
         rows = np.zeros((target.batch_size(), len(self.columns())), dtype=np.float64)

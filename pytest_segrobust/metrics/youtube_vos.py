@@ -21,11 +21,10 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
-from pytest_segrobust.core.errors import ModelOutputError
 from pytest_segrobust.core.types import Batch, VideoMasks, field_of
-from pytest_segrobust.metrics.base import Metric, MetricResult, Reduction
+from pytest_segrobust.metrics.base import Metric, MetricContext, MetricResult, Reduction
 from pytest_segrobust.metrics.registry import register_metric
-from pytest_segrobust.metrics.video import RegionAndBoundaryAllFrames, boundary_radius
+from pytest_segrobust.metrics.video import RegionAndBoundaryAllFrames, boundary_radius, predicted_object_ids
 
 SPLITS = ("seen", "unseen")
 COLUMNS = tuple(f"{name}_{split}" for split in SPLITS for name in ("j", "f", "objects"))
@@ -48,10 +47,14 @@ class YoutubeVosG(Metric):
 
     name, label = "youtube_vos_g", "G"
     accepts = (VideoMasks,)
-    states: ClassVar[dict[str, Reduction]] = {"clips": Reduction.CONCAT}
     detail_labels: ClassVar[dict[str, str]] = {
         f"{name}_{split}": f"{name.upper()}_{split}" for split in SPLITS for name in ("j", "f")
     }
+    clips: list[torch.Tensor]
+
+    def __init__(self, context: MetricContext) -> None:
+        super().__init__(context)
+        self.add_state("clips", [], Reduction.CONCAT)
 
     @classmethod
     def details_of(cls, summed: np.ndarray) -> dict[str, np.ndarray]:
@@ -72,9 +75,6 @@ class YoutubeVosG(Metric):
             warnings.simplefilter("ignore", RuntimeWarning)  # no object at all: NaN, said once by the gate
             return np.nanmean(values, axis=0)
 
-    def reset(self) -> None:
-        self.clips: list[np.ndarray] = []
-
     def update(self, predictions: Any, batch: Batch) -> None:
         """Add a batch of clips: predicted ids ``(B, T, H, W)``.
 
@@ -82,14 +82,7 @@ class YoutubeVosG(Metric):
             ModelOutputError: when the predictions are not integer ids of the targets' shape.
         """
         target = field_of(batch, VideoMasks)
-        predicted = predictions.data if isinstance(predictions, VideoMasks) else predictions
-        if (
-            not isinstance(predicted, torch.Tensor)
-            or predicted.is_floating_point()
-            or predicted.shape != target.data.shape
-        ):
-            raise ModelOutputError(f"{self.name}: expected integer object ids of shape {tuple(target.data.shape)}")
-        predicted = predicted.to(target.data.device)
+        predicted = predicted_object_ids(predictions, target, self.name)
         radius = boundary_radius(*target.size())
         frames = RegionAndBoundaryAllFrames(self.context)  # its per-frame J and F, not its rows
         rows = np.zeros((target.batch_size(), len(COLUMNS)), dtype=np.float64)
@@ -109,11 +102,13 @@ class YoutubeVosG(Metric):
                 rows[clip, split] += values["J"][index, scored].mean()
                 rows[clip, split + 1] += values["F"][index, scored].mean()
                 rows[clip, split + 2] += 1
-        self.clips.append(rows)
+        # A tensor, not the array: state_dict() writes tensors as JSON, and arrays not at all.
+        self.clips.append(torch.from_numpy(rows))
 
     def image_statistics(self) -> np.ndarray:
         """``(N, 6)``: per clip, for seen then unseen objects, the sums of their J-Mean and F-Mean and their count."""
-        return np.concatenate(self.clips) if self.clips else np.zeros((0, len(COLUMNS)))
+        parts = [torch.as_tensor(part, dtype=torch.float64).reshape(-1, len(COLUMNS)).cpu() for part in self.clips]
+        return torch.cat(parts).numpy() if parts else np.zeros((0, len(COLUMNS)))
 
     def compute(self) -> MetricResult:
         summed = self.image_statistics().sum(axis=0)

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 
+from pytest_segrobust.core.errors import ModelOutputError
 from pytest_segrobust.core.types import VideoMasks
 from pytest_segrobust.metrics import METRICS, MetricContext
 from pytest_segrobust.metrics.video import boundary_radius
@@ -113,3 +114,16 @@ def test_an_object_is_not_credited_for_the_frames_before_it_appears() -> None:
     metric.update(torch.from_numpy(predicted), masks)
     assert metric.compute().score == 0.0
     assert boundary_radius(12, 12) == 1
+
+
+def test_predictions_that_are_not_integer_ids_of_the_targets_shape_are_model_errors() -> None:
+    truth = np.zeros((1, 3, 4, 4), dtype=np.int64)
+    truth[..., :2, :2] = 1
+    masks = batch_of(truth, ((1,),), ((False,),), np.ones((1, 3), dtype=bool), slice(0, 1))
+    metric = METRICS.get("youtube_vos_g")(MetricContext.of(_Context(), torch.device("cpu")))
+    with pytest.raises(ModelOutputError, match=r"youtube_vos_g: expected integer object ids of shape \(1, 3, 4, 4\)"):
+        metric.update(torch.zeros(1, 3, 4, 4), masks)
+    with pytest.raises(ModelOutputError, match=r"got torch.complex64 \(1, 3, 4, 4\)"):
+        metric.update(torch.zeros(1, 3, 4, 4, dtype=torch.complex64), masks)
+    with pytest.raises(ModelOutputError, match=r"got torch.int64 \(1, 3, 4, 5\)"):
+        metric.update(torch.zeros(1, 3, 4, 5, dtype=torch.int64), masks)
