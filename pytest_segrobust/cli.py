@@ -347,9 +347,7 @@ def _list(only: str | None, names: bool = False) -> int:
         default = " (default)" if name == DEFAULT_PRESET else ""
         print(f"preset {name}{default}: {preset.description if preset else ''}")
         for corruption in available:
-            kind = "temporal" if corruption.temporal else "geometric" if corruption.geometric else "photometric"
-            kind = getattr(corruption, "kind", kind)  # a family of its own (acoustic) says what it is
-            print(f"  {corruption.name}  [{corruption.category.value}, {kind}]")
+            print(f"  {corruption.name}  [{corruption.category.value}, {corruption.kind}]")
             for severity, row in enumerate(corruption.table.describe(), start=1):
                 print(f"    s{severity}: {row}")
         missing = [n for n in (preset.corruption_names if preset else ()) if n not in {c.name for c in available}]

@@ -3,8 +3,8 @@
 Layer 2 (a perturbation family, like :mod:`pytest_segrobust.text`): imports the layers below.
 """
 
+from pytest_segrobust.core.modality import Category, Modality
 from pytest_segrobust.corruptions.base import (
-    Category,
     Corruption,
     GeometricCorruption,
     PhotometricCorruption,
@@ -20,6 +20,7 @@ __all__ = [
     "Corruption",
     "CorruptionRegistry",
     "GeometricCorruption",
+    "Modality",
     "PhotometricCorruption",
     "Preset",
     "SeverityTable",

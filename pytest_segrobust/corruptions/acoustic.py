@@ -68,13 +68,13 @@ import threading
 from abc import abstractmethod
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from enum import Enum
 from typing import Any, ClassVar, Generic, TypeVar
 
 import numpy as np
 import torch
 
 from pytest_segrobust.core.extras import Extra
+from pytest_segrobust.core.modality import Category
 from pytest_segrobust.core.types import Audio, Field
 from pytest_segrobust.corruptions import kernels
 from pytest_segrobust.corruptions.base import Corruption, SeverityTable
@@ -87,12 +87,6 @@ Draw = TypeVar("Draw")
 AUDIO = Extra("audio", ("audiomentations",))
 AUDIO_ROOMS = Extra("audio", ("audiomentations", "pyroomacoustics"))
 AUDIO_MP3 = Extra("audio", ("audiomentations", "fast_mp3_augment"))
-
-
-class AcousticCategory(str, Enum):
-    """The category every acoustic perturbation is reported under (R2-Bench's acoustic modality)."""
-
-    ACOUSTIC = "acoustic"
 
 
 @dataclass(frozen=True)
@@ -1000,19 +994,19 @@ class Mp3Compression(AcousticCorruption[Mp3Params, Mp3Draw]):
             return transform(wave, sample_rate)
 
 
-audio_gaussian_noise = AudioGaussianNoise("audio_gaussian_noise", AcousticCategory.ACOUSTIC, AUDIO_GAUSSIAN_NOISE)  # type: ignore[arg-type]
-background_noise = BackgroundNoise("background_noise", AcousticCategory.ACOUSTIC, BACKGROUND_NOISE)  # type: ignore[arg-type]
-audio_impulse_noise = AudioImpulseNoise("audio_impulse_noise", AcousticCategory.ACOUSTIC, AUDIO_IMPULSE_NOISE)  # type: ignore[arg-type]
-impulse_response = ImpulseResponse("impulse_response", AcousticCategory.ACOUSTIC, IMPULSE_RESPONSE)  # type: ignore[arg-type]
-gain = Gain("gain", AcousticCategory.ACOUSTIC, GAIN)  # type: ignore[arg-type]
-tanh_distortion = TanhDistortion("tanh_distortion", AcousticCategory.ACOUSTIC, TANH_DISTORTION)  # type: ignore[arg-type]
-peaking_filter = PeakingFilter("peaking_filter", AcousticCategory.ACOUSTIC, PEAKING_FILTER)  # type: ignore[arg-type]
-low_pass = LowPass("low_pass", AcousticCategory.ACOUSTIC, LOW_PASS)  # type: ignore[arg-type]
-high_pass = HighPass("high_pass", AcousticCategory.ACOUSTIC, HIGH_PASS)  # type: ignore[arg-type]
-air_absorption = AirAbsorption("air_absorption", AcousticCategory.ACOUSTIC, AIR_ABSORPTION)  # type: ignore[arg-type]
-room_reverb = RoomReverb("room_reverb", AcousticCategory.ACOUSTIC, ROOM_REVERB)  # type: ignore[arg-type]
-time_mask = TimeMask("time_mask", AcousticCategory.ACOUSTIC, TIME_MASK)  # type: ignore[arg-type]
-mp3_compression = Mp3Compression("mp3_compression", AcousticCategory.ACOUSTIC, MP3_COMPRESSION)  # type: ignore[arg-type]
+audio_gaussian_noise = AudioGaussianNoise("audio_gaussian_noise", Category.ACOUSTIC, AUDIO_GAUSSIAN_NOISE)
+background_noise = BackgroundNoise("background_noise", Category.ACOUSTIC, BACKGROUND_NOISE)
+audio_impulse_noise = AudioImpulseNoise("audio_impulse_noise", Category.ACOUSTIC, AUDIO_IMPULSE_NOISE)
+impulse_response = ImpulseResponse("impulse_response", Category.ACOUSTIC, IMPULSE_RESPONSE)
+gain = Gain("gain", Category.ACOUSTIC, GAIN)
+tanh_distortion = TanhDistortion("tanh_distortion", Category.ACOUSTIC, TANH_DISTORTION)
+peaking_filter = PeakingFilter("peaking_filter", Category.ACOUSTIC, PEAKING_FILTER)
+low_pass = LowPass("low_pass", Category.ACOUSTIC, LOW_PASS)
+high_pass = HighPass("high_pass", Category.ACOUSTIC, HIGH_PASS)
+air_absorption = AirAbsorption("air_absorption", Category.ACOUSTIC, AIR_ABSORPTION)
+room_reverb = RoomReverb("room_reverb", Category.ACOUSTIC, ROOM_REVERB)
+time_mask = TimeMask("time_mask", Category.ACOUSTIC, TIME_MASK)
+mp3_compression = Mp3Compression("mp3_compression", Category.ACOUSTIC, MP3_COMPRESSION)
 
 ACOUSTIC: tuple[AcousticCorruption[Any, Any], ...] = (
     audio_gaussian_noise, background_noise, audio_impulse_noise, impulse_response,

@@ -25,12 +25,12 @@ import functools
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from enum import Enum
 from typing import Any, ClassVar, Generic, TypeVar, overload
 
 import torch
 
 from pytest_segrobust.core.extras import Extra
+from pytest_segrobust.core.modality import Category, Modality, modality_of_category
 from pytest_segrobust.core.types import Batch, Field, Image, PixelField, Video, frames_of
 from pytest_segrobust.corruptions import functional as Fn
 from pytest_segrobust.corruptions import kernels
@@ -39,19 +39,6 @@ from pytest_segrobust.randomness.seeding import FrameDraws, SampleStreams, Strea
 Params = TypeVar("Params")
 
 MAX_SEVERITY = 5
-
-
-class Category(str, Enum):
-    """Corruption families used to group scores, as in the papers' tables."""
-
-    NOISE = "noise"
-    BLUR = "blur"
-    COMPRESSION = "compression"
-    DIGITAL = "digital"
-    CAMERA = "camera"
-    ENVIRONMENT = "environment"
-    TEMPORAL = "temporal"
-    COMPOSED = "composed"
 
 
 @dataclass(frozen=True)
@@ -88,7 +75,8 @@ class Corruption(ABC, Generic[Params]):
 
     Attributes:
         name: Registry name, e.g. ``"gaussian_noise"``.
-        category: Family the corruption is reported under.
+        category: Family the corruption is reported under; it says the corruption's
+            :attr:`modality`.
         table: Parameters of severities 1..5.
         requires: The extras whose packages it cannot run without (a corruption with a path of
             its own for installs without OpenCV requires none); checked when a suite is loaded.
@@ -115,6 +103,20 @@ class Corruption(ABC, Generic[Params]):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, category={self.category.value!r})"
+
+    @property
+    def modality(self) -> Modality:
+        """What it acts on, as its category says (:class:`~pytest_segrobust.core.modality.Category`).
+
+        Read through the category's value, so that a plugin's family whose category is an enum of
+        its own counts as visual, as the report counts its cells (:func:`modality_of_category`).
+        """
+        return modality_of_category(self.category.value)
+
+    @property
+    def kind(self) -> str:
+        """What ``segrobust list`` shows beside the category: how it changes its input."""
+        return "temporal" if self.temporal else "geometric" if self.geometric else "photometric"
 
     @overload
     def __call__(self, inputs: torch.Tensor, severity: int, seeds: Sequence[int]) -> torch.Tensor: ...

@@ -28,6 +28,7 @@ from typing import Any
 
 import torch
 
+from pytest_segrobust.core.modality import DYNAMIC_PREFIX, Modality
 from pytest_segrobust.core.types import Field, Video, frames_of
 from pytest_segrobust.corruptions import kernels
 from pytest_segrobust.corruptions.base import MAX_SEVERITY, Category, Corruption, SeverityTable
@@ -134,7 +135,7 @@ class DynamicMode:
 
 def dynamic_name(parts: Sequence[Corruption[Any]], mode: DynamicMode) -> str:
     """``dynamic[fog,gaussian_noise,rotate]``, with the mode after a ``;`` when it is not the paper's."""
-    return f"dynamic[{','.join(part.name for part in parts)}{mode.label()}]"
+    return f"{DYNAMIC_PREFIX}{','.join(part.name for part in parts)}{mode.label()}]"
 
 
 class DynamicMixture(Corruption[DynamicMode]):
@@ -181,6 +182,11 @@ class DynamicMixture(Corruption[DynamicMode]):
         super().__init__(dynamic_name(self.parts, mode), Category.COMPOSED, SeverityTable((mode,) * MAX_SEVERITY))
         self.geometric = any(part.geometric for part in self.parts)
         self.requires = tuple(dict.fromkeys(extra for part in self.parts for extra in part.requires))
+
+    @property
+    def modality(self) -> Modality:
+        """:attr:`Modality.DYNAMIC`: reported under ``composed`` as a composition is, it draws per frame."""
+        return Modality.DYNAMIC
 
     def choices(self, seeds: Sequence[int], frames: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Each frame's perturbation (an index into :attr:`parts`) and level, on the CPU.

@@ -18,30 +18,32 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pytest_segrobust.core.modality import Modality, cell_modality
 from pytest_segrobust.metrics import METRICS
 from pytest_segrobust.report.r2bench import level_name, numbers
 from pytest_segrobust.report.tables import Table, fmt, signed
 from pytest_segrobust.store.records import CellRecord
-from pytest_segrobust.text.cells import modality
 
-MODES = ("static", "dynamic", "temporal", "audio", "text", "both", "mixture")
-ACOUSTIC = "acoustic"  # the acoustic family's category (pytest_segrobust.corruptions.acoustic.AcousticCategory)
-DYNAMIC_PREFIX = "dynamic["  # the name of a dynamic mixture (pytest_segrobust.corruptions.dynamic.dynamic_name)
+# R2-Bench's way of perturbing a clip, per modality: a perturbation of every frame alike, or a
+# chain of them, is static.
+WAYS: dict[Modality, str] = {
+    Modality.VISUAL: "static",
+    Modality.COMPOSITION: "static",
+    Modality.DYNAMIC: "dynamic",
+    Modality.TEMPORAL: "temporal",
+    Modality.AUDIO: "audio",
+    Modality.TEXT: "text",
+    Modality.BOTH: "both",
+    Modality.MIXTURE: "mixture",
+}
+MODES = tuple(dict.fromkeys(WAYS.values()))
 DRAWN = "drawn"  # the level column of a dynamic cell, which draws a level per frame (or clip)
-TEMPORAL = "temporal"  # the temporal family's category (pytest_segrobust.corruptions.base.Category.TEMPORAL)
 
 
 def mode_of(record: CellRecord) -> str:
-    """How a cell perturbs its clips: ``dynamic``, ``temporal``, ``static``, or for referring video
-    the expression's ``text``, ``both`` (one visual and one text perturbation) or the ``mixture``."""
-    if record.corruption.startswith(DYNAMIC_PREFIX):
-        return "dynamic"
-    if record.category == TEMPORAL:
-        return "temporal"
-    if record.category == ACOUSTIC:
-        return "audio"
-    shown = modality(record.category)
-    return "static" if shown == "visual" else shown
+    """How a cell perturbs its clips: ``dynamic``, ``temporal``, ``static``, ``audio``, or for referring
+    video the expression's ``text``, ``both`` (one visual and one text perturbation) or the ``mixture``."""
+    return WAYS[cell_modality(record.category, record.corruption)]
 
 
 def _numbers(

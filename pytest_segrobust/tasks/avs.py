@@ -40,77 +40,43 @@ from __future__ import annotations
 import weakref
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from enum import Enum
 from typing import Any, ClassVar
 
-import numpy as np
 import torch
 
 from pytest_segrobust.core.errors import DatasetError, ModelOutputError, SegRobustError
+from pytest_segrobust.core.modality import Modality
 from pytest_segrobust.core.types import Audio, Batch, Field, SampleIndex, Video, VideoMasks, field_of
-from pytest_segrobust.corruptions.acoustic import AcousticCorruption, CompetingAudio, competing_clip
-from pytest_segrobust.corruptions.base import MAX_SEVERITY, Corruption, SeverityTable
-from pytest_segrobust.corruptions.composition import part_seed
+from pytest_segrobust.corruptions.acoustic import CompetingAudio, competing_clip
+from pytest_segrobust.corruptions.base import Corruption
+from pytest_segrobust.corruptions.mixture import CrossModalMixture, MixtureDraw, MixtureProtocol
 from pytest_segrobust.data.base import Sample, SegmentationDataset
 from pytest_segrobust.data.clips import ClipAudio
 from pytest_segrobust.metrics.avs import SOUNDING, SoundingMasks
 from pytest_segrobust.models.audio_visual import AudioVisualModel
 from pytest_segrobust.models.base import REFERRING_LOGIT_THRESHOLD
-from pytest_segrobust.randomness.seeding import sample_seed
 from pytest_segrobust.tasks import register_task
 from pytest_segrobust.tasks.base import SuiteCells, SuiteKeyError, Task, first_id, upload
 from pytest_segrobust.tasks.clip_cells import CLIP_SUITE_KEYS, ClipCells, clip_cells, perturbs_frames
 from pytest_segrobust.tasks.vos import clip_fields, clip_key, upload_clips
-from pytest_segrobust.text.cells import CellCategory, put, take
 
 ACOUSTIC_PRESET = "avs-acoustic"
 MIXTURE_CELL = "av-mixture"
 MIXTURE_STREAM = "mixture:r2bench-avs"
-"""The name slot of :func:`sample_seed` for the mixture's draws (no perturbation has it)."""
+"""The name slot of :func:`~pytest_segrobust.randomness.seeding.sample_seed` for the mixture's draws (no perturbation has it)."""
 
 
-class AudioVisualModality(str, Enum):
-    """What the cross-modal mixture perturbs in one clip."""
-
-    VISUAL = "visual"
-    AUDIO = "audio"
-    BOTH = "both"
-
-
-MIXTURE_PROPORTIONS: tuple[tuple[AudioVisualModality, float], ...] = (
-    (AudioVisualModality.VISUAL, 0.4), (AudioVisualModality.AUDIO, 0.4), (AudioVisualModality.BOTH, 0.2),
-)  # fmt: skip
-"""R2-Bench's probabilities of visual only, audio only, both."""
-
-
-@dataclass(frozen=True)
-class MixtureDraw:
-    """One clip's draw: the modality, and the visual and acoustic perturbation (``None`` where not applied)."""
-
-    modality: AudioVisualModality
-    visual: str | None
-    audio: str | None
+AUDIO_VISUAL_MIXTURE = MixtureProtocol(Modality.AUDIO, MIXTURE_STREAM)
+"""R2-Bench's mixture of a visual perturbation and an acoustic one."""
 
 
 def mixture_draw(seed: int, sample_id: str, visual: Sequence[str], audio: Sequence[str]) -> MixtureDraw:
     """One clip's modality (40 / 40 / 20) and types (each uniform over its list), a function of
     ``(seed, sample_id)`` and the lists alone: the same at every level, in any batch or worker."""
-    rng = np.random.Generator(np.random.Philox(key=sample_seed(seed, sample_id, MIXTURE_STREAM, 0)))
-    which, visual_draw, audio_draw = rng.random(3)
-    modality, cumulative = MIXTURE_PROPORTIONS[-1][0], 0.0
-    for candidate, probability in MIXTURE_PROPORTIONS:
-        cumulative += probability
-        if which < cumulative:
-            modality = candidate
-            break
-    return MixtureDraw(
-        modality,
-        None if modality is AudioVisualModality.AUDIO else visual[min(int(visual_draw * len(visual)), len(visual) - 1)],
-        None if modality is AudioVisualModality.VISUAL else audio[min(int(audio_draw * len(audio)), len(audio) - 1)],
-    )
+    return AUDIO_VISUAL_MIXTURE.draw(seed, sample_id, visual, audio)
 
 
-class AudioVisualMixture(Corruption[Any]):
+class AudioVisualMixture(CrossModalMixture):
     """R2-Bench's cross-modal mixture for AVS at one level: per clip, visual only, audio only or both.
 
     Each clip's draw is :func:`mixture_draw` of the suite's seed and its id; the cell's
@@ -119,35 +85,12 @@ class AudioVisualMixture(Corruption[Any]):
     """
 
     def __init__(self, visual: Sequence[Corruption[Any]], audio: Sequence[Corruption[Any]], seed: int) -> None:
-        if not visual or not audio:
-            raise ValueError("the audio-visual mixture needs at least one visual and one acoustic perturbation")
-        self.visual = {c.name: c for c in visual}
-        self.audio = {c.name: c for c in audio}
-        self.seed = seed
-        shares = ", ".join(f"{m.value} {p:.0%}" for m, p in MIXTURE_PROPORTIONS)
-        rows = tuple(
-            f"{shares}; visual from {', '.join(self.visual)}; audio from {', '.join(self.audio)}; level {s}"
-            for s in range(1, MAX_SEVERITY + 1)
-        )
-        super().__init__(MIXTURE_CELL, CellCategory.MIXTURE, SeverityTable(rows))  # type: ignore[arg-type]
-        self.geometric = any(c.geometric for c in visual)
-        self.acts_on = tuple(dict.fromkeys(k for c in (*visual, *audio) for k in c.acts_on))
-        self.requires = tuple(dict.fromkeys(r for c in (*visual, *audio) for r in c.requires))
+        super().__init__(MIXTURE_CELL, AUDIO_VISUAL_MIXTURE, visual, audio, seed)
 
-    def draws(self, sample_ids: Sequence[str]) -> list[MixtureDraw]:
-        """Each clip's modality and perturbation types (the same at every level)."""
-        return [mixture_draw(self.seed, i, list(self.visual), list(self.audio)) for i in sample_ids]
-
-    def _corrupt(self, batch, severity, seeds, size, device):  # type: ignore[no-untyped-def]
-        index = field_of(batch, SampleIndex)
-        draws = self.draws(index.sample_ids)
-        for kind, parts in (("visual", self.visual), ("audio", self.audio)):
-            for name, part in parts.items():
-                chosen = [i for i, draw in enumerate(draws) if getattr(draw, kind) == name]
-                if chosen:
-                    done = part(take(batch, chosen), severity, [part_seed(seeds[i], name) for i in chosen])
-                    batch = put(batch, chosen, done)
-        return batch
+    @property
+    def audio(self) -> dict[str, Corruption[Any]]:
+        """The acoustic perturbations drawn from, by name."""
+        return self.other
 
 
 @dataclass(frozen=True)
@@ -236,7 +179,7 @@ def _fits(cells: AudioVisualCells, name: str, resolve: Callable[..., Any], *, vi
             return False
     if not isinstance(corruption, Corruption):
         return False
-    return perturbs_frames(corruption) if visual else isinstance(corruption, AcousticCorruption)
+    return perturbs_frames(corruption) if visual else corruption.modality is Modality.AUDIO
 
 
 def _mixture_names(

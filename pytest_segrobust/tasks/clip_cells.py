@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_segrobust.core.errors import SegRobustError
+from pytest_segrobust.core.modality import DYNAMIC_PREFIX, Modality
 from pytest_segrobust.core.types import Video
 from pytest_segrobust.corruptions.base import Corruption, SeverityTable
 from pytest_segrobust.corruptions.dynamic import DynamicMixture, DynamicMode, StaticMode
@@ -45,7 +46,7 @@ class NotedTable(SeverityTable[Any]):
 
 def perturbs_frames(corruption: Corruption[Any]) -> bool:
     """Whether a corruption changes the pixels of frames one at a time (a static or dynamic part)."""
-    return corruption.accepts(Video) and not corruption.temporal and not isinstance(corruption, DynamicMixture)
+    return corruption.accepts(Video) and not corruption.temporal and corruption.modality is not Modality.DYNAMIC
 
 
 @dataclass(frozen=True)
@@ -74,7 +75,7 @@ class ClipCells(SuiteCells):
     def dynamic_cell(self) -> str:
         assert self.dynamic is not None
         # corruptions.dynamic.dynamic_name of the parts: the name the mixture itself takes
-        return f"dynamic[{','.join(self.dynamic_parts)}{self.dynamic.label()}]"
+        return f"{DYNAMIC_PREFIX}{','.join(self.dynamic_parts)}{self.dynamic.label()}]"
 
     def cell(self, name: str, resolve: Callable[[str], Any]) -> Any:
         if self.dynamic is not None and name == self.dynamic_cell:

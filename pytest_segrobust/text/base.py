@@ -32,12 +32,13 @@ from typing import Generic, TypeVar
 import numpy as np
 
 from pytest_segrobust.core.extras import Extra
+from pytest_segrobust.core.modality import Category
 from pytest_segrobust.corruptions.base import MAX_SEVERITY, SeverityTable
 from pytest_segrobust.randomness.seeding import sample_seed
 
 Params = TypeVar("Params")
 
-FAMILY = "text"
+FAMILY = Category.TEXT.value  # the category its cells are reported under (text.cells.TextCell)
 
 LEVELS: dict[str, int] = {"low": 1, "medium": 3, "high": 5}
 """R2-Bench's named levels and the severities they stand for."""

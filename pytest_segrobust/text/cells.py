@@ -30,41 +30,37 @@ import dataclasses
 import hashlib
 import json
 from collections.abc import Sequence
-from enum import Enum
 from typing import Any
 
-import torch
-
 from pytest_segrobust.core.errors import UnknownCorruptionError
+from pytest_segrobust.core.modality import Category, Modality, modality_of_category
 from pytest_segrobust.core.types import Expressions, Field, SampleIndex
 from pytest_segrobust.core.wording import did_you_mean
 from pytest_segrobust.corruptions.base import MAX_SEVERITY, Corruption, SeverityTable
 from pytest_segrobust.corruptions.composition import MAX_PARTS, SEPARATOR, part_seed
+from pytest_segrobust.corruptions.mixture import CrossModalMixture
 from pytest_segrobust.corruptions.registry import CorruptionRegistry
 from pytest_segrobust.text.base import TextPerturbation
-from pytest_segrobust.text.mixture import R2BENCH_PROPORTIONS, MixtureDraw, r2bench_mixture
+from pytest_segrobust.text.mixture import REFERRING_MIXTURE
 from pytest_segrobust.text.registry import TextPerturbationRegistry
 
 MIXTURE_CELL = "r2bench-mixture"
 """The cell name of R2-Bench's mixture (``mixture: r2bench`` in a suite)."""
 
 
-class CellCategory(str, Enum):
-    """Categories of the cells defined here (image corruptions report theirs)."""
-
-    TEXT = "text"
-    CROSS_MODAL = "cross-modal"
-    MIXTURE = "mixture"
+# The modalities R2-Bench's referring tables keep apart; every other one is shown as visual there.
+_SHOWN = (Modality.TEXT, Modality.BOTH, Modality.MIXTURE)
 
 
 def modality(category: str) -> str:
-    """R2-Bench's modality of a cell's category: ``visual``, ``text``, ``both`` or ``mixture``."""
-    return {"text": "text", "cross-modal": "both", "mixture": "mixture"}.get(category, "visual")
+    """R2-Bench's modality of a stored cell's category: ``visual``, ``text``, ``both`` or ``mixture``."""
+    found = modality_of_category(category)
+    return (found if found in _SHOWN else Modality.VISUAL).value
 
 
 def is_visual(corruption: Corruption[Any]) -> bool:
-    """Whether a cell changes images only (galleries and frame tables show those)."""
-    return not isinstance(corruption, (TextCell, CrossModalComposition, MixtureCell))
+    """Whether a cell leaves the expressions alone (galleries and frame tables show those)."""
+    return corruption.modality not in _SHOWN
 
 
 def _expressions(batch: dict[str, Field], cell: str) -> tuple[str, Expressions]:
@@ -98,7 +94,7 @@ class TextCell(Corruption[Any]):
                 f"{perturbation.description}, level {s}{_stored(perturbation, s)}" for s in range(1, MAX_SEVERITY + 1)
             )
             table = SeverityTable(rows)  # type: ignore[arg-type]
-        super().__init__(perturbation.name, CellCategory.TEXT, table)  # type: ignore[arg-type]
+        super().__init__(perturbation.name, Category.TEXT, table)
         self.acts_on = (Expressions,)
         self.perturbation = perturbation
         self.seed = seed
@@ -134,7 +130,7 @@ class CrossModalComposition(Corruption[Any]):
 
     def __init__(self, visual: Corruption[Any], text: TextCell) -> None:
         rows = tuple((visual.table[s], text.table[s]) for s in range(1, MAX_SEVERITY + 1))
-        super().__init__(f"{visual.name}{SEPARATOR}{text.name}", CellCategory.CROSS_MODAL, SeverityTable(rows))  # type: ignore[arg-type]
+        super().__init__(f"{visual.name}{SEPARATOR}{text.name}", Category.CROSS_MODAL, SeverityTable(rows))
         self.visual, self.text = visual, text
         self.parts = (visual, text)
         self.geometric = visual.geometric
@@ -146,7 +142,7 @@ class CrossModalComposition(Corruption[Any]):
         return self.text(batch, severity, seeds)
 
 
-class MixtureCell(Corruption[Any]):
+class MixtureCell(CrossModalMixture):
     """R2-Bench's mixture at one level: per sample, visual only, text only or both.
 
     Each sample's draw is :func:`~pytest_segrobust.text.mixture.r2bench_mixture` with the
@@ -158,65 +154,12 @@ class MixtureCell(Corruption[Any]):
     """
 
     def __init__(self, visual: Sequence[Corruption[Any]], text: Sequence[TextCell], seed: int) -> None:
-        if not visual or not text:
-            raise ValueError("the r2bench mixture needs at least one image corruption and one text perturbation")
-        self.visual = {c.name: c for c in visual}
-        self.text = {c.name: c for c in text}
-        self.seed = seed
-        shares = ", ".join(f"{m.value} {p:.0%}" for m, p in R2BENCH_PROPORTIONS)
-        rows = tuple(
-            f"{shares}; visual from {', '.join(self.visual)}; text from {', '.join(self.text)}; level {s}"
-            for s in range(1, MAX_SEVERITY + 1)
-        )
-        super().__init__(MIXTURE_CELL, CellCategory.MIXTURE, SeverityTable(rows))  # type: ignore[arg-type]
-        self.geometric = any(c.geometric for c in visual)
-        self.acts_on = tuple(dict.fromkeys((*(k for c in visual for k in c.acts_on), Expressions)))
+        super().__init__(MIXTURE_CELL, REFERRING_MIXTURE, visual, text, seed)
 
-    def draws(self, sample_ids: Sequence[str], severity: int) -> list[MixtureDraw]:
-        """Each sample's modality and perturbation types at ``severity``."""
-        return [r2bench_mixture(self.seed, i, list(self.visual), list(self.text), severity) for i in sample_ids]
-
-    def _corrupt(self, batch, severity, seeds, size, device):  # type: ignore[no-untyped-def]
-        ids = _sample_ids(batch, self.name)
-        draws = self.draws(ids, severity)
-        for name, corruption in self.visual.items():
-            chosen = [i for i, draw in enumerate(draws) if draw.visual == name]
-            if chosen:
-                part = corruption(take(batch, chosen), severity, [part_seed(seeds[i], name) for i in chosen])
-                batch = put(batch, chosen, part)
-        field_name, expressions = _expressions(batch, self.name)
-        texts = list(expressions.texts)
-        for i, draw in enumerate(draws):
-            if draw.text is not None:
-                texts[i] = self.text[draw.text].texts([texts[i]], [ids[i]], severity)[0]
-        return {**batch, field_name: Expressions(tuple(texts))}
-
-
-def take(batch: dict[str, Field], indices: Sequence[int]) -> dict[str, Field]:
-    """The samples ``indices`` of a batch, every field cut alike (:meth:`Field.take`)."""
-    return {name: f.take(indices) for name, f in batch.items()}
-
-
-def put(batch: dict[str, Field], indices: Sequence[int], part: dict[str, Field]) -> dict[str, Field]:
-    """``batch`` with the samples ``indices`` replaced by the samples of ``part``."""
-    out = {}
-    for name, f in batch.items():
-        values = {x.name: _put(getattr(f, x.name), indices, getattr(part[name], x.name)) for x in dataclasses.fields(f)}  # type: ignore[arg-type]
-        out[name] = dataclasses.replace(f, **values)  # type: ignore[type-var]
-    return out
-
-
-def _put(value: Any, indices: Sequence[int], part: Any) -> Any:
-    if isinstance(value, torch.Tensor):
-        out = value.clone()
-        out[torch.as_tensor(list(indices), dtype=torch.long, device=value.device)] = part.to(value.dtype)
-        return out
-    if isinstance(value, (tuple, list)):
-        items = list(value)
-        for position, i in enumerate(indices):
-            items[i] = part[position]
-        return type(value)(items)
-    return value
+    @property
+    def text(self) -> dict[str, Corruption[Any]]:
+        """The text cells drawn from, by name."""
+        return self.other
 
 
 @dataclasses.dataclass(frozen=True)
