@@ -24,7 +24,7 @@ import torch
 from PIL import Image
 
 from pytest_segrobust.core.errors import DatasetError
-from pytest_segrobust.data.base import DEFAULT_IGNORE_INDEX, Sample
+from pytest_segrobust.data.base import DEFAULT_IGNORE_INDEX, Sample, sample_position
 from pytest_segrobust.data.clips import ClipFrames
 from pytest_segrobust.data.io import read_rgb
 
@@ -286,9 +286,7 @@ class ClipFolderDataset:
         return tuple(self._sample_ids)
 
     def __getitem__(self, index: int) -> Sample:
-        if not -len(self) <= index < len(self):
-            raise IndexError(f"index {index} out of range for {self.name} of size {len(self)}")
-        return self._read(index % len(self))
+        return self._read(sample_position(index, len(self), self.name))
 
     def fingerprint(self) -> str:
         """Digest of the reader's options, its annotation files' bytes and the name and size of every file read.

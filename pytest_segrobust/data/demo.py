@@ -44,7 +44,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from pytest_segrobust.data.base import DEFAULT_IGNORE_INDEX, InstanceTarget, PanopticTarget, Sample, SemanticTarget
+from pytest_segrobust.data.base import (
+    DEFAULT_IGNORE_INDEX,
+    InstanceTarget,
+    PanopticTarget,
+    Sample,
+    SemanticTarget,
+    sample_position,
+)
 
 # Bump whenever a change to this module changes any generated pixel or label of the
 # in-distribution splits (train, val and any split name not in SHIFTED_STYLES).
@@ -504,9 +511,7 @@ class DemoScenes:
         Raises:
             IndexError: When ``index`` is out of range, which also ends plain iteration.
         """
-        if not -self.size <= index < self.size:
-            raise IndexError(f"index {index} out of range for {self.name} of size {self.size}")
-        index %= self.size
+        index = sample_position(index, self.size, self.name)
         scene = generate_scene(self.split, index, self.image_size)
         return Sample(
             sample_id=f"demo/{self.split}/{index:05d}",

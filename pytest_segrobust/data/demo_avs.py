@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from pytest_segrobust.data.base import DEFAULT_IGNORE_INDEX, Sample
+from pytest_segrobust.data.base import DEFAULT_IGNORE_INDEX, Sample, sample_position
 from pytest_segrobust.data.clips import ClipAudio, ClipFrames, ClipObjects
 from pytest_segrobust.data.demo import _hsv, _value_noise
 
@@ -366,9 +366,7 @@ class DemoAVSClips:
         return f"demo-avs/{self.split}/{index:04d}"
 
     def _index(self, index: int) -> int:
-        if not -self.clips <= index < self.clips:
-            raise IndexError(f"index {index} out of range for {self.name} of size {self.clips}")
-        return index % self.clips
+        return sample_position(index, self.clips, self.name)
 
     def clip(self, index: int) -> DemoAVSClip:
         """Clip ``index`` as arrays, with what was drawn about it (:class:`DemoAVSClip`)."""

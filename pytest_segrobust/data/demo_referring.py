@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from pytest_segrobust.data.base import DEFAULT_IGNORE_INDEX, ReferringTarget, Sample
+from pytest_segrobust.data.base import DEFAULT_IGNORE_INDEX, ReferringTarget, Sample, sample_position
 from pytest_segrobust.data.demo import _MIN_IMAGE_SIZE, CLASS_NAMES, GENERATOR_VERSION, Scene, generate_scene
 from pytest_segrobust.data.referring import REFERRING_CLASS_NAMES
 
@@ -311,9 +311,7 @@ class DemoReferring:
         Raises:
             IndexError: When ``index`` is out of range, which also ends plain iteration.
         """
-        if not -len(self) <= index < len(self):
-            raise IndexError(f"index {index} out of range for {self.name} of size {len(self)}")
-        entry = self._entries[index]
+        entry = self._entries[sample_position(index, len(self), self.name)]
         scene = self.scene(entry.scene)
         return Sample(
             sample_id=self._sample_id(entry),

@@ -48,7 +48,7 @@ import numpy as np
 import torch
 
 from pytest_segrobust.core.types import Video, VideoMasks
-from pytest_segrobust.data.base import DEFAULT_IGNORE_INDEX, Sample
+from pytest_segrobust.data.base import DEFAULT_IGNORE_INDEX, Sample, sample_position
 from pytest_segrobust.data.clips import ClipExpression, ClipFrames, ClipObjects
 from pytest_segrobust.data.demo import CLASS_NAMES, IN_DISTRIBUTION, _texture, _value_noise
 
@@ -439,9 +439,7 @@ class DemoClips:
         Raises:
             IndexError: When ``index`` is out of range, which also ends plain iteration.
         """
-        if not -len(self) <= index < len(self):
-            raise IndexError(f"index {index} out of range for {self.name} of size {len(self)}")
-        index %= len(self)
+        index = sample_position(index, len(self), self.name)
         clip = self.clip(index)
         return Sample.of(self.clip_id(index), **clip_fields(clip))
 
@@ -534,9 +532,7 @@ class DemoReferringClips:
         Raises:
             IndexError: When ``index`` is out of range, which also ends plain iteration.
         """
-        if not -len(self) <= index < len(self):
-            raise IndexError(f"index {index} out of range for {self.name} of size {len(self)}")
-        entry = self._entries[index]
+        entry = self._entries[sample_position(index, len(self), self.name)]
         clip = self.clip(entry.clip)
         sample_id = f"{self._videos.clip_id(entry.clip)}/{entry.number}-{entry.sentence}"
         return Sample.of(sample_id, **clip_fields(clip), expression=ClipExpression(entry.expression, entry.number))

@@ -39,7 +39,7 @@ from typing import Any
 import torch
 
 from pytest_segrobust.core.errors import DatasetError
-from pytest_segrobust.data.base import DEFAULT_IGNORE_INDEX, ReferringTarget, Sample
+from pytest_segrobust.data.base import DEFAULT_IGNORE_INDEX, ReferringTarget, Sample, sample_position
 from pytest_segrobust.data.coco import _decode_segmentation, _pycocotools_mask
 from pytest_segrobust.data.coco_json import CocoJson, digest_file_sizes, require
 from pytest_segrobust.data.io import read_rgb
@@ -150,9 +150,7 @@ class _ReferringSamples:
         return tuple(entry.sample_id for entry in self._entries)
 
     def __getitem__(self, index: int) -> Sample:
-        if not -len(self) <= index < len(self):
-            raise IndexError(f"index {index} out of range for {self.name} of size {len(self)}")
-        entry = self._entries[index]
+        entry = self._entries[sample_position(index, len(self), self.name)]
         if not entry.image.is_file():
             raise DatasetError(f"{entry.image}: image file of {entry.where} does not exist")
         pixels = read_rgb(entry.image)

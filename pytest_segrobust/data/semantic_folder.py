@@ -30,7 +30,7 @@ import torch
 from PIL import Image
 
 from pytest_segrobust.core.errors import DatasetError
-from pytest_segrobust.data.base import DEFAULT_IGNORE_INDEX, Sample, SemanticTarget
+from pytest_segrobust.data.base import DEFAULT_IGNORE_INDEX, Sample, SemanticTarget, sample_position
 from pytest_segrobust.data.io import read_rgb
 
 Layout = Literal["generic", "ade20k", "voc", "cityscapes"]
@@ -144,9 +144,7 @@ class SemanticFolder:
         return len(self._pairs)
 
     def __getitem__(self, index: int) -> Sample:
-        if not -len(self) <= index < len(self):
-            raise IndexError(f"index {index} out of range for {self.name} of size {len(self)}")
-        pair = self._pairs[index]
+        pair = self._pairs[sample_position(index, len(self), self.name)]
         image, target = read_pair(pair, self._read_mask)
         return Sample(sample_id=pair.key, image=image, target=target)
 

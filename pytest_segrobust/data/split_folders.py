@@ -39,7 +39,7 @@ import numpy as np
 from PIL import Image
 
 from pytest_segrobust.core.errors import DatasetError
-from pytest_segrobust.data.base import DEFAULT_IGNORE_INDEX, Sample
+from pytest_segrobust.data.base import DEFAULT_IGNORE_INDEX, Sample, sample_position
 
 # Shared with SemanticFolder, so both readers accept the same files in the same way.
 from pytest_segrobust.data.semantic_folder import (
@@ -129,9 +129,7 @@ class SplitFolders:
             DatasetError: naming the file, when it cannot be read, a mask is not a label map,
                 its size differs from the image's or it holds values that are no class id.
         """
-        if not -len(self) <= index < len(self):
-            raise IndexError(f"index {index} out of range for {self.name} of size {len(self)}")
-        pair = self._pairs[index]
+        pair = self._pairs[sample_position(index, len(self), self.name)]
         image, target = read_pair(pair, self._read_mask)
         return Sample(sample_id=f"{self.split}/{pair.key}", image=image, target=target)
 
