@@ -38,6 +38,7 @@ from __future__ import annotations
 import colorsys
 import hashlib
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -466,6 +467,36 @@ def generate_scene(split: str, index: int, image_size: int = 128) -> Scene:
     return Scene(pixels, class_of_object[objects], objects, class_of_object[1:])
 
 
+def split_size(split: str, size: int | None, defaults: Mapping[str, int], what: str, parameter: str) -> int:
+    """How many samples a demo dataset of ``split`` holds: ``size``, or the split's default.
+
+    Args:
+        split: The split asked for.
+        size: The number asked for, ``None`` for the default.
+        defaults: Each split's default number; its keys are the splits there are.
+        what: The dataset in words, for messages (``"demo video"``).
+        parameter: The name of the dataset's argument that ``size`` is, for messages.
+
+    Raises:
+        ValueError: On an unknown split or a negative size.
+    """
+    if split not in defaults:
+        raise ValueError(f"unknown {what} split {split!r}; expected one of {sorted(defaults)}")
+    if size is not None and size < 0:
+        raise ValueError(f"{parameter} must be non-negative, got {size}")
+    return defaults[split] if size is None else size
+
+
+def check_image_size(image_size: int) -> None:
+    """Refuse an image too small for the demo's shapes and textures.
+
+    Raises:
+        ValueError: When ``image_size`` is below 16 pixels.
+    """
+    if image_size < _MIN_IMAGE_SIZE:
+        raise ValueError(f"image_size must be at least {_MIN_IMAGE_SIZE}, got {image_size}")
+
+
 class DemoScenes:
     """Procedurally generated textured-shape scenes; implements ``SegmentationDataset``.
 
@@ -491,14 +522,9 @@ class DemoScenes:
     categories: tuple[dict[str, Any], ...] = CATEGORIES
 
     def __init__(self, split: str = "val", size: int | None = None, image_size: int = 128) -> None:
-        if split not in DEFAULT_SIZES:
-            raise ValueError(f"unknown demo split {split!r}; expected one of {sorted(DEFAULT_SIZES)}")
-        if size is not None and size < 0:
-            raise ValueError(f"size must be non-negative, got {size}")
-        if image_size < _MIN_IMAGE_SIZE:
-            raise ValueError(f"image_size must be at least {_MIN_IMAGE_SIZE}, got {image_size}")
+        self.size = split_size(split, size, DEFAULT_SIZES, "demo", "size")
+        check_image_size(image_size)
         self.split = split
-        self.size = DEFAULT_SIZES[split] if size is None else size
         self.image_size = image_size
         self.name = f"demo-{split}"
 

@@ -42,7 +42,7 @@ import torch
 
 from pytest_segrobust.data.base import DEFAULT_IGNORE_INDEX, Sample, sample_position
 from pytest_segrobust.data.clips import ClipAudio, ClipFrames, ClipObjects
-from pytest_segrobust.data.demo import _hsv, _value_noise
+from pytest_segrobust.data.demo import _hsv, _value_noise, check_image_size, split_size
 
 # Bump whenever a change to this module changes any generated pixel, mask or sample.
 GENERATOR_VERSION = "1"
@@ -344,14 +344,9 @@ class DemoAVSClips:
     ignore_index: int = DEFAULT_IGNORE_INDEX
 
     def __init__(self, split: str = "val", clips: int | None = None, image_size: int = IMAGE_SIZE) -> None:
-        if split not in DEFAULT_CLIPS:
-            raise ValueError(f"unknown demo AVS split {split!r}; expected one of {sorted(DEFAULT_CLIPS)}")
-        if clips is not None and clips < 0:
-            raise ValueError(f"clips must be non-negative, got {clips}")
-        if image_size < 16:
-            raise ValueError(f"image_size must be at least 16, got {image_size}")
+        self.clips = split_size(split, clips, DEFAULT_CLIPS, "demo AVS", "clips")
+        check_image_size(image_size)
         self.split = split
-        self.clips = DEFAULT_CLIPS[split] if clips is None else clips
         self.image_size = image_size
         self.name = f"demo-avs-{split}"
 

@@ -50,7 +50,8 @@ import torch
 from pytest_segrobust.core.types import Video, VideoMasks
 from pytest_segrobust.data.base import DEFAULT_IGNORE_INDEX, Sample, sample_position
 from pytest_segrobust.data.clips import ClipExpression, ClipFrames, ClipObjects
-from pytest_segrobust.data.demo import CLASS_NAMES, IN_DISTRIBUTION, _texture, _value_noise
+from pytest_segrobust.data.demo import CLASS_NAMES, IN_DISTRIBUTION, _texture, _value_noise, split_size
+from pytest_segrobust.data.demo_referring import COLOUR_NAMES
 
 # Bump whenever a change to this module changes any generated pixel, mask or expression.
 GENERATOR_VERSION = "1"
@@ -69,14 +70,6 @@ LATE_SHARE = 0.4
 ACCELERATING_SHARE = 0.5
 MAX_ATTEMPTS = 64
 
-COLOUR_NAMES: tuple[tuple[str, float], ...] = (
-    ("red", 0.0),
-    ("yellow", 1 / 6),
-    ("green", 2 / 6),
-    ("cyan", 3 / 6),
-    ("blue", 4 / 6),
-    ("purple", 5 / 6),
-)
 # Hues are drawn this close to their name's centre: far from any neighbour's.
 HUE_JITTER = 0.03
 SHAPE_NAMES: tuple[str, ...] = ("disk", "ellipse", "rectangle", "triangle")
@@ -391,14 +384,6 @@ def describe_objects(objects: tuple[ClipObject, ...]) -> list[list[str]]:
     return described
 
 
-def _check(split: str, clips: int | None, defaults: dict[str, int], what: str) -> int:
-    if split not in defaults:
-        raise ValueError(f"unknown {what} split {split!r}; expected one of {sorted(defaults)}")
-    if clips is not None and clips < 0:
-        raise ValueError(f"clips must be non-negative, got {clips}")
-    return defaults[split] if clips is None else clips
-
-
 class DemoClips:
     """Procedural clips of moving textured shapes, for semi-supervised VOS: one sample per clip.
 
@@ -419,7 +404,7 @@ class DemoClips:
     class_names: tuple[str, ...] = ("background", "object")
 
     def __init__(self, split: str = "val", clips: int | None = None) -> None:
-        self.clips = _check(split, clips, DEFAULT_CLIPS, "demo video")
+        self.clips = split_size(split, clips, DEFAULT_CLIPS, "demo video", "clips")
         self.split = split
         self.name = f"demo-vos-{split}"
 
@@ -497,7 +482,7 @@ class DemoReferringClips:
     default_clips: ClassVar[dict[str, int]] = {"train": 400, "val": 6}
 
     def __init__(self, split: str = "val", clips: int | None = None) -> None:
-        self.clips = _check(split, clips, self.default_clips, "demo referring video")
+        self.clips = split_size(split, clips, self.default_clips, "demo referring video", "clips")
         self.split = split
         self.name = f"demo-rvos-{split}"
         self._videos = DemoClips(split, self.clips)
