@@ -164,16 +164,5 @@ class Davis2017(ClipFolderDataset):
         return selected_files(self._sample_ids, self._files, self.selection)
 
 
-def davis(
-    root: str | os.PathLike[str],
-    split: str = "val",
-    resolution: str = "480p",
-    sequences: Sequence[str] | None = None,
-    *,
-    sparse: bool = False,
-    stride: int = 1,
-    max_frames: int | None = None,
-    name: str | None = None,
-) -> Davis2017:
-    """DAVIS 2017 for a suite's ``dataset.factory`` (see :class:`Davis2017`)."""
-    return Davis2017(root, split, resolution, sequences, sparse=sparse, stride=stride, max_frames=max_frames, name=name)
+#: DAVIS 2017 for a suite's ``dataset.factory``: the class under the name suites use.
+davis = Davis2017

@@ -289,27 +289,5 @@ class YouTubeVos(ClipFolderDataset):
         return selected_files(self._sample_ids, self._files, self.selection)
 
 
-def youtube_vos(
-    root: str | os.PathLike[str],
-    split: str = "valid",
-    *,
-    all_frames: bool = False,
-    train_meta: str | os.PathLike[str] | None = None,
-    seen_categories: Sequence[str] | None = None,
-    videos: Sequence[str] | None = None,
-    stride: int = 1,
-    max_frames: int | None = None,
-    name: str | None = None,
-) -> YouTubeVos:
-    """YouTube-VOS for a suite's ``dataset.factory`` (see :class:`YouTubeVos`)."""
-    return YouTubeVos(
-        root,
-        split,
-        all_frames=all_frames,
-        train_meta=train_meta,
-        seen_categories=seen_categories,
-        videos=videos,
-        stride=stride,
-        max_frames=max_frames,
-        name=name,
-    )
+#: YouTube-VOS for a suite's ``dataset.factory``: the class under the name suites use.
+youtube_vos = YouTubeVos
