@@ -355,11 +355,7 @@ class CocoPanoptic(CocoPanopticSemantic):
     are those of :class:`CocoPanopticSemantic`: the files are the same, more is read from them.
 
     Args:
-        images_dir: Folder that the ``file_name`` of every image is relative to.
-        annotation_file: Panoptic json with ``images``, ``annotations`` and ``categories``.
-        panoptic_dir: Folder that the ``file_name`` of every annotation (its PNG) is relative to.
-        name: Name in reports; the json's stem by default.
-        limit: Use only the first ``limit`` images (in id order).
+        Those of :class:`CocoPanopticSemantic`.
 
     Raises:
         DatasetError: as :class:`CocoPanopticSemantic`, naming file and entry.

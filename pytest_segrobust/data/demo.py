@@ -280,11 +280,7 @@ def _novel_texture(
     family to a person, which keeps the shifted task well posed.
 
     Args:
-        rng: The scene's generator.
-        class_id: Object class, one of the non-background classes.
-        u: Rotated x offsets from the object centre.
-        v: Rotated y offsets from the object centre.
-        radius: Object size in pixels, the length scale of the smooth gradient.
+        rng, class_id, u, v, radius: As for :func:`_texture`.
         period: Texture period in pixels.
         phase: Offset of the pattern, in periods.
 

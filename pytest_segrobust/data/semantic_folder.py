@@ -85,6 +85,34 @@ def read_pair(pair: _Pair, read_mask: Callable[[Path], np.ndarray]) -> tuple[tor
     return torch.from_numpy(image.copy()).permute(2, 0, 1).contiguous(), SemanticTarget(torch.from_numpy(mask))
 
 
+def read_label_map(path: Path, modes: str) -> np.ndarray:
+    """A single-channel mask's values as stored.
+
+    Args:
+        path: The mask file.
+        modes: The modes a dataset takes, in its words, for the message on a colour image
+            (``"(palette, grayscale or integer)"``).
+
+    Shape:
+        return: ``(H, W)``, int64.
+
+    Raises:
+        DatasetError: naming the file when it cannot be read or is not a single-channel label map.
+    """
+    try:
+        with Image.open(path) as opened:
+            if opened.mode not in _LABEL_MODES:
+                raise DatasetError(
+                    f"{path}: mask has mode {opened.mode}; expected a single-channel label map {modes}, "
+                    "not a colour image"
+                )
+            return np.asarray(opened).astype(np.int64)
+    except DatasetError:
+        raise
+    except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as error:
+        raise DatasetError(f"{path}: cannot read mask ({error})") from error
+
+
 class SemanticFolder:
     """Images with per-pixel label maps, in one of the common folder layouts.
 
@@ -244,19 +272,7 @@ class SemanticFolder:
         Shape:
             return: ``(H, W)``, int64.
         """
-        try:
-            with Image.open(path) as opened:
-                mode = opened.mode
-                if mode not in _LABEL_MODES:
-                    raise DatasetError(
-                        f"{path}: mask has mode {mode}; expected a single-channel label map (palette, "
-                        f"grayscale or integer), not a colour image"
-                    )
-                stored = np.asarray(opened).astype(np.int64)
-        except DatasetError:
-            raise
-        except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as error:
-            raise DatasetError(f"{path}: cannot read mask ({error})") from error
+        stored = read_label_map(path, "(palette, grayscale or integer)")
         if self._lookup is None:
             labels = stored
             allowed = ((labels >= 0) & (labels < len(self.class_names))) | (labels == self.ignore_index)
