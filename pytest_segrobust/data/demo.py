@@ -147,9 +147,14 @@ SHIFTED_STYLES: dict[str, SceneStyle] = {
 }
 
 
-def _scene_seed(split: str, index: int) -> int:
+def demo_seed(*parts: object) -> int:
+    """A 64-bit seed for the demo generators, the same on every call, process and machine.
+
+    ``parts`` (``"demo", split, index``) join as text, so an index given as a numpy integer
+    seeds as the same Python integer does.
+    """
     # Python's hash() is salted per process; blake2b is stable everywhere.
-    key = f"demo\x1f{split}\x1f{index}".encode()
+    key = "\x1f".join(str(part) for part in parts).encode()
     return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "little")
 
 
@@ -403,7 +408,7 @@ def generate_scene(split: str, index: int, image_size: int = 128) -> Scene:
         return: image ``(3, image_size, image_size)``; label and object maps
         ``(image_size, image_size)``.
     """
-    rng = np.random.Generator(np.random.PCG64(_scene_seed(split, index)))
+    rng = np.random.Generator(np.random.PCG64(demo_seed("demo", split, index)))
     style = SHIFTED_STYLES.get(split, IN_DISTRIBUTION)
     size = image_size
 

@@ -33,7 +33,6 @@ it is an exact index into that table.
 from __future__ import annotations
 
 import functools
-import hashlib
 import math
 from dataclasses import dataclass
 
@@ -42,7 +41,7 @@ import torch
 
 from pytest_segrobust.data.base import DEFAULT_IGNORE_INDEX, Sample, sample_position
 from pytest_segrobust.data.clips import ClipAudio, ClipFrames, ClipObjects
-from pytest_segrobust.data.demo import _hsv, _value_noise, check_image_size, split_size
+from pytest_segrobust.data.demo import _hsv, _value_noise, check_image_size, demo_seed, split_size
 
 # Bump whenever a change to this module changes any generated pixel, mask or sample.
 GENERATOR_VERSION = "1"
@@ -139,14 +138,8 @@ class ClipPlan:
         return tuple(shape.source for shape in self.shapes if shape.sounding[frame])
 
 
-def _seed(split: str, index: int, part: str) -> int:
-    # Python's hash() is salted per process; blake2b is stable everywhere.
-    key = f"demo-avs\x1f{split}\x1f{index}\x1f{part}".encode()
-    return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "little")
-
-
 def _generator(split: str, index: int, part: str) -> np.random.Generator:
-    return np.random.Generator(np.random.PCG64(_seed(split, index, part)))
+    return np.random.Generator(np.random.PCG64(demo_seed("demo-avs", split, index, part)))
 
 
 @functools.cache

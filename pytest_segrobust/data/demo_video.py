@@ -37,8 +37,6 @@ applied to scalars.
 
 from __future__ import annotations
 
-import colorsys
-import hashlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -50,7 +48,15 @@ import torch
 from pytest_segrobust.core.types import Video, VideoMasks
 from pytest_segrobust.data.base import DEFAULT_IGNORE_INDEX, Sample, sample_position
 from pytest_segrobust.data.clips import ClipExpression, ClipFrames, ClipObjects
-from pytest_segrobust.data.demo import CLASS_NAMES, IN_DISTRIBUTION, _texture, _value_noise, split_size
+from pytest_segrobust.data.demo import (
+    CLASS_NAMES,
+    IN_DISTRIBUTION,
+    _hsv,
+    _texture,
+    _value_noise,
+    demo_seed,
+    split_size,
+)
 from pytest_segrobust.data.demo_referring import COLOUR_NAMES
 
 # Bump whenever a change to this module changes any generated pixel, mask or expression.
@@ -157,17 +163,6 @@ class Clip:
     masks: np.ndarray
     objects: tuple[ClipObject, ...]
     first_frames: tuple[int, ...]
-
-
-def _seed(*parts: object) -> int:
-    # Python's hash() is salted per process; blake2b is stable everywhere.
-    key = "\x1f".join(str(part) for part in ("demo-video", *parts)).encode()
-    return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "little")
-
-
-def _hsv(hue: float, saturation: float, value: float) -> np.ndarray:
-    """One RGB colour as a ``(3, 1, 1)`` float32 array."""
-    return np.asarray(colorsys.hsv_to_rgb(hue % 1.0, saturation, value), dtype=np.float32).reshape(3, 1, 1)
 
 
 def _draw_object(rng: np.random.Generator, number: int, look: tuple[int, int], kind: str, size: int) -> ClipObject:
@@ -336,7 +331,7 @@ def generate_clip(split: str, index: int, frames: int = FRAMES, image_size: int 
             at the default sizes).
     """
     for attempt in range(MAX_ATTEMPTS):
-        rng = np.random.Generator(np.random.PCG64(_seed(split, index, attempt)))
+        rng = np.random.Generator(np.random.PCG64(demo_seed("demo-video", split, index, attempt)))
         background = _background(rng, image_size)
         count = int(rng.integers(OBJECT_COUNT[0], OBJECT_COUNT[1] + 1))
         # Distinct (texture, colour) pairs, so colour and texture together always name one object.
