@@ -25,7 +25,7 @@ from PIL import Image
 from pytest_segrobust.core.errors import DatasetError
 from pytest_segrobust.data.base import DEFAULT_IGNORE_INDEX, Sample, sample_position
 from pytest_segrobust.data.clips import ClipFrames
-from pytest_segrobust.data.io import parse_json, read_file, read_rgb
+from pytest_segrobust.data.io import file_size, parse_json, read_file, read_rgb
 
 VOS_CLASS_NAMES: tuple[str, ...] = ("background", "object")
 FRAME_SUFFIXES = (".jpg", ".jpeg")
@@ -315,11 +315,7 @@ class ClipFolderDataset:
             digest.update(f"\x1f{path.name}\x1f{hashlib.sha256(content).hexdigest()}".encode())
         digest.update("\x1f".join(self._sample_ids).encode())
         for path in self._used_files():
-            try:
-                size = path.stat().st_size
-            except OSError as error:
-                raise DatasetError(f"{path}: cannot read file ({error})") from error
-            digest.update(f"\x1f{path.relative_to(self.root).as_posix()}\x1f{size}".encode())
+            digest.update(f"\x1f{path.relative_to(self.root).as_posix()}\x1f{file_size(path)}".encode())
         return digest.hexdigest()
 
     def _read(self, index: int) -> Sample:

@@ -28,6 +28,18 @@ def read_file(path: Path, what: str) -> bytes:
         raise DatasetError(f"{path}: cannot read the {what} ({error})") from error
 
 
+def file_size(path: Path) -> int:
+    """The size of ``path`` in bytes, for fingerprints that count files by name and size.
+
+    Raises:
+        DatasetError: naming the file when it has disappeared or cannot be read.
+    """
+    try:
+        return path.stat().st_size
+    except OSError as error:
+        raise DatasetError(f"{path}: cannot read file ({error})") from error
+
+
 def parse_json(path: Path, raw: bytes) -> Any:
     """The JSON document ``raw``, the bytes of ``path``.
 

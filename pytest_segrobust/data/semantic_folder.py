@@ -31,7 +31,7 @@ from PIL import Image
 
 from pytest_segrobust.core.errors import DatasetError
 from pytest_segrobust.data.base import DEFAULT_IGNORE_INDEX, Sample, SemanticTarget, sample_position
-from pytest_segrobust.data.io import read_rgb
+from pytest_segrobust.data.io import file_size, read_rgb
 
 Layout = Literal["generic", "ade20k", "voc", "cityscapes"]
 
@@ -186,11 +186,7 @@ class SemanticFolder:
         digest.update("\x1f".join(self.class_names).encode())
         for pair in self._pairs:
             for root, path in ((self.images_dir, pair.image), (self.masks_dir, pair.mask)):
-                try:
-                    size = path.stat().st_size
-                except OSError as error:
-                    raise DatasetError(f"{path}: cannot read file ({error})") from error
-                digest.update(f"\x1f{path.relative_to(root).as_posix()}\x1f{size}".encode())
+                digest.update(f"\x1f{path.relative_to(root).as_posix()}\x1f{file_size(path)}".encode())
         return digest.hexdigest()
 
     def _discover_pairs(self) -> list[_Pair]:
