@@ -150,6 +150,17 @@ class SegmentationDataset(Protocol):
         ...
 
 
+def sample_position(index: int, size: int, name: str) -> int:
+    """Where ``index`` points in a dataset of ``size`` samples; negative indices count from the end.
+
+    Raises:
+        IndexError: When ``index`` is out of range, which also ends plain iteration.
+    """
+    if not -size <= index < size:
+        raise IndexError(f"index {index} out of range for {name} of size {size}")
+    return index % size
+
+
 # What the harness reads from a dataset besides indexing it (the protocol above).
 _DATASET_METHODS = ("__len__", "__getitem__", "fingerprint")
 _DATASET_ATTRIBUTES = ("name", "class_names", "ignore_index")

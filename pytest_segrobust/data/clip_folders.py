@@ -13,7 +13,6 @@ clip being read.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,9 +23,9 @@ import torch
 from PIL import Image
 
 from pytest_segrobust.core.errors import DatasetError
-from pytest_segrobust.data.base import DEFAULT_IGNORE_INDEX, Sample
+from pytest_segrobust.data.base import DEFAULT_IGNORE_INDEX, Sample, sample_position
 from pytest_segrobust.data.clips import ClipFrames
-from pytest_segrobust.data.io import read_rgb
+from pytest_segrobust.data.io import file_size, parse_json, read_file, read_rgb
 
 VOS_CLASS_NAMES: tuple[str, ...] = ("background", "object")
 FRAME_SUFFIXES = (".jpg", ".jpeg")
@@ -75,6 +74,29 @@ def files_by_name(folder: Path, suffixes: Sequence[str], what: str) -> dict[str,
                 raise DatasetError(f"{path}: {what} {path.stem} is also {found[path.stem].name}")
             found[path.stem] = path
     return dict(sorted(found.items()))
+
+
+def clip_folder_files(
+    frames_root: Path, masks_root: Path, clip: str, what: str
+) -> tuple[dict[str, Path], dict[str, Path]]:
+    """A clip's frames and masks by frame name, from its folders ``<frames_root>/<clip>`` and ``<masks_root>/<clip>``.
+
+    Args:
+        frames_root: The folder of every clip's frames folder.
+        masks_root: The folder of every clip's masks folder.
+        clip: The clip's folder name.
+        what: What a clip is called in the dataset's words (``"sequence"``, ``"video"``), for messages.
+
+    Raises:
+        DatasetError: naming the folder or file: a missing folder, no frames, a mask without a frame.
+    """
+    frames = files_by_name(frames_root / clip, FRAME_SUFFIXES, f"frames of {what} {clip}")
+    if not frames:
+        raise DatasetError(f"{frames_root / clip}: {what} {clip} has no frames (*.jpg)")
+    masks_dir = masks_root / clip
+    masks = files_by_name(masks_dir, (MASK_SUFFIX,), f"masks of {what} {clip}")
+    check_masks_have_frames(frames, masks, masks_dir)
+    return frames, masks
 
 
 def read_palette_mask(path: Path) -> np.ndarray:
@@ -184,14 +206,7 @@ def read_json_object(path: Path, what: str) -> dict[str, Any]:
     Raises:
         DatasetError: naming the file when it is missing, unreadable, not JSON or not an object.
     """
-    try:
-        raw = path.read_bytes()
-    except OSError as error:
-        raise DatasetError(f"{path}: cannot read the {what} ({error})") from error
-    try:
-        document = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise DatasetError(f"{path}: not valid JSON ({error})") from error
+    document = parse_json(path, read_file(path, what))
     if not isinstance(document, dict):
         raise DatasetError(f"{path}: expected a JSON object, got {type(document).__name__}")
     return document
@@ -231,10 +246,7 @@ def read_lines(path: Path, what: str) -> list[str]:
     Raises:
         DatasetError: naming the file when it cannot be read.
     """
-    try:
-        raw = path.read_bytes()
-    except OSError as error:
-        raise DatasetError(f"{path}: cannot read the {what} ({error})") from error
+    raw = read_file(path, what)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -286,9 +298,7 @@ class ClipFolderDataset:
         return tuple(self._sample_ids)
 
     def __getitem__(self, index: int) -> Sample:
-        if not -len(self) <= index < len(self):
-            raise IndexError(f"index {index} out of range for {self.name} of size {len(self)}")
-        return self._read(index % len(self))
+        return self._read(sample_position(index, len(self), self.name))
 
     def fingerprint(self) -> str:
         """Digest of the reader's options, its annotation files' bytes and the name and size of every file read.
@@ -305,11 +315,7 @@ class ClipFolderDataset:
             digest.update(f"\x1f{path.name}\x1f{hashlib.sha256(content).hexdigest()}".encode())
         digest.update("\x1f".join(self._sample_ids).encode())
         for path in self._used_files():
-            try:
-                size = path.stat().st_size
-            except OSError as error:
-                raise DatasetError(f"{path}: cannot read file ({error})") from error
-            digest.update(f"\x1f{path.relative_to(self.root).as_posix()}\x1f{size}".encode())
+            digest.update(f"\x1f{path.relative_to(self.root).as_posix()}\x1f{file_size(path)}".encode())
         return digest.hexdigest()
 
     def _read(self, index: int) -> Sample:

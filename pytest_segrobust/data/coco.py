@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from pytest_segrobust.core.errors import DatasetError
-from pytest_segrobust.data.base import DEFAULT_IGNORE_INDEX, InstanceTarget, Sample, SemanticTarget
+from pytest_segrobust.data.base import DEFAULT_IGNORE_INDEX, InstanceTarget, Sample, SemanticTarget, sample_position
 from pytest_segrobust.data.coco_json import CocoJson, digest_file_sizes, require
 from pytest_segrobust.data.io import read_rgb
 
@@ -116,9 +116,7 @@ class CocoInstances:
         return len(self._images)
 
     def __getitem__(self, index: int) -> Sample:
-        if not -len(self) <= index < len(self):
-            raise IndexError(f"index {index} out of range for {self.name} of size {len(self)}")
-        info = self._images[index]
+        info = self._images[sample_position(index, len(self), self.name)]
         height, width = int(info["height"]), int(info["width"])
         image = self._load_image(info, height, width)
         annotations = self._annotations_by_image.get(info["id"], [])

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pytest_segrobust.core.errors import DatasetError
+from pytest_segrobust.data.io import parse_json, read_file
 
 
 @dataclass(frozen=True)
@@ -39,14 +39,8 @@ class CocoJson:
         Raises:
             DatasetError: when the file cannot be read, is not JSON, or lacks one of the lists.
         """
-        try:
-            raw = path.read_bytes()
-        except OSError as error:
-            raise DatasetError(f"{path}: cannot read the annotation file ({error})") from error
-        try:
-            document = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError) as error:
-            raise DatasetError(f"{path}: not valid JSON ({error})") from error
+        raw = read_file(path, "annotation file")
+        document = parse_json(path, raw)
         if not isinstance(document, dict):
             raise DatasetError(f"{path}: expected a JSON object with images, annotations, categories")
 

@@ -46,7 +46,7 @@ import torch
 from PIL import Image
 
 from pytest_segrobust.core.errors import DatasetError
-from pytest_segrobust.data.base import DEFAULT_IGNORE_INDEX, PanopticTarget, Sample, SemanticTarget
+from pytest_segrobust.data.base import DEFAULT_IGNORE_INDEX, PanopticTarget, Sample, SemanticTarget, sample_position
 from pytest_segrobust.data.coco_json import CocoJson, digest_file_sizes, require
 from pytest_segrobust.data.io import read_rgb
 
@@ -170,9 +170,7 @@ class CocoPanopticSemantic:
         return len(self._images)
 
     def __getitem__(self, index: int) -> Sample:
-        if not -len(self) <= index < len(self):
-            raise IndexError(f"index {index} out of range for {self.name} of size {len(self)}")
-        entry = self._images[index]
+        entry = self._images[sample_position(index, len(self), self.name)]
         image = self._load_image(entry)
         segment_ids = self._segment_id_map(entry)
         return self._sample(entry, image, segment_ids)
@@ -357,11 +355,7 @@ class CocoPanoptic(CocoPanopticSemantic):
     are those of :class:`CocoPanopticSemantic`: the files are the same, more is read from them.
 
     Args:
-        images_dir: Folder that the ``file_name`` of every image is relative to.
-        annotation_file: Panoptic json with ``images``, ``annotations`` and ``categories``.
-        panoptic_dir: Folder that the ``file_name`` of every annotation (its PNG) is relative to.
-        name: Name in reports; the json's stem by default.
-        limit: Use only the first ``limit`` images (in id order).
+        Those of :class:`CocoPanopticSemantic`.
 
     Raises:
         DatasetError: as :class:`CocoPanopticSemantic`, naming file and entry.

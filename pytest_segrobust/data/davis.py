@@ -26,14 +26,12 @@ from pathlib import Path
 from pytest_segrobust.core.errors import DatasetError
 from pytest_segrobust.data.base import Sample
 from pytest_segrobust.data.clip_folders import (
-    FRAME_SUFFIXES,
     MASK_SUFFIX,
     ClipFolderDataset,
     DecodedClip,
     FrameSelection,
-    check_masks_have_frames,
+    clip_folder_files,
     decode_named,
-    files_by_name,
     ids_in,
     read_lines,
     selected_files,
@@ -124,13 +122,7 @@ class Davis2017(ClipFolderDataset):
         return [sequence for sequence in listed if sequence in wanted]
 
     def _files(self, sequence: str) -> tuple[dict[str, Path], dict[str, Path]]:
-        frames = files_by_name(self.frames_root / sequence, FRAME_SUFFIXES, f"frames of sequence {sequence}")
-        if not frames:
-            raise DatasetError(f"{self.frames_root / sequence}: sequence {sequence} has no frames (*.jpg)")
-        masks_dir = self.masks_root / sequence
-        masks = files_by_name(masks_dir, (MASK_SUFFIX,), f"masks of sequence {sequence}")
-        check_masks_have_frames(frames, masks, masks_dir)
-        return frames, masks
+        return clip_folder_files(self.frames_root, self.masks_root, sequence, "sequence")
 
     def read_sequence(self, sequence: str) -> DecodedClip:
         """Decode the selected frames of ``sequence`` and their masks.
@@ -164,16 +156,5 @@ class Davis2017(ClipFolderDataset):
         return selected_files(self._sample_ids, self._files, self.selection)
 
 
-def davis(
-    root: str | os.PathLike[str],
-    split: str = "val",
-    resolution: str = "480p",
-    sequences: Sequence[str] | None = None,
-    *,
-    sparse: bool = False,
-    stride: int = 1,
-    max_frames: int | None = None,
-    name: str | None = None,
-) -> Davis2017:
-    """DAVIS 2017 for a suite's ``dataset.factory`` (see :class:`Davis2017`)."""
-    return Davis2017(root, split, resolution, sequences, sparse=sparse, stride=stride, max_frames=max_frames, name=name)
+#: DAVIS 2017 for a suite's ``dataset.factory``: the class under the name suites use.
+davis = Davis2017

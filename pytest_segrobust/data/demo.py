@@ -38,13 +38,21 @@ from __future__ import annotations
 import colorsys
 import hashlib
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
-from pytest_segrobust.data.base import DEFAULT_IGNORE_INDEX, InstanceTarget, PanopticTarget, Sample, SemanticTarget
+from pytest_segrobust.data.base import (
+    DEFAULT_IGNORE_INDEX,
+    InstanceTarget,
+    PanopticTarget,
+    Sample,
+    SemanticTarget,
+    sample_position,
+)
 
 # Bump whenever a change to this module changes any generated pixel or label of the
 # in-distribution splits (train, val and any split name not in SHIFTED_STYLES).
@@ -139,9 +147,14 @@ SHIFTED_STYLES: dict[str, SceneStyle] = {
 }
 
 
-def _scene_seed(split: str, index: int) -> int:
+def demo_seed(*parts: object) -> int:
+    """A 64-bit seed for the demo generators, the same on every call, process and machine.
+
+    ``parts`` (``"demo", split, index``) join as text, so an index given as a numpy integer
+    seeds as the same Python integer does.
+    """
     # Python's hash() is salted per process; blake2b is stable everywhere.
-    key = f"demo\x1f{split}\x1f{index}".encode()
+    key = "\x1f".join(str(part) for part in parts).encode()
     return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "little")
 
 
@@ -272,11 +285,7 @@ def _novel_texture(
     family to a person, which keeps the shifted task well posed.
 
     Args:
-        rng: The scene's generator.
-        class_id: Object class, one of the non-background classes.
-        u: Rotated x offsets from the object centre.
-        v: Rotated y offsets from the object centre.
-        radius: Object size in pixels, the length scale of the smooth gradient.
+        rng, class_id, u, v, radius: As for :func:`_texture`.
         period: Texture period in pixels.
         phase: Offset of the pattern, in periods.
 
@@ -399,7 +408,7 @@ def generate_scene(split: str, index: int, image_size: int = 128) -> Scene:
         return: image ``(3, image_size, image_size)``; label and object maps
         ``(image_size, image_size)``.
     """
-    rng = np.random.Generator(np.random.PCG64(_scene_seed(split, index)))
+    rng = np.random.Generator(np.random.PCG64(demo_seed("demo", split, index)))
     style = SHIFTED_STYLES.get(split, IN_DISTRIBUTION)
     size = image_size
 
@@ -459,6 +468,36 @@ def generate_scene(split: str, index: int, image_size: int = 128) -> Scene:
     return Scene(pixels, class_of_object[objects], objects, class_of_object[1:])
 
 
+def split_size(split: str, size: int | None, defaults: Mapping[str, int], what: str, parameter: str) -> int:
+    """How many samples a demo dataset of ``split`` holds: ``size``, or the split's default.
+
+    Args:
+        split: The split asked for.
+        size: The number asked for, ``None`` for the default.
+        defaults: Each split's default number; its keys are the splits there are.
+        what: The dataset in words, for messages (``"demo video"``).
+        parameter: The name of the dataset's argument that ``size`` is, for messages.
+
+    Raises:
+        ValueError: On an unknown split or a negative size.
+    """
+    if split not in defaults:
+        raise ValueError(f"unknown {what} split {split!r}; expected one of {sorted(defaults)}")
+    if size is not None and size < 0:
+        raise ValueError(f"{parameter} must be non-negative, got {size}")
+    return defaults[split] if size is None else size
+
+
+def check_image_size(image_size: int) -> None:
+    """Refuse an image too small for the demo's shapes and textures.
+
+    Raises:
+        ValueError: When ``image_size`` is below 16 pixels.
+    """
+    if image_size < _MIN_IMAGE_SIZE:
+        raise ValueError(f"image_size must be at least {_MIN_IMAGE_SIZE}, got {image_size}")
+
+
 class DemoScenes:
     """Procedurally generated textured-shape scenes; implements ``SegmentationDataset``.
 
@@ -484,14 +523,9 @@ class DemoScenes:
     categories: tuple[dict[str, Any], ...] = CATEGORIES
 
     def __init__(self, split: str = "val", size: int | None = None, image_size: int = 128) -> None:
-        if split not in DEFAULT_SIZES:
-            raise ValueError(f"unknown demo split {split!r}; expected one of {sorted(DEFAULT_SIZES)}")
-        if size is not None and size < 0:
-            raise ValueError(f"size must be non-negative, got {size}")
-        if image_size < _MIN_IMAGE_SIZE:
-            raise ValueError(f"image_size must be at least {_MIN_IMAGE_SIZE}, got {image_size}")
+        self.size = split_size(split, size, DEFAULT_SIZES, "demo", "size")
+        check_image_size(image_size)
         self.split = split
-        self.size = DEFAULT_SIZES[split] if size is None else size
         self.image_size = image_size
         self.name = f"demo-{split}"
 
@@ -504,9 +538,7 @@ class DemoScenes:
         Raises:
             IndexError: When ``index`` is out of range, which also ends plain iteration.
         """
-        if not -self.size <= index < self.size:
-            raise IndexError(f"index {index} out of range for {self.name} of size {self.size}")
-        index %= self.size
+        index = sample_position(index, self.size, self.name)
         scene = generate_scene(self.split, index, self.image_size)
         return Sample(
             sample_id=f"demo/{self.split}/{index:05d}",

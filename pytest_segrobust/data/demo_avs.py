@@ -33,16 +33,15 @@ it is an exact index into that table.
 from __future__ import annotations
 
 import functools
-import hashlib
 import math
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from pytest_segrobust.data.base import DEFAULT_IGNORE_INDEX, Sample
+from pytest_segrobust.data.base import DEFAULT_IGNORE_INDEX, Sample, sample_position
 from pytest_segrobust.data.clips import ClipAudio, ClipFrames, ClipObjects
-from pytest_segrobust.data.demo import _hsv, _value_noise
+from pytest_segrobust.data.demo import _hsv, _value_noise, check_image_size, demo_seed, split_size
 
 # Bump whenever a change to this module changes any generated pixel, mask or sample.
 GENERATOR_VERSION = "1"
@@ -139,14 +138,8 @@ class ClipPlan:
         return tuple(shape.source for shape in self.shapes if shape.sounding[frame])
 
 
-def _seed(split: str, index: int, part: str) -> int:
-    # Python's hash() is salted per process; blake2b is stable everywhere.
-    key = f"demo-avs\x1f{split}\x1f{index}\x1f{part}".encode()
-    return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "little")
-
-
 def _generator(split: str, index: int, part: str) -> np.random.Generator:
-    return np.random.Generator(np.random.PCG64(_seed(split, index, part)))
+    return np.random.Generator(np.random.PCG64(demo_seed("demo-avs", split, index, part)))
 
 
 @functools.cache
@@ -344,14 +337,9 @@ class DemoAVSClips:
     ignore_index: int = DEFAULT_IGNORE_INDEX
 
     def __init__(self, split: str = "val", clips: int | None = None, image_size: int = IMAGE_SIZE) -> None:
-        if split not in DEFAULT_CLIPS:
-            raise ValueError(f"unknown demo AVS split {split!r}; expected one of {sorted(DEFAULT_CLIPS)}")
-        if clips is not None and clips < 0:
-            raise ValueError(f"clips must be non-negative, got {clips}")
-        if image_size < 16:
-            raise ValueError(f"image_size must be at least 16, got {image_size}")
+        self.clips = split_size(split, clips, DEFAULT_CLIPS, "demo AVS", "clips")
+        check_image_size(image_size)
         self.split = split
-        self.clips = DEFAULT_CLIPS[split] if clips is None else clips
         self.image_size = image_size
         self.name = f"demo-avs-{split}"
 
@@ -366,9 +354,7 @@ class DemoAVSClips:
         return f"demo-avs/{self.split}/{index:04d}"
 
     def _index(self, index: int) -> int:
-        if not -self.clips <= index < self.clips:
-            raise IndexError(f"index {index} out of range for {self.name} of size {self.clips}")
-        return index % self.clips
+        return sample_position(index, self.clips, self.name)
 
     def clip(self, index: int) -> DemoAVSClip:
         """Clip ``index`` as arrays, with what was drawn about it (:class:`DemoAVSClip`)."""

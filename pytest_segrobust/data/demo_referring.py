@@ -40,8 +40,15 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from pytest_segrobust.data.base import DEFAULT_IGNORE_INDEX, ReferringTarget, Sample
-from pytest_segrobust.data.demo import _MIN_IMAGE_SIZE, CLASS_NAMES, GENERATOR_VERSION, Scene, generate_scene
+from pytest_segrobust.data.base import DEFAULT_IGNORE_INDEX, ReferringTarget, Sample, sample_position
+from pytest_segrobust.data.demo import (
+    CLASS_NAMES,
+    GENERATOR_VERSION,
+    Scene,
+    check_image_size,
+    generate_scene,
+    split_size,
+)
 from pytest_segrobust.data.referring import REFERRING_CLASS_NAMES
 
 # Bump whenever a change to this module changes any expression, id or mask; the scenes'
@@ -266,14 +273,9 @@ class DemoReferring:
     ignore_index: int = DEFAULT_IGNORE_INDEX
 
     def __init__(self, split: str = "val", scenes: int | None = None, image_size: int = 128) -> None:
-        if split not in DEFAULT_SCENES:
-            raise ValueError(f"unknown demo referring split {split!r}; expected one of {sorted(DEFAULT_SCENES)}")
-        if scenes is not None and scenes < 0:
-            raise ValueError(f"scenes must be non-negative, got {scenes}")
-        if image_size < _MIN_IMAGE_SIZE:
-            raise ValueError(f"image_size must be at least {_MIN_IMAGE_SIZE}, got {image_size}")
+        self.scenes = split_size(split, scenes, DEFAULT_SCENES, "demo referring", "scenes")
+        check_image_size(image_size)
         self.split = split
-        self.scenes = DEFAULT_SCENES[split] if scenes is None else scenes
         self.image_size = image_size
         self.name = f"demo-referring-{split}"
         self._entries: list[_Entry] = []
@@ -311,9 +313,7 @@ class DemoReferring:
         Raises:
             IndexError: When ``index`` is out of range, which also ends plain iteration.
         """
-        if not -len(self) <= index < len(self):
-            raise IndexError(f"index {index} out of range for {self.name} of size {len(self)}")
-        entry = self._entries[index]
+        entry = self._entries[sample_position(index, len(self), self.name)]
         scene = self.scene(entry.scene)
         return Sample(
             sample_id=self._sample_id(entry),

@@ -37,8 +37,6 @@ applied to scalars.
 
 from __future__ import annotations
 
-import colorsys
-import hashlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -48,9 +46,18 @@ import numpy as np
 import torch
 
 from pytest_segrobust.core.types import Video, VideoMasks
-from pytest_segrobust.data.base import DEFAULT_IGNORE_INDEX, Sample
+from pytest_segrobust.data.base import DEFAULT_IGNORE_INDEX, Sample, sample_position
 from pytest_segrobust.data.clips import ClipExpression, ClipFrames, ClipObjects
-from pytest_segrobust.data.demo import CLASS_NAMES, IN_DISTRIBUTION, _texture, _value_noise
+from pytest_segrobust.data.demo import (
+    CLASS_NAMES,
+    IN_DISTRIBUTION,
+    _hsv,
+    _texture,
+    _value_noise,
+    demo_seed,
+    split_size,
+)
+from pytest_segrobust.data.demo_referring import COLOUR_NAMES
 
 # Bump whenever a change to this module changes any generated pixel, mask or expression.
 GENERATOR_VERSION = "1"
@@ -69,14 +76,6 @@ LATE_SHARE = 0.4
 ACCELERATING_SHARE = 0.5
 MAX_ATTEMPTS = 64
 
-COLOUR_NAMES: tuple[tuple[str, float], ...] = (
-    ("red", 0.0),
-    ("yellow", 1 / 6),
-    ("green", 2 / 6),
-    ("cyan", 3 / 6),
-    ("blue", 4 / 6),
-    ("purple", 5 / 6),
-)
 # Hues are drawn this close to their name's centre: far from any neighbour's.
 HUE_JITTER = 0.03
 SHAPE_NAMES: tuple[str, ...] = ("disk", "ellipse", "rectangle", "triangle")
@@ -164,17 +163,6 @@ class Clip:
     masks: np.ndarray
     objects: tuple[ClipObject, ...]
     first_frames: tuple[int, ...]
-
-
-def _seed(*parts: object) -> int:
-    # Python's hash() is salted per process; blake2b is stable everywhere.
-    key = "\x1f".join(str(part) for part in ("demo-video", *parts)).encode()
-    return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "little")
-
-
-def _hsv(hue: float, saturation: float, value: float) -> np.ndarray:
-    """One RGB colour as a ``(3, 1, 1)`` float32 array."""
-    return np.asarray(colorsys.hsv_to_rgb(hue % 1.0, saturation, value), dtype=np.float32).reshape(3, 1, 1)
 
 
 def _draw_object(rng: np.random.Generator, number: int, look: tuple[int, int], kind: str, size: int) -> ClipObject:
@@ -343,7 +331,7 @@ def generate_clip(split: str, index: int, frames: int = FRAMES, image_size: int 
             at the default sizes).
     """
     for attempt in range(MAX_ATTEMPTS):
-        rng = np.random.Generator(np.random.PCG64(_seed(split, index, attempt)))
+        rng = np.random.Generator(np.random.PCG64(demo_seed("demo-video", split, index, attempt)))
         background = _background(rng, image_size)
         count = int(rng.integers(OBJECT_COUNT[0], OBJECT_COUNT[1] + 1))
         # Distinct (texture, colour) pairs, so colour and texture together always name one object.
@@ -391,14 +379,6 @@ def describe_objects(objects: tuple[ClipObject, ...]) -> list[list[str]]:
     return described
 
 
-def _check(split: str, clips: int | None, defaults: dict[str, int], what: str) -> int:
-    if split not in defaults:
-        raise ValueError(f"unknown {what} split {split!r}; expected one of {sorted(defaults)}")
-    if clips is not None and clips < 0:
-        raise ValueError(f"clips must be non-negative, got {clips}")
-    return defaults[split] if clips is None else clips
-
-
 class DemoClips:
     """Procedural clips of moving textured shapes, for semi-supervised VOS: one sample per clip.
 
@@ -419,7 +399,7 @@ class DemoClips:
     class_names: tuple[str, ...] = ("background", "object")
 
     def __init__(self, split: str = "val", clips: int | None = None) -> None:
-        self.clips = _check(split, clips, DEFAULT_CLIPS, "demo video")
+        self.clips = split_size(split, clips, DEFAULT_CLIPS, "demo video", "clips")
         self.split = split
         self.name = f"demo-vos-{split}"
 
@@ -439,9 +419,7 @@ class DemoClips:
         Raises:
             IndexError: When ``index`` is out of range, which also ends plain iteration.
         """
-        if not -len(self) <= index < len(self):
-            raise IndexError(f"index {index} out of range for {self.name} of size {len(self)}")
-        index %= len(self)
+        index = sample_position(index, len(self), self.name)
         clip = self.clip(index)
         return Sample.of(self.clip_id(index), **clip_fields(clip))
 
@@ -499,7 +477,7 @@ class DemoReferringClips:
     default_clips: ClassVar[dict[str, int]] = {"train": 400, "val": 6}
 
     def __init__(self, split: str = "val", clips: int | None = None) -> None:
-        self.clips = _check(split, clips, self.default_clips, "demo referring video")
+        self.clips = split_size(split, clips, self.default_clips, "demo referring video", "clips")
         self.split = split
         self.name = f"demo-rvos-{split}"
         self._videos = DemoClips(split, self.clips)
@@ -534,9 +512,7 @@ class DemoReferringClips:
         Raises:
             IndexError: When ``index`` is out of range, which also ends plain iteration.
         """
-        if not -len(self) <= index < len(self):
-            raise IndexError(f"index {index} out of range for {self.name} of size {len(self)}")
-        entry = self._entries[index]
+        entry = self._entries[sample_position(index, len(self), self.name)]
         clip = self.clip(entry.clip)
         sample_id = f"{self._videos.clip_id(entry.clip)}/{entry.number}-{entry.sentence}"
         return Sample.of(sample_id, **clip_fields(clip), expression=ClipExpression(entry.expression, entry.number))

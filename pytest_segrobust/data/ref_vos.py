@@ -342,40 +342,9 @@ class RefDavis17(ClipFolderDataset):
         return self._davis._used_files()
 
 
-def ref_youtube_vos(
-    root: str | os.PathLike[str],
-    split: str = "valid",
-    *,
-    videos: Sequence[str] | None = None,
-    stride: int = 1,
-    max_frames: int | None = None,
-    name: str | None = None,
-) -> RefYouTubeVos:
-    """Ref-YouTube-VOS for a suite's ``dataset.factory`` (see :class:`RefYouTubeVos`)."""
-    return RefYouTubeVos(root, split, videos=videos, stride=stride, max_frames=max_frames, name=name)
+#: Ref-YouTube-VOS for a suite's ``dataset.factory``: the class under the name suites use.
+ref_youtube_vos = RefYouTubeVos
 
 
-def ref_davis17(
-    root: str | os.PathLike[str],
-    split: str = "val",
-    *,
-    text_annotations: str | os.PathLike[str] | None = None,
-    expression_files: Sequence[str] = DAVIS17_EXPRESSION_FILES,
-    annotations: str = "Annotations_unsupervised",
-    sequences: Sequence[str] | None = None,
-    stride: int = 1,
-    max_frames: int | None = None,
-    name: str | None = None,
-) -> RefDavis17:
-    """Ref-DAVIS17 for a suite's ``dataset.factory`` (see :class:`RefDavis17`)."""
-    return RefDavis17(
-        root,
-        split,
-        text_annotations=text_annotations,
-        expression_files=expression_files,
-        annotations=annotations,
-        sequences=sequences,
-        stride=stride,
-        max_frames=max_frames,
-        name=name,
-    )
+#: Ref-DAVIS17 for a suite's ``dataset.factory``: the class under the name suites use.
+ref_davis17 = RefDavis17

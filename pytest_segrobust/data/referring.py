@@ -39,10 +39,10 @@ from typing import Any
 import torch
 
 from pytest_segrobust.core.errors import DatasetError
-from pytest_segrobust.data.base import DEFAULT_IGNORE_INDEX, ReferringTarget, Sample
+from pytest_segrobust.data.base import DEFAULT_IGNORE_INDEX, ReferringTarget, Sample, sample_position
 from pytest_segrobust.data.coco import _decode_segmentation, _pycocotools_mask
 from pytest_segrobust.data.coco_json import CocoJson, digest_file_sizes, require
-from pytest_segrobust.data.io import read_rgb
+from pytest_segrobust.data.io import parse_json, read_file, read_rgb
 
 # The splits each splitBy of the original refs files has (refer.py's datasets).
 SPLITS_BY: dict[str, tuple[str, ...]] = {
@@ -81,15 +81,9 @@ def load_refs(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
             function, or is not a list of objects.
     """
     path = Path(path)
-    try:
-        data = path.read_bytes()
-    except OSError as error:
-        raise DatasetError(f"{path}: cannot read the refs file ({error})") from error
+    data = read_file(path, "refs file")
     if path.suffix.lower() == ".json":
-        try:
-            refs = json.loads(data)
-        except (json.JSONDecodeError, UnicodeDecodeError) as error:
-            raise DatasetError(f"{path}: not valid JSON ({error})") from error
+        refs = parse_json(path, data)
     else:
         try:
             refs = _RefusingUnpickler(data, path).load()
@@ -150,9 +144,7 @@ class _ReferringSamples:
         return tuple(entry.sample_id for entry in self._entries)
 
     def __getitem__(self, index: int) -> Sample:
-        if not -len(self) <= index < len(self):
-            raise IndexError(f"index {index} out of range for {self.name} of size {len(self)}")
-        entry = self._entries[index]
+        entry = self._entries[sample_position(index, len(self), self.name)]
         if not entry.image.is_file():
             raise DatasetError(f"{entry.image}: image file of {entry.where} does not exist")
         pixels = read_rgb(entry.image)

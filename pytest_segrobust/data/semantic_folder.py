@@ -30,8 +30,8 @@ import torch
 from PIL import Image
 
 from pytest_segrobust.core.errors import DatasetError
-from pytest_segrobust.data.base import DEFAULT_IGNORE_INDEX, Sample, SemanticTarget
-from pytest_segrobust.data.io import read_rgb
+from pytest_segrobust.data.base import DEFAULT_IGNORE_INDEX, Sample, SemanticTarget, sample_position
+from pytest_segrobust.data.io import file_size, read_rgb
 
 Layout = Literal["generic", "ade20k", "voc", "cityscapes"]
 
@@ -83,6 +83,34 @@ def read_pair(pair: _Pair, read_mask: Callable[[Path], np.ndarray]) -> tuple[tor
             f"{pair.image} is {image.shape[1]}x{image.shape[0]}"
         )
     return torch.from_numpy(image.copy()).permute(2, 0, 1).contiguous(), SemanticTarget(torch.from_numpy(mask))
+
+
+def read_label_map(path: Path, modes: str) -> np.ndarray:
+    """A single-channel mask's values as stored.
+
+    Args:
+        path: The mask file.
+        modes: The modes a dataset takes, in its words, for the message on a colour image
+            (``"(palette, grayscale or integer)"``).
+
+    Shape:
+        return: ``(H, W)``, int64.
+
+    Raises:
+        DatasetError: naming the file when it cannot be read or is not a single-channel label map.
+    """
+    try:
+        with Image.open(path) as opened:
+            if opened.mode not in _LABEL_MODES:
+                raise DatasetError(
+                    f"{path}: mask has mode {opened.mode}; expected a single-channel label map {modes}, "
+                    "not a colour image"
+                )
+            return np.asarray(opened).astype(np.int64)
+    except DatasetError:
+        raise
+    except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as error:
+        raise DatasetError(f"{path}: cannot read mask ({error})") from error
 
 
 class SemanticFolder:
@@ -144,9 +172,7 @@ class SemanticFolder:
         return len(self._pairs)
 
     def __getitem__(self, index: int) -> Sample:
-        if not -len(self) <= index < len(self):
-            raise IndexError(f"index {index} out of range for {self.name} of size {len(self)}")
-        pair = self._pairs[index]
+        pair = self._pairs[sample_position(index, len(self), self.name)]
         image, target = read_pair(pair, self._read_mask)
         return Sample(sample_id=pair.key, image=image, target=target)
 
@@ -160,11 +186,7 @@ class SemanticFolder:
         digest.update("\x1f".join(self.class_names).encode())
         for pair in self._pairs:
             for root, path in ((self.images_dir, pair.image), (self.masks_dir, pair.mask)):
-                try:
-                    size = path.stat().st_size
-                except OSError as error:
-                    raise DatasetError(f"{path}: cannot read file ({error})") from error
-                digest.update(f"\x1f{path.relative_to(root).as_posix()}\x1f{size}".encode())
+                digest.update(f"\x1f{path.relative_to(root).as_posix()}\x1f{file_size(path)}".encode())
         return digest.hexdigest()
 
     def _discover_pairs(self) -> list[_Pair]:
@@ -246,19 +268,7 @@ class SemanticFolder:
         Shape:
             return: ``(H, W)``, int64.
         """
-        try:
-            with Image.open(path) as opened:
-                mode = opened.mode
-                if mode not in _LABEL_MODES:
-                    raise DatasetError(
-                        f"{path}: mask has mode {mode}; expected a single-channel label map (palette, "
-                        f"grayscale or integer), not a colour image"
-                    )
-                stored = np.asarray(opened).astype(np.int64)
-        except DatasetError:
-            raise
-        except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as error:
-            raise DatasetError(f"{path}: cannot read mask ({error})") from error
+        stored = read_label_map(path, "(palette, grayscale or integer)")
         if self._lookup is None:
             labels = stored
             allowed = ((labels >= 0) & (labels < len(self.class_names))) | (labels == self.ignore_index)

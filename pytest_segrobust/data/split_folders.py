@@ -36,18 +36,17 @@ from pathlib import Path
 from typing import Literal, get_args
 
 import numpy as np
-from PIL import Image
 
 from pytest_segrobust.core.errors import DatasetError
-from pytest_segrobust.data.base import DEFAULT_IGNORE_INDEX, Sample
+from pytest_segrobust.data.base import DEFAULT_IGNORE_INDEX, Sample, sample_position
 
 # Shared with SemanticFolder, so both readers accept the same files in the same way.
 from pytest_segrobust.data.semantic_folder import (
-    _LABEL_MODES,
     IMAGE_SUFFIXES,
     MASK_SUFFIXES,
     _Pair,
     _with_suffix,
+    read_label_map,
     read_pair,
 )
 
@@ -129,9 +128,7 @@ class SplitFolders:
             DatasetError: naming the file, when it cannot be read, a mask is not a label map,
                 its size differs from the image's or it holds values that are no class id.
         """
-        if not -len(self) <= index < len(self):
-            raise IndexError(f"index {index} out of range for {self.name} of size {len(self)}")
-        pair = self._pairs[index]
+        pair = self._pairs[sample_position(index, len(self), self.name)]
         image, target = read_pair(pair, self._read_mask)
         return Sample(sample_id=f"{self.split}/{pair.key}", image=image, target=target)
 
@@ -197,18 +194,7 @@ class SplitFolders:
         Shape:
             return: ``(H, W)``, int64.
         """
-        try:
-            with Image.open(path) as opened:
-                if opened.mode not in _LABEL_MODES:
-                    raise DatasetError(
-                        f"{path}: mask has mode {opened.mode}; expected a single-channel label map of class ids "
-                        f"(grayscale, palette or 16-bit), not a colour image"
-                    )
-                labels = np.asarray(opened).astype(np.int64)
-        except DatasetError:
-            raise
-        except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as error:
-            raise DatasetError(f"{path}: cannot read mask ({error})") from error
+        labels = read_label_map(path, "of class ids (grayscale, palette or 16-bit)")
         allowed = ((labels >= 0) & (labels < len(self.class_names))) | (labels == self.ignore_index)
         if not bool(allowed.all()):
             bad = np.unique(labels[~allowed])[:5].tolist()

@@ -31,16 +31,14 @@ from pathlib import Path
 from pytest_segrobust.core.errors import DatasetError
 from pytest_segrobust.data.base import Sample
 from pytest_segrobust.data.clip_folders import (
-    FRAME_SUFFIXES,
     MASK_SUFFIX,
     ClipFolderDataset,
     DecodedClip,
     FrameSelection,
-    check_masks_have_frames,
+    clip_folder_files,
     decode_named,
     field_object,
     field_of,
-    files_by_name,
     object_id_of,
     read_json_object,
     selected_files,
@@ -262,13 +260,7 @@ class YouTubeVos(ClipFolderDataset):
         self._annotation_files = tuple(annotation_files)
 
     def _files(self, video: str) -> tuple[dict[str, Path], dict[str, Path]]:
-        frames = files_by_name(self.frames_root / video, FRAME_SUFFIXES, f"frames of video {video}")
-        if not frames:
-            raise DatasetError(f"{self.frames_root / video}: video {video} has no frames (*.jpg)")
-        masks_dir = self.masks_root / video
-        masks = files_by_name(masks_dir, (MASK_SUFFIX,), f"masks of video {video}")
-        check_masks_have_frames(frames, masks, masks_dir)
-        return frames, masks
+        return clip_folder_files(self.frames_root, self.masks_root, video, "video")
 
     def _read(self, index: int) -> Sample:
         video = self._sample_ids[index]
@@ -289,27 +281,5 @@ class YouTubeVos(ClipFolderDataset):
         return selected_files(self._sample_ids, self._files, self.selection)
 
 
-def youtube_vos(
-    root: str | os.PathLike[str],
-    split: str = "valid",
-    *,
-    all_frames: bool = False,
-    train_meta: str | os.PathLike[str] | None = None,
-    seen_categories: Sequence[str] | None = None,
-    videos: Sequence[str] | None = None,
-    stride: int = 1,
-    max_frames: int | None = None,
-    name: str | None = None,
-) -> YouTubeVos:
-    """YouTube-VOS for a suite's ``dataset.factory`` (see :class:`YouTubeVos`)."""
-    return YouTubeVos(
-        root,
-        split,
-        all_frames=all_frames,
-        train_meta=train_meta,
-        seen_categories=seen_categories,
-        videos=videos,
-        stride=stride,
-        max_frames=max_frames,
-        name=name,
-    )
+#: YouTube-VOS for a suite's ``dataset.factory``: the class under the name suites use.
+youtube_vos = YouTubeVos

@@ -19,16 +19,14 @@ not resized: the module knows its own resolution).
 
 from __future__ import annotations
 
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
-import numpy as np
 import torch
 
-from pytest_segrobust.core.errors import ModelOutputError
 from pytest_segrobust.core.types import Audio
 from pytest_segrobust.models.adapters import register_adapter
 from pytest_segrobust.models.torch_module import _TorchModuleAdapter, module_fingerprint
-from pytest_segrobust.models.video import _fingerprint_of, _is_function, _is_module
+from pytest_segrobust.models.video import _ArrayAdapter, _fingerprint_of, _is_function, _is_module
 
 __all__ = ["ArrayAudioVisualModel", "AudioVisualModel", "TorchModuleAudioVisualSegmenter"]
 
@@ -69,30 +67,18 @@ class TorchModuleAudioVisualSegmenter(_TorchModuleAdapter):
         return module_fingerprint(self.module, "avs")
 
 
-class ArrayAudioVisualModel:
+class ArrayAudioVisualModel(_ArrayAdapter):
     """Wraps ``fn(clips, waveform, frame_bounds, sample_rate)`` of numpy arrays (``(B, T, 3, H, W)`` float32,
     ``(B, C, S)`` float32, ``(B, T, 2)`` int64, an int) returning ``(B, T, H, W)`` bool masks or float logits."""
 
     task = "avs"
 
-    def __init__(self, obj: Any, device: torch.device | str | None = None, amp: bool = False) -> None:
-        del amp  # a function of arrays runs as it is written
-        self.obj = obj
-        self.device = torch.device("cpu" if device is None else device)
-
     def predict(self, clips: torch.Tensor, audio: Audio) -> torch.Tensor:
-        output = self.obj(_array(clips), _array(audio.data.float()), _array(audio.frame_bounds), int(audio.sample_rate))
-        tensor = torch.as_tensor(output) if isinstance(output, np.ndarray) else output
-        if not isinstance(tensor, torch.Tensor):
-            raise ModelOutputError(f"function returned {type(output).__name__}, expected an array (B, T, H, W)")
-        return tensor.to(self.device)
+        arrays = (self._array(clips), self._array(audio.data.float()), self._array(audio.frame_bounds))
+        return self._masks_back(self.obj(*arrays, int(audio.sample_rate)))
 
     def fingerprint(self) -> str:
         return _fingerprint_of(self.obj, "avs-array")
-
-
-def _array(values: torch.Tensor) -> np.ndarray:
-    return values.detach().cpu().numpy()
 
 
 # Later registrations are tried first: a module before the generic callable.

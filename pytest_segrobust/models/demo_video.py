@@ -318,13 +318,5 @@ def tiny_vos(weights: str | None = None, device: str = "cpu") -> TinyVOSNet:
 
 
 def tiny_rvos(weights: str | None = None, device: str = "cpu") -> TinyRVOSNet:
-    """The demo R-VOS model with trained weights, in eval mode.
-
-    Args:
-        weights: Path of a state dict file; ``None`` loads the weights shipped with the package.
-        device: Device to put the model on.
-
-    Raises:
-        FileNotFoundError: When the weights file does not exist.
-    """
+    """The demo R-VOS model with trained weights, in eval mode; ``weights`` and ``device`` as for :func:`tiny_vos`."""
     return load_weights(TinyRVOSNet(), weights, RVOS_WEIGHTS_PATH, device)

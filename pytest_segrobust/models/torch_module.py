@@ -93,6 +93,31 @@ class _TorchModuleAdapter:
         with torch.autocast(self.device.type, dtype=dtype, enabled=self.amp):
             return self.module(*inputs)
 
+    def _per_image(self, output: Any, batch: int, expected: str, hint: str = "") -> Sequence[Any]:
+        """``output`` when it is a sequence of one item per image of the batch.
+
+        Args:
+            output: What the module returned.
+            batch: Images in the batch.
+            expected: What each item should be, for the message.
+            hint: Said after what was found, for outputs with a known remedy.
+
+        Raises:
+            ModelOutputError: naming what was expected and what came instead.
+        """
+        if not isinstance(output, Sequence) or isinstance(output, str) or len(output) != batch:
+            found = f"a sequence of {len(output)}" if isinstance(output, Sequence) else type(output).__name__
+            raise ModelOutputError(f"expected a list of {batch} per-image {expected}, got {found}{hint}")
+        return output
+
+    def fingerprint(self) -> str:
+        """Digest of the module's class, its configuration (repr), the precision and the weights."""
+        return module_fingerprint(self.module, self._precision, repr(self.module))
+
+    @property
+    def _precision(self) -> str:
+        return "amp" if self.amp else "fp32"
+
 
 class TorchModuleSegmenter(_TorchModuleAdapter):
     """Wraps an ``nn.Module`` mapping ``(B, 3, H, W)`` images in ``[0, 1]`` to logits.
@@ -121,8 +146,8 @@ class TorchModuleSegmenter(_TorchModuleAdapter):
         return class_ids(logits)
 
     def fingerprint(self) -> str:
-        """Digest of the module's class, the precision and every parameter and buffer."""
-        return module_fingerprint(self.module, "amp" if self.amp else "fp32")
+        """Digest of the module's class, the precision and every parameter and buffer (not its repr)."""
+        return module_fingerprint(self.module, self._precision)
 
 
 class TorchModuleInstanceSegmenter(_TorchModuleAdapter):
@@ -158,19 +183,14 @@ class TorchModuleInstanceSegmenter(_TorchModuleAdapter):
     def predict(self, images: torch.Tensor) -> list[InstancePredictions]:
         """Shape: images ``(B, 3, H, W)`` -> ``B`` predictions with masks ``(N, H, W)``."""
         output = self._forward(images)
-        batch = images.shape[0]
-        if not isinstance(output, Sequence) or isinstance(output, str) or len(output) != batch:
-            found = f"a sequence of {len(output)}" if isinstance(output, Sequence) else type(output).__name__
-            hint = (
-                "; a semantic network's logits become instances with pytest_segrobust.models.ComponentInstances"
-                if isinstance(output, torch.Tensor)
-                else ""
-            )
-            raise ModelOutputError(
-                f"expected a list of {batch} per-image instance predictions (dicts with {', '.join(_INSTANCE_KEYS)}), "
-                f"got {found}{hint}"
-            )
-        return [self._instances(item, index, tuple(images.shape[-2:])) for index, item in enumerate(output)]
+        hint = (
+            "; a semantic network's logits become instances with pytest_segrobust.models.ComponentInstances"
+            if isinstance(output, torch.Tensor)
+            else ""
+        )
+        expected = f"instance predictions (dicts with {', '.join(_INSTANCE_KEYS)})"
+        items = self._per_image(output, images.shape[0], expected, hint)
+        return [self._instances(item, index, tuple(images.shape[-2:])) for index, item in enumerate(items)]
 
     def _instances(self, item: Any, index: int, size: tuple[int, int]) -> InstancePredictions:
         """One image's output as :class:`InstancePredictions`, checked against the image size."""
@@ -227,8 +247,8 @@ class TorchModuleInstanceSegmenter(_TorchModuleAdapter):
         :class:`~pytest_segrobust.models.components.ComponentInstances` shows ``min_area``)
         change the fingerprint; settings kept only in plain attributes do not.
         """
-        precision = "amp" if self.amp else "fp32"
-        return module_fingerprint(self.module, precision, f"mask_threshold={self.mask_threshold!r}", repr(self.module))
+        threshold = f"mask_threshold={self.mask_threshold!r}"
+        return module_fingerprint(self.module, self._precision, threshold, repr(self.module))
 
 
 class TorchModulePanopticSegmenter(_TorchModuleAdapter):
@@ -249,13 +269,7 @@ class TorchModulePanopticSegmenter(_TorchModuleAdapter):
     @torch.inference_mode()
     def predict(self, images: torch.Tensor) -> list[PanopticPredictions]:
         """Shape: images ``(B, 3, H, W)`` -> ``B`` predictions with segments ``(H, W)``."""
-        output = self._forward(images)
-        batch = images.shape[0]
-        if not isinstance(output, Sequence) or isinstance(output, str) or len(output) != batch:
-            found = f"a sequence of {len(output)}" if isinstance(output, Sequence) else type(output).__name__
-            raise ModelOutputError(
-                f"expected a list of {batch} per-image panoptic predictions (segments, ids, labels), got {found}"
-            )
+        output = self._per_image(self._forward(images), images.shape[0], "panoptic predictions (segments, ids, labels)")
         predictions = []
         for index, item in enumerate(output):
             if isinstance(item, Mapping):
@@ -267,10 +281,6 @@ class TorchModulePanopticSegmenter(_TorchModuleAdapter):
                 raise ModelOutputError(f"image {index} of the batch: expected PanopticPredictions or a mapping, got {type(item).__name__}")
             predictions.append(item)
         return predictions
-
-    def fingerprint(self) -> str:
-        """Digest of the module's class, its configuration (repr), the precision and the weights."""
-        return module_fingerprint(self.module, "amp" if self.amp else "fp32", repr(self.module))
 
 
 class TorchModuleReferringSegmenter(_TorchModuleAdapter):
@@ -320,10 +330,6 @@ class TorchModuleReferringSegmenter(_TorchModuleAdapter):
             )[:, 0]
         require_finite(output, "mask logits")
         return output > REFERRING_LOGIT_THRESHOLD
-
-    def fingerprint(self) -> str:
-        """Digest of the module's class, its configuration (repr), the precision and the weights."""
-        return module_fingerprint(self.module, "amp" if self.amp else "fp32", repr(self.module))
 
 
 def _is_module(obj: Any) -> bool:

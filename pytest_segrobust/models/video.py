@@ -213,6 +213,17 @@ class _ArrayAdapter:
     def _back(self, output: Any, shape: Sequence[int]) -> torch.Tensor:
         return ids_of(output, shape, "function").to(self.device)
 
+    def _masks_back(self, output: Any) -> torch.Tensor:
+        """The function's masks or logits as a tensor on ``device`` (shapes are the task's to check).
+
+        Raises:
+            ModelOutputError: when the function returned something other than an array or tensor.
+        """
+        tensor = torch.as_tensor(output) if isinstance(output, np.ndarray) else output
+        if not isinstance(tensor, torch.Tensor):
+            raise ModelOutputError(f"function returned {type(output).__name__}, expected an array (B, T, H, W)")
+        return tensor.to(self.device)
+
     @staticmethod
     def _array(values: torch.Tensor) -> np.ndarray:
         return values.detach().cpu().numpy()
@@ -254,11 +265,7 @@ class ArrayReferringVideoModel(_ArrayAdapter):
     task = "rvos"
 
     def predict(self, clips: torch.Tensor, texts: Sequence[str]) -> torch.Tensor:
-        output = self.obj(self._array(clips), list(texts))
-        tensor = torch.as_tensor(output) if isinstance(output, np.ndarray) else output
-        if not isinstance(tensor, torch.Tensor):
-            raise ModelOutputError(f"function returned {type(output).__name__}, expected an array (B, T, H, W)")
-        return tensor.to(self.device)
+        return self._masks_back(self.obj(self._array(clips), list(texts)))
 
     def fingerprint(self) -> str:
         return _fingerprint_of(self.obj, "rvos-array")
