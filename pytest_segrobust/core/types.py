@@ -143,8 +143,25 @@ def _frame_positions(batch: int, frames: int, device: torch.device) -> torch.Ten
     return torch.arange(frames, dtype=torch.int64, device=device).expand(batch, frames).contiguous()
 
 
+class _ClipData:
+    """Sizes of a field whose ``data`` holds clips, ``(B, T, ..., H, W)``: :class:`Video`'s frames and
+    :class:`VideoMasks`' masks. Listed before :class:`Field` among a field's bases, so that its
+    methods win over the field's defaults."""
+
+    data: torch.Tensor
+
+    def batch_size(self) -> int:
+        return int(self.data.shape[0])
+
+    def size(self) -> tuple[int, int]:
+        return int(self.data.shape[-2]), int(self.data.shape[-1])
+
+    def frames(self) -> int:
+        return int(self.data.shape[1])
+
+
 @dataclass(frozen=True)
-class Video(PixelField):
+class Video(_ClipData, PixelField):
     """Clips of float frames in ``[0, 1]``; position ``t`` of clip ``b`` shows source frame ``frame_ids[b, t]``.
 
     Photometric corruptions change every frame (drawing once per clip or once per frame, see
@@ -164,18 +181,9 @@ class Video(PixelField):
         """Clips as they were read: frame ids ``0 .. T - 1``."""
         return cls(data, _frame_positions(int(data.shape[0]), int(data.shape[1]), data.device))
 
-    def batch_size(self) -> int:
-        return int(self.data.shape[0])
-
-    def size(self) -> tuple[int, int]:
-        return int(self.data.shape[-2]), int(self.data.shape[-1])
-
-    def frames(self) -> int:
-        return int(self.data.shape[1])
-
 
 @dataclass(frozen=True)
-class VideoMasks(Field):
+class VideoMasks(_ClipData, Field):
     """Per-frame object masks of clips (video object segmentation): an object id per pixel and frame.
 
     ``0`` is background and ``ignore_index`` marks pixels that are not scored; clip ``b``'s
@@ -215,15 +223,6 @@ class VideoMasks(Field):
         objects = tuple(tuple(int(i) for i in clip[0].unique().tolist() if i not in (0, ignore_index)) for clip in data)
         annotated = torch.ones(batch, frames, dtype=torch.bool, device=data.device)
         return cls(data, objects, annotated, _frame_positions(batch, frames, data.device), ignore_index)
-
-    def batch_size(self) -> int:
-        return int(self.data.shape[0])
-
-    def size(self) -> tuple[int, int]:
-        return int(self.data.shape[-2]), int(self.data.shape[-1])
-
-    def frames(self) -> int:
-        return int(self.data.shape[1])
 
 
 @dataclass(frozen=True)
