@@ -28,16 +28,26 @@ def logits_at_input_size(output: Any, images: torch.Tensor) -> torch.Tensor:
     Shape:
         images: ``(B, 3, H, W)``; return: ``(B, K, H, W)``.
     """
-    if isinstance(output, Mapping):
-        if "out" not in output:
-            raise ModelOutputError(f"model returned a mapping without key 'out' (keys: {sorted(output)})")
-        output = output["out"]
+    output = _unwrap_out(output)
     if not isinstance(output, torch.Tensor) or output.dim() != 4 or output.shape[0] != images.shape[0]:
         shape = tuple(output.shape) if isinstance(output, torch.Tensor) else type(output).__name__
         raise ModelOutputError(f"expected logits of shape (B, K, H, W) for B={images.shape[0]}, got {shape}")
     if output.shape[-2:] != images.shape[-2:]:
         output = torch.nn.functional.interpolate(output, size=images.shape[-2:], mode="bilinear", align_corners=False)
     return output
+
+
+def _unwrap_out(output: Any) -> Any:
+    """``output["out"]`` for a mapping (as torchvision's segmentation models return), else ``output``.
+
+    Raises:
+        ModelOutputError: for a mapping without key ``"out"``, naming the keys it has.
+    """
+    if not isinstance(output, Mapping):
+        return output
+    if "out" not in output:
+        raise ModelOutputError(f"model returned a mapping without key 'out' (keys: {sorted(output)})")
+    return output["out"]
 
 
 def class_ids(scores: torch.Tensor) -> torch.Tensor:
@@ -307,11 +317,7 @@ class TorchModuleReferringSegmenter(_TorchModuleAdapter):
         Raises:
             ModelOutputError: for an output that is not one mask per expression, or NaN logits.
         """
-        output = self._forward(images, list(texts))
-        if isinstance(output, Mapping):
-            if "out" not in output:
-                raise ModelOutputError(f"model returned a mapping without key 'out' (keys: {sorted(output)})")
-            output = output["out"]
+        output = _unwrap_out(self._forward(images, list(texts)))
         batch = images.shape[0]
         if isinstance(output, torch.Tensor) and output.dim() == 4 and output.shape[1] == 1:
             output = output[:, 0]

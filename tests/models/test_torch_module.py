@@ -12,6 +12,7 @@ from pytest_segrobust.models import (
     InstancePredictions,
     InstanceSegmentationModel,
     TorchModuleInstanceSegmenter,
+    TorchModuleReferringSegmenter,
     TorchModuleSegmenter,
     as_instance_model,
 )
@@ -146,3 +147,23 @@ def test_segmenter_takes_torchvision_mappings_and_resizes_logits() -> None:
         TorchModuleSegmenter(Returns(lambda images: {"aux": logits})).predict(IMAGES)
     with pytest.raises(ModelOutputError, match=r"\(B, K, H, W\)"):
         TorchModuleSegmenter(Returns(lambda images: logits[0])).predict(IMAGES)
+
+
+class ReturnsForTexts(torch.nn.Module):
+    """A referring module that returns ``make(images)`` whatever the expressions."""
+
+    def __init__(self, make: Any) -> None:
+        super().__init__()
+        self.make = make
+
+    def forward(self, images: torch.Tensor, texts: list[str]) -> Any:
+        return self.make(images)
+
+
+def test_referring_segmenter_takes_torchvision_mappings_as_the_segmenter_does() -> None:
+    logits = torch.full((2, 4, 6), -1.0)
+    logits[1] = 1.0
+    masks = TorchModuleReferringSegmenter(ReturnsForTexts(lambda images: {"out": logits})).predict(IMAGES, ["a", "b"])
+    assert masks.dtype == torch.bool and not masks[0].any() and masks[1].all()
+    with pytest.raises(ModelOutputError, match=r"without key 'out' \(keys: \['aux'\]\)"):
+        TorchModuleReferringSegmenter(ReturnsForTexts(lambda images: {"aux": logits})).predict(IMAGES, ["a", "b"])
