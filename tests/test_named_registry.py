@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_segrobust.core.errors import UnknownNameError
-from pytest_segrobust.core.registry import NamedRegistry
+from pytest_segrobust.core.registry import InstanceRegistry, NamedRegistry
 
 
 def make(module: str) -> type:
@@ -32,3 +32,13 @@ def test_an_unknown_name_lists_the_known_ones() -> None:
     registry.register(make("package.a"))
     with pytest.raises(UnknownNameError, match="unknown thing 'other'; known: thing"):
         registry.get("other")
+
+
+def test_an_instance_registry_holds_an_instance_of_each_registered_class() -> None:
+    registry: InstanceRegistry = InstanceRegistry("thing", "segrobust.test-things", ())
+    thing = make("package.a")
+    assert registry.register_class(thing) is thing  # a class decorator hands the class back
+    assert type(registry.get("thing")) is thing
+    with pytest.raises(ValueError, match="thing 'thing' is already registered \\(package.a.Thing\\)"):
+        registry.register_class(make("package.b"))
+

@@ -92,6 +92,31 @@ class NamedRegistry(Generic[T]):
             self.register(entry if self._make is None else self._make(entry))
 
 
+class InstanceRegistry(NamedRegistry[T]):
+    """Entries that are instances of classes (tasks, model sources), each made with no arguments.
+
+    A class is registered as its instance, whether the code registers it (:meth:`register_class`,
+    a class decorator) or an installed plugin's entry point names it.
+
+    Args:
+        kind: What the entries are, for messages (``"task"``).
+        group: Entry point group of installed plugins.
+        builtins: Modules whose import registers the built-in entries.
+    """
+
+    def __init__(self, kind: str, group: str, builtins: tuple[str, ...]) -> None:
+        super().__init__(kind, group, builtins, make=lambda cls: cls())
+
+    def register_class(self, cls: type[T]) -> type[T]:
+        """Register an instance of ``cls`` and return ``cls``, so that it serves as a class decorator.
+
+        Raises:
+            ValueError: when another entry holds the name.
+        """
+        self.register(cls())
+        return cls
+
+
 def load_named(
     group: str, name: str, kind: str, subject: str, make: Callable[[Any], Any] | None = None
 ) -> Iterator[Any]:

@@ -29,12 +29,12 @@ from typing import Any
 import torch
 
 from pytest_segrobust.core.errors import UnknownNameError
-from pytest_segrobust.core.registry import NamedRegistry
+from pytest_segrobust.core.registry import InstanceRegistry
 from pytest_segrobust.suite.model_sources.base import EntryContext, FieldError, ModelRequest, ModelSource
 
 ENTRY_POINT_GROUP = "segrobust.model_sources"
 
-MODEL_SOURCES: NamedRegistry[ModelSource] = NamedRegistry(
+MODEL_SOURCES: InstanceRegistry[ModelSource] = InstanceRegistry(
     "model source",
     ENTRY_POINT_GROUP,
     (
@@ -42,14 +42,12 @@ MODEL_SOURCES: NamedRegistry[ModelSource] = NamedRegistry(
         "pytest_segrobust.suite.model_sources.onnx",
         "pytest_segrobust.suite.model_sources.transformers",
     ),
-    make=lambda cls: cls(),  # an entry point names the class
 )
 
 
 def register_model_source(cls: type[ModelSource]) -> type[ModelSource]:
     """Register a model source class under its ``name`` (its instance is what suites use)."""
-    MODEL_SOURCES.register(cls())
-    return cls
+    return MODEL_SOURCES.register_class(cls)
 
 
 @dataclass(frozen=True)
