@@ -41,4 +41,3 @@ def test_an_instance_registry_holds_an_instance_of_each_registered_class() -> No
     assert type(registry.get("thing")) is thing
     with pytest.raises(ValueError, match="thing 'thing' is already registered \\(package.a.Thing\\)"):
         registry.register_class(make("package.b"))
-

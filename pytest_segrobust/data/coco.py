@@ -80,16 +80,10 @@ class CocoInstances:
         document = CocoJson.read(self.annotation_file)
         self._annotation_digest = document.digest
 
-        self.categories: tuple[dict[str, Any], ...] = tuple(document.sorted_categories())
-        if len(self.categories) >= self.ignore_index:
-            raise DatasetError(
-                f"{self.annotation_file}: {len(self.categories)} categories do not fit below ignore index "
-                f"{self.ignore_index}"
-            )
+        labelled = document.labelled_categories(1, self.ignore_index)  # label 0 is the background
+        self.categories: tuple[dict[str, Any], ...] = tuple(labelled.values())
         self.class_names: tuple[str, ...] = ("background", *(str(c["name"]) for c in self.categories))
-        self.label_to_category_id: dict[int, int] = {
-            label: category["id"] for label, category in enumerate(self.categories, 1)
-        }
+        self.label_to_category_id: dict[int, int] = {label: category["id"] for label, category in labelled.items()}
         self._label_of_category = {category_id: label for label, category_id in self.label_to_category_id.items()}
 
         images = document.sorted_images()

@@ -64,6 +64,23 @@ class CocoJson:
             require(self.path, category, ("id", "name"), f"categories[{position}]")
         return self._sorted_by_id([dict(category) for category in self.categories], "category", "categories")
 
+    def labelled_categories(self, first_label: int, ignore_index: int) -> dict[int, dict[str, Any]]:
+        """The categories of :meth:`sorted_categories` by their labels: ``first_label`` and up, in id order.
+
+        Args:
+            first_label: The first category's label (1 where label 0 is the background).
+            ignore_index: The label of unscored pixels, which no category may reach.
+
+        Raises:
+            DatasetError: naming the file when the last label would reach ``ignore_index``.
+        """
+        categories = self.sorted_categories()
+        if first_label + len(categories) > ignore_index:
+            raise DatasetError(
+                f"{self.path}: {len(categories)} categories do not fit below ignore index {ignore_index}"
+            )
+        return dict(enumerate(categories, first_label))
+
     def sorted_images(self) -> list[dict[str, Any]]:
         """The images in id order, each with id, file name and size; ids are unique.
 

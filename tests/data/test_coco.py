@@ -222,3 +222,21 @@ def test_missing_pycocotools_says_what_to_install(tmp_path: Path, monkeypatch: p
     monkeypatch.setitem(sys.modules, "pycocotools", None)
     with pytest.raises(ImportError, match=r"install pytest-segrobust\[coco\]"):
         CocoInstances(images_dir, annotation_file)
+
+
+def _with_categories(annotation_file: Path, count: int) -> None:
+    document = json.loads(annotation_file.read_text())
+    document["categories"] = [{"id": 1000 + i, "name": f"class {i}"} for i in range(count)]
+    document["annotations"] = []
+    annotation_file.write_text(json.dumps(document))
+
+
+def test_categories_must_fit_between_the_background_and_the_ignore_index(tmp_path: Path) -> None:
+    """Labels 1..254 name categories: 0 is the background, 255 the ignore index."""
+    images_dir, annotation_file = write_dataset(tmp_path)
+    _with_categories(annotation_file, 254)
+    dataset = CocoInstances(images_dir, annotation_file)
+    assert dataset.label_to_category_id[254] == 1253 and dataset.class_names[254] == "class 253"
+    _with_categories(annotation_file, 255)
+    with pytest.raises(DatasetError, match=r"instances\.json: 255 categories do not fit below ignore index 255$"):
+        CocoInstances(images_dir, annotation_file)

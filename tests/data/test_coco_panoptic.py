@@ -441,3 +441,15 @@ def test_ground_truth_as_prediction_scores_pq_100(tmp_path: Path) -> None:
     assert result.score == pytest.approx(100.0)
     assert result.per_class == pytest.approx((100.0, 100.0, None, 100.0))  # no grass anywhere
     assert result.details["pq_things"] == pytest.approx(100.0) and result.details["pq_stuff"] == pytest.approx(100.0)
+
+
+def test_categories_must_fit_below_the_ignore_index(tmp_path: Path) -> None:
+    """Labels 0..254 name categories (panoptic has no background class); 255 is the ignore index."""
+    extra = [{"id": 1000 + i, "name": f"class {i}", "isthing": 0} for i in range(255 - len(CATEGORIES))]
+    images_dir, annotation_file, panoptic_dir = write_dataset(tmp_path, _edit(lambda d: d["categories"].extend(extra)))
+    dataset = CocoPanoptic(images_dir, annotation_file, panoptic_dir)
+    assert dataset.label_to_category_id[254] == extra[-1]["id"] and dataset.class_names[254] == extra[-1]["name"]
+    one_more = {"id": 5000, "name": "one more", "isthing": 0}
+    write_dataset(tmp_path, _edit(lambda d: d["categories"].extend([*extra, one_more])))
+    with pytest.raises(DatasetError, match=r"panoptic_val\.json: 256 categories do not fit below ignore index 255$"):
+        CocoPanoptic(images_dir, annotation_file, panoptic_dir)
