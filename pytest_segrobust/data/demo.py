@@ -163,6 +163,35 @@ def _hsv(hue: float, saturation: float, value: float) -> np.ndarray:
     return np.asarray(colorsys.hsv_to_rgb(hue % 1.0, saturation, value), dtype=np.float32).reshape(3, 1, 1)
 
 
+def pixel_centres(size: int) -> tuple[np.ndarray, np.ndarray]:
+    """Coordinates of the pixel centres of a square picture, ready to broadcast.
+
+    Shape:
+        return: ys ``(S, 1)``, xs ``(1, S)``, float32.
+    """
+    coordinates = np.arange(size, dtype=np.float32) + np.float32(0.5)
+    return coordinates[:, None], coordinates[None, :]
+
+
+def rotate_offsets(dx: np.ndarray, dy: np.ndarray, angle: float) -> tuple[np.ndarray, np.ndarray]:
+    """Offsets from a shape's centre in the shape's own frame, turned by ``angle`` radians.
+
+    Shape:
+        dx: ``(1, S)``; dy: ``(S, 1)``; return: u, v ``(S, S)``, float32.
+    """
+    cos_a, sin_a = np.float32(math.cos(angle)), np.float32(math.sin(angle))
+    return dx * cos_a + dy * sin_a, dy * cos_a - dx * sin_a
+
+
+def quantise(image: np.ndarray) -> np.ndarray:
+    """Float colours, clipped to ``[0, 1]``, rounded half up to ``uint8`` levels.
+
+    Shape:
+        image: any; return: same, uint8.
+    """
+    return np.floor(np.clip(image, 0.0, 1.0) * 255.0 + 0.5).astype(np.uint8)
+
+
 def _value_noise(rng: np.random.Generator, cells: int, height: int, width: int) -> np.ndarray:
     """Smooth random field: a coarse random grid, interpolated with smoothstep weights.
 
@@ -432,8 +461,7 @@ def generate_scene(split: str, index: int, image_size: int = 128) -> Scene:
     objects = np.zeros((size, size), dtype=np.uint8)
     object_classes: list[int] = []
 
-    coordinates = np.arange(size, dtype=np.float32) + np.float32(0.5)
-    ys, xs = coordinates[:, None], coordinates[None, :]
+    ys, xs = pixel_centres(size)
     min_objects, max_objects = style.object_count
     min_radius, max_radius = style.radius
     for number in range(1, int(rng.integers(min_objects, max_objects + 1)) + 1):
@@ -442,9 +470,7 @@ def generate_scene(split: str, index: int, image_size: int = 128) -> Scene:
         dx = xs - np.float32(rng.uniform(0.0, size))
         dy = ys - np.float32(rng.uniform(0.0, size))
         angle = rng.uniform(0.0, math.pi)
-        cos_a, sin_a = np.float32(math.cos(angle)), np.float32(math.sin(angle))
-        u = dx * cos_a + dy * sin_a
-        v = dy * cos_a - dx * sin_a
+        u, v = rotate_offsets(dx, dy, angle)
         covered = _shape_mask(rng, u, v, dx, dy, radius)
 
         hue = _CLASS_HUE[class_id] + style.hue_shift + float(rng.uniform(-style.hue_spread, style.hue_spread))
@@ -462,7 +488,7 @@ def generate_scene(split: str, index: int, image_size: int = 128) -> Scene:
 
     if style.lighting is not None:
         image = image * _lighting(rng, style.lighting, ys, xs, size)
-    pixels = np.floor(np.clip(image, 0.0, 1.0) * 255.0 + 0.5).astype(np.uint8)
+    pixels = quantise(image)
     # Class of each object index; index 0, background, is class 0.
     class_of_object = np.asarray([0, *object_classes], dtype=np.uint8)
     return Scene(pixels, class_of_object[objects], objects, class_of_object[1:])

@@ -41,7 +41,15 @@ import torch
 
 from pytest_segrobust.data.base import DEFAULT_IGNORE_INDEX, Sample, sample_position
 from pytest_segrobust.data.clips import ClipAudio, ClipFrames, ClipObjects
-from pytest_segrobust.data.demo import _hsv, _value_noise, check_image_size, demo_seed, split_size
+from pytest_segrobust.data.demo import (
+    _hsv,
+    _value_noise,
+    check_image_size,
+    demo_seed,
+    pixel_centres,
+    quantise,
+    split_size,
+)
 
 # Bump whenever a change to this module changes any generated pixel, mask or sample.
 GENERATOR_VERSION = "1"
@@ -236,8 +244,7 @@ def draw_frames(split: str, index: int, plan: ClipPlan, image_size: int = IMAGE_
     base = _hsv(float(rng.random()), float(rng.uniform(0.0, 0.15)), float(rng.uniform(0.35, 0.6)))
     broad = _value_noise(rng, int(rng.integers(2, 5)), size, size)
     background = base + np.float32(rng.uniform(0.1, 0.25)) * (broad - 0.5)
-    coordinates = np.arange(size, dtype=np.float32) + np.float32(0.5)
-    ys, xs = coordinates[:, None], coordinates[None, :]
+    ys, xs = pixel_centres(size)
     frames = np.empty((FRAMES, 3, size, size), dtype=np.uint8)
     shown = np.zeros((FRAMES, size, size), dtype=np.uint8)
     for t in range(FRAMES):
@@ -250,7 +257,7 @@ def draw_frames(split: str, index: int, plan: ClipPlan, image_size: int = IMAGE_
             covered = _covers(SOURCES[shape.source].shape, dx, dy, shape.radius)
             image = np.where(covered, np.asarray(shape.rgb, dtype=np.float32).reshape(3, 1, 1), image)
             shown[t][covered] = number
-        frames[t] = np.floor(np.clip(image, 0.0, 1.0) * 255.0 + 0.5).astype(np.uint8)
+        frames[t] = quantise(image)
     return frames, shown
 
 

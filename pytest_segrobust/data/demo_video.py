@@ -55,6 +55,9 @@ from pytest_segrobust.data.demo import (
     _texture,
     _value_noise,
     demo_seed,
+    pixel_centres,
+    quantise,
+    rotate_offsets,
     split_size,
 )
 from pytest_segrobust.data.demo_referring import COLOUR_NAMES
@@ -281,8 +284,7 @@ def _render(background: np.ndarray, objects: tuple[ClipObject, ...], frames: int
         return: frames ``(T, 3, S, S)`` uint8, masks ``(T, S, S)`` int64.
     """
     size = background.shape[-1]
-    coordinates = np.arange(size, dtype=np.float32) + np.float32(0.5)
-    ys, xs = coordinates[:, None], coordinates[None, :]
+    ys, xs = pixel_centres(size)
     pixels = np.empty((frames, 3, size, size), dtype=np.uint8)
     masks = np.zeros((frames, size, size), dtype=np.int64)
     for t in range(frames):
@@ -292,9 +294,7 @@ def _render(background: np.ndarray, objects: tuple[ClipObject, ...], frames: int
                 continue
             cx, cy = obj.centre(t)
             dx, dy = xs - np.float32(cx), ys - np.float32(cy)
-            cos_a, sin_a = np.float32(math.cos(obj.angle)), np.float32(math.sin(obj.angle))
-            u = dx * cos_a + dy * sin_a
-            v = dy * cos_a - dx * sin_a
+            u, v = rotate_offsets(dx, dy, obj.angle)
             covered = _covered(obj, u, v, dx, dy)
             if not covered.any():
                 continue
@@ -306,7 +306,7 @@ def _render(background: np.ndarray, objects: tuple[ClipObject, ...], frames: int
             secondary = _hsv(hue, saturation, value * obj.darker)
             image = np.where(covered, primary + (secondary - primary) * weight, image)
             masks[t][covered] = obj.number
-        pixels[t] = np.floor(np.clip(image, 0.0, 1.0) * 255.0 + 0.5).astype(np.uint8)
+        pixels[t] = quantise(image)
     return pixels, masks
 
 
