@@ -118,8 +118,15 @@ def require(key: str, what: str, extras: Iterable[Extra]) -> None:
         raise FieldError(key, reason)
 
 
-def read_array_block(entry: Mapping[str, Any], key: str, spec: type[ArrayInput | ArrayOutput]) -> dict[str, Any] | None:
-    """A model's ``input:`` or ``output:`` mapping (:mod:`pytest_segrobust.models.arrays`), checked by parsing it."""
+def read_array_blocks(entry: Mapping[str, Any]) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """A model's ``input:`` and ``output:`` mappings (:mod:`pytest_segrobust.models.arrays`), each
+    checked by parsing it, the input first; ``None`` for one the entry leaves out."""
+    return _read_array_block(entry, "input", ArrayInput), _read_array_block(entry, "output", ArrayOutput)
+
+
+def _read_array_block(
+    entry: Mapping[str, Any], key: str, spec: type[ArrayInput | ArrayOutput]
+) -> dict[str, Any] | None:
     raw = entry.get(key)
     if raw is None:
         return None

@@ -20,7 +20,7 @@ from pytest_segrobust.suite.model_sources.base import (
     EntryContext,
     ModelRequest,
     ModelSource,
-    read_array_block,
+    read_array_blocks,
     semantic_only,
 )
 
@@ -45,8 +45,7 @@ class FactorySource(ModelSource):
     summary = "a package.module:callable"
 
     def read(self, entry: Mapping[str, Any], context: EntryContext) -> FactoryModel:
-        input_spec = read_array_block(entry, "input", ArrayInput)
-        output_spec = read_array_block(entry, "output", ArrayOutput)
+        input_spec, output_spec = read_array_blocks(entry)
         if input_spec is not None and output_spec is None:
             raise FieldError("output", "is required with 'input': what the function returns (kind: logits, ...)")
         factory = read_factory(entry, _KEYS, import_factories=context.import_factories)

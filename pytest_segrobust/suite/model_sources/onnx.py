@@ -11,14 +11,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_segrobust.models.arrays import ArrayInput, ArrayOutput
 from pytest_segrobust.suite.model_sources import register_model_source
 from pytest_segrobust.suite.model_sources.base import (
     EntryContext,
     ModelRequest,
     ModelSource,
     check_fields,
-    read_array_block,
+    read_array_blocks,
     read_path,
     require,
     semantic_only,
@@ -47,8 +46,7 @@ class OnnxSource(ModelSource):
     def read(self, entry: Mapping[str, Any], context: EntryContext) -> OnnxModel:
         from pytest_segrobust.models import onnx
 
-        input_spec = read_array_block(entry, "input", ArrayInput)
-        output_spec = read_array_block(entry, "output", ArrayOutput)
+        input_spec, output_spec = read_array_blocks(entry)
         check_fields(entry, _KEYS, _KIND)
         path = read_path(entry, "onnx", "expected the path of an .onnx file")
         require("onnx", _KIND, onnx.REQUIRES)
