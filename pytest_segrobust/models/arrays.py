@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 
 from pytest_segrobust.core.errors import ModelOutputError
-from pytest_segrobust.models.torch_module import class_ids, require_finite
+from pytest_segrobust.models.torch_module import class_ids, normalise_channels, require_finite
 
 LAYOUTS = ("NCHW", "NHWC")
 OUTPUT_KINDS = ("logits", "probabilities", "labels")
@@ -117,9 +117,7 @@ class ArrayInput:
         if (low, high) != (0.0, 1.0):
             x = low + x * (high - low)
         if self.mean is not None and self.std is not None:
-            mean = torch.tensor(self.mean, dtype=x.dtype, device=x.device).view(1, -1, 1, 1)
-            std = torch.tensor(self.std, dtype=x.dtype, device=x.device).view(1, -1, 1, 1)
-            x = (x - mean) / std
+            x = normalise_channels(x, self.mean, self.std)
         if self.layout == "NHWC":
             x = x.permute(0, 2, 3, 1)
         dtype = np.dtype(self.dtype)

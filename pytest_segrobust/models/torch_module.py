@@ -59,6 +59,17 @@ def class_ids(scores: torch.Tensor) -> torch.Tensor:
     return scores.max(dim=1).indices
 
 
+def normalise_channels(x: torch.Tensor, mean: Sequence[float], std: Sequence[float]) -> torch.Tensor:
+    """``(x - mean) / std`` channel by channel, in ``x``'s dtype and on its device.
+
+    Shape:
+        x: ``(B, C, H, W)``; mean, std: ``C`` values (or one for every channel); return: as ``x``.
+    """
+    mean_values = torch.tensor(mean, dtype=x.dtype, device=x.device).view(1, -1, 1, 1)
+    std_values = torch.tensor(std, dtype=x.dtype, device=x.device).view(1, -1, 1, 1)
+    return (x - mean_values) / std_values
+
+
 def require_finite(values: torch.Tensor, what: str) -> None:
     """Raise :class:`ModelOutputError` when ``values`` hold NaN or infinity, saying how many."""
     # One sum is finite exactly when no value is NaN or infinite, unless the sum overflows:

@@ -51,7 +51,7 @@ from pytest_segrobust.core.errors import SegRobustError
 from pytest_segrobust.core.extras import TRANSFORMERS, import_failure
 from pytest_segrobust.core.types import InstancePredictions, PanopticPredictions
 from pytest_segrobust.core.wording import article
-from pytest_segrobust.models.torch_module import class_ids, module_fingerprint, require_finite
+from pytest_segrobust.models.torch_module import class_ids, module_fingerprint, normalise_channels, require_finite
 
 REQUIRES = (TRANSFORMERS,)
 """What ``transformers: dir`` models need installed; a suite with one is checked when it is loaded."""
@@ -343,9 +343,7 @@ class Preprocessing:
             x = x.flip(1)
         x = x * (255 * self.scale)
         if self.mean is not None and self.std is not None:
-            mean = torch.tensor(self.mean, dtype=x.dtype, device=x.device).view(1, -1, 1, 1)
-            std = torch.tensor(self.std, dtype=x.dtype, device=x.device).view(1, -1, 1, 1)
-            x = (x - mean) / std
+            x = normalise_channels(x, self.mean, self.std)
         return x.to(dtype)
 
 
