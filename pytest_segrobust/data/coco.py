@@ -24,7 +24,7 @@ import torch
 
 from pytest_segrobust.core.errors import DatasetError
 from pytest_segrobust.data.base import DEFAULT_IGNORE_INDEX, InstanceTarget, Sample, SemanticTarget, sample_position
-from pytest_segrobust.data.coco_json import CocoJson, digest_file_sizes, require
+from pytest_segrobust.data.coco_json import CocoJson, digest_file_sizes
 from pytest_segrobust.data.io import read_rgb
 
 # Polygon vertices are continuous coordinates on pixel edges and annotation tools round them,
@@ -90,16 +90,11 @@ class CocoInstances:
         self._images: list[dict[str, Any]] = images if limit is None else images[: max(limit, 0)]
         self.image_ids: tuple[int, ...] = tuple(image["id"] for image in self._images)
 
-        known_images = {image["id"] for image in images}
         # Each annotation keeps its position in the json, so that a message can point at it.
         self._annotations_by_image: dict[int, list[tuple[int, dict[str, Any]]]] = {}
-        for position, annotation in enumerate(document.annotations):
-            where = f"annotations[{position}]"
-            require(self.annotation_file, annotation, ("image_id", "category_id", "segmentation"), where)
-            if annotation["image_id"] not in known_images:
-                raise DatasetError(
-                    f"{self.annotation_file}: {where}: image_id {annotation['image_id']} is not in images"
-                )
+        for position, where, annotation in document.checked_annotations(
+            ("image_id", "category_id", "segmentation"), images
+        ):
             if annotation["category_id"] not in self._label_of_category:
                 raise DatasetError(
                     f"{self.annotation_file}: {where}: category_id {annotation['category_id']} is not in categories"

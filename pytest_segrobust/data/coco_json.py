@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -90,6 +90,23 @@ class CocoJson:
         for position, image in enumerate(self.images):
             require(self.path, image, ("id", "file_name", "height", "width"), f"images[{position}]")
         return self._sorted_by_id(self.images, "image", "images")
+
+    def checked_annotations(
+        self, keys: Sequence[str], images: Iterable[dict[str, Any]]
+    ) -> Iterator[tuple[int, str, dict[str, Any]]]:
+        """Each annotation with its position and its place for messages (``annotations[3]``), checked
+        to hold ``keys`` and to name one of ``images`` by its ``image_id``.
+
+        Raises:
+            DatasetError: naming the file and the annotation, as the iteration reaches it.
+        """
+        known_images = {image["id"] for image in images}
+        for position, annotation in enumerate(self.annotations):
+            where = f"annotations[{position}]"
+            require(self.path, annotation, keys, where)
+            if annotation["image_id"] not in known_images:
+                raise DatasetError(f"{self.path}: {where}: image_id {annotation['image_id']} is not in images")
+            yield position, where, annotation
 
     def _sorted_by_id(self, entries: list[dict[str, Any]], kind: str, field: str) -> list[dict[str, Any]]:
         ordered = sorted(entries, key=lambda entry: entry["id"])

@@ -118,15 +118,11 @@ class CocoPanopticSemantic:
         label_of_category = {category_id: label for label, category_id in self.label_to_category_id.items()}
 
         images = document.sorted_images()
-        known_images = {image["id"] for image in images}
-
         annotation_of_image: dict[Any, tuple[int, dict[str, Any]]] = {}
-        for position, annotation in enumerate(document.annotations):
-            where = f"annotations[{position}]"
-            require(self.annotation_file, annotation, ("image_id", "file_name", "segments_info"), where)
+        for position, where, annotation in document.checked_annotations(
+            ("image_id", "file_name", "segments_info"), images
+        ):
             image_id = annotation["image_id"]
-            if image_id not in known_images:
-                raise DatasetError(f"{self.annotation_file}: {where}: image_id {image_id} is not in images")
             if image_id in annotation_of_image:
                 earlier = annotation_of_image[image_id][0]
                 raise DatasetError(

@@ -240,3 +240,21 @@ def test_categories_must_fit_between_the_background_and_the_ignore_index(tmp_pat
     _with_categories(annotation_file, 255)
     with pytest.raises(DatasetError, match=r"instances\.json: 255 categories do not fit below ignore index 255$"):
         CocoInstances(images_dir, annotation_file)
+
+
+@pytest.mark.parametrize(
+    ("annotation", "message"),
+    [
+        (
+            {"id": 1, "image_id": 99, "category_id": 2, "segmentation": [POLYGON]},
+            r"annotations\[0\]: image_id 99 is not in images",
+        ),
+        ({"id": 1, "image_id": 7, "category_id": 2}, r"annotations\[0\] lacks segmentation"),
+    ],
+)
+def test_an_annotation_without_its_fields_or_image_is_named(
+    tmp_path: Path, annotation: dict[str, Any], message: str
+) -> None:
+    images_dir, annotation_file = write_dataset(tmp_path, [annotation])
+    with pytest.raises(DatasetError, match=rf"instances\.json: {message}"):
+        CocoInstances(images_dir, annotation_file)
