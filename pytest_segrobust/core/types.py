@@ -117,13 +117,10 @@ class PixelField(Field):
         return self.data.device
 
 
-@dataclass(frozen=True)
-class Image(PixelField):
-    """Float images in ``[0, 1]``.
-
-    Shape:
-        data: ``(B, C, H, W)``.
-    """
+class _PictureData:
+    """Sizes of a field whose ``data`` holds a picture per sample, ``(B, ..., H, W)``: images,
+    class maps, referring masks, and clips (:class:`_ClipData`). Listed before :class:`Field`
+    among a field's bases, so that its methods win over the field's defaults."""
 
     data: torch.Tensor
 
@@ -132,6 +129,17 @@ class Image(PixelField):
 
     def size(self) -> tuple[int, int]:
         return int(self.data.shape[-2]), int(self.data.shape[-1])
+
+
+@dataclass(frozen=True)
+class Image(_PictureData, PixelField):
+    """Float images in ``[0, 1]``.
+
+    Shape:
+        data: ``(B, C, H, W)``.
+    """
+
+    data: torch.Tensor
 
 
 def _frame_positions(batch: int, frames: int, device: torch.device) -> torch.Tensor:
@@ -143,18 +151,9 @@ def _frame_positions(batch: int, frames: int, device: torch.device) -> torch.Ten
     return torch.arange(frames, dtype=torch.int64, device=device).expand(batch, frames).contiguous()
 
 
-class _ClipData:
-    """Sizes of a field whose ``data`` holds clips, ``(B, T, ..., H, W)``: :class:`Video`'s frames and
-    :class:`VideoMasks`' masks. Listed before :class:`Field` among a field's bases, so that its
-    methods win over the field's defaults."""
-
-    data: torch.Tensor
-
-    def batch_size(self) -> int:
-        return int(self.data.shape[0])
-
-    def size(self) -> tuple[int, int]:
-        return int(self.data.shape[-2]), int(self.data.shape[-1])
+class _ClipData(_PictureData):
+    """Sizes of a field whose ``data`` holds clips, ``(B, T, ..., H, W)``: :class:`Video`'s frames
+    and :class:`VideoMasks`' masks."""
 
     def frames(self) -> int:
         return int(self.data.shape[1])
@@ -281,7 +280,7 @@ class Audio(Field):
 
 
 @dataclass(frozen=True)
-class SemanticMask(Field):
+class SemanticMask(_PictureData, Field):
     """Class ids per pixel; ``ignore_index`` marks pixels that are not scored.
 
     Shape:
@@ -290,12 +289,6 @@ class SemanticMask(Field):
 
     data: torch.Tensor
     ignore_index: int = DEFAULT_IGNORE_INDEX
-
-    def batch_size(self) -> int:
-        return int(self.data.shape[0])
-
-    def size(self) -> tuple[int, int]:
-        return int(self.data.shape[-2]), int(self.data.shape[-1])
 
 
 @dataclass(frozen=True)
@@ -389,7 +382,7 @@ class PanopticMap(Field):
 
 
 @dataclass(frozen=True)
-class ReferringMask(Field):
+class ReferringMask(_PictureData, Field):
     """The one region each sample's referring expression names (referring segmentation).
 
     An empty mask is a valid target: the expression names nothing in the frame (a geometric
@@ -400,12 +393,6 @@ class ReferringMask(Field):
     """
 
     data: torch.Tensor
-
-    def batch_size(self) -> int:
-        return int(self.data.shape[0])
-
-    def size(self) -> tuple[int, int]:
-        return int(self.data.shape[-2]), int(self.data.shape[-1])
 
 
 @dataclass(frozen=True)
