@@ -28,7 +28,7 @@ from pytest_segrobust.core.modality import DYNAMIC_PREFIX, Modality
 from pytest_segrobust.core.types import Video
 from pytest_segrobust.corruptions.base import Corruption, SeverityTable
 from pytest_segrobust.corruptions.dynamic import DynamicMixture, DynamicMode, StaticMode
-from pytest_segrobust.tasks.base import SuiteCells, SuiteKeyError
+from pytest_segrobust.tasks.base import SuiteCells, SuiteKeyError, suite_list
 
 CLIP_SUITE_KEYS = ("static", "dynamic", "temporal")
 TEMPORAL_PRESET = "video-temporal"
@@ -135,16 +135,27 @@ def clip_cells(options: Mapping[str, Any], corruptions: tuple[str, ...], resolve
 
 
 def _temporal(raw: Any, listed: tuple[str, ...], resolve: Callable[..., Any]) -> tuple[str, ...]:
-    if not isinstance(raw, list) or not raw or not all(isinstance(name, str) for name in raw):
-        raise SuiteKeyError("temporal", f"expected a non-empty list of temporal perturbations, got {raw!r}")
-    for index, name in enumerate(raw):
+    return preset_list("temporal", raw, "temporal perturbations", listed, resolve, TEMPORAL_PRESET)
+
+
+def preset_list(
+    field: str, raw: Any, what: str, listed: tuple[str, ...], resolve: Callable[..., Any], preset: str
+) -> tuple[str, ...]:
+    """A suite key that adds cells of ``preset`` (``temporal``, ``acoustic``): its list of names, each one
+    of ``preset``'s and none of the suite's ``listed`` corruptions.
+
+    Raises:
+        SuiteKeyError: naming the list, or the item at fault with the registry's words for an unknown name.
+    """
+
+    def refusal(name: str) -> str | None:
         try:
-            resolve(name, TEMPORAL_PRESET)
+            resolve(name, preset)
         except SegRobustError as exc:
-            raise SuiteKeyError(f"temporal[{index}]", str(exc)) from None
-        if name in raw[:index] or name in listed:
-            raise SuiteKeyError(f"temporal[{index}]", f"{name!r} is listed twice")
-    return tuple(raw)
+            return str(exc)
+        return None
+
+    return suite_list(field, raw, what, refusal, listed)
 
 
 def _dynamic_parts(raw: Any, listed: tuple[str, ...], resolve: Callable[[str], Any]) -> tuple[str, ...]:
@@ -153,21 +164,17 @@ def _dynamic_parts(raw: Any, listed: tuple[str, ...], resolve: Callable[[str], A
         if not parts:
             raise SuiteKeyError("dynamic.corruptions", "none of the listed corruptions perturbs frames; list some here")
         return parts
-    if not isinstance(raw, list) or not raw or not all(isinstance(name, str) for name in raw):
-        raise SuiteKeyError("dynamic.corruptions", f"expected a non-empty list of corruption names, got {raw!r}")
-    for index, name in enumerate(raw):
+
+    def refusal(name: str) -> str | None:
         try:
             corruption = resolve(name)
         except SegRobustError as exc:  # an unknown name: the registry's message lists the known ones
-            raise SuiteKeyError(f"dynamic.corruptions[{index}]", str(exc)) from None
+            return str(exc)
         if not isinstance(corruption, Corruption) or not perturbs_frames(corruption):
-            raise SuiteKeyError(
-                f"dynamic.corruptions[{index}]",
-                f"{name!r} does not perturb frames one at a time (temporal and text perturbations cannot take part)",
-            )
-        if name in raw[:index]:
-            raise SuiteKeyError(f"dynamic.corruptions[{index}]", f"{name!r} is listed twice")
-    return tuple(raw)
+            return f"{name!r} does not perturb frames one at a time (temporal and text perturbations cannot take part)"
+        return None
+
+    return suite_list("dynamic.corruptions", raw, "corruption names", refusal)
 
 
 def _fits(name: str, resolve: Callable[[str], Any]) -> bool:

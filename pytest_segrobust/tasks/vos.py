@@ -29,7 +29,7 @@ from pytest_segrobust.data.base import Sample, SegmentationDataset
 from pytest_segrobust.data.clips import ClipFrames, ClipObjects
 from pytest_segrobust.models.video import OnlineVideoObjectModel, VideoObjectModel
 from pytest_segrobust.tasks import register_task
-from pytest_segrobust.tasks.base import SuiteCells, Task, first_id, upload
+from pytest_segrobust.tasks.base import SuiteCells, Task, clip_tensor, upload
 from pytest_segrobust.tasks.clip_cells import CLIP_SUITE_KEYS, clip_cells
 
 
@@ -220,15 +220,8 @@ def checked_ids(predictions: Any, masks: VideoMasks, batch: Batch) -> torch.Tens
         ModelOutputError: naming the first sample and what is wrong.
     """
     expected = tuple(masks.data.shape)
-    if not isinstance(predictions, torch.Tensor):
-        raise ModelOutputError(
-            f"model returned {type(predictions).__name__}, expected a tensor of object ids {expected}"
-        )
-    if tuple(predictions.shape) != expected:
-        raise ModelOutputError(
-            f"model returned ids of shape {tuple(predictions.shape)}, expected {expected} (B, T, H, W) "
-            f"(first sample {first_id(batch)})"
-        )
+    wanted = f"a tensor of object ids {expected}"
+    predictions = clip_tensor(predictions, expected, batch, values="ids", wanted=wanted)
     if predictions.is_floating_point() or predictions.is_complex() or predictions.dtype == torch.bool:
         raise ModelOutputError(
             f"model returned {predictions.dtype} values, expected integer object ids (0 background); "
