@@ -15,7 +15,8 @@ import torch
 from pytest_segrobust.core.errors import ModelOutputError
 from pytest_segrobust.core.types import SampleIndex, VideoMasks
 from pytest_segrobust.tasks import get_task
-from pytest_segrobust.tasks.base import SuiteKeyError, suite_list
+from pytest_segrobust.tasks.avs import audio_visual_cells
+from pytest_segrobust.tasks.base import SuiteKeyError, suite_list, suite_mapping
 
 SHAPE = (2, 3, 4, 5)
 
@@ -100,3 +101,44 @@ def test_a_suite_list_names_the_item_at_fault(raw: Any, field: str, message: str
 
 def test_a_suite_list_that_passes_is_its_names_in_order() -> None:
     assert suite_list("temporal", ["b", "a"], "names", lambda name: None, taken=("c",)) == ("b", "a")
+
+
+@pytest.mark.parametrize(
+    ("raw", "field", "message"),
+    [
+        (["fog"], "static", "expected a mapping such as {redraw: per_frame}, got ['fog']"),
+        (
+            {"redraw": "per_frame", "speed": 2},
+            "static.speed",
+            "unknown option; expected redraw (per_clip or per_frame)",
+        ),
+    ],
+)
+def test_a_suite_mapping_names_the_key_or_the_option_at_fault(raw: Any, field: str, message: str) -> None:
+    with pytest.raises(SuiteKeyError, match=f"^{re.escape(message)}$") as caught:
+        suite_mapping(
+            "static",
+            raw,
+            "a mapping such as {redraw: per_frame}",
+            ("redraw",),
+            "unknown option; expected redraw (per_clip or per_frame)",
+        )
+    assert caught.value.field == field
+
+
+@pytest.mark.parametrize(
+    ("options", "field", "message"),
+    [
+        ({"static": "per_frame"}, "static", "expected a mapping such as {redraw: per_frame}, got 'per_frame'"),
+        ({"dynamic": {"levels": [1], "speed": 2}}, "dynamic.speed", "unknown option; expected corruptions, types or levels"),
+        ({"mixture": "r3bench"}, "mixture", "expected 'r2bench' or a mapping {protocol: r2bench, visual: [...], audio: [...]}, got 'r3bench'"),
+        ({"mixture": [1]}, "mixture", "expected 'r2bench' or a mapping {protocol: r2bench, visual: [...], audio: [...]}, got [1]"),
+        # A wrong protocol is named before an unknown field.
+        ({"mixture": {"protocol": "x", "speed": 2}}, "mixture", "expected 'r2bench' or a mapping {protocol: r2bench, visual: [...], audio: [...]}, got {'protocol': 'x', 'speed': 2}"),
+        ({"mixture": {"protocol": "r2bench", "speed": 2}}, "mixture.speed", "unknown field; expected protocol, visual or audio"),
+    ],
+)  # fmt: skip
+def test_the_avs_keys_name_a_wrong_mapping(options: dict[str, Any], field: str, message: str) -> None:
+    with pytest.raises(SuiteKeyError, match=f"^{re.escape(message)}$") as caught:
+        audio_visual_cells(options, (), lambda *args: None)
+    assert caught.value.field == field

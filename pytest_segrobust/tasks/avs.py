@@ -62,6 +62,7 @@ from pytest_segrobust.tasks.base import (
     clip_tensor,
     logit_masks,
     suite_list,
+    suite_mapping,
     upload,
 )
 from pytest_segrobust.tasks.clip_cells import CLIP_SUITE_KEYS, ClipCells, clip_cells, perturbs_frames, preset_list
@@ -151,14 +152,11 @@ def audio_visual_cells(
         return AudioVisualCells(clip, acoustic)
     raw = options["mixture"]
     spec = {"protocol": raw} if isinstance(raw, str) else raw
-    if not isinstance(spec, dict) or spec.get("protocol") != "r2bench":
-        raise SuiteKeyError(
-            "mixture",
-            f"expected 'r2bench' or a mapping {{protocol: r2bench, visual: [...], audio: [...]}}, got {raw!r}",
-        )
-    for key in spec:
-        if key not in ("protocol", "visual", "audio"):
-            raise SuiteKeyError(f"mixture.{key}", "unknown field; expected protocol, visual or audio")
+    expected = "'r2bench' or a mapping {protocol: r2bench, visual: [...], audio: [...]}"
+    if isinstance(spec, dict) and spec.get("protocol") != "r2bench":
+        raise SuiteKeyError("mixture", f"expected {expected}, got {raw!r}")
+    known = ("protocol", "visual", "audio")
+    spec = suite_mapping("mixture", spec, expected, known, "unknown field; expected protocol, visual or audio")
     listed = AudioVisualCells(clip, acoustic)
     visual = _mixture_names(spec, "visual", corruptions, lambda name: _fits(listed, name, resolve, visual=True))
     audio = _mixture_names(spec, "audio", acoustic, lambda name: _fits(listed, name, resolve, visual=False))

@@ -64,6 +64,28 @@ def suite_list(
     return tuple(raw)
 
 
+def suite_mapping(field: str, raw: Any, expected: str, known: Collection[str], unknown: str) -> dict[str, Any]:
+    """A suite key's mapping of options: ``raw``, when it is a mapping of ``known`` keys only.
+
+    Args:
+        field: The key, as the suite file spells it (``dynamic``).
+        raw: Its raw YAML value.
+        expected: What the value should be, for the message of a value that is no mapping
+            (``a mapping such as {redraw: per_frame}``).
+        known: The options the mapping may have.
+        unknown: The message for any other option (``unknown option; expected redraw``).
+
+    Raises:
+        SuiteKeyError: naming the key, or the first option it does not know (``static.speed``).
+    """
+    if not isinstance(raw, dict):
+        raise SuiteKeyError(field, f"expected {expected}, got {raw!r}")
+    for key in raw:
+        if key not in known:
+            raise SuiteKeyError(f"{field}.{key}", unknown)
+    return raw
+
+
 @dataclass(frozen=True)
 class SuiteNames:
     """What a task's own suite keys let a suite's ``corruptions:`` name (:meth:`Task.suite_names`),

@@ -28,7 +28,7 @@ from pytest_segrobust.core.modality import DYNAMIC_PREFIX, Modality
 from pytest_segrobust.core.types import Video
 from pytest_segrobust.corruptions.base import Corruption, SeverityTable
 from pytest_segrobust.corruptions.dynamic import DynamicMixture, DynamicMode, StaticMode
-from pytest_segrobust.tasks.base import SuiteCells, SuiteKeyError, suite_list
+from pytest_segrobust.tasks.base import SuiteCells, SuiteKeyError, suite_list, suite_mapping
 
 CLIP_SUITE_KEYS = ("static", "dynamic", "temporal")
 TEMPORAL_PRESET = "video-temporal"
@@ -101,12 +101,13 @@ def clip_cells(options: Mapping[str, Any], corruptions: tuple[str, ...], resolve
     """
     static = StaticMode()
     if "static" in options:
-        raw = options["static"]
-        if not isinstance(raw, dict):
-            raise SuiteKeyError("static", f"expected a mapping such as {{redraw: per_frame}}, got {raw!r}")
-        for key in raw:
-            if key != "redraw":
-                raise SuiteKeyError(f"static.{key}", "unknown option; expected redraw (per_clip or per_frame)")
+        raw = suite_mapping(
+            "static",
+            options["static"],
+            "a mapping such as {redraw: per_frame}",
+            ("redraw",),
+            "unknown option; expected redraw (per_clip or per_frame)",
+        )
         try:
             static = StaticMode.from_mapping(raw)
         except ValueError as exc:
@@ -114,15 +115,13 @@ def clip_cells(options: Mapping[str, Any], corruptions: tuple[str, ...], resolve
     temporal = _temporal(options.get("temporal"), corruptions, resolve) if "temporal" in options else ()
     if "dynamic" not in options:
         return ClipCells(static, temporal=temporal)
-    raw = options["dynamic"]
-    if not isinstance(raw, dict):
-        raise SuiteKeyError(
-            "dynamic",
-            f"expected a mapping such as {{corruptions: [...], types: per_frame, levels: [1, 3, 5]}}, got {raw!r}",
-        )
-    for key in raw:
-        if key not in ("corruptions", "types", "levels"):
-            raise SuiteKeyError(f"dynamic.{key}", "unknown option; expected corruptions, types or levels")
+    raw = suite_mapping(
+        "dynamic",
+        options["dynamic"],
+        "a mapping such as {corruptions: [...], types: per_frame, levels: [1, 3, 5]}",
+        ("corruptions", "types", "levels"),
+        "unknown option; expected corruptions, types or levels",
+    )
     parts = _dynamic_parts(raw.get("corruptions"), corruptions, resolve)
     mode_options = {key: value for key, value in raw.items() if key != "corruptions"}
     try:
