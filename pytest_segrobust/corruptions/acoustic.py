@@ -281,6 +281,16 @@ def _rows(**columns: torch.Tensor) -> list[dict[str, float]]:
     return [{name: values[i] for name, values in lists.items()} for i in range(count)]
 
 
+def _uniform(band: Range, streams: SampleStreams) -> torch.Tensor:
+    """One value per clip, uniform in ``band`` (one draw from ``streams``). Shape: return ``(B,)``, float64."""
+    return band.at(streams.uniform((1,), torch.float64)[:, 0])
+
+
+def _sign(streams: SampleStreams) -> torch.Tensor:
+    """``+1`` or ``-1`` per clip, each as likely (one draw from ``streams``): a change up or down. Shape: ``(B,)``."""
+    return streams.integers(0, 2, (1,))[:, 0] * 2 - 1
+
+
 def _mel(frequency: float) -> float:
     return 2595.0 * math.log10(1.0 + frequency / 700.0)
 
@@ -330,7 +340,7 @@ class AudioGaussianNoise(AcousticCorruption[GaussianNoiseParams, GaussianNoiseDr
     group = "noise"
 
     def draw(self, params, streams, audio):  # type: ignore[no-untyped-def]
-        amplitude = params.amplitude.at(streams.uniform((1,), torch.float64)[:, 0])
+        amplitude = _uniform(params.amplitude, streams)
         noise = streams.normal(tuple(audio.data.shape[1:]))  # (B, C, S)
         return [GaussianNoiseDraw(a, n) for a, n in zip(amplitude.cpu().tolist(), noise)]
 
@@ -373,7 +383,7 @@ class BackgroundNoise(AcousticCorruption[BackgroundNoiseParams, BackgroundDraw])
     group = "noise"
 
     def draw(self, params, streams, audio):  # type: ignore[no-untyped-def]
-        snr = params.snr_db.at(streams.uniform((1,), torch.float64)[:, 0])
+        snr = _uniform(params.snr_db, streams)
         offset = streams.uniform((1,), torch.float64)[:, 0]
         return [BackgroundDraw(**row) for row in _rows(snr_db=snr, offset=offset)]
 
@@ -518,7 +528,7 @@ class ImpulseResponse(AcousticCorruption[ImpulseResponseParams, ImpulseResponseD
     group = "noise"
 
     def draw(self, params, streams, audio):  # type: ignore[no-untyped-def]
-        rt60 = params.rt60.at(streams.uniform((1,), torch.float64)[:, 0])
+        rt60 = _uniform(params.rt60, streams)
         taps = self.taps(params.rt60.high, audio.sample_rate)
         tails = streams.normal((taps,), torch.float64)  # (B, taps)
         return [ImpulseResponseDraw(r, t) for r, t in zip(rt60.cpu().tolist(), tails)]
@@ -579,8 +589,8 @@ class Gain(AcousticCorruption[GainParams, GainDraw]):
     group = "signal"
 
     def draw(self, params, streams, audio):  # type: ignore[no-untyped-def]
-        size = params.decibels.at(streams.uniform((1,), torch.float64)[:, 0])
-        sign = streams.integers(0, 2, (1,))[:, 0] * 2 - 1
+        size = _uniform(params.decibels, streams)
+        sign = _sign(streams)
         return [GainDraw(**row) for row in _rows(gain_db=size * sign)]
 
     def apply(self, audio, params, draws, batch):  # type: ignore[no-untyped-def]
@@ -612,10 +622,7 @@ class TanhDistortion(AudiomentationsCorruption[TanhParams, TanhDraw]):
     group = "signal"
 
     def draw(self, params, streams, audio):  # type: ignore[no-untyped-def]
-        return [
-            TanhDraw(**row)
-            for row in _rows(distortion=params.distortion.at(streams.uniform((1,), torch.float64)[:, 0]))
-        ]
+        return [TanhDraw(**row) for row in _rows(distortion=_uniform(params.distortion, streams))]
 
     def fixed_transform(self, params, draw):  # type: ignore[no-untyped-def]
         return _audiomentations().TanhDistortion(min_distortion=draw.distortion, max_distortion=draw.distortion, p=1.0)
@@ -666,9 +673,9 @@ class PeakingFilter(AudiomentationsCorruption[PeakingParams, PeakingDraw]):
         top = min(params.centre_hz.high, 0.45 * audio.sample_rate)
         band = Range(min(params.centre_hz.low, top), top)
         centre = _mel_uniform(band, streams.uniform((1,), torch.float64)[:, 0])
-        size = params.gain_db.at(streams.uniform((1,), torch.float64)[:, 0])
-        sign = streams.integers(0, 2, (1,))[:, 0] * 2 - 1
-        q = params.q.at(streams.uniform((1,), torch.float64)[:, 0])
+        size = _uniform(params.gain_db, streams)
+        sign = _sign(streams)
+        q = _uniform(params.q, streams)
         return [PeakingDraw(**row) for row in _rows(centre_hz=centre, gain_db=size * sign, q=q)]
 
     def fixed_transform(self, params, draw):  # type: ignore[no-untyped-def]
@@ -773,7 +780,7 @@ class AirAbsorption(AudiomentationsCorruption[AirAbsorptionParams, AirAbsorption
 
     def draw(self, params, streams, audio):  # type: ignore[no-untyped-def]
         humidity = streams.integers(int(params.humidity.low), int(params.humidity.high) + 1, (1,))[:, 0]
-        distance = params.distance_m.at(streams.uniform((1,), torch.float64)[:, 0])
+        distance = _uniform(params.distance_m, streams)
         return [AirAbsorptionDraw(int(h), d) for h, d in zip(humidity.cpu().tolist(), distance.cpu().tolist())]
 
     def fixed_transform(self, params, draw):  # type: ignore[no-untyped-def]
