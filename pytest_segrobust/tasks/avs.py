@@ -66,7 +66,7 @@ from pytest_segrobust.tasks.base import (
     upload,
 )
 from pytest_segrobust.tasks.clip_cells import CLIP_SUITE_KEYS, ClipCells, clip_cells, perturbs_frames, preset_list
-from pytest_segrobust.tasks.vos import clip_fields, clip_key, upload_clips
+from pytest_segrobust.tasks.vos import clip_fields, clip_key, upload_clips, upload_objects
 
 ACOUSTIC_PRESET = "avs-acoustic"
 MIXTURE_CELL = "av-mixture"
@@ -333,17 +333,7 @@ class AudioVisualTask(Task):
                     f"{dataset.name}: sample {sample.sample_id}: field 'objects' has objects {list(clip.object_ids)}; "
                     f"an audio-visual clip has one, the sounding mask ({SOUNDING})"
                 )
-        data = upload(torch.stack([o.masks for o in objects]), device)
-        batch, count = int(data.shape[0]), int(data.shape[1])
-        masks = VideoMasks(
-            data,
-            tuple(o.object_ids for o in objects),
-            torch.stack([o.annotated for o in objects]).to(device),
-            torch.arange(count, dtype=torch.int64, device=device).expand(batch, count).contiguous(),
-            objects[0].ignore_index,
-            tuple(o.unseen for o in objects),
-        )
-        return {"objects": masks}
+        return {"objects": upload_objects(objects, device)}
 
     def predict(self, model: Any, batch: Batch) -> Any:
         """``model.predict(clips, audio)`` with the batch's (possibly perturbed) frames and waveforms."""
