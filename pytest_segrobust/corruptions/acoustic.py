@@ -9,12 +9,12 @@ keys alone, in any batch, order or worker. Every output keeps the clip's length 
 frame bounds still hold) and is clipped to ``[-1, 1]``, as a recording saturates.
 
 Where ``audiomentations`` (MIT; the ``audio`` extra) has the operation, the perturbation (an
-:class:`AudiomentationsCorruption`) calls its transform with the drawn values as fixed parameters
-(every range degenerate, ``p=1``) inside :func:`isolated_global_random`, which restores Python's
-and NumPy's global generators afterwards: the library draws from them and has no generator argument, and here nothing
-reads them for a result and nothing outside sees them move. It is imported when a
-perturbation runs, never by the core. The rest is torch, batched and on any device, and runs
-without the extra.
+:class:`AudiomentationsCorruption`) calls its transform with the drawn values as fixed
+parameters (every range degenerate, ``p=1``) inside :func:`isolated_global_random`, which
+restores Python's and NumPy's global generators afterwards: the library draws from them and has
+no generator argument, and here nothing reads them for a result and nothing outside sees them
+move. It is imported when a perturbation runs, never by the core. The rest is torch, batched and
+on any device, and runs without the extra.
 
 ===================  ===================  ==========================================  ==============
 name                 R2-Bench group       computed by                                 levels change
