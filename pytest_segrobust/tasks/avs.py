@@ -153,6 +153,7 @@ def audio_visual_cells(
     raw = options["mixture"]
     spec = {"protocol": raw} if isinstance(raw, str) else raw
     expected = "'r2bench' or a mapping {protocol: r2bench, visual: [...], audio: [...]}"
+    # A wrong protocol is named before an unknown field; a value that is no mapping, by suite_mapping.
     if isinstance(spec, dict) and spec.get("protocol") != "r2bench":
         raise SuiteKeyError("mixture", f"expected {expected}, got {raw!r}")
     known = ("protocol", "visual", "audio")
