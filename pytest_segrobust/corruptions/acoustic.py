@@ -8,13 +8,13 @@ from the clip's own Philox streams (:meth:`StreamKeys.of_field` ``("audio")``, k
 keys alone, in any batch, order or worker. Every output keeps the clip's length (so the
 frame bounds still hold) and is clipped to ``[-1, 1]``, as a recording saturates.
 
-Where ``audiomentations`` (MIT; the ``audio`` extra) has the operation, the perturbation calls
-its transform with the drawn values as fixed parameters (every range degenerate, ``p=1``)
-inside :func:`isolated_global_random`, which restores Python's and NumPy's global generators
-afterwards: the library draws from them and has no generator argument, and here nothing
-reads them for a result and nothing outside sees them move. It is imported when a
-perturbation runs, never by the core. The rest is torch, batched and on any device, and runs
-without the extra.
+Where ``audiomentations`` (MIT; the ``audio`` extra) has the operation, the perturbation (an
+:class:`AudiomentationsCorruption`) calls its transform with the drawn values as fixed
+parameters (every range degenerate, ``p=1``) inside :func:`isolated_global_random`, which
+restores Python's and NumPy's global generators afterwards: the library draws from them and has
+no generator argument, and here nothing reads them for a result and nothing outside sees them
+move. It is imported when a perturbation runs, never by the core. The rest is torch, batched and
+on any device, and runs without the extra.
 
 ===================  ===================  ==========================================  ==============
 name                 R2-Bench group       computed by                                 levels change
@@ -256,11 +256,39 @@ class AcousticCorruption(Corruption[Params], Generic[Params, Draw]):
         return out
 
 
+class AudiomentationsCorruption(AcousticCorruption[Params, Draw]):
+    """An acoustic perturbation that audiomentations computes: its transform with every range fixed at a clip's draw.
+
+    Subclasses implement :meth:`fixed_transform`; :meth:`apply_one` builds and calls it inside
+    :func:`isolated_global_random`, where the library's own draws touch nothing outside.
+    """
+
+    requires = (AUDIO,)
+
+    @abstractmethod
+    def fixed_transform(self, params: Params, draw: Draw) -> Any:
+        """The audiomentations transform that applies ``draw`` (every range degenerate, ``p=1``)."""
+
+    def apply_one(self, wave: np.ndarray, sample_rate: int, params: Params, draw: Draw) -> np.ndarray:
+        with isolated_global_random():
+            return self.fixed_transform(params, draw)(wave, sample_rate)  # type: ignore[no-any-return]
+
+
 def _rows(**columns: torch.Tensor) -> list[dict[str, float]]:
     """Columns of ``(B,)`` tensors as one dict of Python floats per clip."""
     lists = {name: column.double().cpu().tolist() for name, column in columns.items()}
     count = len(next(iter(lists.values())))
     return [{name: values[i] for name, values in lists.items()} for i in range(count)]
+
+
+def _uniform(band: Range, streams: SampleStreams) -> torch.Tensor:
+    """One value per clip, uniform in ``band`` (one draw from ``streams``). Shape: return ``(B,)``, float64."""
+    return band.at(streams.uniform((1,), torch.float64)[:, 0])
+
+
+def _sign(streams: SampleStreams) -> torch.Tensor:
+    """``+1`` or ``-1`` per clip, each as likely (one draw from ``streams``): a change up or down. Shape: ``(B,)``."""
+    return streams.integers(0, 2, (1,))[:, 0] * 2 - 1
 
 
 def _mel(frequency: float) -> float:
@@ -312,7 +340,7 @@ class AudioGaussianNoise(AcousticCorruption[GaussianNoiseParams, GaussianNoiseDr
     group = "noise"
 
     def draw(self, params, streams, audio):  # type: ignore[no-untyped-def]
-        amplitude = params.amplitude.at(streams.uniform((1,), torch.float64)[:, 0])
+        amplitude = _uniform(params.amplitude, streams)
         noise = streams.normal(tuple(audio.data.shape[1:]))  # (B, C, S)
         return [GaussianNoiseDraw(a, n) for a, n in zip(amplitude.cpu().tolist(), noise)]
 
@@ -355,7 +383,7 @@ class BackgroundNoise(AcousticCorruption[BackgroundNoiseParams, BackgroundDraw])
     group = "noise"
 
     def draw(self, params, streams, audio):  # type: ignore[no-untyped-def]
-        snr = params.snr_db.at(streams.uniform((1,), torch.float64)[:, 0])
+        snr = _uniform(params.snr_db, streams)
         offset = streams.uniform((1,), torch.float64)[:, 0]
         return [BackgroundDraw(**row) for row in _rows(snr_db=snr, offset=offset)]
 
@@ -500,7 +528,7 @@ class ImpulseResponse(AcousticCorruption[ImpulseResponseParams, ImpulseResponseD
     group = "noise"
 
     def draw(self, params, streams, audio):  # type: ignore[no-untyped-def]
-        rt60 = params.rt60.at(streams.uniform((1,), torch.float64)[:, 0])
+        rt60 = _uniform(params.rt60, streams)
         taps = self.taps(params.rt60.high, audio.sample_rate)
         tails = streams.normal((taps,), torch.float64)  # (B, taps)
         return [ImpulseResponseDraw(r, t) for r, t in zip(rt60.cpu().tolist(), tails)]
@@ -561,8 +589,8 @@ class Gain(AcousticCorruption[GainParams, GainDraw]):
     group = "signal"
 
     def draw(self, params, streams, audio):  # type: ignore[no-untyped-def]
-        size = params.decibels.at(streams.uniform((1,), torch.float64)[:, 0])
-        sign = streams.integers(0, 2, (1,))[:, 0] * 2 - 1
+        size = _uniform(params.decibels, streams)
+        sign = _sign(streams)
         return [GainDraw(**row) for row in _rows(gain_db=size * sign)]
 
     def apply(self, audio, params, draws, batch):  # type: ignore[no-untyped-def]
@@ -588,24 +616,16 @@ TANH_DISTORTION = SeverityTable(
 )
 
 
-class TanhDistortion(AcousticCorruption[TanhParams, TanhDraw]):
+class TanhDistortion(AudiomentationsCorruption[TanhParams, TanhDraw]):
     """audiomentations' ``TanhDistortion`` at the drawn amount (pre-gain by a percentile, ``tanh``, the input's RMS)."""
 
     group = "signal"
-    requires = (AUDIO,)
 
     def draw(self, params, streams, audio):  # type: ignore[no-untyped-def]
-        return [
-            TanhDraw(**row)
-            for row in _rows(distortion=params.distortion.at(streams.uniform((1,), torch.float64)[:, 0]))
-        ]
+        return [TanhDraw(**row) for row in _rows(distortion=_uniform(params.distortion, streams))]
 
-    def apply_one(self, wave, sample_rate, params, draw):  # type: ignore[no-untyped-def]
-        am = _audiomentations()
-        with isolated_global_random():
-            return am.TanhDistortion(min_distortion=draw.distortion, max_distortion=draw.distortion, p=1.0)(
-                wave, sample_rate
-            )
+    def fixed_transform(self, params, draw):  # type: ignore[no-untyped-def]
+        return _audiomentations().TanhDistortion(min_distortion=draw.distortion, max_distortion=draw.distortion, p=1.0)
 
 
 # --- filters -------------------------------------------------------------------------------
@@ -644,29 +664,25 @@ PEAKING_FILTER = SeverityTable(
 )
 
 
-class PeakingFilter(AcousticCorruption[PeakingParams, PeakingDraw]):
+class PeakingFilter(AudiomentationsCorruption[PeakingParams, PeakingDraw]):
     """audiomentations' ``PeakingFilter`` (an RBJ cookbook biquad) at the drawn centre, gain and Q."""
 
     group = "filter"
-    requires = (AUDIO,)
 
     def draw(self, params, streams, audio):  # type: ignore[no-untyped-def]
         top = min(params.centre_hz.high, 0.45 * audio.sample_rate)
         band = Range(min(params.centre_hz.low, top), top)
         centre = _mel_uniform(band, streams.uniform((1,), torch.float64)[:, 0])
-        size = params.gain_db.at(streams.uniform((1,), torch.float64)[:, 0])
-        sign = streams.integers(0, 2, (1,))[:, 0] * 2 - 1
-        q = params.q.at(streams.uniform((1,), torch.float64)[:, 0])
+        size = _uniform(params.gain_db, streams)
+        sign = _sign(streams)
+        q = _uniform(params.q, streams)
         return [PeakingDraw(**row) for row in _rows(centre_hz=centre, gain_db=size * sign, q=q)]
 
-    def apply_one(self, wave, sample_rate, params, draw):  # type: ignore[no-untyped-def]
-        am = _audiomentations()
-        with isolated_global_random():
-            transform = am.PeakingFilter(
-                min_center_freq=draw.centre_hz, max_center_freq=draw.centre_hz,
-                min_gain_db=draw.gain_db, max_gain_db=draw.gain_db, min_q=draw.q, max_q=draw.q, p=1.0,
-            )  # fmt: skip
-            return transform(wave, sample_rate)
+    def fixed_transform(self, params, draw):  # type: ignore[no-untyped-def]
+        return _audiomentations().PeakingFilter(
+            min_center_freq=draw.centre_hz, max_center_freq=draw.centre_hz,
+            min_gain_db=draw.gain_db, max_gain_db=draw.gain_db, min_q=draw.q, max_q=draw.q, p=1.0,
+        )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -695,14 +711,13 @@ HIGH_PASS = SeverityTable(
 )
 
 
-class ButterworthFilter(AcousticCorruption[CutoffParams, CutoffDraw]):
+class ButterworthFilter(AudiomentationsCorruption[CutoffParams, CutoffDraw]):
     """audiomentations' ``LowPassFilter`` or ``HighPassFilter`` (``kind``) at the drawn cutoff and roll-off.
 
     A cutoff at or above Nyquist is moved to ``0.9999 * Nyquist`` by audiomentations.
     """
 
     group = "filter"
-    requires = (AUDIO,)
     transform: ClassVar[str] = ""
 
     def draw(self, params, streams, audio):  # type: ignore[no-untyped-def]
@@ -710,14 +725,11 @@ class ButterworthFilter(AcousticCorruption[CutoffParams, CutoffDraw]):
         order = streams.integers(int(params.rolloff_db.low) // 6, int(params.rolloff_db.high) // 6 + 1, (1,))[:, 0]
         return [CutoffDraw(c, int(r)) for c, r in zip(cutoff.cpu().tolist(), (order * 6).cpu().tolist())]
 
-    def apply_one(self, wave, sample_rate, params, draw):  # type: ignore[no-untyped-def]
-        am = _audiomentations()
-        with isolated_global_random():
-            transform = getattr(am, self.transform)(
-                min_cutoff_freq=draw.cutoff_hz, max_cutoff_freq=draw.cutoff_hz,
-                min_rolloff=draw.rolloff_db, max_rolloff=draw.rolloff_db, zero_phase=False, p=1.0,
-            )  # fmt: skip
-            return transform(wave, sample_rate)
+    def fixed_transform(self, params, draw):  # type: ignore[no-untyped-def]
+        return getattr(_audiomentations(), self.transform)(
+            min_cutoff_freq=draw.cutoff_hz, max_cutoff_freq=draw.cutoff_hz,
+            min_rolloff=draw.rolloff_db, max_rolloff=draw.rolloff_db, zero_phase=False, p=1.0,
+        )  # fmt: skip
 
 
 class LowPass(ButterworthFilter):
@@ -761,26 +773,22 @@ AIR_ABSORPTION = SeverityTable(
 )
 
 
-class AirAbsorption(AcousticCorruption[AirAbsorptionParams, AirAbsorptionDraw]):
+class AirAbsorption(AudiomentationsCorruption[AirAbsorptionParams, AirAbsorptionDraw]):
     """audiomentations' ``AirAbsorption`` (an STFT filter bank after pyroomacoustics' absorption table) at 20 C."""
 
     group = "physical"
-    requires = (AUDIO,)
 
     def draw(self, params, streams, audio):  # type: ignore[no-untyped-def]
         humidity = streams.integers(int(params.humidity.low), int(params.humidity.high) + 1, (1,))[:, 0]
-        distance = params.distance_m.at(streams.uniform((1,), torch.float64)[:, 0])
+        distance = _uniform(params.distance_m, streams)
         return [AirAbsorptionDraw(int(h), d) for h, d in zip(humidity.cpu().tolist(), distance.cpu().tolist())]
 
-    def apply_one(self, wave, sample_rate, params, draw):  # type: ignore[no-untyped-def]
-        am = _audiomentations()
-        with isolated_global_random():
-            transform = am.AirAbsorption(
-                min_temperature=AIR_TEMPERATURE, max_temperature=AIR_TEMPERATURE,
-                min_humidity=draw.humidity, max_humidity=draw.humidity,
-                min_distance=draw.distance_m, max_distance=draw.distance_m, p=1.0,
-            )  # fmt: skip
-            return transform(wave, sample_rate)
+    def fixed_transform(self, params, draw):  # type: ignore[no-untyped-def]
+        return _audiomentations().AirAbsorption(
+            min_temperature=AIR_TEMPERATURE, max_temperature=AIR_TEMPERATURE,
+            min_humidity=draw.humidity, max_humidity=draw.humidity,
+            min_distance=draw.distance_m, max_distance=draw.distance_m, p=1.0,
+        )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -827,7 +835,7 @@ ROOM_REVERB = SeverityTable(
 )
 
 
-class RoomReverb(AcousticCorruption[RoomParams, RoomDraw]):
+class RoomReverb(AudiomentationsCorruption[RoomParams, RoomDraw]):
     """audiomentations' ``RoomSimulator`` (pyroomacoustics' image-source model, no ray tracing) in a drawn room.
 
     The source stands anywhere in the room (the padding from the walls kept, at most 2.1 m
@@ -874,9 +882,11 @@ class RoomReverb(AcousticCorruption[RoomParams, RoomDraw]):
             leave_length_unchanged=True, padding=ROOM_PADDING_M, p=1.0,
         )  # fmt: skip
 
+    def fixed_transform(self, params, draw):  # type: ignore[no-untyped-def]
+        return self.simulator(draw, params.max_order)
+
     def apply_one(self, wave, sample_rate, params, draw):  # type: ignore[no-untyped-def]
-        with isolated_global_random():
-            out = self.simulator(draw, params.max_order)(wave, sample_rate)
+        out = super().apply_one(wave, sample_rate, params, draw)
         before, after = (
             float(np.sqrt(np.mean(wave.astype(np.float64) ** 2))),
             float(np.sqrt(np.mean(out.astype(np.float64) ** 2))),
@@ -973,7 +983,7 @@ MP3_COMPRESSION = SeverityTable(
 )
 
 
-class Mp3Compression(AcousticCorruption[Mp3Params, Mp3Draw]):
+class Mp3Compression(AudiomentationsCorruption[Mp3Params, Mp3Draw]):
     """audiomentations' ``Mp3Compression`` through its ``fast-mp3-augment`` backend (LAME, minimp3; in memory,
     the encoder's delay removed so the frames stay aligned)."""
 
@@ -985,13 +995,10 @@ class Mp3Compression(AcousticCorruption[Mp3Params, Mp3Draw]):
         index = streams.integers(0, len(choices), (1,))[:, 0]
         return [Mp3Draw(choices[int(i)]) for i in index.cpu().tolist()]
 
-    def apply_one(self, wave, sample_rate, params, draw):  # type: ignore[no-untyped-def]
-        am = _audiomentations()
-        with isolated_global_random():
-            transform = am.Mp3Compression(
-                min_bitrate=draw.kbps, max_bitrate=draw.kbps, backend="fast-mp3-augment", quality=MP3_QUALITY, p=1.0
-            )
-            return transform(wave, sample_rate)
+    def fixed_transform(self, params, draw):  # type: ignore[no-untyped-def]
+        return _audiomentations().Mp3Compression(
+            min_bitrate=draw.kbps, max_bitrate=draw.kbps, backend="fast-mp3-augment", quality=MP3_QUALITY, p=1.0
+        )
 
 
 audio_gaussian_noise = AudioGaussianNoise("audio_gaussian_noise", Category.ACOUSTIC, AUDIO_GAUSSIAN_NOISE)

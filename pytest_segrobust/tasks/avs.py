@@ -44,7 +44,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from pytest_segrobust.core.errors import DatasetError, ModelOutputError, SegRobustError
+from pytest_segrobust.core.errors import DatasetError, SegRobustError
 from pytest_segrobust.core.modality import Modality
 from pytest_segrobust.core.types import Audio, Batch, Field, SampleIndex, Video, VideoMasks, field_of
 from pytest_segrobust.corruptions.acoustic import CompetingAudio, competing_clip
@@ -54,11 +54,19 @@ from pytest_segrobust.data.base import Sample, SegmentationDataset
 from pytest_segrobust.data.clips import ClipAudio
 from pytest_segrobust.metrics.avs import SOUNDING, SoundingMasks
 from pytest_segrobust.models.audio_visual import AudioVisualModel
-from pytest_segrobust.models.base import REFERRING_LOGIT_THRESHOLD
 from pytest_segrobust.tasks import register_task
-from pytest_segrobust.tasks.base import SuiteCells, SuiteKeyError, Task, first_id, upload
-from pytest_segrobust.tasks.clip_cells import CLIP_SUITE_KEYS, ClipCells, clip_cells, perturbs_frames
-from pytest_segrobust.tasks.vos import clip_fields, clip_key, upload_clips
+from pytest_segrobust.tasks.base import (
+    SuiteCells,
+    SuiteKeyError,
+    Task,
+    clip_tensor,
+    logit_masks,
+    suite_list,
+    suite_mapping,
+    upload,
+)
+from pytest_segrobust.tasks.clip_cells import CLIP_SUITE_KEYS, ClipCells, clip_cells, perturbs_frames, preset_list
+from pytest_segrobust.tasks.vos import clip_fields, clip_key, upload_clips, upload_objects
 
 ACOUSTIC_PRESET = "avs-acoustic"
 MIXTURE_CELL = "av-mixture"
@@ -144,14 +152,12 @@ def audio_visual_cells(
         return AudioVisualCells(clip, acoustic)
     raw = options["mixture"]
     spec = {"protocol": raw} if isinstance(raw, str) else raw
-    if not isinstance(spec, dict) or spec.get("protocol") != "r2bench":
-        raise SuiteKeyError(
-            "mixture",
-            f"expected 'r2bench' or a mapping {{protocol: r2bench, visual: [...], audio: [...]}}, got {raw!r}",
-        )
-    for key in spec:
-        if key not in ("protocol", "visual", "audio"):
-            raise SuiteKeyError(f"mixture.{key}", "unknown field; expected protocol, visual or audio")
+    expected = "'r2bench' or a mapping {protocol: r2bench, visual: [...], audio: [...]}"
+    # A wrong protocol is named before an unknown field; a value that is no mapping, by suite_mapping.
+    if isinstance(spec, dict) and spec.get("protocol") != "r2bench":
+        raise SuiteKeyError("mixture", f"expected {expected}, got {raw!r}")
+    known = ("protocol", "visual", "audio")
+    spec = suite_mapping("mixture", spec, expected, known, "unknown field; expected protocol, visual or audio")
     listed = AudioVisualCells(clip, acoustic)
     visual = _mixture_names(spec, "visual", corruptions, lambda name: _fits(listed, name, resolve, visual=True))
     audio = _mixture_names(spec, "audio", acoustic, lambda name: _fits(listed, name, resolve, visual=False))
@@ -187,29 +193,14 @@ def _mixture_names(
 ) -> tuple[str, ...]:
     if kind not in spec:
         return tuple(name for name in defaults if fits(name))
-    raw = spec[kind]
-    if not isinstance(raw, list) or not raw or not all(isinstance(name, str) for name in raw):
-        raise SuiteKeyError(f"mixture.{kind}", f"expected a non-empty list of names, got {raw!r}")
     what = "a frame perturbation (not temporal, text or acoustic)" if kind == "visual" else "an acoustic perturbation"
-    for index, name in enumerate(raw):
-        if not fits(name):
-            raise SuiteKeyError(f"mixture.{kind}[{index}]", f"expected {what}, got {name!r}")
-        if name in raw[:index]:
-            raise SuiteKeyError(f"mixture.{kind}[{index}]", f"{name!r} is listed twice")
-    return tuple(raw)
+    return suite_list(
+        f"mixture.{kind}", spec[kind], "names", lambda name: None if fits(name) else f"expected {what}, got {name!r}"
+    )
 
 
 def _acoustic(raw: Any, listed: tuple[str, ...], resolve: Callable[..., Any]) -> tuple[str, ...]:
-    if not isinstance(raw, list) or not raw or not all(isinstance(name, str) for name in raw):
-        raise SuiteKeyError("acoustic", f"expected a non-empty list of acoustic perturbations, got {raw!r}")
-    for index, name in enumerate(raw):
-        try:
-            resolve(name, ACOUSTIC_PRESET)
-        except SegRobustError as exc:
-            raise SuiteKeyError(f"acoustic[{index}]", str(exc)) from None
-        if name in raw[:index] or name in listed:
-            raise SuiteKeyError(f"acoustic[{index}]", f"{name!r} is listed twice")
-    return tuple(raw)
+    return preset_list("acoustic", raw, "acoustic perturbations", listed, resolve, ACOUSTIC_PRESET)
 
 
 # The sample ids of datasets that do not list them, read once per dataset object.
@@ -343,17 +334,7 @@ class AudioVisualTask(Task):
                     f"{dataset.name}: sample {sample.sample_id}: field 'objects' has objects {list(clip.object_ids)}; "
                     f"an audio-visual clip has one, the sounding mask ({SOUNDING})"
                 )
-        data = upload(torch.stack([o.masks for o in objects]), device)
-        batch, count = int(data.shape[0]), int(data.shape[1])
-        masks = VideoMasks(
-            data,
-            tuple(o.object_ids for o in objects),
-            torch.stack([o.annotated for o in objects]).to(device),
-            torch.arange(count, dtype=torch.int64, device=device).expand(batch, count).contiguous(),
-            objects[0].ignore_index,
-            tuple(o.unseen for o in objects),
-        )
-        return {"objects": masks}
+        return {"objects": upload_objects(objects, device)}
 
     def predict(self, model: Any, batch: Batch) -> Any:
         """``model.predict(clips, audio)`` with the batch's (possibly perturbed) frames and waveforms."""
@@ -367,32 +348,11 @@ class AudioVisualTask(Task):
         """
         target = field_of(batch, VideoMasks)
         expected = tuple(target.data.shape)
-        if not isinstance(predictions, torch.Tensor):
-            raise ModelOutputError(
-                f"model returned {type(predictions).__name__}, expected a tensor {expected} (a mask per frame)"
-            )
-        if tuple(predictions.shape) != expected:
-            raise ModelOutputError(
-                f"model returned masks of shape {tuple(predictions.shape)}, expected {expected} (B, T, H, W) "
-                f"(first sample {first_id(batch)})"
-            )
-        probabilities = None
-        if predictions.dtype == torch.bool:
-            masks = predictions
-        elif predictions.is_floating_point():
-            finite = torch.isfinite(predictions)
-            if not bool(finite.all()):
-                bad = int(finite.numel() - finite.sum())
-                raise ModelOutputError(
-                    f"model returned NaN or infinite logits ({bad} of {finite.numel()} values; first sample "
-                    f"{first_id(batch)})"
-                )
-            masks = predictions > REFERRING_LOGIT_THRESHOLD
-            probabilities = torch.sigmoid(predictions.float())
-        else:
-            raise ModelOutputError(
-                f"model returned masks of dtype {predictions.dtype}; expected bool masks or float logits (thresholded at 0)"
-            )
+        wanted = f"a tensor {expected} (a mask per frame)"
+        predictions = clip_tensor(predictions, expected, batch, values="masks", wanted=wanted)
+        masks = logit_masks(predictions, batch)
+        # AVSBench's F ranks pixels by the logits' sigmoid; bool masks give none.
+        probabilities = torch.sigmoid(predictions.float()) if predictions.is_floating_point() else None
         return SoundingMasks(
             masks.long().to(target.data.device),
             target.object_ids,

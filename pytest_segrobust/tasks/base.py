@@ -14,16 +14,17 @@ which samples may share a batch (:meth:`Task.batch_key`).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
 
-from pytest_segrobust.core.errors import DatasetError
+from pytest_segrobust.core.errors import DatasetError, ModelOutputError
 from pytest_segrobust.core.types import Batch, Expressions, Field, Image, SampleIndex, field_of
 from pytest_segrobust.data.base import Sample, SegmentationDataset
+from pytest_segrobust.models.base import REFERRING_LOGIT_THRESHOLD
 from pytest_segrobust.text.registry import TextPerturbationRegistry
 
 
@@ -33,6 +34,56 @@ class SuiteKeyError(ValueError):
     def __init__(self, field: str, message: str) -> None:
         super().__init__(message)
         self.field = field
+
+
+def suite_list(
+    field: str, raw: Any, what: str, refusal: Callable[[str], str | None], taken: Collection[str] = ()
+) -> tuple[str, ...]:
+    """A suite key's list of names: ``raw``, when it is a non-empty list of names that ``refusal`` lets
+    pass, none listed twice (nor among ``taken``, names the suite lists elsewhere).
+
+    Args:
+        field: Where the list stands, as the suite file spells it (``dynamic.corruptions``).
+        raw: The list's raw YAML value.
+        what: What the list names, for the message of a value that is no such list
+            (``temporal perturbations``).
+        refusal: Why a name may not stand in the list, or ``None`` where it may.
+        taken: Names that count as listed already.
+
+    Raises:
+        SuiteKeyError: naming the list, or the item at fault (``temporal[1]``).
+    """
+    if not isinstance(raw, list) or not raw or not all(isinstance(name, str) for name in raw):
+        raise SuiteKeyError(field, f"expected a non-empty list of {what}, got {raw!r}")
+    for index, name in enumerate(raw):
+        refused = refusal(name)
+        if refused is not None:
+            raise SuiteKeyError(f"{field}[{index}]", refused)
+        if name in raw[:index] or name in taken:
+            raise SuiteKeyError(f"{field}[{index}]", f"{name!r} is listed twice")
+    return tuple(raw)
+
+
+def suite_mapping(field: str, raw: Any, expected: str, known: Collection[str], unknown: str) -> dict[str, Any]:
+    """A suite key's mapping of options: ``raw``, when it is a mapping of ``known`` keys only.
+
+    Args:
+        field: The key, as the suite file spells it (``dynamic``).
+        raw: Its raw YAML value.
+        expected: What the value should be, for the message of a value that is no mapping
+            (``a mapping such as {redraw: per_frame}``).
+        known: The options the mapping may have.
+        unknown: The message for any other option (``unknown option; expected redraw``).
+
+    Raises:
+        SuiteKeyError: naming the key, or the first option it does not know (``static.speed``).
+    """
+    if not isinstance(raw, dict):
+        raise SuiteKeyError(field, f"expected {expected}, got {raw!r}")
+    for key in raw:
+        if key not in known:
+            raise SuiteKeyError(f"{field}.{key}", unknown)
+    return raw
 
 
 @dataclass(frozen=True)
@@ -236,6 +287,60 @@ def first_id(batch: Batch) -> str:
     """The sample id of the batch's first image, for messages."""
     index = next((f for f in batch.values() if isinstance(f, SampleIndex)), None)
     return index.sample_ids[0] if index is not None and index.sample_ids else "?"
+
+
+def clip_tensor(predictions: Any, expected: tuple[int, ...], batch: Batch, *, values: str, wanted: str) -> torch.Tensor:
+    """``predictions``, when they are a tensor of the clips' shape ``expected``.
+
+    Args:
+        predictions: What a video model returned.
+        expected: The targets' shape, ``(B, T, H, W)``.
+        batch: The batch, whose first sample the messages name.
+        values: What the model returns, as the shape message names it (``masks``, ``ids``).
+        wanted: What a model should have returned, as the message for a non-tensor says it
+            (``a tensor (2, 4, 64, 64) (a mask per frame)``).
+
+    Raises:
+        ModelOutputError: for a non-tensor or a wrong shape.
+    """
+    if not isinstance(predictions, torch.Tensor):
+        raise ModelOutputError(f"model returned {type(predictions).__name__}, expected {wanted}")
+    if tuple(predictions.shape) != expected:
+        raise ModelOutputError(
+            f"model returned {values} of shape {tuple(predictions.shape)}, expected {expected} (B, T, H, W) "
+            f"(first sample {first_id(batch)})"
+        )
+    return predictions
+
+
+def logit_masks(predictions: torch.Tensor, batch: Batch, *, first: str = "first sample") -> torch.Tensor:
+    """Bool masks of a referring or sounding-object model: bool predictions as they are, float logits
+    thresholded at 0 (a pixel is in the mask where its logit is above it).
+
+    Args:
+        predictions: The model's masks, already of the right shape.
+        batch: The batch, whose first sample the message for non-finite logits names.
+        first: The words before that sample's id in the message (``batch starting at``).
+
+    Raises:
+        ModelOutputError: for an integer dtype, or NaN / infinite logits.
+
+    Shape:
+        predictions: any; return: the same, bool.
+    """
+    if predictions.dtype == torch.bool:
+        return predictions
+    if not predictions.is_floating_point():
+        raise ModelOutputError(
+            f"model returned masks of dtype {predictions.dtype}; expected bool masks or float logits (thresholded at 0)"
+        )
+    finite = torch.isfinite(predictions)
+    if not bool(finite.all()):
+        bad = int(finite.numel() - finite.sum())
+        raise ModelOutputError(
+            f"model returned NaN or infinite logits ({bad} of {finite.numel()} values; {first} {first_id(batch)})"
+        )
+    return predictions > REFERRING_LOGIT_THRESHOLD
 
 
 def upload(host: torch.Tensor, device: torch.device) -> torch.Tensor:

@@ -28,7 +28,7 @@ from pytest_segrobust.core.modality import DYNAMIC_PREFIX, Modality
 from pytest_segrobust.core.types import Video
 from pytest_segrobust.corruptions.base import Corruption, SeverityTable
 from pytest_segrobust.corruptions.dynamic import DynamicMixture, DynamicMode, StaticMode
-from pytest_segrobust.tasks.base import SuiteCells, SuiteKeyError
+from pytest_segrobust.tasks.base import SuiteCells, SuiteKeyError, suite_list, suite_mapping
 
 CLIP_SUITE_KEYS = ("static", "dynamic", "temporal")
 TEMPORAL_PRESET = "video-temporal"
@@ -101,12 +101,13 @@ def clip_cells(options: Mapping[str, Any], corruptions: tuple[str, ...], resolve
     """
     static = StaticMode()
     if "static" in options:
-        raw = options["static"]
-        if not isinstance(raw, dict):
-            raise SuiteKeyError("static", f"expected a mapping such as {{redraw: per_frame}}, got {raw!r}")
-        for key in raw:
-            if key != "redraw":
-                raise SuiteKeyError(f"static.{key}", "unknown option; expected redraw (per_clip or per_frame)")
+        raw = suite_mapping(
+            "static",
+            options["static"],
+            "a mapping such as {redraw: per_frame}",
+            ("redraw",),
+            "unknown option; expected redraw (per_clip or per_frame)",
+        )
         try:
             static = StaticMode.from_mapping(raw)
         except ValueError as exc:
@@ -114,15 +115,13 @@ def clip_cells(options: Mapping[str, Any], corruptions: tuple[str, ...], resolve
     temporal = _temporal(options.get("temporal"), corruptions, resolve) if "temporal" in options else ()
     if "dynamic" not in options:
         return ClipCells(static, temporal=temporal)
-    raw = options["dynamic"]
-    if not isinstance(raw, dict):
-        raise SuiteKeyError(
-            "dynamic",
-            f"expected a mapping such as {{corruptions: [...], types: per_frame, levels: [1, 3, 5]}}, got {raw!r}",
-        )
-    for key in raw:
-        if key not in ("corruptions", "types", "levels"):
-            raise SuiteKeyError(f"dynamic.{key}", "unknown option; expected corruptions, types or levels")
+    raw = suite_mapping(
+        "dynamic",
+        options["dynamic"],
+        "a mapping such as {corruptions: [...], types: per_frame, levels: [1, 3, 5]}",
+        ("corruptions", "types", "levels"),
+        "unknown option; expected corruptions, types or levels",
+    )
     parts = _dynamic_parts(raw.get("corruptions"), corruptions, resolve)
     mode_options = {key: value for key, value in raw.items() if key != "corruptions"}
     try:
@@ -135,16 +134,27 @@ def clip_cells(options: Mapping[str, Any], corruptions: tuple[str, ...], resolve
 
 
 def _temporal(raw: Any, listed: tuple[str, ...], resolve: Callable[..., Any]) -> tuple[str, ...]:
-    if not isinstance(raw, list) or not raw or not all(isinstance(name, str) for name in raw):
-        raise SuiteKeyError("temporal", f"expected a non-empty list of temporal perturbations, got {raw!r}")
-    for index, name in enumerate(raw):
+    return preset_list("temporal", raw, "temporal perturbations", listed, resolve, TEMPORAL_PRESET)
+
+
+def preset_list(
+    field: str, raw: Any, what: str, listed: tuple[str, ...], resolve: Callable[..., Any], preset: str
+) -> tuple[str, ...]:
+    """A suite key that adds cells of ``preset`` (``temporal``, ``acoustic``): its list of names, each one
+    of ``preset``'s and none of the suite's ``listed`` corruptions.
+
+    Raises:
+        SuiteKeyError: naming the list, or the item at fault with the registry's words for an unknown name.
+    """
+
+    def refusal(name: str) -> str | None:
         try:
-            resolve(name, TEMPORAL_PRESET)
+            resolve(name, preset)
         except SegRobustError as exc:
-            raise SuiteKeyError(f"temporal[{index}]", str(exc)) from None
-        if name in raw[:index] or name in listed:
-            raise SuiteKeyError(f"temporal[{index}]", f"{name!r} is listed twice")
-    return tuple(raw)
+            return str(exc)
+        return None
+
+    return suite_list(field, raw, what, refusal, listed)
 
 
 def _dynamic_parts(raw: Any, listed: tuple[str, ...], resolve: Callable[[str], Any]) -> tuple[str, ...]:
@@ -153,21 +163,17 @@ def _dynamic_parts(raw: Any, listed: tuple[str, ...], resolve: Callable[[str], A
         if not parts:
             raise SuiteKeyError("dynamic.corruptions", "none of the listed corruptions perturbs frames; list some here")
         return parts
-    if not isinstance(raw, list) or not raw or not all(isinstance(name, str) for name in raw):
-        raise SuiteKeyError("dynamic.corruptions", f"expected a non-empty list of corruption names, got {raw!r}")
-    for index, name in enumerate(raw):
+
+    def refusal(name: str) -> str | None:
         try:
             corruption = resolve(name)
         except SegRobustError as exc:  # an unknown name: the registry's message lists the known ones
-            raise SuiteKeyError(f"dynamic.corruptions[{index}]", str(exc)) from None
+            return str(exc)
         if not isinstance(corruption, Corruption) or not perturbs_frames(corruption):
-            raise SuiteKeyError(
-                f"dynamic.corruptions[{index}]",
-                f"{name!r} does not perturb frames one at a time (temporal and text perturbations cannot take part)",
-            )
-        if name in raw[:index]:
-            raise SuiteKeyError(f"dynamic.corruptions[{index}]", f"{name!r} is listed twice")
-    return tuple(raw)
+            return f"{name!r} does not perturb frames one at a time (temporal and text perturbations cannot take part)"
+        return None
+
+    return suite_list("dynamic.corruptions", raw, "corruption names", refusal)
 
 
 def _fits(name: str, resolve: Callable[[str], Any]) -> bool:

@@ -20,9 +20,9 @@ import torch
 from pytest_segrobust.core.errors import DatasetError, ModelOutputError
 from pytest_segrobust.core.types import Batch, Expressions, Field, Image, ReferringMask, field_of
 from pytest_segrobust.data.base import Sample, SegmentationDataset
-from pytest_segrobust.models.base import REFERRING_LOGIT_THRESHOLD, ReferringSegmentationModel
+from pytest_segrobust.models.base import ReferringSegmentationModel
 from pytest_segrobust.tasks import register_task
-from pytest_segrobust.tasks.base import SuiteCells, Task, first_id, upload
+from pytest_segrobust.tasks.base import SuiteCells, Task, first_id, logit_masks, upload
 from pytest_segrobust.tasks.referring_cells import TEXT_SUITE_KEYS, TextKeys, text_cells
 
 
@@ -103,18 +103,4 @@ class ReferringTask(TextKeys, Task):
                 f"model returned masks of shape {shape}, expected {expected} (one (H, W) mask per expression "
                 f"at the input resolution; first sample {first_id(batch)})"
             )
-        if predictions.dtype == torch.bool:
-            return predictions
-        if not predictions.is_floating_point():
-            raise ModelOutputError(
-                f"model returned masks of dtype {predictions.dtype}; expected bool masks or float logits "
-                "(thresholded at 0)"
-            )
-        finite = torch.isfinite(predictions)
-        if not bool(finite.all()):
-            bad = int(finite.numel() - finite.sum())
-            raise ModelOutputError(
-                f"model returned NaN or infinite logits ({bad} of {finite.numel()} values; "
-                f"batch starting at {first_id(batch)})"
-            )
-        return predictions > REFERRING_LOGIT_THRESHOLD
+        return logit_masks(predictions, batch, first="batch starting at")

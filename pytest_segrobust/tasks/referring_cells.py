@@ -27,7 +27,7 @@ from typing import Any
 
 from pytest_segrobust.core.errors import SegRobustError
 from pytest_segrobust.corruptions.composition import SEPARATOR
-from pytest_segrobust.tasks.base import SuiteCells, SuiteKeyError, SuiteNames, Task
+from pytest_segrobust.tasks.base import SuiteCells, SuiteKeyError, SuiteNames, Task, suite_list
 from pytest_segrobust.text.cells import MIXTURE_CELL, CellResolver, MixtureSpec
 from pytest_segrobust.text.registry import TextPerturbationRegistry
 from pytest_segrobust.text.replay import ReplayFileError, load_replay
@@ -176,17 +176,17 @@ def _mixture(raw: Any, corruptions: tuple[str, ...], resolve: CellResolver) -> M
     return MixtureSpec("r2bench", visual, chosen)
 
 
-def _mixture_names(field_name: str, raw: Any, fits: Callable[[str], bool], text: TextPerturbationRegistry) -> list[str]:
-    if not isinstance(raw, list) or not raw or not all(isinstance(n, str) for n in raw):
-        raise SuiteKeyError(field_name, f"expected a non-empty list of names, got {raw!r}")
-    for i, name in enumerate(raw):
-        if not fits(name):
-            kind = (
-                "an image corruption"
-                if field_name.endswith("visual")
-                else f"a text perturbation ({', '.join(text.names())})"
-            )
-            raise SuiteKeyError(f"{field_name}[{i}]", f"expected {kind}, got {name!r}")
-        if name in raw[:i]:
-            raise SuiteKeyError(f"{field_name}[{i}]", f"{name!r} is listed twice")
-    return list(raw)
+def _mixture_names(
+    field_name: str, raw: Any, fits: Callable[[str], bool], text: TextPerturbationRegistry
+) -> tuple[str, ...]:
+    def refusal(name: str) -> str | None:
+        if fits(name):
+            return None
+        kind = (
+            "an image corruption"
+            if field_name.endswith("visual")
+            else f"a text perturbation ({', '.join(text.names())})"
+        )
+        return f"expected {kind}, got {name!r}"
+
+    return suite_list(field_name, raw, "names", refusal)

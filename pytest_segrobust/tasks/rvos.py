@@ -20,14 +20,13 @@ from typing import Any, ClassVar
 
 import torch
 
-from pytest_segrobust.core.errors import DatasetError, ModelOutputError
+from pytest_segrobust.core.errors import DatasetError
 from pytest_segrobust.core.types import Batch, Expressions, Field, SampleIndex, Video, VideoMasks, field_of
 from pytest_segrobust.data.base import Sample, SegmentationDataset
 from pytest_segrobust.data.clips import ClipExpression
-from pytest_segrobust.models.base import REFERRING_LOGIT_THRESHOLD
 from pytest_segrobust.models.video import ReferringVideoModel
 from pytest_segrobust.tasks import register_task
-from pytest_segrobust.tasks.base import SuiteCells, first_id, upload
+from pytest_segrobust.tasks.base import SuiteCells, clip_tensor, logit_masks, upload
 from pytest_segrobust.tasks.clip_cells import CLIP_SUITE_KEYS, clip_cells
 from pytest_segrobust.tasks.referring_cells import TEXT_SUITE_KEYS, TextKeys, text_beneath
 from pytest_segrobust.tasks.vos import ClipTask, clip_fields
@@ -109,25 +108,5 @@ class ReferringVideoTask(TextKeys, ClipTask):
             ModelOutputError: for a non-tensor, a wrong shape, an integer dtype, or NaN / infinite logits.
         """
         expected = tuple(field_of(batch, VideoMasks).data.shape)
-        if not isinstance(predictions, torch.Tensor):
-            raise ModelOutputError(
-                f"model returned {type(predictions).__name__}, expected a tensor {expected} (a mask per frame)"
-            )
-        if tuple(predictions.shape) != expected:
-            raise ModelOutputError(
-                f"model returned masks of shape {tuple(predictions.shape)}, expected {expected} (B, T, H, W) "
-                f"(first sample {first_id(batch)})"
-            )
-        if predictions.dtype == torch.bool:
-            return predictions.long()
-        if not predictions.is_floating_point():
-            raise ModelOutputError(
-                f"model returned masks of dtype {predictions.dtype}; expected bool masks or float logits (thresholded at 0)"
-            )
-        finite = torch.isfinite(predictions)
-        if not bool(finite.all()):
-            bad = int(finite.numel() - finite.sum())
-            raise ModelOutputError(
-                f"model returned NaN or infinite logits ({bad} of {finite.numel()} values; first sample {first_id(batch)})"
-            )
-        return (predictions > REFERRING_LOGIT_THRESHOLD).long()
+        wanted = f"a tensor {expected} (a mask per frame)"
+        return logit_masks(clip_tensor(predictions, expected, batch, values="masks", wanted=wanted), batch).long()

@@ -29,7 +29,7 @@ from pytest_segrobust.data.base import Sample, SegmentationDataset
 from pytest_segrobust.data.clips import ClipFrames, ClipObjects
 from pytest_segrobust.models.video import OnlineVideoObjectModel, VideoObjectModel
 from pytest_segrobust.tasks import register_task
-from pytest_segrobust.tasks.base import SuiteCells, Task, first_id, upload
+from pytest_segrobust.tasks.base import SuiteCells, Task, clip_tensor, upload
 from pytest_segrobust.tasks.clip_cells import CLIP_SUITE_KEYS, clip_cells
 
 
@@ -103,6 +103,22 @@ def upload_clips(clips: Sequence[ClipFrames], device: torch.device) -> Video:
     return Video.of(upload(torch.stack([clip.frames for clip in clips]), device).float().div_(255.0))
 
 
+def upload_objects(objects: Sequence[ClipObjects], device: torch.device) -> VideoMasks:
+    """The objects of clips of one ``(T, H, W)`` on ``device``: their masks as they are, each frame's id its index."""
+    data = upload(torch.stack([o.masks for o in objects]), device)
+    annotated = torch.stack([o.annotated for o in objects]).to(device)
+    batch, count = int(data.shape[0]), int(data.shape[1])
+    frame_ids = torch.arange(count, dtype=torch.int64, device=device).expand(batch, count).contiguous()
+    return VideoMasks(
+        data,
+        tuple(o.object_ids for o in objects),
+        annotated,
+        frame_ids,
+        objects[0].ignore_index,
+        tuple(o.unseen for o in objects),
+    )
+
+
 class ClipTask(Task):
     """What the clip tasks share: the video suite keys (``static:``, ``dynamic:``, ``temporal:``),
     batches of clips of one ``(T, H, W)``, and frames collated into :class:`~pytest_segrobust.core.types.Video`
@@ -153,19 +169,7 @@ class VideoObjectTask(ClipTask):
         self, samples: Sequence[Sample], dataset: SegmentationDataset, device: torch.device
     ) -> dict[str, Field]:
         objects = [objects for _, objects in clip_fields(self, samples, dataset)]
-        data = upload(torch.stack([o.masks for o in objects]), device)
-        annotated = torch.stack([o.annotated for o in objects]).to(device)
-        batch, count = int(data.shape[0]), int(data.shape[1])
-        frame_ids = torch.arange(count, dtype=torch.int64, device=device).expand(batch, count).contiguous()
-        masks = VideoMasks(
-            data,
-            tuple(o.object_ids for o in objects),
-            annotated,
-            frame_ids,
-            objects[0].ignore_index,
-            tuple(o.unseen for o in objects),
-        )
-        return {"objects": masks}
+        return {"objects": upload_objects(objects, device)}
 
     def predict(self, model: Any, batch: Batch) -> Any:
         """The model's ids for every frame: offline in one call, online frame by frame (see the module)."""
@@ -220,15 +224,8 @@ def checked_ids(predictions: Any, masks: VideoMasks, batch: Batch) -> torch.Tens
         ModelOutputError: naming the first sample and what is wrong.
     """
     expected = tuple(masks.data.shape)
-    if not isinstance(predictions, torch.Tensor):
-        raise ModelOutputError(
-            f"model returned {type(predictions).__name__}, expected a tensor of object ids {expected}"
-        )
-    if tuple(predictions.shape) != expected:
-        raise ModelOutputError(
-            f"model returned ids of shape {tuple(predictions.shape)}, expected {expected} (B, T, H, W) "
-            f"(first sample {first_id(batch)})"
-        )
+    wanted = f"a tensor of object ids {expected}"
+    predictions = clip_tensor(predictions, expected, batch, values="ids", wanted=wanted)
     if predictions.is_floating_point() or predictions.is_complex() or predictions.dtype == torch.bool:
         raise ModelOutputError(
             f"model returned {predictions.dtype} values, expected integer object ids (0 background); "
