@@ -11,6 +11,21 @@ class SuiteError(SegRobustError):
     """A suite file is malformed: the message names the file and the field."""
 
 
+class FieldError(ValueError):
+    """A field of what a suite declares is wrong (a model entry, a ``require:`` block, a task's
+    own key); the suite's reader adds the file and the entry's place to the message.
+
+    Args:
+        field: The field at fault, as the suite spells it relative to its entry (``kwargs``,
+            ``input.layout``, ``dynamic.levels[1]``); ``""`` for the entry itself.
+        message: What was expected.
+    """
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
 class UnknownCorruptionError(SegRobustError, KeyError):
     """A corruption or preset name is not in the registry."""
 

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from pytest_segrobust.core.errors import ModelOutputError
+from pytest_segrobust.core.errors import FieldError, ModelOutputError
 from pytest_segrobust.models.torch_module import class_ids, normalise_channels, require_finite
 
 LAYOUTS = ("NCHW", "NHWC")
@@ -33,12 +33,8 @@ OUTPUT_KINDS = ("logits", "probabilities", "labels")
 DTYPES = ("uint8", "int8", "float16", "float32", "float64")
 
 
-class ArraySpecError(ValueError):
+class ArraySpecError(FieldError):
     """A bad ``input:`` or ``output:`` block; ``field`` names the key inside it."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(message)
-        self.field = field
 
 
 @dataclass(frozen=True)

@@ -13,19 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-
-class FieldError(Exception):
-    """A field of one entry of a suite is wrong; the schema adds the file and the entry's place.
-
-    Args:
-        field: The field at fault, relative to the entry (``kwargs``, ``input.layout``); ``""``
-            for the entry itself.
-        message: What was expected.
-    """
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(message)
-        self.field = field
+from pytest_segrobust.core.errors import FieldError
 
 
 @dataclass(frozen=True)

@@ -52,6 +52,7 @@ from typing import Any
 import numpy as np
 import yaml
 
+from pytest_segrobust.core.errors import FieldError
 from pytest_segrobust.core.statistics import t_quantile
 
 CELL_NUMBERS = ("score", "gamma_r", "gamma_a")
@@ -87,12 +88,8 @@ _TOP_KEYS = (*_BLOCK_KEYS, "metrics", "aggregates", "splits")
 _NORMAL = NormalDist()
 
 
-class RequirementError(ValueError):
+class RequirementError(FieldError):
     """A ``require:`` block that cannot be read; ``field`` is the dotted path of the bad entry."""
-
-    def __init__(self, field_name: str, message: str) -> None:
-        super().__init__(message)
-        self.field = field_name
 
 
 @dataclass(frozen=True)

@@ -5,12 +5,12 @@ Layer 3: imports the layers below and :mod:`pytest_segrobust.models`.
 
 from __future__ import annotations
 
-from pytest_segrobust.core.registry import NamedRegistry
+from pytest_segrobust.core.registry import InstanceRegistry
 from pytest_segrobust.tasks.base import Task
 
 ENTRY_POINT_GROUP = "segrobust.tasks"
 
-TASKS: NamedRegistry = NamedRegistry(
+TASKS: InstanceRegistry[Task] = InstanceRegistry(
     "task",
     ENTRY_POINT_GROUP,
     (
@@ -22,14 +22,12 @@ TASKS: NamedRegistry = NamedRegistry(
         "pytest_segrobust.tasks.rvos",
         "pytest_segrobust.tasks.avs",
     ),
-    make=lambda cls: cls(),  # an entry point names the class
 )
 
 
 def register_task(cls: type[Task]) -> type[Task]:
     """Register a task class (its instance is what the engine uses)."""
-    TASKS.register(cls())
-    return cls
+    return TASKS.register_class(cls)
 
 
 def get_task(name: str) -> Task:

@@ -21,19 +21,15 @@ from typing import Any, ClassVar
 
 import torch
 
-from pytest_segrobust.core.errors import DatasetError, ModelOutputError
+from pytest_segrobust.core.errors import DatasetError, FieldError, ModelOutputError
 from pytest_segrobust.core.types import Batch, Expressions, Field, Image, SampleIndex, field_of
 from pytest_segrobust.data.base import Sample, SegmentationDataset
 from pytest_segrobust.models.base import REFERRING_LOGIT_THRESHOLD
 from pytest_segrobust.text.registry import TextPerturbationRegistry
 
 
-class SuiteKeyError(ValueError):
+class SuiteKeyError(FieldError):
     """A task's own suite key is wrong: ``field`` names it as the suite file spells it (``dynamic.levels[1]``)."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(message)
-        self.field = field
 
 
 def suite_list(
