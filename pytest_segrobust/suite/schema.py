@@ -54,7 +54,7 @@ from typing import Any
 
 import yaml
 
-from pytest_segrobust.core.errors import SegRobustError, SuiteError, UnknownNameError
+from pytest_segrobust.core.errors import FieldError, SegRobustError, SuiteError, UnknownNameError
 from pytest_segrobust.core.extras import Extra, unmet
 from pytest_segrobust.core.types import Expressions, VideoMasks
 from pytest_segrobust.core.wording import did_you_mean
@@ -62,7 +62,7 @@ from pytest_segrobust.corruptions import DEFAULT_PRESET, REGISTRY, CorruptionReg
 from pytest_segrobust.corruptions.base import MAX_SEVERITY, Corruption
 from pytest_segrobust.corruptions.composition import SEPARATOR
 from pytest_segrobust.metrics import METRICS
-from pytest_segrobust.suite.factories import FactorySpec, FieldError, read_factory
+from pytest_segrobust.suite.factories import FactorySpec, read_factory
 from pytest_segrobust.suite.model_sources import MODEL_SOURCES, EntryContext, ModelSpec, listed_sources, source_keys
 from pytest_segrobust.suite.requirements import RequirementError, Requirements, SuiteShape, parse_requirements
 from pytest_segrobust.tasks import TASKS, get_task

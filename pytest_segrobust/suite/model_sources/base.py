@@ -15,9 +15,9 @@ from typing import Any, ClassVar
 
 import torch
 
+from pytest_segrobust.core.errors import FieldError
 from pytest_segrobust.core.extras import Extra, unmet
 from pytest_segrobust.models.arrays import ArrayInput, ArrayOutput, ArraySpecError
-from pytest_segrobust.suite.factories import FieldError
 
 __all__ = ["EntryContext", "FieldError", "ModelRequest", "ModelSource"]
 

@@ -13,8 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_segrobust.core.errors import FieldError
 from pytest_segrobust.models.arrays import ArrayInput, ArrayModel, ArrayOutput
-from pytest_segrobust.suite.factories import FactorySpec, FieldError, load_object, read_factory
+from pytest_segrobust.suite.factories import FactorySpec, load_object, read_factory
 from pytest_segrobust.suite.model_sources import register_model_source
 from pytest_segrobust.suite.model_sources.base import (
     EntryContext,

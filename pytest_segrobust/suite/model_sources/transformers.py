@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_segrobust.suite.factories import FieldError
+from pytest_segrobust.core.errors import FieldError
 from pytest_segrobust.suite.model_sources import register_model_source
 from pytest_segrobust.suite.model_sources.base import (
     EntryContext,
