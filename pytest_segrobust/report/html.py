@@ -201,9 +201,9 @@ def render_html(report: Report, figures_dir: Path, budget: int = EMBEDDED_BYTES)
     title = next((p.title for p in parts if p.level == 1), "Segmentation robustness report")
     figures = _Figures(Path(figures_dir), budget)
     # The verdict, which the markdown gives as its first bold line, is the page's banner.
-    run: RunVerdict | None = verdict(report)
-    verdict_part = next((p for p in parts if p.level <= 1 and run is not None and f"**{run.line()}**" in p.lines), None)
-    if verdict_part is not None and run is not None:
+    run = verdict(report)
+    verdict_part = next((p for p in parts if p.level <= 1 and f"**{run.line()}**" in p.lines), None)
+    if verdict_part is not None:
         verdict_part.lines.remove(f"**{run.line()}**")
         title = f"{'PASS' if run.passed else 'FAIL'} · {title}"
     body: list[str] = []
@@ -211,7 +211,7 @@ def render_html(report: Report, figures_dir: Path, budget: int = EMBEDDED_BYTES)
     for index, part in enumerate(parts):
         if part.level:
             body.append(f'<h{part.level} id="{part.anchor}">{_inline(part.title)}</h{part.level}>')
-        if part is verdict_part and run is not None:
+        if part is verdict_part:
             body.append(_verdict_banner(run))
         if part.level == 1:
             body.append(_contents(list(_outline(parts[index + 1 :])), "contents top"))
