@@ -30,6 +30,7 @@ from pytest_segrobust.report.model import (
     REPORT_FORMAT,
     GateSummary,
     ModelReport,
+    ModelSummary,
     ReleaseSummary,
     Report,
     RequirementRow,
@@ -66,6 +67,7 @@ __all__ = [
     "Figure",
     "GateSummary",
     "ModelReport",
+    "ModelSummary",
     "ReleaseSummary",
     "Report",
     "ReportIncomplete",
@@ -411,7 +413,7 @@ def terminal_summary(report: Report, *, brief: bool = False) -> list[str]:
     if brief:
         return lines
     for suite_name, suite in report.suites.items():
-        table = tables.headline({m: dict(v.summary) for m, v in suite.models.items()}, metric_label(suite.metric))
+        table = tables.headline({m: v.summary for m, v in suite.models.items()}, metric_label(suite.metric))
         lines += [f"suite {suite_name}:", *("  " + row for row in text_table(table))]
     return lines
 
@@ -516,7 +518,7 @@ def write_report(
         drawers: dict[str, Callable[[Path], Path | None]] = {}
         if drawing and any(tables.corrupted(records) for records in models.values()):
             drawers["severity"] = lambda path: plots.severity_plot(models, metric_label(suite.metric), path)
-            near = [m for m, v in suite.models.items() if (v.summary.get("chance") or {}).get("near")]
+            near = [m for m, v in suite.models.items() if v.summary.near_chance]
             drawers["heatmap"] = lambda path: plots.heatmap(models, path, near_chance=near)
         if drawing and galleries and suite_name in galleries:
             drawers["gallery"] = lambda path: _save_png(_drawn(galleries[suite_name], suite, "gallery"), path)

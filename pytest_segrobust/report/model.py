@@ -167,19 +167,57 @@ class ReleaseSummary:
 
 
 @dataclass(frozen=True)
+class ModelSummary:
+    """The headline numbers of one row's cells (means over its corrupted cells).
+
+    Attributes:
+        clean_score: The clean score.
+        mean_gamma_r: Mean γr.
+        mean_gamma_a: Mean γa.
+        mpc: Mean corrupted score.
+        rpc: mPC over the clean score.
+        cells: How many corrupted cells the means are over.
+        per_class_gamma_r: Mean γr per class (classes with any value).
+        supercategory_gamma_r: Mean γr per supercategory.
+        chance: The clean score's chance level and whether it is near it
+            (:func:`~pytest_segrobust.report.tables.chance`); ``None`` for a metric the report
+            does not know, or without classes.
+    """
+
+    clean_score: float
+    mean_gamma_r: float
+    mean_gamma_a: float
+    mpc: float
+    rpc: float
+    cells: int
+    per_class_gamma_r: Mapping[str, float]
+    supercategory_gamma_r: Mapping[str, float]
+    chance: Mapping[str, Any] | None
+
+    @property
+    def near_chance(self) -> bool:
+        """The clean score is near chance: the row has little to lose."""
+        return bool((self.chance or {}).get("near"))
+
+    def to_json(self) -> dict[str, Any]:
+        """The fields by name, in their order."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+
+@dataclass(frozen=True)
 class ModelReport:
     """One row of a suite (a model, or a model on one split): its summary and its cells.
 
     Attributes:
-        summary: The row's headline numbers (clean score, mPC, γr, chance level; JSON-safe).
+        summary: The row's headline numbers.
         cells: Its cells, in report order.
     """
 
-    summary: Mapping[str, Any]
+    summary: ModelSummary
     cells: tuple[CellRecord, ...]
 
     def to_json(self) -> dict[str, Any]:
-        return {"summary": self.summary, "cells": [record.to_json() for record in self.cells]}
+        return {"summary": self.summary.to_json(), "cells": [record.to_json() for record in self.cells]}
 
 
 @dataclass(frozen=True)

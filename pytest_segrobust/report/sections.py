@@ -184,9 +184,7 @@ def _corrupted(suite: SuiteReport) -> bool:
 
 @SUITE_SECTIONS.register("headline")
 def headline(suite: SuiteReport) -> list[Section]:
-    return [
-        tables.headline({row: dict(model.summary) for row, model in suite.models.items()}, metric_label(suite.metric))
-    ]
+    return [tables.headline({row: model.summary for row, model in suite.models.items()}, metric_label(suite.metric))]
 
 
 @SUITE_SECTIONS.register("statistical gate")

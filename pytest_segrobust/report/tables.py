@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_segrobust.core.wording import abbreviations, decimals
 from pytest_segrobust.metrics.robustness import mean, per_class_relative_robustness
+from pytest_segrobust.report.model import GateSummary, ModelSummary, SuiteReport
 
 if TYPE_CHECKING:
-    from pytest_segrobust.report.model import GateSummary, SuiteReport
     from pytest_segrobust.store.records import CellRecord
 
 STATUS_MARK = {
@@ -57,18 +57,18 @@ def corrupted(records: Iterable[CellRecord]) -> list[CellRecord]:
     return [r for r in records if r.severity > 0]
 
 
-def headline(summary: dict[str, dict[str, Any]], metric: str) -> Table:
+def headline(summary: Mapping[str, ModelSummary], metric: str) -> Table:
     """Per model: clean score, mean gamma_r and gamma_a over every cell, mPC and rPC, against chance."""
     rows = [
         (
             model,
-            fmt(s["clean_score"]),
-            fmt(s["mean_gamma_r"], 3),
-            fmt(s["mean_gamma_a"], 3),
-            fmt(s["mpc"]),
-            fmt(s["rpc"], 3),
-            str(s["cells"]),
-            chance_mark(s.get("chance")),
+            fmt(s.clean_score),
+            fmt(s.mean_gamma_r, 3),
+            fmt(s.mean_gamma_a, 3),
+            fmt(s.mpc),
+            fmt(s.rpc, 3),
+            str(s.cells),
+            chance_mark(s.chance),
         )
         for model, s in summary.items()
     ]
@@ -136,7 +136,7 @@ def chance(
     }
 
 
-def chance_mark(info: dict[str, Any] | None) -> str:
+def chance_mark(info: Mapping[str, Any] | None) -> str:
     """How the headline shows a model's clean score against chance."""
     if not info:
         return "–"
@@ -146,22 +146,22 @@ def chance_mark(info: dict[str, Any] | None) -> str:
 
 def model_summary(
     records: Sequence[CellRecord], bounds: tuple[float, float] | None = None, higher_is_better: bool = True
-) -> dict[str, Any]:
+) -> ModelSummary:
     """The headline numbers of one model's records (and its chance level when ``bounds`` are given)."""
     cells = corrupted(records)
     clean = records[0].clean_score if records else math.nan
     mpc = mean(r.score for r in cells)
-    return {
-        "clean_score": clean,
-        "mean_gamma_r": mean(r.gamma_r for r in cells if r.gamma_r is not None),
-        "mean_gamma_a": mean(r.gamma_a for r in cells if r.gamma_a is not None),
-        "mpc": mpc,
-        "rpc": mpc / clean if clean else math.nan,
-        "cells": len(cells),
-        "per_class_gamma_r": class_gamma_r(cells),
-        "supercategory_gamma_r": supercategory_gamma_r(cells),
-        "chance": None if bounds is None else chance(records, bounds, higher_is_better),
-    }
+    return ModelSummary(
+        clean_score=clean,
+        mean_gamma_r=mean(r.gamma_r for r in cells if r.gamma_r is not None),
+        mean_gamma_a=mean(r.gamma_a for r in cells if r.gamma_a is not None),
+        mpc=mpc,
+        rpc=mpc / clean if clean else math.nan,
+        cells=len(cells),
+        per_class_gamma_r=class_gamma_r(cells),
+        supercategory_gamma_r=supercategory_gamma_r(cells),
+        chance=None if bounds is None else chance(records, bounds, higher_is_better),
+    )
 
 
 def class_gamma_r(records: Iterable[CellRecord]) -> dict[str, float]:

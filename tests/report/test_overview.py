@@ -222,8 +222,9 @@ def test_headline_flags_a_near_chance_model() -> None:
         requirements=None, reads_text=False, reads_clips=False,
     )
     report = build_report(records, {"s": suite})  # type: ignore[dict-item]
-    summaries = {model: dict(entry.summary) for model, entry in report.suites["s"].models.items()}
-    assert summaries["chance"]["chance"]["near"] and not summaries["good"]["chance"]["near"]
+    summaries = {model: entry.summary for model, entry in report.suites["s"].models.items()}
+    assert summaries["chance"].near_chance and not summaries["good"].near_chance
+    assert summaries["chance"].chance["near"] and not summaries["good"].chance["near"]
     headline = tables.headline(summaries, "mIoU")
     assert {row[0]: row[-1] for row in headline.rows} == {
         "good": "4.0× chance (20.0, K=5)",
@@ -231,7 +232,7 @@ def test_headline_flags_a_near_chance_model() -> None:
     }
     assert "near chance" in headline.note
     # A suite the report does not know has no metric, so no chance level.
-    assert build_report(records, {}).suites["s"].models["chance"].summary["chance"] is None
+    assert build_report(records, {}).suites["s"].models["chance"].summary.chance is None
 
 
 def test_a_zero_margin_never_shows_as_minus_zero_and_one_cell_is_singular() -> None:

@@ -40,10 +40,10 @@ def report() -> Report:
 
 def test_headline_numbers(report: Report) -> None:
     summary = report.suites["s"].models["a"].summary
-    assert summary["clean_score"] == 80.0
-    assert summary["mpc"] == pytest.approx((70 + 40 + 75 + 72) / 4)
-    assert summary["rpc"] == pytest.approx(summary["mpc"] / 80)
-    assert summary["mean_gamma_r"] == pytest.approx(sum(relative_robustness(80, v) for v in SCORES_A.values()) / 4)
+    assert summary.clean_score == 80.0
+    assert summary.mpc == pytest.approx((70 + 40 + 75 + 72) / 4)
+    assert summary.rpc == pytest.approx(summary.mpc / 80)
+    assert summary.mean_gamma_r == pytest.approx(sum(relative_robustness(80, v) for v in SCORES_A.values()) / 4)
 
 
 def test_markdown_has_every_table(report: Report) -> None:
