@@ -323,7 +323,7 @@ def _merge(paths: list[Path], report: str | None, update: bool, rootdir: Path) -
         print(verdict(session.report).line())  # the last line, as a run's terminal summary ends
     failed = session.problems or (session.coverage is not None and session.coverage.not_run)
     if session.report is not None:
-        failed = failed or not session.report["verdict"]["passed"]
+        failed = failed or not session.report.verdict.passed
     return 1 if failed else 0
 
 

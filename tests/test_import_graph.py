@@ -198,6 +198,12 @@ def test_the_report_imports_neither_models_nor_corruptions() -> None:
     assert _violations("pytest_segrobust.report", tuple(f"{ROOT}.{name}" for name in engine)) == []
 
 
+def test_the_report_imports_nothing_of_the_gate() -> None:
+    # The report renders decisions it is handed (the controller, pytest_segrobust.run, computes the
+    # release criteria and the gate's policy before it builds the report); it never decides again.
+    assert _violations("pytest_segrobust.report", (f"{ROOT}.gate", f"{ROOT}.suite.requirements")) == []
+
+
 def test_the_class_views_are_neutral() -> None:
     assert GRAPH["pytest_segrobust.pictures.views"] <= {"pytest_segrobust.core.types"}
 

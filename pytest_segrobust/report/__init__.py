@@ -1,15 +1,20 @@
 """The run's report: markdown for people, JSON with every number for machines.
 
-Layer 7: imports the gate's values and the layers below; never a model, a corruption, the
-engine, a backend or the pytest integration: it renders values, it measures nothing.
+Layer 7: renders values and imports the layers below the gate's (the suite, the metrics, the
+stored records); never the gate, a model, a corruption, the engine, a backend or the pytest
+integration: it renders values, it measures and decides nothing. The report is a typed value
+(:mod:`pytest_segrobust.report.model`) built once by :func:`build_report` from the outcomes and
+the decisions the controller hands in; its documents are drawn from it by section renderers
+(:mod:`pytest_segrobust.report.sections`), which a plugin can add to.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,16 +24,68 @@ from pytest_segrobust.core.errors import SegRobustError
 from pytest_segrobust.core.files import atomic_write_text, why_not_written
 from pytest_segrobust.core.wording import plural
 from pytest_segrobust.report import coverage, plots, tables
-from pytest_segrobust.report.r2bench import r2bench_entry, r2bench_tables
+from pytest_segrobust.report.coverage import RunCoverage
+from pytest_segrobust.report.model import (
+    COUNTED,
+    REPORT_FORMAT,
+    GateSummary,
+    ModelReport,
+    ModelSummary,
+    ReleaseSummary,
+    Report,
+    RequirementRow,
+    RunVerdict,
+    SuiteReport,
+)
+from pytest_segrobust.report.r2bench import r2bench_entry
+from pytest_segrobust.report.sections import (
+    DECISION_SECTIONS,
+    HEATMAP_CAPTION,
+    OVERLAY_CAPTION,
+    RUN_SECTIONS,
+    SUITE_SECTIONS,
+    Figure,
+    Section,
+    detail_labels,
+    metric_label,
+)
 from pytest_segrobust.report.tables import Table
-from pytest_segrobust.report.video import video_entry, video_tables
+from pytest_segrobust.report.video import video_entry
 from pytest_segrobust.store.records import CellRecord
 
 if TYPE_CHECKING:
     from pytest_segrobust.pictures.values import GalleryTiles, WorstImages
     from pytest_segrobust.suite.schema import Suite
 
-REPORT_FORMAT = 1
+__all__ = [
+    "DECISION_SECTIONS",
+    "HEATMAP_CAPTION",
+    "OVERLAY_CAPTION",
+    "REPORT_FORMAT",
+    "RUN_SECTIONS",
+    "SUITE_SECTIONS",
+    "Figure",
+    "GateSummary",
+    "ModelReport",
+    "ModelSummary",
+    "ReleaseSummary",
+    "Report",
+    "ReportIncomplete",
+    "RequirementRow",
+    "RunVerdict",
+    "SuiteReport",
+    "WrittenReport",
+    "build_report",
+    "detail_labels",
+    "metric_label",
+    "render_markdown",
+    "run_verdict",
+    "suite_sections",
+    "terminal_summary",
+    "verdict",
+    "without_timing",
+    "write_report",
+]
 
 
 # Fields of the JSON report that say when and how long, not what was measured.
@@ -51,12 +108,14 @@ class ReportIncomplete(SegRobustError):
     Attributes:
         written: The files that were written.
         problems: One line per file or figure that was not.
+        report: The report as written (its figures and warnings), where it got that far.
     """
 
-    def __init__(self, written: list[Path], problems: list[str]) -> None:
+    def __init__(self, written: list[Path], problems: list[str], report: Report | None = None) -> None:
         super().__init__("; ".join(problems))
         self.written = written
         self.problems = problems
+        self.report = report
 
 
 def build_report(
@@ -66,8 +125,15 @@ def build_report(
     root: Path | None = None,
     errors: Mapping[str, str] | None = None,
     model_outcomes: Sequence[Mapping[str, Any]] = (),
-) -> dict[str, Any]:
-    """Group records by suite and model and compute the summaries (JSON-safe).
+    *,
+    gates: Mapping[str, GateSummary] | None = None,
+    releases: Mapping[str, ReleaseSummary] | None = None,
+    aggregates: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
+    run: RunCoverage | None = None,
+) -> Report:
+    """The report of ``records``: grouped by suite and model, with each model's summary.
+
+    The decisions it shows are handed in, made by the gate before: the report decides nothing.
 
     Args:
         records: Every cell evaluated, in report order.
@@ -78,99 +144,59 @@ def build_report(
         errors: Cells that raised instead of producing a result: node id -> message.
         model_outcomes: Each model's ``aggregates`` item decided
             (:meth:`pytest_segrobust.gate.release.ModelOutcome.to_json`), in report order.
+        gates: Each statistically gated suite's gate, by suite name.
+        releases: Each suite's release criteria as decided, by suite name (suites that state
+            none and decided nothing have none).
+        aggregates: Each statistically gated suite's aggregate changes, by suite name.
+        run: Which cells the run covered and which it left out.
     """
-    report: dict[str, Any] = {
-        "format": REPORT_FORMAT,
-        "suites": {},
-        "missing": list(missing),
-        "errors": dict(sorted((errors or {}).items())),
-    }
+    errors = dict(sorted((errors or {}).items()))
+    # A copy of each record, so that the report does not change with the caller's records.
+    records = [CellRecord.from_json(r.to_json()) for r in records]
+    parts: dict[str, SuiteReport] = {}
     for suite_name in dict.fromkeys([*(r.suite for r in records), *(o["suite"] for o in model_outcomes)]):
         suite = suites.get(suite_name)
         suite_records = [r for r in records if r.suite == suite_name]
-        models: dict[str, Any] = {}
         # A natural-shift suite reports each model on each split as its own row ("model @ split").
         scale = _scale(suite.metric if suite else None)
-        for model in dict.fromkeys(tables.row_name(r) for r in suite_records):
-            model_records = [r for r in suite_records if tables.row_name(r) == model]
-            models[model] = {
-                "summary": tables.model_summary(model_records, *scale),
-                "cells": [r.to_json() for r in model_records],
-            }
+        models: dict[str, ModelReport] = {}
+        for row in dict.fromkeys(tables.row_name(r) for r in suite_records):
+            row_records = [r for r in suite_records if tables.row_name(r) == row]
+            models[row] = ModelReport(tables.model_summary(row_records, *scale), tuple(row_records))
         degradation = suite.degradation if suite else None
-        report["suites"][suite_name] = {
-            "task": suite.task if suite else None,
-            "metric": suite.metric if suite else "score",
-            "metrics": list(suite.metrics) if suite else [],
-            "seed": suite.seed if suite else None,
-            "shifts": None
+        part = SuiteReport(
+            name=suite_name,
+            task=suite.task if suite else None,
+            metric=suite.metric if suite else "score",
+            metrics=tuple(suite.metrics) if suite else (),
+            seed=suite.seed if suite else None,
+            shifts=None
             if suite is None or suite.shifts is None
             else {"reference": suite.shifts.reference, "splits": list(suite.shifts.splits)},
-            "file": _shown(suite.path, root) if suite else None,
-            "cd": None
+            file=shown_path(suite.path, root) if suite else None,
+            cd=None
             if degradation is None
             else {"reference": degradation.reference, "noise_severities": list(degradation.noise_severities)},
-            "models": models,
-            "figures": {},
-            "gate": None if suite is None or suite.gate is None else _gate_entry(suite),
-        }
-        outcomes = [dict(o) for o in model_outcomes if o["suite"] == suite_name]
-        release = release_entry(suite, suite_records, outcomes)
-        if release is not None:
-            report["suites"][suite_name]["release"] = release
+            models=models,
+            gate=(gates or {}).get(suite_name),
+            release=(releases or {}).get(suite_name),
+            aggregates=None if aggregates is None or suite_name not in aggregates else tuple(aggregates[suite_name]),
+        )
         if suite is not None and (suite.reads_text or suite.reads_clips):
-            by_model = {model: [CellRecord.from_json(c) for c in entry["cells"]] for model, entry in models.items()}
+            by_model = part.records()
             if suite.reads_clips:
-                report["suites"][suite_name]["video"] = video_entry(by_model, suite.metric, suite.metrics[1:])
+                part = dataclasses.replace(part, video=video_entry(by_model, suite.metric, suite.metrics[1:]))
             else:
-                report["suites"][suite_name]["r2bench"] = r2bench_entry(by_model, suite.metric)
-    report["verdict"] = run_verdict(
-        records, report["errors"], report["missing"], [o["status"] for o in model_outcomes if o["nodeid"] not in report["errors"]]
-    ).to_json()
-    return report
-
-
-def release_entry(suite: Suite | None, records: Sequence[CellRecord], outcomes: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The suite's release criteria: each requirement over the cells and models it was decided for,
-    and each model's aggregates item; ``None`` for a suite that states none."""
-    from pytest_segrobust.suite.requirements import RequirementCheck, summarize
-
-    checks = [RequirementCheck.from_json(c) for r in records for c in r.requirements]
-    checks += [RequirementCheck.from_json(c) for o in outcomes for c in o["requirements"]]
-    if not checks and not outcomes and (suite is None or suite.requirements is None):
-        return None
-    rows = [
-        {
-            "rule": s.rule,
-            "line": s.line,
-            "number": s.number,
-            "threshold": s.threshold,
-            "at_least": s.at_least,
-            "outcome": s.outcome,
-            "outcomes": dict(s.outcomes),
-            "worst": s.worst.to_json(),
-            "confirmable": s.confirmable,
-        }
-        for s in summarize(checks)
-    ]
-    statistical = suite is not None and suite.gate is not None
-    return {"requirements": rows, "models": outcomes, "basis": "bootstrap" if statistical else "point"}
-
-
-def _gate_entry(suite: Suite) -> dict[str, Any]:
-    from pytest_segrobust.gate.release import cell_level, family_size
-
-    policy = suite.gate
-    assert policy is not None
-    return {
-        "margin": {"gamma_r": policy.margin.gamma_r, "score": policy.margin.score},
-        "confidence": policy.confidence,
-        "multiplicity": policy.multiplicity,
-        "numbers": family_size(suite),
-        "level": cell_level(suite),
-        "inconclusive": policy.inconclusive,
-        "resamples": policy.resamples,
-    }
+                part = dataclasses.replace(part, r2bench=r2bench_entry(by_model, suite.metric))
+        parts[suite_name] = part
+    statuses = [o["status"] for o in model_outcomes if o["nodeid"] not in errors]
+    return Report(
+        suites=parts,
+        verdict=run_verdict(records, errors, list(missing), statuses),
+        missing=tuple(missing),
+        errors=errors,
+        run=None if run is None else RunCoverage.from_json(run.to_json()),
+    )
 
 
 def _scale(metric: str | None) -> tuple[tuple[float, float] | None, bool]:
@@ -189,53 +215,6 @@ def _scale(metric: str | None) -> tuple[tuple[float, float] | None, bool]:
 
 # -- the verdict: the first thing the report says ----------------------------------------------
 
-_COUNTED = {
-    "regressed": "regressed",
-    "unmet": "with a requirement unmet",
-    "inconclusive": "inconclusive",
-    "new": "new (no baseline)",
-    "error": "error",
-    "no result": "without a result",
-    "passed": "passed",
-    "improved": "improved",
-    "inconclusive-allowed": "inconclusive (allowed by the suite)",
-    "updated": "written to the baseline",  # every cell of an update, changed or not
-    "recorded": "recorded (no baseline yet; requirements met)",
-}
-
-
-@dataclass(frozen=True)
-class RunVerdict:
-    """The run's verdict on its cells: PASS when no cell regressed, lacked a baseline or failed.
-
-    Attributes:
-        passed: Every evaluated cell passed (improved and updated cells pass).
-        counts: Cells per outcome: the gate's statuses, ``error`` (with or without a record)
-            and ``no result`` (selected, but neither result nor error came back).
-    """
-
-    passed: bool
-    counts: dict[str, int]
-    models: dict[str, int] = field(default_factory=dict)
-
-    def line(self) -> str:
-        """``FAIL · 62 cells: 3 regressed, 1 new (no baseline), 58 passed; 2 models' aggregates: 1 unmet, 1 passed``."""
-        total = sum(self.counts.values())
-        parts = [f"{count} {_COUNTED.get(status, status)}" for status, count in self.counts.items() if count]
-        line = f"{'PASS' if self.passed else 'FAIL'} · {plural(total, 'cell')}: {', '.join(parts) or 'none'}"
-        if self.models:
-            models = sum(self.models.values())
-            shown = ", ".join(f"{count} {_COUNTED.get(status, status)}" for status, count in self.models.items())
-            whose = "models'" if models > 1 else "model's"
-            line += f"; {models} {whose} aggregates: {shown}"
-        return line
-
-    def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"passed": self.passed, "counts": dict(self.counts), "line": self.line()}
-        if self.models:
-            data["models"] = dict(self.models)
-        return data
-
 
 def run_verdict(
     records: Sequence[CellRecord], errors: Mapping[str, str], missing: Sequence[str], models: Sequence[str] = ()
@@ -245,180 +224,37 @@ def run_verdict(
     recorded = {r.nodeid for r in records}
     counts["error"] = counts.get("error", 0) + sum(1 for nodeid in errors if nodeid not in recorded)
     counts["no result"] = len(missing)
-    ordered = {status: counts[status] for status in (*_COUNTED, *counts) if counts.get(status)}
+    ordered = {status: counts[status] for status in (*COUNTED, *counts) if counts.get(status)}
     model_counts: dict[str, int] = {}
     for status in models:
         model_counts[status] = model_counts.get(status, 0) + 1
-    model_counts = {status: model_counts[status] for status in (*_COUNTED, *model_counts) if model_counts.get(status)}
+    model_counts = {status: model_counts[status] for status in (*COUNTED, *model_counts) if model_counts.get(status)}
     failing = any(counts.get(status) for counts in (ordered, model_counts) for status in (*tables.FAILING, "no result"))
     return RunVerdict(passed=not failing, counts=ordered, models=model_counts)
 
 
-def metric_label(metric: str) -> str:
-    """How a metric is named in tables (its ``label``): ``miou`` -> mIoU, ``map`` -> mask AP."""
-    from pytest_segrobust.core.errors import UnknownNameError
-    from pytest_segrobust.metrics import METRICS
-
-    try:
-        return METRICS.get(metric).label
-    except UnknownNameError:
-        return metric
+def suite_sections(suite: SuiteReport) -> list[Section]:
+    """Every table and figure of one suite, in reading order (:data:`SUITE_SECTIONS`)."""
+    return SUITE_SECTIONS.render(suite)
 
 
-def detail_labels(metric: str) -> dict[str, str]:
-    """How tables show a metric's further numbers (``ap50`` -> AP50, ``sq_things`` -> SQ things)."""
-    from pytest_segrobust.core.errors import UnknownNameError
-    from pytest_segrobust.metrics import METRICS
-
-    try:
-        return dict(METRICS.get(metric).detail_labels)
-    except UnknownNameError:
-        return {}
+def verdict(report: Report) -> RunVerdict:
+    """The report's verdict."""
+    return report.verdict
 
 
-@dataclass(frozen=True)
-class Figure:
-    """A PNG beside the report, with what a reader needs to read it (``caption``)."""
-
-    title: str
-    file: str
-    caption: str = ""
+def release_sections(report: Report) -> list[Section]:
+    """What follows the verdict and the models' lines (:data:`DECISION_SECTIONS`): the release
+    criteria and aggregate gate, where a suite states any, and the regressed cells."""
+    return DECISION_SECTIONS.render(report)
 
 
-def records_by_model(suite: Mapping[str, Any]) -> dict[str, list[CellRecord]]:
-    return {model: [CellRecord.from_json(c) for c in entry["cells"]] for model, entry in suite["models"].items()}
-
-
-def suite_sections(suite: Mapping[str, Any]) -> list[Table | Figure]:
-    """Every table and figure of one suite, in reading order."""
-    metric = metric_label(suite["metric"])
-    models = records_by_model(suite)
-    figures = suite.get("figures", {})
-    out: list[Table | Figure] = [tables.headline({m: v["summary"] for m, v in suite["models"].items()}, metric)]
-    if suite.get("gate"):
-        out.append(tables.statistical_gate(suite["gate"], [r for rs in models.values() for r in rs])[0])
-        if suite.get("aggregates"):
-            out.append(tables.aggregate_changes(suite["aggregates"], suite["gate"]["confidence"]))
-    if suite.get("shifts"):
-        shifts = suite["shifts"]
-        out.append(tables.natural_shift(models, shifts["reference"], shifts["splits"], metric))
-        out.append(tables.natural_shift_per_class(models, shifts["reference"], shifts["splits"]))
-    further = suite.get("metrics", [])[1:]
-    if further:
-        out.append(tables.further_metrics(models, {name: metric_label(name) for name in further}))
-    if tables.has_details(models):
-        out.append(tables.metric_details(models, metric, detail_labels(suite["metric"])))
-    if suite.get("video"):
-        out += video_tables(suite["video"])
-    if suite.get("r2bench"):
-        out += r2bench_tables(suite["r2bench"])
-        if suite.get("worst_expressions"):
-            title = f"Expressions whose {metric} fell most in each model's worst text cell"
-            out.append(tables.worst_images(suite["worst_expressions"], metric, title))
-    if any(tables.corrupted(records) for records in models.values()):
-        out.append(tables.grouped_by_category(models, "gamma_r", "γr per corruption (mean over severities)", 3))
-        if "heatmap" in figures:
-            out.append(Figure("γr heatmap", figures["heatmap"], HEATMAP_CAPTION))
-        out += worst_image_sections(suite, metric)
-        out.append(tables.grouped_by_category(models, "score", f"{metric} per corruption (mean over severities)", 2))
-        out.append(tables.severity_curves(models, metric))
-        if "severity" in figures:
-            out.append(Figure(f"{metric} against severity (plot)", figures["severity"]))
-        if suite.get("frame_kept"):
-            out.append(tables.frame_kept(suite["frame_kept"]))
-        for model, records in models.items():
-            if tables.corrupted(records):
-                out.append(tables.by_corruption(records, "gamma_r", f"{model}: γr per corruption and severity", 3))
-        if tables.has_supercategories(models):
-            out.append(tables.supercategories(models))
-            out.append(tables.supercategory_by_category(models))
-        out.append(tables.per_class(models, metric))
-        if suite.get("cd") and suite["cd"]["reference"] in models:
-            out.append(tables.degradation(models, suite["cd"]["reference"], suite["cd"]["noise_severities"]))
-    out.append(tables.baseline_comparison([r for records in models.values() for r in records]))
-    if "gallery" in figures:
-        out.append(Figure("One image under every corruption at severities 1, 3, 5", figures["gallery"]))
-    return out
-
-
-HEATMAP_CAPTION = (
-    "Colour: white where the corrupted score equals the clean one (γr = 1), red below, blue above, "
-    "equally strong at equal distances from 1; the scale is not capped at 1, so a model that gains under "
-    "a corruption shows as gaining, not as the most robust. "
-    "Models marked (near chance) have little to lose: their γr says nothing about robustness."
-)
-
-
-def worst_image_sections(suite: Mapping[str, Any], metric: str) -> list[Table | Figure]:
-    """The table of each model's images that lost most in its worst cell, then their pictures."""
-    worst = suite.get("worst_images") or {}
-    if not worst:
-        return []
-    out: list[Table | Figure] = [tables.worst_images(worst, metric)]
-    figures = suite.get("figures", {})
-    for row, entry in worst.items():
-        kind = entry.get("figure")
-        if kind and kind in figures:
-            title = f"{row}: images that lost most under {entry['corruption']} s{entry['severity']}"
-            first = not any(isinstance(section, Figure) for section in out)  # one explanation for them all
-            out.append(Figure(title, figures[kind], OVERLAY_CAPTION if first else ""))
-    return out
-
-
-OVERLAY_CAPTION = (
-    "Per row, one image: clean image | clean prediction | corrupted image | corrupted prediction | ground truth "
-    "(and, for a geometric corruption, the ground truth moved with the image, which the corrupted prediction "
-    "is scored against). Classes are blended over the image in the legend's colours; instances are shown "
-    "from a score of 0.5."
-)
-
-
-def verdict(report: Mapping[str, Any]) -> RunVerdict:
-    """The report's verdict (recomputed from its cells for a report without one)."""
-    if report.get("verdict"):
-        return RunVerdict(
-            bool(report["verdict"]["passed"]), dict(report["verdict"]["counts"]), dict(report["verdict"].get("models", {}))
-        )
-    return run_verdict(_records(report), report.get("errors") or {}, report.get("missing") or [])
-
-
-def release_sections(report: Mapping[str, Any]) -> list[Table]:
-    """The run's release criteria and aggregate gate, where a suite states any: right after the verdict."""
-    suites = report["suites"]
-    out = []
-    if any((suite.get("release") or {}).get("requirements") for suite in suites.values()):
-        out.append(tables.release_criteria(suites))
-    if any(o["checks"] for suite in suites.values() for o in (suite.get("release") or {}).get("models", [])):
-        out.append(tables.model_gates(suites))
-    return out
-
-
-def release_lines(report: Mapping[str, Any]) -> list[str]:
+def release_lines(report: Report) -> list[str]:
     """One terminal line per unmet (or undecided) requirement, naming the suite line to change."""
-    from pytest_segrobust.suite.requirements import RequirementCheck, unmet_lines
-
-    lines = []
-    for suite in report["suites"].values():
-        release = suite.get("release")
-        if not release:
-            continue
-        checks = [RequirementCheck.from_json(c) for r in records_by_model(suite).values() for rec in r for c in rec.requirements]
-        checks += [RequirementCheck.from_json(c) for o in release["models"] for c in o["requirements"]]
-        lines += unmet_lines(checks, suite.get("file") or "")
-    return lines
+    return [line for suite in report.suites.values() if suite.release is not None for line in suite.release.unmet]
 
 
-def regression_sections(report: Mapping[str, Any]) -> list[Table]:
-    """What follows the verdict and the models' lines: the run's regressed cells, one row each, if any regressed."""
-    labels = {
-        name: {"": metric_label(suite["metric"]), **{m: metric_label(m) for m in suite.get("metrics", [])[1:]}}
-        for name, suite in report["suites"].items()
-    }
-    regressed = tables.regressed_cells(_records(report), labels)
-    return [regressed] if regressed.rows else []
-
-
-def model_lines(report: Mapping[str, Any]) -> list[str]:
+def model_lines(report: Report) -> list[str]:
     """One line per model (per model and split in a natural-shift suite), the first thing after the
     verdict: its clean score against its baseline, then how its cells ended (failing outcomes first).
 
@@ -426,15 +262,15 @@ def model_lines(report: Mapping[str, Any]) -> list[str]:
     a model whose cells all passed and whose numbers all equal their baselines is ``unchanged``.
     """
     lines = []
-    errors = dict(report.get("errors") or {})
+    errors = dict(report.errors)
     outcomes = {
         (name, str(o["model"])): str(o["status"])
-        for name, suite in report["suites"].items()
-        for o in (suite.get("release") or {}).get("models", [])
+        for name, suite in report.suites.items()
+        for o in (suite.release.models if suite.release is not None else ())
     }
-    for name, suite in report["suites"].items():
-        label = metric_label(suite["metric"])
-        for row, records in records_by_model(suite).items():
+    for name, suite in report.suites.items():
+        label = metric_label(suite.metric)
+        for row, records in suite.records().items():
             # The cell's collector: its suite file, model and (natural-shift suites) split.
             prefix = "::".join(records[0].nodeid.split("::")[: 3 if records[0].split else 2]) + "::"
             failed = [nodeid for nodeid in errors if nodeid.startswith(prefix)]
@@ -443,7 +279,7 @@ def model_lines(report: Mapping[str, Any]) -> list[str]:
             line = f"- **{row}** in `{name}`: {_model_line(records, failed, label)}"
             model = records[0].model if records else row
             if (name, model) in outcomes and row == model:
-                line += f"; aggregates {_COUNTED.get(outcomes[name, model], outcomes[name, model])}"
+                line += f"; aggregates {COUNTED.get(outcomes[name, model], outcomes[name, model])}"
             lines.append(line)
     # Models none of whose cells came back (a model that cannot be built errs in every cell).
     by_model: dict[str, int] = {}
@@ -458,7 +294,7 @@ def model_lines(report: Mapping[str, Any]) -> list[str]:
 def _model_line(records: Sequence[CellRecord], errors: Sequence[str], label: str) -> str:
     counts = run_verdict(records, dict.fromkeys(errors, ""), []).counts
     total = sum(counts.values())
-    ended = ", ".join(f"{count} {_COUNTED.get(status, status)}" for status, count in counts.items())
+    ended = ", ".join(f"{count} {COUNTED.get(status, status)}" for status, count in counts.items())
     changed = [r for r in records if any(_moved(c) for c in r.checks)]
     if "updated" in counts:  # an update writes every cell: say how many it changed
         ended += f" ({len(changed)} changed)"
@@ -488,68 +324,58 @@ def _moved(check: Mapping[str, Any]) -> bool:
     return round_value(observed) != round_value(stored)
 
 
-def run_sections(report: Mapping[str, Any]) -> list[Table]:
-    """The run's provenance, before any suite: environment, then what was measured."""
-    out: list[Table] = []
-    if report.get("environment"):
-        out.append(tables.environment(report["environment"]))
-    if report["suites"]:
-        out.append(tables.measured(report["suites"]))
-    return out
+def run_sections(report: Report) -> list[Section]:
+    """The run's provenance, before any suite (:data:`RUN_SECTIONS`): environment, then what was measured."""
+    return RUN_SECTIONS.render(report)
 
 
-def _records(report: Mapping[str, Any]) -> list[CellRecord]:
-    return [r for suite in report["suites"].values() for rs in records_by_model(suite).values() for r in rs]
-
-
-def render_markdown(report: Mapping[str, Any]) -> str:
+def render_markdown(report: Report) -> str:
     lines = ["# Segmentation robustness report", "", f"**{verdict(report).line()}**", ""]
     # A partial run's notice qualifies the verdict: it stays right under it, before the models' lines;
     # the cells the run left out follow them.
-    covered = coverage.markdown_lines(report)
+    covered = coverage.markdown_lines(report.run, report.missing)
     notice = covered[:2] if covered and covered[0].startswith("> ") else []
     lines += [*notice, *model_lines(report), *covered[len(notice) :]]
-    if report.get("figures_left_out"):
-        lines += [f"_{report['figures_left_out']}_", ""]
-    for section in [*release_sections(report), *regression_sections(report)]:
+    if report.figures_left_out:
+        lines += [f"_{report.figures_left_out}_", ""]
+    for section in release_sections(report):
         lines += _markdown_section(section)
-    if report.get("errors"):
-        have = "has" if len(report["errors"]) == 1 else "have"
+    if report.errors:
+        have = "has" if len(report.errors) == 1 else "have"
         lines += [
-            f"**{plural(len(report['errors']), 'cell')} failed with an error and {have} no result**; the tables below leave them out:",
+            f"**{plural(len(report.errors), 'cell')} failed with an error and {have} no result**; the tables below leave them out:",
             "",
-            *(f"- `{nodeid}`: {_one_line(message)}" for nodeid, message in report["errors"].items()),
+            *(f"- `{nodeid}`: {_one_line(message)}" for nodeid, message in report.errors.items()),
             "",
         ]
     for section in run_sections(report):
         lines += _markdown_section(section)
-    for suite_name, suite in report["suites"].items():
+    for suite_name, suite in report.suites.items():
         lines += [f"## Suite `{suite_name}`", ""]
-        if suite.get("file"):
-            task = f"task: {suite['task']} · " if suite.get("task") else ""
-            lines += [f"Suite file: `{suite['file']}` · {task}metric: {metric_label(suite['metric'])}", ""]
+        if suite.file:
+            task = f"task: {suite.task} · " if suite.task else ""
+            lines += [f"Suite file: `{suite.file}` · {task}metric: {metric_label(suite.metric)}", ""]
         for section in suite_sections(suite):
             lines += _markdown_section(section)
     lines += warning_lines(report)
     return "\n".join(lines)
 
 
-def warning_lines(report: Mapping[str, Any]) -> list[str]:
+def warning_lines(report: Report) -> list[str]:
     """The report's last section: the figures and tables it could not make, and why (none: no section)."""
-    warnings = report.get("warnings") or []
-    if not warnings:
+    if not report.warnings:
         return []
     return [
         "## Left out of this report",
         "",
         "What follows could not be drawn or described; the cells' numbers and the verdict do not depend on it:",
         "",
-        *(f"- {_one_line(warning)}" for warning in warnings),
+        *(f"- {_one_line(warning)}" for warning in report.warnings),
         "",
     ]
 
 
-def _markdown_section(section: Table | Figure) -> list[str]:
+def _markdown_section(section: Section) -> list[str]:
     if isinstance(section, Figure):
         lines = [f"### {section.title}", "", f"![{section.title}]({section.file})", ""]
         return lines + ([f"_{section.caption}_", ""] if section.caption else [])
@@ -574,20 +400,20 @@ def text_table(table: Table) -> list[str]:
     return [line(table.header), *(line(r) for r in table.rows)]
 
 
-def terminal_summary(report: Mapping[str, Any], *, brief: bool = False) -> list[str]:
+def terminal_summary(report: Report, *, brief: bool = False) -> list[str]:
     """What the run left out, its unmet requirements, its errors and, unless ``brief``, each suite's
     headline table: what the terminal shows before the run's last line, the verdict (:func:`verdict`)."""
-    lines: list[str] = [*coverage.terminal_lines(report), *release_lines(report)]
-    if report.get("errors"):
-        shown = ", ".join(list(report["errors"])[:3]) + (", ..." if len(report["errors"]) > 3 else "")
-        lines.append(f"{plural(len(report['errors']), 'cell')} failed with an error (no result): {shown}")
-    for suite in report["suites"].values():
-        if suite.get("gate"):
-            lines += tables.statistical_gate(suite["gate"], [r for rs in records_by_model(suite).values() for r in rs])[1]
+    lines: list[str] = [*coverage.terminal_lines(report.run, report.missing), *release_lines(report)]
+    if report.errors:
+        shown = ", ".join(list(report.errors)[:3]) + (", ..." if len(report.errors) > 3 else "")
+        lines.append(f"{plural(len(report.errors), 'cell')} failed with an error (no result): {shown}")
+    for suite in report.suites.values():
+        if suite.gate is not None:
+            lines += tables.statistical_gate(suite.gate, suite.all_records())[1]
     if brief:
         return lines
-    for suite_name, suite in report["suites"].items():
-        table = tables.headline({m: v["summary"] for m, v in suite["models"].items()}, metric_label(suite["metric"]))
+    for suite_name, suite in report.suites.items():
+        table = tables.headline({m: v.summary for m, v in suite.models.items()}, metric_label(suite.metric))
         lines += [f"suite {suite_name}:", *("  " + row for row in text_table(table))]
     return lines
 
@@ -620,8 +446,21 @@ def figures_folder(base: Path) -> Path:
     return base.with_name(f"{base.name}-figures")
 
 
+@dataclass(frozen=True)
+class WrittenReport:
+    """What :func:`write_report` wrote: the report as its documents show it, and its files.
+
+    Attributes:
+        report: The report completed with its figures and the warnings of the figures not drawn.
+        files: The documents, then the figures.
+    """
+
+    report: Report
+    files: list[Path]
+
+
 def write_report(
-    report: dict[str, Any],
+    report: Report,
     base: Path,
     galleries: Mapping[str, GalleryTiles | Image.Image] | None = None,
     pictures: Mapping[str, Mapping[str, WorstImages | Image.Image]] | None = None,
@@ -629,18 +468,18 @@ def write_report(
     *,
     figures: bool = True,
     left_out: str | None = None,
-) -> list[Path]:
-    """Write ``base.md``, ``base.json`` and the PNG figures in :func:`figures_folder`; returns the paths.
+) -> WrittenReport:
+    """Write ``base.md``, ``base.json`` and the PNG figures in :func:`figures_folder`.
 
     Figures are named ``<suite>-<kind>.png`` in the folder, which keeps only this report's:
     files of figures it no longer has (a suite left out, a figure that failed) are removed, so
     reruns and partial runs replace figures instead of adding to them. Plots need matplotlib,
     and are left out (the tables stay) where it is not installed. A figure that cannot be drawn
-    or written is a warning of the report (``report["warnings"]``, shown at its end), never
+    or written is a warning of the report (:attr:`Report.warnings`, shown at its end), never
     a reason to fail the run; the documents are attempted whatever happened to each other.
 
     Args:
-        report: :func:`build_report`'s dict; each suite's ``figures`` is filled in here.
+        report: :func:`build_report`'s value; the one written names each suite's figures.
         base: The report's path without suffix.
         galleries: Per suite, its gallery of corruptions: its tiles, drawn here (or a drawn picture).
         pictures: Per suite, further images by kind: ``worst-<model>``, a model's worst images,
@@ -650,10 +489,13 @@ def write_report(
             documents are rendered, so the report's wall time covers the figures too.
         figures: ``False`` (``--segrobust-figures=none``): nothing drawn and no figures folder
             made (an earlier report's is removed); the report says how to get them
-            (``report["figures_left_out"]``).
+            (:attr:`Report.figures_left_out`).
         left_out: Where figures are drawn but some pictures were left out on purpose (the
             shards of a merge that ran with ``--segrobust-figures=none``,
             :func:`pictures_left_out_by`): the report says so in its place, as one line.
+
+    Returns:
+        The report as written (its figures named) and the files.
 
     Raises:
         ReportIncomplete: naming the documents that could not be written, and listing what was.
@@ -661,27 +503,22 @@ def write_report(
     documents: list[Path] = []
     figures_written: list[Path] = []
     problems: list[str] = []
-    warnings: list[str] = report.setdefault("warnings", [])
+    warnings: list[str] = list(report.warnings)
     folder = figures_folder(base)
     drawing = figures  # the name ``figures`` is each suite's below
-    if drawing:
-        report.pop("figures_left_out", None)
-        if left_out:
-            report["figures_left_out"] = left_out
-    else:
-        report["figures_left_out"] = FIGURES_LEFT_OUT
     for where in (base.parent, folder) if drawing else (base.parent,):
         try:
             where.mkdir(parents=True, exist_ok=True)
         except OSError:
             pass  # each write below fails then, and says why
-    for suite_name, suite in report["suites"].items():
-        models = records_by_model(suite)
+    suites: dict[str, SuiteReport] = {}
+    for suite_name, suite in report.suites.items():
+        models = suite.records()
         figures: dict[str, str] = {}
         drawers: dict[str, Callable[[Path], Path | None]] = {}
         if drawing and any(tables.corrupted(records) for records in models.values()):
-            drawers["severity"] = lambda path: plots.severity_plot(models, metric_label(suite["metric"]), path)
-            near = [m for m, v in suite["models"].items() if (v["summary"].get("chance") or {}).get("near")]
+            drawers["severity"] = lambda path: plots.severity_plot(models, metric_label(suite.metric), path)
+            near = [m for m, v in suite.models.items() if v.summary.near_chance]
             drawers["heatmap"] = lambda path: plots.heatmap(models, path, near_chance=near)
         if drawing and galleries and suite_name in galleries:
             drawers["gallery"] = lambda path: _save_png(_drawn(galleries[suite_name], suite, "gallery"), path)
@@ -698,7 +535,7 @@ def write_report(
                 figures[kind] = drawn.relative_to(base.parent).as_posix()
                 figures_written.append(drawn)
                 _remove(base.parent / f"{base.name}-{suite_name}-{kind}.png")  # where earlier versions put it
-        suite["figures"] = figures
+        suites[suite_name] = dataclasses.replace(suite, figures=figures)
     kept = {path.name for path in figures_written}
     for stale in sorted(folder.glob("*.png")) if folder.is_dir() else ():
         if stale.name not in kept:
@@ -708,13 +545,19 @@ def write_report(
             folder.rmdir()  # an earlier report's, emptied; a folder holding anything else stays
         except OSError:
             pass
-    if not warnings:
-        del report["warnings"]
-    if wall_seconds is not None and report.get("environment") is not None:
-        report["environment"]["wall_seconds"] = wall_seconds()
+    environment = report.environment
+    if wall_seconds is not None and environment is not None:
+        environment = {**environment, "wall_seconds": wall_seconds()}
+    report = dataclasses.replace(
+        report,
+        suites=suites,
+        warnings=tuple(warnings),
+        environment=environment,
+        figures_left_out=(left_out or None) if drawing else FIGURES_LEFT_OUT,
+    )
     for path, render in (
         (base.with_suffix(".md"), lambda: render_markdown(report)),
-        (base.with_suffix(".json"), lambda: json.dumps(_json_safe(report), indent=2) + "\n"),
+        (base.with_suffix(".json"), lambda: json.dumps(_json_safe(report.to_json()), indent=2) + "\n"),
     ):
         try:
             atomic_write_text(path, render())
@@ -723,8 +566,8 @@ def write_report(
         else:
             documents.append(path)
     if problems:
-        raise ReportIncomplete(documents + figures_written, problems)
-    return documents + figures_written
+        raise ReportIncomplete(documents + figures_written, problems, report)
+    return WrittenReport(report, documents + figures_written)
 
 
 def _remove(path: Path) -> None:
@@ -734,7 +577,7 @@ def _remove(path: Path) -> None:
         pass  # a figure the report no longer links: left, not a reason to fail
 
 
-def _drawn(picture: GalleryTiles | WorstImages | Image.Image, suite: Mapping[str, Any], kind: str) -> Image.Image | None:
+def _drawn(picture: GalleryTiles | WorstImages | Image.Image, suite: SuiteReport, kind: str) -> Image.Image | None:
     """The picture of a measured value (``None``: it has nothing to show)."""
     from pytest_segrobust.pictures.values import GalleryTiles, WorstImages
     from pytest_segrobust.report.gallery import render_gallery
@@ -743,7 +586,7 @@ def _drawn(picture: GalleryTiles | WorstImages | Image.Image, suite: Mapping[str
     if isinstance(picture, GalleryTiles):
         return render_gallery(picture)
     if isinstance(picture, WorstImages):
-        rows = [row for row, entry in (suite.get("worst_images") or {}).items() if entry.get("figure") == kind]
+        rows = [row for row, entry in (suite.worst_images or {}).items() if entry.get("figure") == kind]
         return render_worst(picture, rows[0] if rows else kind)
     return picture
 
@@ -759,7 +602,8 @@ def _reason(path: Path, exc: BaseException) -> str:
     return why_not_written(path, exc) if isinstance(exc, OSError) else f"{type(exc).__name__}: {exc}"
 
 
-def _shown(path: Path, root: Path | None) -> str:
+def shown_path(path: Path, root: Path | None) -> str:
+    """``path`` as the report shows it: relative to ``root`` (the project's root) where under it."""
     if root is not None:
         try:
             return path.resolve().relative_to(root.resolve()).as_posix()

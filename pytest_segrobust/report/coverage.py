@@ -8,7 +8,7 @@ what it left out, and the full report stays as it was.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -107,13 +107,18 @@ def left_out(coverage: RunCoverage) -> list[tuple[str, list[str]]]:
     return groups
 
 
-def markdown_lines(report: Mapping[str, Any]) -> list[str]:
-    """The top of the markdown report: the partial-run notice, then what was left out and why."""
-    if "run" not in report:  # a report of an earlier version
-        missing = report.get("missing") or []
+def markdown_lines(coverage: RunCoverage | None, missing: Sequence[str] = ()) -> list[str]:
+    """The top of the markdown report: the partial-run notice, then what was left out and why.
+
+    Args:
+        coverage: What the run covered; ``None`` where it is not known (a report built from
+            cells alone), and then only the cells without a result (``missing``) are named.
+        missing: Node ids of selected cells that produced neither a result nor an error.
+    """
+    if coverage is None:
+        missing = list(missing)
         title = f"**{_cells(len(missing))} selected {_have(missing)} no result**:"
         return [title, "", *(f"- `{n}`" for n in missing), ""] if missing else []
-    coverage = RunCoverage.from_json(report["run"])
     lines = [f"> **{headline(coverage)}**", ""] if coverage.partial else []
     for title, nodeids in left_out(coverage):
         lines += [f"**{title}**" + (":" if nodeids else ""), ""]
@@ -122,12 +127,11 @@ def markdown_lines(report: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def terminal_lines(report: Mapping[str, Any]) -> list[str]:
+def terminal_lines(coverage: RunCoverage | None, missing: Sequence[str] = ()) -> list[str]:
     """The same, one line per group, for the terminal summary."""
-    if "run" not in report:
-        missing = report.get("missing") or []
+    if coverage is None:
+        missing = list(missing)
         return [f"{_cells(len(missing))} {_have(missing)} no result: {_few(missing)}"] if missing else []
-    coverage = RunCoverage.from_json(report["run"])
     lines = [headline(coverage)] if coverage.partial else []
     return lines + [f"{title}: {_few(nodeids)}" if nodeids else title for title, nodeids in left_out(coverage)]
 

@@ -31,7 +31,7 @@ from typing import Any
 from PIL import Image as PILImage
 
 from pytest_segrobust.core.files import atomic_write_text
-from pytest_segrobust.report import Figure, RunVerdict, render_markdown, suite_sections, verdict
+from pytest_segrobust.report import Figure, Report, RunVerdict, SuiteReport, render_markdown, suite_sections, verdict
 from pytest_segrobust.report.tables import STATUS_MARK, Table
 
 # A cell whose whole text is a status (or its mark in the tables) is coloured by it.
@@ -159,11 +159,11 @@ def html_path(base: Path) -> Path:
     return base.with_suffix(".html")
 
 
-def write_html(report: Mapping[str, Any], base: Path) -> Path:
+def write_html(report: Report, base: Path) -> Path:
     """Write ``base.html`` atomically, embedding the figures written beside it; returns its path.
 
-    Call it after :func:`~pytest_segrobust.report.write_report`, which draws the figures and
-    names them in ``report["suites"][...]["figures"]``.
+    Call it with the report :func:`~pytest_segrobust.report.write_report` wrote, which names
+    each suite's figures (:attr:`~pytest_segrobust.report.SuiteReport.figures`).
 
     Raises:
         WriteError: naming the path and why it could not be written.
@@ -185,7 +185,7 @@ class _Part:
     suite: bool = False
 
 
-def render_html(report: Mapping[str, Any], figures_dir: Path, budget: int = EMBEDDED_BYTES) -> str:
+def render_html(report: Report, figures_dir: Path, budget: int = EMBEDDED_BYTES) -> str:
     """The whole page.
 
     Args:
@@ -194,16 +194,16 @@ def render_html(report: Mapping[str, Any], figures_dir: Path, budget: int = EMBE
         figures_dir: The folder figure file names are relative to (the report's folder).
         budget: Bytes of embedded image data (base64) the page may hold; figures past it are linked.
     """
-    parts = _typed(_split(render_markdown(report)), report.get("suites", {}))
+    parts = _typed(_split(render_markdown(report)), report.suites)
     anchors = _Anchors()
     for part in parts:
         part.anchor = anchors.new(part.title) if part.level else ""
     title = next((p.title for p in parts if p.level == 1), "Segmentation robustness report")
     figures = _Figures(Path(figures_dir), budget)
     # The verdict, which the markdown gives as its first bold line, is the page's banner.
-    run = verdict(report) if "suites" in report else None
-    verdict_part = next((p for p in parts if p.level <= 1 and run is not None and f"**{run.line()}**" in p.lines), None)
-    if verdict_part is not None and run is not None:
+    run = verdict(report)
+    verdict_part = next((p for p in parts if p.level <= 1 and f"**{run.line()}**" in p.lines), None)
+    if verdict_part is not None:
         verdict_part.lines.remove(f"**{run.line()}**")
         title = f"{'PASS' if run.passed else 'FAIL'} · {title}"
     body: list[str] = []
@@ -211,7 +211,7 @@ def render_html(report: Mapping[str, Any], figures_dir: Path, budget: int = EMBE
     for index, part in enumerate(parts):
         if part.level:
             body.append(f'<h{part.level} id="{part.anchor}">{_inline(part.title)}</h{part.level}>')
-        if part is verdict_part and run is not None:
+        if part is verdict_part:
             body.append(_verdict_banner(run))
         if part.level == 1:
             body.append(_contents(list(_outline(parts[index + 1 :])), "contents top"))
@@ -270,7 +270,7 @@ def _split(markdown: str) -> list[_Part]:
     return parts
 
 
-def _typed(parts: list[_Part], suites: Mapping[str, Mapping[str, Any]]) -> list[_Part]:
+def _typed(parts: list[_Part], suites: Mapping[str, SuiteReport]) -> list[_Part]:
     """Pair each suite's headings with its typed sections; typed sections the markdown lacks go last."""
     out: list[_Part] = []
     pending: deque[Table | Figure] = deque()

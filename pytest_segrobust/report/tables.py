@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_segrobust.core.wording import abbreviations, decimals
 from pytest_segrobust.metrics.robustness import mean, per_class_relative_robustness
+from pytest_segrobust.report.model import GateSummary, ModelSummary, SuiteReport
 
 if TYPE_CHECKING:
     from pytest_segrobust.store.records import CellRecord
@@ -56,18 +57,18 @@ def corrupted(records: Iterable[CellRecord]) -> list[CellRecord]:
     return [r for r in records if r.severity > 0]
 
 
-def headline(summary: dict[str, dict[str, Any]], metric: str) -> Table:
+def headline(summary: Mapping[str, ModelSummary], metric: str) -> Table:
     """Per model: clean score, mean gamma_r and gamma_a over every cell, mPC and rPC, against chance."""
     rows = [
         (
             model,
-            fmt(s["clean_score"]),
-            fmt(s["mean_gamma_r"], 3),
-            fmt(s["mean_gamma_a"], 3),
-            fmt(s["mpc"]),
-            fmt(s["rpc"], 3),
-            str(s["cells"]),
-            chance_mark(s.get("chance")),
+            fmt(s.clean_score),
+            fmt(s.mean_gamma_r, 3),
+            fmt(s.mean_gamma_a, 3),
+            fmt(s.mpc),
+            fmt(s.rpc, 3),
+            str(s.cells),
+            chance_mark(s.chance),
         )
         for model, s in summary.items()
     ]
@@ -135,7 +136,7 @@ def chance(
     }
 
 
-def chance_mark(info: dict[str, Any] | None) -> str:
+def chance_mark(info: Mapping[str, Any] | None) -> str:
     """How the headline shows a model's clean score against chance."""
     if not info:
         return "–"
@@ -145,22 +146,22 @@ def chance_mark(info: dict[str, Any] | None) -> str:
 
 def model_summary(
     records: Sequence[CellRecord], bounds: tuple[float, float] | None = None, higher_is_better: bool = True
-) -> dict[str, Any]:
+) -> ModelSummary:
     """The headline numbers of one model's records (and its chance level when ``bounds`` are given)."""
     cells = corrupted(records)
     clean = records[0].clean_score if records else math.nan
     mpc = mean(r.score for r in cells)
-    return {
-        "clean_score": clean,
-        "mean_gamma_r": mean(r.gamma_r for r in cells if r.gamma_r is not None),
-        "mean_gamma_a": mean(r.gamma_a for r in cells if r.gamma_a is not None),
-        "mpc": mpc,
-        "rpc": mpc / clean if clean else math.nan,
-        "cells": len(cells),
-        "per_class_gamma_r": class_gamma_r(cells),
-        "supercategory_gamma_r": supercategory_gamma_r(cells),
-        "chance": None if bounds is None else chance(records, bounds, higher_is_better),
-    }
+    return ModelSummary(
+        clean_score=clean,
+        mean_gamma_r=mean(r.gamma_r for r in cells if r.gamma_r is not None),
+        mean_gamma_a=mean(r.gamma_a for r in cells if r.gamma_a is not None),
+        mpc=mpc,
+        rpc=mpc / clean if clean else math.nan,
+        cells=len(cells),
+        per_class_gamma_r=class_gamma_r(cells),
+        supercategory_gamma_r=supercategory_gamma_r(cells),
+        chance=None if bounds is None else chance(records, bounds, higher_is_better),
+    )
 
 
 def class_gamma_r(records: Iterable[CellRecord]) -> dict[str, float]:
@@ -244,25 +245,25 @@ def _interval(check: dict[str, Any]) -> str:
     return f"[{signed(float(check['low']), digits)}, {signed(float(check['high']), digits)}]"
 
 
-def statistical_gate(gate: dict[str, Any], records: Sequence[CellRecord]) -> tuple[Table, list[str]]:
+def statistical_gate(gate: GateSummary, records: Sequence[CellRecord]) -> tuple[Table, list[str]]:
     """The statistical gate's policy and what it found, and the warnings a run prints about it.
 
     Args:
-        gate: The suite's ``gate`` entry in the report (policy, family size, per-number level).
+        gate: The suite's statistical gate (policy, family size, per-number level).
         records: The suite's cells.
 
     Returns:
         The table, and one line per inconclusive cell and per number whose margin the suite is
         too small to confirm at 80% power.
     """
-    margin = gate["margin"]
+    margin = {"gamma_r": gate.margin_gamma_r, "score": gate.margin_score}
     rows = [
         ("method", "paired bootstrap of per-image statistics against the baseline's (same corrupted pixels)"),
-        ("margin", f"γr {margin['gamma_r']:g}, score {margin['score']:g} points"),
-        ("confidence", f"{gate['confidence']:g} for the family of {gate['numbers']} gated numbers"),
-        ("multiplicity", gate["multiplicity"] + (f" (each number at {gate['level']:.6g})" if gate["multiplicity"] == "bonferroni" else "")),
-        ("inconclusive cells", gate["inconclusive"]),
-        ("resamples", str(gate["resamples"])),
+        ("margin", f"γr {gate.margin_gamma_r:g}, score {gate.margin_score:g} points"),
+        ("confidence", f"{gate.confidence:g} for the family of {gate.numbers} gated numbers"),
+        ("multiplicity", gate.multiplicity + (f" (each number at {gate.level:.6g})" if gate.multiplicity == "bonferroni" else "")),
+        ("inconclusive cells", gate.inconclusive),
+        ("resamples", str(gate.resamples)),
     ]
     warnings: list[str] = []
     checks = [(r, c) for r in records for c in r.checks if "low" in c]
@@ -299,7 +300,7 @@ def statistical_gate(gate: dict[str, Any], records: Sequence[CellRecord]) -> tup
     return Table("Statistical gate", ("", "setting"), tuple(rows)), warnings
 
 
-def aggregate_changes(rows: Sequence[dict[str, Any]], confidence: float) -> Table:
+def aggregate_changes(rows: Sequence[Mapping[str, Any]], confidence: float) -> Table:
     """Each model's aggregates against its baseline: the paired change and its interval."""
     shown = []
     for row in rows:
@@ -326,7 +327,7 @@ _OUTCOME_MARK = {"pass": "met", "fail": "✗ UNMET", "inconclusive": "? undecide
 _OUTCOME_WORD = {"pass": "met", "fail": "unmet", "inconclusive": "undecided"}
 
 
-def release_criteria(suites: Mapping[str, Mapping[str, Any]]) -> Table:
+def release_criteria(suites: Mapping[str, SuiteReport]) -> Table:
     """Each suite's requirements: the threshold, the decisive value with its bounds, the outcome.
 
     One row per requirement (a rule of the suite for one number), over every cell or model it
@@ -335,27 +336,26 @@ def release_criteria(suites: Mapping[str, Mapping[str, Any]]) -> Table:
     rows = []
     point = False
     for name, suite in suites.items():
-        release = suite.get("release") or {}
-        for row in release.get("requirements", []):
-            worst = row["worst"]
-            digits = _digits(row["number"])
+        for row in suite.release.requirements if suite.release is not None else ():
+            worst = row.worst
+            digits = _digits(row.number)
             bounds = "–" if worst["low"] is None else f"[{fmt(worst['low'], digits)}, {fmt(worst['high'], digits)}]"
             point = point or worst["low"] is None
-            counts = row["outcomes"]
-            total = sum(counts.values())
-            outcome = _OUTCOME_MARK[row["outcome"]]
+            total = sum(row.outcomes.values())
+            outcome = _OUTCOME_MARK[row.outcome]
             if total > 1:
-                outcome += f" ({', '.join(f'{n} {_OUTCOME_WORD[o]}' for o, n in counts.items())})"
-            where = f"{row['rule']}" + (f" (line {row['line']})" if row.get("line") else "")
+                outcome += f" ({', '.join(f'{n} {_OUTCOME_WORD[o]}' for o, n in row.outcomes.items())})"
+            where = f"{row.rule}" + (f" (line {row.line})" if row.line else "")
+            sign = "≥" if row.at_least else "≤"
             rows.append(
                 (
                     name,
                     where,
-                    f"{'≥' if row['at_least'] else '≤'} {fmt(row['threshold'], digits)}",
+                    f"{sign} {fmt(row.threshold, digits)}",
                     worst["subject"] if total == 1 else f"{total} decisions; closest: {worst['subject']}",
                     fmt(worst["observed"], digits),
                     bounds,
-                    "–" if row["confirmable"] is None else f"{'≥' if row['at_least'] else '≤'} {fmt(row['confirmable'], digits)}",
+                    "–" if row.confirmable is None else f"{sign} {fmt(row.confirmable, digits)}",
                     outcome,
                 )
             )
@@ -371,11 +371,11 @@ def release_criteria(suites: Mapping[str, Mapping[str, Any]]) -> Table:
     return Table("Release criteria", header, tuple(rows), note)
 
 
-def model_gates(suites: Mapping[str, Mapping[str, Any]]) -> Table:
+def model_gates(suites: Mapping[str, SuiteReport]) -> Table:
     """Each model's aggregates against its baseline's (``gate.aggregates``): change, interval, margin, outcome."""
     rows = []
     for name, suite in suites.items():
-        for outcome in (suite.get("release") or {}).get("models", []):
+        for outcome in suite.release.models if suite.release is not None else ():
             for check in outcome["checks"]:
                 digits = 2 if str(check["metric"]).startswith("mPC") else 4
                 rows.append(
@@ -798,32 +798,32 @@ WALL_TIME_NOTE = (
 )
 
 
-def measured(report_suites: Mapping[str, Mapping[str, Any]]) -> Table:
+def measured(report_suites: Mapping[str, SuiteReport]) -> Table:
     """Per suite and model: where it ran, seed, images, the dataset's and the model's fingerprints, compute time."""
     entries = [
-        (suite_name, row, suite, entry["cells"])
+        (suite_name, row, suite, entry.cells)
         for suite_name, suite in report_suites.items()
-        for row, entry in suite["models"].items()
-        if entry["cells"]
+        for row, entry in suite.models.items()
+        if entry.cells
     ]
     # Each column cut so that distinct fingerprints stay distinct (two splits of one dataset).
-    dataset = abbreviations(c[0].get("dataset_fingerprint") or "" for *_, c in entries)
-    model = abbreviations(c[0].get("model_fingerprint") or "" for *_, c in entries)
+    dataset = abbreviations(c[0].dataset_fingerprint or "" for *_, c in entries)
+    model = abbreviations(c[0].model_fingerprint or "" for *_, c in entries)
     rows = []
     for suite_name, row, suite, cells in entries:
         first = cells[0]
-        images = sorted({c["num_images"] for c in cells})
+        images = sorted({c.num_images for c in cells})
         rows.append(
             (
                 suite_name,
                 row,
-                "/".join(sorted({str(c["device"]) for c in cells if c.get("device")})) or "–",
-                "–" if suite.get("seed") is None else str(suite["seed"]),
+                "/".join(sorted({str(c.device) for c in cells if c.device})) or "–",
+                "–" if suite.seed is None else str(suite.seed),
                 "/".join(map(str, images)),
-                short(first.get("dataset_fingerprint"), dataset),
-                short(first.get("model_fingerprint"), model),
+                short(first.dataset_fingerprint, dataset),
+                short(first.model_fingerprint, model),
                 str(len(cells)),
-                duration(sum(c["seconds"] for c in cells)),
+                duration(sum(c.seconds for c in cells)),
             )
         )
     return Table(

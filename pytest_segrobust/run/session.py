@@ -32,7 +32,7 @@ from pytest_segrobust.gate.gatekeeper import CellFailure, Gatekeeper
 from pytest_segrobust.gate.outcomes import ModelChange, Outcome, PendingWrite
 from pytest_segrobust.gate.release import ModelOutcome
 from pytest_segrobust.pictures.values import RunPictures
-from pytest_segrobust.report import RunVerdict
+from pytest_segrobust.report import Report, RunVerdict
 from pytest_segrobust.report.coverage import RunCoverage, partial_report_path
 from pytest_segrobust.run.baseline_writes import BaselineWriter, suite_cells
 from pytest_segrobust.run.ordering import ordered_model_outcomes, ordered_records, ordered_suites
@@ -115,7 +115,7 @@ class SegRobustSession:
         self.runner.progress_bar = bar
 
     @property
-    def report(self) -> dict[str, Any] | None:
+    def report(self) -> Report | None:
         return self.reporter.report
 
     # -- collection ---------------------------------------------------------------------

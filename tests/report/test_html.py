@@ -19,7 +19,7 @@ from PIL import Image
 
 from pytest_segrobust.core.files import WriteError
 from pytest_segrobust.gate.verdict import Status
-from pytest_segrobust.report import build_report, render_markdown, suite_sections, write_report
+from pytest_segrobust.report import Report, build_report, render_markdown, suite_sections, write_report
 from pytest_segrobust.report import html as html_report
 from pytest_segrobust.report.html import render_html, write_html
 from tests.plugin_project import CELLS, run, write_suite
@@ -30,15 +30,14 @@ CHECK_SCRIPT = Path(__file__).parents[2] / "scripts" / "check_html_report.py"
 
 
 @pytest.fixture
-def report(tmp_path: Path) -> dict:
+def report(tmp_path: Path) -> Report:
     """A two-model report whose figures are written in ``tmp_path``; one model has a hostile name."""
     pytest.importorskip("matplotlib")
     records = cells("a", 80.0, SCORES_A) + cells(HOSTILE, 75.0, SCORES_B)
     records[1] = dataclasses.replace(records[1], status=Status.REGRESSED)
     records[2] = dataclasses.replace(records[2], status=Status.IMPROVED)
     built = build_report(records, {}, missing=["s.yaml::<b>gone</b>"], errors={"s.yaml::x": "boom <img src=x>"})
-    write_report(built, tmp_path / "out", galleries={"s": Image.new("RGB", (30, 20), "orange")})
-    return built
+    return write_report(built, tmp_path / "out", galleries={"s": Image.new("RGB", (30, 20), "orange")}).report
 
 
 def embedded_images(page: str) -> list[Image.Image]:
@@ -48,14 +47,14 @@ def embedded_images(page: str) -> list[Image.Image]:
     ]
 
 
-def markdown_tables(report: dict) -> int:
+def markdown_tables(report: Report) -> int:
     """How many tables the markdown report has (one separator row each)."""
     return len(re.findall(r"^\|(?: *:?-+:? *\|)+$", render_markdown(report), re.MULTILINE))
 
 
-def test_every_section_is_on_the_page_tables_sortable(report: dict, tmp_path: Path) -> None:
+def test_every_section_is_on_the_page_tables_sortable(report: Report, tmp_path: Path) -> None:
     page = render_html(report, tmp_path)
-    sections = suite_sections(report["suites"]["s"])
+    sections = suite_sections(report.suites["s"])
     assert markdown_tables(report) >= sum(hasattr(section, "rows") for section in sections)
     assert page.count('<table class="sortable">') == markdown_tables(report) == page.count("<table")
     for section in sections:
@@ -64,23 +63,23 @@ def test_every_section_is_on_the_page_tables_sortable(report: dict, tmp_path: Pa
     assert 'aria-sort' in page and 'addEventListener("click", sort)' in page  # the inline sorter
 
 
-def test_figures_are_embedded_not_linked(report: dict, tmp_path: Path) -> None:
+def test_figures_are_embedded_not_linked(report: Report, tmp_path: Path) -> None:
     page = render_html(report, tmp_path)
     images = embedded_images(page)
     assert [image.size for image in images][-1] == (30, 20)  # the gallery, last
-    assert len(images) == len(report["suites"]["s"]["figures"]) == 3
+    assert len(images) == len(report.suites["s"].figures) == 3
     assert not re.search(r'src="(?!data:)', page)  # nothing fetched: no file, no CDN
     assert "http://" not in page and "https://" not in page
 
 
-def test_a_missing_figure_is_named_not_fatal(report: dict, tmp_path: Path) -> None:
-    (tmp_path / report["suites"]["s"]["figures"]["heatmap"]).unlink()
+def test_a_missing_figure_is_named_not_fatal(report: Report, tmp_path: Path) -> None:
+    (tmp_path / report.suites["s"].figures["heatmap"]).unlink()
     page = render_html(report, tmp_path)
     assert "s-heatmap.png</code> not readable" in page
     assert len(embedded_images(page)) == 2
 
 
-def test_text_is_escaped(report: dict, tmp_path: Path) -> None:
+def test_text_is_escaped(report: Report, tmp_path: Path) -> None:
     page = render_html(report, tmp_path)
     assert page.count("<script") == 1  # the sorter; the model name is text
     assert "&lt;script&gt;alert(&#x27;owned&#x27;)&lt;/script&gt;" in page
@@ -88,19 +87,19 @@ def test_text_is_escaped(report: dict, tmp_path: Path) -> None:
     assert "<img src=x>" not in page and "boom &lt;img src=x&gt;" in page
 
 
-def test_statuses_are_coloured(report: dict, tmp_path: Path) -> None:
+def test_statuses_are_coloured(report: Report, tmp_path: Path) -> None:
     page = render_html(report, tmp_path)
     assert re.search(r'<tr class="row-regressed">.*?<td class="status-regressed">▼ REGRESSED</td>', page)
     assert re.search(r'<tr class="row-improved">.*?<td class="status-improved">▲ improved</td>', page)
     assert ".status-regressed, .status-error { color: var(--red)" in page
 
 
-def test_the_verdict_is_the_most_visible_element_in_colour_icon_and_word(report: dict, tmp_path: Path) -> None:
+def test_the_verdict_is_the_most_visible_element_in_colour_icon_and_word(report: Report, tmp_path: Path) -> None:
     from pytest_segrobust.report.coverage import RunCoverage
 
-    report["run"] = RunCoverage(evaluated=10, errors=1, deselected=["s.yaml::a::fog[3]"]).to_json()  # a partial run
+    report = dataclasses.replace(report, run=RunCoverage(evaluated=10, errors=1, deselected=["s.yaml::a::fog[3]"]))  # partial
     page = render_html(report, tmp_path)
-    line = report["verdict"]["line"]  # FAIL: a cell regressed, one has no result
+    line = report.verdict.line()  # FAIL: a cell regressed, one has no result
     banner = re.search(r'<p class="verdict verdict-fail">(.*?)</p>', page)
     assert banner is not None, "the verdict is a banner of its own"
     # Not colour alone: an icon (hidden from screen readers) and the word, then the counts.
@@ -120,12 +119,12 @@ def test_the_verdict_is_the_most_visible_element_in_colour_icon_and_word(report:
     assert '<strong class="verdict-word">PASS</strong>' in page and ".verdict-pass { color: var(--green)" in page
 
 
-def test_the_page_follows_the_markdown(report: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_page_follows_the_markdown(report: Report, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # What the markdown gains (a verdict at the top, a table, a figure) appears on the page
     # without the renderer knowing it; the suite's typed sections are still rendered as typed.
     original = html_report.render_markdown
 
-    def with_verdict(report: dict) -> str:
+    def with_verdict(report: Report) -> str:
         title, rest = original(report).split("\n", 1)
         verdict = [
             "## Verdict", "", "**2 cells regressed**, see `baselines/s.json`:", "",
@@ -150,14 +149,14 @@ def test_the_page_follows_the_markdown(report: dict, tmp_path: Path, monkeypatch
     assert page.count('<table class="sortable">') == 1 + markdown_tables(report)
 
 
-def test_errors_and_cells_without_result_are_listed(report: dict, tmp_path: Path) -> None:
+def test_errors_and_cells_without_result_are_listed(report: Report, tmp_path: Path) -> None:
     page = render_html(report, tmp_path)
     assert page.index("s.yaml::x</code>: boom &lt;img src=x&gt;") < page.index("Suite <code>s</code>")
     assert page.index("s.yaml::&lt;b&gt;gone&lt;/b&gt;") < page.index("Suite <code>s</code>")
 
 
 def test_a_suite_the_markdown_does_not_head_is_still_shown(
-    report: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    report: Report, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(html_report, "render_markdown", lambda report: "# Report\n\nnothing else")
     page = render_html(report, tmp_path)
@@ -165,14 +164,14 @@ def test_a_suite_the_markdown_does_not_head_is_still_shown(
     assert 'Suite <code>s</code></h2>' in page and page.count('<table class="sortable">') > 1
 
 
-def test_written_atomically_beside_the_markdown(report: dict, tmp_path: Path) -> None:
+def test_written_atomically_beside_the_markdown(report: Report, tmp_path: Path) -> None:
     path = write_html(report, tmp_path / "out")
     assert path == tmp_path / "out.html"
     assert path.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
     assert not list(tmp_path.glob(".*.tmp"))
 
 
-def test_unwritable_target_names_the_path(report: dict, tmp_path: Path) -> None:
+def test_unwritable_target_names_the_path(report: Report, tmp_path: Path) -> None:
     (tmp_path / "out.html").mkdir()
     with pytest.raises(WriteError, match=r"out\.html: it is a directory"):
         write_html(report, tmp_path / "out")
@@ -212,7 +211,7 @@ def browser() -> str | None:
     return script.find_browser()
 
 
-def test_page_renders_in_headless_chromium(report: dict, tmp_path: Path) -> None:
+def test_page_renders_in_headless_chromium(report: Report, tmp_path: Path) -> None:
     if browser() is None:
         pytest.skip("no Chromium or Chrome on PATH (apt-get install chromium, or set SEGROBUST_BROWSER)")
     page = write_html(report, tmp_path / "out")
@@ -231,7 +230,7 @@ def test_page_renders_in_headless_chromium(report: dict, tmp_path: Path) -> None
     assert summary["screenshot"]["inked_fraction"] > 0.01
 
 
-def test_browser_check_skips_cleanly_without_a_browser(report: dict, tmp_path: Path) -> None:
+def test_browser_check_skips_cleanly_without_a_browser(report: Report, tmp_path: Path) -> None:
     page = write_html(report, tmp_path / "out")
     env = {key: value for key, value in os.environ.items() if key != "SEGROBUST_BROWSER"}
     done = check_in_browser(page, env={**env, "PATH": str(tmp_path)})

@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import torch
 
-from pytest_segrobust.report import build_report, render_markdown, run_verdict, tables, terminal_summary, verdict
+from pytest_segrobust.report import (
+    GateSummary,
+    ReleaseSummary,
+    SuiteReport,
+    build_report,
+    render_markdown,
+    run_verdict,
+    tables,
+    terminal_summary,
+    verdict,
+)
 from pytest_segrobust.report.environment import describe_device, run_environment
 from pytest_segrobust.store.records import CellRecord
 from tests.report.test_report import SCORES_A, cells
@@ -61,7 +72,8 @@ def test_markdown_opens_with_verdict_then_a_line_per_model_then_regressed_cells_
         r.baseline = {"score": r.score}
         r.checks = [{"metric": "score", "observed": r.score, "baseline": r.score, "tolerance": 1.0, "regressed": False}]
     report = build_report(records + unchanged, {})
-    report["environment"] = {"git_commit": "abc123", "git_dirty": True, "wall_seconds": 75.0, "device": "cpu"}
+    environment = {"git_commit": "abc123", "git_dirty": True, "wall_seconds": 75.0, "device": "cpu"}
+    report = dataclasses.replace(report, environment=environment)
     markdown = render_markdown(report)
     lines = markdown.splitlines()
     assert lines[2] == "**FAIL · 10 cells: 2 regressed, 8 passed**"
@@ -82,7 +94,7 @@ def test_markdown_opens_with_verdict_then_a_line_per_model_then_regressed_cells_
     assert "| git commit | abc123 (uncommitted changes) |" in markdown
     assert "| wall time | 1 min 15 s |" in markdown and tables.WALL_TIME_NOTE in markdown
     assert markdown.index("### Run") < markdown.index("### What was measured") < markdown.index("## Suite `s`")
-    assert report["verdict"] == {"passed": False, "counts": {"regressed": 2, "passed": 8}, "line": lines[2].strip("*")}
+    assert report.to_json()["verdict"] == {"passed": False, "counts": {"regressed": 2, "passed": 8}, "line": lines[2].strip("*")}
     assert verdict(report).line() == "FAIL · 10 cells: 2 regressed, 8 passed"
     assert verdict(report).line() not in terminal_summary(report)  # the terminal prints it last, after every file
 
@@ -134,8 +146,8 @@ def test_what_was_measured_shows_device_seed_images_and_fingerprints() -> None:
         r.device = "cpu"
     records[-1].device = "cuda:1"  # a model moved between cells shows both
     report = build_report(records, {})
-    report["suites"]["s"]["seed"] = 7
-    table = tables.measured(report["suites"])
+    report = report.with_suite("s", seed=7)
+    table = tables.measured(report.suites)
     assert table.rows == (("s", "a", "cpu/cuda:1", "7", "4", "`dddddddd`", f"`{'m' * 16}`…", "5", "0.5 s"),)
 
 
@@ -146,7 +158,7 @@ def test_what_was_measured_keeps_two_splits_of_one_dataset_apart() -> None:
     for r in records:
         r.dataset_fingerprint = easy if r.model == "a" else hard
         r.model_fingerprint = "f" * 40 + r.model * 24  # digests alike in their first 40 characters
-    table = tables.measured(build_report(records, {})["suites"])
+    table = tables.measured(build_report(records, {}).suites)
     shown = {row[1]: row[5:7] for row in table.rows}
     assert shown["a"][0] == "`demo-scenes:v3.1:split=ood-easy`…"
     assert shown["b"][0] == "`demo-scenes:v3.1:split=ood-hard`…"
@@ -210,8 +222,9 @@ def test_headline_flags_a_near_chance_model() -> None:
         requirements=None, reads_text=False, reads_clips=False,
     )
     report = build_report(records, {"s": suite})  # type: ignore[dict-item]
-    summaries = {model: entry["summary"] for model, entry in report["suites"]["s"]["models"].items()}
-    assert summaries["chance"]["chance"]["near"] and not summaries["good"]["chance"]["near"]
+    summaries = {model: entry.summary for model, entry in report.suites["s"].models.items()}
+    assert summaries["chance"].near_chance and not summaries["good"].near_chance
+    assert summaries["chance"].chance["near"] and not summaries["good"].chance["near"]
     headline = tables.headline(summaries, "mIoU")
     assert {row[0]: row[-1] for row in headline.rows} == {
         "good": "4.0× chance (20.0, K=5)",
@@ -219,20 +232,20 @@ def test_headline_flags_a_near_chance_model() -> None:
     }
     assert "near chance" in headline.note
     # A suite the report does not know has no metric, so no chance level.
-    assert build_report(records, {})["suites"]["s"]["models"]["chance"]["summary"]["chance"] is None
+    assert build_report(records, {}).suites["s"].models["chance"].summary.chance is None
 
 
 def test_a_zero_margin_never_shows_as_minus_zero_and_one_cell_is_singular() -> None:
     from pytest_segrobust.run.baseline_writes import replaced_sidecar
 
     check = {"metric": "rPC", "observed": 0.5, "baseline": 0.5, "low": 0.0, "high": 0.0, "margin": 0.0}
-    suites = {"s": {"release": {"models": [{"model": "a", "checks": [check | {"outcome": "inconclusive"}]}]}}}
-    (row,) = tables.model_gates(suites).rows
+    release = ReleaseSummary(requirements=(), models=({"model": "a", "checks": [check | {"outcome": "inconclusive"}]},), basis="bootstrap")
+    (row,) = tables.model_gates({"s": SuiteReport("s", release=release)}).rows
     assert row[6:8] == ("[0.0000, 0.0000]", "0.0000")
     record = cells("a", 80.0, SCORES_A)[1]
     record.checks = [check | {"metric": "gamma_r", "outcome": "inconclusive", "images": 4}]
-    gate = {"margin": {"gamma_r": 0.0, "score": 0.0}, "confidence": 0.95, "multiplicity": "bonferroni", "numbers": 1,
-            "level": 0.05, "inconclusive": "fail", "resamples": 100}
+    gate = GateSummary(margin_gamma_r=0.0, margin_score=0.0, confidence=0.95, multiplicity="bonferroni", numbers=1,
+                       level=0.05, inconclusive="fail", resamples=100)
     (warning,) = tables.statistical_gate(gate, [record])[1]
     assert warning.endswith("gamma_r: inconclusive, interval [0.000, 0.000] straddles 0") and "-0" not in warning
     replaced = SimpleNamespace(unreadable="bad", cells={"m::clean", "m::fog::1"}, measured={"m::clean"}, shown="s.npz")

@@ -81,16 +81,16 @@ def test_the_gallery_lays_out_the_tiles_it_is_given() -> None:
 
 def test_pictures_are_written_linked_and_explained(tmp_path: Path) -> None:
     report = build_report(cells("a", 80.0, SCORES_A) + cells("b", 75.0, SCORES_B), {})
-    suite = report["suites"]["s"]
-    suite["frame_kept"] = describe_frames([REGISTRY.get("rotate")], 32, 32, [1, 5], 0, "x")
-    suite["worst_images"] = {
+    report = report.with_suite("s", frame_kept=describe_frames([REGISTRY.get("rotate")], 32, 32, [1, 5], 0, "x"))
+    report = report.with_suite("s", worst_images={
         "a": {"corruption": "gaussian_noise", "severity": 5, "gamma_r": 0.5, "considered": 16, "figure": "worst-a",
               "images": [{"sample_id": "img/3", "clean": 81.0, "corrupted": 12.5, "drop": 68.5}]},
         "b": {"corruption": "gaussian_noise", "severity": 5, "gamma_r": 0.27, "considered": 16, "images": [],
               "note": "no pictures: Thing has no class view to draw"},
-    }
+    })
     worst = rotated_worst()
-    written = write_report(report, tmp_path / "out", pictures={"s": {"worst-a": worst}})
+    done = write_report(report, tmp_path / "out", pictures={"s": {"worst-a": worst}})
+    report, written = done.report, done.files
     assert tmp_path / "out-figures" / "s-worst-a.png" in written
     # Drawn by the report from the value, titled with the row that names the figure.
     drawn = render_worst(worst, "a")
@@ -102,7 +102,7 @@ def test_pictures_are_written_linked_and_explained(tmp_path: Path) -> None:
     assert "![a: images that lost most under gaussian_noise s5](out-figures/s-worst-a.png)" in markdown
     assert "clean image | clean prediction | corrupted image" in markdown
     assert "### How much of the frame geometric corruptions keep" in markdown
-    titles = [section.title for section in suite_sections(suite)]
+    titles = [section.title for section in suite_sections(report.suites["s"])]
     assert titles.index("Images whose score fell most in each model's worst cell") < titles.index("Baseline comparison")
     assert json.loads((tmp_path / "out.json").read_text())["suites"]["s"]["figures"]["worst-a"] == "out-figures/s-worst-a.png"
 
@@ -113,13 +113,14 @@ def test_a_value_that_cannot_be_drawn_is_a_warning_not_a_failure(tmp_path: Path)
     first = worst.images[0]
     broken = type(first)(**{**first.__dict__, "clean_prediction": torch.zeros(2, 2, dtype=torch.int64)})
     bad = WorstImages(**{**worst.__dict__, "images": (broken,)})
-    report["suites"]["s"]["worst_images"] = {"a": {**bad.info(), "figure": "worst-a"}}
+    report = report.with_suite("s", worst_images={"a": {**bad.info(), "figure": "worst-a"}})
     tiles = GalleryTiles(("fog",), (1,), np.zeros((4, 4, 3), np.uint8), ((np.zeros((4, 4, 3), np.uint8),),))
-    written = write_report(report, tmp_path / "out", galleries={"s": tiles}, pictures={"s": {"worst-a": bad}})
+    done = write_report(report, tmp_path / "out", galleries={"s": tiles}, pictures={"s": {"worst-a": bad}})
+    report, written = done.report, done.files
     assert tmp_path / "out-figures" / "s-gallery.png" in written
     assert tmp_path / "out-figures" / "s-worst-a.png" not in written
-    assert any(w.startswith("figure worst-a of suite s not drawn: RuntimeError") for w in report["warnings"])
-    assert "worst-a" not in report["suites"]["s"]["figures"] and "gallery" in report["suites"]["s"]["figures"]
+    assert any(w.startswith("figure worst-a of suite s not drawn: RuntimeError") for w in report.warnings)
+    assert "worst-a" not in report.suites["s"].figures and "gallery" in report.suites["s"].figures
 
 
 def test_severity_plot_stays_bounded_with_many_models(tmp_path: Path) -> None:

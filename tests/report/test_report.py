@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -9,7 +10,7 @@ import pytest
 from PIL import Image
 
 from pytest_segrobust.metrics.robustness import relative_robustness
-from pytest_segrobust.report import build_report, plots, render_markdown, write_report
+from pytest_segrobust.report import Report, build_report, plots, render_markdown, write_report
 from pytest_segrobust.store.records import CellRecord
 
 
@@ -31,22 +32,21 @@ SCORES_B = {("gaussian_noise", "noise", 1): 60.0, ("gaussian_noise", "noise", 5)
 
 
 @pytest.fixture
-def report() -> dict:
+def report() -> Report:
     records = cells("a", 80.0, SCORES_A) + cells("b", 75.0, SCORES_B)
     built = build_report(records, {})
-    built["suites"]["s"]["cd"] = {"reference": "a", "noise_severities": [1]}
-    return built
+    return built.with_suite("s", cd={"reference": "a", "noise_severities": [1]})
 
 
-def test_headline_numbers(report: dict) -> None:
-    summary = report["suites"]["s"]["models"]["a"]["summary"]
-    assert summary["clean_score"] == 80.0
-    assert summary["mpc"] == pytest.approx((70 + 40 + 75 + 72) / 4)
-    assert summary["rpc"] == pytest.approx(summary["mpc"] / 80)
-    assert summary["mean_gamma_r"] == pytest.approx(sum(relative_robustness(80, v) for v in SCORES_A.values()) / 4)
+def test_headline_numbers(report: Report) -> None:
+    summary = report.suites["s"].models["a"].summary
+    assert summary.clean_score == 80.0
+    assert summary.mpc == pytest.approx((70 + 40 + 75 + 72) / 4)
+    assert summary.rpc == pytest.approx(summary.mpc / 80)
+    assert summary.mean_gamma_r == pytest.approx(sum(relative_robustness(80, v) for v in SCORES_A.values()) / 4)
 
 
-def test_markdown_has_every_table(report: dict) -> None:
+def test_markdown_has_every_table(report: Report) -> None:
     markdown = render_markdown(report)
     for title in (
         "### Headline",
@@ -63,10 +63,10 @@ def test_markdown_has_every_table(report: dict) -> None:
     assert f"| b | {100 * 0.4 / 0.3:.1f} |" in markdown
 
 
-def test_figures_are_written_and_linked(report: dict, tmp_path: Path) -> None:
+def test_figures_are_written_and_linked(report: Report, tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     gallery = Image.new("RGB", (10, 10))
-    written = write_report(report, tmp_path / "out", galleries={"s": gallery})
+    written = write_report(report, tmp_path / "out", galleries={"s": gallery}).files
     names = sorted(p.relative_to(tmp_path).as_posix() for p in written)
     figures = ["out-figures/s-gallery.png", "out-figures/s-heatmap.png", "out-figures/s-severity.png"]
     assert names == [*figures, "out.json", "out.md"]
@@ -76,23 +76,23 @@ def test_figures_are_written_and_linked(report: dict, tmp_path: Path) -> None:
     assert json.loads((tmp_path / "out.json").read_text())["suites"]["s"]["figures"]["severity"] == "out-figures/s-severity.png"
 
 
-def test_figures_go_into_a_folder_made_for_them(report: dict, tmp_path: Path) -> None:
+def test_figures_go_into_a_folder_made_for_them(report: Report, tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
-    written = write_report(report, tmp_path / "new" / "deeper" / "out")
+    written = write_report(report, tmp_path / "new" / "deeper" / "out").files
     assert sorted(p.relative_to(tmp_path / "new" / "deeper").as_posix() for p in written) == [
         "out-figures/s-heatmap.png", "out-figures/s-severity.png", "out.json", "out.md"
     ]
 
 
-def test_without_matplotlib_the_tables_stay(report: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_matplotlib_the_tables_stay(report: Report, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(plots, "_matplotlib", lambda: None)
-    written = write_report(report, tmp_path / "out")
+    written = write_report(report, tmp_path / "out").files
     assert sorted(p.name for p in written) == ["out.json", "out.md"]
     assert "### Headline" in (tmp_path / "out.md").read_text()
 
 
-def test_json_is_strict_json(report: dict, tmp_path: Path) -> None:
-    report["suites"]["s"]["models"]["a"]["cells"][0]["score"] = float("nan")
+def test_json_is_strict_json(report: Report, tmp_path: Path) -> None:
+    report.suites["s"].models["a"].cells[0].score = float("nan")
     write_report(report, tmp_path / "out")
     json.loads((tmp_path / "out.json").read_text(), parse_constant=lambda c: pytest.fail(f"non-standard {c}"))
 
@@ -146,3 +146,39 @@ def test_metric_details_table_shows_clean_and_mean_companions() -> None:
     assert table.header == ("model", "corruption", "mask AP", "AP50", "box AP")
     assert table.rows[0] == ("m", "clean", "60.00", "90.00", "50.00")
     assert table.rows[1] == ("m", "gaussian_noise", "35.00", "70.00", "30.00")
+
+
+def test_a_new_table_is_a_renderer_registered_in_its_place(report: Report, tmp_path: Path) -> None:
+    from pytest_segrobust.core.errors import UnknownNameError
+    from pytest_segrobust.report import SUITE_SECTIONS, SuiteReport
+    from pytest_segrobust.report.html import render_html
+    from pytest_segrobust.report.tables import Table
+
+    def cells_per_model(suite: SuiteReport) -> list[Table]:
+        rows = tuple((row, str(len(model.cells))) for row, model in suite.models.items())
+        return [Table("Cells per model", ("model", "cells"), rows)]
+
+    before = SUITE_SECTIONS.names()
+    SUITE_SECTIONS.register("cells per model", before="baseline comparison")(cells_per_model)
+    try:
+        markdown = render_markdown(report)
+        page = render_html(report, tmp_path)
+    finally:
+        SUITE_SECTIONS.unregister("cells per model")
+    assert "| a | 5 |" in markdown and "| b | 5 |" in markdown
+    assert markdown.index("### Corruption degradation against a") < markdown.index("### Cells per model")
+    assert markdown.index("### Cells per model") < markdown.index("### Baseline comparison")
+    assert "<td>a</td><td class=\"num\">5</td>" in page  # the page shows it as a table of its own
+    assert SUITE_SECTIONS.names() == before and "### Cells per model" not in render_markdown(report)
+    with pytest.raises(UnknownNameError, match="unknown suite section 'nothing'"):
+        SUITE_SECTIONS.register("late", before="nothing")
+
+
+def test_the_report_is_built_once_from_the_records_it_is_given() -> None:
+    records = cells("a", 80.0, SCORES_A)
+    report = build_report(records, {})
+    before = report.to_json()
+    records[1].score = 0.0  # the caller's records change: the report does not
+    assert report.to_json() == before and report.suites["s"].models["a"].cells[1].score == SCORES_A[("gaussian_noise", "noise", 1)]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        report.suites["s"].figures = {}  # type: ignore[misc]

@@ -68,9 +68,9 @@ def test_a_figure_is_dropped_from_its_folder_when_the_report_no_longer_has_it(tm
     write_report(report, tmp_path / "out", galleries={"s": Image.new("RGB", (8, 8))})
     assert "s-gallery.png" in pngs(figures_folder(tmp_path / "out"))
     report = build_report(cells("a", 80.0, SCORES_A), {})
-    write_report(report, tmp_path / "out")  # no gallery this time
+    report = write_report(report, tmp_path / "out").report  # no gallery this time
     assert "s-gallery.png" not in pngs(tmp_path / "out-figures")
-    assert "gallery" not in report["suites"]["s"]["figures"]
+    assert "gallery" not in report.suites["s"].figures
 
 
 # -- what goes wrong in the report is a warning of the report -----------------------------------
@@ -85,13 +85,14 @@ class BrokenPicture:
 
 def test_a_figure_that_cannot_be_drawn_is_a_warning_in_the_report(tmp_path: Path) -> None:
     report = build_report(cells("a", 80.0, SCORES_A), {})
-    written = write_report(report, tmp_path / "out", galleries={"s": BrokenPicture()})  # type: ignore[dict-item]
+    done = write_report(report, tmp_path / "out", galleries={"s": BrokenPicture()})  # type: ignore[dict-item]
+    report, written = done.report, done.files
     assert tmp_path / "out.md" in written  # no ReportIncomplete: the documents are whole
-    assert report["warnings"] == ["figure gallery of suite s not drawn: RuntimeError: no room for this picture"]
+    assert list(report.warnings) == ["figure gallery of suite s not drawn: RuntimeError: no room for this picture"]
     markdown = (tmp_path / "out.md").read_text()
     assert markdown.rstrip().endswith("- figure gallery of suite s not drawn: RuntimeError: no room for this picture")
     assert "## Left out of this report" in markdown
-    assert json.loads((tmp_path / "out.json").read_text())["warnings"] == report["warnings"]
+    assert json.loads((tmp_path / "out.json").read_text())["warnings"] == list(report.warnings)
 
 
 BROKEN_PLOT_CONFTEST = """
@@ -214,7 +215,7 @@ def noise_picture(width: int, height: int, seed: int) -> Image.Image:
 def test_the_page_embeds_figures_within_its_budget_and_links_the_rest(tmp_path: Path) -> None:
     models = "abcd"
     report = build_report([r for model in models for r in cells(model, 80.0, SCORES_A)], {})
-    report["suites"]["s"]["worst_images"] = {
+    report = report.with_suite("s", worst_images={
         model: {
             "corruption": "gaussian_noise",
             "severity": 5,
@@ -224,10 +225,10 @@ def test_the_page_embeds_figures_within_its_budget_and_links_the_rest(tmp_path: 
             "images": [{"sample_id": "img/3", "clean": 81.0, "corrupted": 12.5, "drop": 68.5}],
         }
         for model in models
-    }
+    })
     pictures = {f"worst-{model}": noise_picture(1800, 900, seed) for seed, model in enumerate(models)}
-    write_report(report, tmp_path / "out", pictures={"s": pictures})
-    figures = report["suites"]["s"]["figures"]
+    report = write_report(report, tmp_path / "out", pictures={"s": pictures}).report
+    figures = report.suites["s"].figures
     assert sum((tmp_path / file).stat().st_size for file in figures.values()) > 15e6  # as written: ~5 MB each
     budget = 2_000_000
     page = render_html(report, tmp_path, budget=budget)
@@ -245,7 +246,7 @@ def test_the_page_embeds_figures_within_its_budget_and_links_the_rest(tmp_path: 
 
 def test_a_page_within_budget_embeds_everything(tmp_path: Path) -> None:
     report = build_report(cells("a", 80.0, SCORES_A), {})
-    write_report(report, tmp_path / "out", galleries={"s": Image.new("RGB", (30, 20), "orange")})
+    report = write_report(report, tmp_path / "out", galleries={"s": Image.new("RGB", (30, 20), "orange")}).report
     page = render_html(report, tmp_path)
     assert "figures are linked" not in page and 'class="linked"' not in page
     assert "## Left out" not in render_markdown(report)

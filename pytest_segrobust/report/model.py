@@ -1,0 +1,353 @@
+"""The report as a value: built once from a run's outcomes, then rendered (markdown, JSON, HTML,
+the terminal).
+
+Every number and decision the report shows is here, computed before it is rendered: the gate's
+policy (:class:`GateSummary`) and the release criteria (:class:`ReleaseSummary`) are handed in
+by the controller that decided them, so no renderer reaches back into the gate. The values are
+frozen; a later stage of the run (pictures measured, figures drawn) makes a new value with
+:func:`dataclasses.replace` instead of changing this one. :meth:`Report.to_json` is the JSON
+report, key for key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_segrobust.core.wording import plural
+from pytest_segrobust.report.coverage import RunCoverage
+from pytest_segrobust.store.records import CellRecord
+
+REPORT_FORMAT = 1
+
+# How the verdict names each outcome it counts, in the order it lists them.
+COUNTED = {
+    "regressed": "regressed",
+    "unmet": "with a requirement unmet",
+    "inconclusive": "inconclusive",
+    "new": "new (no baseline)",
+    "error": "error",
+    "no result": "without a result",
+    "passed": "passed",
+    "improved": "improved",
+    "inconclusive-allowed": "inconclusive (allowed by the suite)",
+    "updated": "written to the baseline",  # every cell of an update, changed or not
+    "recorded": "recorded (no baseline yet; requirements met)",
+}
+
+
+@dataclass(frozen=True)
+class RunVerdict:
+    """The run's verdict on its cells: PASS when no cell regressed, lacked a baseline or failed.
+
+    Attributes:
+        passed: Every evaluated cell passed (improved and updated cells pass).
+        counts: Cells per outcome: the gate's statuses, ``error`` (with or without a record)
+            and ``no result`` (selected, but neither result nor error came back).
+        models: Models' aggregates items per outcome.
+    """
+
+    passed: bool
+    counts: dict[str, int]
+    models: dict[str, int] = field(default_factory=dict)
+
+    def line(self) -> str:
+        """``FAIL · 62 cells: 3 regressed, 1 new (no baseline), 58 passed; 2 models' aggregates: 1 unmet, 1 passed``."""
+        total = sum(self.counts.values())
+        parts = [f"{count} {COUNTED.get(status, status)}" for status, count in self.counts.items() if count]
+        line = f"{'PASS' if self.passed else 'FAIL'} · {plural(total, 'cell')}: {', '.join(parts) or 'none'}"
+        if self.models:
+            models = sum(self.models.values())
+            shown = ", ".join(f"{count} {COUNTED.get(status, status)}" for status, count in self.models.items())
+            whose = "models'" if models > 1 else "model's"
+            line += f"; {models} {whose} aggregates: {shown}"
+        return line
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"passed": self.passed, "counts": dict(self.counts), "line": self.line()}
+        if self.models:
+            data["models"] = dict(self.models)
+        return data
+
+
+@dataclass(frozen=True)
+class GateSummary:
+    """A suite's statistical gate as the report shows it: its policy, the size of the family of
+    gated numbers and the level each number is tested at (decided by the gate, handed in).
+
+    Attributes:
+        margin_gamma_r: How far γr may fall before a cell regresses.
+        margin_score: How many points the score may fall.
+        confidence: The family's confidence.
+        multiplicity: How the confidence is split over the family (``bonferroni``, ``none``).
+        numbers: How many numbers the gate tests (the family's size).
+        level: The level each number is tested at.
+        inconclusive: What an undecided cell counts as.
+        resamples: Bootstrap resamples per cell.
+    """
+
+    margin_gamma_r: float
+    margin_score: float
+    confidence: float
+    multiplicity: str
+    numbers: int
+    level: float
+    inconclusive: str
+    resamples: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "margin": {"gamma_r": self.margin_gamma_r, "score": self.margin_score},
+            "confidence": self.confidence,
+            "multiplicity": self.multiplicity,
+            "numbers": self.numbers,
+            "level": self.level,
+            "inconclusive": self.inconclusive,
+            "resamples": self.resamples,
+        }
+
+
+@dataclass(frozen=True)
+class RequirementRow:
+    """One requirement (a rule of the suite for one number) over every cell or model it was decided for.
+
+    Attributes:
+        rule: The rule as the suite states it.
+        line: Its line in the suite file (``None``: not known).
+        number: The number it bounds (``mpc``, ``gamma_r``, ...).
+        threshold: The bound.
+        at_least: The number must be at least the threshold (else at most).
+        outcome: ``pass``, ``fail`` or ``inconclusive`` over all its decisions.
+        outcomes: How many decisions ended how.
+        worst: The decision closest to (or furthest past) the threshold, as JSON: its subject,
+            value and bounds.
+        confirmable: The strictest threshold every decision would confirm with 80% power.
+    """
+
+    rule: str
+    line: int | None
+    number: str
+    threshold: float
+    at_least: bool
+    outcome: str
+    outcomes: Mapping[str, int]
+    worst: Mapping[str, Any]
+    confirmable: float | None
+
+    def to_json(self) -> dict[str, Any]:
+        """The fields by name, in their order."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)} | {"outcomes": dict(self.outcomes)}
+
+
+@dataclass(frozen=True)
+class ReleaseSummary:
+    """A suite's release criteria as decided: one row per requirement, each model's aggregates item.
+
+    Attributes:
+        requirements: Each requirement over the decisions made of it.
+        models: Each model's aggregates item decided (the gate's ``ModelOutcome`` as JSON).
+        basis: ``bootstrap`` (the suite has a statistical gate) or ``point``.
+        unmet: One terminal line per unmet (or undecided) requirement, naming the suite line
+            to change; not part of the JSON report.
+    """
+
+    requirements: tuple[RequirementRow, ...]
+    models: tuple[Mapping[str, Any], ...]
+    basis: str
+    unmet: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "requirements": [row.to_json() for row in self.requirements],
+            "models": [dict(o) for o in self.models],
+            "basis": self.basis,
+        }
+
+
+@dataclass(frozen=True)
+class ModelSummary:
+    """The headline numbers of one row's cells (means over its corrupted cells).
+
+    Attributes:
+        clean_score: The clean score.
+        mean_gamma_r: Mean γr.
+        mean_gamma_a: Mean γa.
+        mpc: Mean corrupted score.
+        rpc: mPC over the clean score.
+        cells: How many corrupted cells the means are over.
+        per_class_gamma_r: Mean γr per class (classes with any value).
+        supercategory_gamma_r: Mean γr per supercategory.
+        chance: The clean score's chance level and whether it is near it
+            (:func:`~pytest_segrobust.report.tables.chance`); ``None`` for a metric the report
+            does not know, or without classes.
+    """
+
+    clean_score: float
+    mean_gamma_r: float
+    mean_gamma_a: float
+    mpc: float
+    rpc: float
+    cells: int
+    per_class_gamma_r: Mapping[str, float]
+    supercategory_gamma_r: Mapping[str, float]
+    chance: Mapping[str, Any] | None
+
+    @property
+    def near_chance(self) -> bool:
+        """The clean score is near chance: the row has little to lose."""
+        return bool((self.chance or {}).get("near"))
+
+    def to_json(self) -> dict[str, Any]:
+        """The fields by name, in their order."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+
+@dataclass(frozen=True)
+class ModelReport:
+    """One row of a suite (a model, or a model on one split): its summary and its cells.
+
+    Attributes:
+        summary: The row's headline numbers.
+        cells: Its cells, in report order.
+    """
+
+    summary: ModelSummary
+    cells: tuple[CellRecord, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"summary": self.summary.to_json(), "cells": [record.to_json() for record in self.cells]}
+
+
+@dataclass(frozen=True)
+class SuiteReport:
+    """Everything the report says of one suite.
+
+    Attributes:
+        name: The suite's name.
+        task: Its task (``None`` for a suite the run did not load).
+        metric: Its headline metric.
+        metrics: Every metric it measures, the headline first.
+        seed: Its seed.
+        shifts: A natural-shift suite's reference split and splits.
+        file: Its file, relative to the project's root where under it.
+        cd: Corruption error's reference model and noise severities.
+        models: Its rows by name, in report order.
+        figures: The figures drawn of it, by kind: file names relative to the report's folder.
+        gate: Its statistical gate, where it has one.
+        release: Its release criteria, where it states any (or a model was decided).
+        video: A video suite's numbers by mode.
+        r2bench: A text suite's numbers by level.
+        aggregates: The statistical gate's aggregate changes, per model and number.
+        frame_kept: How much of each frame the geometric corruptions keep.
+        worst_images: Each row's images that lost most in its worst cell.
+        worst_expressions: Each row's expressions that lost most in its worst text cell.
+    """
+
+    name: str
+    task: str | None = None
+    metric: str = "score"
+    metrics: tuple[str, ...] = ()
+    seed: int | None = None
+    shifts: Mapping[str, Any] | None = None
+    file: str | None = None
+    cd: Mapping[str, Any] | None = None
+    models: Mapping[str, ModelReport] = field(default_factory=dict)
+    figures: Mapping[str, str] = field(default_factory=dict)
+    gate: GateSummary | None = None
+    release: ReleaseSummary | None = None
+    video: Mapping[str, Any] | None = None
+    r2bench: Mapping[str, Any] | None = None
+    aggregates: tuple[Mapping[str, Any], ...] | None = None
+    frame_kept: Mapping[str, Any] | None = None
+    worst_images: Mapping[str, Mapping[str, Any]] | None = None
+    worst_expressions: Mapping[str, Mapping[str, Any]] | None = None
+
+    def records(self) -> dict[str, list[CellRecord]]:
+        """Its cells by row."""
+        return {row: list(model.cells) for row, model in self.models.items()}
+
+    def all_records(self) -> list[CellRecord]:
+        """Every cell of every row, in report order."""
+        return [record for model in self.models.values() for record in model.cells]
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "task": self.task,
+            "metric": self.metric,
+            "metrics": list(self.metrics),
+            "seed": self.seed,
+            "shifts": None if self.shifts is None else dict(self.shifts),
+            "file": self.file,
+            "cd": None if self.cd is None else dict(self.cd),
+            "models": {row: model.to_json() for row, model in self.models.items()},
+            "figures": dict(self.figures),
+            "gate": None if self.gate is None else self.gate.to_json(),
+        }
+        # The further entries appear only where the suite has them, as the run learns them.
+        optional: tuple[tuple[str, Any], ...] = (
+            ("release", None if self.release is None else self.release.to_json()),
+            ("video", self.video),
+            ("r2bench", self.r2bench),
+            ("aggregates", None if self.aggregates is None else [dict(row) for row in self.aggregates]),
+            ("frame_kept", self.frame_kept),
+            ("worst_images", self.worst_images),
+            ("worst_expressions", self.worst_expressions),
+        )
+        data.update((key, value) for key, value in optional if value is not None)
+        return data
+
+
+@dataclass(frozen=True)
+class Report:
+    """One run's report.
+
+    Attributes:
+        suites: Each suite's part, in report order.
+        verdict: PASS or FAIL and how the cells ended.
+        missing: Node ids of selected cells that produced neither a result nor an error.
+        errors: Cells that raised instead of producing a result: node id -> message.
+        run: Which cells the run covered and which it left out (``None``: not known).
+        environment: Where and when it ran (versions, device, commit, wall time).
+        warnings: The figures and tables the report could not make, and why.
+        figures_left_out: Where figures or pictures were left out on purpose, the line saying so.
+    """
+
+    suites: Mapping[str, SuiteReport]
+    verdict: RunVerdict
+    missing: tuple[str, ...] = ()
+    errors: Mapping[str, str] = field(default_factory=dict)
+    run: RunCoverage | None = None
+    environment: Mapping[str, Any] | None = None
+    warnings: tuple[str, ...] = ()
+    figures_left_out: str | None = None
+
+    def records(self) -> list[CellRecord]:
+        """Every cell of every suite, in report order."""
+        return [record for suite in self.suites.values() for record in suite.all_records()]
+
+    def with_suite(self, name: str, **changes: Any) -> Report:
+        """This report with suite ``name``'s fields ``changes`` replaced."""
+        suites = dict(self.suites)
+        suites[name] = dataclasses.replace(suites[name], **changes)
+        return dataclasses.replace(self, suites=suites)
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON report (before strict-JSON cleaning of NaN and infinities)."""
+        data: dict[str, Any] = {
+            "format": REPORT_FORMAT,
+            "suites": {name: suite.to_json() for name, suite in self.suites.items()},
+            "missing": list(self.missing),
+            "errors": dict(self.errors),
+            "verdict": self.verdict.to_json(),
+        }
+        if self.run is not None:
+            data["run"] = self.run.to_json()
+        if self.environment is not None:
+            data["environment"] = dict(self.environment)
+        if self.warnings:
+            data["warnings"] = list(self.warnings)
+        if self.figures_left_out:
+            data["figures_left_out"] = self.figures_left_out
+        return data
