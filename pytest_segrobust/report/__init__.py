@@ -28,6 +28,8 @@ from pytest_segrobust.report.coverage import RunCoverage
 from pytest_segrobust.report.model import (
     COUNTED,
     REPORT_FORMAT,
+    ChanceLevel,
+    CorruptionErrorReference,
     GateSummary,
     ModelReport,
     ModelSummary,
@@ -35,6 +37,7 @@ from pytest_segrobust.report.model import (
     Report,
     RequirementRow,
     RunVerdict,
+    ShiftSplits,
     SuiteReport,
 )
 from pytest_segrobust.report.r2bench import r2bench_entry
@@ -64,6 +67,8 @@ __all__ = [
     "REPORT_FORMAT",
     "RUN_SECTIONS",
     "SUITE_SECTIONS",
+    "ChanceLevel",
+    "CorruptionErrorReference",
     "Figure",
     "GateSummary",
     "ModelReport",
@@ -73,6 +78,7 @@ __all__ = [
     "ReportIncomplete",
     "RequirementRow",
     "RunVerdict",
+    "ShiftSplits",
     "SuiteReport",
     "WrittenReport",
     "build_report",
@@ -172,11 +178,11 @@ def build_report(
             seed=suite.seed if suite else None,
             shifts=None
             if suite is None or suite.shifts is None
-            else {"reference": suite.shifts.reference, "splits": list(suite.shifts.splits)},
+            else ShiftSplits(suite.shifts.reference, tuple(suite.shifts.splits)),
             file=shown_path(suite.path, root) if suite else None,
             cd=None
             if degradation is None
-            else {"reference": degradation.reference, "noise_severities": list(degradation.noise_severities)},
+            else CorruptionErrorReference(degradation.reference, tuple(degradation.noise_severities)),
             models=models,
             gate=(gates or {}).get(suite_name),
             release=(releases or {}).get(suite_name),

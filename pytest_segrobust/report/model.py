@@ -167,6 +167,62 @@ class ReleaseSummary:
 
 
 @dataclass(frozen=True)
+class ShiftSplits:
+    """A natural-shift suite's splits as the report shows them.
+
+    Attributes:
+        reference: The split the others are compared with.
+        splits: Every split, in the suite's order.
+    """
+
+    reference: str
+    splits: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"reference": self.reference, "splits": list(self.splits)}
+
+
+@dataclass(frozen=True)
+class CorruptionErrorReference:
+    """What a suite's corruption error (CE) is measured against.
+
+    Attributes:
+        reference: The model whose errors every other model's are divided by.
+        noise_severities: The noise severities the CE table is over.
+    """
+
+    reference: str
+    noise_severities: tuple[int, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"reference": self.reference, "noise_severities": list(self.noise_severities)}
+
+
+@dataclass(frozen=True)
+class ChanceLevel:
+    """A model's clean score against the score of guessing classes at random
+    (:func:`~pytest_segrobust.report.tables.chance`).
+
+    Attributes:
+        classes: K, the number of classes guessed among.
+        level: The chance score.
+        threshold: The score below which the clean score is near chance.
+        ratio: The clean score over the chance score, both measured from the scale's worst end.
+        near: The clean score is below the threshold.
+    """
+
+    classes: int
+    level: float
+    threshold: float
+    ratio: float
+    near: bool
+
+    def to_json(self) -> dict[str, Any]:
+        """The fields by name, in their order."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+
+@dataclass(frozen=True)
 class ModelSummary:
     """The headline numbers of one row's cells (means over its corrupted cells).
 
@@ -179,9 +235,8 @@ class ModelSummary:
         cells: How many corrupted cells the means are over.
         per_class_gamma_r: Mean γr per class (classes with any value).
         supercategory_gamma_r: Mean γr per supercategory.
-        chance: The clean score's chance level and whether it is near it
-            (:func:`~pytest_segrobust.report.tables.chance`); ``None`` for a metric the report
-            does not know, or without classes.
+        chance: The clean score's chance level and whether it is near it; ``None`` for a
+            metric the report does not know, or without classes.
     """
 
     clean_score: float
@@ -192,16 +247,18 @@ class ModelSummary:
     cells: int
     per_class_gamma_r: Mapping[str, float]
     supercategory_gamma_r: Mapping[str, float]
-    chance: Mapping[str, Any] | None
+    chance: ChanceLevel | None
 
     @property
     def near_chance(self) -> bool:
         """The clean score is near chance: the row has little to lose."""
-        return bool((self.chance or {}).get("near"))
+        return self.chance is not None and self.chance.near
 
     def to_json(self) -> dict[str, Any]:
         """The fields by name, in their order."""
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        data["chance"] = None if self.chance is None else self.chance.to_json()
+        return data
 
 
 @dataclass(frozen=True)
@@ -250,9 +307,9 @@ class SuiteReport:
     metric: str = "score"
     metrics: tuple[str, ...] = ()
     seed: int | None = None
-    shifts: Mapping[str, Any] | None = None
+    shifts: ShiftSplits | None = None
     file: str | None = None
-    cd: Mapping[str, Any] | None = None
+    cd: CorruptionErrorReference | None = None
     models: Mapping[str, ModelReport] = field(default_factory=dict)
     figures: Mapping[str, str] = field(default_factory=dict)
     gate: GateSummary | None = None
@@ -278,9 +335,9 @@ class SuiteReport:
             "metric": self.metric,
             "metrics": list(self.metrics),
             "seed": self.seed,
-            "shifts": None if self.shifts is None else dict(self.shifts),
+            "shifts": None if self.shifts is None else self.shifts.to_json(),
             "file": self.file,
-            "cd": None if self.cd is None else dict(self.cd),
+            "cd": None if self.cd is None else self.cd.to_json(),
             "models": {row: model.to_json() for row, model in self.models.items()},
             "figures": dict(self.figures),
             "gate": None if self.gate is None else self.gate.to_json(),

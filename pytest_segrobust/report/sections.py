@@ -201,7 +201,7 @@ def statistical_gate(suite: SuiteReport) -> list[Section]:
 def natural_shift(suite: SuiteReport) -> list[Section]:
     if not suite.shifts:
         return []
-    models, reference, splits = suite.records(), suite.shifts["reference"], suite.shifts["splits"]
+    models, reference, splits = suite.records(), suite.shifts.reference, list(suite.shifts.splits)
     return [
         tables.natural_shift(models, reference, splits, metric_label(suite.metric)),
         tables.natural_shift_per_class(models, reference, splits),
@@ -317,9 +317,9 @@ def per_class(suite: SuiteReport) -> list[Section]:
 @SUITE_SECTIONS.register("corruption error")
 def corruption_error(suite: SuiteReport) -> list[Section]:
     models = suite.records()
-    if not _corrupted(suite) or not suite.cd or suite.cd["reference"] not in models:
+    if not _corrupted(suite) or suite.cd is None or suite.cd.reference not in models:
         return []
-    return [tables.degradation(models, suite.cd["reference"], suite.cd["noise_severities"])]
+    return [tables.degradation(models, suite.cd.reference, list(suite.cd.noise_severities))]
 
 
 @SUITE_SECTIONS.register("baseline comparison")

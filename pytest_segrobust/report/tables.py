@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_segrobust.core.wording import abbreviations, decimals
 from pytest_segrobust.metrics.robustness import mean, per_class_relative_robustness
-from pytest_segrobust.report.model import GateSummary, ModelSummary, SuiteReport
+from pytest_segrobust.report.model import ChanceLevel, GateSummary, ModelSummary, SuiteReport
 
 if TYPE_CHECKING:
     from pytest_segrobust.store.records import CellRecord
@@ -100,8 +100,8 @@ CHANCE_NOTE = (
 
 def chance(
     records: Sequence[CellRecord], bounds: tuple[float, float], higher_is_better: bool
-) -> dict[str, Any] | None:
-    """The chance level of a model's clean score, and whether the score is near it (JSON-safe).
+) -> ChanceLevel | None:
+    """The chance level of a model's clean score, and whether the score is near it.
 
     K is the number of classes with a clean per-class value (those the metric scored), or
     every class name where the metric reports none per class.
@@ -112,8 +112,9 @@ def chance(
         higher_is_better: The metric's direction.
 
     Returns:
-        ``{"classes": K, "level": chance score, "threshold": score, "ratio": clean over chance
-        (both from the worst end), "near": bool}``, or ``None`` without classes or a clean score.
+        K, the chance score, the threshold below which the clean score is near it, the ratio of
+        clean over chance (both from the worst end) and whether it is near; ``None`` without
+        classes or a clean score.
     """
     first = next(iter(records), None)
     if first is None or not math.isfinite(first.clean_score):
@@ -127,21 +128,21 @@ def chance(
     share = 1.0 / classes
     threshold_share = min(NEAR_CHANCE_FACTOR * share, share + NEAR_CHANCE_MARGIN)
     progress = (first.clean_score - worst) / span if span else math.nan
-    return {
-        "classes": classes,
-        "level": worst + share * span,
-        "threshold": worst + threshold_share * span,
-        "ratio": progress / share,
-        "near": bool(progress < threshold_share),
-    }
+    return ChanceLevel(
+        classes=classes,
+        level=worst + share * span,
+        threshold=worst + threshold_share * span,
+        ratio=progress / share,
+        near=bool(progress < threshold_share),
+    )
 
 
-def chance_mark(info: Mapping[str, Any] | None) -> str:
+def chance_mark(info: ChanceLevel | None) -> str:
     """How the headline shows a model's clean score against chance."""
-    if not info:
+    if info is None:
         return "–"
-    ratio = f"{info['ratio']:.1f}× chance ({fmt(info['level'], 1)}, K={info['classes']})"
-    return f"⚠ near chance: {ratio}" if info["near"] else ratio
+    ratio = f"{info.ratio:.1f}× chance ({fmt(info.level, 1)}, K={info.classes})"
+    return f"⚠ near chance: {ratio}" if info.near else ratio
 
 
 def model_summary(

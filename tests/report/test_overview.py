@@ -198,19 +198,19 @@ def test_near_chance_follows_class_count(clean: float, classes: int, near: bool)
         r.class_names = [f"c{k}" for k in range(classes)]
         r.clean_per_class = [clean] * classes
     info = tables.chance(records, (0.0, 100.0), higher_is_better=True)
-    assert info is not None and info["near"] is near
-    assert info["level"] == pytest.approx(100 / classes)
+    assert info is not None and info.near is near
+    assert info.level == pytest.approx(100 / classes)
 
 
 def test_chance_counts_only_scored_classes_and_follows_direction() -> None:
     records = cells("a", 30.0, {})
     records[0].class_names = ["background", "x", "y", "z"]
     records[0].clean_per_class = [None, 30.0, 30.0, 30.0]  # background is not scored (AP)
-    assert tables.chance(records, (0.0, 100.0), True)["classes"] == 3
+    assert tables.chance(records, (0.0, 100.0), True).classes == 3
     # An error rate on (best 0, worst 1) with 4 classes: chance sits at 0.75, near it below ~0.6.
     records[0].clean_per_class, records[0].clean_score = [], 0.7
     info = tables.chance(records, (0.0, 1.0), higher_is_better=False)
-    assert info["level"] == pytest.approx(0.75) and info["near"]
+    assert info is not None and info.level == pytest.approx(0.75) and info.near
 
 
 def test_headline_flags_a_near_chance_model() -> None:
@@ -224,7 +224,7 @@ def test_headline_flags_a_near_chance_model() -> None:
     report = build_report(records, {"s": suite})  # type: ignore[dict-item]
     summaries = {model: entry.summary for model, entry in report.suites["s"].models.items()}
     assert summaries["chance"].near_chance and not summaries["good"].near_chance
-    assert summaries["chance"].chance["near"] and not summaries["good"].chance["near"]
+    assert summaries["chance"].chance.near and not summaries["good"].chance.near
     headline = tables.headline(summaries, "mIoU")
     assert {row[0]: row[-1] for row in headline.rows} == {
         "good": "4.0× chance (20.0, K=5)",

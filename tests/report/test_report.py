@@ -10,7 +10,7 @@ import pytest
 from PIL import Image
 
 from pytest_segrobust.metrics.robustness import relative_robustness
-from pytest_segrobust.report import Report, build_report, plots, render_markdown, write_report
+from pytest_segrobust.report import CorruptionErrorReference, Report, build_report, plots, render_markdown, write_report
 from pytest_segrobust.store.records import CellRecord
 
 
@@ -35,7 +35,7 @@ SCORES_B = {("gaussian_noise", "noise", 1): 60.0, ("gaussian_noise", "noise", 5)
 def report() -> Report:
     records = cells("a", 80.0, SCORES_A) + cells("b", 75.0, SCORES_B)
     built = build_report(records, {})
-    return built.with_suite("s", cd={"reference": "a", "noise_severities": [1]})
+    return built.with_suite("s", cd=CorruptionErrorReference("a", (1,)))
 
 
 def test_headline_numbers(report: Report) -> None:
