@@ -278,6 +278,100 @@ class ModelReport:
 
 
 @dataclass(frozen=True)
+class R2BenchRow:
+    """One perturbation at one level of a text suite's model (a row of R2-Bench's detail table).
+
+    Attributes:
+        perturbation: The cell's perturbation.
+        modality: What it perturbs: ``visual``, ``text``, ``both`` or ``mixture``.
+        severity: Its severity.
+        level: The severity as R2-Bench names it (``low``, ``medium``, ``high``; ``s2``, ``s4``).
+        numbers: The row's numbers by column key (``None``: not measured).
+    """
+
+    perturbation: str
+    modality: str
+    severity: int
+    level: str
+    numbers: Mapping[str, float | None]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "perturbation": self.perturbation,
+            "modality": self.modality,
+            "severity": self.severity,
+            "level": self.level,
+            **self.numbers,
+        }
+
+
+@dataclass(frozen=True)
+class R2BenchModalityRow:
+    """The mean of one modality's perturbations at one level (a row of R2-Bench's summary).
+
+    Attributes:
+        modality: ``visual``, ``text``, ``both`` or ``mixture``.
+        severity: The level's severity.
+        level: The severity as R2-Bench names it.
+        perturbations: How many perturbations the mean is over.
+        numbers: The means by column key (``None``: no perturbation measured it).
+    """
+
+    modality: str
+    severity: int
+    level: str
+    perturbations: int
+    numbers: Mapping[str, float | None]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "modality": self.modality,
+            "severity": self.severity,
+            "level": self.level,
+            "perturbations": self.perturbations,
+            **self.numbers,
+        }
+
+
+@dataclass(frozen=True)
+class R2BenchModel:
+    """One model's rows of a text suite's R2-Bench tables.
+
+    Attributes:
+        clean: The clean numbers by column key (``None``: the model has no cell).
+        perturbations: One row per perturbation and level, in cell order.
+        modalities: One row per modality and level.
+    """
+
+    clean: Mapping[str, float | None] | None
+    perturbations: tuple[R2BenchRow, ...]
+    modalities: tuple[R2BenchModalityRow, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "clean": None if self.clean is None else dict(self.clean),
+            "perturbations": [row.to_json() for row in self.perturbations],
+            "modalities": [row.to_json() for row in self.modalities],
+        }
+
+
+@dataclass(frozen=True)
+class R2BenchTables:
+    """A text suite's numbers as R2-Bench tabulates them (:func:`~pytest_segrobust.report.r2bench.r2bench_entry`).
+
+    Attributes:
+        columns: Each number's label by key, in the tables' order.
+        models: Each model's rows, by model.
+    """
+
+    columns: Mapping[str, str]
+    models: Mapping[str, R2BenchModel]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"columns": dict(self.columns), "models": {name: model.to_json() for name, model in self.models.items()}}
+
+
+@dataclass(frozen=True)
 class SuiteReport:
     """Everything the report says of one suite.
 
@@ -315,7 +409,7 @@ class SuiteReport:
     gate: GateSummary | None = None
     release: ReleaseSummary | None = None
     video: Mapping[str, Any] | None = None
-    r2bench: Mapping[str, Any] | None = None
+    r2bench: R2BenchTables | None = None
     aggregates: tuple[Mapping[str, Any], ...] | None = None
     frame_kept: Mapping[str, Any] | None = None
     worst_images: Mapping[str, Mapping[str, Any]] | None = None
@@ -346,7 +440,7 @@ class SuiteReport:
         optional: tuple[tuple[str, Any], ...] = (
             ("release", None if self.release is None else self.release.to_json()),
             ("video", self.video),
-            ("r2bench", self.r2bench),
+            ("r2bench", None if self.r2bench is None else self.r2bench.to_json()),
             ("aggregates", None if self.aggregates is None else [dict(row) for row in self.aggregates]),
             ("frame_kept", self.frame_kept),
             ("worst_images", self.worst_images),

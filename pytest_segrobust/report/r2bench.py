@@ -3,16 +3,16 @@
 R2-Bench reports each model at three levels, low / medium / high (severities 1 / 3 / 5), per
 perturbation and per modality (visual, textual). Every referring metric carries the others in
 its details (:mod:`pytest_segrobust.metrics.referring`), so one cell record holds the whole row
-whatever the suite's headline metric is. :func:`r2bench_entry` is the JSON the report keeps;
-:func:`r2bench_tables` draws it.
+whatever the suite's headline metric is. :func:`r2bench_entry` is the value the report keeps
+(:class:`~pytest_segrobust.report.model.R2BenchTables`); :func:`r2bench_tables` draws it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from pytest_segrobust.metrics import METRICS
+from pytest_segrobust.report.model import R2BenchModalityRow, R2BenchModel, R2BenchRow, R2BenchTables
 from pytest_segrobust.report.tables import Table, fmt
 from pytest_segrobust.store.records import CellRecord
 from pytest_segrobust.text.base import LEVELS
@@ -49,59 +49,59 @@ def _mean(values: Sequence[float | None]) -> float | None:
     return sum(present) / len(present) if present else None
 
 
-def r2bench_entry(models: Mapping[str, Sequence[CellRecord]], metric: str) -> dict[str, Any]:
+def r2bench_entry(models: Mapping[str, Sequence[CellRecord]], metric: str) -> R2BenchTables:
     """Per model: the clean row, one row per perturbation and level, and per modality and level the
-    mean over its perturbations (JSON-safe)."""
+    mean over its perturbations."""
     keys = list(columns(metric))
-    out: dict[str, Any] = {"columns": columns(metric), "models": {}}
+    entries: dict[str, R2BenchModel] = {}
     for model, records in models.items():
         cells = [r for r in records if r.severity > 0]
         clean = next((r for r in records if r.severity == 0), cells[0] if cells else None)
         rows = [
-            {
-                "perturbation": r.corruption,
-                "modality": modality(r.category),
-                "severity": r.severity,
-                "level": level_name(r.severity),
-                **{k: numbers(r, metric).get(k) for k in keys},
-            }
+            R2BenchRow(
+                perturbation=r.corruption,
+                modality=modality(r.category),
+                severity=r.severity,
+                level=level_name(r.severity),
+                numbers={k: numbers(r, metric).get(k) for k in keys},
+            )
             for r in cells
         ]
         by_modality = []
         for name in MODALITIES:
-            for severity in sorted({row["severity"] for row in rows if row["modality"] == name}):
-                chosen = [row for row in rows if row["modality"] == name and row["severity"] == severity]
+            for severity in sorted({row.severity for row in rows if row.modality == name}):
+                chosen = [row for row in rows if row.modality == name and row.severity == severity]
                 by_modality.append(
-                    {
-                        "modality": name,
-                        "severity": severity,
-                        "level": level_name(severity),
-                        "perturbations": len(chosen),
-                        **{k: _mean([row[k] for row in chosen]) for k in keys},
-                    }
+                    R2BenchModalityRow(
+                        modality=name,
+                        severity=severity,
+                        level=level_name(severity),
+                        perturbations=len(chosen),
+                        numbers={k: _mean([row.numbers[k] for row in chosen]) for k in keys},
+                    )
                 )
-        out["models"][model] = {
-            "clean": None
+        entries[model] = R2BenchModel(
+            clean=None
             if clean is None
             else {k: numbers(clean, metric, corrupted=clean.severity == 0).get(k) for k in keys},
-            "perturbations": rows,
-            "modalities": by_modality,
-        }
-    return out
+            perturbations=tuple(rows),
+            modalities=tuple(by_modality),
+        )
+    return R2BenchTables(columns=columns(metric), models=entries)
 
 
-def r2bench_tables(entry: Mapping[str, Any]) -> list[Table]:
+def r2bench_tables(entry: R2BenchTables) -> list[Table]:
     """Two tables: per modality and level (the paper's summary), then per perturbation and level."""
-    labels = entry["columns"]
+    labels = entry.columns
     keys = list(labels)
     summary, detail = [], []
-    for model, data in entry["models"].items():
-        if data["clean"] is not None:
-            summary.append((model, "clean", "–", *(fmt(data["clean"].get(k)) for k in keys)))
-        for row in data["modalities"]:
-            summary.append((model, row["modality"], row["level"], *(fmt(row.get(k)) for k in keys)))
-        for row in data["perturbations"]:
-            detail.append((model, row["modality"], row["perturbation"], row["level"], *(fmt(row.get(k)) for k in keys)))
+    for model, data in entry.models.items():
+        if data.clean is not None:
+            summary.append((model, "clean", "–", *(fmt(data.clean.get(k)) for k in keys)))
+        for mean_row in data.modalities:
+            summary.append((model, mean_row.modality, mean_row.level, *(fmt(mean_row.numbers.get(k)) for k in keys)))
+        for row in data.perturbations:
+            detail.append((model, row.modality, row.perturbation, row.level, *(fmt(row.numbers.get(k)) for k in keys)))
     header = tuple(labels[k] for k in keys)
     note = (
         "R2-Bench's levels: low, medium, high are severities 1, 3, 5. Modalities: visual (image corruptions), "

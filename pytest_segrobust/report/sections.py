@@ -229,7 +229,7 @@ def video(suite: SuiteReport) -> list[Section]:
 
 @SUITE_SECTIONS.register("text")
 def text(suite: SuiteReport) -> list[Section]:
-    if not suite.r2bench:
+    if suite.r2bench is None:
         return []
     out: list[Section] = list(r2bench_tables(suite.r2bench))
     if suite.worst_expressions:
