@@ -372,6 +372,112 @@ class R2BenchTables:
 
 
 @dataclass(frozen=True)
+class VideoRow:
+    """One perturbation at one level of a video suite's model (a row of R2-Bench's video detail table).
+
+    Attributes:
+        perturbation: The cell's perturbation.
+        mode: How it perturbs the clips: ``static``, ``dynamic``, ``temporal``, ``audio``, ...
+        severity: Its severity.
+        level: The severity as R2-Bench names it (``drawn`` for a dynamic cell).
+        numbers: The row's numbers by column key (``None``: not measured).
+        drop: The clean headline minus the row's (``None``: either is missing).
+    """
+
+    perturbation: str
+    mode: str
+    severity: int
+    level: str
+    numbers: Mapping[str, float | None]
+    drop: float | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "perturbation": self.perturbation,
+            "mode": self.mode,
+            "severity": self.severity,
+            "level": self.level,
+            **self.numbers,
+            "drop": self.drop,
+        }
+
+
+@dataclass(frozen=True)
+class VideoModeRow:
+    """The mean of one way's perturbations at one level (a row of R2-Bench's Tables 13 and 14).
+
+    Attributes:
+        mode: The way: ``static``, ``dynamic``, ``temporal``, ``audio``, ...
+        severity: The level's severity.
+        level: The severity as R2-Bench names it (``drawn`` for a dynamic cell).
+        perturbations: How many perturbations the mean is over.
+        numbers: The means by column key (``None``: no perturbation measured it).
+        drop: The clean headline minus the mean's (``None``: either is missing).
+    """
+
+    mode: str
+    severity: int
+    level: str
+    perturbations: int
+    numbers: Mapping[str, float | None]
+    drop: float | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "mode": self.mode,
+            "severity": self.severity,
+            "level": self.level,
+            "perturbations": self.perturbations,
+            **self.numbers,
+            "drop": self.drop,
+        }
+
+
+@dataclass(frozen=True)
+class VideoModel:
+    """One model's rows of a video suite's R2-Bench tables.
+
+    Attributes:
+        clean: The clean numbers by column key (``None``: the model has no cell).
+        perturbations: One row per perturbation and level, in cell order.
+        modes: One row per way and level.
+    """
+
+    clean: Mapping[str, float | None] | None
+    perturbations: tuple[VideoRow, ...]
+    modes: tuple[VideoModeRow, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "clean": None if self.clean is None else dict(self.clean),
+            "perturbations": [row.to_json() for row in self.perturbations],
+            "modes": [row.to_json() for row in self.modes],
+        }
+
+
+@dataclass(frozen=True)
+class VideoTables:
+    """A video suite's numbers as R2-Bench tabulates them (:func:`~pytest_segrobust.report.video.video_entry`).
+
+    Attributes:
+        columns: Each number's label by key: the headline, its details, then further metrics.
+        headline: The key of the column the drops are taken on.
+        models: Each model's rows, by model.
+    """
+
+    columns: Mapping[str, str]
+    headline: str
+    models: Mapping[str, VideoModel]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "columns": dict(self.columns),
+            "headline": self.headline,
+            "models": {name: model.to_json() for name, model in self.models.items()},
+        }
+
+
+@dataclass(frozen=True)
 class SuiteReport:
     """Everything the report says of one suite.
 
@@ -408,7 +514,7 @@ class SuiteReport:
     figures: Mapping[str, str] = field(default_factory=dict)
     gate: GateSummary | None = None
     release: ReleaseSummary | None = None
-    video: Mapping[str, Any] | None = None
+    video: VideoTables | None = None
     r2bench: R2BenchTables | None = None
     aggregates: tuple[Mapping[str, Any], ...] | None = None
     frame_kept: Mapping[str, Any] | None = None
@@ -439,7 +545,7 @@ class SuiteReport:
         # The further entries appear only where the suite has them, as the run learns them.
         optional: tuple[tuple[str, Any], ...] = (
             ("release", None if self.release is None else self.release.to_json()),
-            ("video", self.video),
+            ("video", None if self.video is None else self.video.to_json()),
             ("r2bench", None if self.r2bench is None else self.r2bench.to_json()),
             ("aggregates", None if self.aggregates is None else [dict(row) for row in self.aggregates]),
             ("frame_kept", self.frame_kept),

@@ -224,7 +224,7 @@ def metric_details(suite: SuiteReport) -> list[Section]:
 
 @SUITE_SECTIONS.register("video")
 def video(suite: SuiteReport) -> list[Section]:
-    return list(video_tables(suite.video)) if suite.video else []
+    return [] if suite.video is None else list(video_tables(suite.video))
 
 
 @SUITE_SECTIONS.register("text")

@@ -9,17 +9,17 @@ are the headline metric (J&F for VOS) and its details (J and F Mean, Recall and 
 YouTube-VOS's seen and unseen scores where the metric keeps them).
 
 The drop is recomputed here from the clean and perturbed headline of each row, never copied:
-R2-Bench's printed drops contain arithmetic slips. :func:`video_entry` is the JSON the report
-keeps; :func:`video_tables` draws it.
+R2-Bench's printed drops contain arithmetic slips. :func:`video_entry` is the value the report
+keeps (:class:`~pytest_segrobust.report.model.VideoTables`); :func:`video_tables` draws it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 from pytest_segrobust.core.modality import Modality, cell_modality
 from pytest_segrobust.metrics import METRICS
+from pytest_segrobust.report.model import VideoModel, VideoModeRow, VideoRow, VideoTables
 from pytest_segrobust.report.r2bench import level_name, numbers
 from pytest_segrobust.report.tables import Table, fmt, signed
 from pytest_segrobust.store.records import CellRecord
@@ -67,18 +67,18 @@ def _drop(clean: float | None, value: float | None) -> float | None:
     return None if clean is None or value is None else clean - value
 
 
-def video_entry(models: Mapping[str, Sequence[CellRecord]], metric: str, further: Sequence[str] = ()) -> dict[str, Any]:
+def video_entry(models: Mapping[str, Sequence[CellRecord]], metric: str, further: Sequence[str] = ()) -> VideoTables:
     """Per model: the clean row, one row per perturbation and level, and per way (static, dynamic,
-    temporal, audio, ...) and level the mean over its perturbations, each with its drop from clean
-    (JSON-safe). The columns are the headline metric, its details, then each ``further`` metric's
-    score (AVSBench's F beside its mIoU).
+    temporal, audio, ...) and level the mean over its perturbations, each with its drop from clean.
+    The columns are the headline metric, its details, then each ``further`` metric's score
+    (AVSBench's F beside its mIoU).
 
     ``headline`` names the column the drops are taken on.
     """
     headline, labels = columns(metric)
     labels |= {name: METRICS.get(name).label for name in further if name not in labels}
     keys = list(labels)
-    out: dict[str, Any] = {"columns": labels, "headline": headline, "models": {}}
+    entries: dict[str, VideoModel] = {}
     for model, records in models.items():
         cells = [r for r in records if r.severity > 0]
         reference = next((r for r in records if r.severity == 0), cells[0] if cells else None)
@@ -89,36 +89,36 @@ def video_entry(models: Mapping[str, Sequence[CellRecord]], metric: str, further
             values = _numbers(record, metric, further)
             mode = mode_of(record)
             rows.append(
-                {
-                    "perturbation": record.corruption,
-                    "mode": mode,
-                    "severity": record.severity,
-                    "level": DRAWN if mode == "dynamic" else level_name(record.severity),
-                    **{key: values.get(key) for key in keys},
-                    "drop": _drop(clean_headline, values.get(headline)),
-                }
+                VideoRow(
+                    perturbation=record.corruption,
+                    mode=mode,
+                    severity=record.severity,
+                    level=DRAWN if mode == "dynamic" else level_name(record.severity),
+                    numbers={key: values.get(key) for key in keys},
+                    drop=_drop(clean_headline, values.get(headline)),
+                )
             )
         by_mode = []
         for mode in MODES:
-            for severity in sorted({row["severity"] for row in rows if row["mode"] == mode}):
-                chosen = [row for row in rows if row["mode"] == mode and row["severity"] == severity]
-                mean_row = {key: _mean([row[key] for row in chosen]) for key in keys}
+            for severity in sorted({row.severity for row in rows if row.mode == mode}):
+                chosen = [row for row in rows if row.mode == mode and row.severity == severity]
+                mean_row = {key: _mean([row.numbers[key] for row in chosen]) for key in keys}
                 by_mode.append(
-                    {
-                        "mode": mode,
-                        "severity": severity,
-                        "level": DRAWN if mode == "dynamic" else level_name(severity),
-                        "perturbations": len(chosen),
-                        **mean_row,
-                        "drop": _drop(clean_headline, mean_row[headline]),
-                    }
+                    VideoModeRow(
+                        mode=mode,
+                        severity=severity,
+                        level=DRAWN if mode == "dynamic" else level_name(severity),
+                        perturbations=len(chosen),
+                        numbers=mean_row,
+                        drop=_drop(clean_headline, mean_row[headline]),
+                    )
                 )
-        out["models"][model] = {
-            "clean": None if clean is None else {key: clean.get(key) for key in keys},
-            "perturbations": rows,
-            "modes": by_mode,
-        }
-    return out
+        entries[model] = VideoModel(
+            clean=None if clean is None else {key: clean.get(key) for key in keys},
+            perturbations=tuple(rows),
+            modes=tuple(by_mode),
+        )
+    return VideoTables(columns=labels, headline=headline, models=entries)
 
 
 def columns(metric: str) -> tuple[str, dict[str, str]]:
@@ -134,26 +134,34 @@ def columns(metric: str) -> tuple[str, dict[str, str]]:
     return headline, {headline: details.pop(headline, kind.label), **details}
 
 
-def video_tables(entry: Mapping[str, Any]) -> list[Table]:
+def video_tables(entry: VideoTables) -> list[Table]:
     """Two tables: per way and level (R2-Bench's Tables 13-14), then per perturbation and level."""
-    labels = entry["columns"]
+    labels = entry.columns
     keys = list(labels)
-    headline_label = labels[entry["headline"]]
+    headline_label = labels[entry.headline]
     summary, detail = [], []
-    for model, data in entry["models"].items():
-        if data["clean"] is not None:
-            summary.append((model, "clean", "–", *(fmt(data["clean"].get(k)) for k in keys), "–"))
-        for row in data["modes"]:
-            summary.append((model, row["mode"], row["level"], *(fmt(row.get(k)) for k in keys), signed(row["drop"])))
-        for row in data["perturbations"]:
+    for model, data in entry.models.items():
+        if data.clean is not None:
+            summary.append((model, "clean", "–", *(fmt(data.clean.get(k)) for k in keys), "–"))
+        for mean_row in data.modes:
+            summary.append(
+                (
+                    model,
+                    mean_row.mode,
+                    mean_row.level,
+                    *(fmt(mean_row.numbers.get(k)) for k in keys),
+                    signed(mean_row.drop),
+                )
+            )
+        for row in data.perturbations:
             detail.append(
                 (
                     model,
-                    row["mode"],
-                    row["perturbation"],
-                    row["level"],
-                    *(fmt(row.get(k)) for k in keys),
-                    signed(row["drop"]),
+                    row.mode,
+                    row.perturbation,
+                    row.level,
+                    *(fmt(row.numbers.get(k)) for k in keys),
+                    signed(row.drop),
                 )
             )
     header = (*(labels[k] for k in keys), f"drop ({headline_label})")

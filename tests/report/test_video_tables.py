@@ -53,7 +53,7 @@ def test_each_cell_is_static_dynamic_or_temporal() -> None:
 
 
 def test_the_summary_averages_each_way_per_level_and_recomputes_the_drop() -> None:
-    entry = json.loads(json.dumps(video_entry({"m": CELLS}, "vos_jf")))  # JSON-safe as the report keeps it
+    entry = json.loads(json.dumps(video_entry({"m": CELLS}, "vos_jf").to_json()))  # JSON-safe as the report keeps it
     assert entry["headline"] == "vos_jf"
     assert list(entry["columns"])[:2] == ["vos_jf", "j_mean"]
     model = entry["models"]["m"]
@@ -84,7 +84,7 @@ def test_an_audio_visual_suite_gets_its_acoustic_rows_and_its_further_metrics_as
     cells = [record("m", "clean", "clean", 0, 80.0, 70.0), record("m", "low_pass", "acoustic", 5, 60.0, 50.0)]
     for cell, (f, clean_f) in zip(cells, [(66.0, 66.0), (41.0, 66.0)], strict=True):
         cell.metrics = {"vos_f": {"score": f, "clean_score": clean_f}}
-    entry = video_entry({"m": cells}, "vos_jf", ["vos_f"])
+    entry = video_entry({"m": cells}, "vos_jf", ["vos_f"]).to_json()
     assert list(entry["columns"])[-1] == "vos_f" and entry["columns"]["vos_f"] == "F"
     model = entry["models"]["m"]
     assert model["clean"]["vos_f"] == 66.0
