@@ -553,7 +553,7 @@ def write_report(
             pass
     environment = report.environment
     if wall_seconds is not None and environment is not None:
-        environment = {**environment, "wall_seconds": wall_seconds()}
+        environment = dataclasses.replace(environment, wall_seconds=wall_seconds())
     report = dataclasses.replace(
         report,
         suites=suites,

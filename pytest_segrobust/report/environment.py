@@ -8,10 +8,10 @@ import platform
 import subprocess
 import time
 from pathlib import Path
-from typing import Any
 
 import torch
 
+from pytest_segrobust.report.model import RunEnvironment
 from pytest_segrobust.runtime import allocator, threads
 
 # Distributions whose versions can change a number in the report; those not installed are left out.
@@ -19,8 +19,8 @@ DISTRIBUTIONS = ("pytest-segrobust", "torch", "torchvision", "numpy", "pillow", 
 _GIT_TIMEOUT = 5.0
 
 
-def run_environment(root: Path, device: torch.device, started: float) -> dict[str, Any]:
-    """The run's provenance (JSON-safe); what cannot be found is ``None``, never an error.
+def run_environment(root: Path, device: torch.device, started: float) -> RunEnvironment:
+    """The run's provenance; what cannot be found is ``None``, never an error.
 
     Args:
         root: The project's root; its git commit is the run's.
@@ -29,17 +29,17 @@ def run_environment(root: Path, device: torch.device, started: float) -> dict[st
     """
     commit = _git(root, "rev-parse", "HEAD")
     status = None if commit is None else _git(root, "status", "--porcelain", "--untracked-files=no")
-    return {
-        "git_commit": commit,
-        "git_dirty": None if status is None else bool(status),
-        "started": datetime.datetime.fromtimestamp(started, datetime.timezone.utc).isoformat(timespec="seconds"),
-        "wall_seconds": time.time() - started,
-        "device": describe_device(device),
-        "platform": f"Python {platform.python_version()} on {platform.system()} {platform.machine()}",
-        "versions": versions(),
-        "malloc": None if (setting := allocator.current()) is None else setting.describe(),
-        "threads": None if (chosen := threads.current()) is None else chosen.describe(),
-    }
+    return RunEnvironment(
+        git_commit=commit,
+        git_dirty=None if status is None else bool(status),
+        started=datetime.datetime.fromtimestamp(started, datetime.timezone.utc).isoformat(timespec="seconds"),
+        wall_seconds=time.time() - started,
+        device=describe_device(device),
+        platform=f"Python {platform.python_version()} on {platform.system()} {platform.machine()}",
+        versions=versions(),
+        malloc=None if (setting := allocator.current()) is None else setting.describe(),
+        threads=None if (chosen := threads.current()) is None else chosen.describe(),
+    )
 
 
 def versions() -> dict[str, str]:

@@ -557,6 +557,38 @@ class SuiteReport:
 
 
 @dataclass(frozen=True)
+class RunEnvironment:
+    """Where and with what a run was made (:func:`~pytest_segrobust.report.environment.run_environment`);
+    what could not be found is ``None``.
+
+    Attributes:
+        git_commit: The project's git commit.
+        git_dirty: The checkout had uncommitted changes to tracked files.
+        started: When the run began, ISO 8601 in UTC, whole seconds.
+        wall_seconds: How long the run took until its report was written.
+        device: The device it evaluated on, described.
+        platform: The Python version and the operating system.
+        versions: The installed version of each distribution that can change a number, by name.
+        malloc: The allocator setting, described.
+        threads: The thread setting, described.
+    """
+
+    git_commit: str | None = None
+    git_dirty: bool | None = None
+    started: str | None = None
+    wall_seconds: float | None = None
+    device: str | None = None
+    platform: str | None = None
+    versions: Mapping[str, str] = field(default_factory=dict)
+    malloc: str | None = None
+    threads: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The fields by name, in their order."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)} | {"versions": dict(self.versions)}
+
+
+@dataclass(frozen=True)
 class Report:
     """One run's report.
 
@@ -576,7 +608,7 @@ class Report:
     missing: tuple[str, ...] = ()
     errors: Mapping[str, str] = field(default_factory=dict)
     run: RunCoverage | None = None
-    environment: Mapping[str, Any] | None = None
+    environment: RunEnvironment | None = None
     warnings: tuple[str, ...] = ()
     figures_left_out: str | None = None
 
@@ -602,7 +634,7 @@ class Report:
         if self.run is not None:
             data["run"] = self.run.to_json()
         if self.environment is not None:
-            data["environment"] = dict(self.environment)
+            data["environment"] = self.environment.to_json()
         if self.warnings:
             data["warnings"] = list(self.warnings)
         if self.figures_left_out:

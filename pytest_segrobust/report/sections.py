@@ -153,7 +153,7 @@ def regressed_cells(report: Report) -> list[Section]:
 
 @RUN_SECTIONS.register("environment")
 def environment(report: Report) -> list[Section]:
-    return [tables.environment(report.environment)] if report.environment else []
+    return [] if report.environment is None else [tables.environment(report.environment)]
 
 
 @RUN_SECTIONS.register("measured")

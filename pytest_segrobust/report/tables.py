@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_segrobust.core.wording import abbreviations, decimals
 from pytest_segrobust.metrics.robustness import mean, per_class_relative_robustness
-from pytest_segrobust.report.model import ChanceLevel, GateSummary, ModelSummary, SuiteReport
+from pytest_segrobust.report.model import ChanceLevel, GateSummary, ModelSummary, RunEnvironment, SuiteReport
 
 if TYPE_CHECKING:
     from pytest_segrobust.store.records import CellRecord
@@ -766,30 +766,28 @@ def regressed_cells(records: Sequence[CellRecord], labels: dict[str, dict[str, s
     )
 
 
-def environment(info: Mapping[str, Any]) -> Table:
+def environment(info: RunEnvironment) -> Table:
     """The run's provenance: git commit, versions, device, allocator, threads, wall time (one row per item)."""
     rows: list[tuple[str, str]] = []
-    commit = info.get("git_commit")
-    if commit:
-        rows.append(("git commit", commit + (" (uncommitted changes)" if info.get("git_dirty") else "")))
+    if info.git_commit:
+        rows.append(("git commit", info.git_commit + (" (uncommitted changes)" if info.git_dirty else "")))
     else:
         rows.append(("git commit", "– (not a git checkout, or git is not installed)"))
-    if info.get("started"):
-        rows.append(("started", str(info["started"])))
-    if info.get("wall_seconds") is not None:
-        rows.append(("wall time", duration(float(info["wall_seconds"]))))
-    if info.get("device"):
-        rows.append(("device", str(info["device"])))
-    if info.get("platform"):
-        rows.append(("platform", str(info["platform"])))
-    if info.get("malloc"):
-        rows.append(("malloc", str(info["malloc"])))
-    if info.get("threads"):
-        rows.append(("threads", str(info["threads"])))
-    versions = info.get("versions") or {}
-    if versions:
-        rows.append(("versions", ", ".join(f"{name} {version}" for name, version in versions.items())))
-    note = WALL_TIME_NOTE if info.get("wall_seconds") is not None else ""
+    if info.started:
+        rows.append(("started", info.started))
+    if info.wall_seconds is not None:
+        rows.append(("wall time", duration(float(info.wall_seconds))))
+    if info.device:
+        rows.append(("device", info.device))
+    if info.platform:
+        rows.append(("platform", info.platform))
+    if info.malloc:
+        rows.append(("malloc", info.malloc))
+    if info.threads:
+        rows.append(("threads", info.threads))
+    if info.versions:
+        rows.append(("versions", ", ".join(f"{name} {version}" for name, version in info.versions.items())))
+    note = WALL_TIME_NOTE if info.wall_seconds is not None else ""
     return Table("Run", ("item", "value"), tuple(rows), note)
 
 

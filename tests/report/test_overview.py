@@ -21,6 +21,7 @@ from pytest_segrobust.report import (
     verdict,
 )
 from pytest_segrobust.report.environment import describe_device, run_environment
+from pytest_segrobust.report.model import RunEnvironment
 from pytest_segrobust.store.records import CellRecord
 from tests.report.test_report import SCORES_A, cells
 
@@ -72,7 +73,7 @@ def test_markdown_opens_with_verdict_then_a_line_per_model_then_regressed_cells_
         r.baseline = {"score": r.score}
         r.checks = [{"metric": "score", "observed": r.score, "baseline": r.score, "tolerance": 1.0, "regressed": False}]
     report = build_report(records + unchanged, {})
-    environment = {"git_commit": "abc123", "git_dirty": True, "wall_seconds": 75.0, "device": "cpu"}
+    environment = RunEnvironment(git_commit="abc123", git_dirty=True, wall_seconds=75.0, device="cpu")
     report = dataclasses.replace(report, environment=environment)
     markdown = render_markdown(report)
     lines = markdown.splitlines()
@@ -177,9 +178,10 @@ def test_the_cpu_is_the_device_and_the_threads_a_row_of_their_own_in_the_singula
 
 def test_environment_outside_git(tmp_path: Path) -> None:
     info = run_environment(tmp_path, torch.device("cpu"), started=0.0)
-    assert info["git_commit"] is None and info["git_dirty"] is None
-    assert "torch" in info["versions"]
-    assert info["device"].startswith("cpu") and info["started"].startswith("1970-01-01")
+    assert info.git_commit is None and info.git_dirty is None
+    assert "torch" in info.versions
+    assert info.device is not None and info.device.startswith("cpu")
+    assert info.started is not None and info.started.startswith("1970-01-01")
     assert "not a git checkout" in dict(tables.environment(info).rows)["git commit"]
 
 
