@@ -10,7 +10,16 @@ import pytest
 from PIL import Image
 
 from pytest_segrobust.metrics.robustness import relative_robustness
-from pytest_segrobust.report import CorruptionErrorReference, Report, build_report, plots, render_markdown, write_report
+from pytest_segrobust.report import (
+    CorruptionErrorReference,
+    Report,
+    ShiftSplits,
+    build_report,
+    plots,
+    render_markdown,
+    write_report,
+)
+from pytest_segrobust.report.model import RunEnvironment
 from pytest_segrobust.store.records import CellRecord
 
 
@@ -182,3 +191,19 @@ def test_the_report_is_built_once_from_the_records_it_is_given() -> None:
     assert report.to_json() == before and report.suites["s"].models["a"].cells[1].score == SCORES_A[("gaussian_noise", "noise", 1)]
     with pytest.raises(dataclasses.FrozenInstanceError):
         report.suites["s"].figures = {}  # type: ignore[misc]
+
+
+def test_the_typed_leaves_write_the_json_the_report_always_had(report: Report) -> None:
+    # A reader of the JSON report (a dashboard, a later run) sees the same keys in the same order
+    # as when these leaves were plain mappings.
+    environment = RunEnvironment(git_commit="abc", git_dirty=False, device="cpu", versions={"torch": "2"})
+    report = dataclasses.replace(report, environment=environment).with_suite("s", shifts=ShiftSplits("day", ("day", "night")))
+    data = json.loads(json.dumps(report.to_json()))
+    suite = data["suites"]["s"]
+    assert suite["cd"] == {"reference": "a", "noise_severities": [1]}
+    assert suite["shifts"] == {"reference": "day", "splits": ["day", "night"]}
+    assert list(data["environment"]) == [
+        "git_commit", "git_dirty", "started", "wall_seconds", "device", "platform", "versions", "malloc", "threads"
+    ]
+    assert data["environment"]["versions"] == {"torch": "2"}
+    assert suite["models"]["a"]["summary"]["chance"] is None  # the records name no classes
