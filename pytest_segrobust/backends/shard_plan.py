@@ -30,6 +30,7 @@ from typing import Any, TypeVar
 
 from pytest_segrobust.core.errors import SegRobustError
 from pytest_segrobust.core.files import relative
+from pytest_segrobust.core.formats import check_format
 from pytest_segrobust.core.wording import plural
 
 # Version of ShardFile.to_json; a file of another version is refused, never half-read.
@@ -176,8 +177,7 @@ class ShardPlan:
         Raises:
             ValueError: for another format.
         """
-        if data.get("format") != SHARD_FORMAT:
-            raise ValueError(f"shard plan of format {data.get('format')!r}, expected {SHARD_FORMAT}")
+        check_format(data, SHARD_FORMAT, "shard plan")
         return cls(list(data["cells"]), list(data["assigned"]))
 
 

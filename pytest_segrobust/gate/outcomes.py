@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_segrobust.core.files import relative
+from pytest_segrobust.core.formats import check_format
 from pytest_segrobust.core.wording import abbreviations
 from pytest_segrobust.gate.release import ModelOutcome
 from pytest_segrobust.store.baselines import CellKey
@@ -115,8 +116,7 @@ class Outcome:
         """
         if not isinstance(data, dict):
             raise ValueError("an outcome must be a JSON object")
-        if data.get("format") != OUTCOME_FORMAT:
-            raise ValueError(f"outcome of format {data.get('format')!r}, expected {OUTCOME_FORMAT}")
+        check_format(data, OUTCOME_FORMAT, "outcome")
         known = {"format", "nodeid", "suite", "record", "model_gate", "error", "pending", "resampled", "model_change"}
         unknown = sorted(set(data) - known)
         if unknown:

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from pytest_segrobust.core.formats import check_format
 from pytest_segrobust.core.statistics import Change
 from pytest_segrobust.gate.verdict import GatedNumber, PairedCheck
 from pytest_segrobust.metrics import METRICS
@@ -288,8 +289,7 @@ class ModelOutcome:
         Raises:
             ValueError: for another format or a missing field.
         """
-        if data.get("format") != _FORMAT:
-            raise ValueError(f"model outcome of format {data.get('format')!r}, expected {_FORMAT}")
+        check_format(data, _FORMAT, "model outcome")
         try:
             return cls(
                 nodeid=str(data["nodeid"]),

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from pytest_segrobust.core.formats import check_format
 from pytest_segrobust.core.wording import plural
 
 # Version of RunCoverage.to_json; another version is refused, never half-read.
@@ -75,8 +76,7 @@ class RunCoverage:
         Raises:
             ValueError: for another format or an unknown field.
         """
-        if data.get("format") != COVERAGE_FORMAT:
-            raise ValueError(f"run coverage of format {data.get('format')!r}, expected {COVERAGE_FORMAT}")
+        check_format(data, COVERAGE_FORMAT, "run coverage")
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - known - {"format", "partial"})
         if unknown:

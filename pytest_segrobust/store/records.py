@@ -7,6 +7,8 @@ from dataclasses import asdict, dataclass, field, fields
 from enum import Enum
 from typing import Any
 
+from pytest_segrobust.core.formats import check_format
+
 # Version of CellRecord.to_json; a record of another version is refused, never half-read.
 RECORD_FORMAT = 1
 
@@ -83,8 +85,7 @@ class CellRecord:
         Raises:
             ValueError: for another format, a missing or unknown field, or an unknown status.
         """
-        if data.get("format") != RECORD_FORMAT:
-            raise ValueError(f"cell record of format {data.get('format')!r}, expected {RECORD_FORMAT}")
+        check_format(data, RECORD_FORMAT, "cell record")
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - known - {"format"})
         if unknown:
