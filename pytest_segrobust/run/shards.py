@@ -38,7 +38,7 @@ from pytest_segrobust.store.records import CellRecord
 from pytest_segrobust.suite.schema import Suite
 
 
-class SegRobustSession(Protocol):
+class SessionView(Protocol):
     """What a shard reads and changes of its run's session
     (:class:`~pytest_segrobust.run.session.SegRobustSession`): its public state alone."""
 
@@ -67,7 +67,7 @@ class SegRobustSession(Protocol):
     def absorb(self, payload: str) -> None: ...
 
 
-def project_digests(session: SegRobustSession) -> tuple[dict[str, str], dict[str, str]]:
+def project_digests(session: SessionView) -> tuple[dict[str, str], dict[str, str]]:
     """The digests of every suite file (under the suites folder or named on the command line)
     and of every baseline file, by path relative to the rootdir."""
     options = session.options
@@ -79,7 +79,7 @@ def project_digests(session: SegRobustSession) -> tuple[dict[str, str], dict[str
     return digests(suites, session.rootpath), digests(options.baselines_dir.glob("*.json"), session.rootpath)
 
 
-def plan_shard(session: SegRobustSession, cells: list[tuple[str, Suite, CellKey]]) -> set[str]:
+def plan_shard(session: SessionView, cells: list[tuple[str, Suite, CellKey]]) -> set[str]:
     """Keep the shard's part of the collected cells (node id, suite, key); returns its node ids."""
     assert session.shard is not None
     suites = {suite.name: suite for _, suite, _ in cells}
@@ -96,7 +96,7 @@ def plan_shard(session: SegRobustSession, cells: list[tuple[str, Suite, CellKey]
     return set(ours)
 
 
-def shard_file(session: SegRobustSession) -> ShardFile:
+def shard_file(session: SessionView) -> ShardFile:
     """What the shard learned, for ``segrobust merge``: paths relative to the rootdir."""
     assert session.shard is not None
     plan = session.shard_plan or ShardPlan([], [])  # no process collected: the merge refuses it
@@ -134,7 +134,7 @@ def shard_file(session: SegRobustSession) -> ShardFile:
     )
 
 
-def shard_verdict(session: SegRobustSession) -> RunVerdict | None:
+def shard_verdict(session: SessionView) -> RunVerdict | None:
     """A shard's verdict on its own cells (``None`` outside a shard, or for a shard that
     evaluated nothing); the run's verdict is the merge's."""
     if session.shard is None or not (session.records or session.errors or session.model_outcomes):
@@ -143,7 +143,7 @@ def shard_verdict(session: SegRobustSession) -> RunVerdict | None:
     return run_verdict(session.ordered_records(), session.errors, list(session.run_coverage().not_run), statuses)
 
 
-def verdict_line(session: SegRobustSession, verdict: RunVerdict) -> str:
+def verdict_line(session: SessionView, verdict: RunVerdict) -> str:
     """``shard 1/3: FAIL · 2 cells: 1 regressed, 1 passed (this shard's cells; ...)``."""
     assert session.shard is not None
     return (
@@ -152,7 +152,7 @@ def verdict_line(session: SegRobustSession, verdict: RunVerdict) -> str:
     )
 
 
-def write_shard(session: SegRobustSession, spec: ShardSpec) -> None:
+def write_shard(session: SessionView, spec: ShardSpec) -> None:
     """Write the shard's file beside the report path (a failure is one of the run's problems)."""
     path = spec.path(session.options.report_path)
     remove_stale_temporaries(path.parent)
@@ -164,7 +164,7 @@ def write_shard(session: SegRobustSession, spec: ShardSpec) -> None:
         session.written.append(path)
 
 
-def absorb_shards(session: SegRobustSession, shards: list[ShardFile]) -> None:
+def absorb_shards(session: SessionView, shards: list[ShardFile]) -> None:
     """Merge the N shards of a run (checked by :func:`~pytest_segrobust.backends.shard_plan.check_shards`)
     into a fresh session, as the xdist controller absorbs its workers' items.
 
