@@ -319,6 +319,7 @@ class DemoReferring:
             sample_id=self._sample_id(entry),
             image=torch.from_numpy(scene.pixels.copy()),
             referring=ReferringTarget(entry.expression, torch.from_numpy(scene.objects == entry.number)),
+            unit=f"demo/{self.split}/{entry.scene:05d}",
         )
 
     def fingerprint(self) -> str:
