@@ -220,8 +220,9 @@ class Task(ABC):
                     f"got {image.dtype} {tuple(image.shape)}"
                 )
         images = upload(torch.stack([s.image for s in samples]), device).float().div_(255.0)  # type: ignore[misc]
+        targets = self.targets(samples, dataset, device)  # a sample's own fields are checked first
         fields: dict[str, Field] = {"image": Image(images), "index": self.sample_index(samples, positions, dataset)}
-        return self.declared(fields | self.targets(samples, dataset, device))
+        return self.declared(fields | targets)
 
     def sample_index(self, samples: Sequence[Sample], positions: Sequence[int], dataset: SegmentationDataset) -> SampleIndex:
         """The batch's :class:`~pytest_segrobust.core.types.SampleIndex`: positions, sample ids and,

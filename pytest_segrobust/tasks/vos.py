@@ -140,11 +140,12 @@ class ClipTask(Task):
         self, samples: Sequence[Sample], positions: Sequence[int], dataset: SegmentationDataset, device: torch.device
     ) -> dict[str, Field]:
         clips = clip_fields(self, samples, dataset)
+        targets = self.targets(samples, dataset, device)  # a sample's own fields are checked first
         fields: dict[str, Field] = {
             "video": upload_clips([video for video, _ in clips], device),
             "index": self.sample_index(samples, positions, dataset),
         }
-        return self.declared(fields | self.targets(samples, dataset, device))
+        return self.declared(fields | targets)
 
 
 @register_task
