@@ -64,7 +64,7 @@ import dataclasses
 import hashlib
 import math
 from abc import abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar
 
@@ -264,6 +264,11 @@ def _mel_round_trip(frequency: float) -> float:
     return float(utils.convert_mel_to_frequency(utils.convert_frequency_to_mel(frequency)))
 
 
+def _banded(params: Callable[[Range], Params], bands: Sequence[tuple[float, float]]) -> SeverityTable[Params]:
+    """A table of one band per level: ``params`` of each ``(low, high)``, level 1 first."""
+    return SeverityTable(tuple(params(Range(low, high)) for low, high in bands))
+
+
 def _rows(**columns: torch.Tensor) -> list[dict[str, float]]:
     """Columns of ``(B,)`` tensors as one dict of Python floats per clip."""
     lists = {name: column.double().cpu().tolist() for name, column in columns.items()}
@@ -316,11 +321,8 @@ class GaussianNoiseDraw:
 
 
 # Level 1 (.0001-.0025) and level 5 (.015-.02) are the toolbox's; 2-4 ours, contiguous.
-AUDIO_GAUSSIAN_NOISE = SeverityTable(
-    tuple(
-        GaussianNoiseParams(Range(lo, hi))
-        for lo, hi in ((0.0001, 0.0025), (0.0025, 0.005), (0.005, 0.01), (0.01, 0.015), (0.015, 0.02))
-    )
+AUDIO_GAUSSIAN_NOISE = _banded(
+    GaussianNoiseParams, ((0.0001, 0.0025), (0.0025, 0.005), (0.005, 0.01), (0.01, 0.015), (0.015, 0.02))
 )
 
 
@@ -498,12 +500,7 @@ IR_TAIL_START_SECONDS = 0.001
 
 # Ours: the toolbox convolves with five recorded impulse responses, which are not published.
 # Small room (0.1 s) to a hall (about 1 s), the tail's share of the energy growing with it.
-IMPULSE_RESPONSE = SeverityTable(
-    tuple(
-        ImpulseResponseParams(Range(lo, hi))
-        for lo, hi in ((0.05, 0.15), (0.15, 0.3), (0.3, 0.5), (0.5, 0.8), (0.8, 1.2))
-    )
-)
+IMPULSE_RESPONSE = _banded(ImpulseResponseParams, ((0.05, 0.15), (0.15, 0.3), (0.3, 0.5), (0.5, 0.8), (0.8, 1.2)))
 
 
 class ImpulseResponse(AcousticCorruption[ImpulseResponseParams, ImpulseResponseDraw]):
@@ -568,9 +565,7 @@ class GainDraw:
 
 # The toolbox: uniform on [-3, 3] dB (level 1) ... [-15, 15] dB (level 5). Ours: the size in
 # the level's own 3-dB band (level 1 from 1 dB), the sign at random, so that levels are ordered.
-GAIN = SeverityTable(
-    tuple(GainParams(Range(lo, hi)) for lo, hi in ((1.0, 3.0), (3.0, 6.0), (6.0, 9.0), (9.0, 12.0), (12.0, 15.0)))
-)
+GAIN = _banded(GainParams, ((1.0, 3.0), (3.0, 6.0), (6.0, 9.0), (9.0, 12.0), (12.0, 15.0)))
 
 
 class Gain(AcousticCorruption[GainParams, GainDraw]):
@@ -601,9 +596,7 @@ class TanhDraw:
 
 
 # Level 1 (.01-.1) and level 5 (.6-.7) are the toolbox's; 2-4 ours, contiguous.
-TANH_DISTORTION = SeverityTable(
-    tuple(TanhParams(Range(lo, hi)) for lo, hi in ((0.01, 0.1), (0.1, 0.25), (0.25, 0.4), (0.4, 0.6), (0.6, 0.7)))
-)
+TANH_DISTORTION = _banded(TanhParams, ((0.01, 0.1), (0.1, 0.25), (0.25, 0.4), (0.4, 0.6), (0.6, 0.7)))
 
 
 class TanhDistortion(AudiomentationsCorruption[TanhParams, TanhDraw]):
@@ -924,10 +917,8 @@ class TimeMaskDraw:
 
 # Level 1 (.05-.1) and level 5 (.4-.5) are the toolbox's; 2-4 ours, contiguous. The fade is
 # audiomentations' default, 5 ms.
-TIME_MASK = SeverityTable(
-    tuple(
-        TimeMaskParams(Range(lo, hi), 0.005) for lo, hi in ((0.05, 0.1), (0.1, 0.2), (0.2, 0.3), (0.3, 0.4), (0.4, 0.5))
-    )
+TIME_MASK = _banded(
+    lambda band: TimeMaskParams(band, 0.005), ((0.05, 0.1), (0.1, 0.2), (0.2, 0.3), (0.3, 0.4), (0.4, 0.5))
 )
 
 
@@ -989,9 +980,7 @@ MP3_BITRATES = (8, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128, 144, 160, 192, 
 MP3_QUALITY = 7  # Mp3Compression's default LAME quality
 
 # Level 1 (128-192) and level 5 (8-32) are the toolbox's; 2-4 ours, between them without overlap.
-MP3_COMPRESSION = SeverityTable(
-    tuple(Mp3Params(Range(lo, hi)) for lo, hi in ((128, 192), (80, 112), (56, 64), (40, 48), (8, 32)))
-)
+MP3_COMPRESSION = _banded(Mp3Params, ((128, 192), (80, 112), (56, 64), (40, 48), (8, 32)))
 
 
 class Mp3Compression(AudiomentationsCorruption[Mp3Params, Mp3Draw]):
