@@ -37,6 +37,7 @@ class SemanticTask(Task):
                     f"{dataset.name}: sample {sample.sample_id}: mask size {tuple(sample.target.mask.shape)} differs "
                     f"from image size {tuple(sample.image.shape[1:])}"
                 )
+            check_class_ids(sample, dataset)
         masks = upload(torch.stack([s.target.mask for s in samples if s.target is not None]), device)
         return {"mask": SemanticMask(masks, dataset.ignore_index)}
 
@@ -56,3 +57,20 @@ class SemanticTask(Task):
             if not bool((predictions == predictions.round()).all()):
                 raise ModelOutputError("model returned fractional values; expected integer class ids")
         return predictions
+
+
+def check_class_ids(sample: Sample, dataset: SegmentationDataset) -> None:
+    """Refuse a label map with a scored class id outside the dataset's classes: the dataset's fault, not a model's.
+
+    Raises:
+        DatasetError: naming the dataset, the sample, the class id found and the number of classes.
+    """
+    assert sample.target is not None
+    labels, classes, ignore = sample.target.mask, len(dataset.class_names), dataset.ignore_index
+    outside = (labels != ignore) & ((labels < 0) | (labels >= classes))
+    if bool(outside.any()):
+        found = int(labels[outside][0])
+        raise DatasetError(
+            f"{dataset.name}: sample {sample.sample_id}: ground truth holds class id {found}, outside 0..{classes - 1} "
+            f"(the dataset's {classes} class_names; ignore_index {ignore} marks pixels not scored)"
+        )
