@@ -8,6 +8,7 @@ is given or a test requests the ``segrobust`` fixture. Without either, every hoo
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import shlex
 from collections.abc import Generator
@@ -38,21 +39,19 @@ if TYPE_CHECKING:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("segrobust", "segmentation robustness gate")
-    group.addoption("--segrobust", action="store_true", help="run the robustness suites (YAML in the suites folder)")
-    group.addoption(
+    switch = functools.partial(group.addoption, action="store_true")  # an on/off flag
+    switch("--segrobust", help="run the robustness suites (YAML in the suites folder)")
+    switch(
         "--segrobust-update-baselines",
-        action="store_true",
         help="accept the current numbers as the new baselines (written once, at the end)",
     )
-    group.addoption(
+    switch(
         "--segrobust-prune",
-        action="store_true",
         help="remove baseline entries (models, splits, corruptions, severities) the suites no longer have",
     )
     group.addoption("--segrobust-report", metavar="PATH", help="report path without suffix (.md and .json are written)")
-    group.addoption(
+    switch(
         "--segrobust-report-html",
-        action="store_true",
         help="also write the report as one self-contained HTML page beside the .md (sortable tables, figures embedded)",
     )
     group.addoption(

@@ -12,7 +12,7 @@ from pytest_segrobust.core.types import Batch, Field, Image, SemanticMask, field
 from pytest_segrobust.data.base import Sample, SegmentationDataset
 from pytest_segrobust.models.base import SegmentationModel
 from pytest_segrobust.tasks import register_task
-from pytest_segrobust.tasks.base import Task, first_id, upload
+from pytest_segrobust.tasks.base import Task, first_id, shaped_tensor, upload
 
 
 @register_task
@@ -44,13 +44,13 @@ class SemanticTask(Task):
     def check_predictions(self, predictions: Any, batch: Batch) -> torch.Tensor:
         images = field_of(batch, Image).data
         expected = (images.shape[0], *images.shape[-2:])
-        if not isinstance(predictions, torch.Tensor):
-            raise ModelOutputError(f"model returned {type(predictions).__name__}, expected a tensor of shape {expected}")
-        if tuple(predictions.shape) != expected:
-            raise ModelOutputError(
-                f"model returned predictions of shape {tuple(predictions.shape)}, expected {expected} "
-                f"(class ids per pixel; first sample {first_id(batch)})"
-            )
+        predictions = shaped_tensor(
+            predictions,
+            expected,
+            values="predictions",
+            wanted=f"a tensor of shape {expected}",
+            after=f"(class ids per pixel; first sample {first_id(batch)})",
+        )
         if predictions.is_floating_point():
             if not bool(torch.isfinite(predictions).all()):
                 raise ModelOutputError(f"model returned NaN or infinite values (batch starting at {first_id(batch)})")
