@@ -62,6 +62,17 @@ class SeverityTable(Generic[Params]):
         return [_describe_row(row) for row in self.rows]
 
 
+@dataclass(frozen=True)
+class NotedTable(SeverityTable[Params]):
+    """A severity table whose description says how the cell draws or scales its rows (what a
+    baseline's conditions compare, so numbers measured under another rule are refused, not compared)."""
+
+    note: str = ""
+
+    def describe(self) -> list[str]:
+        return [f"{line}; {self.note}" for line in super().describe()]
+
+
 def _describe_row(row: Any) -> str:
     if dataclasses.is_dataclass(row):
         return ", ".join(f"{f.name}={getattr(row, f.name)!r}" for f in dataclasses.fields(row))

@@ -122,3 +122,11 @@ def test_a_clip_of_one_frame_is_refused_naming_it(corruption: TemporalCorruption
     with pytest.raises(DatasetError, match=rf"{corruption.name}: clips blackswan, bmx-trees have 1 frame"):
         corruption(fields, 1, seeds)
     assert corruption(fields, 0, seeds)["video"] is fields["video"]  # the clean cell takes it as it is
+
+
+def test_the_tables_say_the_rule_so_baselines_measured_before_it_are_refused() -> None:
+    assert frame_sampling.table.describe()[4] == "rate=32; at most half the clip"
+    assert reverse_sampling.table.describe()[0] == "rate=2; at most half the clip"
+    assert box_jumble.table.describe()[2] == "length=16; at most half the clip, the clip's own order drawn again"
+    assert jumble.table.describe()[4] == "length=2; the clip's own order drawn again"
+    assert frame_freeze.table.describe()[0] == "fraction=0.1"  # it always changed every clip
