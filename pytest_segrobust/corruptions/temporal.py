@@ -39,8 +39,8 @@ moves at least two segments. On a clip of ``2 * unit - 1`` frames or more every 
 reference's; below that, levels whose unit is capped coincide (on 12 frames sampling runs at
 rates 2, 4, 6, 6, 6), so the levels stay in the order of the table. Jumble's segments are the
 reference's (a segment longer than the clip shuffles the whole clip). The shuffles draw one
-order per clip and, where that order is the clip's own (jumble of pairs leaves a pair as it is
-one time in two), draw again from the clip's next stream until the order changes: the order is
+order per clip and, where that order is the clip's own (jumble of pairs leaves a 2-frame clip
+as it is one time in two), draw again from the clip's next stream until the order changes: the order is
 uniform over those that change the clip, and on a clip of many segments it is the
 reference's draw all but always. A clip of one frame cannot change: a temporal cell refuses
 it (:meth:`~pytest_segrobust.corruptions.base.TemporalCorruption.frame_count`).
