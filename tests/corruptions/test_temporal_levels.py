@@ -29,16 +29,10 @@ from pytest_segrobust.corruptions.temporal import (
     reverse_sampling,
     sampling_rate,
 )
-from pytest_segrobust.randomness.seeding import SampleStreams
 from tests.corruptions.test_clips import clips
+from tests.corruptions.test_temporal import TEMPORAL, order_of
 
-TEMPORAL = [frame_freeze, frame_sampling, reverse_sampling, jumble, box_jumble]
-CPU = torch.device("cpu")
 LEVELS = range(1, 6)
-
-
-def order_of(corruption: TemporalCorruption[Any], severity: int, frames: int, seeds: list[int]) -> torch.Tensor:
-    return corruption.frame_order(corruption.table[severity], SampleStreams(seeds, CPU), frames, CPU)
 
 
 clip_lengths = st.integers(min_value=2, max_value=80)
