@@ -13,20 +13,22 @@ each with its own, never with a session.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import sys
 import traceback
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from dataclasses import replace as dataclass_replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_segrobust.core.errors import SegRobustError, error_message
+from pytest_segrobust.core.errors import BaselineError, SegRobustError, error_message
+from pytest_segrobust.core.formats import check_format
 from pytest_segrobust.corruptions import REGISTRY, CorruptionRegistry
 from pytest_segrobust.data.base import supercategories
-from pytest_segrobust.engine.evaluation import CellResult
+from pytest_segrobust.engine.evaluation import CellResult, EvalResult, evaluator_version
 from pytest_segrobust.engine.pieces import Piece, Split
 from pytest_segrobust.engine.report_pictures import Album
 from pytest_segrobust.engine.workbench import Workbench
@@ -43,6 +45,9 @@ if TYPE_CHECKING:
     from pytest_segrobust.runtime.progress import TerminalProgress
 
 logger = logging.getLogger("pytest_segrobust")
+
+# Version of Measurement.to_json; a measurement of another version is refused, never half-read.
+MEASUREMENT_FORMAT = 1
 
 
 class RemoteCellError(SegRobustError):
@@ -73,6 +78,7 @@ class Measurement:
         result: The corrupted and clean results, with their per-image statistics.
         conditions: What the suite's numbers are measured under (the datasets' fingerprints).
         model_fingerprint: The model's fingerprint, ``None`` where it could not be taken.
+        evaluator: What scored it (:func:`~pytest_segrobust.engine.evaluation.evaluator_version`).
         error: Why the cell has no result, as the report shows it.
         failure: The worker's traceback of an error not our own, shown as the test's failure.
         cache_counts: Clean results computed and read from the cache, and models built, for this cell.
@@ -84,6 +90,7 @@ class Measurement:
     result: CellResult | None = None
     conditions: Conditions | None = None
     model_fingerprint: str | None = None
+    evaluator: str | None = None
     error: str | None = None
     failure: str | None = None
     cache_counts: dict[str, int] = field(default_factory=dict)
@@ -99,6 +106,69 @@ class Measurement:
             raise RemoteCellError(self.error, self.failure or self.error)
         assert self.record is not None and self.observed is not None and self.result is not None
         return self.record, dict(self.observed), self.result
+
+    def to_json(self) -> dict[str, Any]:
+        """A measured cell as JSON (what a shard file keeps, so that the merge gates it again):
+        its record as measured (what a gate decided of it left out), its corrupted and clean
+        results with their per-image statistics, what it was measured under. Only a measurement
+        with a result has one.
+
+        Raises:
+            ValueError: for a measurement that carries an error instead.
+        """
+        if self.record is None or self.result is None or self.conditions is None:
+            raise ValueError(f"{self.nodeid}: a measurement without a result has no JSON")
+        return {
+            "format": MEASUREMENT_FORMAT,
+            "nodeid": self.nodeid,
+            "record": _ungated(self.record).to_json(),
+            "corrupted": self.result.corrupted.to_json(),
+            "clean": self.result.clean.to_json(),
+            "conditions": self.conditions.to_json(),
+            "model_fingerprint": self.model_fingerprint,
+            "evaluator": self.evaluator,
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> Measurement:
+        """Parse :meth:`to_json`'s output into a measurement not yet gated.
+
+        What a gate decided of the record (its status, baseline, checks, requirements) is
+        dropped: whoever reads it gates it again. The gated numbers are computed from the
+        results, and the record's numbers must be theirs.
+
+        Raises:
+            ValueError: for another format, a missing, unknown or mistyped field, or a record
+                whose numbers are not its results'.
+        """
+        if not isinstance(data, dict):
+            raise ValueError("a measurement must be a JSON object")  # noqa: TRY004 (a file's error)
+        check_format(data, MEASUREMENT_FORMAT, "measurement")
+        known = {"format", "nodeid", "record", "corrupted", "clean", "conditions", "model_fingerprint", "evaluator"}
+        unknown, missing = sorted(set(data) - known), sorted(known - set(data))
+        if unknown or missing:
+            raise ValueError(f"measurement with {'unknown' if unknown else 'missing'} fields {', '.join(unknown or missing)}")
+        try:
+            record = CellRecord.from_json(data["record"])
+            result = CellResult(EvalResult.from_json(data["corrupted"]), EvalResult.from_json(data["clean"]))
+            conditions = Conditions.from_json(data["conditions"], "measurement")
+        except (KeyError, TypeError, AttributeError, BaselineError) as exc:
+            raise ValueError(f"malformed measurement: {type(exc).__name__}: {exc}") from None
+        for name in ("model_fingerprint", "evaluator"):
+            if data[name] is not None and not isinstance(data[name], str):
+                raise ValueError(f"measurement field {name!r}: expected a string or null, got {data[name]!r}")
+        if record.nodeid != data["nodeid"]:
+            raise ValueError(f"measurement of {data['nodeid']!r} holds the record of {record.nodeid!r}")
+        if record.model_fingerprint != data["model_fingerprint"]:
+            raise ValueError(
+                f"measurement of {record.nodeid}: its record's model fingerprint {record.model_fingerprint!r} is not "
+                f"its own {data['model_fingerprint']!r}"
+            )
+        numbers = observed(result, record.severity)
+        disagreement = _disagreement(record, result, numbers)
+        if disagreement is not None:
+            raise ValueError(f"measurement of {record.nodeid}: {disagreement}")
+        return cls(record.nodeid, _ungated(record), numbers, result, conditions, data["model_fingerprint"], data["evaluator"])
 
 
 class CellRunner:
@@ -246,7 +316,13 @@ class CellRunner:
             )
         self.album.consider(suite, key, record)
         return Measurement(
-            nodeid, record, numbers, result, self.bench.conditions(suite), self.model_fingerprint(suite, key.model)
+            nodeid,
+            record,
+            numbers,
+            result,
+            self.bench.conditions(suite),
+            self.model_fingerprint(suite, key.model),
+            evaluator_version(suite.task, suite.metrics),
         )
 
     def measure_remote(self, suite_path: Path, key: CellKey, nodeid: str, split: Split | None = None) -> Measurement:
@@ -330,3 +406,42 @@ def observed(result: CellResult, severity: int) -> dict[str, float]:
         if severity > 0:
             numbers[f"{prefix}gamma_r"], numbers[f"{prefix}gamma_a"] = result.robustness(name)
     return numbers
+
+
+def _ungated(record: CellRecord) -> CellRecord:
+    """The record as measured: what a gate decides of it (status, baseline, checks, requirements) left out."""
+    return dataclass_replace(record, status=Status.PASSED, baseline=None, checks=[], requirements=[])
+
+
+def _disagreement(record: CellRecord, result: CellResult, numbers: Mapping[str, float]) -> str | None:
+    """Where a record's numbers are not those of its results (an edited measurement), or ``None``."""
+    pairs: list[tuple[str, float | None, float | None]] = [
+        ("score", record.score, result.score),
+        ("clean_score", record.clean_score, result.clean_score),
+        ("gamma_r", record.gamma_r, numbers.get("gamma_r")),
+        ("gamma_a", record.gamma_a, numbers.get("gamma_a")),
+    ]
+    for name, numbers_of in record.metrics.items():
+        prefix = f"metrics.{name}."
+        metric = result.corrupted.metrics.get(name)
+        clean = result.clean.metrics.get(name)
+        if metric is None or clean is None:
+            return f"record field metrics.{name}: the results have no metric {name}"
+        pairs += [
+            (f"{prefix}score", numbers_of.get("score"), metric.score),
+            (f"{prefix}clean_score", numbers_of.get("clean_score"), clean.score),
+            (f"{prefix}gamma_r", numbers_of.get("gamma_r"), numbers.get(f"{name}.gamma_r")),
+        ]
+    if record.num_images != result.corrupted.num_images:
+        return f"record field num_images is {record.num_images}, its results scored {result.corrupted.num_images} images"
+    for name, shown, measured in pairs:
+        if not _same(shown, measured):
+            return f"record field {name} is {shown!r}, its results give {measured!r}"
+    return None
+
+
+def _same(a: float | None, b: float | None) -> bool:
+    """Equal numbers, NaN equal to NaN (an undefined gamma_r round-trips as NaN)."""
+    if a is None or b is None:
+        return a is b
+    return a == b or (math.isnan(a) and math.isnan(b))
