@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -129,13 +129,19 @@ class ShardBackend(Backend):
         __tracebackhide__ = True
         measurement = self.inner.measure(suite, key, nodeid)
         if measurement.error is None:
+            measurement = self._identified(suite, measurement)
             self._kept[nodeid] = (measurement,)
         return measurement
 
     def measure_aside(self, suite: Suite, key: CellKey, nodeid: str, item: str) -> Measurement:
-        measurement = self.runner.measure(suite, key, nodeid)
+        measurement = self._identified(suite, self.runner.measure(suite, key, nodeid))
         self._kept[item] = (*self._kept.get(item, ()), measurement)
         return measurement
+
+    def _identified(self, suite: Suite, measurement: Measurement) -> Measurement:
+        """The measurement with its model's code identity, which the merge compares across shards."""
+        assert measurement.record is not None
+        return replace(measurement, model_code=self.runner.bench.model_code(suite, measurement.record.model))
 
     def kept(self, nodeid: str) -> tuple[Measurement, ...]:
         return self._kept.get(nodeid, ())
@@ -337,9 +343,10 @@ def _check_one_measure(measurements: Sequence[tuple[str, Measurement]]) -> None:
         model = f"model {record.model} of suite {record.suite}"
         split = "" if record.split is None else f" on split {record.split}"
         for whose, what, value in (
-            (model, "model fingerprint", measurement.model_fingerprint),
-            (model + split, "dataset fingerprint", record.dataset_fingerprint),
-            (model, "evaluator version", measurement.evaluator),
+            (model, "model fingerprints", measurement.model_fingerprint),
+            (model, "model code", measurement.model_code),
+            (model + split, "dataset fingerprints", record.dataset_fingerprint),
+            (model, "evaluator versions", measurement.evaluator),
             (f"suite {record.suite}", "conditions", content_digest(conditions.to_json())),
         ):
             shards = seen.setdefault((whose, what), {}).setdefault(str(value), [])
@@ -349,7 +356,7 @@ def _check_one_measure(measurements: Sequence[tuple[str, Measurement]]) -> None:
         if len(values) > 1:
             listed = "; ".join(f"{_shown(value)} in {', '.join(labels)}" for value, labels in values.items())
             raise ShardError(
-                f"the cells of {whose} were measured with different {what}s ({listed}): "
+                f"the cells of {whose} were measured with different {what} ({listed}): "
                 "run every shard from the same checkout, environment and data"
             )
 

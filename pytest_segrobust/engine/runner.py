@@ -13,7 +13,6 @@ each with its own, never with a session.
 from __future__ import annotations
 
 import logging
-import math
 import os
 import sys
 import traceback
@@ -79,6 +78,8 @@ class Measurement:
         conditions: What the suite's numbers are measured under (the datasets' fingerprints).
         model_fingerprint: The model's fingerprint, ``None`` where it could not be taken.
         evaluator: What scored it (:func:`~pytest_segrobust.engine.evaluation.evaluator_version`).
+        model_code: The identity of the model's code, where it was taken
+            (:meth:`~pytest_segrobust.engine.workbench.Workbench.model_code`: a shard takes it).
         error: Why the cell has no result, as the report shows it.
         failure: The worker's traceback of an error not our own, shown as the test's failure.
         cache_counts: Clean results computed and read from the cache, and models built, for this cell.
@@ -91,6 +92,7 @@ class Measurement:
     conditions: Conditions | None = None
     model_fingerprint: str | None = None
     evaluator: str | None = None
+    model_code: str | None = None
     error: str | None = None
     failure: str | None = None
     cache_counts: dict[str, int] = field(default_factory=dict)
@@ -127,6 +129,7 @@ class Measurement:
             "conditions": self.conditions.to_json(),
             "model_fingerprint": self.model_fingerprint,
             "evaluator": self.evaluator,
+            "model_code": self.model_code,
         }
 
     @classmethod
@@ -134,17 +137,16 @@ class Measurement:
         """Parse :meth:`to_json`'s output into a measurement not yet gated.
 
         What a gate decided of the record (its status, baseline, checks, requirements) is
-        dropped: whoever reads it gates it again. The gated numbers are computed from the
-        results, and the record's numbers must be theirs.
+        dropped: whoever reads it gates it again. The gated numbers, and the record's, are
+        those of the results, whatever the record says.
 
         Raises:
-            ValueError: for another format, a missing, unknown or mistyped field, or a record
-                whose numbers are not its results'.
+            ValueError: for another format, or a missing, unknown or mistyped field.
         """
         if not isinstance(data, dict):
             raise ValueError("a measurement must be a JSON object")  # noqa: TRY004 (a file's error)
         check_format(data, MEASUREMENT_FORMAT, "measurement")
-        known = {"format", "nodeid", "record", "corrupted", "clean", "conditions", "model_fingerprint", "evaluator"}
+        known = {"format", "nodeid", "record", "corrupted", "clean", "conditions", "model_fingerprint", "evaluator", "model_code"}
         unknown, missing = sorted(set(data) - known), sorted(known - set(data))
         if unknown or missing:
             raise ValueError(f"measurement with {'unknown' if unknown else 'missing'} fields {', '.join(unknown or missing)}")
@@ -154,7 +156,7 @@ class Measurement:
             conditions = Conditions.from_json(data["conditions"], "measurement")
         except (KeyError, TypeError, AttributeError, BaselineError) as exc:
             raise ValueError(f"malformed measurement: {type(exc).__name__}: {exc}") from None
-        for name in ("model_fingerprint", "evaluator"):
+        for name in ("model_fingerprint", "evaluator", "model_code"):
             if data[name] is not None and not isinstance(data[name], str):
                 raise ValueError(f"measurement field {name!r}: expected a string or null, got {data[name]!r}")
         if record.nodeid != data["nodeid"]:
@@ -165,10 +167,10 @@ class Measurement:
                 f"its own {data['model_fingerprint']!r}"
             )
         numbers = observed(result, record.severity)
-        disagreement = _disagreement(record, result, numbers)
-        if disagreement is not None:
-            raise ValueError(f"measurement of {record.nodeid}: {disagreement}")
-        return cls(record.nodeid, _ungated(record), numbers, result, conditions, data["model_fingerprint"], data["evaluator"])
+        measured = _numbers_of(_ungated(record), result, numbers)
+        return cls(
+            record.nodeid, measured, numbers, result, conditions, data["model_fingerprint"], data["evaluator"], data["model_code"]
+        )
 
 
 class CellRunner:
@@ -413,35 +415,25 @@ def _ungated(record: CellRecord) -> CellRecord:
     return dataclass_replace(record, status=Status.PASSED, baseline=None, checks=[], requirements=[])
 
 
-def _disagreement(record: CellRecord, result: CellResult, numbers: Mapping[str, float]) -> str | None:
-    """Where a record's numbers are not those of its results (an edited measurement), or ``None``."""
-    pairs: list[tuple[str, float | None, float | None]] = [
-        ("score", record.score, result.score),
-        ("clean_score", record.clean_score, result.clean_score),
-        ("gamma_r", record.gamma_r, numbers.get("gamma_r")),
-        ("gamma_a", record.gamma_a, numbers.get("gamma_a")),
-    ]
-    for name, numbers_of in record.metrics.items():
-        prefix = f"metrics.{name}."
-        metric = result.corrupted.metrics.get(name)
-        clean = result.clean.metrics.get(name)
-        if metric is None or clean is None:
-            return f"record field metrics.{name}: the results have no metric {name}"
-        pairs += [
-            (f"{prefix}score", numbers_of.get("score"), metric.score),
-            (f"{prefix}clean_score", numbers_of.get("clean_score"), clean.score),
-            (f"{prefix}gamma_r", numbers_of.get("gamma_r"), numbers.get(f"{name}.gamma_r")),
-        ]
-    if record.num_images != result.corrupted.num_images:
-        return f"record field num_images is {record.num_images}, its results scored {result.corrupted.num_images} images"
-    for name, shown, measured in pairs:
-        if not _same(shown, measured):
-            return f"record field {name} is {shown!r}, its results give {measured!r}"
-    return None
-
-
-def _same(a: float | None, b: float | None) -> bool:
-    """Equal numbers, NaN equal to NaN (an undefined gamma_r round-trips as NaN)."""
-    if a is None or b is None:
-        return a is b
-    return a == b or (math.isnan(a) and math.isnan(b))
+def _numbers_of(record: CellRecord, result: CellResult, numbers: Mapping[str, float]) -> CellRecord:
+    """The record with the numbers of its results (:func:`observed`'s ``numbers``), as :meth:`CellRunner.measure` sets them."""
+    metrics = {
+        name: {
+            **values,
+            "score": result.corrupted.metrics[name].score,
+            "clean_score": result.clean.metrics[name].score,
+            "gamma_r": numbers.get(f"{name}.gamma_r"),
+            "gamma_a": numbers.get(f"{name}.gamma_a"),
+        }
+        for name, values in record.metrics.items()
+        if name in result.corrupted.metrics and name in result.clean.metrics
+    }
+    return dataclass_replace(
+        record,
+        score=result.score,
+        clean_score=result.clean_score,
+        gamma_r=numbers.get("gamma_r"),
+        gamma_a=numbers.get("gamma_a"),
+        num_images=result.corrupted.num_images,
+        metrics=metrics,
+    )

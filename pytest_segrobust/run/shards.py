@@ -21,11 +21,12 @@ from pytest_segrobust.backends.shards import MergedShards, ShardItem
 from pytest_segrobust.gate.outcomes import Outcome
 from pytest_segrobust.run.items import cell_nodeid, model_gate_cells
 from pytest_segrobust.store.baselines import CellKey
-from pytest_segrobust.store.records import CellRecord, Status
+from pytest_segrobust.store.records import Status
 from pytest_segrobust.suite.requirements import MODEL_ITEM
 from pytest_segrobust.suite.schema import Suite
 
 if TYPE_CHECKING:
+    from pytest_segrobust.engine.runner import Measurement
     from pytest_segrobust.run.session import SegRobustSession
 
 
@@ -73,9 +74,10 @@ def merge(session: SegRobustSession, merged: MergedShards) -> list[str]:
     changed: list[str] = []
     for item in merged.cells:
         cell = _cell(here, item)
-        record = merged.measure(cell.suite, cell.key, item.outcome.nodeid).record
+        measurement = merged.measure(cell.suite, cell.key, item.outcome.nodeid)
+        record = measurement.record
         assert record is not None and item.outcome.record is not None  # MergedShards keeps measured cells alone
-        _check_of(record, cell.key, item)
+        _check_of(measurement, cell, item)
         with contextlib.suppress(Exception):  # a failure is the cell's status, an error its error: run_cell records both
             session.run_cell(cell.suite, cell.key, item.outcome.nodeid)
         changed += _changed(item, Status(item.outcome.record.status).value, Status(record.status).value)
@@ -119,18 +121,29 @@ def _cell(here: dict[str, _Cell | _Aggregates], item: ShardItem) -> _Cell:
     return cell
 
 
-def _check_of(measured: CellRecord, cell: CellKey, item: ShardItem) -> None:
-    """That the shard's measurement of a cell is of that cell.
+def _check_of(measurement: Measurement, cell: _Cell, item: ShardItem) -> None:
+    """That the shard's measurement of a cell is of that cell, scored by the suite's metrics in
+    the suite's order (the first is the headline, which the gate reads unprefixed).
 
     Raises:
-        ShardError: naming the shard, the cell and the fields that differ.
+        ShardError: naming the shard, the cell and what differs.
     """
+    record, result = measurement.record, measurement.result
+    assert record is not None and result is not None
     names = ("suite", "model", "corruption", "severity", "split")
-    fields = [name for name in names if getattr(measured, name) != getattr(cell, name)]
-    if fields:
-        differ = ", ".join(f"{name} {getattr(measured, name)!r} (the suite's: {getattr(cell, name)!r})" for name in fields)
+    differ = [
+        f"record {name} {getattr(record, name)!r} (the suite's: {getattr(cell.key, name)!r})"
+        for name in names
+        if getattr(record, name) != getattr(cell.key, name)
+    ]
+    differ += [
+        f"{run} metrics {', '.join(run_result.metrics)} (the suite's: {', '.join(cell.suite.metrics)})"
+        for run, run_result in (("corrupted", result.corrupted), ("clean", result.clean))
+        if list(run_result.metrics) != list(cell.suite.metrics)
+    ]
+    if differ:
         raise ShardError(
-            f"{item.shard}: the measurement of {item.outcome.nodeid} is of another cell: record {differ}; "
+            f"{item.shard}: the measurement of {item.outcome.nodeid} is not of that cell: {'; '.join(differ)}; "
             "the file was edited: run its shard again"
         )
 
