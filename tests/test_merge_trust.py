@@ -10,6 +10,11 @@ from typing import Any
 
 import pytest
 
+from pytest_segrobust.engine.evaluation import CellResult, EvalResult
+from pytest_segrobust.engine.runner import Measurement
+from pytest_segrobust.metrics import MetricResult
+from pytest_segrobust.store.baselines import Conditions
+from pytest_segrobust.store.records import CellRecord, Status
 from tests.plugin_project import recorded, run
 from tests.test_shards import merge, redigested, report_json, run_shard, shard_file
 
@@ -23,6 +28,28 @@ def everywhere(data: Any, name: str, value: Any) -> Any:
     if isinstance(data, list):
         return [everywhere(item, name, value) for item in data]
     return data
+
+
+def test_a_measurement_read_back_is_ungated_and_its_record_numbers_are_its_results() -> None:
+    result = CellResult(
+        EvalResult({"miou": MetricResult(40.0, (40.0,))}, 3, 0.5),
+        EvalResult({"miou": MetricResult(50.0, (50.0,))}, 3, 0.5),
+    )
+    record = CellRecord(
+        "s.yaml::m::rotate[1]", "s", "m", "rotate", "geometric", 1, 40.0, 50.0, 0.8, 0.9, [40.0], ["a"], 3, 0.5,
+        Status.REGRESSED, baseline={"score": 60.0}, checks=[{"metric": "score"}], model_fingerprint="f",
+    )
+    conditions = Conditions("semantic", "miou", "coco-c", 0, None, "data")
+    written = Measurement(record.nodeid, record, {}, result, conditions, "f", "evaluator", "code").to_json()
+    assert written["record"]["status"] == "passed" and written["record"]["checks"] == []  # not the gate's word
+    read = Measurement.from_json(everywhere(written, "score", 1.0))
+    assert read.record is not None and read.record.status is Status.PASSED and read.record.baseline is None
+    # Every score edited to 1.0: the corrupted and the clean results both score 1.0, so does the record.
+    assert (read.record.score, read.record.clean_score, read.record.gamma_r) == (1.0, 1.0, 1.0)
+    assert read.observed == {"score": 1.0, "gamma_r": 1.0, "gamma_a": 1.0}
+    assert (read.model_fingerprint, read.evaluator, read.model_code) == ("f", "evaluator", "code")
+    with pytest.raises(ValueError, match="^measurement of format 9, expected 1$"):
+        Measurement.from_json({**written, "format": 9})
 
 
 def shards_of_bands(project: pytest.Pytester) -> None:
