@@ -16,7 +16,7 @@ from pytest_segrobust.metrics import MetricResult
 from pytest_segrobust.store.baselines import Conditions
 from pytest_segrobust.store.records import CellRecord, Status
 from tests.plugin_project import recorded, run
-from tests.test_shards import merge, redigested, report_json, run_shard, shard_file
+from tests.test_shards import merge, redigested, report_json, run_shard, shard_file, take_report
 
 ROTATE = ["suites/bands.yaml::binner::rotate[1]", "suites/bands.yaml::binner::rotate[5]"]  # shard 2/2's cells
 
@@ -162,3 +162,24 @@ def test_a_statistics_file_swapped_after_the_shards_ran_is_refused(
     assert status == 2, out
     assert "baseline file baselines/bands.stats.npz here is not the one the shards read" in out, out
     assert not (project.path / "segrobust-report.json").exists()
+
+
+def test_a_statistically_gated_suite_merges_to_the_report_of_one_run(
+    project: pytest.Pytester, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The merge pairs each cell's statistics with the baseline's and draws the bootstrap again:
+    # the same intervals, checks and verdicts as the run that measured them all.
+    (project.path / "suites" / "bands.yaml").write_text(TWO_GATED.format(name="bands", smoothing=1))
+    run(project, "--segrobust-update-baselines").assert_outcomes(passed=2)
+    take_report(project)
+    (project.path / "suites" / "bands.yaml").write_text(TWO_GATED.format(name="bands", smoothing=2))
+    run(project, "--segrobust").assert_outcomes(failed=2)
+    single = take_report(project)
+    for k in (1, 2):
+        run_shard(project, f"{k}/2").assert_outcomes(failed=1, deselected=1)
+    status, out = merge(project, capsys, shard_file(project, "1/2"), shard_file(project, "2/2"))
+    assert status == 1 and "note:" not in out, out
+    merged = take_report(project)
+    assert merged == single
+    checks = [c for m in merged[0]["suites"]["bands"]["models"].values() for cell in m["cells"] for c in cell["checks"]]
+    assert checks and all({"low", "high", "margin"} <= set(check) for check in checks)

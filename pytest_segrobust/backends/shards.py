@@ -91,7 +91,10 @@ class ShardBackend(Backend):
     def create(cls, config: pytest.Config, runner: CellRunner, *, under_xdist: bool) -> ShardBackend:
         from pytest_segrobust.backends.local import Local
 
-        return cls.around(Local.create(config, runner, under_xdist=under_xdist), config.getoption("segrobust_shard"), config, runner)
+        spec = config.getoption("segrobust_shard")
+        if spec is None:
+            raise pytest.UsageError("the shard backend runs one shard of a run: give --segrobust-shard K/N")
+        return cls.around(Local.create(config, runner, under_xdist=under_xdist), spec, config, runner)
 
     @classmethod
     def around(cls, inner: Backend, spec: ShardSpec, config: pytest.Config, runner: CellRunner) -> ShardBackend:
