@@ -220,17 +220,17 @@ def _suite_key_families() -> list[Family]:
 
 
 def _dynamic(key: str) -> list[Group]:
-    default = DynamicMode().to_json()
-    levels = ", ".join(map(str, default["levels"]))  # type: ignore[call-overload]
+    default = DynamicMode()  # what a suite's dynamic: leaves out
+    levels, types = ", ".join(map(str, default.levels)), default.to_json()["types"]
     return [
         Group(
             key,
             f"{key} ({_tasks(lambda task: key in task.suite_keys)}): adds the cell {DYNAMIC_PREFIX}PARTS], run once: "
             "each frame (or clip) draws its own perturbation and level",
             details=(
-                "corruptions: the perturbations of frames it draws from (the suite's listed ones)",
-                f"types: {' or '.join(FRAME_DRAW_SPELLINGS)}, how often it draws a perturbation ({default['types']})",
-                f"levels: the severities 1..{MAX_SEVERITY} it draws a level from ({levels})",
+                "corruptions: the perturbations of frames it draws from (default: the suite's listed ones)",
+                f"types: {' or '.join(FRAME_DRAW_SPELLINGS)}: how often it draws a perturbation (default: {types})",
+                f"levels: the severities 1..{MAX_SEVERITY} it draws a level from (default: {levels})",
             ),
             selectable=False,
         )
