@@ -127,8 +127,9 @@ class Corruption(ABC, Generic[Params]):
 
     @property
     def kind(self) -> str:
-        """What ``segrobust list`` shows beside the category: how it changes its input."""
-        return "temporal" if self.temporal else "geometric" if self.geometric else "photometric"
+        """What ``segrobust list`` shows beside the category: how it changes its input (a temporal
+        corruption its clip's frame order, a geometric one where pixels are, a photometric one their values)."""
+        return "frame order" if self.temporal else "geometric" if self.geometric else "photometric"
 
     @overload
     def __call__(self, inputs: torch.Tensor, severity: int, seeds: Sequence[int]) -> torch.Tensor: ...

@@ -49,7 +49,7 @@ from pytest_segrobust.core.modality import Modality
 from pytest_segrobust.core.types import Audio, Batch, Field, SampleIndex, Video, VideoMasks, field_of
 from pytest_segrobust.corruptions.acoustic import CompetingAudio, competing_clip
 from pytest_segrobust.corruptions.base import Corruption
-from pytest_segrobust.corruptions.mixture import CrossModalMixture, MixtureDraw, MixtureProtocol
+from pytest_segrobust.corruptions.mixture import R2BENCH, CrossModalMixture, MixtureDraw, MixtureProtocol
 from pytest_segrobust.data.base import Sample, SegmentationDataset
 from pytest_segrobust.data.clips import ClipAudio
 from pytest_segrobust.metrics.avs import SOUNDING, SoundingMasks
@@ -154,7 +154,7 @@ def audio_visual_cells(
     spec = {"protocol": raw} if isinstance(raw, str) else raw
     expected = "'r2bench' or a mapping {protocol: r2bench, visual: [...], audio: [...]}"
     # A wrong protocol is named before an unknown field; a value that is no mapping, by suite_mapping.
-    if isinstance(spec, dict) and spec.get("protocol") != "r2bench":
+    if isinstance(spec, dict) and spec.get("protocol") != R2BENCH:
         raise SuiteKeyError("mixture", f"expected {expected}, got {raw!r}")
     known = ("protocol", "visual", "audio")
     spec = suite_mapping("mixture", spec, expected, known, "unknown field; expected protocol, visual or audio")
