@@ -27,21 +27,19 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from pytest_segrobust.core.errors import DatasetError, DatasetWarning
 from pytest_segrobust.data.base import Sample
 from pytest_segrobust.data.clip_folders import (
     MASK_SUFFIX,
-    ClipFolderDataset,
     DecodedClip,
+    FrameFolderDataset,
     FrameSelection,
-    clip_folder_files,
     decode_named,
     ids_in,
     read_lines,
-    selected_files,
 )
 from pytest_segrobust.data.clips import ClipObjects
 
@@ -49,7 +47,7 @@ GIVEN_AT = ("first_frame", "first_appearance")
 """Where :class:`Davis2017` gives a sequence's objects: DAVIS's first frame, or each at its first appearance."""
 
 
-class Davis2017(ClipFolderDataset):
+class Davis2017(FrameFolderDataset):
     """DAVIS 2017 sequences of one split.
 
     Args:
@@ -74,6 +72,7 @@ class Davis2017(ClipFolderDataset):
     """
 
     _kind = "davis2017"
+    _clip_word = "sequence"
 
     def __init__(
         self,
@@ -142,8 +141,6 @@ class Davis2017(ClipFolderDataset):
         wanted = set(sequences)
         return [sequence for sequence in listed if sequence in wanted]
 
-    def _files(self, sequence: str) -> tuple[dict[str, Path], dict[str, Path]]:
-        return clip_folder_files(self.frames_root, self.masks_root, sequence, "sequence")
 
     def read_sequence(self, sequence: str) -> DecodedClip:
         """Decode the selected frames of ``sequence`` and their masks.
@@ -207,8 +204,6 @@ class Davis2017(ClipFolderDataset):
             )
         return tuple(given), (0,) * len(given)
 
-    def _used_files(self) -> Iterable[Path]:
-        return selected_files(self._sample_ids, self._files, self.selection)
 
 
 #: DAVIS 2017 for a suite's ``dataset.factory``: the class under the name suites use.
