@@ -1,0 +1,78 @@
+"""What the run reads is what the user wrote: a suite that repeats a key, a report path with a
+dot, a suite file or a baseline that is a symbolic link."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pytest_segrobust.core.errors import SuiteError
+from pytest_segrobust.suite.schema import declared_name, load_suite
+from pytest_segrobust.suite.yaml_loader import DuplicateKeyError, load_yaml
+
+SUITE_HEAD = """\
+name: demo
+dataset: {factory: segrobust_fakes:band_scenes}
+models:
+  - {name: m, factory: segrobust_fakes:red_binner}
+corruptions: [gaussian_noise]
+severities: [5]
+"""
+
+# Each a way a pasted block replaced what a reviewer approved, silently: (the text after the
+# suite's head, the key repeated, its first line, its second).
+REPEATED = {
+    "require": ("require:\n  severities: {5: {gamma_r: 0.999}}\nrequire:\n  severities: {5: {gamma_r: 0.01}}\n", "require", 7, 9),
+    "gate": (
+        "gate: {margin: {gamma_r: 0.001, score: 0.1}, confidence: 0.95}\n"
+        "gate: {margin: {gamma_r: 0.5, score: 50}, confidence: 0.5}\n",
+        "gate",
+        7,
+        8,
+    ),
+    "corruptions": ("corruptions: [rotate, contrast]\n", "corruptions", 5, 7),
+    "name": ("name: other\n", "name", 1, 7),
+    "nested": ("tolerance:\n  gamma_r: 0.01\n  score: 1.0\n  gamma_r: 0.5\n", "gamma_r", 8, 10),
+}
+
+
+@pytest.mark.parametrize("case", list(REPEATED))
+def test_a_suite_that_repeats_a_key_is_refused_naming_the_file_and_both_lines(tmp_path: Path, case: str) -> None:
+    tail, key, first, second = REPEATED[case]
+    path = tmp_path / "demo.yaml"
+    path.write_text(SUITE_HEAD + tail)
+    with pytest.raises(SuiteError) as caught:
+        load_suite(path, import_factories=False)
+    message = str(caught.value)
+    assert message.startswith(f"{path}: invalid YAML at line {second}")
+    assert f"duplicate key '{key}' at lines {first} and {second}" in message
+
+
+def test_a_key_repeated_in_a_flow_mapping_is_refused_instead_of_renaming_the_model(tmp_path: Path) -> None:
+    path = tmp_path / "demo.yaml"
+    path.write_text(SUITE_HEAD.replace("{name: m, factory:", "{name: m, name: n, factory:"))
+    with pytest.raises(SuiteError, match=r"duplicate key 'name' at line 4, columns 6 and 15"):
+        load_suite(path, import_factories=False)
+
+
+def test_a_suite_name_written_twice_names_no_baseline_file(tmp_path: Path) -> None:
+    path = tmp_path / "demo.yaml"
+    path.write_text(SUITE_HEAD + "name: other\n")
+    assert declared_name(path) is None  # unreadable: the suite's own load says why
+
+
+def test_merge_keys_keep_their_meaning_and_two_merges_in_one_mapping_are_refused() -> None:
+    text = "defaults: &d {gamma_r: 0.01, score: 1.0}\ntolerance:\n  <<: *d\n  score: 2.0\n"
+    assert load_yaml(text)["tolerance"] == {"gamma_r": 0.01, "score": 2.0}  # the written key overrides the merged one
+    with pytest.raises(DuplicateKeyError, match="duplicate key '<<' at lines 4 and 5"):
+        load_yaml("a: &a {x: 1}\nb: &b {y: 1}\nc:\n  <<: *a\n  <<: *b\n")
+    # An anchor merged into several mappings is not a repeat of its keys.
+    reused = load_yaml("d: &d {a: 1}\ne: {<<: *d, b: 2}\ng: {<<: *d, b: 3}\nh: *d\n")
+    assert reused == {"d": {"a": 1}, "e": {"a": 1, "b": 2}, "g": {"a": 1, "b": 3}, "h": {"a": 1}}
+
+
+def test_keys_repeat_by_what_they_mean() -> None:
+    with pytest.raises(DuplicateKeyError, match="duplicate key 'yes'"):
+        load_yaml("true: 1\nyes: 2\n")  # one boolean key, spelt two ways
+    assert load_yaml("1: a\n'1': b\n") == {1: "a", "1": "b"}  # a number and a string: two keys
