@@ -49,7 +49,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         help="remove baseline entries (models, splits, corruptions, severities) the suites no longer have",
     )
-    group.addoption("--segrobust-report", metavar="PATH", help="report path without suffix (.md and .json are written)")
+    group.addoption("--segrobust-report", metavar="PATH", help="report path without suffix: PATH.md and PATH.json are written (out/run.1 -> out/run.1.md; a final .md, .json or .html is dropped)")
     group.addoption(
         "--segrobust-report-html",
         action="store_true",
@@ -200,6 +200,7 @@ def start_session(config: pytest.Config) -> SegRobustSession:
     """
     import torch
 
+    from pytest_segrobust.report.paths import report_base
     from pytest_segrobust.run.session import SegRobustSession
     from pytest_segrobust.runtime.options import Options
 
@@ -219,7 +220,7 @@ def start_session(config: pytest.Config) -> SegRobustSession:
         update_baselines=config.getoption("segrobust_update_baselines"),
         suites_dir=root / config.getini("segrobust_suites"),
         baselines_dir=root / config.getini("segrobust_baselines"),
-        report_path=root / (config.getoption("segrobust_report") or config.getini("segrobust_report")),
+        report_path=report_base(root / (config.getoption("segrobust_report") or config.getini("segrobust_report"))),
         report_html=config.getoption("segrobust_report_html"),
         figures=config.getoption("segrobust_figures") != "none",
         device=device,

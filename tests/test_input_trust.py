@@ -3,13 +3,26 @@ dot, a suite file or a baseline that is a symbolic link."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
+from pytest_segrobust.backends.shard_plan import ShardSpec
 from pytest_segrobust.core.errors import SuiteError
+from pytest_segrobust.report import figures_folder
+from pytest_segrobust.report.html import html_path
+from pytest_segrobust.report.paths import report_base, report_file
 from pytest_segrobust.suite.schema import declared_name, load_suite
 from pytest_segrobust.suite.yaml_loader import DuplicateKeyError, load_yaml
+from tests.plugin_project import SINGLE_PROCESS, run
+
+# One model, clean and one corrupted cell: what a run of these tests needs to write a report.
+ONE_CELL = (
+    "dataset: {factory: segrobust_fakes:band_scenes}\n"
+    "models: [{name: m, factory: segrobust_fakes:red_binner}]\n"
+    "corruptions: [gaussian_noise]\nseverities: [5]\n"
+)
 
 SUITE_HEAD = """\
 name: demo
@@ -76,3 +89,27 @@ def test_keys_repeat_by_what_they_mean() -> None:
     with pytest.raises(DuplicateKeyError, match="duplicate key 'yes'"):
         load_yaml("true: 1\nyes: 2\n")  # one boolean key, spelt two ways
     assert load_yaml("1: a\n'1': b\n") == {1: "a", "1": "b"}  # a number and a string: two keys
+
+
+# -- a report path with a dot ------------------------------------------------------------------------------
+
+
+def test_the_report_path_is_a_name_not_a_stem() -> None:
+    assert report_base(Path("out/run.1")) == Path("out/run.1")
+    assert report_file(report_base(Path("out/run.1")), ".md") == Path("out/run.1.md")
+    for written in ("out/run.json", "out/run.md", "out/run.HTML"):
+        assert report_base(Path(written)) == Path("out/run")  # the report's own suffix names that report
+    assert report_base(Path("out/run.v2.json")) == Path("out/run.v2")
+    assert ShardSpec(2, 3).path(Path("out/run.1")) == Path("out/run.1-shard-2-of-3.json")
+    assert html_path(Path("out/run.1")) == Path("out/run.1.html")
+    assert figures_folder(Path("out/run.1")) == Path("out/run.1-figures")
+
+
+@SINGLE_PROCESS
+def test_two_report_paths_that_differ_after_a_dot_write_two_reports(project: pytest.Pytester, dist: list[str]) -> None:
+    (project.path / "suites" / "bands.yaml").write_text(ONE_CELL)
+    for name in ("run.1", "run.2", "run.json"):
+        run(project, "--segrobust-update-baselines", "--segrobust-report", f"out/{name}", *dist).assert_outcomes(passed=2)
+    written = sorted(path.name for path in (project.path / "out").iterdir())
+    assert written == ["run.1.json", "run.1.md", "run.2.json", "run.2.md", "run.json", "run.md"]
+    assert json.loads((project.path / "out" / "run.1.json").read_text())["verdict"]["passed"]

@@ -32,6 +32,7 @@ from pytest_segrobust.core.errors import SegRobustError
 from pytest_segrobust.core.files import relative
 from pytest_segrobust.core.formats import check_format
 from pytest_segrobust.core.wording import plural
+from pytest_segrobust.report.paths import report_file
 
 # Version of ShardFile.to_json; a file of another version is refused, never half-read.
 SHARD_FORMAT = 2
@@ -75,7 +76,7 @@ class ShardSpec:
 
     def path(self, report_path: Path) -> Path:
         """Where the shard's file goes: beside the report, ``<report>-shard-K-of-N.json``."""
-        return report_path.with_name(f"{report_path.stem}-shard-{self.index}-of-{self.count}.json")
+        return report_file(report_path, f"-shard-{self.index}-of-{self.count}.json")
 
     def to_json(self) -> dict[str, int]:
         return {"index": self.index, "count": self.count}

@@ -34,6 +34,7 @@ from pytest_segrobust.gate.release import ModelOutcome
 from pytest_segrobust.pictures.values import RunPictures
 from pytest_segrobust.report import Report, RunVerdict
 from pytest_segrobust.report.coverage import RunCoverage, partial_report_path
+from pytest_segrobust.report.paths import report_file
 from pytest_segrobust.run.baseline_writes import BaselineWriter, suite_cells
 from pytest_segrobust.run.ordering import ordered_model_outcomes, ordered_records, ordered_suites
 from pytest_segrobust.run.report_writer import ReportWriter
@@ -385,7 +386,7 @@ class SegRobustSession:
 
     def run_coverage(self) -> RunCoverage:
         """Which of the collected cells this run evaluated, and why it left the others out."""
-        report_md = self.options.report_path.with_suffix(".md")
+        report_md = report_file(self.options.report_path, ".md")
         full = Path(self.shown(report_md)) if report_md.exists() else None
         return self.scope.coverage(len({r.nodeid for r in self.records}), len(self.errors), self.done(), full)
 
