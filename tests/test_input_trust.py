@@ -10,6 +10,7 @@ import pytest
 
 from pytest_segrobust.backends.shard_plan import ShardSpec
 from pytest_segrobust.core.errors import SuiteError
+from pytest_segrobust.core.files import WriteError, atomic_write_text
 from pytest_segrobust.report import figures_folder
 from pytest_segrobust.report.html import html_path
 from pytest_segrobust.report.paths import report_base, report_file
@@ -113,3 +114,47 @@ def test_two_report_paths_that_differ_after_a_dot_write_two_reports(project: pyt
     written = sorted(path.name for path in (project.path / "out").iterdir())
     assert written == ["run.1.json", "run.1.md", "run.2.json", "run.2.md", "run.json", "run.md"]
     assert json.loads((project.path / "out" / "run.1.json").read_text())["verdict"]["passed"]
+
+
+# -- symbolic links ---------------------------------------------------------------------------------------
+
+
+@SINGLE_PROCESS
+def test_a_suite_linked_into_the_suites_folder_is_run_and_a_linked_baseline_stays_a_link(
+    project: pytest.Pytester, dist: list[str]
+) -> None:
+    shared = project.path / "shared"
+    shared.mkdir()
+    (shared / "bands.yaml").write_text(ONE_CELL)
+    (project.path / "suites" / "bands.yaml").unlink()
+    (project.path / "suites" / "bands.yaml").symlink_to(shared / "bands.yaml")
+    run(project, "--segrobust-update-baselines", *dist).assert_outcomes(passed=2)  # the gate did not vanish
+
+    # The baseline moved to the shared folder and linked back: an update writes through the link.
+    link = project.path / "baselines" / "bands.json"
+    link.rename(shared / "bands.json")
+    link.symlink_to(shared / "bands.json")
+    (shared / "bands.yaml").write_text(ONE_CELL.replace("red_binner}", "red_binner, kwargs: {smoothing: 3}}"))
+    result = run(project, "--segrobust-update-baselines", *dist)
+    result.assert_outcomes(passed=2)
+    assert link.is_symlink() and link.resolve() == shared / "bands.json"
+    assert json.loads((shared / "bands.json").read_text()) == json.loads(link.read_text())
+    result.stdout.fnmatch_lines(["baselines/bands.json: 2 cells changed*"])
+    assert sorted(path.name for path in shared.iterdir()) == ["bands.json", "bands.yaml"]  # no temporary left
+
+
+def test_a_write_through_a_link_replaces_its_target_and_says_where_it_could_not(tmp_path: Path) -> None:
+    target = tmp_path / "shared" / "file.json"
+    target.parent.mkdir()
+    target.write_text("old")
+    chain = tmp_path / "middle.json"
+    chain.symlink_to(target)
+    link = tmp_path / "file.json"
+    link.symlink_to(chain)
+    atomic_write_text(link, "new")
+    assert link.is_symlink() and chain.is_symlink() and target.read_text() == "new"
+    dangling = tmp_path / "dangling.json"
+    dangling.symlink_to(tmp_path / "gone" / "file.json")
+    with pytest.raises(WriteError, match=r"dangling.json \(a symbolic link to .*gone/file.json\): No such file"):
+        atomic_write_text(dangling, "new")
+    assert not (tmp_path / "gone").exists()  # a link's missing folder is not made

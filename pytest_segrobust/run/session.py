@@ -139,11 +139,18 @@ class SegRobustSession:
         self.scope.narrowed_to = [] if whole else narrower
 
     def is_suite_file(self, path: Path) -> bool:
-        """A YAML file anywhere under the suites folder (subfolders too), or named on the command line."""
+        """A YAML file anywhere under the suites folder (subfolders too), or named on the command line.
+
+        A symbolic link in the suites folder is a suite wherever it points: it was put there on purpose.
+        """
         if path.suffix not in (".yaml", ".yml"):
             return False
-        resolved = path.resolve()
-        return resolved.is_relative_to(self._suites_dir) or resolved in self.explicit_paths
+        return self._in_suites_folder(path) or path.resolve() in self.explicit_paths
+
+    def _in_suites_folder(self, path: Path) -> bool:
+        """Whether the file ``path``, or the link that ``path`` is, lies under the suites folder."""
+        placed = path.parent.resolve() / path.name  # the link's own place, not its target's
+        return placed.is_relative_to(self._suites_dir) or path.resolve().is_relative_to(self._suites_dir)
 
     def suite(self, path: Path) -> Suite:
         """The validated suite at ``path``, its name unique in the run (raises :class:`SuiteError`)."""
@@ -162,7 +169,7 @@ class SegRobustSession:
         """
         here = suite.path.resolve()
         declared = dict(self._names_in(self._suites_dir, deep=True))
-        if not here.is_relative_to(self._suites_dir):
+        if not self._in_suites_folder(suite.path):
             declared |= self._names_in(here.parent, deep=False)
         for path in sorted(self.explicit_paths):
             if path.suffix in (".yaml", ".yml") and path.is_file():
@@ -297,9 +304,11 @@ class SegRobustSession:
         return properties + _requirement_properties(record.requirements)
 
     def shown(self, path: Path) -> str:
-        """``path`` as messages show it: relative to the rootdir where it lies under it."""
+        """``path`` as messages show it: relative to the rootdir where it lies under it (a
+        symbolic link where the link lies: the name the user gave it)."""
+        placed = path.parent.resolve() / path.name if path.is_symlink() else path.resolve()
         try:
-            return str(path.resolve().relative_to(self.rootpath.resolve()))
+            return str(placed.relative_to(self.rootpath.resolve()))
         except ValueError:
             return str(path)
 
