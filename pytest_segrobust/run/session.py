@@ -481,6 +481,7 @@ class SegRobustSession:
             prune=self.options.prune,
         )
         writes = writer.write(self.pending, self.records, self.model_changes)
+        self._not_written(writes.unwritten(self.pending))
         self.pending.clear()
         self.written += writes.written
         self.baseline_summary = writes.summary
@@ -504,6 +505,15 @@ class SegRobustSession:
             self.written += self.reporter.written
             self.problems += self.reporter.problems
             self.warnings = list(self.reporter.warnings)
+
+    def _not_written(self, unwritten: dict[CellKey, str]) -> None:
+        """A cell whose baseline write was refused is an error of the run, not a cell "written to
+        the baseline": its status and the report say so, and the verdict fails."""
+        for record in self.records:
+            why = unwritten.get(CellKey(record.suite, record.model, record.corruption, record.severity, record.split))
+            if why is not None:
+                record.status = Status.ERROR
+                self.errors[record.nodeid] = f"its baseline was not written: {why}"
 
     def run_pictures(self) -> RunPictures:
         """The report's pictures: this process's own (made now, at most once) with the others'.
