@@ -516,7 +516,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
     )
     if not (segrobust.report or segrobust.written or segrobust.problems or segrobust.baseline_summary or nothing):
         return
-    from pytest_segrobust.report import terminal_summary, verdict
+    from pytest_segrobust.report import terminal_summary
 
     terminalreporter.section("segrobust")
     if nothing:
@@ -539,7 +539,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
     for line in written_lines(segrobust.written):
         terminalreporter.write_line(line)
     # The section's last line, where a reviewer looks: the run's verdict, or a shard's on its own cells.
-    last = verdict(segrobust.report) if segrobust.report else segrobust.shard_verdict()
+    last = segrobust.last_verdict()
     if last is not None:
         line = last.line() if segrobust.shard is None else segrobust.shard_verdict_line(last)
         terminalreporter.write_line(line, bold=True, green=last.passed, red=not last.passed)

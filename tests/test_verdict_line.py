@@ -17,6 +17,14 @@ ONE_CELL = (
 )
 
 
+def last_line(result: pytest.RunResult) -> str:
+    """The segrobust section's last line: where the run's verdict goes."""
+    lines = result.stdout.lines
+    start = next(i for i, line in enumerate(lines) if "= segrobust =" in line)
+    end = next(i for i in range(start + 1, len(lines)) if lines[i].startswith("="))
+    return lines[end - 1]
+
+
 def report(pytester: pytest.Pytester, name: str = "segrobust-report-partial") -> dict:
     return json.loads((pytester.path / f"{name}.json").read_text())
 
@@ -31,9 +39,55 @@ def test_a_refused_update_is_an_error_of_its_cells_not_a_pass(project: pytest.Py
     assert (project.path / "baselines" / "bands.json").read_text() == stored
     result.stdout.fnmatch_lines(["*error: baselines not written, the stored ones are unchanged: *"])
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    last = result.stdout.lines[-2]  # the verdict, before pytest's own summary line
-    assert last.startswith("FAIL · 1 cell: 1 error"), last
+    assert last_line(result) == "FAIL · 1 cell: 1 error"
     assert "written to the baseline" not in result.stdout.str().split("error: baselines not written")[1]
     errors = report(project)["errors"]
     assert list(errors) == ["suites/bands.yaml::m::gaussian_noise[5]"]
     assert errors["suites/bands.yaml::m::gaussian_noise[5]"].startswith("its baseline was not written: ")
+
+
+GATED = ONE_CELL + "gate: {margin: {gamma_r: 0.01, score: 1.0}, confidence: 0.95}\n"
+
+
+@SINGLE_PROCESS
+def test_a_gated_baseline_cell_without_gamma_r_fails_its_cell_and_the_report_is_still_built(
+    project: pytest.Pytester, dist: list[str]
+) -> None:
+    (project.path / "suites" / "bands.yaml").write_text(GATED)
+    run(project, "--segrobust-update-baselines", *dist).assert_outcomes(passed=2)
+    path = project.path / "baselines" / "bands.json"
+    document = json.loads(path.read_text())
+    del document["models"]["m"]["gaussian_noise"]["5"]["gamma_r"]
+    path.write_text(json.dumps(document))
+    result = run(project, "--segrobust", *dist)
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*models.m.gaussian_noise.5 has no gamma_r, which the suite gates*"])
+    assert "could not be built" not in result.stdout.str() and "could not be computed" not in result.stdout.str()
+    assert last_line(result) == "FAIL · 2 cells: 1 error, 1 passed"
+    written = report(project, "segrobust-report")
+    cells = written["suites"]["bands"]["models"]["m"]["cells"]
+    assert [(c["corruption"], c["status"]) for c in cells] == [("clean", "passed"), ("gaussian_noise", "error")]
+    assert written["verdict"]["line"] == last_line(result)
+
+
+# A report that cannot be built at all (here a conftest breaks it): the run says why, and its
+# last line is still the verdict, taken from the cells' outcomes.
+BROKEN_REPORT = """
+import pytest_segrobust.run.report_writer as writer
+
+def broken(*args, **kwargs):
+    raise RuntimeError("the report is broken on purpose")
+
+writer.build_report = broken
+"""
+
+
+@SINGLE_PROCESS
+def test_the_verdict_line_prints_when_the_report_cannot_be_built(project: pytest.Pytester, dist: list[str]) -> None:
+    (project.path / "suites" / "bands.yaml").write_text(ONE_CELL)
+    project.makeconftest(BROKEN_REPORT)
+    result = run(project, "--segrobust-update-baselines", *dist)
+    result.stdout.fnmatch_lines(["*error: the report could not be built: RuntimeError: the report is broken on purpose"])
+    assert last_line(result) == "PASS · 2 cells: 2 written to the baseline"
+    assert result.ret == pytest.ExitCode.TESTS_FAILED  # what was not written does not go unnoticed
+    assert (project.path / "baselines" / "bands.json").exists()

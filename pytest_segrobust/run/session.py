@@ -443,6 +443,22 @@ class SegRobustSession:
 
         return sharding.shard_verdict(self)
 
+    def last_verdict(self) -> RunVerdict | None:
+        """The verdict the run's last line shows: the report's; a shard's on its own cells; and
+        where the report could not be built (:attr:`problems` says why), the same verdict taken
+        from the outcomes. ``None`` for a run that evaluated nothing."""
+        if self.report is not None:
+            return self.report.verdict
+        if self.shard is not None:
+            return self.shard_verdict()
+        if not (self.records or self.errors or self.model_outcomes):
+            return None
+        from pytest_segrobust.report import run_verdict
+
+        missing = list(self.coverage.not_run) if self.coverage is not None else []
+        statuses = [o.status for o in self.ordered_model_outcomes() if o.nodeid not in self.errors]
+        return run_verdict(self.ordered_records(), self.errors, missing, statuses)
+
     def shard_verdict_line(self, verdict: RunVerdict) -> str:
         from pytest_segrobust.run import shards as sharding
 
