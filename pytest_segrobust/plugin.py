@@ -451,6 +451,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     segrobust = _session(config)
     if segrobust is None:
         return
+    segrobust.interrupted = session.exitstatus == pytest.ExitCode.INTERRUPTED
     if hasattr(config, "workerinput"):
         config.workeroutput[PAYLOAD_KEY] = segrobust.payload()  # type: ignore[attr-defined]
         return

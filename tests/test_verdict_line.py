@@ -5,6 +5,11 @@ on a hanging model."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -91,3 +96,63 @@ def test_the_verdict_line_prints_when_the_report_cannot_be_built(project: pytest
     assert last_line(result) == "PASS · 2 cells: 2 written to the baseline"
     assert result.ret == pytest.ExitCode.TESTS_FAILED  # what was not written does not go unnoticed
     assert (project.path / "baselines" / "bands.json").exists()
+
+
+# -- Ctrl-C at the end of a run ---------------------------------------------------------------------------
+
+# Measures two cells (two batches each), then hangs on every call, with no time limit: in the
+# third cell, where Ctrl-C comes, and again in the report's pictures at the end of the run.
+HANGING_MODEL = """
+import time
+from pathlib import Path
+
+from segrobust_fakes import RedBinner
+
+class HangsAfterTwoCells(RedBinner):
+    calls = 0
+
+    def forward(self, images):
+        type(self).calls += 1
+        if type(self).calls > 4:
+            Path("hanging").touch()
+            time.sleep(120)  # far past the test's patience, and still finite
+        return super().forward(images)
+
+def hangs_after_two_cells():
+    return HangsAfterTwoCells()
+"""
+PATIENCE = 30.0  # seconds from Ctrl-C to the end of the run before the test gives up (and kills it)
+
+
+def test_ctrl_c_ends_a_run_whose_end_would_wait_on_a_hanging_model(project: pytest.Pytester) -> None:
+    project.makepyfile(hanging_model=HANGING_MODEL)
+    (project.path / "suites" / "bands.yaml").write_text(
+        ONE_CELL.replace("segrobust_fakes:red_binner", "hanging_model:hangs_after_two_cells").replace(
+            "[gaussian_noise]", "[gaussian_noise, rotate]"
+        )
+        + "batch_size: 4\n"
+    )
+    # With the report's figures: its worst images are what runs the model at the end of the run.
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--segrobust-update-baselines"]
+    # Its own process group, as a terminal's foreground job: Ctrl-C reaches every process in it.
+    with subprocess.Popen(command, cwd=project.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True) as child:
+        try:
+            deadline = time.monotonic() + 120
+            while not (project.path / "hanging").exists():
+                assert child.poll() is None and time.monotonic() < deadline, "the model never started to hang"
+                time.sleep(0.1)
+            os.killpg(child.pid, signal.SIGINT)
+            interrupted = time.monotonic()
+            output, _ = child.communicate(timeout=PATIENCE)
+        finally:
+            if child.poll() is None:
+                os.killpg(child.pid, signal.SIGKILL)
+                child.communicate()
+    assert time.monotonic() - interrupted < PATIENCE
+    text = output.decode()
+    assert child.returncode == pytest.ExitCode.INTERRUPTED, text
+    # The cells it finished are kept; their pictures, which would run the model again, are left out.
+    stored = json.loads((project.path / "baselines" / "bands.json").read_text())["models"]["m"]
+    assert set(stored) == {"clean", "gaussian_noise"}
+    assert "warning: pictures left out: the run was interrupted" in text
+    assert "FAIL · 3 cells: 1 without a result, 2 written to the baseline" in text

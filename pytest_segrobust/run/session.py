@@ -103,6 +103,8 @@ class SegRobustSession:
         self.baseline_summary: list[str] = []
         self.problems: list[str] = []
         self.warnings: list[str] = []
+        # Ctrl-C stopped the run (the plugin says so at its end): the report's pictures are left out.
+        self.interrupted = False
         # Where cells are measured (--segrobust-backend): this process's runner unless the plugin says otherwise.
         self.backend: Backend = Local(self.runner)
 
@@ -365,7 +367,7 @@ class SegRobustSession:
         """What a worker sends when it finishes: its clean-cache counts and the cells it deselected."""
         collection = {"deselected": self.scope.deselected} if self.scope.collection_known else None
         shard = None if self.shard_plan is None else self.shard_plan.to_json()
-        pictures = self.runner.pictures().to_json()  # a worker's models are still built: the last moment to draw them
+        pictures = self.own_pictures().to_json()  # a worker's models are still built: the last moment to draw them
         return json.dumps({"cache": self.cache_counts(), "collection": collection, "shard": shard, "pictures": pictures})
 
     def absorb(self, payload: str) -> None:
@@ -532,15 +534,24 @@ class SegRobustSession:
                 self.errors[record.nodeid] = f"its baseline was not written: {why}"
 
     def run_pictures(self) -> RunPictures:
-        """The report's pictures: this process's own (made now, at most once) with the others'.
-
-        Ctrl-C while they are made leaves them out; the report says so and is written without them.
-        """
-        try:
-            self.pictures.absorb(self.runner.pictures())
-        except KeyboardInterrupt:
-            self.reporter.warnings.append("pictures left out: the run was interrupted while the report's pictures were made")
+        """The report's pictures: this process's own (:meth:`own_pictures`) with the others'."""
+        self.pictures.absorb(self.own_pictures())
         return self.pictures
+
+    def own_pictures(self) -> RunPictures:
+        """The report's pictures of what this process measured, made now (at most once).
+
+        They run the models again, and a model can hang: a run interrupted (Ctrl-C) makes none,
+        and Ctrl-C while they are made stops them, so that the run ends at once, its baselines
+        written; the report says they were left out.
+        """
+        if not self.interrupted:
+            try:
+                return self.runner.pictures()
+            except KeyboardInterrupt:
+                self.interrupted = True
+        self.reporter.warnings.append("pictures left out: the run was interrupted")
+        return RunPictures()
 
     # -- order ---------------------------------------------------------------------------------
 
