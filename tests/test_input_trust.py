@@ -39,8 +39,10 @@ severities: [5]
 REPEATED = {
     "require": ("require:\n  severities: {5: {gamma_r: 0.999}}\nrequire:\n  severities: {5: {gamma_r: 0.01}}\n", "require", 7, 9),
     "gate": (
-        "gate: {margin: {gamma_r: 0.001, score: 0.1}, confidence: 0.95}\n"
-        "gate: {margin: {gamma_r: 0.5, score: 50}, confidence: 0.5}\n",
+        (
+            "gate: {margin: {gamma_r: 0.001, score: 0.1}, confidence: 0.95}\n"
+            "gate: {margin: {gamma_r: 0.5, score: 50}, confidence: 0.5}\n"
+        ),
         "gate",
         7,
         8,

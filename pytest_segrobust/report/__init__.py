@@ -25,7 +25,6 @@ from pytest_segrobust.core.files import atomic_write_text, why_not_written
 from pytest_segrobust.core.wording import plural
 from pytest_segrobust.report import coverage, plots, tables
 from pytest_segrobust.report.coverage import RunCoverage
-from pytest_segrobust.report.paths import report_file
 from pytest_segrobust.report.model import (
     COUNTED,
     REPORT_FORMAT,
@@ -41,6 +40,7 @@ from pytest_segrobust.report.model import (
     ShiftSplits,
     SuiteReport,
 )
+from pytest_segrobust.report.paths import report_file
 from pytest_segrobust.report.r2bench import r2bench_entry
 from pytest_segrobust.report.sections import (
     DECISION_SECTIONS,

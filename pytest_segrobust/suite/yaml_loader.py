@@ -78,7 +78,7 @@ def load_yaml(text: str) -> Any:
     Raises:
         yaml.YAMLError: for text that is not YAML, and :class:`DuplicateKeyError` for a repeated key.
     """
-    return yaml.load(text, Loader=UniqueKeyLoader)  # noqa: S506 - UniqueKeyLoader is a SafeLoader
+    return yaml.load(text, Loader=UniqueKeyLoader)  # UniqueKeyLoader is a SafeLoader: it builds no Python object
 
 
 def compose_yaml(text: str) -> yaml.Node | None:
