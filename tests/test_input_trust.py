@@ -16,14 +16,7 @@ from pytest_segrobust.report.html import html_path
 from pytest_segrobust.report.paths import report_base, report_file
 from pytest_segrobust.suite.schema import declared_name, load_suite
 from pytest_segrobust.suite.yaml_loader import DuplicateKeyError, load_yaml
-from tests.plugin_project import SINGLE_PROCESS, run
-
-# One model, clean and one corrupted cell: what a run of these tests needs to write a report.
-ONE_CELL = (
-    "dataset: {factory: segrobust_fakes:band_scenes}\n"
-    "models: [{name: m, factory: segrobust_fakes:red_binner}]\n"
-    "corruptions: [gaussian_noise]\nseverities: [5]\n"
-)
+from tests.plugin_project import ONE_CELL, SINGLE_PROCESS, run
 
 SUITE_HEAD = """\
 name: demo

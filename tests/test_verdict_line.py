@@ -13,13 +13,7 @@ import time
 
 import pytest
 
-from tests.plugin_project import SINGLE_PROCESS, run
-
-ONE_CELL = (
-    "dataset: {factory: segrobust_fakes:band_scenes}\n"
-    "models: [{name: m, factory: segrobust_fakes:red_binner}]\n"
-    "corruptions: [gaussian_noise]\nseverities: [5]\n"
-)
+from tests.plugin_project import ONE_CELL, SINGLE_PROCESS, run
 
 
 def last_line(result: pytest.RunResult) -> str:
