@@ -49,7 +49,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         help="remove baseline entries (models, splits, corruptions, severities) the suites no longer have",
     )
-    group.addoption("--segrobust-report", metavar="PATH", help="report path without suffix: PATH.md and PATH.json are written (out/run.1 -> out/run.1.md; a final .md, .json or .html is dropped)")
+    group.addoption(
+        "--segrobust-report",
+        metavar="PATH",
+        help="report path without suffix: PATH.md and PATH.json are written (out/run.1 -> out/run.1.md; "
+        "a final .md, .json or .html is dropped)",
+    )
     group.addoption(
         "--segrobust-report-html",
         action="store_true",
