@@ -32,7 +32,6 @@ from pytest_segrobust.core.errors import SegRobustError
 from pytest_segrobust.core.files import relative
 from pytest_segrobust.core.formats import check_format
 from pytest_segrobust.core.wording import plural
-from pytest_segrobust.report.paths import report_file
 
 # Version of ShardFile.to_json; a file of another version is refused, never half-read.
 SHARD_FORMAT = 2
@@ -76,7 +75,7 @@ class ShardSpec:
 
     def path(self, report_path: Path) -> Path:
         """Where the shard's file goes: beside the report, ``<report>-shard-K-of-N.json``."""
-        return report_file(report_path, f"-shard-{self.index}-of-{self.count}.json")
+        return report_path.with_name(f"{report_path.name}-shard-{self.index}-of-{self.count}.json")  # the name: out/run.1 is a report
 
     def to_json(self) -> dict[str, int]:
         return {"index": self.index, "count": self.count}
