@@ -49,7 +49,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--segrobust-prune",
         help="remove baseline entries (models, splits, corruptions, severities) the suites no longer have",
     )
-    group.addoption("--segrobust-report", metavar="PATH", help="report path without suffix (.md and .json are written)")
+    group.addoption(
+        "--segrobust-report",
+        metavar="PATH",
+        help="report path without suffix: PATH.md and PATH.json are written (out/run.1 -> out/run.1.md; "
+        "a final .md, .json or .html is dropped)",
+    )
     switch(
         "--segrobust-report-html",
         help="also write the report as one self-contained HTML page beside the .md (sortable tables, figures embedded)",
@@ -201,6 +206,7 @@ def start_session(config: pytest.Config) -> SegRobustSession:
     """
     import torch
 
+    from pytest_segrobust.report.paths import report_base
     from pytest_segrobust.run.session import SegRobustSession
     from pytest_segrobust.runtime.options import Options
 
@@ -220,7 +226,7 @@ def start_session(config: pytest.Config) -> SegRobustSession:
         update_baselines=config.getoption("segrobust_update_baselines"),
         suites_dir=root / config.getini("segrobust_suites"),
         baselines_dir=root / config.getini("segrobust_baselines"),
-        report_path=root / (config.getoption("segrobust_report") or config.getini("segrobust_report")),
+        report_path=report_base(root / (config.getoption("segrobust_report") or config.getini("segrobust_report"))),
         report_html=config.getoption("segrobust_report_html"),
         figures=config.getoption("segrobust_figures") != "none",
         device=device,
@@ -449,6 +455,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     segrobust = _session(config)
     if segrobust is None:
         return
+    segrobust.interrupted = session.exitstatus == pytest.ExitCode.INTERRUPTED
     if hasattr(config, "workerinput"):
         config.workeroutput[PAYLOAD_KEY] = segrobust.payload()  # type: ignore[attr-defined]
         return
@@ -514,7 +521,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
     )
     if not (segrobust.report or segrobust.written or segrobust.problems or segrobust.baseline_summary or nothing):
         return
-    from pytest_segrobust.report import terminal_summary, verdict
+    from pytest_segrobust.report import terminal_summary
 
     terminalreporter.section("segrobust")
     if nothing:
@@ -537,12 +544,12 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
     for line in written_lines(segrobust.written):
         terminalreporter.write_line(line)
     # The section's last line, where a reviewer looks: the run's verdict, or a shard's on its own cells.
-    if segrobust.report:
-        last = verdict(segrobust.report)
-        terminalreporter.write_line(last.line(), bold=True, green=last.passed, red=not last.passed)
-    elif (concluded := segrobust.conclusion) is not None and concluded.verdict is not None and concluded.line:
+    concluded = segrobust.conclusion
+    if concluded is not None and concluded.verdict is not None and concluded.line:
         passed = concluded.verdict.passed
         terminalreporter.write_line(concluded.line, bold=True, green=passed, red=not passed)
+    elif (last := segrobust.last_verdict()) is not None:
+        terminalreporter.write_line(last.line(), bold=True, green=last.passed, red=not last.passed)
 
 
 def written_lines(written: list[Path]) -> list[str]:

@@ -81,7 +81,7 @@ class ShardSpec:
 
     def path(self, report_path: Path) -> Path:
         """Where the shard's file goes: beside the report, ``<report>-shard-K-of-N.json``."""
-        return report_path.with_name(f"{report_path.stem}-shard-{self.index}-of-{self.count}.json")
+        return report_path.with_name(f"{report_path.name}-shard-{self.index}-of-{self.count}.json")  # the name: out/run.1 is a report
 
     def to_json(self) -> dict[str, int]:
         return {"index": self.index, "count": self.count}

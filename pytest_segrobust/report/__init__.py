@@ -40,6 +40,7 @@ from pytest_segrobust.report.model import (
     ShiftSplits,
     SuiteReport,
 )
+from pytest_segrobust.report.paths import report_file
 from pytest_segrobust.report.r2bench import r2bench_entry
 from pytest_segrobust.report.sections import (
     DECISION_SECTIONS,
@@ -449,7 +450,7 @@ def figures_folder(base: Path) -> Path:
     A partial report (``<report>-partial``) has its own, so it never replaces the full
     report's pictures; each report's rewrite replaces its folder's files by their stable names.
     """
-    return base.with_name(f"{base.name}-figures")
+    return report_file(base, "-figures")
 
 
 @dataclass(frozen=True)
@@ -562,8 +563,8 @@ def write_report(
         figures_left_out=(left_out or None) if drawing else FIGURES_LEFT_OUT,
     )
     for path, render in (
-        (base.with_suffix(".md"), lambda: render_markdown(report)),
-        (base.with_suffix(".json"), lambda: json.dumps(_json_safe(report.to_json()), indent=2) + "\n"),
+        (report_file(base, ".md"), lambda: render_markdown(report)),
+        (report_file(base, ".json"), lambda: json.dumps(_json_safe(report.to_json()), indent=2) + "\n"),
     ):
         try:
             atomic_write_text(path, render())

@@ -33,11 +33,21 @@ from pytest_segrobust.suite.schema import Suite
 
 @dataclass
 class BaselineWrites:
-    """What writing the baselines did: the files written, the lines to show, what failed."""
+    """What writing the baselines did: the files written, the lines to show, what failed.
+
+    Attributes:
+        refused: Why each suite's file was not written, by suite name: its cells that were to
+            be written are not in it.
+    """
 
     written: list[Path] = field(default_factory=list)
     summary: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    refused: dict[str, str] = field(default_factory=dict)
+
+    def unwritten(self, pending: Sequence[PendingWrite]) -> dict[CellKey, str]:
+        """The cells of ``pending`` whose suite's file was not written, and why."""
+        return {w.key: self.refused[w.suite] for w in pending if w.suite in self.refused}
 
 
 class BaselineWriter:
@@ -100,6 +110,7 @@ class BaselineWriter:
                 update, notes = self._write_suite(path, name, writes, cells if tidy else None)
             except SegRobustError as exc:
                 done.problems.append(f"baselines not written, the stored ones are unchanged: {exc}")
+                done.refused[name] = str(exc)
                 continue
             if writes or update.removed:
                 done.written.append(path)

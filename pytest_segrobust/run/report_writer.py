@@ -39,7 +39,7 @@ from pytest_segrobust.report.coverage import RunCoverage
 from pytest_segrobust.report.environment import run_environment
 from pytest_segrobust.report.html import write_html
 from pytest_segrobust.report.tables import row_name, worst_cell
-from pytest_segrobust.store.records import CellRecord
+from pytest_segrobust.store.records import CellRecord, Status
 from pytest_segrobust.suite.requirements import RequirementCheck, summarize, unmet_lines
 from pytest_segrobust.suite.schema import Suite
 from pytest_segrobust.text.cells import modality
@@ -75,13 +75,7 @@ class ReportWriter:
             outcomes = [o.to_json() for o in model_outcomes]
             names = dict.fromkeys([*(r.suite for r in records), *(o["suite"] for o in outcomes)])
             gated = {name: suite for name in names if (suite := suites.get(name)) is not None and suite.gate is not None}
-            aggregates = {
-                # In suite order, not in the order cells finished: the means' rounding and the
-                # categories' order must not depend on scheduling.
-                name: aggregate_changes([r for r in records if r.suite == name], dict(resampled), suite.gate.confidence)
-                for name, suite in gated.items()
-                if suite.gate is not None
-            }
+            aggregates = self._aggregates(records, gated, errors, resampled)
             report = build_report(
                 list(records),
                 dict(suites),
@@ -99,6 +93,28 @@ class ReportWriter:
             return None
         self.report = report
         return report
+
+    def _aggregates(
+        self,
+        records: Sequence[CellRecord],
+        gated: Mapping[str, Suite],
+        errors: Mapping[str, str],
+        resampled: Mapping[str, dict[str, Any]],
+    ) -> dict[str, list[dict[str, Any]]]:
+        """Each statistically gated suite's aggregate changes, over its cells that were compared
+        with their baselines: a cell with an error (a baseline cell without a gated number, say)
+        has no change to add. A suite whose changes cannot be computed is left out of the
+        report's aggregates, and :attr:`problems` says why; the rest of the report stands."""
+        aggregates = {}
+        for name, suite in gated.items():  # in suite order, not in the order cells finished:
+            # the means' rounding and the categories' order must not depend on scheduling.
+            assert suite.gate is not None
+            cells = [r for r in records if r.suite == name and r.nodeid not in errors and r.status != Status.ERROR]
+            try:
+                aggregates[name] = aggregate_changes(cells, dict(resampled), suite.gate.confidence)
+            except Exception as exc:  # noqa: BLE001 - one table must not cost the report
+                self.problems.append(f"suite {name}: the aggregate changes could not be computed: {type(exc).__name__}: {exc}")
+        return aggregates
 
     def write(
         self, suites: Mapping[str, Suite], base: Path, html: bool, pictures: RunPictures, device: Any, *, figures: bool = True

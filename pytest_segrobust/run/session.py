@@ -35,8 +35,9 @@ from pytest_segrobust.gate.gatekeeper import CellFailure, Gatekeeper
 from pytest_segrobust.gate.outcomes import ModelChange, Outcome, PendingWrite
 from pytest_segrobust.gate.release import ModelOutcome
 from pytest_segrobust.pictures.values import RunPictures
-from pytest_segrobust.report import Report, run_verdict
+from pytest_segrobust.report import Report, RunVerdict, run_verdict
 from pytest_segrobust.report.coverage import RunCoverage, partial_report_path
+from pytest_segrobust.report.paths import report_file
 from pytest_segrobust.run.baseline_writes import BaselineWriter
 from pytest_segrobust.run.ordering import ordered_model_outcomes, ordered_records, ordered_suites
 from pytest_segrobust.run.report_writer import ReportWriter
@@ -103,6 +104,8 @@ class SegRobustSession:
         self.problems: list[str] = []
         self.warnings: list[str] = []
         self.conclusion: Conclusion | None = None
+        # Ctrl-C stopped the run (the plugin says so at its end): the report's pictures are left out.
+        self.interrupted = False
         # Where cells are measured (--segrobust-backend): this process's runner unless the plugin says otherwise.
         self.backend: Backend = Local(self.runner)
 
@@ -139,11 +142,18 @@ class SegRobustSession:
         self.scope.narrowed_to = [] if whole else narrower
 
     def is_suite_file(self, path: Path) -> bool:
-        """A YAML file anywhere under the suites folder (subfolders too), or named on the command line."""
+        """A YAML file anywhere under the suites folder (subfolders too), or named on the command line.
+
+        A symbolic link in the suites folder is a suite wherever it points: it was put there on purpose.
+        """
         if path.suffix not in (".yaml", ".yml"):
             return False
-        resolved = path.resolve()
-        return resolved.is_relative_to(self._suites_dir) or resolved in self.explicit_paths
+        return self._in_suites_folder(path) or path.resolve() in self.explicit_paths
+
+    def _in_suites_folder(self, path: Path) -> bool:
+        """Whether the file ``path``, or the link that ``path`` is, lies under the suites folder."""
+        placed = path.parent.resolve() / path.name  # the link's own place, not its target's
+        return placed.is_relative_to(self._suites_dir) or path.resolve().is_relative_to(self._suites_dir)
 
     def suite(self, path: Path) -> Suite:
         """The validated suite at ``path``, its name unique in the run (raises :class:`SuiteError`)."""
@@ -162,7 +172,7 @@ class SegRobustSession:
         """
         here = suite.path.resolve()
         declared = dict(self._names_in(self._suites_dir, deep=True))
-        if not here.is_relative_to(self._suites_dir):
+        if not self._in_suites_folder(suite.path):
             declared |= self._names_in(here.parent, deep=False)
         for path in sorted(self.explicit_paths):
             if path.suffix in (".yaml", ".yml") and path.is_file():
@@ -300,9 +310,11 @@ class SegRobustSession:
         return properties + _requirement_properties(record.requirements)
 
     def shown(self, path: Path) -> str:
-        """``path`` as messages show it: relative to the rootdir where it lies under it."""
+        """``path`` as messages show it: relative to the rootdir where it lies under it (a
+        symbolic link where the link lies: the name the user gave it)."""
+        placed = path.parent.resolve() / path.name if path.is_symlink() else path.resolve()
         try:
-            return str(path.resolve().relative_to(self.rootpath.resolve()))
+            return str(placed.relative_to(self.rootpath.resolve()))
         except ValueError:
             return str(path)
 
@@ -364,7 +376,7 @@ class SegRobustSession:
         """What a worker sends when it finishes: its clean-cache counts, the cells it deselected, its
         pictures and what its backend tells the controller's."""
         collection = {"deselected": self.scope.deselected} if self.scope.collection_known else None
-        pictures = self.runner.pictures().to_json()  # a worker's models are still built: the last moment to draw them
+        pictures = self.own_pictures().to_json()  # a worker's models are still built: the last moment to draw them
         backend = self.backend.worker_payload()
         return json.dumps({"cache": self.cache_counts(), "collection": collection, "backend": backend, "pictures": pictures})
 
@@ -395,7 +407,7 @@ class SegRobustSession:
 
     def run_coverage(self) -> RunCoverage:
         """Which of the collected cells this run evaluated, and why it left the others out."""
-        report_md = self.options.report_path.with_suffix(".md")
+        report_md = report_file(self.options.report_path, ".md")
         full = Path(self.shown(report_md)) if report_md.exists() else None
         return self.scope.coverage(len({r.nodeid for r in self.records}), len(self.errors), self.done(), full)
 
@@ -421,6 +433,18 @@ class SegRobustSession:
         if counts.get("builds"):
             line += f"; {plural(counts['builds'], 'model build')}"
         return line
+
+    def last_verdict(self) -> RunVerdict | None:
+        """The verdict the run's last line shows: the report's, and where the report could not be
+        built (:attr:`problems` says why), the same verdict taken from the outcomes. ``None`` for a
+        run that evaluated nothing (a shard's line is its :attr:`conclusion`'s)."""
+        if self.report is not None:
+            return self.report.verdict
+        if not (self.records or self.errors or self.model_outcomes):
+            return None
+        missing = list(self.coverage.not_run) if self.coverage is not None else []
+        statuses = [o.status for o in self.ordered_model_outcomes() if o.nodeid not in self.errors]
+        return run_verdict(self.ordered_records(), self.errors, missing, statuses)
 
     # -- the end of the run -------------------------------------------------------------
 
@@ -456,6 +480,7 @@ class SegRobustSession:
             prune=self.options.prune,
         )
         writes = writer.write(self.pending, self.records, self.model_changes)
+        self._not_written(writes.unwritten(self.pending))
         self.pending.clear()
         self.written += writes.written
         self.baseline_summary = writes.summary
@@ -504,16 +529,34 @@ class SegRobustSession:
             pictures=self.run_pictures(),
         )
 
-    def run_pictures(self) -> RunPictures:
-        """The report's pictures: this process's own (made now, at most once) with the others'.
+    def _not_written(self, unwritten: dict[CellKey, str]) -> None:
+        """A cell whose baseline write was refused is an error of the run, not a cell "written to
+        the baseline": its status and the report say so, and the verdict fails."""
+        for record in self.records:
+            why = unwritten.get(CellKey(record.suite, record.model, record.corruption, record.severity, record.split))
+            if why is not None:
+                record.status = Status.ERROR
+                self.errors[record.nodeid] = f"its baseline was not written: {why}"
 
-        Ctrl-C while they are made leaves them out; the report says so and is written without them.
-        """
-        try:
-            self.pictures.absorb(self.runner.pictures())
-        except KeyboardInterrupt:
-            self.reporter.warnings.append("pictures left out: the run was interrupted while the report's pictures were made")
+    def run_pictures(self) -> RunPictures:
+        """The report's pictures: this process's own (:meth:`own_pictures`) with the others'."""
+        self.pictures.absorb(self.own_pictures())
         return self.pictures
+
+    def own_pictures(self) -> RunPictures:
+        """The report's pictures of what this process measured, made now (at most once).
+
+        They run the models again, and a model can hang: a run interrupted (Ctrl-C) makes none,
+        and Ctrl-C while they are made stops them, so that the run ends at once, its baselines
+        written; the report says they were left out.
+        """
+        if not self.interrupted:
+            try:
+                return self.runner.pictures()
+            except KeyboardInterrupt:
+                self.interrupted = True
+        self.reporter.warnings.append("pictures left out: the run was interrupted")
+        return RunPictures()
 
     # -- order ---------------------------------------------------------------------------------
 

@@ -65,6 +65,7 @@ from pytest_segrobust.metrics import METRICS
 from pytest_segrobust.suite.factories import FactorySpec, read_factory
 from pytest_segrobust.suite.model_sources import MODEL_SOURCES, EntryContext, ModelSpec, listed_sources, source_keys
 from pytest_segrobust.suite.requirements import RequirementError, Requirements, SuiteShape, parse_requirements
+from pytest_segrobust.suite.yaml_loader import load_yaml
 from pytest_segrobust.tasks import TASKS, get_task
 from pytest_segrobust.tasks.base import SuiteCells, SuiteKeyError, SuiteNames, Task
 from pytest_segrobust.text.cells import CellResolver, is_text_name, resolve_cell
@@ -294,7 +295,7 @@ class Suite:
 def declared_name(path: Path) -> str | None:
     """The name a suite file declares (its stem by default); ``None`` if it cannot be read."""
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw = load_yaml(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError):
         return None
     name = raw.get("name", path.stem) if isinstance(raw, dict) else path.stem
@@ -312,7 +313,7 @@ def load_suite(path: Path, registry: CorruptionRegistry = REGISTRY, *, import_fa
         SuiteError: naming the file, the field and what was expected.
     """
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw = load_yaml(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise SuiteError(f"{path}: cannot read the suite ({exc.strerror})") from exc
     except yaml.YAMLError as exc:
