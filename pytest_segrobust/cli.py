@@ -278,7 +278,7 @@ def _merge(paths: list[Path], report: str | None, update: bool, rootdir: Path) -
     from pytest_segrobust.backends.shard_plan import ShardError, check_local_files
     from pytest_segrobust.backends.shards import MergedShards, project_digests
     from pytest_segrobust.plugin import start_session, written_lines
-    from pytest_segrobust.report import pictures_left_out_by, terminal_summary, verdict
+    from pytest_segrobust.report import pictures_left_out_by, terminal_summary
     from pytest_segrobust.run import shards as sharding
 
     merged = MergedShards.read(paths)
@@ -335,11 +335,12 @@ def _merge(paths: list[Path], report: str | None, update: bool, rootdir: Path) -
         print(line)
     for line in written_lines(session.written):
         print(line)
-    if session.report is not None:
-        print(verdict(session.report).line())  # the last line, as a run's terminal summary ends
+    last = session.last_verdict()  # the report's, or the outcomes' where no report could be built
+    if last is not None:
+        print(last.line())  # the last line, as a run's terminal summary ends
     failed = session.problems or (session.coverage is not None and session.coverage.not_run)
-    if session.report is not None:
-        failed = failed or not session.report.verdict.passed
+    if last is not None:
+        failed = failed or not last.passed
     return 1 if failed else 0
 
 

@@ -71,13 +71,20 @@ def test_a_gated_baseline_cell_without_gamma_r_fails_its_cell_and_the_report_is_
 
 # A report that cannot be built at all (here a conftest breaks it): the run says why, and its
 # last line is still the verdict, taken from the cells' outcomes.
+# (Patched for this run only: pytester runs in this process, and later tests build reports too.)
 BROKEN_REPORT = """
 import pytest_segrobust.run.report_writer as writer
+
+ORIGINAL = writer.build_report
 
 def broken(*args, **kwargs):
     raise RuntimeError("the report is broken on purpose")
 
-writer.build_report = broken
+def pytest_configure(config):
+    writer.build_report = broken
+
+def pytest_unconfigure(config):
+    writer.build_report = ORIGINAL
 """
 
 
