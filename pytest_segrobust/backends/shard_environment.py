@@ -169,13 +169,17 @@ def _shard(scheduler: Scheduler, values: Mapping[str, str], given: int | None) -
         try:
             numbers[name] = int(value)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"auto: {name}={value!r} ({scheduler.name}): expected an integer") from None
+            raise argparse.ArgumentTypeError(
+                f"auto: {name}={value!r} ({scheduler.name}): expected an integer"
+            ) from None
     shown = ", ".join(f"{name}={value}" for name, value in numbers.items())
     source = f"from {shown}, {scheduler.name}"
     count = given if scheduler.count is None else numbers[scheduler.count]
     assert count is not None  # from_environment asks for auto/N where the scheduler gives no count
     if given is not None and count != given:
-        raise argparse.ArgumentTypeError(f"auto/{given}: {scheduler.count}={count} ({scheduler.name}) says {count} shards")
+        raise argparse.ArgumentTypeError(
+            f"auto/{given}: {scheduler.count}={count} ({scheduler.name}) says {count} shards"
+        )
     first = scheduler.first if scheduler.first_variable is None else numbers[scheduler.first_variable]
     step = numbers.get(scheduler.step_variable, 1) if scheduler.step_variable else 1
     position, off_step = divmod(numbers[scheduler.index] - first, max(step, 1))  # Slurm's step is >= 1
