@@ -215,11 +215,8 @@ def test_auto_shards_say_where_they_come_from_and_merge_into_a_single_runs_repor
         no_scheduler.setenv("CI_NODE_INDEX", str(index))
         result = run_shard(project, "auto", figures=True)
         result.assert_outcomes(passed=passed, deselected=CELLS - passed)
-        result.stdout.fnmatch_lines(
-            [
-                f"segrobust: shard {index}/2 (from CI_NODE_INDEX={index}, CI_NODE_TOTAL=2, a GitLab CI job with parallel:): *"
-            ]
-        )
+        source = f"from CI_NODE_INDEX={index}, CI_NODE_TOTAL=2, a GitLab CI job with parallel:"
+        result.stdout.fnmatch_lines([f"segrobust: shard {index}/2 ({source}): *"])
     status, out = merge(project, capsys, shard_file(project, "1/2"), shard_file(project, "2/2"))
     assert status == 0, out
     assert take_report(project) == single

@@ -97,10 +97,7 @@ def parse_shard(text: str) -> ShardSpec:
         return ShardSpec.parse(text)
     given = None
     if slash:
-        try:
-            given = int(count)
-        except ValueError:
-            given = 0
+        given = int(count) if count.strip().isdigit() else 0
         if given < 1:
             raise argparse.ArgumentTypeError(f"expected auto or auto/N with N >= 1 (e.g. auto/4), got {text!r}")
     return from_environment(os.environ, given)
@@ -155,7 +152,10 @@ def _half_set(scheduler: Scheduler, values: Mapping[str, str], missing: list[str
     """Why a scheduler's variables do not name a shard: some missing, or no count given."""
     shown = ", ".join(f"{name}={value}" for name, value in values.items())
     if missing:
-        return f"{shown} set but {', '.join(missing)} not ({scheduler.name}): its variables are only half set; give the shard as K/N instead"
+        return (
+            f"{shown} set but {', '.join(missing)} not ({scheduler.name}): "
+            "its variables are only half set; give the shard as K/N instead"
+        )
     return (
         f"{shown} set ({scheduler.name}), which gives no count of shards: "
         "give it as --segrobust-shard auto/N, N the Job's completions"
