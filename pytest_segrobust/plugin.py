@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_segrobust import backends
-from pytest_segrobust.backends.shard_plan import SHARD_FLAG, ShardSpec
+from pytest_segrobust.backends.shard_environment import parse_shard
+from pytest_segrobust.backends.shard_plan import SHARD_FLAG
 from pytest_segrobust.core.errors import SegRobustError
 from pytest_segrobust.core.wording import plural
 from pytest_segrobust.run import hookspecs
@@ -105,10 +106,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption(
         SHARD_FLAG,
-        type=ShardSpec.parse,
-        metavar="K/N",
+        type=parse_shard,
+        metavar="K/N|auto",
         help="run shard K of N of the cells and write <report>-shard-K-of-N.json instead of the report "
-        "and the baselines; `segrobust merge` turns the N files into the report",
+        "and the baselines; `segrobust merge` turns the N files into the report. auto (or auto/N): K and N "
+        "from a Kubernetes Indexed Job, Slurm array, GitLab parallel: or CircleCI job's environment",
     )
     group.addoption(
         "--segrobust-dist",

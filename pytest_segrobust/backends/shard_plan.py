@@ -52,10 +52,16 @@ class ShardDigestError(ValueError):
 
 @dataclass(frozen=True, order=True)
 class ShardSpec:
-    """Shard ``index`` of ``count`` (both from 1): ``--segrobust-shard 2/4``."""
+    """Shard ``index`` of ``count`` (both from 1): ``--segrobust-shard 2/4``.
+
+    ``source`` says where ``--segrobust-shard auto`` read it (``from SLURM_ARRAY_TASK_ID=3,
+    ...``, :mod:`~pytest_segrobust.backends.shard_environment`); it is no part of the shard's
+    identity, nor of its file.
+    """
 
     index: int
     count: int
+    source: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
         if not 1 <= self.index <= self.count:
@@ -78,6 +84,10 @@ class ShardSpec:
 
     def __str__(self) -> str:
         return f"{self.index}/{self.count}"
+
+    def described(self) -> str:
+        """``2/4``, with where it was read from: ``2/4 (from CI_NODE_INDEX=2, CI_NODE_TOTAL=4, ...)``."""
+        return f"{self} ({self.source})" if self.source else str(self)
 
     def path(self, report_path: Path) -> Path:
         """Where the shard's file goes: beside the report, ``<report>-shard-K-of-N.json``."""

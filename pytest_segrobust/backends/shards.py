@@ -108,7 +108,7 @@ class ShardBackend(Backend):
         return True
 
     def header(self) -> list[str]:
-        return [f"segrobust: shard {self.spec}: report and baselines are written by `segrobust merge`", *self.inner.header()]
+        return [f"segrobust: shard {self.spec.described()}: report and baselines are written by `segrobust merge`", *self.inner.header()]
 
     def select(self, cells: Sequence[tuple[str, Suite, CellKey]]) -> list[str]:
         """The shard's part of the cells, a pure function of the cells and their suites."""
