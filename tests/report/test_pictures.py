@@ -11,8 +11,9 @@ import torch
 from PIL import Image
 
 from pytest_segrobust.corruptions import REGISTRY
+from pytest_segrobust.engine.evaluation import EvalSettings, evaluate
 from pytest_segrobust.engine.suite_pictures import describe_frames
-from pytest_segrobust.engine.worst_images import describe_worst
+from pytest_segrobust.engine.worst_images import CONSIDERED, ImageScores, describe_worst
 from pytest_segrobust.models.adapters import adapt_model
 from pytest_segrobust.pictures.values import GalleryTiles, WorstImages
 from pytest_segrobust.report import build_report, plots, render_markdown, suite_sections, write_report
@@ -39,10 +40,11 @@ def binner_model() -> object:
 
 
 def rotated_worst() -> WorstImages:
-    dataset = BandScenes(size=3, height=20, width=30)
-    return describe_worst(
-        binner_model(), dataset, REGISTRY.get("rotate"), 5, task="semantic", metric="miou", seed=0, limit=None, gamma_r=0.5
-    )
+    model, dataset, rotate = binner_model(), BandScenes(size=3, height=20, width=30), REGISTRY.get("rotate")
+    settings = EvalSettings.of("semantic", ["miou"], scored_images=CONSIDERED)
+    clean, rotated = evaluate(model, dataset, None, 0, settings), evaluate(model, dataset, rotate, 5, settings)
+    scores = ImageScores(clean.image_scores, rotated.image_scores)
+    return describe_worst(model, dataset, rotate, 5, scores, task="semantic", metric="miou", seed=0, gamma_r=0.5)
 
 
 def test_worst_cell_picture_shows_moved_ground_truth_for_geometric_corruptions() -> None:
@@ -82,12 +84,27 @@ def test_the_gallery_lays_out_the_tiles_it_is_given() -> None:
 def test_pictures_are_written_linked_and_explained(tmp_path: Path) -> None:
     report = build_report(cells("a", 80.0, SCORES_A) + cells("b", 75.0, SCORES_B), {})
     report = report.with_suite("s", frame_kept=describe_frames([REGISTRY.get("rotate")], 32, 32, [1, 5], 0, "x"))
-    report = report.with_suite("s", worst_images={
-        "a": {"corruption": "gaussian_noise", "severity": 5, "gamma_r": 0.5, "considered": 16, "figure": "worst-a",
-              "images": [{"sample_id": "img/3", "clean": 81.0, "corrupted": 12.5, "drop": 68.5}]},
-        "b": {"corruption": "gaussian_noise", "severity": 5, "gamma_r": 0.27, "considered": 16, "images": [],
-              "note": "no pictures: Thing has no class view to draw"},
-    })
+    report = report.with_suite(
+        "s",
+        worst_images={
+            "a": {
+                "corruption": "gaussian_noise",
+                "severity": 5,
+                "gamma_r": 0.5,
+                "considered": 16,
+                "figure": "worst-a",
+                "images": [{"sample_id": "img/3", "clean": 81.0, "corrupted": 12.5, "drop": 68.5}],
+            },
+            "b": {
+                "corruption": "gaussian_noise",
+                "severity": 5,
+                "gamma_r": 0.27,
+                "considered": 16,
+                "images": [],
+                "note": "no pictures: Thing has no class view to draw",
+            },
+        },
+    )
     worst = rotated_worst()
     done = write_report(report, tmp_path / "out", pictures={"s": {"worst-a": worst}})
     report, written = done.report, done.files
@@ -104,7 +121,10 @@ def test_pictures_are_written_linked_and_explained(tmp_path: Path) -> None:
     assert "### How much of the frame geometric corruptions keep" in markdown
     titles = [section.title for section in suite_sections(report.suites["s"])]
     assert titles.index("Images whose score fell most in each model's worst cell") < titles.index("Baseline comparison")
-    assert json.loads((tmp_path / "out.json").read_text())["suites"]["s"]["figures"]["worst-a"] == "out-figures/s-worst-a.png"
+    assert (
+        json.loads((tmp_path / "out.json").read_text())["suites"]["s"]["figures"]["worst-a"]
+        == "out-figures/s-worst-a.png"
+    )
 
 
 def test_a_value_that_cannot_be_drawn_is_a_warning_not_a_failure(tmp_path: Path) -> None:
