@@ -16,7 +16,16 @@ from pytest_segrobust.engine.suite_pictures import describe_frames
 from pytest_segrobust.engine.worst_images import CONSIDERED, ImageScores, describe_worst
 from pytest_segrobust.models.adapters import adapt_model
 from pytest_segrobust.pictures.values import GalleryTiles, WorstImages
-from pytest_segrobust.report import build_report, plots, render_markdown, suite_sections, write_report
+from pytest_segrobust.report import (
+    FrameKept,
+    ImageDrop,
+    WorstEntry,
+    build_report,
+    plots,
+    render_markdown,
+    suite_sections,
+    write_report,
+)
 from pytest_segrobust.report.gallery import render_gallery
 from pytest_segrobust.report.overlays import NOTHING, overlay, palette, render_worst
 from pytest_segrobust.tasks import get_task
@@ -83,26 +92,16 @@ def test_the_gallery_lays_out_the_tiles_it_is_given() -> None:
 
 def test_pictures_are_written_linked_and_explained(tmp_path: Path) -> None:
     report = build_report(cells("a", 80.0, SCORES_A) + cells("b", 75.0, SCORES_B), {})
-    report = report.with_suite("s", frame_kept=describe_frames([REGISTRY.get("rotate")], 32, 32, [1, 5], 0, "x"))
+    frames = describe_frames([REGISTRY.get("rotate")], 32, 32, [1, 5], 0, "x")
+    assert frames is not None
+    report = report.with_suite("s", frame_kept=FrameKept.from_json(frames))
     report = report.with_suite(
         "s",
         worst_images={
-            "a": {
-                "corruption": "gaussian_noise",
-                "severity": 5,
-                "gamma_r": 0.5,
-                "considered": 16,
-                "figure": "worst-a",
-                "images": [{"sample_id": "img/3", "clean": 81.0, "corrupted": 12.5, "drop": 68.5}],
-            },
-            "b": {
-                "corruption": "gaussian_noise",
-                "severity": 5,
-                "gamma_r": 0.27,
-                "considered": 16,
-                "images": [],
-                "note": "no pictures: Thing has no class view to draw",
-            },
+            "a": WorstEntry(
+                "gaussian_noise", 5, 0.5, 16, (ImageDrop("img/3", 81.0, 12.5, 68.5),), figure="worst-a"
+            ),
+            "b": WorstEntry("gaussian_noise", 5, 0.27, 16, note="no pictures: Thing has no class view to draw"),
         },
     )
     worst = rotated_worst()
@@ -133,7 +132,7 @@ def test_a_value_that_cannot_be_drawn_is_a_warning_not_a_failure(tmp_path: Path)
     first = worst.images[0]
     broken = type(first)(**{**first.__dict__, "clean_prediction": torch.zeros(2, 2, dtype=torch.int64)})
     bad = WorstImages(**{**worst.__dict__, "images": (broken,)})
-    report = report.with_suite("s", worst_images={"a": {**bad.info(), "figure": "worst-a"}})
+    report = report.with_suite("s", worst_images={"a": WorstEntry.of(bad, "worst-a")})
     tiles = GalleryTiles(("fog",), (1,), np.zeros((4, 4, 3), np.uint8), ((np.zeros((4, 4, 3), np.uint8),),))
     done = write_report(report, tmp_path / "out", galleries={"s": tiles}, pictures={"s": {"worst-a": bad}})
     report, written = done.report, done.files
