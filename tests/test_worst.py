@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -234,3 +235,51 @@ def test_shared_clean_views_give_the_evidence_of_a_fresh_search_and_predict_clea
 def test_evidence_survives_json() -> None:
     worst = describe(binner_model(), BandScenes(size=3, height=20, width=30), "rotate", 4, gamma_r=0.25)
     assert WorstImages.from_json(json.loads(json.dumps(worst.to_json()))) == worst
+
+
+# -- a run: the cells measured, then their pictures -----------------------------------------
+
+BUILT: list[CountingBinner] = []
+
+
+def counting_binner() -> CountingBinner:
+    """A suite's model factory that keeps what it built, for the test to count its predictions."""
+    BUILT.append(CountingBinner())
+    return BUILT[-1]
+
+
+RUN_SUITE = """\
+name: bands
+dataset: {factory: tests.fakes:band_scenes, kwargs: {size: 10, height: 24, width: 24}}
+models:
+  - {name: binner, factory: tests.test_worst:counting_binner}
+corruptions: [gaussian_noise, rotate]
+severities: [1, 5]
+batch_size: 4
+"""
+
+
+def test_a_runs_worst_images_run_the_model_on_the_picked_images_alone(tmp_path: Path) -> None:
+    from pytest_segrobust.engine.runner import CellRunner
+    from pytest_segrobust.runtime.options import Options
+    from pytest_segrobust.store.baselines import CellKey
+
+    (tmp_path / "suites").mkdir()
+    (tmp_path / "suites" / "bands.yaml").write_text(RUN_SUITE)
+    options = Options(True, False, tmp_path / "suites", tmp_path / "baselines", tmp_path / "report")
+    runner = CellRunner(options, tmp_path)
+    BUILT.clear()
+    try:
+        suite = runner.load(tmp_path / "suites" / "bands.yaml")
+        cells = [("clean", 0), ("gaussian_noise", 1), ("gaussian_noise", 5), ("rotate", 1), ("rotate", 5)]
+        for name, severity in cells:
+            runner.measure(suite, CellKey("bands", "binner", name, severity), f"bands::binner::{name}[{severity}]")
+        (network,) = BUILT
+        assert network.images == 10 * len(cells)  # one pass per cell, the clean one included
+        pictures = runner.pictures()
+    finally:
+        runner.close()
+    (worst,) = pictures.worst.values()
+    assert len(worst.images) == 3 and worst.considered == 10
+    # The three picked images, clean and corrupted, and nothing else: the picks came from the cells' passes.
+    assert network.images == 10 * len(cells) + 2 * 3
