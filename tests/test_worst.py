@@ -26,6 +26,7 @@ from pytest_segrobust.models.adapters import adapt_model
 from pytest_segrobust.pictures.values import WorstImages
 from pytest_segrobust.pictures.views import NoClassView
 from pytest_segrobust.randomness.seeding import sample_seed
+from pytest_segrobust.report import WorstEntry
 from pytest_segrobust.tasks import get_task
 from tests.fakes import BandScenes, RedBinner
 
@@ -152,7 +153,7 @@ def test_a_geometric_cell_keeps_the_moved_ground_truth() -> None:
     assert worst.metric_label == "mIoU" and worst.class_names == tuple(dataset.class_names)
     first = worst.images[0]
     assert first.moved_truth is not None and first.truth is not None and not torch.equal(first.truth, first.moved_truth)
-    info = worst.info()
+    info = WorstEntry.of(worst).to_json()  # what the report's JSON says of the cell
     assert list(info) == ["corruption", "severity", "gamma_r", "considered", "images"]
     assert info["images"][0] == {
         "sample_id": first.sample_id,
@@ -184,7 +185,7 @@ def test_a_task_without_class_view_gets_a_note_not_an_error() -> None:
         worst = describe(Opaque(), BandScenes(size=2), "gaussian_noise", 1, gamma_r=0.9)
     finally:
         views.class_maps.register(torch.Tensor, original)
-    assert worst.images == () and worst.info()["images"] == [] and "no class view" in worst.info()["note"]
+    assert worst.images == () and worst.note is not None and "no class view" in worst.note
 
 
 def test_no_defined_score_is_a_note() -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 from pytest_segrobust.core.wording import plural
 from pytest_segrobust.report.coverage import RunCoverage
@@ -112,8 +112,28 @@ class GateSummary:
         }
 
 
+class _Flat:
+    """A value whose JSON is its fields by name, in their order, as they are; made from that JSON
+    only when it names every field and no other (:func:`_same_fields`)."""
+
+    what: ClassVar[str]  # what the value is, for the message that refuses its JSON
+
+    def to_json(self) -> dict[str, Any]:
+        """The fields by name, in their order."""
+        return _fields_json(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Self:
+        """The value of its producer's JSON.
+
+        Raises:
+            ValueError: for other fields than this value's.
+        """
+        return cls(**_same_fields(cls, data, cls.what))
+
+
 @dataclass(frozen=True)
-class RequirementDecision:
+class RequirementDecision(_Flat):
     """One requirement decided for one cell, class or model, as the report shows it (the gate's
     decision, handed in as its JSON: the report imports nothing of the gate).
 
@@ -144,18 +164,7 @@ class RequirementDecision:
     confirmable: float | None
     images: int
 
-    def to_json(self) -> dict[str, Any]:
-        """The fields by name, in their order."""
-        return _fields_json(self)
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> RequirementDecision:
-        """The gate's JSON of a requirement decided (``RequirementCheck.to_json()``).
-
-        Raises:
-            ValueError: for other fields than this value's.
-        """
-        return cls(**_same_fields(cls, data, "a requirement decision"))
+    what: ClassVar[str] = "a requirement decision"  # from RequirementCheck.to_json()
 
 
 @dataclass(frozen=True)
@@ -190,7 +199,7 @@ class RequirementRow:
 
 
 @dataclass(frozen=True)
-class AggregateCheck:
+class AggregateCheck(_Flat):
     """One aggregate of a model against its baseline's, decided against its margin (``gate.aggregates``).
 
     Attributes:
@@ -222,18 +231,7 @@ class AggregateCheck:
     regressed: bool
     improved: bool
 
-    def to_json(self) -> dict[str, Any]:
-        """The fields by name, in their order."""
-        return _fields_json(self)
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> AggregateCheck:
-        """The gate's check as its model outcome records it (``ModelOutcome.to_json()["checks"]``).
-
-        Raises:
-            ValueError: for other fields than this value's.
-        """
-        return cls(**_same_fields(cls, data, "an aggregate check"))
+    what: ClassVar[str] = "an aggregate check"  # from ModelOutcome.to_json()["checks"]
 
 
 @dataclass(frozen=True)
@@ -627,7 +625,7 @@ class VideoTables:
 
 
 @dataclass(frozen=True)
-class AggregateChange:
+class AggregateChange(_Flat):
     """One aggregate of a model against its baseline, paired over the same image resamples
     (:func:`~pytest_segrobust.gate.evidence.aggregate_changes`); it describes, it does not decide.
 
@@ -646,18 +644,7 @@ class AggregateChange:
     high: float
     cells: int
 
-    def to_json(self) -> dict[str, Any]:
-        """The fields by name, in their order."""
-        return _fields_json(self)
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> AggregateChange:
-        """One row of :func:`~pytest_segrobust.gate.evidence.aggregate_changes`.
-
-        Raises:
-            ValueError: for other fields than this value's.
-        """
-        return cls(**_same_fields(cls, data, "an aggregate change"))
+    what: ClassVar[str] = "an aggregate change"  # a row of aggregate_changes()
 
 
 @dataclass(frozen=True)
@@ -750,15 +737,8 @@ class ImageDrop:
 
     def to_json(self) -> dict[str, Any]:
         """The numbers, and the expressions of a sample that has them."""
-        out: dict[str, Any] = {
-            "sample_id": self.sample_id,
-            "clean": self.clean,
-            "corrupted": self.corrupted,
-            "drop": self.drop,
-        }
-        if self.clean_text is not None:
-            out |= {"clean_text": self.clean_text, "corrupted_text": self.corrupted_text}
-        return out
+        texts = () if self.clean_text is not None else ("clean_text", "corrupted_text")
+        return {key: value for key, value in _fields_json(self).items() if key not in texts}
 
 
 @dataclass(frozen=True)
@@ -796,18 +776,8 @@ class WorstEntry:
 
     def to_json(self) -> dict[str, Any]:
         """``suites.<name>.worst_images.<row>``: the note and the figure where there are any."""
-        out: dict[str, Any] = {
-            "corruption": self.corruption,
-            "severity": self.severity,
-            "gamma_r": self.gamma_r,
-            "considered": self.considered,
-            "images": [image.to_json() for image in self.images],
-        }
-        if self.note is not None:
-            out["note"] = self.note
-        if self.figure is not None:
-            out["figure"] = self.figure
-        return out
+        out = _fields_json(self) | {"images": [image.to_json() for image in self.images]}
+        return {key: value for key, value in out.items() if value is not None or key not in ("note", "figure")}
 
 
 @dataclass(frozen=True)

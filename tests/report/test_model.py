@@ -126,11 +126,25 @@ def test_worst_entries_are_made_once_from_the_measured_images_and_write_their_su
     found = worst_found(texts)
     entry = WorstEntry.of(found, "worst-a")
     assert entry.images[0].sample_id == "img/3" and entry.figure == "worst-a" and entry.considered == 16
-    same_json(entry.to_json(), found.info() | {"figure": "worst-a"})
+    image = {"sample_id": "img/3", "clean": 81.0, "corrupted": 12.5, "drop": 68.5}
+    if texts:
+        image |= {"clean_text": "the red one", "corrupted_text": "teh red one"}
+    expected = {"corruption": "gaussian_noise", "severity": 5, "gamma_r": 0.25, "considered": 16, "images": [image]}
+    same_json(entry.to_json(), expected | {"figure": "worst-a"})
     empty = WorstImages("fog", 1, None, 4, "mIoU", ("a",), note="no pictures: none")
-    same_json(WorstEntry.of(empty).to_json(), empty.info())
+    same_json(
+        WorstEntry.of(empty).to_json(),
+        {
+            "corruption": "fog",
+            "severity": 1,
+            "gamma_r": None,
+            "considered": 4,
+            "images": [],
+            "note": "no pictures: none",
+        },
+    )
     report = build_report(cells("a", 80.0, SCORES_A), {}).with_suite("s", worst_images={"a": entry})
-    same_json(report.to_json()["suites"]["s"]["worst_images"], {"a": found.info() | {"figure": "worst-a"}})
+    same_json(report.to_json()["suites"]["s"]["worst_images"], {"a": expected | {"figure": "worst-a"}})
     markdown = render_markdown(report)
     said = ' | "the red one" | "teh red one"' if texts else ""
     assert f"| a | gaussian_noise s5 | 0.250 | img/3{said} | 81.00 | 12.50 | -68.50 |" in markdown
