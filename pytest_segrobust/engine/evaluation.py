@@ -421,20 +421,15 @@ def result_of(
 
 def _score_alone(headline: Metric, predictions: Any, batch: Batch, index: int) -> float:
     """The headline metric of the batch's sample ``index`` on its own: a fresh metric fed that
-    sample's fields and predictions, as if it had been a batch of one (NaN where undefined)."""
+    sample's fields and predictions, as if it had been a batch of one (NaN where undefined, and
+    for predictions of a type that cannot be cut per sample: the cell's numbers never depend on it)."""
     one = range(index, index + 1)
+    if not isinstance(predictions, (Field, torch.Tensor, list, tuple)):
+        return math.nan
+    alone = predictions.take(one) if isinstance(predictions, Field) else predictions[one.start : one.stop]
     scorer = type(headline)(headline.context)
-    scorer.update(_one_sample(predictions, one), {name: value.take(one) for name, value in batch.items()})
+    scorer.update(alone, {name: value.take(one) for name, value in batch.items()})
     return float(scorer.compute().score)
-
-
-def _one_sample(predictions: Any, one: range) -> Any:
-    """The predictions of one sample of a batch, of the batch's type: a field cut as fields are
-    cut (:meth:`~pytest_segrobust.core.types.Field.take`), a tensor or a list of per-sample
-    predictions sliced along its first axis."""
-    if isinstance(predictions, Field):
-        return predictions.take(one)
-    return predictions[one.start : one.stop]
 
 
 def is_finite(result: EvalResult) -> bool:
