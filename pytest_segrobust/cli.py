@@ -67,9 +67,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     merge = commands.add_parser(
         "merge",
         help="write the report (and baselines) of a run from its shard files (pytest --segrobust-shard K/N)",
-        description="Check that the files are the N shards of one run, made from the same suites and "
-        "baselines, then write the report that run would have written. Exit status: 0 when the merged "
-        "verdict passes, 1 when it fails, 2 when the shards cannot be merged.",
+        description="Check that the files are the N shards of one run, made from the same suites, baselines, "
+        "models, data and evaluator, gate every cell again from what its shard measured against the baselines "
+        "here, then write the report that run would have written. Exit status: 0 when the merged verdict "
+        "passes, 1 when it fails, 2 when the shards cannot be merged.",
     )
     merge.add_argument("shards", type=Path, nargs="+", metavar="SHARD", help="the shard files, <report>-shard-K-of-N.json")
     merge.add_argument(
@@ -263,12 +264,14 @@ def _merge(paths: list[Path], report: str | None, update: bool, rootdir: Path) -
     """Merge shard files into the report one run would have written; the exit status of ``merge``."""
     import pytest
 
-    from pytest_segrobust.backends.shard_plan import ShardError, ShardFile, check_local_files, check_shards
+    from pytest_segrobust.backends.shard_plan import ShardError, check_local_files
+    from pytest_segrobust.backends.shards import MergedShards, project_digests
     from pytest_segrobust.plugin import start_session, written_lines
     from pytest_segrobust.report import pictures_left_out_by, terminal_summary, verdict
     from pytest_segrobust.run import shards as sharding
 
-    shards = check_shards([(path, ShardFile.read(path)) for path in paths], __version__)
+    merged = MergedShards.read(paths)
+    shards = merged.shards
     first_path, first = shards[0]
     if update and not first.update_baselines:
         raise ShardError(
@@ -301,12 +304,14 @@ def _merge(paths: list[Path], report: str | None, update: bool, rootdir: Path) -
     session = start_session(config)
     session.runner.import_factories = False  # a merge measures nothing: the models need not be here
     try:
-        suites, baselines = sharding.project_digests(session)
+        suites, baselines = project_digests(session.options, session.rootpath)
         check_local_files(first, first_path, suites, baselines)
-        sharding.absorb_shards(session, [shard for _, shard in shards])
+        changed = sharding.merge(session, merged)
         session.finish()
     finally:
         session.close()
+    for line in changed:
+        print(f"note: {line}")
     if not (session.records or session.errors):
         print("no cell was evaluated: no report written, the last one is left as it was")
     elif without_figures and len(without_figures) < len(shards):

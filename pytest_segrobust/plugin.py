@@ -8,6 +8,7 @@ is given or a test requests the ``segrobust`` fixture. Without either, every hoo
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import shlex
 from collections.abc import Generator
@@ -38,21 +39,19 @@ if TYPE_CHECKING:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("segrobust", "segmentation robustness gate")
-    group.addoption("--segrobust", action="store_true", help="run the robustness suites (YAML in the suites folder)")
-    group.addoption(
+    switch = functools.partial(group.addoption, action="store_true")  # an on/off flag
+    switch("--segrobust", help="run the robustness suites (YAML in the suites folder)")
+    switch(
         "--segrobust-update-baselines",
-        action="store_true",
         help="accept the current numbers as the new baselines (written once, at the end)",
     )
-    group.addoption(
+    switch(
         "--segrobust-prune",
-        action="store_true",
         help="remove baseline entries (models, splits, corruptions, severities) the suites no longer have",
     )
     group.addoption("--segrobust-report", metavar="PATH", help="report path without suffix (.md and .json are written)")
-    group.addoption(
+    switch(
         "--segrobust-report-html",
-        action="store_true",
         help="also write the report as one self-contained HTML page beside the .md (sortable tables, figures embedded)",
     )
     group.addoption(
@@ -155,10 +154,12 @@ def pytest_configure(config: pytest.Config) -> None:
             config.args = [str(segrobust.options.suites_dir)]
         else:
             segrobust.collect_explicitly(config.args, config.invocation_params.dir)
-        if (shard := config.getoption("segrobust_shard")) is not None:
-            segrobust.begin_shard(shard)
         under_xdist = hasattr(config, "workerinput") or _is_xdist_controller(config)
         segrobust.backend = backends.create(config, segrobust.runner, under_xdist=under_xdist)
+        if (shard := config.getoption("segrobust_shard")) is not None:
+            from pytest_segrobust.backends.shards import ShardBackend
+
+            segrobust.backend = ShardBackend.around(segrobust.backend, shard, config, segrobust.runner)
 
 
 def _enabled(config: pytest.Config) -> bool:
@@ -318,8 +319,6 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         lines.append(f"segrobust: malloc {setting.describe()}")
     if (chosen := threads.current()) is not None:
         lines.append(f"segrobust: {chosen.describe()}")
-    if segrobust.shard is not None:
-        lines.append(f"segrobust: shard {segrobust.shard}: report and baselines are written by `segrobust merge`")
     return lines + segrobust.backend.header()
 
 
@@ -351,15 +350,15 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> SuiteFile 
     return None
 
 
-@pytest.hookimpl(trylast=True)  # after -k, -m and --deselect: the shards split what they selected
+@pytest.hookimpl(trylast=True)  # after -k, -m and --deselect: a backend (the shards) selects from what they selected
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     segrobust = _session(config)
-    if segrobust is None or segrobust.shard is None:
+    if segrobust is None or not segrobust.options.enabled:
         return
     from pytest_segrobust.run.items import ROBUSTNESS_ITEMS
 
     cells = [item for item in items if isinstance(item, ROBUSTNESS_ITEMS)]
-    ours = segrobust.plan_shard([(item.nodeid, item.suite, item.key) for item in cells])
+    ours = set(segrobust.backend.select([(item.nodeid, item.suite, item.key) for item in cells]))
     others = [item for item in cells if item.nodeid not in ours]
     if others:
         items[:] = [item for item in items if not isinstance(item, ROBUSTNESS_ITEMS) or item.nodeid in ours]
@@ -453,7 +452,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if hasattr(config, "workerinput"):
         config.workeroutput[PAYLOAD_KEY] = segrobust.payload()  # type: ignore[attr-defined]
         return
-    if segrobust.shard is not None and config.getoption("collectonly"):
+    if segrobust.backend.writes_later and config.getoption("collectonly"):
         return  # a shard that evaluated nothing must not overwrite its file from a real run
     segrobust.scope.selection = _selection(config)
     segrobust.scope.stop_reason = _why_stopped(session, config.stash.get(_WATCH_KEY, None))
@@ -509,7 +508,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
     # A run that selected cells and evaluated none writes nothing, and says so (--co is silent).
     nothing = (
         segrobust.options.enabled
-        and segrobust.shard is None
+        and not segrobust.backend.writes_later
         and not (segrobust.records or segrobust.errors or segrobust.model_outcomes)
         and not config.getoption("collectonly")
     )
@@ -538,10 +537,12 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
     for line in written_lines(segrobust.written):
         terminalreporter.write_line(line)
     # The section's last line, where a reviewer looks: the run's verdict, or a shard's on its own cells.
-    last = verdict(segrobust.report) if segrobust.report else segrobust.shard_verdict()
-    if last is not None:
-        line = last.line() if segrobust.shard is None else segrobust.shard_verdict_line(last)
-        terminalreporter.write_line(line, bold=True, green=last.passed, red=not last.passed)
+    if segrobust.report:
+        last = verdict(segrobust.report)
+        terminalreporter.write_line(last.line(), bold=True, green=last.passed, red=not last.passed)
+    elif (concluded := segrobust.conclusion) is not None and concluded.verdict is not None and concluded.line:
+        passed = concluded.verdict.passed
+        terminalreporter.write_line(concluded.line, bold=True, green=passed, red=not passed)
 
 
 def written_lines(written: list[Path]) -> list[str]:

@@ -242,7 +242,7 @@ def test_the_ms3_layout_reads_its_own_paths(tmp_path: Path) -> None:
 
     write_meta(tmp_path, "ms3", [("msA", "test"), ("msB", "train")], ("video_id", "split"))
     eye = np.eye(6, dtype=np.uint8)
-    write_ms3_clip(tmp_path, "test", "msA", np.zeros((5, 6, 6, 3), np.uint8), [eye] * 5, np.zeros(16000))
+    write_ms3_clip(tmp_path, "test", "msA", np.zeros((5, 6, 6, 3), np.uint8), [eye] * 5, np.zeros(16000 * 5))
     dataset = avsbench(tmp_path, "ms3", "test")
     objects = dataset[0].fields["objects"]
     assert dataset.sample_ids == ("msA",) and objects.annotated.all() and int(objects.masks.sum()) == 30

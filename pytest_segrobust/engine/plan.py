@@ -19,8 +19,9 @@ from typing import Any
 from pytest_segrobust.core.errors import SuiteError
 from pytest_segrobust.core.wording import did_you_mean
 from pytest_segrobust.corruptions import REGISTRY, Corruption, CorruptionRegistry
-from pytest_segrobust.engine.evaluation import EvalSettings
+from pytest_segrobust.engine.evaluation import CLEAN, EvalSettings
 from pytest_segrobust.metrics import METRICS, Metric
+from pytest_segrobust.store.baselines import CellKey
 from pytest_segrobust.suite.factories import FactorySpec
 from pytest_segrobust.suite.model_sources import MODEL_SOURCES, ModelRequest, ModelSource, ModelSpec
 from pytest_segrobust.suite.schema import Suite
@@ -153,3 +154,17 @@ class Plan:
             loader_workers=loader_workers,
             scored_images=scored_images,
         )
+
+
+def suite_cells(suite: Suite) -> list[CellKey]:
+    """Every cell of a suite: per model (and split), clean first, then corruption x severity."""
+    cells: list[CellKey] = []
+    for model in suite.models:
+        for split in suite.splits:
+            cells.append(CellKey(suite.name, model.name, CLEAN, 0, split))
+            cells.extend(
+                CellKey(suite.name, model.name, c, s, split)
+                for c in suite.corruptions
+                for s in suite.cell_severities(c)
+            )
+    return cells

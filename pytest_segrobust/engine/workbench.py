@@ -83,6 +83,7 @@ class Workbench:
         self._reads: dict[tuple[str, str], reads.Reads] = {}  # what each model's build read (with the disk cache)
         self._datasets: dict[tuple[str, str | None], SegmentationDataset] = {}
         self._dataset_fingerprints: dict[tuple[str, str | None], str] = {}
+        self._model_codes: dict[tuple[str, str], str | None] = {}
         self._conditions: dict[str, Conditions] = {}
         self._clean: dict[tuple[str, ...], EvalResult] = {}
         self._plans: dict[str, Plan] = {}
@@ -112,6 +113,18 @@ class Workbench:
                     self._models[key] = _build(suite, planned.described, planned.field, build)
             self.builds += 1
         return self._models[key]
+
+    def model_code(self, suite: Suite, name: str) -> str | None:
+        """The identity of the code that builds and runs the suite's model ``name``
+        (:func:`~pytest_segrobust.provenance.identity.code_identity` of its factory and classes),
+        taken once; ``None`` where it cannot be established. Its weights are in its fingerprint."""
+        key = (str(suite.path), name)
+        if key not in self._model_codes:
+            try:
+                self._model_codes[key] = code_identity(*self.plan(suite).model(name).code_objects(self.model(suite, name)))
+            except UnknownIdentity:
+                self._model_codes[key] = None
+        return self._model_codes[key]
 
     def adapt(self, obj: Any, task: str) -> Any:
         return adapt_model(obj, get_task(task), device=self.options.device, amp=self.options.amp, hook=self.adapt_hook)

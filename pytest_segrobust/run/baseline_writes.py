@@ -13,6 +13,7 @@ from pathlib import Path
 from pytest_segrobust import __version__
 from pytest_segrobust.core.errors import BaselineError, SegRobustError
 from pytest_segrobust.core.wording import plural
+from pytest_segrobust.engine.plan import suite_cells
 from pytest_segrobust.gate.evidence import sidecar_entries
 from pytest_segrobust.gate.outcomes import ModelChange, PendingWrite
 from pytest_segrobust.store.baselines import (
@@ -37,22 +38,6 @@ class BaselineWrites:
     written: list[Path] = field(default_factory=list)
     summary: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
-
-
-def suite_cells(suite: Suite) -> list[CellKey]:
-    """Every cell of a suite: per model (and split), clean first, then corruption x severity."""
-    from pytest_segrobust.engine.evaluation import CLEAN
-
-    cells: list[CellKey] = []
-    for model in suite.models:
-        for split in suite.splits:
-            cells.append(CellKey(suite.name, model.name, CLEAN, 0, split))
-            cells.extend(
-                CellKey(suite.name, model.name, c, s, split)
-                for c in suite.corruptions
-                for s in suite.cell_severities(c)
-            )
-    return cells
 
 
 class BaselineWriter:

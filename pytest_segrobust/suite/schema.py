@@ -71,6 +71,13 @@ from pytest_segrobust.text.cells import CellResolver, is_text_name, resolve_cell
 from pytest_segrobust.text.registry import TEXT_PERTURBATIONS, TextPerturbationRegistry
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
+
+
+def name_problem(text: str) -> str | None:
+    """Why ``text`` cannot name a suite, model or split (it names files and node ids), or ``None``."""
+    return None if _NAME.match(text) else f"{text!r} is not a valid name (letters, digits, '_', '.', '+', '-')"
+
+
 _KNOWN_KEYS = {
     "name", "description", "task", "dataset", "models", "preset", "corruptions", "severities",
     "metric", "metrics", "tolerance", "batch_size", "seed", "limit", "cd", "timeout", "shifts", "gate",
@@ -600,8 +607,9 @@ class _Validator:
 
     def name(self, field_name: str, value: Any) -> str:
         text = self.string(field_name, value)
-        if not _NAME.match(text):
-            raise self.fail(field_name, f"{text!r} is not a valid name (letters, digits, '_', '.', '+', '-')")
+        problem = name_problem(text)
+        if problem is not None:
+            raise self.fail(field_name, problem)
         return text
 
     def require(self, field_name: str, what: str, extras: Iterable[Extra]) -> None:
