@@ -7,7 +7,7 @@ import pytest
 
 from pytest_segrobust.core.errors import DatasetError
 from pytest_segrobust.data.base import Sample
-from pytest_segrobust.engine.evaluation import evaluate
+from pytest_segrobust.engine.evaluation import EvalSettings, evaluate
 from pytest_segrobust.models import adapt_model
 from pytest_segrobust.tasks import get_task
 from tests.fakes import CLASS_NAMES, BandScenes, RedBinner
@@ -64,7 +64,7 @@ def test_the_error_names_dataset_sample_class_id_and_classes(label: int) -> None
     dataset = OneBadLabel(label)
     model = adapt_model(RedBinner(), get_task("semantic"))
     with pytest.raises(DatasetError) as caught:
-        evaluate(model, dataset, task="semantic", metrics=("miou",), batch_size=2)
+        evaluate(model, dataset, settings=EvalSettings.of(task="semantic", metrics=("miou",), batch_size=2))
     classes = len(CLASS_NAMES)
     # Every sample has an ignored pixel (255) before the bad one: only the bad one is named.
     assert str(caught.value).startswith(

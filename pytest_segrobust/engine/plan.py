@@ -138,9 +138,12 @@ class Plan:
             splits = ", ".join(str(s) for s in self.datasets)
             raise SuiteError(f"{self.suite.path}: no split {split!r} (splits: {splits})") from None
 
-    def settings(self, *, batch_size: int | None = None, loader_workers: int = 0) -> EvalSettings:
+    def settings(
+        self, *, batch_size: int | None = None, loader_workers: int = 0, scored_images: int = 0
+    ) -> EvalSettings:
         """How the suite's evaluations run: its seed, limit and batch size (``batch_size`` overrides
-        it), with per-sample statistics where the suite gates statistically."""
+        it), with per-sample statistics where the suite gates statistically, and the first
+        ``scored_images`` samples scored on their own."""
         return EvalSettings(
             task=self.task,
             metrics=tuple(self.metrics),
@@ -149,6 +152,7 @@ class Plan:
             limit=self.suite.limit,
             statistics=self.suite.gate is not None,
             loader_workers=loader_workers,
+            scored_images=scored_images,
         )
 
 

@@ -31,6 +31,7 @@ from pytest_segrobust.engine.evaluation import CellResult, EvalResult, evaluator
 from pytest_segrobust.engine.pieces import Piece, Split
 from pytest_segrobust.engine.report_pictures import Album
 from pytest_segrobust.engine.workbench import Workbench
+from pytest_segrobust.engine.worst_images import ImageScores
 from pytest_segrobust.models.base import model_device
 from pytest_segrobust.pictures.values import RunPictures
 from pytest_segrobust.provenance import reads
@@ -316,7 +317,7 @@ class CellRunner:
                     for name in suite.metrics[1:]
                 },
             )
-        self.album.consider(suite, key, record)
+        self.album.consider(suite, key, record, ImageScores.of(result))
         return Measurement(
             nodeid,
             record,

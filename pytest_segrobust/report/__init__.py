@@ -28,17 +28,25 @@ from pytest_segrobust.report.coverage import RunCoverage
 from pytest_segrobust.report.model import (
     COUNTED,
     REPORT_FORMAT,
+    AggregateChange,
+    AggregateCheck,
     ChanceLevel,
     CorruptionErrorReference,
+    CorruptionFrame,
+    FrameKept,
     GateSummary,
+    ImageDrop,
+    ModelDecision,
     ModelReport,
     ModelSummary,
     ReleaseSummary,
     Report,
+    RequirementDecision,
     RequirementRow,
     RunVerdict,
     ShiftSplits,
     SuiteReport,
+    WorstEntry,
 )
 from pytest_segrobust.report.paths import report_file
 from pytest_segrobust.report.r2bench import r2bench_entry
@@ -68,19 +76,27 @@ __all__ = [
     "REPORT_FORMAT",
     "RUN_SECTIONS",
     "SUITE_SECTIONS",
+    "AggregateChange",
+    "AggregateCheck",
     "ChanceLevel",
     "CorruptionErrorReference",
+    "CorruptionFrame",
     "Figure",
+    "FrameKept",
     "GateSummary",
+    "ImageDrop",
+    "ModelDecision",
     "ModelReport",
     "ModelSummary",
     "ReleaseSummary",
     "Report",
     "ReportIncomplete",
+    "RequirementDecision",
     "RequirementRow",
     "RunVerdict",
     "ShiftSplits",
     "SuiteReport",
+    "WorstEntry",
     "WrittenReport",
     "build_report",
     "detail_labels",
@@ -187,7 +203,9 @@ def build_report(
             models=models,
             gate=(gates or {}).get(suite_name),
             release=(releases or {}).get(suite_name),
-            aggregates=None if aggregates is None or suite_name not in aggregates else tuple(aggregates[suite_name]),
+            aggregates=None
+            if aggregates is None or suite_name not in aggregates
+            else tuple(AggregateChange.from_json(row) for row in aggregates[suite_name]),
         )
         if suite is not None and (suite.reads_text or suite.reads_clips):
             by_model = part.records()
@@ -271,7 +289,7 @@ def model_lines(report: Report) -> list[str]:
     lines = []
     errors = dict(report.errors)
     outcomes = {
-        (name, str(o["model"])): str(o["status"])
+        (name, o.model): o.status
         for name, suite in report.suites.items()
         for o in (suite.release.models if suite.release is not None else ())
     }
@@ -593,7 +611,7 @@ def _drawn(picture: GalleryTiles | WorstImages | Image.Image, suite: SuiteReport
     if isinstance(picture, GalleryTiles):
         return render_gallery(picture)
     if isinstance(picture, WorstImages):
-        rows = [row for row, entry in (suite.worst_images or {}).items() if entry.get("figure") == kind]
+        rows = [row for row, entry in (suite.worst_images or {}).items() if entry.figure == kind]
         return render_worst(picture, rows[0] if rows else kind)
     return picture
 

@@ -17,7 +17,7 @@ import pytest
 from pytest_segrobust.core.errors import DatasetError, DatasetWarning
 from pytest_segrobust.data.clips import ClipObjects
 from pytest_segrobust.data.davis import davis
-from pytest_segrobust.engine.evaluation import evaluate
+from pytest_segrobust.engine.evaluation import EvalSettings, evaluate
 from pytest_segrobust.models import adapt_model
 from pytest_segrobust.tasks import get_task
 from tests.data.vos_layouts import blank, moving_objects, write_davis
@@ -79,17 +79,17 @@ def test_a_sequence_whose_first_frame_shows_no_object_is_refused_by_name(davis_r
     # Evaluating it says the same, never that the model raised.
     model = adapt_model(propagate, get_task("vos"))
     with pytest.raises(DatasetError, match="sequence lynx shows no object"):
-        evaluate(model, dataset, task="vos", metrics=["vos_jf"])
+        evaluate(model, dataset, settings=EvalSettings.of(task="vos", metrics=["vos_jf"]))
 
 
 def test_under_youtube_vos_rule_late_and_empty_sequences_are_scored(davis_root: Path) -> None:
     model = adapt_model(propagate, get_task("vos"))
     late = davis(davis_root, split="late", given_at="first_appearance")
-    result = evaluate(model, late, task="vos", metrics=["vos_jf"], batch_size=1)
+    result = evaluate(model, late, settings=EvalSettings.of(task="vos", metrics=["vos_jf"], batch_size=1))
     # lynx's object is given at frame 2 and kept where it was; fog has nothing to score.
     assert result.num_images == 2 and 0.0 < result.score < 100.0
     alone = evaluate(model, davis(davis_root, split="late", sequences=["lynx"], given_at="first_appearance"),
-                     task="vos", metrics=["vos_jf"])  # fmt: skip
+                     settings=EvalSettings.of(task="vos", metrics=["vos_jf"]))  # fmt: skip
     assert result.score == alone.score
 
 
