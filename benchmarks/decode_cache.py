@@ -35,7 +35,7 @@ from pytest_segrobust.data.base import SegmentationDataset
 from pytest_segrobust.data.demo import DemoScenes
 from pytest_segrobust.data.sample_cache import MEBIBYTE, SampleCache
 from pytest_segrobust.data.semantic_folder import SemanticFolder
-from pytest_segrobust.engine.evaluation import evaluate
+from pytest_segrobust.engine.evaluation import EvalHooks, EvalSettings, evaluate
 from pytest_segrobust.models import as_segmentation_model
 
 # Cheap cells, so that the harness's reading shows; the noise and blur families cost more.
@@ -88,7 +88,14 @@ def run(model: object, dataset: SegmentationDataset, budget_mb: int, batch: int)
     cache = SampleCache(budget_mb * MEBIBYTE) if budget_mb > 0 else None
     wall, cpu = time.perf_counter(), time.process_time()
     scores = [
-        evaluate(model, dataset, None if name is None else REGISTRY.get(name), severity, batch_size=batch, sample_cache=cache).score
+        evaluate(
+            model,
+            dataset,
+            None if name is None else REGISTRY.get(name),
+            severity,
+            settings=EvalSettings.of(batch_size=batch),
+            hooks=EvalHooks(sample_cache=cache),
+        ).score
         for name, severity in CELLS
     ]
     return time.perf_counter() - wall, time.process_time() - cpu, scores
@@ -104,7 +111,10 @@ def read_share(model: object, dataset: SegmentationDataset, budget_mb: int, batc
     total = max(entry[3] for entry in stats.values())  # the outermost call's cumulative time
     getitem = type(dataset).__getitem__.__code__
     copies = sum(
-        entry[3] for (path, _, function), entry in stats.items() if function == "_copy" and path.endswith("sample_cache.py")
+        entry[3]
+        for (path, _, function), entry in stats.items()
+        if function == "_copy"
+        and path.endswith("sample_cache.py")
         and not any(caller[2] == "_copy" for caller in entry[4])  # count the outermost copy only
     )
     reads = sum(entry[3] for (path, line, function), entry in stats.items()

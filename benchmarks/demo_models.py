@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from pytest_segrobust.engine.evaluation import EvalResult, evaluate
+from pytest_segrobust.engine.evaluation import EvalResult, EvalSettings, evaluate
 from pytest_segrobust.models import adapt_model
 from pytest_segrobust.suite.factories import load_object
 from pytest_segrobust.suite.model_sources import build_model
@@ -68,12 +68,14 @@ def main() -> None:
                     results[name] = evaluate(
                         layouts[name],
                         dataset,
-                        task=task,
-                        metrics=suite.metrics,
-                        seed=suite.seed,
-                        batch_size=suite.batch_size,
-                        limit=suite.limit,
-                        statistics=False,
+                        settings=EvalSettings.of(
+                            task=task,
+                            metrics=suite.metrics,
+                            seed=suite.seed,
+                            batch_size=suite.batch_size,
+                            limit=suite.limit,
+                            statistics=False,
+                        ),
                     )
                     times[name].append((time.process_time() - start) / results[name].num_images * 1e3)
             fast, slow = (min(times[name]) for name in layouts)

@@ -16,12 +16,12 @@ machine slows them alike (their order rotates from image to image):
   image's masks into annotation dicts, then ``COCO``, ``loadRes`` and ``COCOeval_faster``'s
   evaluate, accumulate and summarize for ``segm``.
 * ``ours``: :class:`~pytest_segrobust.metrics.coco_map.MaskAP`'s ``update`` per image and
-  ``compute`` (mask AP and, as its details, box AP), as ``evaluate(statistics=False)`` runs it:
+  ``compute`` (mask AP and, as its details, box AP), as ``evaluate`` runs it with ``statistics=False``:
   in a model's first cell, which encodes the ground truth, and in a later cell, which finds
   it encoded (:class:`~pytest_segrobust.metrics.coco_masks.EncodingCache`; the cache is
   filled before the rounds, untimed).
 * ``ours+stats``: the same in a later cell, then ``image_statistics`` (COCO's per-image
-  matches, which a suite with ``gate:`` keeps), as ``evaluate(statistics=True)`` runs it.
+  matches, which a suite with ``gate:`` keeps), as ``evaluate`` runs it with ``statistics=True``.
 
 Mask generation is not timed. Each way's time is the sum of its per-image work and its final
 evaluation; ``--repeats`` rounds give min and median. ``--profile`` adds a cProfile summary of

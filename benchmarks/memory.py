@@ -36,9 +36,14 @@ size, cells = int(sys.argv[1]), int(sys.argv[2])
 model, dataset = as_segmentation_model(tiny_unet()), DemoScenes("val", size=size)
 cache = SampleCache(default_budget()) if cells > 1 else None
 start = time.perf_counter()
+try:
+    from pytest_segrobust.engine.evaluation import EvalHooks
+    cached = {"hooks": EvalHooks(sample_cache=cache)}
+except ImportError:  # before evaluate() took its hooks as one value
+    cached = {"sample_cache": cache}
 if cache is not None:
-    evaluate(model, dataset, None, 0, sample_cache=cache)
-result = evaluate(model, dataset, REGISTRY.get("gaussian_noise"), 3, sample_cache=cache)
+    evaluate(model, dataset, None, 0, **cached)
+result = evaluate(model, dataset, REGISTRY.get("gaussian_noise"), 3, **cached)
 print(json.dumps({"rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                   "seconds": time.perf_counter() - start, "miou": result.score,
                   "cache_mb": cache.used / 2**20 if cache is not None else 0.0}))

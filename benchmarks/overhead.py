@@ -64,7 +64,7 @@ from pytest_segrobust.corruptions import REGISTRY
 from pytest_segrobust.data.demo import CLASS_NAMES, DemoScenes
 from pytest_segrobust.data.sample_cache import SampleCache
 from pytest_segrobust.data.semantic_folder import SemanticFolder
-from pytest_segrobust.engine.evaluation import Phases, evaluate
+from pytest_segrobust.engine.evaluation import EvalHooks, EvalSettings, Phases, evaluate
 from pytest_segrobust.models import as_segmentation_model
 from pytest_segrobust.models.demo import DEFAULT_WIDTHS, TinyUNet, tiny_unet
 from pytest_segrobust.randomness.seeding import sample_seed
@@ -109,7 +109,9 @@ def build_model(name: str, device: torch.device, folder: Path) -> Any:
     # No resize: the processor's size is the images' size, so inference is SegFormer-B0 at --size.
     size = int(PILImage.open(next((folder / "images").iterdir())).size[0])
     transformers.SegformerImageProcessorPil(size={"height": size, "width": size}).save_pretrained(checkpoint)
-    return load_transformers(checkpoint, task="semantic", device=device, class_names=names, label_map=None, allow_download=False)
+    return load_transformers(
+        checkpoint, task="semantic", device=device, class_names=names, label_map=None, allow_download=False
+    )
 
 
 def keep_memory() -> None:
@@ -212,9 +214,14 @@ def main() -> None:
         def harness(corrupted: bool, cached: bool) -> Callable[[Phases | None], object]:
             def run(phases: Phases | None = None) -> object:
                 return evaluate(
-                    model, dataset, corruption if corrupted else None, 3 if corrupted else 0,
-                    batch_size=args.batch, sample_cache=cache if cached else None, phases=phases,
+                    model,
+                    dataset,
+                    corruption if corrupted else None,
+                    3 if corrupted else 0,
+                    settings=EvalSettings.of(batch_size=args.batch),
+                    hooks=EvalHooks(sample_cache=cache if cached else None, phases=phases),
                 )
+
             return run
 
         harnesses = {
@@ -223,7 +230,10 @@ def main() -> None:
             "harness corrupted, cache warm": harness(corrupted=True, cached=True),
         }
         runs: dict[str, Callable[[], object]] = {
-            "bare": bare, "bare incl. decode": bare_decoding, "corruption alone": corrupt_only, **harnesses
+            "bare": bare,
+            "bare incl. decode": bare_decoding,
+            "corruption alone": corrupt_only,
+            **harnesses,
         }
         for run in runs.values():  # warm-up: lazy imports, allocator, first-call kernels, the sample cache
             run()

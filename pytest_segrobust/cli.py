@@ -18,7 +18,7 @@ from pytest_segrobust import __version__
 from pytest_segrobust.core.errors import SegRobustError
 from pytest_segrobust.core.types import Audio
 from pytest_segrobust.core.wording import plural
-from pytest_segrobust.corruptions import DEFAULT_PRESET, PRESETS, REGISTRY, Corruption
+from pytest_segrobust.corruptions import DEFAULT_PRESET, REGISTRY, Corruption
 from pytest_segrobust.engine.suite_pictures import (
     SPECTROGRAM_FLOOR_DB,
     SPECTROGRAM_LEVELS,
@@ -32,12 +32,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="segrobust", description="Segmentation robustness gate for pytest.")
     parser.add_argument("--version", action="version", version=f"segrobust {__version__} (torch {torch.__version__})")
     commands = parser.add_subparsers(dest="command", required=True)
-    listing = commands.add_parser("list", help="list corruptions and presets with their severity parameters")
-    listing.add_argument(
-        "--preset", default=None, help=f"only this preset (default: every preset, {DEFAULT_PRESET} first, then by name)"
+    listing = commands.add_parser(
+        "list",
+        help="list everything a suite may name, by family: image presets, text, temporal and acoustic "
+        "perturbations with their severity parameters, and the suite keys that add cells (dynamic, mixture, replay)",
     )
     listing.add_argument(
-        "--names", action="store_true", help="only the corruption names, one per line, each once (for scripts)"
+        "--family", default=None, help="only this family (image, text, temporal, acoustic, dynamic, mixture, replay...)"
+    )
+    listing.add_argument(
+        "--preset",
+        default=None,
+        help=f"only this preset, or text for the text perturbations (default: all; {DEFAULT_PRESET} first, then by name)",
+    )
+    listing.add_argument(
+        "--names",
+        action="store_true",
+        help="only the perturbation names, one per line, each once (for scripts); a suite key family's: its key",
     )
     gallery = commands.add_parser(
         "gallery",
@@ -67,9 +78,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     merge = commands.add_parser(
         "merge",
         help="write the report (and baselines) of a run from its shard files (pytest --segrobust-shard K/N)",
-        description="Check that the files are the N shards of one run, made from the same suites and "
-        "baselines, then write the report that run would have written. Exit status: 0 when the merged "
-        "verdict passes, 1 when it fails, 2 when the shards cannot be merged.",
+        description="Check that the files are the N shards of one run, made from the same suites, baselines, "
+        "models, data and evaluator, gate every cell again from what its shard measured against the baselines "
+        "here, then write the report that run would have written. Exit status: 0 when the merged verdict "
+        "passes, 1 when it fails, 2 when the shards cannot be merged.",
     )
     merge.add_argument("shards", type=Path, nargs="+", metavar="SHARD", help="the shard files, <report>-shard-K-of-N.json")
     merge.add_argument(
@@ -121,7 +133,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         REGISTRY.load_entry_points()
         if args.command == "gallery":
             return _gallery(args.image, args.out, args.preset, args.corruptions, args.severities, args.size, args.seed)
-        return _list(args.preset, names=args.names)
+        return _list(listing, args.family, args.preset, names=args.names)
     except SegRobustError as exc:
         print(f"segrobust: error: {exc}", file=sys.stderr)
         return 2
@@ -263,12 +275,14 @@ def _merge(paths: list[Path], report: str | None, update: bool, rootdir: Path) -
     """Merge shard files into the report one run would have written; the exit status of ``merge``."""
     import pytest
 
-    from pytest_segrobust.backends.shard_plan import ShardError, ShardFile, check_local_files, check_shards
+    from pytest_segrobust.backends.shard_plan import ShardError, check_local_files
+    from pytest_segrobust.backends.shards import MergedShards, project_digests
     from pytest_segrobust.plugin import start_session, written_lines
-    from pytest_segrobust.report import pictures_left_out_by, terminal_summary, verdict
+    from pytest_segrobust.report import pictures_left_out_by, terminal_summary
     from pytest_segrobust.run import shards as sharding
 
-    shards = check_shards([(path, ShardFile.read(path)) for path in paths], __version__)
+    merged = MergedShards.read(paths)
+    shards = merged.shards
     first_path, first = shards[0]
     if update and not first.update_baselines:
         raise ShardError(
@@ -301,12 +315,14 @@ def _merge(paths: list[Path], report: str | None, update: bool, rootdir: Path) -
     session = start_session(config)
     session.runner.import_factories = False  # a merge measures nothing: the models need not be here
     try:
-        suites, baselines = sharding.project_digests(session)
+        suites, baselines = project_digests(session.options, session.rootpath)
         check_local_files(first, first_path, suites, baselines)
-        sharding.absorb_shards(session, [shard for _, shard in shards])
+        changed = sharding.merge(session, merged)
         session.finish()
     finally:
         session.close()
+    for line in changed:
+        print(f"note: {line}")
     if not (session.records or session.errors):
         print("no cell was evaluated: no report written, the last one is left as it was")
     elif without_figures and len(without_figures) < len(shards):
@@ -319,11 +335,12 @@ def _merge(paths: list[Path], report: str | None, update: bool, rootdir: Path) -
         print(line)
     for line in written_lines(session.written):
         print(line)
-    if session.report is not None:
-        print(verdict(session.report).line())  # the last line, as a run's terminal summary ends
+    last = session.last_verdict()  # the report's, or the outcomes' where no report could be built
+    if last is not None:
+        print(last.line())  # the last line, as a run's terminal summary ends
     failed = session.problems or (session.coverage is not None and session.coverage.not_run)
-    if session.report is not None:
-        failed = failed or not session.report.verdict.passed
+    if last is not None:
+        failed = failed or not last.passed
     return 1 if failed else 0
 
 
@@ -335,24 +352,44 @@ def _convert_refs(source: Path, target: Path) -> int:
     return 0
 
 
-def _list(only: str | None, names: bool = False) -> int:
-    presets = [only] if only else sorted(REGISTRY.presets(), key=lambda name: (name != DEFAULT_PRESET, name))
+def _list(parser: argparse.ArgumentParser, family: str | None, preset: str | None, names: bool = False) -> int:
+    """Print the catalogue (:mod:`pytest_segrobust.suite.catalogue`), or its names, filtered by family and preset."""
+    from pytest_segrobust.suite.catalogue import catalogue
+    from pytest_segrobust.text.registry import TextPerturbationRegistry
+
+    text = TextPerturbationRegistry.installed()
+    text.load_installed()
+    families = catalogue(REGISTRY, text)
+    if family is not None and family not in {f.name for f in families}:
+        known = ", ".join(repr(f.name) for f in families)
+        parser.error(f"argument --family: invalid choice: {family!r} (choose from {known})")  # exits 2
+    chosen = [f for f in families if family in (None, f.name)]
+    if preset is not None:
+        presets = dict.fromkeys(g.name for f in families for g in f.groups if g.selectable)
+        if preset not in presets:
+            raise SegRobustError(f"unknown preset {preset!r}; known: {', '.join(presets)}")
+        chosen = [f for f in chosen if any(g.name == preset and g.selectable for g in f.groups)]
+        if not chosen:
+            raise SegRobustError(f"preset {preset!r} has no perturbation of family {family}")
+    selected = [(f, [g for g in f.groups if preset in (None, g.name)]) for f in chosen]
     if names:
-        listed = (corruption.name for name in presets for corruption in REGISTRY.available(name))
-        print("\n".join(dict.fromkeys(listed)))
+        # Without --family, the perturbations only: what a suite's lists name, as before the suite keys were listed.
+        shown = (f.names(groups) for f, groups in selected if family is not None or not f.suite_key)
+        print("\n".join(dict.fromkeys(name for listed in shown for name in listed)))
         return 0
-    for name in presets:
-        available = REGISTRY.available(name)  # raises for an unknown preset
-        preset = PRESETS.get(name)
-        default = " (default)" if name == DEFAULT_PRESET else ""
-        print(f"preset {name}{default}: {preset.description if preset else ''}")
-        for corruption in available:
-            print(f"  {corruption.name}  [{corruption.category.value}, {corruption.kind}]")
-            for severity, row in enumerate(corruption.table.describe(), start=1):
-                print(f"    s{severity}: {row}")
-        missing = [n for n in (preset.corruption_names if preset else ()) if n not in {c.name for c in available}]
-        if missing:
-            print(f"  not implemented yet: {', '.join(missing)}")
+    for f, groups in selected:
+        print(f.heading)
+        for group in groups:
+            print(group.heading)
+            for detail in group.details:
+                print(f"  {detail}")
+            for entry in group.entries:
+                print(f"  {entry.name}  [{', '.join(entry.tags)}]")
+                for line in (entry.description, entry.level and f"level: {entry.level}"):
+                    if line:
+                        print(f"    {line}")
+                for severity, row in enumerate(entry.rows, start=1):
+                    print(f"    s{severity}: {row}")
         print()
     return 0
 

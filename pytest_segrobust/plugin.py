@@ -8,6 +8,7 @@ is given or a test requests the ``segrobust`` fixture. Without either, every hoo
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import shlex
 from collections.abc import Generator
@@ -17,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_segrobust import backends
-from pytest_segrobust.backends.shard_plan import SHARD_FLAG, ShardSpec
+from pytest_segrobust.backends.shard_environment import parse_shard
+from pytest_segrobust.backends.shard_plan import SHARD_FLAG
 from pytest_segrobust.core.errors import SegRobustError
 from pytest_segrobust.core.wording import plural
 from pytest_segrobust.run import hookspecs
@@ -38,21 +40,24 @@ if TYPE_CHECKING:
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("segrobust", "segmentation robustness gate")
-    group.addoption("--segrobust", action="store_true", help="run the robustness suites (YAML in the suites folder)")
-    group.addoption(
+    switch = functools.partial(group.addoption, action="store_true")  # an on/off flag
+    switch("--segrobust", help="run the robustness suites (YAML in the suites folder)")
+    switch(
         "--segrobust-update-baselines",
-        action="store_true",
         help="accept the current numbers as the new baselines (written once, at the end)",
     )
-    group.addoption(
+    switch(
         "--segrobust-prune",
-        action="store_true",
         help="remove baseline entries (models, splits, corruptions, severities) the suites no longer have",
     )
-    group.addoption("--segrobust-report", metavar="PATH", help="report path without suffix (.md and .json are written)")
     group.addoption(
+        "--segrobust-report",
+        metavar="PATH",
+        help="report path without suffix: PATH.md and PATH.json are written (out/run.1 -> out/run.1.md; "
+        "a final .md, .json or .html is dropped)",
+    )
+    switch(
         "--segrobust-report-html",
-        action="store_true",
         help="also write the report as one self-contained HTML page beside the .md (sortable tables, figures embedded)",
     )
     group.addoption(
@@ -101,10 +106,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption(
         SHARD_FLAG,
-        type=ShardSpec.parse,
-        metavar="K/N",
+        type=parse_shard,
+        metavar="K/N|auto",
         help="run shard K of N of the cells and write <report>-shard-K-of-N.json instead of the report "
-        "and the baselines; `segrobust merge` turns the N files into the report",
+        "and the baselines; `segrobust merge` turns the N files into the report. auto (or auto/N): K and N "
+        "from a Kubernetes Indexed Job, Slurm array, GitLab parallel: or CircleCI job's environment",
     )
     group.addoption(
         "--segrobust-dist",
@@ -155,10 +161,12 @@ def pytest_configure(config: pytest.Config) -> None:
             config.args = [str(segrobust.options.suites_dir)]
         else:
             segrobust.collect_explicitly(config.args, config.invocation_params.dir)
-        if (shard := config.getoption("segrobust_shard")) is not None:
-            segrobust.begin_shard(shard)
         under_xdist = hasattr(config, "workerinput") or _is_xdist_controller(config)
         segrobust.backend = backends.create(config, segrobust.runner, under_xdist=under_xdist)
+        if (shard := config.getoption("segrobust_shard")) is not None:
+            from pytest_segrobust.backends.shards import ShardBackend
+
+            segrobust.backend = ShardBackend.around(segrobust.backend, shard, config, segrobust.runner)
 
 
 def _enabled(config: pytest.Config) -> bool:
@@ -200,6 +208,7 @@ def start_session(config: pytest.Config) -> SegRobustSession:
     """
     import torch
 
+    from pytest_segrobust.report.paths import report_base
     from pytest_segrobust.run.session import SegRobustSession
     from pytest_segrobust.runtime.options import Options
 
@@ -219,7 +228,7 @@ def start_session(config: pytest.Config) -> SegRobustSession:
         update_baselines=config.getoption("segrobust_update_baselines"),
         suites_dir=root / config.getini("segrobust_suites"),
         baselines_dir=root / config.getini("segrobust_baselines"),
-        report_path=root / (config.getoption("segrobust_report") or config.getini("segrobust_report")),
+        report_path=report_base(root / (config.getoption("segrobust_report") or config.getini("segrobust_report"))),
         report_html=config.getoption("segrobust_report_html"),
         figures=config.getoption("segrobust_figures") != "none",
         device=device,
@@ -318,8 +327,6 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         lines.append(f"segrobust: malloc {setting.describe()}")
     if (chosen := threads.current()) is not None:
         lines.append(f"segrobust: {chosen.describe()}")
-    if segrobust.shard is not None:
-        lines.append(f"segrobust: shard {segrobust.shard}: report and baselines are written by `segrobust merge`")
     return lines + segrobust.backend.header()
 
 
@@ -351,15 +358,15 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> SuiteFile 
     return None
 
 
-@pytest.hookimpl(trylast=True)  # after -k, -m and --deselect: the shards split what they selected
+@pytest.hookimpl(trylast=True)  # after -k, -m and --deselect: a backend (the shards) selects from what they selected
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     segrobust = _session(config)
-    if segrobust is None or segrobust.shard is None:
+    if segrobust is None or not segrobust.options.enabled:
         return
     from pytest_segrobust.run.items import ROBUSTNESS_ITEMS
 
     cells = [item for item in items if isinstance(item, ROBUSTNESS_ITEMS)]
-    ours = segrobust.plan_shard([(item.nodeid, item.suite, item.key) for item in cells])
+    ours = set(segrobust.backend.select([(item.nodeid, item.suite, item.key) for item in cells]))
     others = [item for item in cells if item.nodeid not in ours]
     if others:
         items[:] = [item for item in items if not isinstance(item, ROBUSTNESS_ITEMS) or item.nodeid in ours]
@@ -450,10 +457,11 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     segrobust = _session(config)
     if segrobust is None:
         return
+    segrobust.interrupted = session.exitstatus == pytest.ExitCode.INTERRUPTED
     if hasattr(config, "workerinput"):
         config.workeroutput[PAYLOAD_KEY] = segrobust.payload()  # type: ignore[attr-defined]
         return
-    if segrobust.shard is not None and config.getoption("collectonly"):
+    if segrobust.backend.writes_later and config.getoption("collectonly"):
         return  # a shard that evaluated nothing must not overwrite its file from a real run
     segrobust.scope.selection = _selection(config)
     segrobust.scope.stop_reason = _why_stopped(session, config.stash.get(_WATCH_KEY, None))
@@ -509,13 +517,13 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
     # A run that selected cells and evaluated none writes nothing, and says so (--co is silent).
     nothing = (
         segrobust.options.enabled
-        and segrobust.shard is None
+        and not segrobust.backend.writes_later
         and not (segrobust.records or segrobust.errors or segrobust.model_outcomes)
         and not config.getoption("collectonly")
     )
     if not (segrobust.report or segrobust.written or segrobust.problems or segrobust.baseline_summary or nothing):
         return
-    from pytest_segrobust.report import terminal_summary, verdict
+    from pytest_segrobust.report import terminal_summary
 
     terminalreporter.section("segrobust")
     if nothing:
@@ -538,10 +546,12 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
     for line in written_lines(segrobust.written):
         terminalreporter.write_line(line)
     # The section's last line, where a reviewer looks: the run's verdict, or a shard's on its own cells.
-    last = verdict(segrobust.report) if segrobust.report else segrobust.shard_verdict()
-    if last is not None:
-        line = last.line() if segrobust.shard is None else segrobust.shard_verdict_line(last)
-        terminalreporter.write_line(line, bold=True, green=last.passed, red=not last.passed)
+    concluded = segrobust.conclusion
+    if concluded is not None and concluded.verdict is not None and concluded.line:
+        passed = concluded.verdict.passed
+        terminalreporter.write_line(concluded.line, bold=True, green=passed, red=not passed)
+    elif (last := segrobust.last_verdict()) is not None:
+        terminalreporter.write_line(last.line(), bold=True, green=last.passed, red=not last.passed)
 
 
 def written_lines(written: list[Path]) -> list[str]:

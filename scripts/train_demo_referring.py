@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from pytest_segrobust.corruptions import REGISTRY
 from pytest_segrobust.data.base import ReferringTarget, Sample
 from pytest_segrobust.data.demo_referring import DemoReferring
-from pytest_segrobust.engine.evaluation import evaluate
+from pytest_segrobust.engine.evaluation import EvalSettings, evaluate
 from pytest_segrobust.models.demo import WEIGHTS_PATH as UNET_WEIGHTS_PATH
 from pytest_segrobust.models.demo_referring import Regions, TinyReferringNet
 from pytest_segrobust.models.torch_module import TorchModuleReferringSegmenter
@@ -123,7 +123,7 @@ class PerturbedExpressions:
 def report(module: TinyReferringNet, val_set: DemoReferring, robustness: bool) -> None:
     """Print the validation metrics: clean, then per perturbation and severity (mIoU, and its change)."""
     model = TorchModuleReferringSegmenter(module, device="cpu")
-    clean = evaluate(model, val_set, task="referring", metrics=METRICS)
+    clean = evaluate(model, val_set, settings=EvalSettings.of(task="referring", metrics=METRICS))
     numbers = {name: clean.metrics[name].score for name in METRICS}
     print("val clean  " + "  ".join(f"{name} {value:.1f}" for name, value in numbers.items()), flush=True)
     if not robustness:
@@ -132,12 +132,19 @@ def report(module: TinyReferringNet, val_set: DemoReferring, robustness: bool) -
     print(f"{'perturbation':<22}{'sev 1':>8}{'sev 3':>8}{'sev 5':>8}   (referring mIoU; clean {baseline:.1f})")
     for name in VISUAL:
         corruption = REGISTRY.get(name)
-        row = [evaluate(model, val_set, corruption, s, task="referring", metrics=METRICS).score for s in (1, 3, 5)]
+        row = [
+            evaluate(model, val_set, corruption, s, settings=EvalSettings.of(task="referring", metrics=METRICS)).score
+            for s in (1, 3, 5)
+        ]
         print(f"{'visual ' + name:<22}" + "".join(f"{v:8.1f}" for v in row), flush=True)
     for name in TEXT:
         perturbation = TEXT_PERTURBATIONS.get(name)
         row = [
-            evaluate(model, PerturbedExpressions(val_set, perturbation, s), task="referring", metrics=METRICS).score
+            evaluate(
+                model,
+                PerturbedExpressions(val_set, perturbation, s),
+                settings=EvalSettings.of(task="referring", metrics=METRICS),
+            ).score
             for s in (1, 3, 5)
         ]
         print(f"{'text ' + name:<22}" + "".join(f"{v:8.1f}" for v in row), flush=True)
@@ -197,7 +204,9 @@ def main() -> None:
         if step % args.eval_every == 0 or step == args.steps:
             model.eval()
             val = evaluate(
-                TorchModuleReferringSegmenter(model, device="cpu"), val_set, task="referring", metrics=METRICS
+                TorchModuleReferringSegmenter(model, device="cpu"),
+                val_set,
+                settings=EvalSettings.of(task="referring", metrics=METRICS),
             )
             print(
                 f"step {step}/{args.steps}  loss {total_loss / args.eval_every:.4f}  "

@@ -26,6 +26,12 @@ tolerance: {{gamma_r: 0.01, score: 1.0}}
 batch_size: 3
 """
 CELLS = 5  # clean + 2 corruptions x 2 severities
+# One model, its clean cell and one corrupted cell: the smallest run that writes baselines and a report.
+ONE_CELL = (
+    "dataset: {factory: segrobust_fakes:band_scenes}\n"
+    "models: [{name: m, factory: segrobust_fakes:red_binner}]\n"
+    "corruptions: [gaussian_noise]\nseverities: [5]\n"
+)
 
 
 def write_suite(pytester: pytest.Pytester, smoothing: int, name: str = "bands") -> None:

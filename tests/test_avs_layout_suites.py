@@ -17,7 +17,7 @@ import numpy.fft  # noqa: F401
 import pytest
 
 from pytest_segrobust.data.avsbench import avsbench
-from pytest_segrobust.engine.evaluation import evaluate
+from pytest_segrobust.engine.evaluation import EvalSettings, evaluate
 from pytest_segrobust.models import adapt_model
 from pytest_segrobust.tasks import get_task
 from pytest_segrobust.tasks.avs import MIXTURE_CELL
@@ -127,7 +127,9 @@ def test_the_s4_and_ms3_copies_record_their_baselines_then_pass(runs: Runs) -> N
 @pytest.mark.parametrize("suite", list(SUITES))
 def test_the_clean_cell_is_an_evaluation_outside_the_plugin(runs: Runs, layouts: dict[str, Path], suite: str) -> None:
     model = adapt_model(tone_reader(), get_task("avs"))
-    by_hand = evaluate(model, avsbench(layouts[SUITES[suite]], SUITES[suite]), task="avs", metrics=METRICS)
+    by_hand = evaluate(
+        model, avsbench(layouts[SUITES[suite]], SUITES[suite]), settings=EvalSettings.of(task="avs", metrics=METRICS)
+    )
     clean = cells(runs, suite)["clean[0]"]
     assert clean["score"] == pytest.approx(by_hand.metrics["avs_miou"].score, abs=1e-9)  # the primary metric
     assert clean["metrics"]["avs_f"]["score"] == pytest.approx(by_hand.metrics["avs_f"].score, abs=1e-9)

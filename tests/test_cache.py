@@ -44,6 +44,19 @@ def test_computes_once_then_reads(tmp_path: Path) -> None:
     assert len(calls) == 1
 
 
+def test_a_cached_result_keeps_its_first_images_own_scores(tmp_path: Path) -> None:
+    # The report's worst images are picked from them: a clean result read from the cache must have them.
+    scored = EvalResult(RESULT.metrics, 3, 0.5, image_scores=(97.5, math.nan, 12.25))
+    key = CleanCache.key("semantic", ["miou"], "model", "data", "scored images 16")
+    CleanCache(tmp_path).get_or_compute(key, lambda: scored)
+    read = CleanCache(tmp_path).get_or_compute(key, lambda: pytest.fail("computed again"))
+    assert read.image_scores[0] == 97.5 and math.isnan(read.image_scores[1]) and read.image_scores[2] == 12.25
+    older = scored.to_json() | {"format": 2}
+    older.pop("image_scores")
+    (tmp_path / f"{key}.json").write_text(json.dumps(older))  # a cache written before the scores were kept
+    assert CleanCache(tmp_path).get_or_compute(key, lambda: scored) is scored
+
+
 def test_key_depends_on_every_part() -> None:
     assert key_of("a", "b") != key_of("a", "c")
     assert key_of("ab", "c") != key_of("a", "bc")

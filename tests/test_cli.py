@@ -5,7 +5,7 @@ import itertools
 import pytest
 
 from pytest_segrobust.cli import main
-from pytest_segrobust.corruptions import DEFAULT_PRESET, PRESETS
+from pytest_segrobust.corruptions import DEFAULT_PRESET, PRESETS, Modality
 
 
 def test_list_prints_every_corruption_with_category_and_five_rows(capsys: pytest.CaptureFixture[str]) -> None:
@@ -24,8 +24,11 @@ def test_list_prints_every_corruption_with_category_and_five_rows(capsys: pytest
 def test_list_starts_with_the_default_preset_then_the_others_by_name(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["list"]) == 0
     headers = [line.split(":")[0] for line in capsys.readouterr().out.splitlines() if line.startswith("preset ")]
-    others = sorted(name for name in PRESETS if name != DEFAULT_PRESET)
-    assert headers == [f"preset {DEFAULT_PRESET} (default)", *(f"preset {name}" for name in others)]
+    # The image family comes first; the presets of the other families follow under theirs.
+    image = sorted(name for name, p in PRESETS.items() if p.corruptions[0].modality is Modality.VISUAL)
+    others = [name for name in image if name != DEFAULT_PRESET]
+    assert headers[: len(image)] == [f"preset {DEFAULT_PRESET} (default)", *(f"preset {name}" for name in others)]
+    assert sorted(headers[len(image) :]) == sorted(f"preset {name}" for name in PRESETS if name not in image)
 
 
 def test_list_names_prints_one_name_per_line(capsys: pytest.CaptureFixture[str]) -> None:

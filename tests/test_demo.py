@@ -14,7 +14,7 @@ import torch
 
 from pytest_segrobust.corruptions import REGISTRY
 from pytest_segrobust.data.demo import GENERATOR_VERSION, DemoScenes, demo_dataset, generate_scene
-from pytest_segrobust.engine.evaluation import evaluate
+from pytest_segrobust.engine.evaluation import EvalSettings, evaluate
 from pytest_segrobust.metrics.robustness import relative_robustness
 from pytest_segrobust.models import as_instance_model, as_segmentation_model
 from pytest_segrobust.models.demo import tiny_unet, tiny_unet_instances
@@ -114,9 +114,11 @@ def demo_scores() -> dict[str, float]:
     about 93 (all 64: 92.5), gamma_r about 0.01 under noise and 0.3 under blur."""
     model, val = as_segmentation_model(tiny_unet()), demo_dataset("val")
     return {
-        "clean": evaluate(model, val, limit=16).score,
-        "gaussian_noise": evaluate(model, val, REGISTRY.get("gaussian_noise"), 5, limit=16).score,
-        "defocus_blur": evaluate(model, val, REGISTRY.get("defocus_blur"), 5, limit=16).score,
+        "clean": evaluate(model, val, settings=EvalSettings.of(limit=16)).score,
+        "gaussian_noise": evaluate(
+            model, val, REGISTRY.get("gaussian_noise"), 5, settings=EvalSettings.of(limit=16)
+        ).score,
+        "defocus_blur": evaluate(model, val, REGISTRY.get("defocus_blur"), 5, settings=EvalSettings.of(limit=16)).score,
     }
 
 
@@ -176,7 +178,9 @@ def recorded_files(folder: Path) -> dict[str, object]:
     for path in sorted(folder.iterdir()):
         if path.suffix == ".npz":
             with np.load(path) as arrays:
-                found[path.name] = {name: (arrays[name].dtype.str, arrays[name].shape, arrays[name].tobytes()) for name in arrays}
+                found[path.name] = {
+                    name: (arrays[name].dtype.str, arrays[name].shape, arrays[name].tobytes()) for name in arrays
+                }
         else:
             found[path.name] = path.read_bytes()
     return found

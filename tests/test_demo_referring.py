@@ -23,7 +23,7 @@ from pytest_segrobust.data.demo_referring import (
     demo_referring_dataset,
     scene_objects,
 )
-from pytest_segrobust.engine.evaluation import evaluate
+from pytest_segrobust.engine.evaluation import EvalSettings, evaluate
 from pytest_segrobust.models import adapt_model
 from pytest_segrobust.models.demo_referring import TinyReferringNet, tiny_referring, words_of
 from pytest_segrobust.tasks import get_task
@@ -176,7 +176,11 @@ def referring_model() -> object:
 
 def test_the_demo_referring_model_is_really_trained(referring_model: object, val: DemoReferring) -> None:
     result = evaluate(
-        referring_model, val, task="referring", metrics=["referring_miou", "referring_p50"], limit=32, batch_size=16
+        referring_model,
+        val,
+        settings=EvalSettings.of(
+            task="referring", metrics=["referring_miou", "referring_p50"], limit=32, batch_size=16
+        ),
     )
     assert result.metrics["referring_miou"].score >= 45 and result.metrics["referring_p50"].score >= 45
 

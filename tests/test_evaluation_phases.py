@@ -13,7 +13,7 @@ from pytest_segrobust.core.errors import DuplicateSampleError
 from pytest_segrobust.corruptions import REGISTRY
 from pytest_segrobust.data.sample_cache import SampleCache
 from pytest_segrobust.engine import evaluation
-from pytest_segrobust.engine.evaluation import Phases, evaluate
+from pytest_segrobust.engine.evaluation import EvalHooks, EvalSettings, Phases, evaluate
 from pytest_segrobust.models import as_segmentation_model
 from tests.fakes import BandScenes, RedBinner, RepeatedIdScenes
 
@@ -52,9 +52,16 @@ def test_the_model_s_time_is_charged_to_predict_and_the_corruption_s_to_corrupt(
     model = as_segmentation_model(SlowBinner(clock))
     dataset = BandScenes(size=6, height=16, width=16)
     phases = Phases()
-    evaluate(model, dataset, batch_size=3, phases=phases)
+    evaluate(model, dataset, settings=EvalSettings.of(batch_size=3), hooks=EvalHooks(phases=phases))
     clean = dict(phases.seconds)
-    evaluate(model, dataset, REGISTRY.get("gaussian_noise"), 3, batch_size=3, phases=phases)
+    evaluate(
+        model,
+        dataset,
+        REGISTRY.get("gaussian_noise"),
+        3,
+        settings=EvalSettings.of(batch_size=3),
+        hooks=EvalHooks(phases=phases),
+    )
     assert phases.images == 12
     assert clean["corrupt"] == 0 and phases.seconds["corrupt"] > 0
     assert clean["predict"] >= 2 * PAUSE and phases.seconds["predict"] >= 4 * PAUSE
@@ -67,8 +74,10 @@ def test_timed_and_untimed_evaluations_give_the_same_results() -> None:
     model = as_segmentation_model(RedBinner(smoothing=3))
     dataset = BandScenes(size=5, height=16, width=16)
     corruption = REGISTRY.get("rotate")
-    timed = evaluate(model, dataset, corruption, 2, batch_size=2, phases=Phases())
-    untimed = evaluate(model, dataset, corruption, 2, batch_size=2)
+    timed = evaluate(
+        model, dataset, corruption, 2, settings=EvalSettings.of(batch_size=2), hooks=EvalHooks(phases=Phases())
+    )
+    untimed = evaluate(model, dataset, corruption, 2, settings=EvalSettings.of(batch_size=2))
     assert timed.metrics == untimed.metrics
     assert timed.statistics.keys() == untimed.statistics.keys()
     assert all((timed.statistics[k] == untimed.statistics[k]).all() for k in untimed.statistics)
@@ -79,6 +88,18 @@ def test_two_samples_with_one_id_are_an_error_naming_the_id_and_both_indices(cac
     model = as_segmentation_model(RedBinner())
     # Across batches of 2 (samples 2 and 5 are in different ones), clean and corrupted, read or served from memory.
     for corruption, severity in ((None, 0), (REGISTRY.get("rotate"), 2)):
-        with pytest.raises(DuplicateSampleError, match=r"^bands-8-32x32-0: sample_id 'bands/2' is used twice, by the samples at index 2 and 5;"):
-            evaluate(model, RepeatedIdScenes(), corruption, severity, batch_size=2, sample_cache=cache)
-    assert evaluate(model, RepeatedIdScenes(), limit=5).num_images == 5  # the repeat lies past the limit
+        with pytest.raises(
+            DuplicateSampleError,
+            match=r"^bands-8-32x32-0: sample_id 'bands/2' is used twice, by the samples at index 2 and 5;",
+        ):
+            evaluate(
+                model,
+                RepeatedIdScenes(),
+                corruption,
+                severity,
+                settings=EvalSettings.of(batch_size=2),
+                hooks=EvalHooks(sample_cache=cache),
+            )
+    assert (
+        evaluate(model, RepeatedIdScenes(), settings=EvalSettings.of(limit=5)).num_images == 5
+    )  # the repeat lies past the limit

@@ -9,6 +9,7 @@ import pytest
 
 from pytest_segrobust.backends.shard_plan import ShardPlan
 from pytest_segrobust.core.formats import check_format
+from pytest_segrobust.engine.runner import Measurement
 from pytest_segrobust.gate.outcomes import Outcome
 from pytest_segrobust.gate.release import ModelOutcome
 from pytest_segrobust.report.coverage import RunCoverage
@@ -20,6 +21,7 @@ READERS: list[tuple[Callable[[Mapping[str, Any]], object], str]] = [
     (ModelOutcome.from_json, "model outcome"),
     (RunCoverage.from_json, "run coverage"),
     (ShardPlan.from_json, "shard plan"),
+    (Measurement.from_json, "measurement"),
 ]
 
 

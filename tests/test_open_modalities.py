@@ -25,7 +25,7 @@ from pytest_segrobust.core.types import Field, Image, SemanticMask, field_of
 from pytest_segrobust.corruptions import REGISTRY, Corruption, CorruptionRegistry, SeverityTable, kernels
 from pytest_segrobust.corruptions import functional as Fn
 from pytest_segrobust.data.base import Sample, SegmentationDataset, SemanticTarget
-from pytest_segrobust.engine.evaluation import evaluate
+from pytest_segrobust.engine.evaluation import EvalSettings, evaluate
 from pytest_segrobust.randomness.seeding import SampleStreams, sample_seed
 from pytest_segrobust.tasks import TASKS, get_task
 from pytest_segrobust.tasks.base import Task
@@ -267,7 +267,9 @@ def test_a_geometric_corruption_moves_the_new_field_with_the_labels(installed: C
 def test_the_evaluation_loop_runs_the_new_task_and_perturbation(installed: CorruptionRegistry) -> None:
     dataset, model = RgbdScenes(), DepthThreshold()
     run = lambda corruption, severity, batch_size=4: (
-        evaluate(model, dataset, corruption, severity, task="toy-rgbd", batch_size=batch_size).score
+        evaluate(
+            model, dataset, corruption, severity, settings=EvalSettings.of(task="toy-rgbd", batch_size=batch_size)
+        ).score
     )
     assert run(None, 0) == pytest.approx(100.0)
     dropout = installed.get("depth_dropout", "rgbd")

@@ -46,15 +46,17 @@ SUITES = {
 def test_a_split_evaluation_merges_into_the_unsplit_one(suite: str, limit: int, count: int) -> None:
     task, metrics, build, corruption = SUITES[suite]
     model, dataset = build(), demo_dataset("val")
-    options = {"task": task, "metrics": metrics, "seed": 3, "batch_size": 4, "limit": limit}
-    whole = evaluate(model, dataset, REGISTRY.get(corruption), 3, **options)
-    settings = EvalSettings.of(task, metrics, seed=3, batch_size=4, limit=limit)
+    settings = EvalSettings.of(task, metrics, seed=3, batch_size=4, limit=limit, scored_images=limit)
+    whole = evaluate(model, dataset, REGISTRY.get(corruption), 3, settings)
     pieces = [evaluate_piece(model, dataset, REGISTRY.get(corruption), 3, i, count, settings) for i in range(count)]
     context = MetricContext.of(dataset, model_device(model))
     merged = merge_pieces(pieces, limit, context, statistics=True, seconds=whole.seconds)
     assert merged == whole  # every metric's score, per-class and details; the image count
     assert merged.metrics[metrics[0]].score == whole.score  # mask AP itself, exactly
     assert list(merged.statistics) == list(whole.statistics) == metrics
+    # Each image's own score, from whichever piece evaluated it, in dataset order.
+    assert len(whole.image_scores) == limit
+    assert np.array_equal(merged.image_scores, whole.image_scores, equal_nan=True)
     for name, array in whole.statistics.items():
         assert merged.statistics[name].dtype == array.dtype
         assert merged.statistics[name].tobytes() == array.tobytes()

@@ -26,6 +26,7 @@ from tests.test_referring_suite import SUITE, write_project
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     return plain_run(pytester, *args, figures=True)
 
+
 TEXT_SUITE = SUITE.replace(
     "corruptions: [gaussian_noise, shear]",
     "corruptions: [gaussian_noise, misspelling, character_missing, grammar_error+rotate]\nmixture: r2bench",
@@ -151,7 +152,11 @@ def test_text_cells_in_a_suite_without_expressions_are_refused(
         ("corruptions: [fog]\nmixture: {protocol: r2bench, seed: 1}", "mixture.seed", "unknown field"),
         ("corruptions: [fog]\ntext_replay: missing.json", "text_replay", r"replay file .*missing.json: cannot read it"),
         ("corruptions: [fog]\ntext_replay: bad.json", "text_replay", r"replay file .*bad.json"),
-        ("corruptions: [replay-misspelling]", r"corruptions\[0\]", "unknown corruption or text perturbation 'replay-misspelling'"),
+        (
+            "corruptions: [replay-misspelling]",
+            r"corruptions\[0\]",
+            "unknown corruption or text perturbation 'replay-misspelling'",
+        ),
     ],
 )
 def test_bad_text_fields_name_the_file_and_the_field(project: Path, change: str, field: str, message: str) -> None:
@@ -166,7 +171,7 @@ def test_bad_text_fields_name_the_file_and_the_field(project: Path, change: str,
 
 def test_a_replay_file_gates_on_frozen_texts(project: Path) -> None:
     from pytest_segrobust.data.referring import ReferringJsonl
-    from pytest_segrobust.engine.evaluation import evaluate
+    from pytest_segrobust.engine.evaluation import EvalSettings, evaluate
     from tests.text.test_cells import ColourReader
 
     dataset = ReferringJsonl(project / "scenes" / "refs.jsonl")
@@ -179,7 +184,10 @@ def test_a_replay_file_gates_on_frozen_texts(project: Path) -> None:
         "corruptions: [replay-misspelling, fog+replay-misspelling]\ntext_replay: llm.json",
     )
     suite = load_suite(_suite(project, text))
-    assert suite.corruptions == ("replay-misspelling", "fog+replay-misspelling") and suite.task_cells.text_replay == "llm.json"
+    assert (
+        suite.corruptions == ("replay-misspelling", "fog+replay-misspelling")
+        and suite.task_cells.text_replay == "llm.json"
+    )
     cell = suite.corruption("replay-misspelling")
     assert cell.category.value == "text"
     assert "16 texts, digest" in cell.table.describe()[0] and "0 texts" in cell.table.describe()[2]
@@ -189,9 +197,9 @@ def test_a_replay_file_gates_on_frozen_texts(project: Path) -> None:
     batch = task.collate([dataset[0], dataset[1]], [0, 1], dataset, torch.device("cpu"))
     assert cell(batch, 1, [0, 0])["expression"].texts == ("the green square", "the green square")
     # "green" reads as blue: every red expression is lost, every blue one kept.
-    assert evaluate(ColourReader(), dataset, cell, 5, task=task).score == pytest.approx(50.0)
+    assert evaluate(ColourReader(), dataset, cell, 5, settings=EvalSettings.of(task=task)).score == pytest.approx(50.0)
     with pytest.raises(Exception, match="no level 3"):
-        evaluate(ColourReader(), dataset, cell, 3, task=task)
+        evaluate(ColourReader(), dataset, cell, 3, settings=EvalSettings.of(task=task))
 
 
 def _normalised(report: dict[str, Any]) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from PIL import Image
 mask_utils = pytest.importorskip("pycocotools.mask")
 
 from pytest_segrobust.corruptions import REGISTRY
-from pytest_segrobust.engine.evaluation import evaluate
+from pytest_segrobust.engine.evaluation import EvalSettings, evaluate
 from pytest_segrobust.models import adapt_model
 from pytest_segrobust.suite.model_sources import build_model
 from pytest_segrobust.suite.schema import load_suite
@@ -105,16 +105,26 @@ def test_a_referring_suite_runs_through_evaluate(referring_project: Path) -> Non
     assert len(dataset) == 16 and dataset.sample_ids[:2] == ("0.png/red/0", "0.png/red/1")
     task = get_task(suite.task)
     model = adapt_model(build_model(suite.models[0], torch.device("cpu"), task=suite.task), task)
-    clean = evaluate(model, dataset, task=task, metrics=suite.metrics, batch_size=suite.batch_size)
+    clean = evaluate(
+        model, dataset, settings=EvalSettings.of(task=task, metrics=suite.metrics, batch_size=suite.batch_size)
+    )
     assert clean.num_images == 16
     assert clean.score == pytest.approx(100.0) and clean.metrics["referring_p50"].score == 100.0
     for name in suite.corruptions:
         corrupted = evaluate(
-            model, dataset, REGISTRY.get(name), 5, task=task, metrics=suite.metrics, seed=suite.seed, batch_size=5
+            model,
+            dataset,
+            REGISTRY.get(name),
+            5,
+            settings=EvalSettings.of(task=task, metrics=suite.metrics, seed=suite.seed, batch_size=5),
         )
         assert 0.0 <= corrupted.score < clean.score, name
         again = evaluate(
-            model, dataset, REGISTRY.get(name), 5, task=task, metrics=suite.metrics, seed=suite.seed, batch_size=16
+            model,
+            dataset,
+            REGISTRY.get(name),
+            5,
+            settings=EvalSettings.of(task=task, metrics=suite.metrics, seed=suite.seed, batch_size=16),
         )
         assert again.metrics == corrupted.metrics  # batching does not change the numbers
 

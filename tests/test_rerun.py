@@ -278,7 +278,7 @@ def test_run_coverage_round_trips_and_names_what_it_left_out() -> None:
     with pytest.raises(ValueError, match="format"):
         RunCoverage.from_json({"format": 0})
     assert partial_report_path(Path("out/robust")) == Path("out/robust-partial")
-    assert partial_report_path(Path("out/robust.v2")) == Path("out/robust-partial.v2")
+    assert partial_report_path(Path("out/robust.v2")) == Path("out/robust.v2-partial")  # the report is out/robust.v2
 
 
 @pytest.mark.parametrize("umask", [0o022, 0o027, 0o002])

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from pytest_segrobust import cli
-from pytest_segrobust.backends.shard_plan import ShardCell, ShardFile, ShardSpec, assign_cells
+from pytest_segrobust.backends.shard_plan import ShardCell, ShardFile, ShardSpec, assign_cells, content_digest
 from pytest_segrobust.report import without_timing
 from tests.plugin_project import CELLS, recorded, run, write_suite
 from tests.test_rerun import ALL, collected
@@ -90,6 +90,11 @@ def test_a_shard_is_k_of_n(text: str) -> None:
 
 
 # -- shard runs ------------------------------------------------------------------------------------
+
+
+def redigested(data: dict[str, Any]) -> dict[str, Any]:
+    """A shard file's content edited by hand, with the digest of its content taken again."""
+    return {**data, "digest": content_digest({name: value for name, value in data.items() if name != "digest"})}
 
 
 def shard_file(project: pytest.Pytester, spec: str, base: str = "segrobust-report") -> Path:
@@ -232,11 +237,11 @@ def test_merge_refuses_files_that_are_not_the_shards_of_one_run(
     assert f"{truncated}: not valid JSON" in out and "truncated or half-written: run its shard again" in out
     assert "absent.json: cannot read the shard file: No such file or directory" in refused(first, "absent.json")
 
-    def edited(name: str, change: Any) -> Path:
+    def edited(name: str, change: Any) -> Path:  # and its digest taken again: the checks below see the change
         data = json.loads(second.read_text())
         change(data)
         path = project.path / name
-        path.write_text(json.dumps(data))
+        path.write_text(json.dumps(redigested(data)))
         return path
 
     future = edited("future.json", lambda data: data.update(format=99))
@@ -265,7 +270,8 @@ def test_merge_refuses_files_that_are_not_the_shards_of_one_run(
 
 
 def records(path: Path) -> list[dict[str, Any]]:
-    data = json.loads(path.read_text())
+    data = ShardFile.read(path).to_json()  # each measurement with its clean result, whose timing is left out
+    data["results"] = ShardFile.read(path).results
     return without_timing({key: data[key] for key in ("cells", "assigned", "results", "errors", "coverage")})
 
 

@@ -95,13 +95,17 @@ def test_match_rows_survive_the_cached_result_and_the_sidecar(tmp_path) -> None:
     corrupted = corrupted[(corrupted[:, 5] > 0) | (corrupted[:, 2] > 0.3)]  # fewer detections: other row counts
     assert same == images and len(corrupted) < len(clean)
     cached = EvalResult({"map": MetricResult(1.0, ())}, images, 0.1, {"map": corrupted})
-    np.testing.assert_array_equal(EvalResult.from_json(json.loads(json.dumps(cached.to_json()))).statistics["map"], corrupted)
+    np.testing.assert_array_equal(
+        EvalResult.from_json(json.loads(json.dumps(cached.to_json()))).statistics["map"], corrupted
+    )
 
     write_sidecar(sidecar_path(tmp_path / "s.json"), "s", [SidecarEntry("m::c::1", "map", corrupted, clean, images)])
     every = np.ones((1, images))
     score = float(MaskAP.resampled_scores(corrupted, every)[0])
     gamma_r = score / float(MaskAP.resampled_scores(clean, every)[0])
-    found = Sidecar(tmp_path / "s.json").lookup("m::c::1", "map", MaskAP.resampled_scores, {"score": score, "gamma_r": gamma_r})
+    found = Sidecar(tmp_path / "s.json").lookup(
+        "m::c::1", "map", MaskAP.resampled_scores, {"score": score, "gamma_r": gamma_r}
+    )
     assert found is not None and found.images == images and np.array_equal(found.corrupted, corrupted)
 
     write_sidecar(sidecar_path(tmp_path / "s.json"), "s", [SidecarEntry("m::c::1", "map", corrupted, clean, 2)])
@@ -116,7 +120,7 @@ def test_per_image_statistics_are_kept_only_on_request_and_leave_the_scores_alon
     import torch
 
     from pytest_segrobust.data.demo import demo_dataset
-    from pytest_segrobust.engine.evaluation import evaluate
+    from pytest_segrobust.engine.evaluation import EvalSettings, evaluate
     from pytest_segrobust.models import adapt_model
     from pytest_segrobust.models.demo import tiny_unet_instances
     from pytest_segrobust.tasks import get_task
@@ -124,8 +128,8 @@ def test_per_image_statistics_are_kept_only_on_request_and_leave_the_scores_alon
     task = get_task("instance")
     model = adapt_model(tiny_unet_instances(), task, device=torch.device("cpu"))
     dataset = demo_dataset("val", size=6)
-    kept = evaluate(model, dataset, task=task, metrics=("map",))
-    left_out = evaluate(model, dataset, task=task, metrics=("map",), statistics=False)
+    kept = evaluate(model, dataset, settings=EvalSettings.of(task=task, metrics=("map",)))
+    left_out = evaluate(model, dataset, settings=EvalSettings.of(task=task, metrics=("map",), statistics=False))
     assert set(kept.statistics) == {"map"} and kept.statistics["map"].shape[1] == 6
     assert left_out.statistics == {}
     assert left_out.metrics == kept.metrics
@@ -136,12 +140,16 @@ def test_an_ungated_suite_keeps_no_statistics_and_a_gated_one_does_not_reuse_its
 ) -> None:
     write(pytester, "instance", min_area=4)
     gated = (pytester.path / "suites" / "gated.yaml").read_text()
-    ungated = gated.replace("gate:\n  margin: {gamma_r: 0.01, score: 1.0}\n", "tolerance: {gamma_r: 0.01, score: 1.0}\n")
+    ungated = gated.replace(
+        "gate:\n  margin: {gamma_r: 0.01, score: 1.0}\n", "tolerance: {gamma_r: 0.01, score: 1.0}\n"
+    )
     assert ungated != gated
     (pytester.path / "suites" / "gated.yaml").write_text(ungated)
     cached_run(pytester, "--segrobust-update-baselines")  # clean results cached in .pytest_cache
     assert not sidecar_path(pytester.path / "baselines" / "gated.json").exists()
-    stored = [json.loads(p.read_text()) for p in (pytester.path / ".pytest_cache" / "d" / "segrobust-clean").glob("*.json")]
+    stored = [
+        json.loads(p.read_text()) for p in (pytester.path / ".pytest_cache" / "d" / "segrobust-clean").glob("*.json")
+    ]
     assert stored and all(result["statistics"] == {} for result in stored)
 
     # The same model and data under the statistical gate: the cached clean result holds no

@@ -18,7 +18,7 @@ import torch
 from pytest_segrobust.core.errors import DatasetError
 from pytest_segrobust.core.types import VideoMasks
 from pytest_segrobust.corruptions.registry import REGISTRY
-from pytest_segrobust.engine.evaluation import evaluate
+from pytest_segrobust.engine.evaluation import EvalSettings, evaluate
 from pytest_segrobust.metrics.avs import AudioVisualF, AudioVisualIoU, SoundingMasks
 from pytest_segrobust.metrics.base import MetricContext
 from pytest_segrobust.models import adapt_model
@@ -131,7 +131,9 @@ def test_f_over_the_dataset_does_not_depend_on_the_batch_size() -> None:
     dataset = listed_audio_clips(6)
     model = adapt_model(colour_guess, TASK)
     scores = {
-        size: evaluate(model, dataset, task=TASK, metrics=METRICS, batch_size=size).metrics["avs_f"].score
+        size: evaluate(model, dataset, settings=EvalSettings.of(task=TASK, metrics=METRICS, batch_size=size))
+        .metrics["avs_f"]
+        .score
         for size in (1, 4, 6)
     }
     assert len(set(scores.values())) == 1, scores
@@ -143,13 +145,20 @@ def test_f_over_the_dataset_does_not_depend_on_the_batch_size() -> None:
 def test_an_audio_reading_oracle_scores_100_and_acoustic_cells_move_it_but_not_an_audio_blind_model() -> None:
     dataset = listed_audio_clips(8)
     reader, blind = adapt_model(tone_reader(), TASK), adapt_model(colour_guess, TASK)
-    clean = {m: evaluate(m, dataset, task=TASK, metrics=METRICS, batch_size=3) for m in (reader, blind)}
+    clean = {
+        m: evaluate(m, dataset, settings=EvalSettings.of(task=TASK, metrics=METRICS, batch_size=3))
+        for m in (reader, blind)
+    }
     assert clean[reader].metrics["avs_miou"].score == 100.0 and clean[reader].metrics["avs_f"].score == 100.0
     assert clean[blind].score < 70.0
     low_pass, noise = REGISTRY.get("low_pass", "avs-acoustic"), REGISTRY.get("background_noise", "avs-acoustic")
     for corruption in (low_pass, noise):
-        hurt = evaluate(reader, dataset, corruption, 5, task=TASK, metrics=METRICS, seed=0, batch_size=3)
-        deaf = evaluate(blind, dataset, corruption, 5, task=TASK, metrics=METRICS, seed=0, batch_size=3)
+        hurt = evaluate(
+            reader, dataset, corruption, 5, settings=EvalSettings.of(task=TASK, metrics=METRICS, seed=0, batch_size=3)
+        )
+        deaf = evaluate(
+            blind, dataset, corruption, 5, settings=EvalSettings.of(task=TASK, metrics=METRICS, seed=0, batch_size=3)
+        )
         assert hurt.score < 100.0, corruption.name
         assert deaf.metrics == clean[blind].metrics, corruption.name
 
@@ -158,8 +167,8 @@ def test_the_competing_clip_is_read_alone_where_the_dataset_offers_it_and_alike_
     listed, plain = listed_audio_clips(5), audio_clips(5)
     model = adapt_model(tone_reader(), TASK)
     noise = REGISTRY.get("background_noise", "avs-acoustic")
-    a = evaluate(model, listed, noise, 5, task=TASK, metrics=METRICS, seed=3, batch_size=2)
-    b = evaluate(model, plain, noise, 5, task=TASK, metrics=METRICS, seed=3, batch_size=5)
+    a = evaluate(model, listed, noise, 5, settings=EvalSettings.of(task=TASK, metrics=METRICS, seed=3, batch_size=2))
+    b = evaluate(model, plain, noise, 5, settings=EvalSettings.of(task=TASK, metrics=METRICS, seed=3, batch_size=5))
     assert listed.audio_reads == 5 and a.metrics == b.metrics
 
 
@@ -233,7 +242,7 @@ def test_the_ms3_layout_reads_its_own_paths(tmp_path: Path) -> None:
 
     write_meta(tmp_path, "ms3", [("msA", "test"), ("msB", "train")], ("video_id", "split"))
     eye = np.eye(6, dtype=np.uint8)
-    write_ms3_clip(tmp_path, "test", "msA", np.zeros((5, 6, 6, 3), np.uint8), [eye] * 5, np.zeros(16000))
+    write_ms3_clip(tmp_path, "test", "msA", np.zeros((5, 6, 6, 3), np.uint8), [eye] * 5, np.zeros(16000 * 5))
     dataset = avsbench(tmp_path, "ms3", "test")
     objects = dataset[0].fields["objects"]
     assert dataset.sample_ids == ("msA",) and objects.annotated.all() and int(objects.masks.sum()) == 30

@@ -11,7 +11,7 @@ from pytest_segrobust.core.errors import DatasetError, ModelOutputError
 from pytest_segrobust.core.types import Expressions, Image, ReferringMask, field_of
 from pytest_segrobust.corruptions import REGISTRY
 from pytest_segrobust.data.base import ReferringTarget, Sample, SemanticTarget
-from pytest_segrobust.engine.evaluation import evaluate
+from pytest_segrobust.engine.evaluation import EvalSettings, evaluate
 from pytest_segrobust.models import TorchModuleReferringSegmenter, adapt_model
 from pytest_segrobust.tasks import get_task
 
@@ -179,18 +179,24 @@ def test_the_adapter_refuses_nan_logits_and_wrong_shapes() -> None:
     images = torch.zeros(2, 3, HEIGHT, WIDTH)
     with pytest.raises(ModelOutputError, match="NaN or infinite mask logits"):
         TorchModuleReferringSegmenter(Bad(torch.full((2, HEIGHT, WIDTH), float("nan")))).predict(images, ["a", "b"])
-    with pytest.raises(ModelOutputError, match=r"shape \(B, H, W\) or \(B, 1, H, W\) for B=2 expressions, got \(2, 3, 8, 10\)"):
+    with pytest.raises(
+        ModelOutputError, match=r"shape \(B, H, W\) or \(B, 1, H, W\) for B=2 expressions, got \(2, 3, 8, 10\)"
+    ):
         TorchModuleReferringSegmenter(Bad(torch.zeros(2, 3, HEIGHT, WIDTH))).predict(images, ["a", "b"])
 
 
 def test_evaluate_runs_the_referring_task_end_to_end() -> None:
     model = adapt_model(HalfReader(), get_task("referring"))
-    result = evaluate(model, HalvesDataset(), task="referring", batch_size=4)
+    result = evaluate(model, HalvesDataset(), settings=EvalSettings.of(task="referring", batch_size=4))
     assert result.num_images == 6
     assert result.headline == "referring_miou"
     assert result.score == pytest.approx(100.0)
     assert result.metrics["referring_oiou"].score == pytest.approx(100.0)
-    wrong = evaluate(adapt_model(HalfReader(flip=True), get_task("referring")), HalvesDataset(), task="referring")
+    wrong = evaluate(
+        adapt_model(HalfReader(flip=True), get_task("referring")),
+        HalvesDataset(),
+        settings=EvalSettings.of(task="referring"),
+    )
     assert wrong.score == 0.0 and wrong.details["p50"] == 0.0
 
 

@@ -9,7 +9,7 @@ import torch
 from pytest_segrobust.core.errors import DatasetError, ModelOutputError
 from pytest_segrobust.core.types import Expressions, Video, VideoMasks
 from pytest_segrobust.corruptions import REGISTRY
-from pytest_segrobust.engine.evaluation import evaluate
+from pytest_segrobust.engine.evaluation import EvalSettings, evaluate
 from pytest_segrobust.models import adapt_model
 from pytest_segrobust.models.video import (
     ArrayReferringVideoModel,
@@ -96,20 +96,31 @@ def test_the_oracle_returns_the_truth_and_scores_100(scenes: ClipScenes) -> None
     batch = batch_of(scenes)
     predictions = task.check_predictions(task.predict(model, batch), batch)
     assert torch.equal(predictions, batch["objects"].data)
-    result = evaluate(model, scenes, task=task, metrics=METRICS, batch_size=3)
+    result = evaluate(model, scenes, settings=EvalSettings.of(task=task, metrics=METRICS, batch_size=3))
     assert {name: m.score for name, m in result.metrics.items()} == {name: 100.0 for name in METRICS}
 
 
 def test_a_degraded_model_and_a_perturbed_clip_score_lower(scenes: ClipScenes) -> None:
     task = get_task("vos")
-    clean = evaluate(adapt_model(colour_segmenter(), task), scenes, task=task, metrics=METRICS, batch_size=4)
-    eroded = evaluate(adapt_model(colour_segmenter(erode=3), task), scenes, task=task, metrics=METRICS, batch_size=4)
+    clean = evaluate(
+        adapt_model(colour_segmenter(), task),
+        scenes,
+        settings=EvalSettings.of(task=task, metrics=METRICS, batch_size=4),
+    )
+    eroded = evaluate(
+        adapt_model(colour_segmenter(erode=3), task),
+        scenes,
+        settings=EvalSettings.of(task=task, metrics=METRICS, batch_size=4),
+    )
     for name in METRICS:
         assert eroded.metrics[name].score < clean.metrics[name].score - 5, name
     noisy = evaluate(
-        adapt_model(colour_segmenter(), task), scenes, REGISTRY.get("gaussian_noise"), 5, task=task,
-        metrics=METRICS, batch_size=4,
-    )  # fmt: skip
+        adapt_model(colour_segmenter(), task),
+        scenes,
+        REGISTRY.get("gaussian_noise"),
+        5,
+        settings=EvalSettings.of(task=task, metrics=METRICS, batch_size=4),
+    )
     assert noisy.score < clean.score
 
 
@@ -119,8 +130,16 @@ def test_an_online_tracker_equals_the_offline_model_that_computes_the_same(scene
     offline = adapt_model(colour_segmenter(erode=1), task)
     assert isinstance(online, TorchModuleOnlineVideoObjectSegmenter)
     for corruption, severity in ((None, 0), (REGISTRY.get("gaussian_noise"), 3), (REGISTRY.get("rotate"), 2)):
-        one = evaluate(online, scenes, corruption, severity, task=task, metrics=("vos_jf",), batch_size=3)
-        other = evaluate(offline, scenes, corruption, severity, task=task, metrics=("vos_jf",), batch_size=2)
+        one = evaluate(
+            online, scenes, corruption, severity, settings=EvalSettings.of(task=task, metrics=("vos_jf",), batch_size=3)
+        )
+        other = evaluate(
+            offline,
+            scenes,
+            corruption,
+            severity,
+            settings=EvalSettings.of(task=task, metrics=("vos_jf",), batch_size=2),
+        )
         assert one.score < 100.0
         assert one.metrics == other.metrics
 
@@ -134,7 +153,7 @@ def test_a_torch_module_returning_scores_is_adapted(scenes: ClipScenes) -> None:
     task = get_task("vos")
     model = adapt_model(Scores(), task)
     assert isinstance(model, TorchModuleVideoObjectSegmenter)
-    assert evaluate(model, scenes, task=task, batch_size=4).score == 100.0
+    assert evaluate(model, scenes, settings=EvalSettings.of(task=task, batch_size=4)).score == 100.0
 
 
 @pytest.mark.parametrize(
@@ -177,15 +196,17 @@ def test_rvos_targets_the_named_object_and_scores_a_colour_reader() -> None:
     assert torch.equal(masks.data[1], (source.fields["objects"].masks == 2).long())
     model = adapt_model(colour_reader(), task)
     assert isinstance(model, TorchModuleReferringVideoSegmenter)
-    clean = evaluate(model, dataset, task=task, batch_size=4)
+    clean = evaluate(model, dataset, settings=EvalSettings.of(task=task, batch_size=4))
     assert clean.score == 100.0 and tuple(clean.metrics) == ("vos_jf", "vos_j", "vos_f")
-    noisy = evaluate(model, dataset, REGISTRY.get("gaussian_noise"), 5, task=task, batch_size=4)
+    noisy = evaluate(
+        model, dataset, REGISTRY.get("gaussian_noise"), 5, settings=EvalSettings.of(task=task, batch_size=4)
+    )
     assert noisy.score < clean.score
     numpy_model = adapt_model(
         lambda clips, texts: colour_reader()(torch.from_numpy(clips), texts).detach().numpy(), task
     )
     assert isinstance(numpy_model, ArrayReferringVideoModel)
-    assert evaluate(numpy_model, dataset, task=task, batch_size=2).metrics == clean.metrics
+    assert evaluate(numpy_model, dataset, settings=EvalSettings.of(task=task, batch_size=2)).metrics == clean.metrics
     with pytest.raises(ModelOutputError, match="dtype torch.int64"):
         task.check_predictions(masks.data, batch)
 
@@ -208,9 +229,12 @@ def test_a_numpy_tracker_is_driven_as_the_torch_one() -> None:
     assert isinstance(model, ArrayOnlineVideoObjectModel)
     torch_tracker = adapt_model(colour_tracker(erode=1), task)
     noise = REGISTRY.get("gaussian_noise")
-    one = evaluate(model, scenes, noise, 2, task=task, metrics=("vos_jf",), batch_size=2)
+    one = evaluate(model, scenes, noise, 2, settings=EvalSettings.of(task=task, metrics=("vos_jf",), batch_size=2))
     assert (
-        one.metrics == evaluate(torch_tracker, scenes, noise, 2, task=task, metrics=("vos_jf",), batch_size=1).metrics
+        one.metrics
+        == evaluate(
+            torch_tracker, scenes, noise, 2, settings=EvalSettings.of(task=task, metrics=("vos_jf",), batch_size=1)
+        ).metrics
     )
 
 

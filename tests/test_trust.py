@@ -180,7 +180,7 @@ def test_a_wrongly_shaped_baseline_is_reported_and_repaired_by_an_update(project
 
 
 def test_two_suite_files_with_one_name_are_a_collection_error(project: pytest.Pytester) -> None:
-    (project.path / "suites" / "copy.yaml").write_text("name: bands\n" + SUITE.format(smoothing=1))
+    (project.path / "suites" / "copy.yaml").write_text(SUITE.format(smoothing=1))  # SUITE names itself bands
     result = run(project, "--segrobust", "--collect-only")
     assert result.ret != pytest.ExitCode.OK
     result.stdout.fnmatch_lines(
@@ -194,7 +194,7 @@ def test_a_suite_from_elsewhere_with_the_name_of_one_in_the_suites_folder_is_a_c
     run(project, "--segrobust-update-baselines").assert_outcomes(passed=CELLS)
     stored = (project.path / "baselines" / "bands.json").read_text()
     (project.path / "other").mkdir()
-    (project.path / "other" / "s.yaml").write_text("name: bands\n" + SUITE.format(smoothing=1))
+    (project.path / "other" / "s.yaml").write_text(SUITE.format(smoothing=1))  # SUITE names itself bands
     clash = "suite name 'bands' is also the name of {}; both would share baselines/bands.json*"
     # Named alone, the suite in suites/ is not collected, and still counts.
     alone = run(project, "--segrobust-update-baselines", "other/s.yaml")

@@ -9,7 +9,7 @@ import pytest
 
 from pytest_segrobust.data.davis import davis
 from pytest_segrobust.data.youtube_vos import youtube_vos
-from pytest_segrobust.engine.evaluation import evaluate
+from pytest_segrobust.engine.evaluation import EvalSettings, evaluate
 from pytest_segrobust.models import adapt_model
 from pytest_segrobust.tasks import get_task
 from tests.data.vos_layouts import meta_object, moving_objects, write_davis, write_json, write_youtube_clip
@@ -126,11 +126,13 @@ def test_davis_and_youtube_vos_layouts_run_as_suites(project: pytest.Pytester, m
     from copy_forward import copy_forward  # type: ignore[import-not-found]
 
     model = adapt_model(copy_forward(), get_task("vos"))
-    by_hand = evaluate(model, davis("data/davis"), task="vos", metrics=["vos_jf", "vos_j", "vos_f"])
+    by_hand = evaluate(
+        model, davis("data/davis"), settings=EvalSettings.of(task="vos", metrics=["vos_jf", "vos_j", "vos_f"])
+    )
     assert davis_cells["clean[0]"]["score"] == pytest.approx(by_hand.score, abs=1e-9)
     assert 0.0 < by_hand.score < 100.0  # the copied masks miss the moving boxes: a number that can move
     assert davis_cells["clean[0]"]["metrics"]["vos_j"]["score"] == pytest.approx(by_hand.metrics["vos_j"].score)
     reader = youtube_vos("data/ytvos", train_meta="data/ytvos/train/meta.json")
-    g = evaluate(model, reader, task="vos", metrics=["youtube_vos_g"])
+    g = evaluate(model, reader, settings=EvalSettings.of(task="vos", metrics=["youtube_vos_g"]))
     assert ytvos_cells["clean[0]"]["score"] == pytest.approx(g.score, abs=1e-9)
     assert any(reader[0].field("objects").unseen)  # the cat is scored as unseen

@@ -81,7 +81,12 @@ def test_the_dynamic_cell_draws_its_own_levels_and_runs_once(project_dir: Path) 
             "temporal[0]",
             "unknown corruption 'fog' in preset 'video-temporal'",
         ),
-        ("task: vos", "task: semantic", "dynamic", "task semantic takes no 'dynamic'; it is a key of task avs, rvos, vos"),
+        (
+            "task: vos",
+            "task: semantic",
+            "dynamic",
+            "task semantic takes no 'dynamic'; it is a key of task avs, rvos, vos",
+        ),
     ],
 )
 def test_a_wrong_video_key_names_the_suite_file_and_the_field(
@@ -132,7 +137,7 @@ severities: [3]
 def test_an_rvos_suite_runs_its_text_static_and_dynamic_cells_end_to_end(project_dir: Path) -> None:
     import torch
 
-    from pytest_segrobust.engine.evaluation import evaluate
+    from pytest_segrobust.engine.evaluation import EvalSettings, evaluate
     from pytest_segrobust.models import adapt_model
     from pytest_segrobust.suite.model_sources import build_model
     from pytest_segrobust.tasks import get_task
@@ -143,11 +148,15 @@ def test_an_rvos_suite_runs_its_text_static_and_dynamic_cells_end_to_end(project
     task = get_task(suite.task)
     model = adapt_model(build_model(suite.models[0], torch.device("cpu"), task=suite.task), task)
     dataset = suite.dataset.build()
-    clean = evaluate(model, dataset, task=task, metrics=suite.metrics, batch_size=4)
+    clean = evaluate(model, dataset, settings=EvalSettings.of(task=task, metrics=suite.metrics, batch_size=4))
     assert clean.score == 100.0
     for name in suite.corruptions:
         corrupted = evaluate(
-            model, dataset, suite.corruption(name), 3, task=task, metrics=suite.metrics, seed=0, batch_size=4
+            model,
+            dataset,
+            suite.corruption(name),
+            3,
+            settings=EvalSettings.of(task=task, metrics=suite.metrics, seed=0, batch_size=4),
         )
         # the reader reads the colour word: a misspelt word fails it, noise and motion do too
         assert corrupted.score < clean.score, name

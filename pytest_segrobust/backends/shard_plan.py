@@ -2,9 +2,11 @@
 
 ``pytest --segrobust --segrobust-shard K/N`` runs shard K of N: a deterministic part of the
 cells, chosen by :func:`assign_cells`. It gates its cells as any run does, but instead of the
-report and the baselines it writes one :class:`ShardFile`, ``<report>-shard-K-of-N.json``.
-``segrobust merge`` reads the N files, checks that they are the N parts of one run
-(:func:`check_shards`), and writes the report (and baselines) that one run would have written.
+report and the baselines it writes one :class:`ShardFile`, ``<report>-shard-K-of-N.json``, with
+what it measured of each cell (:class:`~pytest_segrobust.engine.runner.Measurement`) and a digest
+of its content. ``segrobust merge`` reads the N files, checks that they are the N parts of one
+run (:func:`check_shards`), gates every cell again from its measurement, and writes the report
+(and baselines) that one run would have written (:mod:`pytest_segrobust.backends.shards`).
 
 How cells are assigned: cells are grouped by (suite, model, split), so that a shard builds a
 model and computes its clean result once per group it gets. A group costs its number of
@@ -34,7 +36,7 @@ from pytest_segrobust.core.formats import check_format
 from pytest_segrobust.core.wording import plural
 
 # Version of ShardFile.to_json; a file of another version is refused, never half-read.
-SHARD_FORMAT = 2
+SHARD_FORMAT = 3
 SHARD_FLAG = "--segrobust-shard"
 
 T = TypeVar("T")
@@ -44,12 +46,22 @@ class ShardError(SegRobustError):
     """Shard files that cannot be merged; the message names the files and what is wrong."""
 
 
+class ShardDigestError(ValueError):
+    """A shard file whose content is not the one its digest was taken of."""
+
+
 @dataclass(frozen=True, order=True)
 class ShardSpec:
-    """Shard ``index`` of ``count`` (both from 1): ``--segrobust-shard 2/4``."""
+    """Shard ``index`` of ``count`` (both from 1): ``--segrobust-shard 2/4``.
+
+    ``source`` says where ``--segrobust-shard auto`` read it (``from SLURM_ARRAY_TASK_ID=3,
+    ...``, :mod:`~pytest_segrobust.backends.shard_environment`); it is no part of the shard's
+    identity, nor of its file.
+    """
 
     index: int
     count: int
+    source: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
         if not 1 <= self.index <= self.count:
@@ -73,9 +85,13 @@ class ShardSpec:
     def __str__(self) -> str:
         return f"{self.index}/{self.count}"
 
+    def described(self) -> str:
+        """``2/4``, with where it was read from: ``2/4 (from CI_NODE_INDEX=2, CI_NODE_TOTAL=4, ...)``."""
+        return f"{self} ({self.source})" if self.source else str(self)
+
     def path(self, report_path: Path) -> Path:
         """Where the shard's file goes: beside the report, ``<report>-shard-K-of-N.json``."""
-        return report_path.with_name(f"{report_path.stem}-shard-{self.index}-of-{self.count}.json")
+        return report_path.with_name(f"{report_path.name}-shard-{self.index}-of-{self.count}.json")  # the name: out/run.1 is a report
 
     def to_json(self) -> dict[str, int]:
         return {"index": self.index, "count": self.count}
@@ -189,6 +205,12 @@ def digest(path: Path) -> str:
     return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def content_digest(data: Mapping[str, Any]) -> str:
+    """SHA-256 of a JSON value's canonical text (keys sorted, no spaces): ``sha256:<hex>``."""
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return "sha256:" + hashlib.sha256(text.encode("ascii")).hexdigest()
+
+
 def digests(paths: Iterable[Path], root: Path) -> dict[str, str]:
     """Each readable file's :func:`digest`, by its path relative to ``root`` (POSIX; absolute outside it)."""
     found: dict[str, str] = {}
@@ -240,7 +262,10 @@ class ShardFile:
         cells: The cells of the whole run (every shard's), in collection order.
         assigned: This shard's cells.
         results: The :class:`~pytest_segrobust.gate.outcomes.Outcome` of each evaluated cell and model's aggregates
-            item, as its xdist payload carries it, with paths relative to the rootdir.
+            item, as its xdist payload carries it, with paths relative to the rootdir, and with
+            the measurements the merge gates again. Its statuses are the shard's word, which the
+            merge shows and never takes. In the file, each model's clean result is kept once
+            (``clean_results``, by digest) and its cells' measurements name it.
         errors: Cells that failed with an error instead of a result: node id -> message.
         coverage: What the shard selected and left out.
         cache_counts: Clean results computed and read from the cache.
@@ -270,17 +295,21 @@ class ShardFile:
     figures: bool = True
 
     def to_json(self) -> dict[str, Any]:
+        """The file's content, with ``digest``: :func:`content_digest` of the rest."""
         data = {f.name: getattr(self, f.name) for f in fields(self)}
         data["spec"] = self.spec.to_json()
         data["coverage"] = {f.name: getattr(self.coverage, f.name) for f in fields(self.coverage)}
-        return {"format": SHARD_FORMAT, **data}
+        data["results"], data["clean_results"] = _share_clean_results(self.results)
+        content = {"format": SHARD_FORMAT, **data}
+        return {**content, "digest": content_digest(content)}
 
     @classmethod
     def from_json(cls, data: Any) -> ShardFile:
-        """Parse :meth:`to_json`'s output, records included.
+        """Parse :meth:`to_json`'s output, records and measurements included.
 
         Raises:
-            ValueError: for another format, a missing, unknown or mistyped field.
+            ValueError: for another format, content that is not its digest's (edited or
+                damaged since its shard wrote it), a missing, unknown or mistyped field.
         """
         from pytest_segrobust.gate.outcomes import Outcome
 
@@ -288,6 +317,14 @@ class ShardFile:
             raise ValueError("expected a JSON object")
         if data.get("format") != SHARD_FORMAT:
             raise ValueError(f"shard file of format {data.get('format')!r}, this segrobust reads format {SHARD_FORMAT}")
+        content = {name: value for name, value in data.items() if name != "digest"}
+        if data.get("digest") != content_digest(content):
+            raise ShardDigestError(
+                f"its content is not the one its shard wrote (digest {str(data.get('digest'))[:19]}, content "
+                f"{content_digest(content)[:19]}): it was edited or damaged since; run its shard again"
+            )
+        data = dict(content)
+        data["results"] = _restore_clean_results(data.get("results"), data.pop("clean_results", None))
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - known - {"format"})
         optional = ("cache_counts", "pictures", "figures")
@@ -339,8 +376,49 @@ class ShardFile:
             ) from None
         try:
             return cls.from_json(data)
+        except ShardDigestError as exc:
+            raise ShardError(f"{path}: {exc}") from None
         except ValueError as exc:
             raise ShardError(f"{path}: not a segrobust shard file this version can read: {exc}") from None
+
+
+def _share_clean_results(results: Sequence[Mapping[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The results with each measurement's clean result replaced by its digest, and the clean
+    results by digest: a model's clean result, the same for all its cells, is kept once."""
+    shared: dict[str, Any] = {}
+    entries = []
+    for entry in results:
+        measurements = []
+        for measurement in entry.get("measurements", []):
+            name = content_digest(measurement["clean"])
+            shared[name] = measurement["clean"]
+            measurements.append({**measurement, "clean": name})
+        entries.append({**entry, "measurements": measurements})
+    return entries, shared
+
+
+def _restore_clean_results(results: Any, shared: Any) -> Any:
+    """:func:`_share_clean_results` undone.
+
+    Raises:
+        ValueError: for a measurement naming a clean result the file does not have.
+    """
+    if not isinstance(results, list) or not isinstance(shared, dict):
+        raise ValueError("fields 'results' and 'clean_results': expected a JSON array and a JSON object")  # noqa: TRY004 (a file's error)
+    restored = []
+    for entry in results:
+        if not isinstance(entry, dict):
+            restored.append(entry)  # Outcome.from_json names what is wrong with it
+            continue
+        measurements = []
+        for measurement in entry.get("measurements", []):
+            if isinstance(measurement, dict) and isinstance(measurement.get("clean"), str):
+                if measurement["clean"] not in shared:
+                    raise ValueError(f"a measurement of {entry.get('nodeid')} names a clean result the file has not")
+                measurement = {**measurement, "clean": shared[measurement["clean"]]}
+            measurements.append(measurement)
+        restored.append({**entry, "measurements": measurements})
+    return restored
 
 
 # -- what a merge checks -------------------------------------------------------------------------

@@ -66,6 +66,12 @@ class InconclusiveWarning(UserWarning):
     would decide it."""
 
 
+class DatasetWarning(UserWarning):
+    """A dataset's rule leaves out something its files hold (a DAVIS object first shown after the
+    first frame): the warning names the file, the sample and what is left out, and the option that
+    keeps it where there is one."""
+
+
 def error_message(exc: BaseException) -> str:
     """How a failure is recorded (a cell's error, a picture left out): our own errors say
     everything, others are named by type."""

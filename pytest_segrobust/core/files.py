@@ -4,6 +4,10 @@ A write goes to a temporary file beside its target, named after the writing proc
 (``.<name>.<pid>.<random>.tmp``), and is renamed over the target once complete. A process
 killed mid-write leaves its temporary behind; :func:`remove_stale_temporaries` deletes those
 whose process is gone, so the next run cleans up after the last.
+
+A path that is a symbolic link is written through: the file it points to is replaced, and the
+link stays a link (a baseline or a report linked to a shared folder on purpose keeps
+pointing there). A link to a folder that does not exist is not followed by making it.
 """
 
 from __future__ import annotations
@@ -34,10 +38,16 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         WriteError: naming the path and the reason (a read-only folder, a parent that is a
             file, a target that is a directory, a full disk).
     """
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise WriteError(f"cannot write {path}: {why_not_written(path, exc)}") from exc
+    shown = str(path)
+    if path.is_symlink():
+        target = Path(os.path.realpath(path))  # through every link of a chain
+        shown = f"{path} (a symbolic link to {target})"
+        path = target
+    else:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise WriteError(f"cannot write {shown}: {why_not_written(path, exc)}") from exc
     tmp = path.parent / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
     try:
         # os.open with 0o666 lets the umask decide the mode, as for any file the user writes.
@@ -49,7 +59,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         os.replace(tmp, path)
     except OSError as exc:
         tmp.unlink(missing_ok=True)
-        raise WriteError(f"cannot write {path}: {why_not_written(path, exc)}") from exc
+        raise WriteError(f"cannot write {shown}: {why_not_written(path, exc)}") from exc
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise

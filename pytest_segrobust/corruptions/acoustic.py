@@ -9,12 +9,13 @@ keys alone, in any batch, order or worker. Every output keeps the clip's length 
 frame bounds still hold) and is clipped to ``[-1, 1]``, as a recording saturates.
 
 Where ``audiomentations`` (MIT; the ``audio`` extra) has the operation, the perturbation (an
-:class:`AudiomentationsCorruption`) calls its transform with the drawn values as fixed
-parameters (every range degenerate, ``p=1``) inside :func:`isolated_global_random`, which
-restores Python's and NumPy's global generators afterwards: the library draws from them and has
-no generator argument, and here nothing reads them for a result and nothing outside sees them
-move. It is imported when a perturbation runs, never by the core. The rest is torch, batched and
-on any device, and runs without the extra.
+:class:`AudiomentationsCorruption`) hands its transform the drawn values as the transform's
+``parameters``, frozen, so the library's ``randomize_parameters`` never runs: it would draw from
+Python's and NumPy's global generators (it has no generator argument), and here those are never
+read, seeded or moved, whatever other threads draw from them meanwhile. ``room_reverb`` builds
+``RoomSimulator``'s room with pyroomacoustics itself, as that transform builds it only while
+drawing. The libraries are imported when a perturbation runs, never by the core. The rest is
+torch, batched and on any device, and runs without the extra.
 
 ===================  ===================  ==========================================  ==============
 name                 R2-Bench group       computed by                                 levels change
@@ -29,7 +30,7 @@ peaking_filter       filter               audiomentations PeakingFilter         
 low_pass             filter               audiomentations LowPassFilter               cutoff
 high_pass            filter               audiomentations HighPassFilter              cutoff
 air_absorption       physical             audiomentations AirAbsorption               humidity, distance
-room_reverb          physical             audiomentations RoomSimulator (ISM)         room, RT60
+room_reverb          physical             pyroomacoustics (RoomSimulator's ISM room)  room, RT60
 time_mask            post-processing      torch (TimeMask's faded mask)               masked share
 mp3_compression      post-processing      audiomentations Mp3Compression (fast-mp3)   bitrate
 ===================  ===================  ==========================================  ==============
@@ -59,14 +60,11 @@ How the family differs from the toolbox:
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
 import math
-import random
-import threading
 from abc import abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar
 
@@ -85,7 +83,7 @@ Draw = TypeVar("Draw")
 
 # The versions tested are pinned in pyproject.toml's ``audio`` extra.
 AUDIO = Extra("audio", ("audiomentations",))
-AUDIO_ROOMS = Extra("audio", ("audiomentations", "pyroomacoustics"))
+AUDIO_ROOMS = Extra("audio", ("pyroomacoustics", "scipy"))
 AUDIO_MP3 = Extra("audio", ("audiomentations", "fast_mp3_augment"))
 
 
@@ -106,30 +104,6 @@ class Range:
     def at(self, fraction: torch.Tensor) -> torch.Tensor:
         """The values at ``fraction`` (uniforms in ``[0, 1)``) of the way from low to high."""
         return self.low + (self.high - self.low) * fraction
-
-
-# --- global generators ---------------------------------------------------------------------
-
-_GLOBAL_RANDOM = threading.Lock()
-
-
-@contextlib.contextmanager
-def isolated_global_random() -> Iterator[None]:
-    """Python's ``random`` and NumPy's global generator, seeded to 0 while inside, as they were after.
-
-    audiomentations draws from both when it is called (even with degenerate ranges it calls
-    ``random.uniform(a, a)``); inside, those draws neither depend on nor change what the
-    rest of the process draws. A lock keeps two threads from interleaving.
-    """
-    with _GLOBAL_RANDOM:
-        python_state, numpy_state = random.getstate(), np.random.get_state()
-        random.seed(0)
-        np.random.seed(0)
-        try:
-            yield
-        finally:
-            random.setstate(python_state)
-            np.random.set_state(numpy_state)
 
 
 def _audiomentations() -> Any:
@@ -257,21 +231,42 @@ class AcousticCorruption(Corruption[Params], Generic[Params, Draw]):
 
 
 class AudiomentationsCorruption(AcousticCorruption[Params, Draw]):
-    """An acoustic perturbation that audiomentations computes: its transform with every range fixed at a clip's draw.
+    """An acoustic perturbation that audiomentations computes: its transform, given a clip's draw as its parameters.
 
-    Subclasses implement :meth:`fixed_transform`; :meth:`apply_one` builds and calls it inside
-    :func:`isolated_global_random`, where the library's own draws touch nothing outside.
+    Subclasses implement :meth:`transform` and :meth:`library_parameters`; :meth:`apply_one`
+    sets the transform's ``parameters`` to them and freezes them, so the transform applies the
+    draw without calling its ``randomize_parameters`` (which draws from Python's and NumPy's
+    global generators). The output is the one the transform gives when built with every range
+    fixed at the draw, to the bit.
     """
 
     requires = (AUDIO,)
 
     @abstractmethod
-    def fixed_transform(self, params: Params, draw: Draw) -> Any:
-        """The audiomentations transform that applies ``draw`` (every range degenerate, ``p=1``)."""
+    def transform(self) -> Any:
+        """The audiomentations transform (``p=1``; the settings that are not drawn, its ranges left at their defaults)."""
+
+    @abstractmethod
+    def library_parameters(self, draw: Draw) -> dict[str, Any]:
+        """What the transform's ``randomize_parameters`` sets when every range is fixed at ``draw``."""
 
     def apply_one(self, wave: np.ndarray, sample_rate: int, params: Params, draw: Draw) -> np.ndarray:
-        with isolated_global_random():
-            return self.fixed_transform(params, draw)(wave, sample_rate)  # type: ignore[no-any-return]
+        transform = self.transform()
+        transform.parameters = {"should_apply": True, **self.library_parameters(draw)}
+        transform.freeze_parameters()
+        return transform(wave, sample_rate)  # type: ignore[no-any-return]
+
+
+def _mel_round_trip(frequency: float) -> float:
+    """``frequency`` to mels and back, in audiomentations' arithmetic: the frequency its filters use when
+    ``randomize_parameters`` draws from the one-point mel range at ``frequency``."""
+    utils = _audiomentations().core.utils
+    return float(utils.convert_mel_to_frequency(utils.convert_frequency_to_mel(frequency)))
+
+
+def _banded(params: Callable[[Range], Params], bands: Sequence[tuple[float, float]]) -> SeverityTable[Params]:
+    """A table of one band per level: ``params`` of each ``(low, high)``, level 1 first."""
+    return SeverityTable(tuple(params(Range(low, high)) for low, high in bands))
 
 
 def _rows(**columns: torch.Tensor) -> list[dict[str, float]]:
@@ -326,11 +321,8 @@ class GaussianNoiseDraw:
 
 
 # Level 1 (.0001-.0025) and level 5 (.015-.02) are the toolbox's; 2-4 ours, contiguous.
-AUDIO_GAUSSIAN_NOISE = SeverityTable(
-    tuple(
-        GaussianNoiseParams(Range(lo, hi))
-        for lo, hi in ((0.0001, 0.0025), (0.0025, 0.005), (0.005, 0.01), (0.01, 0.015), (0.015, 0.02))
-    )
+AUDIO_GAUSSIAN_NOISE = _banded(
+    GaussianNoiseParams, ((0.0001, 0.0025), (0.0025, 0.005), (0.005, 0.01), (0.01, 0.015), (0.015, 0.02))
 )
 
 
@@ -508,12 +500,7 @@ IR_TAIL_START_SECONDS = 0.001
 
 # Ours: the toolbox convolves with five recorded impulse responses, which are not published.
 # Small room (0.1 s) to a hall (about 1 s), the tail's share of the energy growing with it.
-IMPULSE_RESPONSE = SeverityTable(
-    tuple(
-        ImpulseResponseParams(Range(lo, hi))
-        for lo, hi in ((0.05, 0.15), (0.15, 0.3), (0.3, 0.5), (0.5, 0.8), (0.8, 1.2))
-    )
-)
+IMPULSE_RESPONSE = _banded(ImpulseResponseParams, ((0.05, 0.15), (0.15, 0.3), (0.3, 0.5), (0.5, 0.8), (0.8, 1.2)))
 
 
 class ImpulseResponse(AcousticCorruption[ImpulseResponseParams, ImpulseResponseDraw]):
@@ -578,9 +565,7 @@ class GainDraw:
 
 # The toolbox: uniform on [-3, 3] dB (level 1) ... [-15, 15] dB (level 5). Ours: the size in
 # the level's own 3-dB band (level 1 from 1 dB), the sign at random, so that levels are ordered.
-GAIN = SeverityTable(
-    tuple(GainParams(Range(lo, hi)) for lo, hi in ((1.0, 3.0), (3.0, 6.0), (6.0, 9.0), (9.0, 12.0), (12.0, 15.0)))
-)
+GAIN = _banded(GainParams, ((1.0, 3.0), (3.0, 6.0), (6.0, 9.0), (9.0, 12.0), (12.0, 15.0)))
 
 
 class Gain(AcousticCorruption[GainParams, GainDraw]):
@@ -611,9 +596,7 @@ class TanhDraw:
 
 
 # Level 1 (.01-.1) and level 5 (.6-.7) are the toolbox's; 2-4 ours, contiguous.
-TANH_DISTORTION = SeverityTable(
-    tuple(TanhParams(Range(lo, hi)) for lo, hi in ((0.01, 0.1), (0.1, 0.25), (0.25, 0.4), (0.4, 0.6), (0.6, 0.7)))
-)
+TANH_DISTORTION = _banded(TanhParams, ((0.01, 0.1), (0.1, 0.25), (0.25, 0.4), (0.4, 0.6), (0.6, 0.7)))
 
 
 class TanhDistortion(AudiomentationsCorruption[TanhParams, TanhDraw]):
@@ -624,8 +607,11 @@ class TanhDistortion(AudiomentationsCorruption[TanhParams, TanhDraw]):
     def draw(self, params, streams, audio):  # type: ignore[no-untyped-def]
         return [TanhDraw(**row) for row in _rows(distortion=_uniform(params.distortion, streams))]
 
-    def fixed_transform(self, params, draw):  # type: ignore[no-untyped-def]
-        return _audiomentations().TanhDistortion(min_distortion=draw.distortion, max_distortion=draw.distortion, p=1.0)
+    def transform(self) -> Any:
+        return _audiomentations().TanhDistortion(p=1.0)
+
+    def library_parameters(self, draw: TanhDraw) -> dict[str, Any]:
+        return {"distortion_amount": draw.distortion}
 
 
 # --- filters -------------------------------------------------------------------------------
@@ -678,11 +664,11 @@ class PeakingFilter(AudiomentationsCorruption[PeakingParams, PeakingDraw]):
         q = _uniform(params.q, streams)
         return [PeakingDraw(**row) for row in _rows(centre_hz=centre, gain_db=size * sign, q=q)]
 
-    def fixed_transform(self, params, draw):  # type: ignore[no-untyped-def]
-        return _audiomentations().PeakingFilter(
-            min_center_freq=draw.centre_hz, max_center_freq=draw.centre_hz,
-            min_gain_db=draw.gain_db, max_gain_db=draw.gain_db, min_q=draw.q, max_q=draw.q, p=1.0,
-        )  # fmt: skip
+    def transform(self) -> Any:
+        return _audiomentations().PeakingFilter(p=1.0)
+
+    def library_parameters(self, draw: PeakingDraw) -> dict[str, Any]:
+        return {"center_freq": _mel_round_trip(draw.centre_hz), "gain_db": draw.gain_db, "q_factor": draw.q}
 
 
 @dataclass(frozen=True)
@@ -718,26 +704,26 @@ class ButterworthFilter(AudiomentationsCorruption[CutoffParams, CutoffDraw]):
     """
 
     group = "filter"
-    transform: ClassVar[str] = ""
+    library_transform: ClassVar[str] = ""  # LowPassFilter or HighPassFilter
 
     def draw(self, params, streams, audio):  # type: ignore[no-untyped-def]
         cutoff = _mel_uniform(params.cutoff_hz, streams.uniform((1,), torch.float64)[:, 0])
         order = streams.integers(int(params.rolloff_db.low) // 6, int(params.rolloff_db.high) // 6 + 1, (1,))[:, 0]
         return [CutoffDraw(c, int(r)) for c, r in zip(cutoff.cpu().tolist(), (order * 6).cpu().tolist())]
 
-    def fixed_transform(self, params, draw):  # type: ignore[no-untyped-def]
-        return getattr(_audiomentations(), self.transform)(
-            min_cutoff_freq=draw.cutoff_hz, max_cutoff_freq=draw.cutoff_hz,
-            min_rolloff=draw.rolloff_db, max_rolloff=draw.rolloff_db, zero_phase=False, p=1.0,
-        )  # fmt: skip
+    def transform(self) -> Any:
+        return getattr(_audiomentations(), self.library_transform)(zero_phase=False, p=1.0)
+
+    def library_parameters(self, draw: CutoffDraw) -> dict[str, Any]:
+        return {"rolloff": draw.rolloff_db, "cutoff_freq": _mel_round_trip(draw.cutoff_hz)}
 
 
 class LowPass(ButterworthFilter):
-    transform = "LowPassFilter"
+    library_transform = "LowPassFilter"
 
 
 class HighPass(ButterworthFilter):
-    transform = "HighPassFilter"
+    library_transform = "HighPassFilter"
 
 
 # --- physical interference -----------------------------------------------------------------
@@ -783,12 +769,11 @@ class AirAbsorption(AudiomentationsCorruption[AirAbsorptionParams, AirAbsorption
         distance = _uniform(params.distance_m, streams)
         return [AirAbsorptionDraw(int(h), d) for h, d in zip(humidity.cpu().tolist(), distance.cpu().tolist())]
 
-    def fixed_transform(self, params, draw):  # type: ignore[no-untyped-def]
-        return _audiomentations().AirAbsorption(
-            min_temperature=AIR_TEMPERATURE, max_temperature=AIR_TEMPERATURE,
-            min_humidity=draw.humidity, max_humidity=draw.humidity,
-            min_distance=draw.distance_m, max_distance=draw.distance_m, p=1.0,
-        )  # fmt: skip
+    def transform(self) -> Any:
+        return _audiomentations().AirAbsorption(p=1.0)
+
+    def library_parameters(self, draw: AirAbsorptionDraw) -> dict[str, Any]:
+        return {"temperature": AIR_TEMPERATURE, "humidity": draw.humidity, "distance": draw.distance_m}
 
 
 @dataclass(frozen=True)
@@ -835,13 +820,18 @@ ROOM_REVERB = SeverityTable(
 )
 
 
-class RoomReverb(AudiomentationsCorruption[RoomParams, RoomDraw]):
-    """audiomentations' ``RoomSimulator`` (pyroomacoustics' image-source model, no ray tracing) in a drawn room.
+class RoomReverb(AcousticCorruption[RoomParams, RoomDraw]):
+    """``RoomSimulator``'s reverberation (pyroomacoustics' image-source model, no ray tracing) in a drawn room.
 
     The source stands anywhere in the room (the padding from the walls kept, at most 2.1 m
     high); the microphone at the drawn distance, azimuth (uniform) and elevation (within
     +-30 degrees) from it, clamped into the room as RoomSimulator does. The output keeps the
     clip's length and RMS.
+
+    RoomSimulator builds its room only while drawing its parameters from the global
+    generators, so :meth:`impulse_response` builds the same room with pyroomacoustics (rt60
+    mode: the walls' absorption and the reflection order from inverse Sabine, the order capped
+    at the level's; air absorption on) and :meth:`apply_one` convolves as RoomSimulator does.
     """
 
     group = "physical"
@@ -866,27 +856,41 @@ class RoomReverb(AudiomentationsCorruption[RoomParams, RoomDraw]):
             )
         ]  # fmt: skip
 
-    def simulator(self, draw: RoomDraw, max_order: int) -> Any:
-        """RoomSimulator with every range fixed at ``draw`` (what :meth:`apply_one` calls)."""
-        am = _audiomentations()
-        fixed: dict[str, float] = {}
-        for name, value in (
-            ("size_x", draw.width_m), ("size_y", draw.depth_m), ("size_z", draw.height_m),
-            ("target_rt60", draw.rt60), ("source_x", draw.source_x), ("source_y", draw.source_y),
-            ("source_z", draw.source_z), ("mic_distance", draw.mic_distance_m),
-            ("mic_azimuth", draw.mic_azimuth), ("mic_elevation", draw.mic_elevation),
-        ):  # fmt: skip
-            fixed[f"min_{name}"] = fixed[f"max_{name}"] = value
-        return am.RoomSimulator(
-            **fixed, calculation_mode="rt60", use_ray_tracing=False, max_order=max_order,
-            leave_length_unchanged=True, padding=ROOM_PADDING_M, p=1.0,
-        )  # fmt: skip
+    @staticmethod
+    def impulse_response(draw: RoomDraw, max_order: int, sample_rate: int) -> np.ndarray:
+        """The room impulse response from the source to the microphone of ``draw``. Shape: return ``(taps,)``, float64."""
+        import pyroomacoustics as pra  # the ``audio`` extra, imported only when the perturbation runs
 
-    def fixed_transform(self, params, draw):  # type: ignore[no-untyped-def]
-        return self.simulator(draw, params.max_order)
+        width, depth, height = draw.width_m, draw.depth_m, draw.height_m
+        absorption, sabine_order = pra.inverse_sabine(draw.rt60, np.array([width, depth, height]))
+        # The microphone around the source, then clamped into the room, in RoomSimulator's arithmetic.
+        radius, azimuth, elevation = draw.mic_distance_m, draw.mic_azimuth, draw.mic_elevation
+        mic = (
+            draw.source_x - radius * np.cos(elevation) * np.sin(azimuth),
+            draw.source_y + radius * np.cos(elevation) * np.cos(azimuth),
+            draw.source_z + radius * np.sin(elevation),
+        )
+        mic = tuple(
+            max(ROOM_PADDING_M, min(side - ROOM_PADDING_M, value)) for side, value in zip((width, depth, height), mic)
+        )
+        floor = np.array([[0, 0], [0, depth], [width, depth], [width, 0]]).T
+        room = pra.Room.from_corners(
+            floor, fs=sample_rate, materials=pra.Material(absorption), ray_tracing=False, air_absorption=True,
+            max_order=min(sabine_order, max_order),
+        )  # fmt: skip
+        room.extrude(height=height, materials=pra.Material(absorption))
+        room.add_source(np.array([draw.source_x, draw.source_y, draw.source_z]))
+        room.add_microphone_array(pra.MicrophoneArray(np.array([mic]).T, room.fs))
+        room.compute_rir()
+        return np.asarray(room.rir[0][0])
 
     def apply_one(self, wave, sample_rate, params, draw):  # type: ignore[no-untyped-def]
-        out = super().apply_one(wave, sample_rate, params, draw)
+        from scipy.signal import convolve
+
+        response = self.impulse_response(draw, params.max_order, sample_rate)
+        channels = wave[None] if wave.ndim == 1 else wave
+        out = np.array([convolve(channel, response) for channel in channels], dtype=wave.dtype)[:, : wave.shape[-1]]
+        out = out[0] if wave.ndim == 1 else out
         before, after = (
             float(np.sqrt(np.mean(wave.astype(np.float64) ** 2))),
             float(np.sqrt(np.mean(out.astype(np.float64) ** 2))),
@@ -913,10 +917,8 @@ class TimeMaskDraw:
 
 # Level 1 (.05-.1) and level 5 (.4-.5) are the toolbox's; 2-4 ours, contiguous. The fade is
 # audiomentations' default, 5 ms.
-TIME_MASK = SeverityTable(
-    tuple(
-        TimeMaskParams(Range(lo, hi), 0.005) for lo, hi in ((0.05, 0.1), (0.1, 0.2), (0.2, 0.3), (0.3, 0.4), (0.4, 0.5))
-    )
+TIME_MASK = _banded(
+    lambda band: TimeMaskParams(band, 0.005), ((0.05, 0.1), (0.1, 0.2), (0.2, 0.3), (0.3, 0.4), (0.4, 0.5))
 )
 
 
@@ -978,9 +980,7 @@ MP3_BITRATES = (8, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128, 144, 160, 192, 
 MP3_QUALITY = 7  # Mp3Compression's default LAME quality
 
 # Level 1 (128-192) and level 5 (8-32) are the toolbox's; 2-4 ours, between them without overlap.
-MP3_COMPRESSION = SeverityTable(
-    tuple(Mp3Params(Range(lo, hi)) for lo, hi in ((128, 192), (80, 112), (56, 64), (40, 48), (8, 32)))
-)
+MP3_COMPRESSION = _banded(Mp3Params, ((128, 192), (80, 112), (56, 64), (40, 48), (8, 32)))
 
 
 class Mp3Compression(AudiomentationsCorruption[Mp3Params, Mp3Draw]):
@@ -995,10 +995,11 @@ class Mp3Compression(AudiomentationsCorruption[Mp3Params, Mp3Draw]):
         index = streams.integers(0, len(choices), (1,))[:, 0]
         return [Mp3Draw(choices[int(i)]) for i in index.cpu().tolist()]
 
-    def fixed_transform(self, params, draw):  # type: ignore[no-untyped-def]
-        return _audiomentations().Mp3Compression(
-            min_bitrate=draw.kbps, max_bitrate=draw.kbps, backend="fast-mp3-augment", quality=MP3_QUALITY, p=1.0
-        )
+    def transform(self) -> Any:
+        return _audiomentations().Mp3Compression(backend="fast-mp3-augment", quality=MP3_QUALITY, p=1.0)
+
+    def library_parameters(self, draw: Mp3Draw) -> dict[str, Any]:
+        return {"bitrate": draw.kbps}
 
 
 audio_gaussian_noise = AudioGaussianNoise("audio_gaussian_noise", Category.ACOUSTIC, AUDIO_GAUSSIAN_NOISE)

@@ -29,9 +29,10 @@ from typing import Any, ClassVar, Generic, TypeVar, overload
 
 import torch
 
+from pytest_segrobust.core.errors import DatasetError
 from pytest_segrobust.core.extras import Extra
 from pytest_segrobust.core.modality import Category, Modality, modality_of_category
-from pytest_segrobust.core.types import Batch, Field, Image, PixelField, Video, frames_of
+from pytest_segrobust.core.types import Batch, Field, Image, PixelField, SampleIndex, Video, frames_of
 from pytest_segrobust.corruptions import functional as Fn
 from pytest_segrobust.corruptions import kernels
 from pytest_segrobust.randomness.seeding import FrameDraws, SampleStreams, StreamKeys
@@ -59,6 +60,17 @@ class SeverityTable(Generic[Params]):
     def describe(self) -> list[str]:
         """One human-readable line of named parameters per severity."""
         return [_describe_row(row) for row in self.rows]
+
+
+@dataclass(frozen=True)
+class NotedTable(SeverityTable[Params]):
+    """A severity table whose description says how the cell draws or scales its rows (what a
+    baseline's conditions compare, so numbers measured under another rule are refused, not compared)."""
+
+    note: str = ""
+
+    def describe(self) -> list[str]:
+        return [f"{line}; {self.note}" for line in super().describe()]
 
 
 def _describe_row(row: Any) -> str:
@@ -115,8 +127,9 @@ class Corruption(ABC, Generic[Params]):
 
     @property
     def kind(self) -> str:
-        """What ``segrobust list`` shows beside the category: how it changes its input."""
-        return "temporal" if self.temporal else "geometric" if self.geometric else "photometric"
+        """What ``segrobust list`` shows beside the category: how it changes its input (a temporal
+        corruption its clip's frame order, a geometric one where pixels are, a photometric one their values)."""
+        return "frame order" if self.temporal else "geometric" if self.geometric else "photometric"
 
     @overload
     def __call__(self, inputs: torch.Tensor, severity: int, seeds: Sequence[int]) -> torch.Tensor: ...
@@ -401,6 +414,8 @@ class TemporalCorruption(Corruption[Params]):
     One frame order is drawn per clip, from the clip's own seed: position ``t`` of clip ``b``
     shows its source frame ``order[b, t]``, with that frame's masks and frame id. Fields
     without a time axis pass through; :class:`~pytest_segrobust.core.types.Audio` keeps playing in time.
+    Every order changes its clip, which takes two frames: clips of one frame are refused
+    (:meth:`frame_count`).
     """
 
     temporal = True
@@ -414,8 +429,25 @@ class TemporalCorruption(Corruption[Params]):
             return: ``(B, T)``, int64 in ``[0, T)``.
         """
 
-    def _corrupt(self, batch, severity, seeds, size, device):  # type: ignore[no-untyped-def]
+    def frame_count(self, batch: Batch) -> int:
+        """The number of frames of the batch's clips, once it is one an order can change (2 or more).
+
+        Raises:
+            DatasetError: naming the clips (by the batch's :class:`~pytest_segrobust.core.types.SampleIndex`)
+                when they have a single frame.
+        """
         frames = frames_of(batch)
         assert frames is not None  # a Video field has frames
+        if frames < 2:
+            index = next((f for f in batch.values() if isinstance(f, SampleIndex)), None)
+            clips = ", ".join(index.sample_ids) if index is not None else "of the batch"
+            raise DatasetError(
+                f"{self.name}: clips {clips} have {frames} frame; a temporal perturbation reorders 2 or more, so "
+                "it cannot change them (leave clips of one frame out of the dataset of a suite with temporal cells)"
+            )
+        return frames
+
+    def _corrupt(self, batch, severity, seeds, size, device):  # type: ignore[no-untyped-def]
+        frames = self.frame_count(batch)
         order = self.frame_order(self.table[severity], SampleStreams(seeds, device), frames, device)
         return {name: kernels.reorder(field, order) for name, field in batch.items()}

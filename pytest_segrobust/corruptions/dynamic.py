@@ -37,6 +37,8 @@ from pytest_segrobust.randomness.seeding import FrameDraws, SampleStreams, Strea
 
 # What a suite writes for each way of drawing along a clip's frames.
 _SPELLING = {"per_clip": FrameDraws.CLIP, "per_frame": FrameDraws.FRAME}
+FRAME_DRAW_SPELLINGS = tuple(_SPELLING)
+"""What a suite may write for ``dynamic.types`` and ``static.redraw``."""
 R2_LEVELS = (1, 3, 5)  # low, medium, high
 
 

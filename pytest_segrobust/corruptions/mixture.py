@@ -32,6 +32,8 @@ from pytest_segrobust.randomness.seeding import sample_seed
 Choice = TypeVar("Choice")
 
 ALONE, TOGETHER = 0.4, 0.2  # R2-Bench: one modality only (each), both
+R2BENCH = "r2bench"
+"""The protocol a suite's ``mixture:`` names (``mixture: r2bench``); the only one there is."""
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,10 @@
       ms3_data/gt_masks/<split>/<clip>/<clip>_1.png .. <clip>_5.png
       ms3_data/audio_wav/<split>/<clip>.wav
 
-A clip is five frames, one per second, and its 5-s sound (16 kHz PCM WAV). One sample per
+A clip is five frames, one per second, and its 5-s sound (16 kHz PCM WAV). A sound at another
+rate is refused (option ``sample_rate`` names the rate of a resampled copy); a sound shorter than
+its five seconds (by a sample or more) is refused too, unless option ``audio_pad`` says how to pad
+it (``zeros`` or ``repeat``; :mod:`pytest_segrobust.data.audio_length`). One sample per
 clip (its id is the clip's name): ``video`` (:class:`~pytest_segrobust.data.clips.ClipFrames`),
 ``objects`` (:class:`~pytest_segrobust.data.clips.ClipObjects`: 1 where a pixel sounds, object
 id 1; a frame without a mask file is not annotated and all ``ignore_index``) and ``audio``
@@ -22,7 +25,8 @@ id 1; a frame without a mask file is not annotated and all ``ignore_index``) and
 index is not 0 (a palette PNG) or its grey level is at least 128 (a grey or binary PNG).
 :meth:`AVSBench.read_audio` reads a clip's sound alone (the task's competing source).
 
-Suites name it as ``dataset: {factory: pytest_segrobust.data.avsbench:avsbench, kwargs: {root: ..., subset: s4}}``.
+Suites name it as ``dataset: {factory: pytest_segrobust.data.avsbench:avsbench, kwargs: {root: ..., subset: s4}}``
+(``audio_pad: zeros`` among the kwargs to pad short sounds with silence).
 """
 
 from __future__ import annotations
@@ -38,12 +42,15 @@ import torch
 from PIL import Image
 
 from pytest_segrobust.core.errors import DatasetError
+from pytest_segrobust.data.audio_length import AudioPad, fit_to_frames
 from pytest_segrobust.data.base import Sample
 from pytest_segrobust.data.clip_folders import ClipFolderDataset
 from pytest_segrobust.data.clips import ClipAudio, ClipFrames, ClipObjects
 from pytest_segrobust.data.io import read_rgb
 
 FRAMES = 5
+FRAME_SECONDS = 1.0  # a frame a second: frame t is heard during second t
+SAMPLE_RATE = 16_000
 SUBSETS = ("s4", "ms3")
 AVS_CLASS_NAMES: tuple[str, ...] = ("background", "sounding")
 
@@ -66,10 +73,14 @@ class AVSBench(ClipFolderDataset):
         split: ``train``, ``val`` or ``test`` (the csv's split column).
         clips: Read only these clips of the split (in the csv's order).
         name: Name in reports; ``avsbench-<subset>-<split>`` by default.
+        sample_rate: The rate every sound file must have (the published set's 16 kHz by default).
+        audio_pad: How to pad a sound shorter than its frames' five seconds: ``none`` (refuse
+            it, the default), ``zeros`` or ``repeat`` (:class:`~pytest_segrobust.data.audio_length.AudioPad`).
 
     Raises:
         DatasetError: naming the file and field: a missing csv or column, a clip not in the
-            split, a missing frame or sound file.
+            split, a missing frame or sound file, an unknown ``audio_pad``; when a clip is read,
+            a sound at another rate, or shorter than its frames need where ``audio_pad`` is ``none``.
     """
 
     class_names = AVS_CLASS_NAMES
@@ -81,9 +92,17 @@ class AVSBench(ClipFolderDataset):
         split: str = "test",
         clips: Sequence[str] | None = None,
         name: str | None = None,
+        sample_rate: int = SAMPLE_RATE,
+        audio_pad: str = AudioPad.NONE.value,
     ) -> None:
         if subset not in SUBSETS:
             raise DatasetError(f"{root}: unknown AVSBench subset {subset!r}; expected s4 or ms3")
+        self.audio_pad = AudioPad.parse(audio_pad, f"{root}: AVSBench")
+        if isinstance(sample_rate, bool) or not isinstance(sample_rate, int) or sample_rate <= 0:
+            raise DatasetError(
+                f"{root}: AVSBench: option sample_rate is {sample_rate!r}; expected a positive integer (Hz)"
+            )
+        self.sample_rate = sample_rate
         self.root = Path(root)
         self.subset, self.split = subset, split
         self.name = name or f"avsbench-{subset}-{split}"
@@ -97,7 +116,9 @@ class AVSBench(ClipFolderDataset):
         self._files = {clip: self._clip_files(clip, category) for clip, category in rows.items()}
         self._sample_ids = list(rows)
         self._kind = f"avsbench-{subset}"
-        self._options = f"split={split}"
+        # Padding changes what is read; refusing (the default) leaves the digest as it was.
+        pad = "" if self.audio_pad is AudioPad.NONE else f",audio_pad={self.audio_pad.value}"
+        self._options = f"split={split}{pad}"
         self._annotation_files = (self._meta,)
 
     def _clip_files(self, clip: str, category: str | None) -> ClipFiles:
@@ -133,7 +154,21 @@ class AVSBench(ClipFolderDataset):
         """
         if sample_id not in self._files:
             raise DatasetError(f"{self._meta}: no clip {sample_id!r} in split {self.split!r}")
-        return read_wav(self._files[sample_id].audio)
+        return self._sound(self._files[sample_id].audio)
+
+    def _sound(self, path: Path) -> ClipAudio:
+        """A clip's sound file, at the set's rate and as long as its frames need (padded by ``audio_pad``).
+
+        Raises:
+            DatasetError: naming the file, for another rate (found and expected) or too short a sound.
+        """
+        audio = read_wav(path)
+        if audio.sample_rate != self.sample_rate:
+            raise DatasetError(
+                f"{path}: sound at {audio.sample_rate} Hz, expected {self.sample_rate} Hz (option sample_rate names "
+                "the rate of a resampled copy of the set)"
+            )
+        return fit_to_frames(audio, path, FRAMES, FRAME_SECONDS, self.audio_pad)
 
     def _read(self, index: int) -> Sample:
         clip = self._sample_ids[index]
@@ -149,7 +184,7 @@ class AVSBench(ClipFolderDataset):
             clip,
             video=ClipFrames(frames.contiguous(), tuple(p.stem for p in files.frames)),
             objects=ClipObjects(masks, annotated, (1,), (0,), (False,), self.ignore_index),
-            audio=read_wav(files.audio),
+            audio=self._sound(files.audio),
         )
 
     def _used_files(self) -> Iterable[Path]:

@@ -16,7 +16,7 @@ import hashlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -323,6 +323,27 @@ class ClipFolderDataset:
 
     def _used_files(self) -> Iterable[Path]:
         raise NotImplementedError
+
+
+class FrameFolderDataset(ClipFolderDataset):
+    """A clip reader whose clips are folders: ``<frames_root>/<clip>`` of frames, ``<masks_root>/<clip>`` of masks.
+
+    A subclass sets ``frames_root``, ``masks_root`` and ``selection`` besides what
+    :class:`ClipFolderDataset` asks for, and names a clip in its dataset's words
+    (:attr:`_clip_word`, for messages); the files of a clip and the files read follow.
+    """
+
+    frames_root: Path
+    masks_root: Path
+    selection: FrameSelection
+    _clip_word: ClassVar[str] = "clip"
+
+    def _files(self, clip: str) -> tuple[dict[str, Path], dict[str, Path]]:
+        """A clip's frames and masks by frame name (:func:`clip_folder_files`)."""
+        return clip_folder_files(self.frames_root, self.masks_root, clip, self._clip_word)
+
+    def _used_files(self) -> Iterable[Path]:
+        return selected_files(self._sample_ids, self._files, self.selection)
 
 
 def check_masks_have_frames(frames: Mapping[str, Path], masks: Mapping[str, Path], masks_dir: Path) -> None:

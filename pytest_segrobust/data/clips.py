@@ -54,7 +54,7 @@ class ClipObjects:
     ``ignore_index`` not scored) where ``annotated[t]``; an unannotated frame's mask is all
     ``ignore_index``. ``object_ids`` are the objects a model is asked to segment, each given
     to it in the first annotated frame where it appears (``first_frames``: DAVIS objects all
-    start at frame 0, YouTube-VOS objects may appear late). ``unseen[i]`` says whether object
+    start at frame 0 under DAVIS's rule, YouTube-VOS objects may appear late). ``unseen[i]`` says whether object
     ``i``'s category is outside the training categories (YouTube-VOS's seen / unseen split;
     all ``False`` where a dataset has no such split).
 

@@ -40,7 +40,7 @@ import hashlib
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -524,7 +524,52 @@ def check_image_size(image_size: int) -> None:
         raise ValueError(f"image_size must be at least {_MIN_IMAGE_SIZE}, got {image_size}")
 
 
-class DemoScenes:
+class DemoDataset:
+    """What the demo datasets share: a split, square images of one side, a name, and an identity.
+
+    The identity is made of what decides the content, which a subclass declares: the
+    generator and its version (:attr:`_generator`), the settings (:attr:`_settings`, its
+    constructor's arguments, as its ``repr`` shows them) and any fixed size they do not say
+    (:attr:`_fixed_sizes`); :meth:`fingerprint` joins the three.
+
+    Args:
+        split: The split, already checked by the subclass (:func:`split_size`).
+        image_size: Side of the square images in pixels, at least 16.
+        prefix: The dataset's name is ``<prefix>-<split>``.
+
+    Raises:
+        ValueError: When ``image_size`` is below 16 pixels.
+    """
+
+    ignore_index: int = DEFAULT_IGNORE_INDEX
+    #: The fingerprint's first part: which generator, which version (``demo-avs:v1``).
+    _generator: ClassVar[str]
+    #: The constructor's arguments that decide the content, in its order; attributes of the same names.
+    _settings: ClassVar[tuple[str, ...]]
+    #: Sizes that decide the content without being arguments.
+    _fixed_sizes: ClassVar[Mapping[str, int]] = {}
+
+    def __init__(self, split: str, image_size: int, prefix: str) -> None:
+        check_image_size(image_size)
+        self.split = split
+        self.image_size = image_size
+        self.name = f"{prefix}-{split}"
+
+    def _generator_version(self) -> str:
+        """:attr:`_generator`, unless what generates the content depends on the settings."""
+        return self._generator
+
+    def fingerprint(self) -> str:
+        """Identify the content: generator and version, settings, fixed sizes (``key=value``, ``:``-joined)."""
+        fields = {**{key: getattr(self, key) for key in self._settings}, **self._fixed_sizes}
+        return ":".join([self._generator_version(), *(f"{key}={value}" for key, value in fields.items())])
+
+    def __repr__(self) -> str:
+        settings = ", ".join(f"{key}={getattr(self, key)!r}" for key in self._settings)
+        return f"{type(self).__name__}({settings})"
+
+
+class DemoScenes(DemoDataset):
     """Procedurally generated textured-shape scenes; implements ``SegmentationDataset``.
 
     Every sample carries three targets: class ids per pixel, the visible part of each object
@@ -544,16 +589,14 @@ class DemoScenes:
     """
 
     class_names: tuple[str, ...] = CLASS_NAMES
-    ignore_index: int = DEFAULT_IGNORE_INDEX
     #: COCO category dicts of the object classes in id order (``isthing`` 1), e.g. for ``CocoMAP``.
     categories: tuple[dict[str, Any], ...] = CATEGORIES
+    _generator = f"demo-scenes:v{GENERATOR_VERSION}"
+    _settings = ("split", "size", "image_size")
 
     def __init__(self, split: str = "val", size: int | None = None, image_size: int = 128) -> None:
         self.size = split_size(split, size, DEFAULT_SIZES, "demo", "size")
-        check_image_size(image_size)
-        self.split = split
-        self.image_size = image_size
-        self.name = f"demo-{split}"
+        super().__init__(split, image_size, "demo")
 
     def __len__(self) -> int:
         return self.size
@@ -574,23 +617,11 @@ class DemoScenes:
             panoptic=scene.panoptic(),
         )
 
-    def fingerprint(self) -> str:
-        """Identify the content: generator version(s), split, size and image size."""
-        version = f"v{GENERATOR_VERSION}"
+    def _generator_version(self) -> str:
         # Only the shifted splits name SHIFT_VERSION: committed baselines store the others' form.
-        if self.split in SHIFTED_STYLES:
-            version += f".{SHIFT_VERSION}"
-        return f"demo-scenes:{version}:split={self.split}:size={self.size}:image_size={self.image_size}"
-
-    def __repr__(self) -> str:
-        return f"DemoScenes(split={self.split!r}, size={self.size}, image_size={self.image_size})"
+        return f"{self._generator}.{SHIFT_VERSION}" if self.split in SHIFTED_STYLES else self._generator
 
 
 def demo_dataset(split: str = "val", size: int | None = None) -> DemoScenes:
-    """Build the demo dataset; the entry point suites name as ``...data.demo:demo_dataset``.
-
-    Args:
-        split: ``"train"``, ``"val"``, ``"ood-easy"`` or ``"ood-hard"``.
-        size: Number of scenes, or ``None`` for the split's default.
-    """
+    """Build the demo dataset (:class:`DemoScenes`); the entry point suites name as ``...data.demo:demo_dataset``."""
     return DemoScenes(split=split, size=size)

@@ -39,12 +39,12 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from pytest_segrobust.data.base import DEFAULT_IGNORE_INDEX, Sample, sample_position
+from pytest_segrobust.data.base import Sample, sample_position
 from pytest_segrobust.data.clips import ClipAudio, ClipFrames, ClipObjects
 from pytest_segrobust.data.demo import (
+    DemoDataset,
     _hsv,
     _value_noise,
-    check_image_size,
     demo_seed,
     pixel_centres,
     quantise,
@@ -324,7 +324,7 @@ def generate_clip(split: str, index: int, image_size: int = IMAGE_SIZE) -> DemoA
     return DemoAVSClip(plan, frames, shown, masks, render_audio(split, index, plan))
 
 
-class DemoAVSClips:
+class DemoAVSClips(DemoDataset):
     """The demo's audio-visual clips: one sample per clip, in the audio-visual contract's fields.
 
     Each sample has ``video`` (:class:`ClipFrames`), ``objects`` (:class:`ClipObjects`: the
@@ -341,14 +341,12 @@ class DemoAVSClips:
     """
 
     class_names: tuple[str, ...] = CLASS_NAMES
-    ignore_index: int = DEFAULT_IGNORE_INDEX
+    _generator = f"demo-avs:v{GENERATOR_VERSION}"
+    _settings = ("split", "clips", "image_size")
 
     def __init__(self, split: str = "val", clips: int | None = None, image_size: int = IMAGE_SIZE) -> None:
         self.clips = split_size(split, clips, DEFAULT_CLIPS, "demo AVS", "clips")
-        check_image_size(image_size)
-        self.split = split
-        self.image_size = image_size
-        self.name = f"demo-avs-{split}"
+        super().__init__(split, image_size, "demo-avs")
 
     def __len__(self) -> int:
         return self.clips
@@ -408,19 +406,7 @@ class DemoAVSClips:
             audio=ClipAudio(torch.from_numpy(clip.waveform)[None], SAMPLE_RATE, "mono"),
         )
 
-    def fingerprint(self) -> str:
-        """Identify the content: generator version, split, clips and image size."""
-        return f"demo-avs:v{GENERATOR_VERSION}:split={self.split}:clips={self.clips}:image_size={self.image_size}"
-
-    def __repr__(self) -> str:
-        return f"DemoAVSClips(split={self.split!r}, clips={self.clips}, image_size={self.image_size})"
-
 
 def demo_avs_dataset(split: str = "val", clips: int | None = None) -> DemoAVSClips:
-    """Build the demo AVS dataset; the entry point suites name as ``...data.demo_avs:demo_avs_dataset``.
-
-    Args:
-        split: ``"train"`` or ``"val"``.
-        clips: Number of clips, or ``None`` for the split's default.
-    """
+    """Build the demo AVS dataset (:class:`DemoAVSClips`); suites name ``...data.demo_avs:demo_avs_dataset``."""
     return DemoAVSClips(split=split, clips=clips)

@@ -40,12 +40,12 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from pytest_segrobust.data.base import DEFAULT_IGNORE_INDEX, ReferringTarget, Sample, sample_position
+from pytest_segrobust.data.base import ReferringTarget, Sample, sample_position
 from pytest_segrobust.data.demo import (
     CLASS_NAMES,
     GENERATOR_VERSION,
+    DemoDataset,
     Scene,
-    check_image_size,
     generate_scene,
     split_size,
 )
@@ -256,7 +256,7 @@ class _Entry:
     expression: str
 
 
-class DemoReferring:
+class DemoReferring(DemoDataset):
     """The demo scenes as a referring segmentation dataset; implements ``SegmentationDataset``.
 
     Args:
@@ -270,14 +270,13 @@ class DemoReferring:
     """
 
     class_names: tuple[str, ...] = REFERRING_CLASS_NAMES
-    ignore_index: int = DEFAULT_IGNORE_INDEX
+    # The scenes' version, then the expressions'.
+    _generator = f"demo-referring:v{GENERATOR_VERSION}.{EXPRESSION_VERSION}"
+    _settings = ("split", "scenes", "image_size")
 
     def __init__(self, split: str = "val", scenes: int | None = None, image_size: int = 128) -> None:
         self.scenes = split_size(split, scenes, DEFAULT_SCENES, "demo referring", "scenes")
-        check_image_size(image_size)
-        self.split = split
-        self.image_size = image_size
-        self.name = f"demo-referring-{split}"
+        super().__init__(split, image_size, "demo-referring")
         self._entries: list[_Entry] = []
         for index in range(self.scenes):
             objects = scene_objects(generate_scene(split, index, image_size))
@@ -322,22 +321,7 @@ class DemoReferring:
             unit=f"demo/{self.split}/{entry.scene:05d}",
         )
 
-    def fingerprint(self) -> str:
-        """Identify the content: scene and expression versions, split, scenes and image size."""
-        return (
-            f"demo-referring:v{GENERATOR_VERSION}.{EXPRESSION_VERSION}:split={self.split}:"
-            f"scenes={self.scenes}:image_size={self.image_size}"
-        )
-
-    def __repr__(self) -> str:
-        return f"DemoReferring(split={self.split!r}, scenes={self.scenes}, image_size={self.image_size})"
-
 
 def demo_referring_dataset(split: str = "val", scenes: int | None = None) -> DemoReferring:
-    """Build the demo referring dataset; the entry point suites name as ``...data.demo_referring:demo_referring_dataset``.
-
-    Args:
-        split: ``"train"`` or ``"val"``.
-        scenes: Number of scenes, or ``None`` for the split's default.
-    """
+    """Build the demo referring dataset (:class:`DemoReferring`); suites name ``...data.demo_referring:demo_referring_dataset``."""
     return DemoReferring(split=split, scenes=scenes)

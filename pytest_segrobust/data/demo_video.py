@@ -46,11 +46,12 @@ import numpy as np
 import torch
 
 from pytest_segrobust.core.types import Video, VideoMasks
-from pytest_segrobust.data.base import DEFAULT_IGNORE_INDEX, Sample, sample_position
+from pytest_segrobust.data.base import Sample, sample_position
 from pytest_segrobust.data.clips import ClipExpression, ClipFrames, ClipObjects
 from pytest_segrobust.data.demo import (
     CLASS_NAMES,
     IN_DISTRIBUTION,
+    DemoDataset,
     _hsv,
     _texture,
     _value_noise,
@@ -379,7 +380,7 @@ def describe_objects(objects: tuple[ClipObject, ...]) -> list[list[str]]:
     return described
 
 
-class DemoClips:
+class DemoClips(DemoDataset):
     """Procedural clips of moving textured shapes, for semi-supervised VOS: one sample per clip.
 
     A sample holds ``video`` (:class:`~pytest_segrobust.data.clips.ClipFrames`) and ``objects``
@@ -395,13 +396,14 @@ class DemoClips:
         ValueError: On an unknown split or a negative number of clips.
     """
 
-    ignore_index: int = DEFAULT_IGNORE_INDEX
     class_names: tuple[str, ...] = ("background", "object")
+    _generator = f"demo-video:v{GENERATOR_VERSION}"
+    _settings = ("split", "clips")
+    _fixed_sizes: ClassVar[dict[str, int]] = {"frames": FRAMES, "image_size": IMAGE_SIZE}
 
     def __init__(self, split: str = "val", clips: int | None = None) -> None:
         self.clips = split_size(split, clips, DEFAULT_CLIPS, "demo video", "clips")
-        self.split = split
-        self.name = f"demo-vos-{split}"
+        super().__init__(split, IMAGE_SIZE, "demo-vos")
 
     def __len__(self) -> int:
         return self.clips
@@ -422,16 +424,6 @@ class DemoClips:
         index = sample_position(index, len(self), self.name)
         clip = self.clip(index)
         return Sample.of(self.clip_id(index), **clip_fields(clip))
-
-    def fingerprint(self) -> str:
-        """Identify the content: generator version, split, clips, frames and image size."""
-        return (
-            f"demo-video:v{GENERATOR_VERSION}:split={self.split}:clips={self.clips}:"
-            f"frames={FRAMES}:image_size={IMAGE_SIZE}"
-        )
-
-    def __repr__(self) -> str:
-        return f"DemoClips(split={self.split!r}, clips={self.clips})"
 
 
 def clip_fields(clip: Clip) -> dict[str, ClipFrames | ClipObjects]:
@@ -457,7 +449,7 @@ class _Entry:
     expression: str
 
 
-class DemoReferringClips:
+class DemoReferringClips(DemoDataset):
     """The demo clips with referring expressions (R-VOS): one sample per clip and expression.
 
     A sample holds the clip's ``video`` and ``objects`` and an ``expression``
@@ -472,14 +464,15 @@ class DemoReferringClips:
         ValueError: On an unknown split or a negative number of clips.
     """
 
-    ignore_index: int = DEFAULT_IGNORE_INDEX
     class_names: tuple[str, ...] = ("background", "object")
     default_clips: ClassVar[dict[str, int]] = {"train": 400, "val": 6}
+    _generator = f"demo-rvos:v{GENERATOR_VERSION}"
+    _settings = ("split", "clips")
+    _fixed_sizes: ClassVar[dict[str, int]] = {"frames": FRAMES, "image_size": IMAGE_SIZE}
 
     def __init__(self, split: str = "val", clips: int | None = None) -> None:
         self.clips = split_size(split, clips, self.default_clips, "demo referring video", "clips")
-        self.split = split
-        self.name = f"demo-rvos-{split}"
+        super().__init__(split, IMAGE_SIZE, "demo-rvos")
         self._videos = DemoClips(split, self.clips)
         self._entries: list[_Entry] = []
         for index in range(self.clips):
@@ -518,16 +511,6 @@ class DemoReferringClips:
         sample_id = f"{clip_id}/{entry.number}-{entry.sentence}"
         expression = ClipExpression(entry.expression, entry.number)
         return Sample.of(sample_id, unit=clip_id, **clip_fields(clip), expression=expression)
-
-    def fingerprint(self) -> str:
-        """Identify the content: generator version, split, clips, frames and image size."""
-        return (
-            f"demo-rvos:v{GENERATOR_VERSION}:split={self.split}:clips={self.clips}:"
-            f"frames={FRAMES}:image_size={IMAGE_SIZE}"
-        )
-
-    def __repr__(self) -> str:
-        return f"DemoReferringClips(split={self.split!r}, clips={self.clips})"
 
 
 def demo_vos_dataset(split: str = "val", clips: int | None = None) -> DemoClips:

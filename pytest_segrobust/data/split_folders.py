@@ -164,12 +164,8 @@ class SplitFolders:
     def _pairs_by_image(self) -> list[_Pair]:
         pairs = []
         for key, image in _files_by_stem(self.images_dir, IMAGE_SUFFIXES).items():
-            mask = _with_suffix(self.masks_dir / f"{key}{self.mask_suffix}", MASK_SUFFIXES)
-            if mask is None:
-                raise DatasetError(
-                    f"{self.masks_dir / key}{self.mask_suffix}.png: mask for image {image} does not exist "
-                    f"(looked for {', '.join(MASK_SUFFIXES)})"
-                )
+            named = f"{self.masks_dir / key}{self.mask_suffix}.png: mask for image {image}"
+            mask = _counterpart(self.masks_dir / f"{key}{self.mask_suffix}", MASK_SUFFIXES, named)
             pairs.append(_Pair(key, image, mask))
         return pairs
 
@@ -179,12 +175,7 @@ class SplitFolders:
             if not mask_stem.endswith(self.mask_suffix):
                 raise DatasetError(f"{mask}: mask name does not end in mask_suffix {self.mask_suffix!r}")
             key = mask_stem.removesuffix(self.mask_suffix)
-            image = _with_suffix(self.images_dir / key, IMAGE_SUFFIXES)
-            if image is None:
-                raise DatasetError(
-                    f"{self.images_dir / key}.*: image for mask {mask} does not exist "
-                    f"(looked for {', '.join(IMAGE_SUFFIXES)})"
-                )
+            image = _counterpart(self.images_dir / key, IMAGE_SUFFIXES, f"{self.images_dir / key}.*: image for mask {mask}")
             pairs.append(_Pair(key, image, mask))
         return pairs
 
@@ -233,6 +224,18 @@ def read_class_names(root: Path) -> tuple[str, ...]:
     if blank is not None:
         raise DatasetError(f"{path}: line {blank} is blank; every line up to the last names one class id")
     return tuple(names)
+
+
+def _counterpart(stem: Path, suffixes: Sequence[str], what: str) -> Path:
+    """The file ``stem`` with one of ``suffixes`` (the partner of an image or a mask).
+
+    Raises:
+        DatasetError: when there is none, naming it as ``what`` and the suffixes looked for.
+    """
+    found = _with_suffix(stem, suffixes)
+    if found is None:
+        raise DatasetError(f"{what} does not exist (looked for {', '.join(suffixes)})")
+    return found
 
 
 def _files_by_stem(folder: Path, suffixes: Sequence[str]) -> dict[str, Path]:

@@ -24,7 +24,7 @@ Scoring needs full annotations (the train split, or the valid ground truth where
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,16 +32,14 @@ from pytest_segrobust.core.errors import DatasetError
 from pytest_segrobust.data.base import Sample
 from pytest_segrobust.data.clip_folders import (
     MASK_SUFFIX,
-    ClipFolderDataset,
     DecodedClip,
+    FrameFolderDataset,
     FrameSelection,
-    clip_folder_files,
     decode_named,
     field_object,
     field_of,
     object_id_of,
     read_json_object,
-    selected_files,
 )
 from pytest_segrobust.data.clips import ClipObjects
 
@@ -176,7 +174,7 @@ def objects_from_meta(
     return tuple(ids), tuple(firsts)
 
 
-class YouTubeVos(ClipFolderDataset):
+class YouTubeVos(FrameFolderDataset):
     """YouTube-VOS videos of one split.
 
     Args:
@@ -200,6 +198,7 @@ class YouTubeVos(ClipFolderDataset):
     """
 
     _kind = "youtube-vos"
+    _clip_word = "video"
 
     def __init__(
         self,
@@ -259,9 +258,6 @@ class YouTubeVos(ClipFolderDataset):
         self._options = f"{split}\x1fall_frames={all_frames}\x1f{seen}\x1f{self.selection.describe()}"
         self._annotation_files = tuple(annotation_files)
 
-    def _files(self, video: str) -> tuple[dict[str, Path], dict[str, Path]]:
-        return clip_folder_files(self.frames_root, self.masks_root, video, "video")
-
     def _read(self, index: int) -> Sample:
         video = self._sample_ids[index]
         frames, masks = self._files(video)
@@ -276,9 +272,6 @@ class YouTubeVos(ClipFolderDataset):
         unseen = tuple(seen is not None and described[object_id].category not in seen for object_id in ids)
         objects = ClipObjects(clip.masks, clip.annotated, ids, firsts, unseen)
         return Sample.of(video, video=clip.video, objects=objects)
-
-    def _used_files(self) -> Iterable[Path]:
-        return selected_files(self._sample_ids, self._files, self.selection)
 
 
 #: YouTube-VOS for a suite's ``dataset.factory``: the class under the name suites use.

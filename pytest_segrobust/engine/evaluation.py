@@ -5,6 +5,10 @@ into typed fields on the model's device (:meth:`Task.collate`); the corruption, 
 sample, changes the image and moves every annotation with it; the model predicts once; the
 task checks the predictions in one place; and every metric adds the batch to its sufficient
 statistics. Nothing here knows which task or metric it runs: both are looked up by name.
+
+The same pass scores the first few samples each on its own with the headline metric
+(:attr:`EvalSettings.scored_images`): the report's worst images are picked among them
+(:mod:`pytest_segrobust.engine.worst_images`), so no second pass runs the model over the data.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from pytest_segrobust.core.errors import (
     ModelOutputError,
     SegRobustError,
 )
+from pytest_segrobust.core.types import Batch, Field
 from pytest_segrobust.corruptions import Corruption
 from pytest_segrobust.data.base import Sample, SegmentationDataset, check_sample
 from pytest_segrobust.data.sample_cache import SampleCache
@@ -40,7 +45,7 @@ from pytest_segrobust.tasks import Task, get_task
 
 CLEAN = "clean"
 # Version of EvalResult.to_json; a cached result of another version is recomputed.
-RESULT_FORMAT = 3
+RESULT_FORMAT = 4
 
 Progress = Callable[[int, int], None]
 
@@ -75,6 +80,9 @@ class EvalResult:
         units: Where the task groups samples (referring, R-VOS), the unit (image, clip) of each
             row of a metric's statistics, ``(N,)`` str (:meth:`~pytest_segrobust.metrics.base.Metric.row_units`);
             absent where each row is its own unit.
+        image_scores: The headline score of each of the first
+            :attr:`~EvalSettings.scored_images` samples on its own, in dataset order (NaN where
+            undefined): what the report's worst images are picked from.
     """
 
     metrics: Mapping[str, MetricResult]
@@ -82,6 +90,7 @@ class EvalResult:
     seconds: float
     statistics: Mapping[str, np.ndarray] = field(default_factory=dict, compare=False, repr=False)
     units: Mapping[str, np.ndarray] = field(default_factory=dict, compare=False, repr=False)
+    image_scores: tuple[float, ...] = field(default=(), compare=False, repr=False)
 
     @property
     def headline(self) -> str:
@@ -108,6 +117,7 @@ class EvalResult:
             "seconds": self.seconds,
             "statistics": {name: pack(array) for name, array in self.statistics.items()},
             "units": {name: pack(array) for name, array in self.units.items()},
+            "image_scores": list(self.image_scores),
         }
 
     @classmethod
@@ -124,7 +134,8 @@ class EvalResult:
             raise ValueError("a result without metrics")
         statistics = {str(name): unpack(text) for name, text in data.get("statistics", {}).items()}
         units = {str(name): unpack(text) for name, text in data.get("units", {}).items()}
-        return cls(metrics, int(data["num_images"]), float(data["seconds"]), statistics, units)
+        image_scores = tuple(float(score) for score in data["image_scores"])
+        return cls(metrics, int(data["num_images"]), float(data["seconds"]), statistics, units, image_scores)
 
 
 @dataclass(frozen=True)
@@ -228,6 +239,9 @@ class EvalSettings:
             gate pairs); without them only the scores are kept. COCO's per-image matches are a
             second pass over the detections, so suites that do not gate statistically leave them out.
         loader_workers: Processes that read samples ahead of the model (0: read inline).
+        scored_images: Score each of the first ``scored_images`` samples on its own with the
+            headline metric, from the predictions the pass makes anyway
+            (:attr:`EvalResult.image_scores`; 0: none).
     """
 
     task: Task
@@ -237,6 +251,7 @@ class EvalSettings:
     limit: int | None = None
     statistics: bool = True
     loader_workers: int = 0
+    scored_images: int = 0
 
     @classmethod
     def of(cls, task: str | Task = "semantic", metrics: Sequence[str] | None = None, **options: Any) -> EvalSettings:
@@ -245,84 +260,58 @@ class EvalSettings:
         return cls(chosen, tuple(metrics or chosen.default_metrics), **options)
 
 
+@dataclass(frozen=True)
+class EvalHooks:
+    """What an evaluation reports to and reads through, beside its settings; none changes a number.
+
+    Attributes:
+        progress: Called with ``(images done, total)`` after each batch.
+        sample_cache: Where decoded samples are kept for the next evaluation of the dataset
+            (``None``: every sample is read from the dataset).
+        phases: Where to add the time of each phase (``None``: nothing is timed).
+    """
+
+    progress: Progress | None = None
+    sample_cache: SampleCache | None = None
+    phases: Phases | None = None
+
+
+NO_HOOKS = EvalHooks()
+
+
 def evaluate(
     model: Any,
     dataset: SegmentationDataset,
     corruption: Corruption | None = None,
     severity: int = 0,
-    *,
-    task: str | Task = "semantic",
-    metrics: Sequence[str] | None = None,
-    seed: int = 0,
-    batch_size: int = 16,
-    limit: int | None = None,
-    progress: Progress | None = None,
-    loader_workers: int = 0,
-    statistics: bool = True,
-    sample_cache: SampleCache | None = None,
-    phases: Phases | None = None,
+    settings: EvalSettings | None = None,
+    hooks: EvalHooks = NO_HOOKS,
 ) -> EvalResult:
     """Evaluate ``model`` on ``dataset`` under ``corruption`` at ``severity``.
 
     Args:
-        model: A model of ``task`` (see :func:`pytest_segrobust.models.adapt_model`); its
-            ``device`` decides where all the work happens.
-        dataset: The samples, streamed one at a time, with the targets ``task`` needs.
+        model: A model of the settings' task (see :func:`pytest_segrobust.models.adapt_model`);
+            its ``device`` decides where all the work happens.
+        dataset: The samples, streamed one at a time, with the targets the task needs.
         corruption: ``None`` (or severity 0) evaluates clean images.
         severity: 0 to 5.
-        task, metrics, seed, batch_size, limit, loader_workers, statistics: The
-            :class:`EvalSettings` (``task`` may be a registry name; ``metrics`` default to
-            the task's). One forward pass per batch feeds every metric.
-        progress: Called with ``(images done, total)`` after each batch.
-        sample_cache: Where decoded samples are kept for the next evaluation on ``dataset``
-            (``None``: every sample is read from the dataset).
-        phases: Where to add the time of each phase (``None``: nothing is timed).
+        settings: Task, metrics, seed, batch size, limit... (``None``: the semantic task's
+            defaults; :meth:`EvalSettings.of` takes a task's registry name). One forward pass
+            per batch feeds every metric.
+        hooks: Progress, the sample cache and the phases' timer.
 
     Raises:
         DatasetError: for a sample whose annotation does not match its image, or two samples
             with one ``sample_id``.
         ModelOutputError: for predictions of the wrong type, shape, dtype or class range.
     """
-    settings = EvalSettings.of(
-        task,
-        metrics,
-        seed=seed,
-        batch_size=batch_size,
-        limit=limit,
-        statistics=statistics,
-        loader_workers=loader_workers,
-    )
-    return run_evaluation(
-        model, dataset, corruption, severity, settings, progress=progress, sample_cache=sample_cache, phases=phases
-    )
-
-
-def run_evaluation(
-    model: Any,
-    dataset: SegmentationDataset,
-    corruption: Corruption | None,
-    severity: int,
-    settings: EvalSettings,
-    *,
-    progress: Progress | None = None,
-    sample_cache: SampleCache | None = None,
-    phases: Phases | None = None,
-) -> EvalResult:
-    """:func:`evaluate` under ``settings``: what the harness's layers call."""
+    chosen = EvalSettings.of() if settings is None else settings
     start = time.perf_counter()
-    total = sample_count(dataset, settings.limit)
-    scorers = accumulate(
-        model,
-        dataset,
-        corruption,
-        severity,
-        range(total),
-        settings,
-        progress=progress,
-        sample_cache=sample_cache,
-        phases=phases,
+    total = sample_count(dataset, chosen.limit)
+    scorers, image_scores = accumulate(model, dataset, corruption, severity, range(total), chosen, hooks)
+    result = result_of(
+        scorers, total, 0.0, statistics=chosen.statistics, phases=hooks.phases, image_scores=image_scores
     )
-    result = result_of(scorers, total, 0.0, statistics=settings.statistics, phases=phases)
     return replace(result, seconds=time.perf_counter() - start)  # computing the metrics included
 
 
@@ -345,22 +334,20 @@ def accumulate(
     severity: int,
     positions: range,
     settings: EvalSettings,
-    *,
-    progress: Progress | None = None,
-    sample_cache: SampleCache | None = None,
-    phases: Phases | None = None,
-) -> list[Metric]:
+    hooks: EvalHooks = NO_HOOKS,
+) -> tuple[list[Metric], tuple[float, ...]]:
     """Feed the samples at ``positions`` (consecutive) to every metric: :func:`evaluate`'s loop.
 
     A sample's corruption depends only on the seed, its id, the corruption and the severity,
     and its metric records are numbered by its position in the dataset, so the metrics of
     consecutive ranges, merged in order, are those of the whole (:mod:`pytest_segrobust.engine.pieces`).
-    The arguments are :func:`run_evaluation`'s; ``progress`` counts the range's samples.
+    The arguments are :func:`evaluate`'s; ``hooks.progress`` counts the range's samples.
 
     Returns:
-        The metrics of ``settings``, in order, with the range added.
+        The metrics of ``settings``, in order, with the range added; and the headline score of
+        each sample of the range, on its own, among the first ``settings.scored_images``.
     """
-    task, seed = settings.task, settings.seed
+    task, seed, phases = settings.task, settings.seed, hooks.phases
     device = model_device(model)
     timing = phases.timing if phases is not None else _untimed
     with timing("setup", device):
@@ -368,12 +355,13 @@ def accumulate(
         scorers = [METRICS.get(name)(context) for name in settings.metrics]
     corrupting = corruption is not None and severity > 0
     done = 0
+    image_scores: list[float] = []
     positions_of: dict[str, int] = {}
-    if sample_cache is None:
+    if hooks.sample_cache is None:
         stream = _read(dataset, positions, settings.loader_workers)
     else:
         read = lambda indices: _read(dataset, indices, settings.loader_workers)
-        stream = sample_cache.samples(dataset, positions.stop, read, start=positions.start)
+        stream = hooks.sample_cache.samples(dataset, positions.stop, read, start=positions.start)
     batches = _batches(stream, settings.batch_size, task.batch_key)
     for samples in batches if phases is None else phases.iterate("read", batches, device):
         first = positions.start + done
@@ -395,24 +383,35 @@ def accumulate(
         except SegRobustError:
             raise  # a cell's time limit, an adapter's own message
         except Exception as exc:  # the model's own code: whatever it raises fails the cell in one line
-            raise ModelError(f"the model raised on the batch of {_sample_ids(samples)}: {type(exc).__name__}: {exc}") from exc
+            raise ModelError(
+                f"the model raised on the batch of {_sample_ids(samples)}: {type(exc).__name__}: {exc}"
+            ) from exc
         with timing("metrics", device):
             for scorer in scorers:
                 scorer.update(predictions, batch)
+            alone = range(min(len(samples), max(settings.scored_images - first, 0)))
+            image_scores += [_score_alone(scorers[0], predictions, batch, index) for index in alone]
         done += len(samples)
-        if progress is not None:
-            progress(done, len(positions))
+        if hooks.progress is not None:
+            hooks.progress(done, len(positions))
     if phases is not None:
         phases.images += done
-    return scorers
+    return scorers, tuple(image_scores)
 
 
 def result_of(
-    scorers: Sequence[Metric], num_images: int, seconds: float, *, statistics: bool, phases: Phases | None = None
+    scorers: Sequence[Metric],
+    num_images: int,
+    seconds: float,
+    *,
+    statistics: bool,
+    phases: Phases | None = None,
+    image_scores: tuple[float, ...] = (),
 ) -> EvalResult:
     """The result of metrics that saw ``num_images`` images: each one's numbers, checked against
     its scale, and (``statistics``) its per-image statistics with the unit of each row where
-    it keeps them; ``seconds`` is the time to report.
+    it keeps them; ``seconds`` is the time to report, ``image_scores`` the first images' scores
+    on their own (:func:`accumulate`).
 
     Raises:
         ValueError: for units that are not one per row of the metric's statistics (a row without one).
@@ -436,7 +435,22 @@ def result_of(
                             "statistics: every row needs the unit (image, clip) the gate resamples it by"
                         )
                     units[scorer.name] = row_units
-    return EvalResult(results, num_images=num_images, seconds=seconds, statistics=kept, units=units)
+    return EvalResult(
+        results, num_images=num_images, seconds=seconds, statistics=kept, units=units, image_scores=image_scores
+    )
+
+
+def _score_alone(headline: Metric, predictions: Any, batch: Batch, index: int) -> float:
+    """The headline metric of the batch's sample ``index`` on its own: a fresh metric fed that
+    sample's fields and predictions, as if it had been a batch of one (NaN where undefined, and
+    for predictions of a type that cannot be cut per sample: the cell's numbers never depend on it)."""
+    one = range(index, index + 1)
+    if not isinstance(predictions, (Field, torch.Tensor, list, tuple)):
+        return math.nan
+    alone = predictions.take(one) if isinstance(predictions, Field) else predictions[one.start : one.stop]
+    scorer = type(headline)(headline.context)
+    scorer.update(alone, {name: value.take(one) for name, value in batch.items()})
+    return float(scorer.compute().score)
 
 
 def is_finite(result: EvalResult) -> bool:
@@ -466,7 +480,9 @@ def _read(dataset: SegmentationDataset, indices: Sequence[int], workers: int) ->
     return (check_sample(dataset, index, sample) for index, sample in zip(indices, loader, strict=True))
 
 
-def _check_unique_ids(samples: Sequence[Sample], first: int, positions_of: dict[str, int], dataset: SegmentationDataset) -> None:
+def _check_unique_ids(
+    samples: Sequence[Sample], first: int, positions_of: dict[str, int], dataset: SegmentationDataset
+) -> None:
     """Record the ids of ``samples`` (at positions from ``first`` on) in ``positions_of``.
 
     Raises:

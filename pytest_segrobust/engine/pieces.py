@@ -30,8 +30,15 @@ from typing import Any
 
 from pytest_segrobust.corruptions import Corruption
 from pytest_segrobust.data.base import SegmentationDataset
-from pytest_segrobust.data.sample_cache import SampleCache
-from pytest_segrobust.engine.evaluation import EvalResult, EvalSettings, Progress, accumulate, result_of, sample_count
+from pytest_segrobust.engine.evaluation import (
+    NO_HOOKS,
+    EvalHooks,
+    EvalResult,
+    EvalSettings,
+    accumulate,
+    result_of,
+    sample_count,
+)
 from pytest_segrobust.metrics import METRICS, MetricContext
 
 
@@ -46,6 +53,8 @@ class Piece:
             in the suite's order (the headline first).
         seconds: Wall time of the piece's evaluation.
         cache_counts: What the worker built and computed for it (model builds...), for the run's counts.
+        image_scores: The headline score of each of its samples on its own, among the first
+            ``scored_images`` of the whole (:attr:`~pytest_segrobust.engine.evaluation.EvalResult.image_scores`).
     """
 
     start: int
@@ -53,6 +62,7 @@ class Piece:
     states: dict[str, dict[str, Any]]
     seconds: float
     cache_counts: dict[str, int] = field(default_factory=dict)
+    image_scores: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -92,9 +102,7 @@ def evaluate_piece(
     index: int,
     count: int,
     settings: EvalSettings,
-    *,
-    progress: Progress | None = None,
-    sample_cache: SampleCache | None = None,
+    hooks: EvalHooks = NO_HOOKS,
 ) -> Piece:
     """Evaluate piece ``index`` of ``count`` of what :func:`~pytest_segrobust.engine.evaluation.evaluate`
     evaluates under the same settings, and keep its metrics' states. The pieces are cut at
@@ -106,11 +114,9 @@ def evaluate_piece(
     """
     start = time.perf_counter()
     positions = piece_range(sample_count(dataset, settings.limit), index, count, settings.batch_size)
-    scorers = accumulate(
-        model, dataset, corruption, severity, positions, settings, progress=progress, sample_cache=sample_cache
-    )
+    scorers, image_scores = accumulate(model, dataset, corruption, severity, positions, settings, hooks)
     states = {scorer.name: scorer.state_dict() for scorer in scorers}
-    return Piece(positions.start, positions.stop, states, time.perf_counter() - start)
+    return Piece(positions.start, positions.stop, states, time.perf_counter() - start, image_scores=image_scores)
 
 
 def merge_pieces(
@@ -124,7 +130,8 @@ def merge_pieces(
             the pieces must cover exactly ``0..total-1``, so a piece lost on the way fails the
             cell instead of scoring it on fewer samples.
         context: The dataset's metric context, on the device the metrics compute on.
-        statistics: Keep each metric's per-image statistics (concatenated in sample order).
+        statistics: Keep each metric's per-image statistics (concatenated in sample order); the
+            first images' scores on their own are concatenated likewise.
         seconds: The wall time to report for the whole.
 
     Raises:
@@ -155,4 +162,5 @@ def merge_pieces(
             part = type(scorer)(context)
             part.load_state_dict(piece.states[scorer.name])
             scorer.merge(part)
-    return result_of(scorers, expected, seconds, statistics=statistics)
+    image_scores = tuple(score for piece in pieces for score in piece.image_scores)
+    return result_of(scorers, expected, seconds, statistics=statistics, image_scores=image_scores)

@@ -19,8 +19,9 @@ from typing import Any
 from pytest_segrobust.core.errors import SuiteError
 from pytest_segrobust.core.wording import did_you_mean
 from pytest_segrobust.corruptions import REGISTRY, Corruption, CorruptionRegistry
-from pytest_segrobust.engine.evaluation import EvalSettings
+from pytest_segrobust.engine.evaluation import CLEAN, EvalSettings
 from pytest_segrobust.metrics import METRICS, Metric
+from pytest_segrobust.store.baselines import CellKey
 from pytest_segrobust.suite.factories import FactorySpec
 from pytest_segrobust.suite.model_sources import MODEL_SOURCES, ModelRequest, ModelSource, ModelSpec
 from pytest_segrobust.suite.schema import Suite
@@ -137,9 +138,12 @@ class Plan:
             splits = ", ".join(str(s) for s in self.datasets)
             raise SuiteError(f"{self.suite.path}: no split {split!r} (splits: {splits})") from None
 
-    def settings(self, *, batch_size: int | None = None, loader_workers: int = 0) -> EvalSettings:
+    def settings(
+        self, *, batch_size: int | None = None, loader_workers: int = 0, scored_images: int = 0
+    ) -> EvalSettings:
         """How the suite's evaluations run: its seed, limit and batch size (``batch_size`` overrides
-        it), with per-sample statistics where the suite gates statistically."""
+        it), with per-sample statistics where the suite gates statistically, and the first
+        ``scored_images`` samples scored on their own."""
         return EvalSettings(
             task=self.task,
             metrics=tuple(self.metrics),
@@ -148,4 +152,19 @@ class Plan:
             limit=self.suite.limit,
             statistics=self.suite.gate is not None,
             loader_workers=loader_workers,
+            scored_images=scored_images,
         )
+
+
+def suite_cells(suite: Suite) -> list[CellKey]:
+    """Every cell of a suite: per model (and split), clean first, then corruption x severity."""
+    cells: list[CellKey] = []
+    for model in suite.models:
+        for split in suite.splits:
+            cells.append(CellKey(suite.name, model.name, CLEAN, 0, split))
+            cells.extend(
+                CellKey(suite.name, model.name, c, s, split)
+                for c in suite.corruptions
+                for s in suite.cell_severities(c)
+            )
+    return cells

@@ -5,7 +5,8 @@ for a model's worst cell (lowest γr, the earliest in suite order among equals;
 :func:`pytest_segrobust.report.tables.worst_cell`), among all of a model's (and split's) cells
 and, for a suite that perturbs text, among its text cells. The run's worst cell of a model is
 the worst of the processes' worst, so each process describes only its own, once, when it
-finishes (:meth:`Album.develop`): the images that lost most (:mod:`pytest_segrobust.engine.worst_images`) and each
+finishes (:meth:`Album.develop`): the images that lost most (:mod:`pytest_segrobust.engine.worst_images`,
+picked from the first images' own scores that the cell's evaluations recorded, kept here) and each
 measured suite's gallery and frame table (:mod:`pytest_segrobust.engine.suite_pictures`). They travel
 to the controller as a :class:`~pytest_segrobust.pictures.values.RunPictures`, so the report and
 ``segrobust merge`` never build a model.
@@ -22,7 +23,7 @@ from typing import TYPE_CHECKING
 from pytest_segrobust.core.errors import error_message
 from pytest_segrobust.core.types import Image
 from pytest_segrobust.engine.suite_pictures import suite_pictures
-from pytest_segrobust.engine.worst_images import CleanViews, describe_worst, picture_of
+from pytest_segrobust.engine.worst_images import CleanViews, ImageScores, describe_worst, picture_of
 from pytest_segrobust.pictures.values import REPORT_TILE, RunPictures, SuitePictures
 from pytest_segrobust.store.baselines import CellKey
 from pytest_segrobust.store.records import CellRecord
@@ -46,6 +47,7 @@ class _Candidate:
     key: CellKey
     nodeid: str
     gamma_r: float
+    scores: ImageScores
 
 
 class Album:
@@ -58,15 +60,16 @@ class Album:
         self._clean_views = CleanViews()
         self._developed: set[str] = set()
 
-    def consider(self, suite: Suite, key: CellKey, record: CellRecord) -> None:
-        """Note a measured cell: its suite, and its rank in each track it belongs to."""
+    def consider(self, suite: Suite, key: CellKey, record: CellRecord, scores: ImageScores) -> None:
+        """Note a measured cell: its suite, its rank in each track it belongs to, and its first
+        images' own scores, clean and corrupted, which its worst images are picked from."""
         self._suites.setdefault(suite.name, suite)
         gamma_r = record.gamma_r
         if key.severity == 0 or gamma_r is None or not math.isfinite(gamma_r):
             return
         order = list(suite.corruptions)
         rank = (gamma_r, order.index(key.corruption) if key.corruption in order else len(order), key.severity)
-        candidate = _Candidate(rank, suite, key, record.nodeid, gamma_r)
+        candidate = _Candidate(rank, suite, key, record.nodeid, gamma_r, scores)
         for track, admits in TRACKS.items():
             if admits(record):
                 self._candidates.setdefault((suite.name, key.model, key.split, track), []).append(candidate)
@@ -110,10 +113,10 @@ class Album:
                         bench.dataset(suite, key.split),
                         bench.plan(suite).corruption(key.corruption),
                         key.severity,
+                        candidate.scores,
                         task=suite.task,
                         metric=suite.metric,
                         seed=suite.seed,
-                        limit=suite.limit,
                         gamma_r=candidate.gamma_r,
                         clean_views=self._clean_views,
                     )

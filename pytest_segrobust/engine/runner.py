@@ -16,20 +16,22 @@ import logging
 import os
 import sys
 import traceback
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from dataclasses import replace as dataclass_replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_segrobust.core.errors import SegRobustError, error_message
+from pytest_segrobust.core.errors import BaselineError, SegRobustError, error_message
+from pytest_segrobust.core.formats import check_format
 from pytest_segrobust.corruptions import REGISTRY, CorruptionRegistry
 from pytest_segrobust.data.base import supercategories
-from pytest_segrobust.engine.evaluation import CellResult
+from pytest_segrobust.engine.evaluation import CellResult, EvalResult, evaluator_version
 from pytest_segrobust.engine.pieces import Piece, Split
 from pytest_segrobust.engine.report_pictures import Album
 from pytest_segrobust.engine.workbench import Workbench
+from pytest_segrobust.engine.worst_images import ImageScores
 from pytest_segrobust.models.base import model_device
 from pytest_segrobust.pictures.values import RunPictures
 from pytest_segrobust.provenance import reads
@@ -43,6 +45,9 @@ if TYPE_CHECKING:
     from pytest_segrobust.runtime.progress import TerminalProgress
 
 logger = logging.getLogger("pytest_segrobust")
+
+# Version of Measurement.to_json; a measurement of another version is refused, never half-read.
+MEASUREMENT_FORMAT = 1
 
 
 class RemoteCellError(SegRobustError):
@@ -73,6 +78,9 @@ class Measurement:
         result: The corrupted and clean results, with their per-image statistics.
         conditions: What the suite's numbers are measured under (the datasets' fingerprints).
         model_fingerprint: The model's fingerprint, ``None`` where it could not be taken.
+        evaluator: What scored it (:func:`~pytest_segrobust.engine.evaluation.evaluator_version`).
+        model_code: The identity of the model's code, where it was taken
+            (:meth:`~pytest_segrobust.engine.workbench.Workbench.model_code`: a shard takes it).
         error: Why the cell has no result, as the report shows it.
         failure: The worker's traceback of an error not our own, shown as the test's failure.
         cache_counts: Clean results computed and read from the cache, and models built, for this cell.
@@ -84,6 +92,8 @@ class Measurement:
     result: CellResult | None = None
     conditions: Conditions | None = None
     model_fingerprint: str | None = None
+    evaluator: str | None = None
+    model_code: str | None = None
     error: str | None = None
     failure: str | None = None
     cache_counts: dict[str, int] = field(default_factory=dict)
@@ -99,6 +109,69 @@ class Measurement:
             raise RemoteCellError(self.error, self.failure or self.error)
         assert self.record is not None and self.observed is not None and self.result is not None
         return self.record, dict(self.observed), self.result
+
+    def to_json(self) -> dict[str, Any]:
+        """A measured cell as JSON (what a shard file keeps, so that the merge gates it again):
+        its record as measured (what a gate decided of it left out), its corrupted and clean
+        results with their per-image statistics, what it was measured under. Only a measurement
+        with a result has one.
+
+        Raises:
+            ValueError: for a measurement that carries an error instead.
+        """
+        if self.record is None or self.result is None or self.conditions is None:
+            raise ValueError(f"{self.nodeid}: a measurement without a result has no JSON")
+        return {
+            "format": MEASUREMENT_FORMAT,
+            "nodeid": self.nodeid,
+            "record": _ungated(self.record).to_json(),
+            "corrupted": self.result.corrupted.to_json(),
+            "clean": self.result.clean.to_json(),
+            "conditions": self.conditions.to_json(),
+            "model_fingerprint": self.model_fingerprint,
+            "evaluator": self.evaluator,
+            "model_code": self.model_code,
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> Measurement:
+        """Parse :meth:`to_json`'s output into a measurement not yet gated.
+
+        What a gate decided of the record (its status, baseline, checks, requirements) is
+        dropped: whoever reads it gates it again. The gated numbers, and the record's, are
+        those of the results, whatever the record says.
+
+        Raises:
+            ValueError: for another format, or a missing, unknown or mistyped field.
+        """
+        if not isinstance(data, dict):
+            raise ValueError("a measurement must be a JSON object")  # noqa: TRY004 (a file's error)
+        check_format(data, MEASUREMENT_FORMAT, "measurement")
+        known = {"format", "nodeid", "record", "corrupted", "clean", "conditions", "model_fingerprint", "evaluator", "model_code"}
+        unknown, missing = sorted(set(data) - known), sorted(known - set(data))
+        if unknown or missing:
+            raise ValueError(f"measurement with {'unknown' if unknown else 'missing'} fields {', '.join(unknown or missing)}")
+        try:
+            record = CellRecord.from_json(data["record"])
+            result = CellResult(EvalResult.from_json(data["corrupted"]), EvalResult.from_json(data["clean"]))
+            conditions = Conditions.from_json(data["conditions"], "measurement")
+        except (KeyError, TypeError, AttributeError, BaselineError) as exc:
+            raise ValueError(f"malformed measurement: {type(exc).__name__}: {exc}") from None
+        for name in ("model_fingerprint", "evaluator", "model_code"):
+            if data[name] is not None and not isinstance(data[name], str):
+                raise ValueError(f"measurement field {name!r}: expected a string or null, got {data[name]!r}")
+        if record.nodeid != data["nodeid"]:
+            raise ValueError(f"measurement of {data['nodeid']!r} holds the record of {record.nodeid!r}")
+        if record.model_fingerprint != data["model_fingerprint"]:
+            raise ValueError(
+                f"measurement of {record.nodeid}: its record's model fingerprint {record.model_fingerprint!r} is not "
+                f"its own {data['model_fingerprint']!r}"
+            )
+        numbers = observed(result, record.severity)
+        measured = _numbers_of(_ungated(record), result, numbers)
+        return cls(
+            record.nodeid, measured, numbers, result, conditions, data["model_fingerprint"], data["evaluator"], data["model_code"]
+        )
 
 
 class CellRunner:
@@ -244,9 +317,15 @@ class CellRunner:
                     for name in suite.metrics[1:]
                 },
             )
-        self.album.consider(suite, key, record)
+        self.album.consider(suite, key, record, ImageScores.of(result))
         return Measurement(
-            nodeid, record, numbers, result, self.bench.conditions(suite), self.model_fingerprint(suite, key.model)
+            nodeid,
+            record,
+            numbers,
+            result,
+            self.bench.conditions(suite),
+            self.model_fingerprint(suite, key.model),
+            evaluator_version(suite.task, suite.metrics),
         )
 
     def measure_remote(self, suite_path: Path, key: CellKey, nodeid: str, split: Split | None = None) -> Measurement:
@@ -330,3 +409,32 @@ def observed(result: CellResult, severity: int) -> dict[str, float]:
         if severity > 0:
             numbers[f"{prefix}gamma_r"], numbers[f"{prefix}gamma_a"] = result.robustness(name)
     return numbers
+
+
+def _ungated(record: CellRecord) -> CellRecord:
+    """The record as measured: what a gate decides of it (status, baseline, checks, requirements) left out."""
+    return dataclass_replace(record, status=Status.PASSED, baseline=None, checks=[], requirements=[])
+
+
+def _numbers_of(record: CellRecord, result: CellResult, numbers: Mapping[str, float]) -> CellRecord:
+    """The record with the numbers of its results (:func:`observed`'s ``numbers``), as :meth:`CellRunner.measure` sets them."""
+    metrics = {
+        name: {
+            **values,
+            "score": result.corrupted.metrics[name].score,
+            "clean_score": result.clean.metrics[name].score,
+            "gamma_r": numbers.get(f"{name}.gamma_r"),
+            "gamma_a": numbers.get(f"{name}.gamma_a"),
+        }
+        for name, values in record.metrics.items()
+        if name in result.corrupted.metrics and name in result.clean.metrics
+    }
+    return dataclass_replace(
+        record,
+        score=result.score,
+        clean_score=result.clean_score,
+        gamma_r=numbers.get("gamma_r"),
+        gamma_a=numbers.get("gamma_a"),
+        num_images=result.corrupted.num_images,
+        metrics=metrics,
+    )

@@ -22,9 +22,18 @@ from pytest_segrobust.corruptions import DEFAULT_PRESET, REGISTRY, Corruption, C
 from pytest_segrobust.data.base import SegmentationDataset, check_dataset
 from pytest_segrobust.data.sample_cache import MEBIBYTE, SampleCache, default_budget
 from pytest_segrobust.engine.clean_cache import CleanCache
-from pytest_segrobust.engine.evaluation import CLEAN, CellResult, EvalResult, EvalSettings, run_evaluation, sample_count
+from pytest_segrobust.engine.evaluation import (
+    CLEAN,
+    CellResult,
+    EvalHooks,
+    EvalResult,
+    EvalSettings,
+    evaluate,
+    sample_count,
+)
 from pytest_segrobust.engine.pieces import Piece, Split, evaluate_piece, merge_pieces
 from pytest_segrobust.engine.plan import Plan
+from pytest_segrobust.engine.worst_images import CONSIDERED
 from pytest_segrobust.metrics import MetricContext
 from pytest_segrobust.models.adapters import adapt_model
 from pytest_segrobust.models.arrays import ArrayModel
@@ -74,6 +83,7 @@ class Workbench:
         self._reads: dict[tuple[str, str], reads.Reads] = {}  # what each model's build read (with the disk cache)
         self._datasets: dict[tuple[str, str | None], SegmentationDataset] = {}
         self._dataset_fingerprints: dict[tuple[str, str | None], str] = {}
+        self._model_codes: dict[tuple[str, str], str | None] = {}
         self._conditions: dict[str, Conditions] = {}
         self._clean: dict[tuple[str, ...], EvalResult] = {}
         self._plans: dict[str, Plan] = {}
@@ -103,6 +113,18 @@ class Workbench:
                     self._models[key] = _build(suite, planned.described, planned.field, build)
             self.builds += 1
         return self._models[key]
+
+    def model_code(self, suite: Suite, name: str) -> str | None:
+        """The identity of the code that builds and runs the suite's model ``name``
+        (:func:`~pytest_segrobust.provenance.identity.code_identity` of its factory and classes),
+        taken once; ``None`` where it cannot be established. Its weights are in its fingerprint."""
+        key = (str(suite.path), name)
+        if key not in self._model_codes:
+            try:
+                self._model_codes[key] = code_identity(*self.plan(suite).model(name).code_objects(self.model(suite, name)))
+            except UnknownIdentity:
+                self._model_codes[key] = None
+        return self._model_codes[key]
 
     def adapt(self, obj: Any, task: str) -> Any:
         return adapt_model(obj, get_task(task), device=self.options.device, amp=self.options.amp, hook=self.adapt_hook)
@@ -190,8 +212,9 @@ class Workbench:
                 index,
                 count,
                 self.settings(suite),
-                progress=_ProgressLog(f"{key.label} (piece {index + 1} of {count})"),
-                sample_cache=self.samples,
+                EvalHooks(
+                    progress=_ProgressLog(f"{key.label} (piece {index + 1} of {count})"), sample_cache=self.samples
+                ),
             )
 
     def clean(self, suite: Suite, model_name: str, split: str | None = None) -> EvalResult:
@@ -237,12 +260,19 @@ class Workbench:
             model_device(model).type,
             # A statistically gated suite needs the per-image statistics, which others leave out.
             "statistics" if suite.gate is not None else "scores",
+            # The report's worst images are picked from the first images' own scores, kept where figures are drawn.
+            f"scored images {self.settings(suite).scored_images}",
         )
 
     def settings(self, suite: Suite) -> EvalSettings:
         """How the suite's evaluations run in this process: the plan's settings, with the run's
-        batch size (``--segrobust-batch-size``) and loader workers."""
-        return self.plan(suite).settings(batch_size=self.options.batch_size, loader_workers=self.options.loader_workers)
+        batch size (``--segrobust-batch-size``) and loader workers, and the first images scored
+        on their own where the report's pictures are measured (the worst images pick among them)."""
+        return self.plan(suite).settings(
+            batch_size=self.options.batch_size,
+            loader_workers=self.options.loader_workers,
+            scored_images=CONSIDERED if self.options.figures else 0,
+        )
 
     def _evaluate(
         self, suite: Suite, model: Any, dataset: SegmentationDataset, corruption: Corruption | None, key: CellKey
@@ -279,9 +309,7 @@ class Workbench:
         if bar is not None:
             bar.begin(cell)
         try:
-            return run_evaluation(
-                model, dataset, corruption, severity, settings, progress=progress, sample_cache=sample_cache
-            )
+            return evaluate(model, dataset, corruption, severity, settings, EvalHooks(progress, sample_cache))
         finally:
             if bar is not None:
                 bar.close()
@@ -317,7 +345,9 @@ class Workbench:
         key = ("fixture", task, names, model.fingerprint(), dataset.fingerprint(), str(limit), str(seed))
         if key not in self._clean:
             self._clean[key] = self.run(model, dataset, None, 0, settings, cell=f"{dataset.name}::clean")
-        corrupted = self.run(model, dataset, chosen, severity, settings, cell=f"{dataset.name}::{chosen.name}::{severity}")
+        corrupted = self.run(
+            model, dataset, chosen, severity, settings, cell=f"{dataset.name}::{chosen.name}::{severity}"
+        )
         return CellResult(corrupted=corrupted, clean=self._clean[key])
 
 

@@ -18,6 +18,7 @@ from typing import Any
 from pytest_segrobust.core.files import relative
 from pytest_segrobust.core.formats import check_format
 from pytest_segrobust.core.wording import abbreviations
+from pytest_segrobust.engine.runner import Measurement
 from pytest_segrobust.gate.release import ModelOutcome
 from pytest_segrobust.store.baselines import CellKey
 from pytest_segrobust.store.records import CellRecord
@@ -83,6 +84,9 @@ class Outcome:
         pending: The baseline entries the cell asks to write at the end of the run.
         resampled: The headline score of each bootstrap resample (statistical gates).
         model_change: How the cell's model differs from the one its baseline was made with.
+        measurements: What the item measured, where its run's backend keeps it for a later
+            gate (a shard's, for ``segrobust merge``): a cell's own measurement, and those a
+            model's aggregates item took of cells no item of its process ran.
     """
 
     nodeid: str
@@ -93,6 +97,7 @@ class Outcome:
     pending: tuple[PendingWrite, ...] = ()
     resampled: dict[str, Any] | None = None
     model_change: ModelChange | None = None
+    measurements: tuple[Measurement, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -105,6 +110,7 @@ class Outcome:
             "pending": [p.to_json() for p in self.pending],
             "resampled": self.resampled,
             "model_change": None if self.model_change is None else asdict(self.model_change),
+            "measurements": [m.to_json() for m in self.measurements],
         }
 
     @classmethod
@@ -117,7 +123,9 @@ class Outcome:
         if not isinstance(data, dict):
             raise ValueError("an outcome must be a JSON object")
         check_format(data, OUTCOME_FORMAT, "outcome")
-        known = {"format", "nodeid", "suite", "record", "model_gate", "error", "pending", "resampled", "model_change"}
+        known = {
+            "format", "nodeid", "suite", "record", "model_gate", "error", "pending", "resampled", "model_change", "measurements",
+        }
         unknown = sorted(set(data) - known)
         if unknown:
             raise ValueError(f"outcome with unknown fields {', '.join(unknown)}")
@@ -131,6 +139,7 @@ class Outcome:
                 pending=tuple(PendingWrite.from_json(p) for p in data.get("pending", [])),
                 resampled=data.get("resampled"),
                 model_change=None if data.get("model_change") is None else ModelChange(**data["model_change"]),
+                measurements=tuple(Measurement.from_json(m) for m in data.get("measurements", [])),
             )
         except (KeyError, TypeError, AttributeError) as exc:
             raise ValueError(f"malformed outcome: {type(exc).__name__}: {exc}") from None

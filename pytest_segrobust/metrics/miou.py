@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from pytest_segrobust.core.errors import ModelOutputError
+from pytest_segrobust.core.errors import DatasetError, ModelOutputError
 from pytest_segrobust.core.statistics import weighted_sums
 from pytest_segrobust.core.types import Batch, SemanticMask, field_of
 from pytest_segrobust.metrics.base import Metric, MetricContext, MetricResult, Reduction
@@ -84,7 +84,8 @@ def checked_class_ids(
     """Predictions and targets as int64, and the mask of scored (not ignored) pixels.
 
     Raises:
-        ModelOutputError: when a prediction, or a scored ground-truth label, is outside ``0..K-1``.
+        ModelOutputError: when a prediction is outside ``0..K-1``.
+        DatasetError: when a scored ground-truth label is (the semantic task refuses it first, naming the sample).
     """
     k = num_classes
     pred, gt = predictions.long(), targets.long()
@@ -96,7 +97,7 @@ def checked_class_ids(
     low, high = torch.aminmax(torch.where(valid, gt, 0))
     if low < 0 or high >= k:
         bad = gt[valid & ((gt < 0) | (gt >= k))][0].item()
-        raise ModelOutputError(f"ground truth holds class id {bad}, outside 0..{k - 1} (ignore {ignore_index})")
+        raise DatasetError(f"ground truth holds class id {bad}, outside 0..{k - 1} (ignore {ignore_index})")
     return pred, gt, valid
 
 

@@ -99,7 +99,13 @@ def module_fingerprint(module: torch.nn.Module, *settings: str) -> str:
 
 
 class _TorchModuleAdapter:
-    """What both adapters share: device placement, eval mode and mixed precision."""
+    """What the adapters share: device placement, eval mode and mixed precision.
+
+    Args:
+        module: The network; it is put in eval mode and moved to ``device``.
+        device: Where inference runs; corruption and metric follow it.
+        amp: Run the forward pass under autocast (float16 on CUDA, bfloat16 elsewhere).
+    """
 
     def __init__(self, module: torch.nn.Module, device: torch.device | str | None = None, amp: bool = False) -> None:
         if device is None:
@@ -147,10 +153,7 @@ class TorchModuleSegmenter(_TorchModuleAdapter):
     (torchvision's segmentation models). Logits at another resolution are resized
     bilinearly to the input size before the argmax.
 
-    Args:
-        module: The network; it is put in eval mode and moved to ``device``.
-        device: Where inference runs; corruption and metric follow it.
-        amp: Run the forward pass under autocast (float16 on CUDA, bfloat16 elsewhere).
+    ``module``, ``device`` and ``amp`` as every adapter here takes them (:class:`_TorchModuleAdapter`).
     """
 
     task = "semantic"
@@ -181,10 +184,9 @@ class TorchModuleInstanceSegmenter(_TorchModuleAdapter):
     must follow the dataset's contiguous numbering (see
     :class:`~pytest_segrobust.models.base.InstanceSegmentationModel`).
 
+    ``module``, ``device`` and ``amp`` as every adapter here takes them (:class:`_TorchModuleAdapter`).
+
     Args:
-        module: The network; it is put in eval mode and moved to ``device``.
-        device: Where inference runs; corruption and metric follow it.
-        amp: Run the forward pass under autocast (float16 on CUDA, bfloat16 elsewhere).
         mask_threshold: Probability from which a pixel belongs to a soft mask.
     """
 
@@ -279,10 +281,7 @@ class TorchModulePanopticSegmenter(_TorchModuleAdapter):
     ``segments`` ``(H, W)``, ``ids`` and ``labels`` (as
     :class:`~pytest_segrobust.models.components.ComponentPanoptic` does).
 
-    Args:
-        module: The network; it is put in eval mode and moved to ``device``.
-        device: Where inference runs; corruption and metric follow it.
-        amp: Run the forward pass under autocast (float16 on CUDA, bfloat16 elsewhere).
+    ``module``, ``device`` and ``amp`` as every adapter here takes them (:class:`_TorchModuleAdapter`).
     """
 
     task = "panoptic"
@@ -313,10 +312,7 @@ class TorchModuleReferringSegmenter(_TorchModuleAdapter):
     resized bilinearly to the input size, and a pixel is in the mask where its logit is
     > 0 (sigmoid > 0.5). Bool masks at the input size pass as they are.
 
-    Args:
-        module: The network; it is put in eval mode and moved to ``device``.
-        device: Where inference runs; corruption and metric follow it.
-        amp: Run the forward pass under autocast (float16 on CUDA, bfloat16 elsewhere).
+    ``module``, ``device`` and ``amp`` as every adapter here takes them (:class:`_TorchModuleAdapter`).
     """
 
     task = "referring"

@@ -219,19 +219,6 @@ class WorstImages:
     images: tuple[ImageLoss, ...] = ()
     note: str | None = None
 
-    def info(self) -> dict[str, Any]:
-        """What the report's JSON says of the cell (``suites.<name>.worst_images.<model>``)."""
-        out: dict[str, Any] = {
-            "corruption": self.corruption,
-            "severity": self.severity,
-            "gamma_r": self.gamma_r,
-            "considered": self.considered,
-            "images": [loss.summary() for loss in self.images],
-        }
-        if self.note is not None:
-            out["note"] = self.note
-        return out
-
     def to_json(self) -> dict[str, Any]:
         return {
             "format": PICTURES_FORMAT,

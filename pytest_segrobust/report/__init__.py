@@ -28,18 +28,27 @@ from pytest_segrobust.report.coverage import RunCoverage
 from pytest_segrobust.report.model import (
     COUNTED,
     REPORT_FORMAT,
+    AggregateChange,
+    AggregateCheck,
     ChanceLevel,
     CorruptionErrorReference,
+    CorruptionFrame,
+    FrameKept,
     GateSummary,
+    ImageDrop,
+    ModelDecision,
     ModelReport,
     ModelSummary,
     ReleaseSummary,
     Report,
+    RequirementDecision,
     RequirementRow,
     RunVerdict,
     ShiftSplits,
     SuiteReport,
+    WorstEntry,
 )
+from pytest_segrobust.report.paths import report_file
 from pytest_segrobust.report.r2bench import r2bench_entry
 from pytest_segrobust.report.sections import (
     DECISION_SECTIONS,
@@ -67,19 +76,27 @@ __all__ = [
     "REPORT_FORMAT",
     "RUN_SECTIONS",
     "SUITE_SECTIONS",
+    "AggregateChange",
+    "AggregateCheck",
     "ChanceLevel",
     "CorruptionErrorReference",
+    "CorruptionFrame",
     "Figure",
+    "FrameKept",
     "GateSummary",
+    "ImageDrop",
+    "ModelDecision",
     "ModelReport",
     "ModelSummary",
     "ReleaseSummary",
     "Report",
     "ReportIncomplete",
+    "RequirementDecision",
     "RequirementRow",
     "RunVerdict",
     "ShiftSplits",
     "SuiteReport",
+    "WorstEntry",
     "WrittenReport",
     "build_report",
     "detail_labels",
@@ -186,7 +203,9 @@ def build_report(
             models=models,
             gate=(gates or {}).get(suite_name),
             release=(releases or {}).get(suite_name),
-            aggregates=None if aggregates is None or suite_name not in aggregates else tuple(aggregates[suite_name]),
+            aggregates=None
+            if aggregates is None or suite_name not in aggregates
+            else tuple(AggregateChange.from_json(row) for row in aggregates[suite_name]),
         )
         if suite is not None and (suite.reads_text or suite.reads_clips):
             by_model = part.records()
@@ -270,7 +289,7 @@ def model_lines(report: Report) -> list[str]:
     lines = []
     errors = dict(report.errors)
     outcomes = {
-        (name, str(o["model"])): str(o["status"])
+        (name, o.model): o.status
         for name, suite in report.suites.items()
         for o in (suite.release.models if suite.release is not None else ())
     }
@@ -449,7 +468,7 @@ def figures_folder(base: Path) -> Path:
     A partial report (``<report>-partial``) has its own, so it never replaces the full
     report's pictures; each report's rewrite replaces its folder's files by their stable names.
     """
-    return base.with_name(f"{base.name}-figures")
+    return report_file(base, "-figures")
 
 
 @dataclass(frozen=True)
@@ -562,8 +581,8 @@ def write_report(
         figures_left_out=(left_out or None) if drawing else FIGURES_LEFT_OUT,
     )
     for path, render in (
-        (base.with_suffix(".md"), lambda: render_markdown(report)),
-        (base.with_suffix(".json"), lambda: json.dumps(_json_safe(report.to_json()), indent=2) + "\n"),
+        (report_file(base, ".md"), lambda: render_markdown(report)),
+        (report_file(base, ".json"), lambda: json.dumps(_json_safe(report.to_json()), indent=2) + "\n"),
     ):
         try:
             atomic_write_text(path, render())
@@ -592,7 +611,7 @@ def _drawn(picture: GalleryTiles | WorstImages | Image.Image, suite: SuiteReport
     if isinstance(picture, GalleryTiles):
         return render_gallery(picture)
     if isinstance(picture, WorstImages):
-        rows = [row for row, entry in (suite.worst_images or {}).items() if entry.get("figure") == kind]
+        rows = [row for row, entry in (suite.worst_images or {}).items() if entry.figure == kind]
         return render_worst(picture, rows[0] if rows else kind)
     return picture
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from pytest_segrobust.core.formats import check_format
 from pytest_segrobust.core.wording import plural
+from pytest_segrobust.report.paths import report_file
 
 # Version of RunCoverage.to_json; another version is refused, never half-read.
 COVERAGE_FORMAT = 1
@@ -24,8 +25,7 @@ SHOWN = 10
 
 def partial_report_path(report_path: Path) -> Path:
     """Where a partial run writes its report: ``<report>-partial`` (``.md``, ``.json``, figures)."""
-    # Before any suffix: the report's files are named with ``with_suffix``.
-    return report_path.with_name(f"{report_path.stem}-partial{report_path.suffix}")
+    return report_file(report_path, "-partial")
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ from PIL import Image as PILImage
 
 from pytest_segrobust.core.files import atomic_write_text
 from pytest_segrobust.report import Figure, Report, RunVerdict, SuiteReport, render_markdown, suite_sections, verdict
+from pytest_segrobust.report.paths import report_file
 from pytest_segrobust.report.tables import STATUS_MARK, Table
 
 # A cell whose whole text is a status (or its mark in the tables) is coloured by it.
@@ -156,7 +157,7 @@ _SORTER = """
 
 def html_path(base: Path) -> Path:
     """Where the HTML report of ``base`` goes: beside ``base.md``."""
-    return base.with_suffix(".html")
+    return report_file(base, ".html")
 
 
 def write_html(report: Report, base: Path) -> Path:

@@ -14,11 +14,14 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 from pytest_segrobust.core.wording import plural
 from pytest_segrobust.report.coverage import RunCoverage
 from pytest_segrobust.store.records import CellRecord
+
+if TYPE_CHECKING:  # the pictures hold tensors: the report's values are made from them, never import them
+    from pytest_segrobust.pictures.values import WorstImages
 
 REPORT_FORMAT = 1
 
@@ -109,6 +112,61 @@ class GateSummary:
         }
 
 
+class _Flat:
+    """A value whose JSON is its fields by name, in their order, as they are; made from that JSON
+    only when it names every field and no other (:func:`_same_fields`)."""
+
+    what: ClassVar[str]  # what the value is, for the message that refuses its JSON
+
+    def to_json(self) -> dict[str, Any]:
+        """The fields by name, in their order."""
+        return _fields_json(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Self:
+        """The value of its producer's JSON.
+
+        Raises:
+            ValueError: for other fields than this value's.
+        """
+        return cls(**_same_fields(cls, data, cls.what))
+
+
+@dataclass(frozen=True)
+class RequirementDecision(_Flat):
+    """One requirement decided for one cell, class or model, as the report shows it (the gate's
+    decision, handed in as its JSON: the report imports nothing of the gate).
+
+    Attributes:
+        subject: What was measured: a cell's node id, or ``<model> aggregates``.
+        number: The number as shown (``gamma_r``, ``mPC``...).
+        rule: The dotted path of the rule in the suite.
+        line: The rule's line in the suite file.
+        threshold: The threshold.
+        at_least: ``True`` for a minimum, ``False`` for a maximum.
+        observed: The number's value.
+        low, high: Its one-sided confidence bounds; ``None`` for a point comparison.
+        outcome: ``pass``, ``fail`` or ``inconclusive``.
+        confirmable: The threshold the number would be confirmed against with 80% power.
+        images: Images the bootstrap resampled; 0 for a point comparison.
+    """
+
+    subject: str
+    number: str
+    rule: str
+    line: int | None
+    threshold: float
+    at_least: bool
+    observed: float
+    low: float | None
+    high: float | None
+    outcome: str
+    confirmable: float | None
+    images: int
+
+    what: ClassVar[str] = "a requirement decision"  # from RequirementCheck.to_json()
+
+
 @dataclass(frozen=True)
 class RequirementRow:
     """One requirement (a rule of the suite for one number) over every cell or model it was decided for.
@@ -121,8 +179,7 @@ class RequirementRow:
         at_least: The number must be at least the threshold (else at most).
         outcome: ``pass``, ``fail`` or ``inconclusive`` over all its decisions.
         outcomes: How many decisions ended how.
-        worst: The decision closest to (or furthest past) the threshold, as JSON: its subject,
-            value and bounds.
+        worst: The decision closest to (or furthest past) the threshold: its subject, value and bounds.
         confirmable: The strictest threshold every decision would confirm with 80% power.
     """
 
@@ -133,12 +190,102 @@ class RequirementRow:
     at_least: bool
     outcome: str
     outcomes: Mapping[str, int]
-    worst: Mapping[str, Any]
+    worst: RequirementDecision
     confirmable: float | None
 
     def to_json(self) -> dict[str, Any]:
         """The fields by name, in their order."""
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)} | {"outcomes": dict(self.outcomes)}
+        return _fields_json(self) | {"outcomes": dict(self.outcomes), "worst": self.worst.to_json()}
+
+
+@dataclass(frozen=True)
+class AggregateCheck(_Flat):
+    """One aggregate of a model against its baseline's, decided against its margin (``gate.aggregates``).
+
+    Attributes:
+        metric: The aggregate (``mPC``, ``rPC``, ``mean γr``...).
+        observed: Its value in this run.
+        baseline: Its baseline's value.
+        margin: How far it may truly fall.
+        low, high: The interval of its change.
+        outcome: ``pass``, ``fail`` or ``inconclusive``.
+        images: Images paired.
+        images_to_decide: About how many images would decide an inconclusive number.
+        detectable: The smallest margin an unchanged model is confirmed within at 80% power.
+        higher_is_better: The number regresses by falling.
+        regressed: The change is shown to exceed the margin.
+        improved: The change is shown to be an improvement.
+    """
+
+    metric: str
+    observed: float
+    baseline: float
+    margin: float
+    low: float
+    high: float
+    outcome: str
+    images: int
+    images_to_decide: int | None
+    detectable: float | None
+    higher_is_better: bool
+    regressed: bool
+    improved: bool
+
+    what: ClassVar[str] = "an aggregate check"  # from ModelOutcome.to_json()["checks"]
+
+
+@dataclass(frozen=True)
+class ModelDecision:
+    """A model's ``aggregates`` item as the gate decided it: its aggregate requirements and margins.
+
+    Attributes:
+        format: The gate's format version of the decision.
+        nodeid: The item's node id.
+        suite: The suite.
+        model: The model.
+        status: How the item ended (a gate status).
+        requirements: Every aggregate requirement decided.
+        checks: Every aggregate margin decided.
+        notes: What was not decided, and why.
+        message: Why the item failed; ``None`` when it passed.
+        measured_here: Cells the item measured itself.
+    """
+
+    format: int
+    nodeid: str
+    suite: str
+    model: str
+    status: str
+    requirements: tuple[RequirementDecision, ...]
+    checks: tuple[AggregateCheck, ...]
+    notes: tuple[str, ...]
+    message: str | None
+    measured_here: int
+
+    def to_json(self) -> dict[str, Any]:
+        """The gate's JSON of the decision (``ModelOutcome.to_json()``), key for key."""
+        return _fields_json(self) | {
+            "requirements": [c.to_json() for c in self.requirements],
+            "checks": [c.to_json() for c in self.checks],
+            "notes": list(self.notes),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ModelDecision:
+        """The value of ``ModelOutcome.to_json()``.
+
+        Raises:
+            ValueError: for other fields than this value's (its checks' and requirements' too).
+        """
+        fields = _same_fields(cls, data, "a model's aggregates decision")
+        return cls(
+            **fields
+            | {
+                "requirements": tuple(RequirementDecision.from_json(c) for c in data["requirements"]),
+                "checks": tuple(AggregateCheck.from_json(c) for c in data["checks"]),
+                "notes": tuple(data["notes"]),
+            }
+        )
 
 
 @dataclass(frozen=True)
@@ -147,21 +294,21 @@ class ReleaseSummary:
 
     Attributes:
         requirements: Each requirement over the decisions made of it.
-        models: Each model's aggregates item decided (the gate's ``ModelOutcome`` as JSON).
+        models: Each model's aggregates item decided.
         basis: ``bootstrap`` (the suite has a statistical gate) or ``point``.
         unmet: One terminal line per unmet (or undecided) requirement, naming the suite line
             to change; not part of the JSON report.
     """
 
     requirements: tuple[RequirementRow, ...]
-    models: tuple[Mapping[str, Any], ...]
+    models: tuple[ModelDecision, ...]
     basis: str
     unmet: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
             "requirements": [row.to_json() for row in self.requirements],
-            "models": [dict(o) for o in self.models],
+            "models": [o.to_json() for o in self.models],
             "basis": self.basis,
         }
 
@@ -478,6 +625,162 @@ class VideoTables:
 
 
 @dataclass(frozen=True)
+class AggregateChange(_Flat):
+    """One aggregate of a model against its baseline, paired over the same image resamples
+    (:func:`~pytest_segrobust.gate.evidence.aggregate_changes`); it describes, it does not decide.
+
+    Attributes:
+        model: The row (a model, or ``<model> @ <split>``).
+        number: The aggregate (``mPC``, ``rPC``, ``mean γr``, ``mean γr (<category>)``).
+        change: This run's value minus the baseline's.
+        low, high: The change's interval.
+        cells: How many corrupted cells the aggregate is over.
+    """
+
+    model: str
+    number: str
+    change: float
+    low: float
+    high: float
+    cells: int
+
+    what: ClassVar[str] = "an aggregate change"  # a row of aggregate_changes()
+
+
+@dataclass(frozen=True)
+class CorruptionFrame:
+    """How much of the frame one geometric corruption keeps, per severity.
+
+    Attributes:
+        parameters: The corruption's parameters at each severity, as its table describes them.
+        kept: The share of the frame that still shows the image, at the first image's size.
+        kept_at_half_size: The same at half that size.
+        in_pixels: The shares differ: the corruption's constants are in pixels.
+    """
+
+    parameters: tuple[str, ...]
+    kept: tuple[float, ...]
+    kept_at_half_size: tuple[float, ...]
+    in_pixels: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "parameters": list(self.parameters),
+            "kept": list(self.kept),
+            "kept_at_half_size": list(self.kept_at_half_size),
+            "in_pixels": self.in_pixels,
+        }
+
+
+@dataclass(frozen=True)
+class FrameKept:
+    """How much of the frame a suite's geometric corruptions keep
+    (:func:`~pytest_segrobust.engine.suite_pictures.describe_frames`).
+
+    Attributes:
+        size: ``(height, width)`` of the image measured (the suite's first).
+        severities: The severities measured, ascending.
+        corruptions: Each geometric corruption's shares, by name.
+    """
+
+    size: tuple[int, int]
+    severities: tuple[int, ...]
+    corruptions: Mapping[str, CorruptionFrame]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "size": list(self.size),
+            "severities": list(self.severities),
+            "corruptions": {name: frame.to_json() for name, frame in self.corruptions.items()},
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> FrameKept:
+        """The value :func:`~pytest_segrobust.engine.suite_pictures.describe_frames` made.
+
+        Raises:
+            ValueError: for other fields than this value's (its corruptions' too).
+        """
+        _same_fields(cls, data, "a frame table")
+        height, width = data["size"]
+        corruptions = {}
+        for name, entry in data["corruptions"].items():
+            fields = _same_fields(CorruptionFrame, entry, f"the frame table of {name}")
+            corruptions[str(name)] = CorruptionFrame(
+                parameters=tuple(fields["parameters"]),
+                kept=tuple(fields["kept"]),
+                kept_at_half_size=tuple(fields["kept_at_half_size"]),
+                in_pixels=bool(fields["in_pixels"]),
+            )
+        return cls((height, width), tuple(data["severities"]), corruptions)
+
+
+@dataclass(frozen=True)
+class ImageDrop:
+    """One image of a cell's worst images: its own score clean and corrupted.
+
+    Attributes:
+        sample_id: The image.
+        clean: Its headline score on its own, clean.
+        corrupted: Corrupted.
+        drop: How far it fell, in the metric's direction.
+        clean_text: A referring sample's expression (``None``: the sample has none).
+        corrupted_text: The expression as the model read it.
+    """
+
+    sample_id: str
+    clean: float
+    corrupted: float
+    drop: float
+    clean_text: str | None = None
+    corrupted_text: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The numbers, and the expressions of a sample that has them."""
+        texts = () if self.clean_text is not None else ("clean_text", "corrupted_text")
+        return {key: value for key, value in _fields_json(self).items() if key not in texts}
+
+
+@dataclass(frozen=True)
+class WorstEntry:
+    """A row's worst cell and its images whose own score fell most, as the report lists them.
+
+    Attributes:
+        corruption: The cell's corruption.
+        severity: Its severity.
+        gamma_r: Its relative robustness.
+        considered: How many of the first images were looked at.
+        images: The images that fell most, worst first.
+        note: Why there are no pictures, when there are none.
+        figure: The figure kind that draws them (``None``: no figure).
+    """
+
+    corruption: str
+    severity: int
+    gamma_r: float | None
+    considered: int
+    images: tuple[ImageDrop, ...] = ()
+    note: str | None = None
+    figure: str | None = None
+
+    @classmethod
+    def of(cls, found: WorstImages, figure: str | None = None) -> WorstEntry:
+        """The report's entry of a cell's measured worst images."""
+        images = tuple(
+            ImageDrop(
+                loss.sample_id, loss.clean_score, loss.corrupted_score, loss.drop, loss.clean_text, loss.corrupted_text
+            )
+            for loss in found.images
+        )
+        return cls(found.corruption, found.severity, found.gamma_r, found.considered, images, found.note, figure)
+
+    def to_json(self) -> dict[str, Any]:
+        """``suites.<name>.worst_images.<row>``: the note and the figure where there are any."""
+        out = _fields_json(self) | {"images": [image.to_json() for image in self.images]}
+        return {key: value for key, value in out.items() if value is not None or key not in ("note", "figure")}
+
+
+@dataclass(frozen=True)
 class SuiteReport:
     """Everything the report says of one suite.
 
@@ -516,10 +819,10 @@ class SuiteReport:
     release: ReleaseSummary | None = None
     video: VideoTables | None = None
     r2bench: R2BenchTables | None = None
-    aggregates: tuple[Mapping[str, Any], ...] | None = None
-    frame_kept: Mapping[str, Any] | None = None
-    worst_images: Mapping[str, Mapping[str, Any]] | None = None
-    worst_expressions: Mapping[str, Mapping[str, Any]] | None = None
+    aggregates: tuple[AggregateChange, ...] | None = None
+    frame_kept: FrameKept | None = None
+    worst_images: Mapping[str, WorstEntry] | None = None
+    worst_expressions: Mapping[str, WorstEntry] | None = None
 
     def records(self) -> dict[str, list[CellRecord]]:
         """Its cells by row."""
@@ -547,10 +850,10 @@ class SuiteReport:
             ("release", None if self.release is None else self.release.to_json()),
             ("video", None if self.video is None else self.video.to_json()),
             ("r2bench", None if self.r2bench is None else self.r2bench.to_json()),
-            ("aggregates", None if self.aggregates is None else [dict(row) for row in self.aggregates]),
-            ("frame_kept", self.frame_kept),
-            ("worst_images", self.worst_images),
-            ("worst_expressions", self.worst_expressions),
+            ("aggregates", None if self.aggregates is None else [row.to_json() for row in self.aggregates]),
+            ("frame_kept", None if self.frame_kept is None else self.frame_kept.to_json()),
+            ("worst_images", _entries_json(self.worst_images)),
+            ("worst_expressions", _entries_json(self.worst_expressions)),
         )
         data.update((key, value) for key, value in optional if value is not None)
         return data
@@ -640,3 +943,26 @@ class Report:
         if self.figures_left_out:
             data["figures_left_out"] = self.figures_left_out
         return data
+
+
+def _fields_json(value: Any) -> dict[str, Any]:
+    """A dataclass's fields by name, in their order, as they are."""
+    return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+
+
+def _same_fields(cls: type, data: Mapping[str, Any], what: str) -> dict[str, Any]:
+    """``data`` as keyword arguments of ``cls``, whose fields it must name, no more and no fewer.
+
+    Raises:
+        ValueError: naming the fields missing or unknown, so that a change of the producer's
+            JSON is seen where the report is built, not lost from the report.
+    """
+    expected = [f.name for f in dataclasses.fields(cls)]
+    if set(data) != set(expected):
+        missing, unknown = sorted(set(expected) - set(data)), sorted(set(data) - set(expected))
+        raise ValueError(f"{what} has fields {expected}; missing {missing}, unknown {unknown}")
+    return dict(data)
+
+
+def _entries_json(entries: Mapping[str, WorstEntry] | None) -> dict[str, Any] | None:
+    return None if entries is None else {row: entry.to_json() for row, entry in entries.items()}

@@ -132,7 +132,7 @@ def release_criteria(report: Report) -> list[Section]:
 def aggregate_gate(report: Report) -> list[Section]:
     """Each model's aggregates against its baseline, where a suite gates them."""
     releases = [suite.release for suite in report.suites.values() if suite.release is not None]
-    if any(o["checks"] for release in releases for o in release.models):
+    if any(o.checks for release in releases for o in release.models):
         return [tables.model_gates(report.suites)]
     return []
 
@@ -258,9 +258,9 @@ def worst_images(suite: SuiteReport) -> list[Section]:
         return []
     out: list[Section] = [tables.worst_images(suite.worst_images, metric_label(suite.metric))]
     for row, entry in suite.worst_images.items():
-        kind = entry.get("figure")
+        kind = entry.figure
         if kind and kind in suite.figures:
-            title = f"{row}: images that lost most under {entry['corruption']} s{entry['severity']}"
+            title = f"{row}: images that lost most under {entry.corruption} s{entry.severity}"
             first = not any(isinstance(section, Figure) for section in out)  # one explanation for them all
             out.append(Figure(title, suite.figures[kind], OVERLAY_CAPTION if first else ""))
     return out

@@ -13,7 +13,16 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_segrobust.core.wording import abbreviations, decimals
 from pytest_segrobust.metrics.robustness import mean, per_class_relative_robustness
-from pytest_segrobust.report.model import ChanceLevel, GateSummary, ModelSummary, RunEnvironment, SuiteReport
+from pytest_segrobust.report.model import (
+    AggregateChange,
+    ChanceLevel,
+    FrameKept,
+    GateSummary,
+    ModelSummary,
+    RunEnvironment,
+    SuiteReport,
+    WorstEntry,
+)
 
 if TYPE_CHECKING:
     from pytest_segrobust.store.records import CellRecord
@@ -301,18 +310,18 @@ def statistical_gate(gate: GateSummary, records: Sequence[CellRecord]) -> tuple[
     return Table("Statistical gate", ("", "setting"), tuple(rows)), warnings
 
 
-def aggregate_changes(rows: Sequence[Mapping[str, Any]], confidence: float) -> Table:
+def aggregate_changes(rows: Sequence[AggregateChange], confidence: float) -> Table:
     """Each model's aggregates against its baseline: the paired change and its interval."""
     shown = []
     for row in rows:
-        digits = 2 if row["number"] == "mPC" else 4
+        digits = 2 if row.number == "mPC" else 4
         shown.append(
             (
-                row["model"],
-                row["number"],
-                signed(row["change"], digits),
-                f"[{signed(row['low'], digits)}, {signed(row['high'], digits)}]",
-                str(row["cells"]),
+                row.model,
+                row.number,
+                signed(row.change, digits),
+                f"[{signed(row.low, digits)}, {signed(row.high, digits)}]",
+                str(row.cells),
             )
         )
     return Table(
@@ -340,8 +349,8 @@ def release_criteria(suites: Mapping[str, SuiteReport]) -> Table:
         for row in suite.release.requirements if suite.release is not None else ():
             worst = row.worst
             digits = _digits(row.number)
-            bounds = "–" if worst["low"] is None else f"[{fmt(worst['low'], digits)}, {fmt(worst['high'], digits)}]"
-            point = point or worst["low"] is None
+            bounds = "–" if worst.low is None else f"[{fmt(worst.low, digits)}, {fmt(worst.high, digits)}]"
+            point = point or worst.low is None
             total = sum(row.outcomes.values())
             outcome = _OUTCOME_MARK[row.outcome]
             if total > 1:
@@ -353,8 +362,8 @@ def release_criteria(suites: Mapping[str, SuiteReport]) -> Table:
                     name,
                     where,
                     f"{sign} {fmt(row.threshold, digits)}",
-                    worst["subject"] if total == 1 else f"{total} decisions; closest: {worst['subject']}",
-                    fmt(worst["observed"], digits),
+                    worst.subject if total == 1 else f"{total} decisions; closest: {worst.subject}",
+                    fmt(worst.observed, digits),
                     bounds,
                     "–" if row.confirmable is None else f"{sign} {fmt(row.confirmable, digits)}",
                     outcome,
@@ -377,20 +386,20 @@ def model_gates(suites: Mapping[str, SuiteReport]) -> Table:
     rows = []
     for name, suite in suites.items():
         for outcome in suite.release.models if suite.release is not None else ():
-            for check in outcome["checks"]:
-                digits = 2 if str(check["metric"]).startswith("mPC") else 4
+            for check in outcome.checks:
+                digits = 2 if check.metric.startswith("mPC") else 4
                 rows.append(
                     (
                         name,
-                        outcome["model"],
-                        str(check["metric"]),
-                        fmt(check["observed"], digits),
-                        fmt(check["baseline"], digits),
-                        signed(check["observed"] - check["baseline"], digits),
-                        f"[{signed(check['low'], digits)}, {signed(check['high'], digits)}]",
-                        fmt(-check["margin"], digits),
-                        "–" if check.get("detectable") is None else fmt(check["detectable"], digits),
-                        {"fail": "▼ REGRESSED", "pass": "ok", "inconclusive": "? inconclusive"}[str(check["outcome"])],
+                        outcome.model,
+                        check.metric,
+                        fmt(check.observed, digits),
+                        fmt(check.baseline, digits),
+                        signed(check.observed - check.baseline, digits),
+                        f"[{signed(check.low, digits)}, {signed(check.high, digits)}]",
+                        fmt(-check.margin, digits),
+                        "–" if check.detectable is None else fmt(check.detectable, digits),
+                        {"fail": "▼ REGRESSED", "pass": "ok", "inconclusive": "? inconclusive"}[check.outcome],
                     )
                 )
     header = ("suite", "model", "aggregate", "value", "baseline", "Δ", "interval", "margin", "detectable at 80%", "outcome")
@@ -854,16 +863,16 @@ def duration(seconds: float) -> str:
 # -- pictures and the geometry behind them -----------------------------------------------------
 
 
-def frame_kept(frames: Mapping[str, Any]) -> Table:
+def frame_kept(frames: FrameKept) -> Table:
     """Per geometric corruption: the share of the frame that still shows the image, per severity."""
-    severities = frames["severities"]
-    height, width = frames["size"]
+    severities = frames.severities
+    height, width = frames.size
     rows = []
-    for name, entry in frames["corruptions"].items():
-        kept = [f"{100 * v:.0f}%" for v in entry["kept"]]
-        parameters = entry.get("parameters") or []
+    for name, entry in frames.corruptions.items():
+        kept = [f"{100 * v:.0f}%" for v in entry.kept]
+        parameters = entry.parameters
         shown = " … ".join(dict.fromkeys([parameters[0], parameters[-1]])) if parameters else "–"
-        rows.append((name, *kept, "yes: constants in pixels" if entry["in_pixels"] else "no", shown))
+        rows.append((name, *kept, "yes: constants in pixels" if entry.in_pixels else "no", shown))
     return Table(
         "How much of the frame geometric corruptions keep",
         ("corruption", *(f"s{s}" for s in severities), "depends on image size", "parameters"),
@@ -875,31 +884,31 @@ def frame_kept(frames: Mapping[str, Any]) -> Table:
     )
 
 
-def worst_images(worst: Mapping[str, Mapping[str, Any]], metric: str, title: str | None = None) -> Table:
+def worst_images(worst: Mapping[str, WorstEntry], metric: str, title: str | None = None) -> Table:
     """Per model: its worst cell and the images whose own score fell most in it."""
     rows = []
     notes = []
     # Referring samples carry their expression: show it clean and as the model read it.
-    texts = any("clean_text" in image for entry in worst.values() for image in entry.get("images", []))
+    texts = any(image.clean_text is not None for entry in worst.values() for image in entry.images)
     for row, entry in worst.items():
-        cell = f"{entry['corruption']} s{entry['severity']}"
-        if entry.get("note"):
-            notes.append(f"{row}: {entry['note']}")
-        for image in entry.get("images", []):
-            said = (_quoted(image.get("clean_text")), _quoted(image.get("corrupted_text"))) if texts else ()
+        cell = f"{entry.corruption} s{entry.severity}"
+        if entry.note:
+            notes.append(f"{row}: {entry.note}")
+        for image in entry.images:
+            said = (_quoted(image.clean_text), _quoted(image.corrupted_text)) if texts else ()
             rows.append(
                 (
                     row,
                     cell,
-                    fmt(entry.get("gamma_r"), 3),
-                    image["sample_id"],
+                    fmt(entry.gamma_r, 3),
+                    image.sample_id,
                     *said,
-                    fmt(image["clean"]),
-                    fmt(image["corrupted"]),
-                    signed(image["corrupted"] - image["clean"]),
+                    fmt(image.clean),
+                    fmt(image.corrupted),
+                    signed(image.corrupted - image.clean),
                 )
             )
-    considered = sorted({entry.get("considered", 0) for entry in worst.values()} - {0})
+    considered = sorted({entry.considered for entry in worst.values()} - {0})
     note = (
         f"Each model's worst cell is the one with the lowest γr; among its first {'/'.join(map(str, considered)) or 'few'} "
         f"images, those whose own {metric} fell most (each image scored on its own, with the seed it gets in the suite)."

@@ -13,6 +13,7 @@ from pathlib import Path
 from pytest_segrobust import __version__
 from pytest_segrobust.core.errors import BaselineError, SegRobustError
 from pytest_segrobust.core.wording import plural
+from pytest_segrobust.engine.plan import suite_cells
 from pytest_segrobust.gate.evidence import sidecar_entries
 from pytest_segrobust.gate.outcomes import ModelChange, PendingWrite
 from pytest_segrobust.store.baselines import (
@@ -32,27 +33,21 @@ from pytest_segrobust.suite.schema import Suite
 
 @dataclass
 class BaselineWrites:
-    """What writing the baselines did: the files written, the lines to show, what failed."""
+    """What writing the baselines did: the files written, the lines to show, what failed.
+
+    Attributes:
+        refused: Why each suite's file was not written, by suite name: its cells that were to
+            be written are not in it.
+    """
 
     written: list[Path] = field(default_factory=list)
     summary: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    refused: dict[str, str] = field(default_factory=dict)
 
-
-def suite_cells(suite: Suite) -> list[CellKey]:
-    """Every cell of a suite: per model (and split), clean first, then corruption x severity."""
-    from pytest_segrobust.engine.evaluation import CLEAN
-
-    cells: list[CellKey] = []
-    for model in suite.models:
-        for split in suite.splits:
-            cells.append(CellKey(suite.name, model.name, CLEAN, 0, split))
-            cells.extend(
-                CellKey(suite.name, model.name, c, s, split)
-                for c in suite.corruptions
-                for s in suite.cell_severities(c)
-            )
-    return cells
+    def unwritten(self, pending: Sequence[PendingWrite]) -> dict[CellKey, str]:
+        """The cells of ``pending`` whose suite's file was not written, and why."""
+        return {w.key: self.refused[w.suite] for w in pending if w.suite in self.refused}
 
 
 class BaselineWriter:
@@ -115,6 +110,7 @@ class BaselineWriter:
                 update, notes = self._write_suite(path, name, writes, cells if tidy else None)
             except SegRobustError as exc:
                 done.problems.append(f"baselines not written, the stored ones are unchanged: {exc}")
+                done.refused[name] = str(exc)
                 continue
             if writes or update.removed:
                 done.written.append(path)

@@ -107,21 +107,21 @@ class ModelCells(CellGroup):
     def model_gate(self) -> Iterator[pytest.Item]:
         if not self.suite.gates_models:
             return
-        cells = [(key, cell_nodeid(self.nodeid, key)) for key in self.keys]
-        requirements = self.suite.requirements
-        reference = self.suite.degradation.reference if self.suite.degradation is not None else None
-        if (
-            requirements is not None
-            and reference not in (None, self.name)
-            and {"mce", "rmce"} & set(requirements.aggregates)
-        ):
-            file_nodeid = self.nodeid.rsplit("::", 1)[0]
-            ref_keys = [
-                CellKey(key.suite, reference, key.corruption, key.severity, key.split)
-                for key in self.keys  # type: ignore[arg-type]
-            ]
-            cells += [(key, cell_nodeid(f"{file_nodeid}::{reference}", key)) for key in ref_keys]
+        cells = model_gate_cells(self.suite, self.name, self.nodeid, self.keys)
         yield ModelGateItem.from_parent(self, name=MODEL_ITEM, suite=self.suite, model=self.name, cells=cells)
+
+
+def model_gate_cells(suite: Suite, model: str, model_nodeid: str, keys: Sequence[CellKey]) -> list[tuple[CellKey, str]]:
+    """Every cell a model's aggregates item needs, with its node id: the model's (``keys``, under
+    ``model_nodeid``), and the ``cd`` reference model's for mCE."""
+    cells = [(key, cell_nodeid(model_nodeid, key)) for key in keys]
+    requirements = suite.requirements
+    reference = suite.degradation.reference if suite.degradation is not None else None
+    if requirements is not None and reference not in (None, model) and {"mce", "rmce"} & set(requirements.aggregates):
+        file_nodeid = model_nodeid.rsplit("::", 1)[0]
+        ref_keys = [CellKey(key.suite, reference, key.corruption, key.severity, key.split) for key in keys]  # type: ignore[arg-type]
+        cells += [(key, cell_nodeid(f"{file_nodeid}::{reference}", key)) for key in ref_keys]
+    return cells
 
 
 class SplitCells(CellGroup):

@@ -24,12 +24,16 @@ from pytest_segrobust.gate.evidence import aggregate_changes
 from pytest_segrobust.gate.release import ModelOutcome, cell_level, family_size
 from pytest_segrobust.pictures.values import GalleryTiles, RunPictures, WorstImages
 from pytest_segrobust.report import (
+    FrameKept,
     GateSummary,
+    ModelDecision,
     ReleaseSummary,
     Report,
     ReportIncomplete,
+    RequirementDecision,
     RequirementRow,
     SuiteReport,
+    WorstEntry,
     build_report,
     pictures_left_out_by,
     shown_path,
@@ -39,7 +43,7 @@ from pytest_segrobust.report.coverage import RunCoverage
 from pytest_segrobust.report.environment import run_environment
 from pytest_segrobust.report.html import write_html
 from pytest_segrobust.report.tables import row_name, worst_cell
-from pytest_segrobust.store.records import CellRecord
+from pytest_segrobust.store.records import CellRecord, Status
 from pytest_segrobust.suite.requirements import RequirementCheck, summarize, unmet_lines
 from pytest_segrobust.suite.schema import Suite
 from pytest_segrobust.text.cells import modality
@@ -75,13 +79,7 @@ class ReportWriter:
             outcomes = [o.to_json() for o in model_outcomes]
             names = dict.fromkeys([*(r.suite for r in records), *(o["suite"] for o in outcomes)])
             gated = {name: suite for name in names if (suite := suites.get(name)) is not None and suite.gate is not None}
-            aggregates = {
-                # In suite order, not in the order cells finished: the means' rounding and the
-                # categories' order must not depend on scheduling.
-                name: aggregate_changes([r for r in records if r.suite == name], dict(resampled), suite.gate.confidence)
-                for name, suite in gated.items()
-                if suite.gate is not None
-            }
+            aggregates = self._aggregates(records, gated, errors, resampled)
             report = build_report(
                 list(records),
                 dict(suites),
@@ -99,6 +97,28 @@ class ReportWriter:
             return None
         self.report = report
         return report
+
+    def _aggregates(
+        self,
+        records: Sequence[CellRecord],
+        gated: Mapping[str, Suite],
+        errors: Mapping[str, str],
+        resampled: Mapping[str, dict[str, Any]],
+    ) -> dict[str, list[dict[str, Any]]]:
+        """Each statistically gated suite's aggregate changes, over its cells that were compared
+        with their baselines: a cell with an error (a baseline cell without a gated number, say)
+        has no change to add. A suite whose changes cannot be computed is left out of the
+        report's aggregates, and :attr:`problems` says why; the rest of the report stands."""
+        aggregates = {}
+        for name, suite in gated.items():  # in suite order, not in the order cells finished:
+            # the means' rounding and the categories' order must not depend on scheduling.
+            assert suite.gate is not None
+            cells = [r for r in records if r.suite == name and r.nodeid not in errors and r.status != Status.ERROR]
+            try:
+                aggregates[name] = aggregate_changes(cells, dict(resampled), suite.gate.confidence)
+            except Exception as exc:  # noqa: BLE001 - one table must not cost the report
+                self.problems.append(f"suite {name}: the aggregate changes could not be computed: {type(exc).__name__}: {exc}")
+        return aggregates
 
     def write(
         self, suites: Mapping[str, Suite], base: Path, html: bool, pictures: RunPictures, device: Any, *, figures: bool = True
@@ -133,13 +153,15 @@ class ReportWriter:
                 if made.gallery is not None:
                     galleries[name] = made.gallery
                 if made.frame_kept is not None:
-                    entry = dataclasses.replace(entry, frame_kept=made.frame_kept)
+                    entry = dataclasses.replace(entry, frame_kept=FrameKept.from_json(made.frame_kept))
             if figures:  # the worst images and expressions are pictures measured: left out otherwise
                 worst_images, worst[name] = self._worst_images(suite, entry, pictures)
                 entry = dataclasses.replace(entry, worst_images=worst_images)
                 if entry.r2bench is not None:
                     expressions = self._worst_per_model(suite, entry, _perturbs_text, pictures, "worst expressions")
-                    entry = dataclasses.replace(entry, worst_expressions={row: found.info() for row, found in expressions})
+                    entry = dataclasses.replace(
+                        entry, worst_expressions={row: WorstEntry.of(found) for row, found in expressions}
+                    )
             parts[name] = entry
         report = dataclasses.replace(
             self.report,
@@ -180,18 +202,18 @@ class ReportWriter:
 
     def _worst_images(
         self, suite: Suite, entry: SuiteReport, pictures: RunPictures
-    ) -> tuple[dict[str, dict[str, Any]], dict[str, WorstImages]]:
+    ) -> tuple[dict[str, WorstEntry], dict[str, WorstImages]]:
         """For each model (row) of a reported suite: its worst cell's images that lost most (the
         report's ``worst_images`` entry), and the pictures of those that have any, by figure kind."""
-        worst: dict[str, dict[str, Any]] = {}
+        worst: dict[str, WorstEntry] = {}
         figures: dict[str, WorstImages] = {}
         for row, found in self._worst_per_model(suite, entry, list, pictures, "worst images"):
-            info = found.info()
+            figure = None
             if found.images:
                 kind = "worst-" + ("".join(c if c.isalnum() or c in "._-" else "-" for c in row).strip("-") or "model")
-                info["figure"] = kind if kind not in figures else f"{kind}-{len(figures)}"
-                figures[info["figure"]] = found
-            worst[row] = info
+                figure = kind if kind not in figures else f"{kind}-{len(figures)}"
+                figures[figure] = found
+            worst[row] = WorstEntry.of(found, figure)
         return worst, figures
 
     def _worst_per_model(
@@ -263,14 +285,22 @@ def release_summaries(
         unmet += [RequirementCheck.from_json(c) for o in mine for c in o["requirements"]]
         rows = [
             RequirementRow(
-                s.rule, s.line, s.number, s.threshold, s.at_least, s.outcome, dict(s.outcomes), s.worst.to_json(), s.confirmable
+                s.rule,
+                s.line,
+                s.number,
+                s.threshold,
+                s.at_least,
+                s.outcome,
+                dict(s.outcomes),
+                RequirementDecision.from_json(s.worst.to_json()),
+                s.confirmable,
             )
             for s in summarize(checks)
         ]
         statistical = suite is not None and suite.gate is not None
         summaries[name] = ReleaseSummary(
             requirements=tuple(rows),
-            models=tuple(mine),
+            models=tuple(ModelDecision.from_json(o) for o in mine),
             basis="bootstrap" if statistical else "point",
             unmet=tuple(unmet_lines(unmet, shown_path(suite.path, root) if suite else "")),
         )

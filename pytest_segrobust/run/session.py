@@ -5,9 +5,10 @@ covered, and the writes left for the end.
 process's :class:`~pytest_segrobust.engine.runner.CellRunner` measures it (or a remote backend hands
 over its measurement), the :class:`~pytest_segrobust.gate.gatekeeper.Gatekeeper` decides it, and
 the session keeps the :class:`~pytest_segrobust.gate.outcomes.Outcome`. Under pytest-xdist each
-worker's outcomes travel to the controller with their test reports; a shard writes them to
-its shard file (:mod:`pytest_segrobust.run.shards`). Only the controller (or the single process
-without xdist, or ``segrobust merge``) writes the baselines and the report, once, at the end.
+worker's outcomes travel to the controller with their test reports. Only the controller (or the
+single process without xdist, or ``segrobust merge``) writes the baselines and the report, once,
+at the end, unless its backend writes its own output instead (a shard's file,
+:class:`~pytest_segrobust.backends.shards.ShardBackend`).
 """
 
 from __future__ import annotations
@@ -21,20 +22,23 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from pytest_segrobust.backends import Conclusion, RunResults
 from pytest_segrobust.backends.local import Local
-from pytest_segrobust.backends.shard_plan import ShardPlan, ShardSpec
 from pytest_segrobust.core.errors import InconclusiveWarning, SuiteError
 from pytest_segrobust.core.files import remove_stale_temporaries
 from pytest_segrobust.core.wording import plural
 from pytest_segrobust.corruptions import REGISTRY, CorruptionRegistry
+from pytest_segrobust.engine.evaluation import CellResult
+from pytest_segrobust.engine.plan import suite_cells
 from pytest_segrobust.engine.runner import CellRunner, RemoteCellError, error_message
 from pytest_segrobust.gate.gatekeeper import CellFailure, Gatekeeper
 from pytest_segrobust.gate.outcomes import ModelChange, Outcome, PendingWrite
 from pytest_segrobust.gate.release import ModelOutcome
 from pytest_segrobust.pictures.values import RunPictures
-from pytest_segrobust.report import Report, RunVerdict
+from pytest_segrobust.report import Report, RunVerdict, run_verdict
 from pytest_segrobust.report.coverage import RunCoverage, partial_report_path
-from pytest_segrobust.run.baseline_writes import BaselineWriter, suite_cells
+from pytest_segrobust.report.paths import report_file
+from pytest_segrobust.run.baseline_writes import BaselineWriter
 from pytest_segrobust.run.ordering import ordered_model_outcomes, ordered_records, ordered_suites
 from pytest_segrobust.run.report_writer import ReportWriter
 from pytest_segrobust.run.selection import Selection
@@ -93,15 +97,15 @@ class SegRobustSession:
         self._suites_dir = options.suites_dir.resolve()  # asked for every file pytest visits
         self.explicit_paths: set[Path] = set()
         self._declared_names: dict[Path, dict[Path, str | None]] = {}
-        # A shard of a run: which, the files it started from, and its part of the cells.
-        self.shard: ShardSpec | None = None
-        self.shard_started_from: tuple[dict[str, str], dict[str, str]] = ({}, {})
-        self.shard_plan: ShardPlan | None = None
-        # The end of the run: files written, lines on the baselines, what failed, what the report left out.
+        # The end of the run: files written, lines on the baselines, what failed, what the report left
+        # out, and what a backend that writes in place of the report concluded.
         self.written: list[Path] = []
         self.baseline_summary: list[str] = []
         self.problems: list[str] = []
         self.warnings: list[str] = []
+        self.conclusion: Conclusion | None = None
+        # Ctrl-C stopped the run (the plugin says so at its end): the report's pictures are left out.
+        self.interrupted = False
         # Where cells are measured (--segrobust-backend): this process's runner unless the plugin says otherwise.
         self.backend: Backend = Local(self.runner)
 
@@ -138,11 +142,18 @@ class SegRobustSession:
         self.scope.narrowed_to = [] if whole else narrower
 
     def is_suite_file(self, path: Path) -> bool:
-        """A YAML file anywhere under the suites folder (subfolders too), or named on the command line."""
+        """A YAML file anywhere under the suites folder (subfolders too), or named on the command line.
+
+        A symbolic link in the suites folder is a suite wherever it points: it was put there on purpose.
+        """
         if path.suffix not in (".yaml", ".yml"):
             return False
-        resolved = path.resolve()
-        return resolved.is_relative_to(self._suites_dir) or resolved in self.explicit_paths
+        return self._in_suites_folder(path) or path.resolve() in self.explicit_paths
+
+    def _in_suites_folder(self, path: Path) -> bool:
+        """Whether the file ``path``, or the link that ``path`` is, lies under the suites folder."""
+        placed = path.parent.resolve() / path.name  # the link's own place, not its target's
+        return placed.is_relative_to(self._suites_dir) or path.resolve().is_relative_to(self._suites_dir)
 
     def suite(self, path: Path) -> Suite:
         """The validated suite at ``path``, its name unique in the run (raises :class:`SuiteError`)."""
@@ -161,7 +172,7 @@ class SegRobustSession:
         """
         here = suite.path.resolve()
         declared = dict(self._names_in(self._suites_dir, deep=True))
-        if not here.is_relative_to(self._suites_dir):
+        if not self._in_suites_folder(suite.path):
             declared |= self._names_in(here.parent, deep=False)
         for path in sorted(self.explicit_paths):
             if path.suffix in (".yaml", ".yml") and path.is_file():
@@ -214,7 +225,7 @@ class SegRobustSession:
             raise
         self.records.append(record)
         try:
-            gated = self.gatekeeper.gate(suite, key, observed, record, result, sharded=self.shard is not None)
+            gated = self.gatekeeper.gate(suite, key, observed, record, result, sharded=self.backend.writes_later)
         except BaseException as exc:
             # The record was kept as passed until the gate spoke: an error in the gate must not leave it so.
             record.status = Status.ERROR
@@ -233,18 +244,21 @@ class SegRobustSession:
         """Decide a model's aggregates (its ``aggregates`` item) from its cells (node id by key).
 
         Cells this process evaluated are used as they are; the others (run by another worker,
-        deselected, or not yet run) are measured here, within their time limits, and never gated
-        (:mod:`pytest_segrobust.gate.release`).
+        deselected, or not yet run) are measured aside, by the backend or here, within their time
+        limits, and never gated (:mod:`pytest_segrobust.gate.release`).
 
         Raises:
             CellFailure: when an aggregate regressed or a requirement is not met.
             SegRobustError: when a cell it needs has no result.
         """
         __tracebackhide__ = True
+
+        def measure(key: CellKey, cell: str) -> tuple[CellRecord, dict[str, float], CellResult]:
+            aside = self.backend.measure_aside(suite, key, cell, nodeid)
+            return (aside or self.runner.measure(suite, key, cell)).unpack()
+
         try:
-            outcome = self.gatekeeper.model_outcome(
-                suite, model, nodeid, cells, self.errors, lambda key, cell: self.runner.measure(suite, key, cell).unpack()
-            )
+            outcome = self.gatekeeper.model_outcome(suite, model, nodeid, cells, self.errors, measure)
         except BaseException as exc:
             if isinstance(exc, Exception):
                 self.errors[nodeid] = error_message(exc)
@@ -296,9 +310,11 @@ class SegRobustSession:
         return properties + _requirement_properties(record.requirements)
 
     def shown(self, path: Path) -> str:
-        """``path`` as messages show it: relative to the rootdir where it lies under it."""
+        """``path`` as messages show it: relative to the rootdir where it lies under it (a
+        symbolic link where the link lies: the name the user gave it)."""
+        placed = path.parent.resolve() / path.name if path.is_symlink() else path.resolve()
         try:
-            return str(path.resolve().relative_to(self.rootpath.resolve()))
+            return str(placed.relative_to(self.rootpath.resolve()))
         except ValueError:
             return str(path)
 
@@ -310,7 +326,9 @@ class SegRobustSession:
         loses only the item it was running."""
         if nodeid in self.model_outcomes:
             outcome = self.model_outcomes[nodeid]
-            return Outcome(nodeid, str(self.suite_order[outcome.suite].path), model_gate=outcome)
+            return Outcome(
+                nodeid, str(self.suite_order[outcome.suite].path), model_gate=outcome, measurements=self.backend.kept(nodeid)
+            )
         record = next((r for r in reversed(self.records) if r.nodeid == nodeid), None)
         if record is None:
             error = self.errors.get(nodeid)
@@ -323,6 +341,7 @@ class SegRobustSession:
             pending=tuple(p for p in self.pending if p.key == key),
             resampled=self.resampled.get(nodeid),
             model_change=self.model_changes.get((record.suite, record.model)),
+            measurements=self.backend.kept(nodeid),
         )
 
     def cell_payload(self, nodeid: str) -> str | None:
@@ -335,6 +354,8 @@ class SegRobustSession:
         self.absorb_outcome(Outcome.from_json(json.loads(payload)))
 
     def absorb_outcome(self, outcome: Outcome) -> None:
+        """Merge one item's outcome into this (controller) session."""
+        self.backend.keep(outcome.nodeid, outcome.measurements)
         if outcome.error is not None:
             self.errors[outcome.nodeid] = outcome.error
             return
@@ -352,11 +373,12 @@ class SegRobustSession:
             self.model_changes.setdefault((outcome.record.suite, outcome.model_change.model), outcome.model_change)
 
     def payload(self) -> str:
-        """What a worker sends when it finishes: its clean-cache counts and the cells it deselected."""
+        """What a worker sends when it finishes: its clean-cache counts, the cells it deselected, its
+        pictures and what its backend tells the controller's."""
         collection = {"deselected": self.scope.deselected} if self.scope.collection_known else None
-        shard = None if self.shard_plan is None else self.shard_plan.to_json()
-        pictures = self.runner.pictures().to_json()  # a worker's models are still built: the last moment to draw them
-        return json.dumps({"cache": self.cache_counts(), "collection": collection, "shard": shard, "pictures": pictures})
+        pictures = self.own_pictures().to_json()  # a worker's models are still built: the last moment to draw them
+        backend = self.backend.worker_payload()
+        return json.dumps({"cache": self.cache_counts(), "collection": collection, "backend": backend, "pictures": pictures})
 
     def absorb(self, payload: str) -> None:
         """Merge a finished worker's payload into this (controller) session."""
@@ -367,8 +389,8 @@ class SegRobustSession:
             # Every worker collects and selects the same cells: the first to report speaks for all.
             self.scope.deselected = list(data["collection"]["deselected"])
             self.scope.collection_known = True
-        if data.get("shard") is not None and self.shard_plan is None:  # every worker plans the same
-            self.shard_plan = ShardPlan.from_json(data["shard"])
+        if data.get("backend") is not None:
+            self.backend.absorb_worker_payload(data["backend"])
         if data.get("pictures") is not None:
             self.pictures.absorb(RunPictures.from_json(data["pictures"]))
 
@@ -385,7 +407,7 @@ class SegRobustSession:
 
     def run_coverage(self) -> RunCoverage:
         """Which of the collected cells this run evaluated, and why it left the others out."""
-        report_md = self.options.report_path.with_suffix(".md")
+        report_md = report_file(self.options.report_path, ".md")
         full = Path(self.shown(report_md)) if report_md.exists() else None
         return self.scope.coverage(len({r.nodeid for r in self.records}), len(self.errors), self.done(), full)
 
@@ -412,37 +434,24 @@ class SegRobustSession:
             line += f"; {plural(counts['builds'], 'model build')}"
         return line
 
-    # -- shards (pytest_segrobust.run.shards) ------------------------------------------------------
-
-    def begin_shard(self, spec: ShardSpec) -> None:
-        """Make this run shard ``spec`` and note the suite and baseline files it starts from."""
-        from pytest_segrobust.run import shards as sharding
-
-        self.shard = spec
-        self.shard_started_from = sharding.project_digests(self)
-
-    def plan_shard(self, cells: list[tuple[str, Suite, CellKey]]) -> set[str]:
-        """Keep this shard's part of the collected cells (node id, suite, key); returns its node ids."""
-        from pytest_segrobust.run import shards as sharding
-
-        return sharding.plan_shard(self, cells)
-
-    def shard_verdict(self) -> RunVerdict | None:
-        """A shard's verdict on its own cells (``None`` outside a shard, or for a shard that evaluated nothing)."""
-        from pytest_segrobust.run import shards as sharding
-
-        return sharding.shard_verdict(self)
-
-    def shard_verdict_line(self, verdict: RunVerdict) -> str:
-        from pytest_segrobust.run import shards as sharding
-
-        return sharding.verdict_line(self, verdict)
+    def last_verdict(self) -> RunVerdict | None:
+        """The verdict the run's last line shows: the report's, and where the report could not be
+        built (:attr:`problems` says why), the same verdict taken from the outcomes. ``None`` for a
+        run that evaluated nothing (a shard's line is its :attr:`conclusion`'s)."""
+        if self.report is not None:
+            return self.report.verdict
+        if not (self.records or self.errors or self.model_outcomes):
+            return None
+        missing = list(self.coverage.not_run) if self.coverage is not None else []
+        statuses = [o.status for o in self.ordered_model_outcomes() if o.nodeid not in self.errors]
+        return run_verdict(self.ordered_records(), self.errors, missing, statuses)
 
     # -- the end of the run -------------------------------------------------------------
 
     def finish(self) -> None:
-        """Write the pending baselines, then the report; the controller's job alone. A shard
-        writes its shard file instead, and leaves both to ``segrobust merge``.
+        """Write the pending baselines, then the report; the controller's job alone. A backend
+        that writes the run's output in place of them (a shard's) does that instead
+        (:meth:`~pytest_segrobust.backends.Backend.conclude`), and leaves both to a later command.
 
         The baselines come first: what the run measured is kept even when the report's
         pictures hang or are interrupted. Each step runs whatever happened to the others: an
@@ -452,10 +461,10 @@ class SegRobustSession:
         """
         self.problems = []
         self.warnings = []
-        if self.shard is not None:
-            from pytest_segrobust.run import shards as sharding
-
-            sharding.write_shard(self, self.shard)
+        self.conclusion = self.backend.conclude(self.results)
+        if self.conclusion is not None:
+            self.written += self.conclusion.written
+            self.problems += self.conclusion.problems
             return
         folders = (self.options.report_path.parent, self.options.baselines_dir, self.options.cache_dir, self.options.statistics_dir)
         for folder in folders:
@@ -471,6 +480,7 @@ class SegRobustSession:
             prune=self.options.prune,
         )
         writes = writer.write(self.pending, self.records, self.model_changes)
+        self._not_written(writes.unwritten(self.pending))
         self.pending.clear()
         self.written += writes.written
         self.baseline_summary = writes.summary
@@ -495,16 +505,58 @@ class SegRobustSession:
             self.problems += self.reporter.problems
             self.warnings = list(self.reporter.warnings)
 
-    def run_pictures(self) -> RunPictures:
-        """The report's pictures: this process's own (made now, at most once) with the others'.
+    def results(self) -> RunResults:
+        """What the run ends with, for a backend that writes it in place of the report."""
+        coverage = self.run_coverage()
+        verdict = None
+        if self.records or self.errors or self.model_outcomes:
+            statuses = [o.status for nodeid, o in self.model_outcomes.items() if nodeid not in self.errors]
+            verdict = run_verdict(self.ordered_records(), self.errors, list(coverage.not_run), statuses)
+        nodeids = [r.nodeid for r in self.ordered_records()] + list(self.model_outcomes)
+        outcomes = [self.outcome(nodeid) for nodeid in dict.fromkeys(nodeids)]
+        scope = self.scope
+        return RunResults(
+            outcomes=[outcome for outcome in outcomes if outcome is not None],
+            errors=dict(self.errors),
+            verdict=verdict,
+            expected=list(scope.expected),
+            deselected=list(scope.deselected),
+            not_run=dict(coverage.not_run),
+            selection=list(scope.selection),
+            narrowed_to=list(scope.narrowed_to),
+            collection_known=scope.collection_known,
+            cache_counts=self.cache_counts(),
+            pictures=self.run_pictures(),
+        )
 
-        Ctrl-C while they are made leaves them out; the report says so and is written without them.
-        """
-        try:
-            self.pictures.absorb(self.runner.pictures())
-        except KeyboardInterrupt:
-            self.reporter.warnings.append("pictures left out: the run was interrupted while the report's pictures were made")
+    def _not_written(self, unwritten: dict[CellKey, str]) -> None:
+        """A cell whose baseline write was refused is an error of the run, not a cell "written to
+        the baseline": its status and the report say so, and the verdict fails."""
+        for record in self.records:
+            why = unwritten.get(CellKey(record.suite, record.model, record.corruption, record.severity, record.split))
+            if why is not None:
+                record.status = Status.ERROR
+                self.errors[record.nodeid] = f"its baseline was not written: {why}"
+
+    def run_pictures(self) -> RunPictures:
+        """The report's pictures: this process's own (:meth:`own_pictures`) with the others'."""
+        self.pictures.absorb(self.own_pictures())
         return self.pictures
+
+    def own_pictures(self) -> RunPictures:
+        """The report's pictures of what this process measured, made now (at most once).
+
+        They run the models again, and a model can hang: a run interrupted (Ctrl-C) makes none,
+        and Ctrl-C while they are made stops them, so that the run ends at once, its baselines
+        written; the report says they were left out.
+        """
+        if not self.interrupted:
+            try:
+                return self.runner.pictures()
+            except KeyboardInterrupt:
+                self.interrupted = True
+        self.reporter.warnings.append("pictures left out: the run was interrupted")
+        return RunPictures()
 
     # -- order ---------------------------------------------------------------------------------
 

@@ -1,190 +1,164 @@
-"""A session's shard of a run (``--segrobust-shard K/N``): its part of the cells, its shard file,
-its verdict on its own cells, and the merge of N shard files into one session.
+"""``segrobust merge`` in a session: the N shards of a run gated again, as one run would gate them.
 
-The file format and the assignment of cells live in :mod:`pytest_segrobust.backends.shard_plan` (which the
-plugin reads without torch, and the xdist scheduler cuts with); this module connects them to a
-run's session, through its public state only. A shard file's
-results are the items' :class:`~pytest_segrobust.gate.outcomes.Outcome` records, with paths relative
-to the rootdir.
+:class:`~pytest_segrobust.backends.shards.MergedShards` (the files, checked) is the session's
+backend: each cell a shard measured is run through :meth:`SegRobustSession.run_cell
+<pytest_segrobust.run.session.SegRobustSession.run_cell>` with that measurement, so that the
+gate decides it against the baselines here, with the criteria a single run uses; then each
+model's aggregates item, from those cells. The cells are the suites' own, read here: a shard
+names them, and its measurement must be of the cell it names. What the shards selected and left
+out, their cache counts and their pictures come to the session as an xdist worker's would.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Mapping, Sequence
-from pathlib import Path
-from typing import Protocol
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from pytest_segrobust import __version__
-from pytest_segrobust.backends.shard_plan import (
-    ShardCell,
-    ShardCoverage,
-    ShardFile,
-    ShardPlan,
-    ShardSpec,
-    assign_cells,
-    digests,
-)
-from pytest_segrobust.core.files import WriteError, atomic_write_text, relative, remove_stale_temporaries
-from pytest_segrobust.gate.outcomes import Outcome, relative_to, under
-from pytest_segrobust.gate.release import ModelOutcome
-from pytest_segrobust.pictures.values import RunPictures
-from pytest_segrobust.report import RunVerdict, run_verdict
-from pytest_segrobust.report.coverage import RunCoverage
-from pytest_segrobust.run.selection import Selection
-from pytest_segrobust.runtime.options import Options
+from pytest_segrobust.backends.shard_plan import ShardError
+from pytest_segrobust.backends.shards import MergedShards, ShardItem
+from pytest_segrobust.gate.outcomes import Outcome
+from pytest_segrobust.run.items import cell_nodeid, model_gate_cells
 from pytest_segrobust.store.baselines import CellKey
-from pytest_segrobust.store.records import CellRecord
+from pytest_segrobust.store.records import Status
+from pytest_segrobust.suite.requirements import MODEL_ITEM
 from pytest_segrobust.suite.schema import Suite
 
-
-class SessionView(Protocol):
-    """What a shard reads and changes of its run's session
-    (:class:`~pytest_segrobust.run.session.SegRobustSession`): its public state alone."""
-
-    options: Options
-    rootpath: Path
-    explicit_paths: set[Path]
-    shard: ShardSpec | None
-    shard_plan: ShardPlan | None
-    shard_started_from: tuple[dict[str, str], dict[str, str]]
-    scope: Selection
-    pictures: RunPictures
-    records: list[CellRecord]
-    errors: dict[str, str]
-    model_outcomes: dict[str, ModelOutcome]
-    written: list[Path]
-    problems: list[str]
-
-    def cells(self, suite: Suite) -> Sequence[CellKey]: ...
-    def suite(self, path: Path) -> Suite: ...
-    def outcome(self, nodeid: str) -> Outcome | None: ...
-    def ordered_records(self) -> list[CellRecord]: ...
-    def run_coverage(self) -> RunCoverage: ...
-    def cache_counts(self) -> Mapping[str, int]: ...
-    def run_pictures(self) -> RunPictures: ...
-    def absorb_outcome(self, outcome: Outcome) -> None: ...
-    def absorb(self, payload: str) -> None: ...
+if TYPE_CHECKING:
+    from pytest_segrobust.engine.runner import Measurement
+    from pytest_segrobust.run.session import SegRobustSession
 
 
-def project_digests(session: SessionView) -> tuple[dict[str, str], dict[str, str]]:
-    """The digests of every suite file (under the suites folder or named on the command line)
-    and of every baseline file, by path relative to the rootdir."""
-    options = session.options
-    suites = [
-        *options.suites_dir.rglob("*.yaml"),
-        *options.suites_dir.rglob("*.yml"),
-        *(path for path in session.explicit_paths if path.is_file() and path.suffix in (".yaml", ".yml")),
-    ]
-    return digests(suites, session.rootpath), digests(options.baselines_dir.glob("*.json"), session.rootpath)
+@dataclass(frozen=True)
+class _Cell:
+    """A cell of a suite read here, by its node id."""
+
+    suite: Suite
+    key: CellKey
 
 
-def plan_shard(session: SessionView, cells: list[tuple[str, Suite, CellKey]]) -> set[str]:
-    """Keep the shard's part of the collected cells (node id, suite, key); returns its node ids."""
-    assert session.shard is not None
-    suites = {suite.name: suite for _, suite, _ in cells}
-    ranks = {name: {key: rank for rank, key in enumerate(session.cells(suite))} for name, suite in suites.items()}
-    assignment = assign_cells(
-        (
-            ShardCell(nodeid, (suite.name, key.model, key.split or ""), ranks[suite.name].get(key, 0))
-            for nodeid, suite, key in cells
-        ),
-        session.shard.count,
-    )
-    ours = [nodeid for nodeid, _, _ in cells if assignment[nodeid] == session.shard.index]
-    session.shard_plan = ShardPlan([nodeid for nodeid, _, _ in cells], ours)
-    return set(ours)
+@dataclass(frozen=True)
+class _Aggregates:
+    """A model's aggregates item of a suite read here, with the cells it needs."""
+
+    suite: Suite
+    model: str
+    cells: list[tuple[CellKey, str]]
 
 
-def shard_file(session: SessionView) -> ShardFile:
-    """What the shard learned, for ``segrobust merge``: paths relative to the rootdir."""
-    assert session.shard is not None
-    plan = session.shard_plan or ShardPlan([], [])  # no process collected: the merge refuses it
-    others = set(plan.cells) - set(plan.assigned)
-    nodeids = [r.nodeid for r in session.ordered_records()] + list(session.model_outcomes)
-    outcomes = [session.outcome(nodeid) for nodeid in dict.fromkeys(nodeids)]
-    results = [o.moved(relative_to(session.rootpath)).to_json() for o in outcomes if o is not None]
-    coverage = session.run_coverage()
-    suites, baselines = session.shard_started_from
-    scope = session.scope
-    return ShardFile(
-        spec=session.shard,
-        tool_version=__version__,
-        update_baselines=session.options.update_baselines,
-        prune=session.options.prune,
-        report_html=session.options.report_html,
-        report=relative(session.options.report_path, session.rootpath),
-        suite_digests=suites,
-        baseline_digests=baselines,
-        cells=list(plan.cells),
-        assigned=list(plan.assigned),
-        results=results,
-        errors=dict(session.errors),
-        coverage=ShardCoverage(
-            expected=list(scope.expected),
-            deselected=[nodeid for nodeid in scope.deselected if nodeid not in others],
-            not_run=dict(coverage.not_run),
-            selection=list(scope.selection),
-            narrowed_to=list(scope.narrowed_to),
-            collection_known=scope.collection_known and session.shard_plan is not None,
-        ),
-        cache_counts=session.cache_counts(),
-        pictures=session.run_pictures().to_json(),
-        figures=session.options.figures,
-    )
+def merge(session: SegRobustSession, merged: MergedShards) -> list[str]:
+    """Gate the shards' cells and models' aggregates again in ``session``, a fresh session of
+    the rootdir, and give it what the shards covered.
 
+    Suites load in the run's collection order, so the report lists them as one run would.
 
-def shard_verdict(session: SessionView) -> RunVerdict | None:
-    """A shard's verdict on its own cells (``None`` outside a shard, or for a shard that
-    evaluated nothing); the run's verdict is the merge's."""
-    if session.shard is None or not (session.records or session.errors or session.model_outcomes):
-        return None
-    statuses = [o.status for nodeid, o in session.model_outcomes.items() if nodeid not in session.errors]
-    return run_verdict(session.ordered_records(), session.errors, list(session.run_coverage().not_run), statuses)
+    Returns:
+        One line per item the merge decided otherwise than its shard said.
 
-
-def verdict_line(session: SessionView, verdict: RunVerdict) -> str:
-    """``shard 1/3: FAIL · 2 cells: 1 regressed, 1 passed (this shard's cells; ...)``."""
-    assert session.shard is not None
-    return (
-        f"shard {session.shard}: {verdict.line()} (this shard's cells only; "
-        "`segrobust merge` of every shard gives the run's verdict)"
-    )
-
-
-def write_shard(session: SessionView, spec: ShardSpec) -> None:
-    """Write the shard's file beside the report path (a failure is one of the run's problems)."""
-    path = spec.path(session.options.report_path)
-    remove_stale_temporaries(path.parent)
-    try:
-        atomic_write_text(path, json.dumps(shard_file(session).to_json(), indent=1) + "\n")
-    except WriteError as exc:
-        session.problems.append(f"shard {spec} not written: {exc}")
-    else:
-        session.written.append(path)
-
-
-def absorb_shards(session: SessionView, shards: list[ShardFile]) -> None:
-    """Merge the N shards of a run (checked by :func:`~pytest_segrobust.backends.shard_plan.check_shards`)
-    into a fresh session, as the xdist controller absorbs its workers' items.
-
-    Suites load in the run's collection order, so the report lists them as one run would. The
-    cells of a shard run with ``--segrobust-figures=none`` are noted as left out of the pictures
-    (:attr:`RunPictures.left_out <pytest_segrobust.pictures.values.RunPictures.left_out>`): where
-    other shards made theirs, the report names that shard once instead of warning of each picture.
+    Raises:
+        ShardError: for a shard that names a cell its suite here does not have, or whose
+            measurement is of another cell.
     """
+    session.backend = merged
+    shards = [shard for _, shard in merged.shards]
     cells = shards[0].cells
     for path in dict.fromkeys(session.rootpath / nodeid.split("::", 1)[0] for nodeid in cells):
         session.suite(path)
+    here = _suite_items(session, cells)
+    decided = {item.outcome.nodeid for item in [*merged.cells, *merged.aggregates]}
     for shard in shards:
-        for entry in shard.results:
-            session.absorb_outcome(Outcome.from_json(entry).moved(under(session.rootpath)))
         for nodeid, message in shard.errors.items():
-            session.absorb_outcome(Outcome(nodeid, error=message))
-        session.absorb(json.dumps({"cache": shard.cache_counts, "collection": None, "pictures": shard.pictures}))
-        if not shard.figures:
-            session.pictures.left_out.update(dict.fromkeys(shard.assigned, str(shard.spec)))
+            if nodeid not in decided:  # an error is the shard's measurement failing: nothing to gate
+                session.absorb_outcome(Outcome(nodeid, error=message))
+    changed: list[str] = []
+    for item in merged.cells:
+        cell = _cell(here, item)
+        measurement = merged.measure(cell.suite, cell.key, item.outcome.nodeid)
+        record = measurement.record
+        assert record is not None and item.outcome.record is not None  # MergedShards keeps measured cells alone
+        _check_of(measurement, cell, item)
+        with contextlib.suppress(Exception):  # a failure is the cell's status, an error its error: run_cell records both
+            session.run_cell(cell.suite, cell.key, item.outcome.nodeid)
+        changed += _changed(item, Status(item.outcome.record.status).value, Status(record.status).value)
+    for item in merged.aggregates:
+        aggregates = here.get(item.outcome.nodeid)
+        if not isinstance(aggregates, _Aggregates):
+            raise ShardError(f"{item.shard}: {item.outcome.nodeid} is not a model's aggregates item of its suite here")
+        with contextlib.suppress(Exception):  # as for a cell
+            session.run_model_gate(aggregates.suite, aggregates.model, item.outcome.nodeid, aggregates.cells)
+        assert item.outcome.model_gate is not None  # MergedShards keeps models' aggregates items alone
+        now = session.model_outcomes.get(item.outcome.nodeid)
+        changed += _changed(item, item.outcome.model_gate.status, "error" if now is None else now.status)
+    for shard in shards:
+        session.absorb(json.dumps({"cache": shard.cache_counts, "collection": None, "pictures": None}))
         session.scope.not_run_reasons.update(shard.coverage.not_run)
+    _cover(session, merged)
+    session.stop_backend()  # the shards' pictures
+    return changed
+
+
+def _suite_items(session: SegRobustSession, cells: list[str]) -> dict[str, _Cell | _Aggregates]:
+    """Every item of the suites the run's cells belong to, by node id, as a collection here names them."""
+    items: dict[str, _Cell | _Aggregates] = {}
+    for file_nodeid in dict.fromkeys(nodeid.split("::", 1)[0] for nodeid in cells):
+        suite = session.suite(session.rootpath / file_nodeid)
+        keys = session.cells(suite)
+        for model in dict.fromkeys(key.model for key in keys):
+            model_nodeid = f"{file_nodeid}::{model}"
+            own = [key for key in keys if key.model == model]
+            items.update((cell_nodeid(model_nodeid, key), _Cell(suite, key)) for key in own)
+            if suite.gates_models:
+                gate_cells = model_gate_cells(suite, model, model_nodeid, own)
+                items[f"{model_nodeid}::{MODEL_ITEM}"] = _Aggregates(suite, model, gate_cells)
+    return items
+
+
+def _cell(here: dict[str, _Cell | _Aggregates], item: ShardItem) -> _Cell:
+    cell = here.get(item.outcome.nodeid)
+    if not isinstance(cell, _Cell):
+        raise ShardError(f"{item.shard}: {item.outcome.nodeid} is not a cell of its suite here")
+    return cell
+
+
+def _check_of(measurement: Measurement, cell: _Cell, item: ShardItem) -> None:
+    """That the shard's measurement of a cell is of that cell, scored by the suite's metrics in
+    the suite's order (the first is the headline, which the gate reads unprefixed).
+
+    Raises:
+        ShardError: naming the shard, the cell and what differs.
+    """
+    record, result = measurement.record, measurement.result
+    assert record is not None and result is not None
+    names = ("suite", "model", "corruption", "severity", "split")
+    differ = [
+        f"record {name} {getattr(record, name)!r} (the suite's: {getattr(cell.key, name)!r})"
+        for name in names
+        if getattr(record, name) != getattr(cell.key, name)
+    ]
+    differ += [
+        f"{run} metrics {', '.join(run_result.metrics)} (the suite's: {', '.join(cell.suite.metrics)})"
+        for run, run_result in (("corrupted", result.corrupted), ("clean", result.clean))
+        if list(run_result.metrics) != list(cell.suite.metrics)
+    ]
+    if differ:
+        raise ShardError(
+            f"{item.shard}: the measurement of {item.outcome.nodeid} is not of that cell: {'; '.join(differ)}; "
+            "the file was edited: run its shard again"
+        )
+
+
+def _changed(item: ShardItem, said: str, decided: str) -> list[str]:
+    """A line where the merge decided an item otherwise than its shard said."""
+    if said == decided:
+        return []
+    return [f"{item.outcome.nodeid}: {item.shard} said {said}; gated against the baselines here: {decided}"]
+
+
+def _cover(session: SegRobustSession, merged: MergedShards) -> None:
+    """What the shards selected and left out, as one run's selection."""
+    shards = [shard for _, shard in merged.shards]
+    cells = shards[0].cells
     order = {nodeid: index for index, nodeid in enumerate(cells)}
     expected = {nodeid for shard in shards for nodeid in shard.coverage.expected}
     scope = session.scope
@@ -196,3 +170,4 @@ def absorb_shards(session: SessionView, shards: list[ShardFile]) -> None:
     scope.collection_known = all(shard.coverage.collection_known for shard in shards)
     scope.selection = list(shards[0].coverage.selection)
     scope.narrowed_to = list(shards[0].coverage.narrowed_to)
+

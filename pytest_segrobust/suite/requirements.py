@@ -54,6 +54,7 @@ import yaml
 
 from pytest_segrobust.core.errors import FieldError
 from pytest_segrobust.core.statistics import t_quantile
+from pytest_segrobust.suite.yaml_loader import compose_yaml
 
 CELL_NUMBERS = ("score", "gamma_r", "gamma_a")
 """The numbers a rule block may require of a cell."""
@@ -438,7 +439,7 @@ def _listing(values: Iterable[Any]) -> str:
 def _lines(path: Path) -> dict[str, int]:
     """The line (1-based) of every key under ``require`` in the suite file, by dotted path."""
     try:
-        document = yaml.compose(path.read_text(encoding="utf-8"))
+        document = compose_yaml(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError):
         return {}
     lines: dict[str, int] = {}

@@ -65,12 +65,20 @@ from pytest_segrobust.metrics import METRICS
 from pytest_segrobust.suite.factories import FactorySpec, read_factory
 from pytest_segrobust.suite.model_sources import MODEL_SOURCES, EntryContext, ModelSpec, listed_sources, source_keys
 from pytest_segrobust.suite.requirements import RequirementError, Requirements, SuiteShape, parse_requirements
+from pytest_segrobust.suite.yaml_loader import load_yaml
 from pytest_segrobust.tasks import TASKS, get_task
 from pytest_segrobust.tasks.base import SuiteCells, SuiteKeyError, SuiteNames, Task
 from pytest_segrobust.text.cells import CellResolver, is_text_name, resolve_cell
 from pytest_segrobust.text.registry import TEXT_PERTURBATIONS, TextPerturbationRegistry
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
+
+
+def name_problem(text: str) -> str | None:
+    """Why ``text`` cannot name a suite, model or split (it names files and node ids), or ``None``."""
+    return None if _NAME.match(text) else f"{text!r} is not a valid name (letters, digits, '_', '.', '+', '-')"
+
+
 _KNOWN_KEYS = {
     "name", "description", "task", "dataset", "models", "preset", "corruptions", "severities",
     "metric", "metrics", "tolerance", "batch_size", "seed", "limit", "cd", "timeout", "shifts", "gate",
@@ -287,7 +295,7 @@ class Suite:
 def declared_name(path: Path) -> str | None:
     """The name a suite file declares (its stem by default); ``None`` if it cannot be read."""
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw = load_yaml(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError):
         return None
     name = raw.get("name", path.stem) if isinstance(raw, dict) else path.stem
@@ -305,7 +313,7 @@ def load_suite(path: Path, registry: CorruptionRegistry = REGISTRY, *, import_fa
         SuiteError: naming the file, the field and what was expected.
     """
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw = load_yaml(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise SuiteError(f"{path}: cannot read the suite ({exc.strerror})") from exc
     except yaml.YAMLError as exc:
@@ -607,8 +615,9 @@ class _Validator:
 
     def name(self, field_name: str, value: Any) -> str:
         text = self.string(field_name, value)
-        if not _NAME.match(text):
-            raise self.fail(field_name, f"{text!r} is not a valid name (letters, digits, '_', '.', '+', '-')")
+        problem = name_problem(text)
+        if problem is not None:
+            raise self.fail(field_name, problem)
         return text
 
     def require(self, field_name: str, what: str, extras: Iterable[Extra]) -> None:

@@ -49,7 +49,7 @@ from pytest_segrobust.core.modality import Modality
 from pytest_segrobust.core.types import Audio, Batch, Field, SampleIndex, Video, VideoMasks, field_of
 from pytest_segrobust.corruptions.acoustic import CompetingAudio, competing_clip
 from pytest_segrobust.corruptions.base import Corruption
-from pytest_segrobust.corruptions.mixture import CrossModalMixture, MixtureDraw, MixtureProtocol
+from pytest_segrobust.corruptions.mixture import R2BENCH, CrossModalMixture, MixtureDraw, MixtureProtocol
 from pytest_segrobust.data.base import Sample, SegmentationDataset
 from pytest_segrobust.data.clips import ClipAudio
 from pytest_segrobust.metrics.avs import SOUNDING, SoundingMasks
@@ -154,7 +154,7 @@ def audio_visual_cells(
     spec = {"protocol": raw} if isinstance(raw, str) else raw
     expected = "'r2bench' or a mapping {protocol: r2bench, visual: [...], audio: [...]}"
     # A wrong protocol is named before an unknown field; a value that is no mapping, by suite_mapping.
-    if isinstance(spec, dict) and spec.get("protocol") != "r2bench":
+    if isinstance(spec, dict) and spec.get("protocol") != R2BENCH:
         raise SuiteKeyError("mixture", f"expected {expected}, got {raw!r}")
     known = ("protocol", "visual", "audio")
     spec = suite_mapping("mixture", spec, expected, known, "unknown field; expected protocol, visual or audio")
@@ -230,7 +230,8 @@ def competing_audio(
     (silence where the dataset has no other clip).
 
     Raises:
-        DatasetError: for a competing clip whose sound is not a :class:`ClipAudio` at the clip's sample rate.
+        DatasetError: for a competing clip whose sound is not a :class:`ClipAudio`, or is at another
+            sample rate than the clip's (naming both clips and both rates).
     """
     ids = dataset_ids(dataset)
     try:
@@ -242,11 +243,18 @@ def competing_audio(
         audio = reader(other)
     else:
         audio = task.read(dataset[ids.index(other)], "audio", dataset)
-    if not isinstance(audio, ClipAudio) or audio.sample_rate != own.sample_rate:
-        got = f"{audio.sample_rate} Hz" if isinstance(audio, ClipAudio) else type(audio).__name__
+    if not isinstance(audio, ClipAudio):
         raise DatasetError(
-            f"{dataset.name}: sample {other}: field 'audio' is {got}, the clip it competes with "
-            f"({sample.sample_id}) is ClipAudio at {own.sample_rate} Hz"
+            f"{dataset.name}: sample {other}: field 'audio' is {type(audio).__name__}, expected "
+            "pytest_segrobust.data.clips.ClipAudio"
+        )
+    if audio.sample_rate != own.sample_rate:
+        # Which of the two is at another rate than the rest of the dataset is not known here;
+        # a dataset that knows its rate (AVSBench) refuses the file itself when it reads it.
+        raise DatasetError(
+            f"{dataset.name}: sample {sample.sample_id}'s field 'audio' is at {own.sample_rate} Hz and sample "
+            f"{other}'s (the clip competing with it in background_noise) at {audio.sample_rate} Hz; the clips of a "
+            "dataset share one sample rate, so one of the two sound files is at another"
         )
     return other, audio.waveform
 

@@ -307,6 +307,17 @@ class Task(ABC):
         return isinstance(obj, self.model_protocol) and declared in (None, self.name)
 
 
+def non_empty_text(text: object, dataset: SegmentationDataset, sample: Sample, what: str) -> str:
+    """``text``, when it is a string with more than white space (an expression a task reads).
+
+    Raises:
+        DatasetError: naming the dataset, the sample and ``what`` was expected.
+    """
+    if not isinstance(text, str) or not text.strip():
+        raise DatasetError(f"{dataset.name}: sample {sample.sample_id}: expected a non-empty {what}, got {text!r}")
+    return text
+
+
 def first_id(batch: Batch) -> str:
     """The sample id of the batch's first image, for messages."""
     index = next((f for f in batch.values() if isinstance(f, SampleIndex)), None)
@@ -327,12 +338,29 @@ def clip_tensor(predictions: Any, expected: tuple[int, ...], batch: Batch, *, va
     Raises:
         ModelOutputError: for a non-tensor or a wrong shape.
     """
+    after = f"(B, T, H, W) (first sample {first_id(batch)})"
+    return shaped_tensor(predictions, expected, values=values, wanted=wanted, after=after)
+
+
+def shaped_tensor(predictions: Any, expected: tuple[int, ...], *, values: str, wanted: str, after: str) -> torch.Tensor:
+    """``predictions``, when they are a tensor of shape ``expected``.
+
+    Args:
+        predictions: What a model returned.
+        expected: The shape they must have.
+        values: What the model returns, as the shape message names it (``predictions``, ``masks``).
+        wanted: What a model should have returned, as the message for a non-tensor says it.
+        after: What the shape message says after the expected shape: what it holds, the
+            batch's first sample.
+
+    Raises:
+        ModelOutputError: for a non-tensor or a wrong shape.
+    """
     if not isinstance(predictions, torch.Tensor):
         raise ModelOutputError(f"model returned {type(predictions).__name__}, expected {wanted}")
     if tuple(predictions.shape) != expected:
         raise ModelOutputError(
-            f"model returned {values} of shape {tuple(predictions.shape)}, expected {expected} (B, T, H, W) "
-            f"(first sample {first_id(batch)})"
+            f"model returned {values} of shape {tuple(predictions.shape)}, expected {expected} {after}"
         )
     return predictions
 

@@ -26,22 +26,12 @@ from typing import Any
 from pytest_segrobust.core.errors import SegRobustError
 from pytest_segrobust.core.modality import DYNAMIC_PREFIX, Modality
 from pytest_segrobust.core.types import Video
-from pytest_segrobust.corruptions.base import Corruption, SeverityTable
+from pytest_segrobust.corruptions.base import Corruption, NotedTable
 from pytest_segrobust.corruptions.dynamic import DynamicMixture, DynamicMode, StaticMode
 from pytest_segrobust.tasks.base import SuiteCells, SuiteKeyError, suite_list, suite_mapping
 
 CLIP_SUITE_KEYS = ("static", "dynamic", "temporal")
 TEMPORAL_PRESET = "video-temporal"
-
-
-@dataclass(frozen=True)
-class NotedTable(SeverityTable[Any]):
-    """A severity table whose description says how the cell draws (what a baseline's conditions compare)."""
-
-    note: str = ""
-
-    def describe(self) -> list[str]:
-        return [f"{line}; {self.note}" for line in super().describe()]
 
 
 def perturbs_frames(corruption: Corruption[Any]) -> bool:

@@ -22,7 +22,7 @@ from pytest_segrobust.core.types import Batch, Expressions, Field, Image, Referr
 from pytest_segrobust.data.base import Sample, SegmentationDataset
 from pytest_segrobust.models.base import ReferringSegmentationModel
 from pytest_segrobust.tasks import register_task
-from pytest_segrobust.tasks.base import SuiteCells, Task, first_id, logit_masks, upload
+from pytest_segrobust.tasks.base import SuiteCells, Task, first_id, logit_masks, non_empty_text, upload
 from pytest_segrobust.tasks.referring_cells import TEXT_SUITE_KEYS, TextKeys, text_cells
 
 
@@ -59,11 +59,7 @@ class ReferringTask(TextKeys, Task):
                     f"{dataset.name}: sample {sample.sample_id} has no referring expression; a referring evaluation "
                     "needs a referring dataset, e.g. pytest_segrobust.data.referring:ReferringJsonl"
                 )
-            if not isinstance(referring.expression, str) or not referring.expression.strip():
-                raise DatasetError(
-                    f"{dataset.name}: sample {sample.sample_id}: expected a non-empty referring expression, "
-                    f"got {referring.expression!r}"
-                )
+            non_empty_text(referring.expression, dataset, sample, "referring expression")
             if referring.mask.dtype != torch.bool or tuple(referring.mask.shape) != tuple(sample.image.shape[1:]):
                 raise DatasetError(
                     f"{dataset.name}: sample {sample.sample_id}: expected a bool mask of the image's size "

@@ -27,6 +27,7 @@ from typing import Any
 
 from pytest_segrobust.core.errors import SegRobustError
 from pytest_segrobust.corruptions.composition import SEPARATOR
+from pytest_segrobust.corruptions.mixture import R2BENCH
 from pytest_segrobust.tasks.base import SuiteCells, SuiteKeyError, SuiteNames, Task, suite_list
 from pytest_segrobust.text.cells import MIXTURE_CELL, CellResolver, MixtureSpec
 from pytest_segrobust.text.registry import TextPerturbationRegistry
@@ -149,7 +150,7 @@ def _mixture(raw: Any, corruptions: tuple[str, ...], resolve: CellResolver) -> M
     """``mixture: r2bench`` or ``{protocol: r2bench, visual: [...], text: [...]}``."""
     text = resolve.text
     spec = {"protocol": raw} if isinstance(raw, str) else raw
-    if not isinstance(spec, dict) or spec.get("protocol") != "r2bench":
+    if not isinstance(spec, dict) or spec.get("protocol") != R2BENCH:
         raise SuiteKeyError(
             "mixture", f"expected 'r2bench' or a mapping {{protocol: r2bench, visual: [...], text: [...]}}, got {raw!r}"
         )
@@ -173,7 +174,7 @@ def _mixture(raw: Any, corruptions: tuple[str, ...], resolve: CellResolver) -> M
         chosen = tuple(_mixture_names("mixture.text", spec["text"], lambda n: n in text, text))
     else:
         chosen = tuple(listed_text) or tuple(p.name for p in TextPerturbationRegistry.builtin())
-    return MixtureSpec("r2bench", visual, chosen)
+    return MixtureSpec(R2BENCH, visual, chosen)
 
 
 def _mixture_names(

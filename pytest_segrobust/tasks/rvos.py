@@ -26,7 +26,7 @@ from pytest_segrobust.data.base import Sample, SegmentationDataset
 from pytest_segrobust.data.clips import ClipExpression
 from pytest_segrobust.models.video import ReferringVideoModel
 from pytest_segrobust.tasks import register_task
-from pytest_segrobust.tasks.base import SuiteCells, clip_tensor, logit_masks, upload
+from pytest_segrobust.tasks.base import SuiteCells, clip_tensor, logit_masks, non_empty_text, upload
 from pytest_segrobust.tasks.clip_cells import CLIP_SUITE_KEYS, clip_cells
 from pytest_segrobust.tasks.referring_cells import TEXT_SUITE_KEYS, TextKeys, text_beneath
 from pytest_segrobust.tasks.vos import ClipTask, clip_fields
@@ -72,10 +72,7 @@ class ReferringVideoTask(TextKeys, ClipTask):
                     f"{dataset.name}: sample {sample.sample_id}: field 'expression' is {type(expression).__name__}, "
                     "expected pytest_segrobust.data.clips.ClipExpression"
                 )
-            if not isinstance(expression.text, str) or not expression.text.strip():
-                raise DatasetError(
-                    f"{dataset.name}: sample {sample.sample_id}: expected a non-empty expression, got {expression.text!r}"
-                )
+            non_empty_text(expression.text, dataset, sample, "expression")
             if expression.object_id not in objects.object_ids:
                 raise DatasetError(
                     f"{dataset.name}: sample {sample.sample_id}: the expression names object {expression.object_id}, "

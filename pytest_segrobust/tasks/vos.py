@@ -250,7 +250,7 @@ def _outside(ids: torch.Tensor, objects: tuple[int, ...]) -> torch.Tensor | None
     """Where ``ids`` hold neither 0 nor one of ``objects``; ``None`` when nowhere, as one pass for the
     range tells in the common case (ids ``0 .. max`` all allowed), which is 40x cheaper than ``isin``."""
     low, high = (int(v) for v in torch.aminmax(ids))
-    if low < 0 or high > max(0, *objects):
+    if low < 0 or high > max((0, *objects)):
         return ~torch.isin(ids, torch.tensor([0, *objects], dtype=ids.dtype, device=ids.device))
     allowed = torch.zeros(high + 1, dtype=torch.bool, device=ids.device)
     allowed[[0, *(o for o in objects if 0 <= o <= high)]] = True

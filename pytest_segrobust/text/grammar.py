@@ -23,30 +23,16 @@ Words of one or two letters outside these lists, and the small set of
 from __future__ import annotations
 
 LEXICON: dict[str, tuple[str, ...]] = {
-    "is": ("are", "was", "be"),
-    "are": ("is", "were", "be"),
-    "was": ("were", "is"),
-    "were": ("was", "are"),
-    "has": ("have", "had"),
-    "have": ("has", "had"),
-    "does": ("do", "did"),
-    "do": ("does", "did"),
-    "this": ("these",),
-    "these": ("this",),
-    "that": ("those",),
-    "those": ("that",),
-    "a": ("an", "the"),
-    "an": ("a", "the"),
-    "the": ("a", "an"),
-    "one": ("ones",),
-    "man": ("mans", "men's"),
-    "men": ("mens", "man"),
-    "woman": ("womans", "women"),
-    "women": ("womens", "woman"),
-    "person": ("persons", "peoples"),
-    "people": ("peoples", "person"),
-    "child": ("childs", "children"),
-    "children": ("childrens", "child"),
+    # Verbs: number and tense.
+    "is": ("are", "was", "be"), "are": ("is", "were", "be"), "was": ("were", "is"), "were": ("was", "are"),
+    "has": ("have", "had"), "have": ("has", "had"), "does": ("do", "did"), "do": ("does", "did"),
+    # Determiners: number, and the articles for one another.
+    "this": ("these",), "these": ("this",), "that": ("those",), "those": ("that",),
+    "a": ("an", "the"), "an": ("a", "the"), "the": ("a", "an"), "one": ("ones",),
+    # Irregular nouns: wrong plurals and possessives, each form for the other.
+    "man": ("mans", "men's"), "men": ("mens", "man"), "woman": ("womans", "women"), "women": ("womens", "woman"),
+    "person": ("persons", "peoples"), "people": ("peoples", "person"),
+    "child": ("childs", "children"), "children": ("childrens", "child"),
 }
 """Irregular and function words with their wrong forms."""
 

@@ -15,6 +15,7 @@ It is loaded when a suite first names it.
 
 from __future__ import annotations
 
+import importlib.metadata
 from collections.abc import Iterable, Iterator
 
 from pytest_segrobust.core.errors import UnknownNameError
@@ -84,6 +85,18 @@ class TextPerturbationRegistry:
     def names(self) -> list[str]:
         """The registered names, in registration order (an installed package's once it is named)."""
         return list(self._by_name)
+
+    def load_installed(self) -> None:
+        """Register every perturbation of the registry's entry point group, not only those named so far
+        (what ``segrobust list`` shows); a registry without a group holds what it holds.
+
+        Raises:
+            UnknownNameError: for an entry point that fails to load, or whose perturbation has another name.
+        """
+        if self._group is None:
+            return
+        for entry_point in importlib.metadata.entry_points(group=self._group):
+            self._look_up(entry_point.name)
 
     def __contains__(self, name: object) -> bool:
         if isinstance(name, str):

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import torch
 
+from pytest_segrobust.core.errors import DatasetError
 from pytest_segrobust.core.types import (
     Audio,
     Field,
@@ -26,7 +27,7 @@ from pytest_segrobust.corruptions.base import whole_batches, with_frame_draws
 from pytest_segrobust.corruptions.temporal import FRAME_FREEZE, frame_freeze, freeze_length
 from pytest_segrobust.data.base import Sample, SemanticTarget
 from pytest_segrobust.data.sample_cache import SampleCache
-from pytest_segrobust.randomness.seeding import FrameDraws, StreamKeys, derived_seed
+from pytest_segrobust.randomness.seeding import FrameDraws, SampleStreams, StreamKeys, derived_seed
 from pytest_segrobust.testing.strategies import make_batch
 
 PHOTOMETRIC = ("gaussian_noise", "shot_noise", "impulse_noise", "motion_blur", "jpeg_compression", "fog", "snow")
@@ -153,10 +154,12 @@ def test_a_frozen_run_moves_frames_masks_and_frame_ids_together() -> None:
     assert frame_freeze.temporal and not frame_freeze.geometric
 
 
-def test_the_freeze_of_a_single_frame_is_the_clip() -> None:
+def test_a_single_frame_cannot_freeze_and_its_clip_is_refused() -> None:
     fields, seeds = clips(frames=1)
-    out = frame_freeze(fields, 5, seeds)
-    assert torch.equal(out["video"].data, fields["video"].data)
+    order = frame_freeze.frame_order(FRAME_FREEZE[5], SampleStreams(seeds, torch.device("cpu")), 1, torch.device("cpu"))
+    assert order.tolist() == [[0]] * len(seeds)
+    with pytest.raises(DatasetError, match="frame_freeze: clips clip/0, clip/1, clip/2 have 1 frame"):
+        frame_freeze(fields, 5, seeds)
 
 
 def test_a_temporal_corruption_needs_a_clip_and_a_kernel_for_every_field_with_frames() -> None:

@@ -90,8 +90,9 @@ def write_ms3_clip(
     write_wav(data / "audio_wav" / split / f"{clip}.wav", sound, rate)
 
 
-def tone_clip(index: int, size: int = 16, seconds: float = 0.5) -> tuple[np.ndarray, list[np.ndarray], np.ndarray]:
-    """Frames ``(5, size, size, 3)``, masks of the sounding square, and the clip's sound (``RATE`` Hz)."""
+def tone_clip(index: int, size: int = 16, seconds: float = FRAMES) -> tuple[np.ndarray, list[np.ndarray], np.ndarray]:
+    """Frames ``(5, size, size, 3)``, masks of the sounding square, and the clip's sound (``RATE`` Hz; a second
+    a frame, as AVSBench's)."""
     labels = np.zeros((FRAMES, size, size), np.int64)
     for t in range(FRAMES):
         labels[t, 1 + t % 3 : 6 + t % 3, 1 + index % 3 : 6 + index % 3] = 1

@@ -17,7 +17,7 @@ from pytest_segrobust.core.errors import DatasetError
 from pytest_segrobust.core.types import VOID
 from pytest_segrobust.data.base import SegmentationDataset
 from pytest_segrobust.data.coco_panoptic import CocoPanoptic, CocoPanopticSemantic, decode_segment_ids
-from pytest_segrobust.engine.evaluation import evaluate
+from pytest_segrobust.engine.evaluation import EvalSettings, evaluate
 from pytest_segrobust.metrics.base import MetricContext
 from pytest_segrobust.metrics.panoptic_quality import PanopticQuality, thing_classes
 from pytest_segrobust.models.base import PanopticPredictions
@@ -209,7 +209,7 @@ class TruthForImageSeven:
 @pytest.mark.parametrize("batch_size", [1, 2])
 def test_evaluate_end_to_end(tmp_path: Path, batch_size: int) -> None:
     dataset = CocoPanopticSemantic(*write_dataset(tmp_path))
-    result = evaluate(TruthForImageSeven(), dataset, batch_size=batch_size)
+    result = evaluate(TruthForImageSeven(), dataset, settings=EvalSettings.of(batch_size=batch_size))
     # Image 7 is exact (void is not scored); image 3's 24 cat pixels are predicted sky.
     # person 16/16, cat 8/(8 + 24), sky 40/(40 + 24); grass never occurs.
     assert result.num_images == 2

@@ -14,7 +14,7 @@ from pytest_segrobust.data import sample_cache
 from pytest_segrobust.data.base import InstanceTarget, PanopticTarget, ReferringTarget, Sample, SemanticTarget
 from pytest_segrobust.data.demo import DemoScenes
 from pytest_segrobust.data.sample_cache import MEBIBYTE, SampleCache, default_budget, machine_memory, nbytes
-from pytest_segrobust.engine.evaluation import evaluate
+from pytest_segrobust.engine.evaluation import EvalHooks, EvalSettings, evaluate
 from pytest_segrobust.models import as_segmentation_model
 from tests.fakes import BandScenes, RedBinner
 
@@ -153,11 +153,19 @@ def test_numbers_are_the_same_with_and_without_the_cache_inline_and_with_loader_
     model = as_segmentation_model(RedBinner(smoothing=3))
     dataset = BandScenes(size=7, height=16, width=16)
     cells = [(None, 0), (REGISTRY.get("gaussian_noise"), 5), (REGISTRY.get("rotate"), 3), (REGISTRY.get("contrast"), 2)]
-    plain = [evaluate(model, dataset, c, s, batch_size=3) for c, s in cells]
+    plain = [evaluate(model, dataset, c, s, settings=EvalSettings.of(batch_size=3)) for c, s in cells]
     cache = SampleCache(budget=4 * SampleCache.footprint(dataset[0]))  # four of seven kept: both paths in every pass
     for workers in (0, 2):
         cached = [
-            evaluate(model, dataset, c, s, batch_size=3, sample_cache=cache, loader_workers=workers) for c, s in cells
+            evaluate(
+                model,
+                dataset,
+                c,
+                s,
+                settings=EvalSettings.of(batch_size=3, loader_workers=workers),
+                hooks=EvalHooks(sample_cache=cache),
+            )
+            for c, s in cells
         ]
         assert [r.metrics for r in cached] == [r.metrics for r in plain]
         for got, want in zip(cached, plain):

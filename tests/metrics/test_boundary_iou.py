@@ -9,7 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_segrobust.core.errors import ModelOutputError
+from pytest_segrobust.core.errors import DatasetError, ModelOutputError
 from pytest_segrobust.core.types import SemanticMask
 from pytest_segrobust.metrics.base import MetricContext
 from pytest_segrobust.metrics.boundary_iou import BoundaryIoU, boundary_width
@@ -196,10 +196,10 @@ def test_prediction_outside_the_classes_is_a_model_error() -> None:
 
 
 @pytest.mark.parametrize("label", [-1, 3, 5])
-def test_ground_truth_outside_the_classes_is_reported(label: int) -> None:
+def test_ground_truth_outside_the_classes_is_a_dataset_error(label: int) -> None:
     gt = np.full((1, 3, 3), IGNORE)
     gt[0, 1, 1] = label
-    with pytest.raises(ModelOutputError, match=f"ground truth holds class id {label}, outside 0..2"):
+    with pytest.raises(DatasetError, match=f"ground truth holds class id {label}, outside 0..2"):
         scored([(np.zeros((1, 3, 3), np.int64), gt)], 3)
 
 

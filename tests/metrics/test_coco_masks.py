@@ -20,7 +20,7 @@ from pytest_segrobust.core.types import InstanceMasks, InstanceTarget, boxes_fro
 from pytest_segrobust.corruptions import REGISTRY
 from pytest_segrobust.corruptions.base import Corruption
 from pytest_segrobust.data.demo import DemoScenes
-from pytest_segrobust.engine.evaluation import evaluate
+from pytest_segrobust.engine.evaluation import EvalSettings, evaluate
 from pytest_segrobust.metrics import coco_masks
 from pytest_segrobust.metrics.coco_map import CocoMAP
 from pytest_segrobust.metrics.coco_masks import EncodingCache, encode_masks
@@ -183,12 +183,12 @@ def test_evaluate_under_a_geometric_corruption_scores_the_moved_ground_truth(mon
     dataset, model = DemoScenes("val", size=6, image_size=64), as_instance_model(tiny_unet_instances())
     rotate = REGISTRY.get("rotate")
     monkeypatch.setattr(coco_masks, "GROUND_TRUTH", EncodingCache(budget=0))
-    unshared = evaluate(model, dataset, rotate, 4, task="instance", statistics=False)
+    unshared = evaluate(model, dataset, rotate, 4, settings=EvalSettings.of(task="instance", statistics=False))
     monkeypatch.setattr(coco_masks, "GROUND_TRUTH", EncodingCache())
-    evaluate(model, dataset, task="instance", statistics=False)
-    shared = evaluate(model, dataset, rotate, 4, task="instance", statistics=False)
+    evaluate(model, dataset, settings=EvalSettings.of(task="instance", statistics=False))
+    shared = evaluate(model, dataset, rotate, 4, settings=EvalSettings.of(task="instance", statistics=False))
     assert coco_masks.GROUND_TRUTH.misses == 2 * len(dataset)  # nothing of the clean cell was served to the rotated one
     assert repr(shared.metrics["map"]) == repr(unshared.metrics["map"])
-    clean = evaluate(model, dataset, task="instance", statistics=False)
+    clean = evaluate(model, dataset, settings=EvalSettings.of(task="instance", statistics=False))
     assert coco_masks.GROUND_TRUTH.hits == len(dataset)
     assert clean.metrics["map"].score != shared.metrics["map"].score

@@ -10,7 +10,9 @@ import pytest
 import torch
 
 from pytest_segrobust.report import (
+    AggregateCheck,
     GateSummary,
+    ModelDecision,
     ReleaseSummary,
     SuiteReport,
     build_report,
@@ -241,7 +243,10 @@ def test_a_zero_margin_never_shows_as_minus_zero_and_one_cell_is_singular() -> N
     from pytest_segrobust.run.baseline_writes import replaced_sidecar
 
     check = {"metric": "rPC", "observed": 0.5, "baseline": 0.5, "low": 0.0, "high": 0.0, "margin": 0.0}
-    release = ReleaseSummary(requirements=(), models=({"model": "a", "checks": [check | {"outcome": "inconclusive"}]},), basis="bootstrap")
+    aggregate = AggregateCheck(**check, outcome="inconclusive", images=4, images_to_decide=None, detectable=None,
+                               higher_is_better=True, regressed=False, improved=False)  # fmt: skip
+    decision = ModelDecision(1, "s.yaml::a::aggregates", "s", "a", "inconclusive", (), (aggregate,), (), None, 0)
+    release = ReleaseSummary(requirements=(), models=(decision,), basis="bootstrap")
     (row,) = tables.model_gates({"s": SuiteReport("s", release=release)}).rows
     assert row[6:8] == ("[0.0000, 0.0000]", "0.0000")
     record = cells("a", 80.0, SCORES_A)[1]

@@ -11,11 +11,21 @@ import torch
 from PIL import Image
 
 from pytest_segrobust.corruptions import REGISTRY
+from pytest_segrobust.engine.evaluation import EvalSettings, evaluate
 from pytest_segrobust.engine.suite_pictures import describe_frames
-from pytest_segrobust.engine.worst_images import describe_worst
+from pytest_segrobust.engine.worst_images import CONSIDERED, ImageScores, describe_worst
 from pytest_segrobust.models.adapters import adapt_model
 from pytest_segrobust.pictures.values import GalleryTiles, WorstImages
-from pytest_segrobust.report import build_report, plots, render_markdown, suite_sections, write_report
+from pytest_segrobust.report import (
+    FrameKept,
+    ImageDrop,
+    WorstEntry,
+    build_report,
+    plots,
+    render_markdown,
+    suite_sections,
+    write_report,
+)
 from pytest_segrobust.report.gallery import render_gallery
 from pytest_segrobust.report.overlays import NOTHING, overlay, palette, render_worst
 from pytest_segrobust.tasks import get_task
@@ -39,10 +49,11 @@ def binner_model() -> object:
 
 
 def rotated_worst() -> WorstImages:
-    dataset = BandScenes(size=3, height=20, width=30)
-    return describe_worst(
-        binner_model(), dataset, REGISTRY.get("rotate"), 5, task="semantic", metric="miou", seed=0, limit=None, gamma_r=0.5
-    )
+    model, dataset, rotate = binner_model(), BandScenes(size=3, height=20, width=30), REGISTRY.get("rotate")
+    settings = EvalSettings.of("semantic", ["miou"], scored_images=CONSIDERED)
+    clean, rotated = evaluate(model, dataset, None, 0, settings), evaluate(model, dataset, rotate, 5, settings)
+    scores = ImageScores(clean.image_scores, rotated.image_scores)
+    return describe_worst(model, dataset, rotate, 5, scores, task="semantic", metric="miou", seed=0, gamma_r=0.5)
 
 
 def test_worst_cell_picture_shows_moved_ground_truth_for_geometric_corruptions() -> None:
@@ -81,13 +92,18 @@ def test_the_gallery_lays_out_the_tiles_it_is_given() -> None:
 
 def test_pictures_are_written_linked_and_explained(tmp_path: Path) -> None:
     report = build_report(cells("a", 80.0, SCORES_A) + cells("b", 75.0, SCORES_B), {})
-    report = report.with_suite("s", frame_kept=describe_frames([REGISTRY.get("rotate")], 32, 32, [1, 5], 0, "x"))
-    report = report.with_suite("s", worst_images={
-        "a": {"corruption": "gaussian_noise", "severity": 5, "gamma_r": 0.5, "considered": 16, "figure": "worst-a",
-              "images": [{"sample_id": "img/3", "clean": 81.0, "corrupted": 12.5, "drop": 68.5}]},
-        "b": {"corruption": "gaussian_noise", "severity": 5, "gamma_r": 0.27, "considered": 16, "images": [],
-              "note": "no pictures: Thing has no class view to draw"},
-    })
+    frames = describe_frames([REGISTRY.get("rotate")], 32, 32, [1, 5], 0, "x")
+    assert frames is not None
+    report = report.with_suite("s", frame_kept=FrameKept.from_json(frames))
+    report = report.with_suite(
+        "s",
+        worst_images={
+            "a": WorstEntry(
+                "gaussian_noise", 5, 0.5, 16, (ImageDrop("img/3", 81.0, 12.5, 68.5),), figure="worst-a"
+            ),
+            "b": WorstEntry("gaussian_noise", 5, 0.27, 16, note="no pictures: Thing has no class view to draw"),
+        },
+    )
     worst = rotated_worst()
     done = write_report(report, tmp_path / "out", pictures={"s": {"worst-a": worst}})
     report, written = done.report, done.files
@@ -104,7 +120,10 @@ def test_pictures_are_written_linked_and_explained(tmp_path: Path) -> None:
     assert "### How much of the frame geometric corruptions keep" in markdown
     titles = [section.title for section in suite_sections(report.suites["s"])]
     assert titles.index("Images whose score fell most in each model's worst cell") < titles.index("Baseline comparison")
-    assert json.loads((tmp_path / "out.json").read_text())["suites"]["s"]["figures"]["worst-a"] == "out-figures/s-worst-a.png"
+    assert (
+        json.loads((tmp_path / "out.json").read_text())["suites"]["s"]["figures"]["worst-a"]
+        == "out-figures/s-worst-a.png"
+    )
 
 
 def test_a_value_that_cannot_be_drawn_is_a_warning_not_a_failure(tmp_path: Path) -> None:
@@ -113,7 +132,7 @@ def test_a_value_that_cannot_be_drawn_is_a_warning_not_a_failure(tmp_path: Path)
     first = worst.images[0]
     broken = type(first)(**{**first.__dict__, "clean_prediction": torch.zeros(2, 2, dtype=torch.int64)})
     bad = WorstImages(**{**worst.__dict__, "images": (broken,)})
-    report = report.with_suite("s", worst_images={"a": {**bad.info(), "figure": "worst-a"}})
+    report = report.with_suite("s", worst_images={"a": WorstEntry.of(bad, "worst-a")})
     tiles = GalleryTiles(("fog",), (1,), np.zeros((4, 4, 3), np.uint8), ((np.zeros((4, 4, 3), np.uint8),),))
     done = write_report(report, tmp_path / "out", galleries={"s": tiles}, pictures={"s": {"worst-a": bad}})
     report, written = done.report, done.files

@@ -13,7 +13,7 @@ import pytest
 import torch
 from PIL import Image
 
-from pytest_segrobust.report import build_report, figures_folder, render_markdown, write_report
+from pytest_segrobust.report import ImageDrop, WorstEntry, build_report, figures_folder, render_markdown, write_report
 from pytest_segrobust.report.html import EMBEDDED_WIDTH, render_html
 from tests.plugin_project import BLACKOUT_CONFTEST, CELLS, baseline, run
 from tests.report.test_report import SCORES_A, cells
@@ -216,14 +216,7 @@ def test_the_page_embeds_figures_within_its_budget_and_links_the_rest(tmp_path: 
     models = "abcd"
     report = build_report([r for model in models for r in cells(model, 80.0, SCORES_A)], {})
     report = report.with_suite("s", worst_images={
-        model: {
-            "corruption": "gaussian_noise",
-            "severity": 5,
-            "gamma_r": 0.5,
-            "considered": 16,
-            "figure": f"worst-{model}",
-            "images": [{"sample_id": "img/3", "clean": 81.0, "corrupted": 12.5, "drop": 68.5}],
-        }
+        model: WorstEntry("gaussian_noise", 5, 0.5, 16, (ImageDrop("img/3", 81.0, 12.5, 68.5),), figure=f"worst-{model}")
         for model in models
     })
     pictures = {f"worst-{model}": noise_picture(1800, 900, seed) for seed, model in enumerate(models)}

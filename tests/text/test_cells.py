@@ -15,7 +15,7 @@ from pytest_segrobust.core.errors import UnknownCorruptionError
 from pytest_segrobust.corruptions import REGISTRY
 from pytest_segrobust.corruptions.composition import part_seed
 from pytest_segrobust.data.referring import ReferringJsonl
-from pytest_segrobust.engine.evaluation import evaluate
+from pytest_segrobust.engine.evaluation import EvalSettings, evaluate
 from pytest_segrobust.randomness.seeding import sample_seed
 from pytest_segrobust.tasks import get_task
 from pytest_segrobust.text import TEXT_PERTURBATIONS, Modality
@@ -113,7 +113,11 @@ def test_evaluate_gives_the_same_numbers_in_any_batch_size(dataset: ReferringJso
     chosen = cell(name)
     results = [
         evaluate(
-            ColourReader(), dataset, chosen, 5, task=TASK, metrics=("referring_miou", "referring_p50"), batch_size=b
+            ColourReader(),
+            dataset,
+            chosen,
+            5,
+            settings=EvalSettings.of(task=TASK, metrics=("referring_miou", "referring_p50"), batch_size=b),
         )
         for b in (1, 3, 16)
     ]
@@ -121,7 +125,7 @@ def test_evaluate_gives_the_same_numbers_in_any_batch_size(dataset: ReferringJso
     assert all(
         r.statistics["referring_miou"].tolist() == results[0].statistics["referring_miou"].tolist() for r in results
     )
-    clean = evaluate(ColourReader(), dataset, None, 0, task=TASK, metrics=("referring_miou",))
+    clean = evaluate(ColourReader(), dataset, None, 0, settings=EvalSettings.of(task=TASK, metrics=("referring_miou",)))
     assert results[0].score < clean.score
 
 
@@ -190,8 +194,8 @@ def test_the_mixture_draws_forty_forty_twenty_and_perturbs_what_it_drew(dataset:
         if draw.text is None:
             assert text == clean[sample_id][0]
     assert (
-        evaluate(ColourReader(), dataset, mixture, 5, task=TASK, batch_size=3).metrics
-        == evaluate(ColourReader(), dataset, mixture, 5, task=TASK, batch_size=16).metrics
+        evaluate(ColourReader(), dataset, mixture, 5, settings=EvalSettings.of(task=TASK, batch_size=3)).metrics
+        == evaluate(ColourReader(), dataset, mixture, 5, settings=EvalSettings.of(task=TASK, batch_size=16)).metrics
     )
 
 

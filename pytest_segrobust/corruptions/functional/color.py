@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from types import ModuleType
 
 import numpy as np
@@ -179,25 +180,22 @@ def shift_value(images: torch.Tensor, amount: float) -> torch.Tensor:
 
     Hue and saturation stay, so every channel of a pixel scales by ``V' / V`` with
     ``V' = min(V + amount, 1)``: the same result as the round trip through
-    :func:`rgb_to_hsv` and :func:`hsv_to_rgb`, in a few elementwise operations. Black
+    :func:`rgb_to_hsv` and :func:`hsv_to_rgb`, in a few elementwise operations (on the CPU
+    compiled or as :func:`_shift_value_numpy`, bit for bit: :func:`_hsv_on_cpu`). Black
     (hue and saturation 0) becomes grey ``V'``.
-
-    On the CPU the same operations run pixel by pixel in one compiled pass where numba is
-    installed (:mod:`.color_kernel`, for images of :data:`COMPILED_COLOR_MIN_VALUES` values
-    or more), else plane by plane in numpy (:func:`_shift_value_numpy`), bit for bit.
 
     Shape:
         images: ``(B, 3, H, W)``; return: same.
     """
-    planes = _numpy_planes(images)
-    if planes is not None:
-        kernel = _compiled_color_for(images)
-        if kernel is not None:
-            out = torch.empty_like(images, memory_format=torch.contiguous_format)
-            zero, one = _scalar(images, 0.0), _scalar(images, 1.0)
-            kernel.shift_value_into(images.detach().numpy(), _scalar(images, amount), zero, one, out.numpy())
-            return out
-        return _shift_value_numpy(images, planes, amount)
+    on_cpu = _hsv_on_cpu(
+        images,
+        lambda kernel, source, out: kernel.shift_value_into(
+            source, _scalar(images, amount), _scalar(images, 0.0), _scalar(images, 1.0), out
+        ),
+        lambda planes: _shift_value_numpy(images, planes, amount),
+    )
+    if on_cpu is not None:
+        return on_cpu
     value = images.amax(dim=1, keepdim=True)
     brighter = (value + amount).clamp_(0.0, 1.0)
     black = value == 0
@@ -210,27 +208,23 @@ def scale_saturation(images: torch.Tensor, scale: float, shift: float) -> torch.
 
     Hue and value stay, so each channel's distance below the pixel's maximum scales by
     ``S' / S``: the same result as the round trip through :func:`rgb_to_hsv` and
-    :func:`hsv_to_rgb`, in a few elementwise operations. Grey pixels have hue 0 (red) in
-    scikit-image, so a positive ``shift`` tints them red, as in the reference.
-
-    On the CPU the same operations run pixel by pixel in one compiled pass where numba is
-    installed (:mod:`.color_kernel`, for images of :data:`COMPILED_COLOR_MIN_VALUES` values
-    or more), else plane by plane in numpy (:func:`_scale_saturation_numpy`), bit for bit.
+    :func:`hsv_to_rgb`, in a few elementwise operations (on the CPU compiled or as
+    :func:`_scale_saturation_numpy`, bit for bit: :func:`_hsv_on_cpu`). Grey pixels have
+    hue 0 (red) in scikit-image, so a positive ``shift`` tints them red, as in the reference.
 
     Shape:
         images: ``(B, 3, H, W)``; return: same.
     """
-    planes = _numpy_planes(images)
-    if planes is not None:
-        kernel = _compiled_color_for(images)
-        if kernel is not None:
-            out = torch.empty_like(images, memory_format=torch.contiguous_format)
-            scalars = (_scalar(images, scale), _scalar(images, shift), _tint_remaining(images, scale, shift))
-            kernel.scale_saturation_into(
-                images.detach().numpy(), *scalars, _scalar(images, 0.0), _scalar(images, 1.0), out.numpy()
-            )
-            return out
-        return _scale_saturation_numpy(images, planes, scale, shift)
+    on_cpu = _hsv_on_cpu(
+        images,
+        lambda kernel, source, out: kernel.scale_saturation_into(
+            source, _scalar(images, scale), _scalar(images, shift), _tint_remaining(images, scale, shift),
+            _scalar(images, 0.0), _scalar(images, 1.0), out,
+        ),
+        lambda planes: _scale_saturation_numpy(images, planes, scale, shift),
+    )
+    if on_cpu is not None:
+        return on_cpu
     value = images.amax(dim=1, keepdim=True)
     delta = value - images.amin(dim=1, keepdim=True)
     grey = delta == 0
@@ -254,6 +248,29 @@ def scale_saturation(images: torch.Tensor, scale: float, shift: float) -> torch.
 # ``where`` run several times slower than the arithmetic on one thread. Values that the
 # tensor code replaces with ``where`` (black or grey pixels) are computed here too, as
 # NaN or inf, and overwritten.
+
+
+def _hsv_on_cpu(
+    images: torch.Tensor,
+    compiled: Callable[[ModuleType, np.ndarray, np.ndarray], None],
+    planewise: Callable[[tuple[np.ndarray, np.ndarray, np.ndarray]], torch.Tensor],
+) -> torch.Tensor | None:
+    """An HSV corruption on CPU float images, else None (the tensor code's case).
+
+    Pixel by pixel in one compiled pass where numba is installed (:mod:`.color_kernel`, for
+    images of :data:`COMPILED_COLOR_MIN_VALUES` values or more): ``compiled(kernel, images,
+    out)`` writes into a fresh contiguous ``out``. Else plane by plane in numpy:
+    ``planewise(planes)`` on :func:`_numpy_planes`. Both give the same bits.
+    """
+    planes = _numpy_planes(images)
+    if planes is None:
+        return None
+    kernel = _compiled_color_for(images)
+    if kernel is None:
+        return planewise(planes)
+    out = torch.empty_like(images, memory_format=torch.contiguous_format)
+    compiled(kernel, images.detach().numpy(), out.numpy())
+    return out
 
 
 def _numpy_planes(images: torch.Tensor) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:

@@ -19,6 +19,46 @@ import numpy as np
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
+def _hsv_into(
+    images: np.ndarray, saturate: bool, a: float, b: float, remaining: float, zero: float, one: float, out: np.ndarray
+) -> None:  # pragma: no cover - compiled
+    # The pixel loop of both HSV kernels: ``saturate`` picks saturation (a = scale, b = shift)
+    # or value (a = amount). It is the same for every pixel, so LLVM takes the test out of the
+    # loop and each side stays a branch-free, vectorised loop.
+    batch, _, height, width = images.shape
+    for n in range(batch):
+        for y in range(height):
+            red, green, blue = images[n, 0, y], images[n, 1, y], images[n, 2, y]
+            out_red, out_green, out_blue = out[n, 0, y], out[n, 1, y], out[n, 2, y]
+            for x in range(width):
+                # Branch-free (both sides computed, one selected) so that LLVM vectorises the
+                # loop; a grey pixel's coloured side, a black pixel's scale, is NaN or inf and
+                # is never selected.
+                r, g, u = red[x], green[x], blue[x]
+                value = max(max(r, g), u)
+                if saturate:
+                    delta = value - min(min(r, g), u)
+                    grey = delta == zero
+                    saturation = delta / value
+                    saturated = saturation * a + b
+                    saturated = min(max(saturated, zero), one)
+                    ratio = saturated / saturation
+                    r = value if grey else value - (value - r) * ratio
+                    g = value * remaining if grey else value - (value - g) * ratio
+                    u = value * remaining if grey else value - (value - u) * ratio
+                    out_red[x] = min(max(r, zero), one)
+                    out_green[x] = min(max(g, zero), one)
+                    out_blue[x] = min(max(u, zero), one)
+                else:
+                    brighter = min(max(value + a, zero), one)
+                    black = value == zero
+                    scale = brighter / value
+                    out_red[x] = brighter if black else min(max(r * scale, zero), one)
+                    out_green[x] = brighter if black else min(max(g * scale, zero), one)
+                    out_blue[x] = brighter if black else min(max(u * scale, zero), one)
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
 def scale_saturation_into(
     images: np.ndarray, scale: float, shift: float, remaining: float, zero: float, one: float, out: np.ndarray
 ) -> None:  # pragma: no cover - compiled
@@ -27,28 +67,7 @@ def scale_saturation_into(
     A grey pixel (maximum equal to minimum) takes the red tint: red keeps ``V``, green and
     blue become ``V * remaining`` (``remaining = 1 - clip(shift)``, computed by the caller).
     """
-    batch, _, height, width = images.shape
-    for b in range(batch):
-        for y in range(height):
-            red, green, blue = images[b, 0, y], images[b, 1, y], images[b, 2, y]
-            out_red, out_green, out_blue = out[b, 0, y], out[b, 1, y], out[b, 2, y]
-            for x in range(width):
-                # Branch-free (both sides computed, one selected) so that LLVM vectorises the
-                # loop; a grey pixel's coloured side is NaN or inf and is never selected.
-                r, g, u = red[x], green[x], blue[x]
-                value = max(max(r, g), u)
-                delta = value - min(min(r, g), u)
-                grey = delta == zero
-                saturation = delta / value
-                saturated = saturation * scale + shift
-                saturated = min(max(saturated, zero), one)
-                ratio = saturated / saturation
-                r = value if grey else value - (value - r) * ratio
-                g = value * remaining if grey else value - (value - g) * ratio
-                u = value * remaining if grey else value - (value - u) * ratio
-                out_red[x] = min(max(r, zero), one)
-                out_green[x] = min(max(g, zero), one)
-                out_blue[x] = min(max(u, zero), one)
+    _hsv_into(images, True, scale, shift, remaining, zero, one, out)
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
@@ -56,21 +75,7 @@ def shift_value_into(
     images: np.ndarray, amount: float, zero: float, one: float, out: np.ndarray
 ) -> None:  # pragma: no cover - compiled
     """HSV value ``V -> clip(V + amount)`` of ``(B, 3, H, W)`` images, into ``out``; black becomes grey ``V'``."""
-    batch, _, height, width = images.shape
-    for b in range(batch):
-        for y in range(height):
-            red, green, blue = images[b, 0, y], images[b, 1, y], images[b, 2, y]
-            out_red, out_green, out_blue = out[b, 0, y], out[b, 1, y], out[b, 2, y]
-            for x in range(width):
-                # Branch-free, as above: a black pixel's scale is NaN or inf and never selected.
-                r, g, u = red[x], green[x], blue[x]
-                value = max(max(r, g), u)
-                brighter = min(max(value + amount, zero), one)
-                black = value == zero
-                scale = brighter / value
-                out_red[x] = brighter if black else min(max(r * scale, zero), one)
-                out_green[x] = brighter if black else min(max(g * scale, zero), one)
-                out_blue[x] = brighter if black else min(max(u * scale, zero), one)
+    _hsv_into(images, False, amount, zero, zero, zero, one, out)
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")

@@ -16,14 +16,6 @@ from pytest_segrobust.randomness.seeding import SampleStreams
 
 
 @dataclass(frozen=True)
-class FrostParams:
-    """Weights of the image and of the frost layer in their (unnormalised) sum."""
-
-    image_weight: float
-    frost_weight: float
-
-
-@dataclass(frozen=True)
 class FrostLook:
     """Statistics one frost texture is made to have: those of one of ImageNet-C's photographs.
 
@@ -221,6 +213,14 @@ def _draw_strokes(
     values = torch.where(inside, levels[:, None] * (1 - 0.5 * t), 0.0)
     index = yi.clamp_(0, height - 1).long() * width + xi.clamp_(0, width - 1).long()
     canvas.scatter_reduce_(0, index.flatten(), values.flatten(), reduce="amax")
+
+
+@dataclass(frozen=True)
+class FrostParams:
+    """Weights of the image and of the frost layer in their (unnormalised) sum."""
+
+    image_weight: float
+    frost_weight: float
 
 
 def frost(images: torch.Tensor, params: FrostParams, streams: SampleStreams) -> torch.Tensor:
