@@ -175,7 +175,7 @@ def test_the_referring_metrics_keep_a_unit_per_row_through_pieces_and_refuse_a_r
     model = RedFinder()
     dataset = demo_referring_dataset("val")
     settings = EvalSettings.of("referring", ["referring_miou", "referring_p50"], batch_size=3, limit=14)
-    whole = evaluate(model, dataset, task="referring", metrics=settings.metrics, batch_size=3, limit=14)
+    whole = evaluate(model, dataset, None, 0, settings)
     expected = np.array([dataset[i].unit for i in range(14)])
     assert len(set(expected)) == 2  # the expressions of the first two scenes
     for name in settings.metrics:
