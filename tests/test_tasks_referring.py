@@ -44,7 +44,8 @@ class HalvesDataset:
             mask[:, half:] = True
         image = torch.full((3, HEIGHT, WIDTH), 40 * image_index, dtype=torch.uint8)
         expression = self.expression if self.expression is not None else f"the {WORDS[side]} half"
-        return Sample(f"img{image_index}/ref{side}/0", image, referring=ReferringTarget(expression, mask))
+        target = ReferringTarget(expression, mask)
+        return Sample(f"img{image_index}/ref{side}/0", image, referring=target, unit=f"img{image_index}")
 
     def fingerprint(self) -> str:
         return f"halves-{self.images}"

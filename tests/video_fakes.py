@@ -62,7 +62,7 @@ class ClipScenes:
         if not self.referring:
             return Sample.of(f"clip{number}", video=video, objects=objects)
         expression = ClipExpression(f"the {COLOURS[named]} square", named)
-        return Sample.of(f"clip{number}/{named}", video=video, objects=objects, expression=expression)
+        return Sample.of(f"clip{number}/{named}", unit=f"clip{number}", video=video, objects=objects, expression=expression)
 
     def fingerprint(self) -> str:
         return f"{self.name}-{self.count}-{self.frames}-v1"

@@ -11,6 +11,15 @@ resamples of ``N`` images, the sums of all resamples are one matrix product
 statistics do not add up (COCO mAP) scores the weighted multiset its own way
 (:meth:`~pytest_segrobust.metrics.base.Metric.resampled_scores`).
 
+The bootstrap draws resampling units, not rows. A task whose samples are images or clips has a
+row per unit; a referring task has a row per expression and several expressions per image (an
+R-VOS task several per clip), whose changes under a perturbation go together. Drawing such
+rows as if they were independent narrows the interval by the design effect
+``sqrt(1 + (k - 1) ICC)`` (``k`` rows per unit, intra-unit correlation ``ICC``) and raises the
+false alarms with it. Statistics that add up are summed per unit first (:func:`unit_sums`),
+and everything downstream (the weights, the degrees of freedom, the sample-size hints) counts
+units.
+
 A cell is judged against a non-inferiority ``margin`` (how far the candidate may fall below
 the baseline) at a confidence level, by :func:`non_inferiority` (every paired check's rule):
 
@@ -107,11 +116,17 @@ class Change:
         return self.observed - half, self.observed + half
 
     def images_to_decide(self, margin: float, confidence: float) -> int | None:
-        """About how many images an interval at ``confidence`` needs to exclude ``-margin``
-        (the width shrinks as one over the square root of the images), or ``None`` when the
-        observed change sits on the margin itself."""
+        """About how many units (images, clips) an interval at ``confidence`` needs to exclude
+        ``-margin`` (the width shrinks as one over the square root of the units), or ``None``
+        where that means nothing: the observed change lies within one standard error of the
+        margin, where its distance from it is noise and the estimate grows without bound
+        (``about 12518422 images (now 12)``); more units may then decide either way.
+
+        Within that, the hint is at most ``t ** 2`` times the units now.
+        """
         distance = abs(self.observed + margin)
-        if distance == 0:
+        error = self.standard_error
+        if error == 0 or distance < error:
             return None
         low, high = self.interval(confidence)
         return max(self.images, math.ceil(self.images * ((high - low) / 2 / distance) ** 2))
@@ -230,6 +245,34 @@ def non_inferiority(low: float, high: float, margin: float) -> Outcome:
     if low > -margin:
         return Outcome.PASS
     return Outcome.INCONCLUSIVE
+
+
+def unit_sums(statistics: np.ndarray, units: np.ndarray) -> np.ndarray:
+    """Per-row statistics ``(N, ...)`` that add up, summed per resampling unit: ``(U, ...)``, one
+    row per distinct id of ``units`` in sorted order (so the order of the rows does not matter).
+
+    A unit's summed row is its own sufficient statistics: every score of a multiset of units
+    is the score of the sums of its rows, so the bootstrap draws units through these rows as
+    it draws images through an image task's.
+
+    Raises:
+        ValueError: for ids that are not one non-empty string per row.
+
+    Shape:
+        statistics: ``(N, ...)``; units: ``(N,)`` str; return: ``(U, ...)`` float64.
+    """
+    ids = np.asarray(units)
+    if ids.ndim != 1 or ids.dtype.kind != "U" or ids.shape[0] != statistics.shape[0]:
+        raise ValueError(
+            f"expected one unit id per row: {statistics.shape[0]} rows, ids of {ids.dtype} {ids.shape}"
+        )
+    if ids.size and not np.all(np.char.str_len(ids) > 0):
+        raise ValueError(f"row {int(np.argmin(np.char.str_len(ids)))} has an empty unit id")
+    distinct, index = np.unique(ids, return_inverse=True)
+    flat = statistics.reshape(statistics.shape[0], -1).astype(np.float64)
+    summed = np.zeros((distinct.size, flat.shape[1]), dtype=np.float64)
+    np.add.at(summed, index.reshape(-1), flat)
+    return summed.reshape(distinct.size, *statistics.shape[1:])
 
 
 def weighted_sums(weights: np.ndarray, statistics: np.ndarray) -> np.ndarray:

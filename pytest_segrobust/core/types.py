@@ -418,10 +418,17 @@ class SampleIndex(Field):
 
     It has no pixels, so corruptions carry it through unchanged; metrics that record
     images (COCO) number them by position.
+
+    Attributes:
+        units: Where the task resamples units of several samples (the image of a referring
+            expression, the clip of an R-VOS one), each sample's unit id; ``None`` where every
+            sample is its own unit. Metrics with a row per sample keep them beside their rows
+            (:meth:`~pytest_segrobust.metrics.base.Metric.row_units`).
     """
 
     positions: tuple[int, ...]
     sample_ids: tuple[str, ...]
+    units: tuple[str, ...] | None = None
 
     def batch_size(self) -> int:
         return len(self.positions)

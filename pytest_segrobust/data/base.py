@@ -83,6 +83,12 @@ class Sample:
         image: The image; ``None`` for a sample without one (a clip).
         target: The semantic label map; ``None`` for a dataset without one (referring data).
         extra: Every other field by name.
+        unit: The image (or clip) the sample shows, where several samples show one: the id of
+            a referring expression's image (RefCOCO's ``image_id``), of an R-VOS expression's
+            clip. The statistical gate resamples these units, not the samples, since the
+            expressions of one image change together under a perturbation; a task that groups
+            samples (:attr:`~pytest_segrobust.tasks.base.Task.groups_samples`) refuses a sample
+            without one. Like ``sample_id`` it must not depend on position or order.
     """
 
     sample_id: str
@@ -92,6 +98,7 @@ class Sample:
     panoptic: PanopticTarget | None = None
     referring: ReferringTarget | None = None
     extra: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    unit: str | None = None
 
     def __post_init__(self) -> None:
         taken = sorted(set(self.extra) & set(NAMED_FIELDS))
@@ -101,10 +108,10 @@ class Sample:
             )
 
     @classmethod
-    def of(cls, sample_id: str, **fields: Any) -> Sample:
+    def of(cls, sample_id: str, *, unit: str | None = None, **fields: Any) -> Sample:
         """A sample of named fields: the built-in ones become attributes, the others :attr:`extra`."""
         named = {name: fields.pop(name) for name in NAMED_FIELDS if name in fields}
-        return cls(sample_id, **named, extra=fields)
+        return cls(sample_id, **named, extra=fields, unit=unit)
 
     @property
     def fields(self) -> dict[str, Any]:

@@ -318,6 +318,7 @@ class DemoReferring(DemoDataset):
             sample_id=self._sample_id(entry),
             image=torch.from_numpy(scene.pixels.copy()),
             referring=ReferringTarget(entry.expression, torch.from_numpy(scene.objects == entry.number)),
+            unit=f"demo/{self.split}/{entry.scene:05d}",
         )
 
 

@@ -507,8 +507,10 @@ class DemoReferringClips(DemoDataset):
         """
         entry = self._entries[sample_position(index, len(self), self.name)]
         clip = self.clip(entry.clip)
-        sample_id = f"{self._videos.clip_id(entry.clip)}/{entry.number}-{entry.sentence}"
-        return Sample.of(sample_id, **clip_fields(clip), expression=ClipExpression(entry.expression, entry.number))
+        clip_id = self._videos.clip_id(entry.clip)
+        sample_id = f"{clip_id}/{entry.number}-{entry.sentence}"
+        expression = ClipExpression(entry.expression, entry.number)
+        return Sample.of(sample_id, unit=clip_id, **clip_fields(clip), expression=expression)
 
 
 def demo_vos_dataset(split: str = "val", clips: int | None = None) -> DemoClips:

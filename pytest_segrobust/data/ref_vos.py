@@ -91,6 +91,7 @@ def _expression_sample(
     objects = ClipObjects(clip.masks, clip.annotated, ids, firsts, (False,) * len(ids))
     return Sample.of(
         expression.sample_id,
+        unit=expression.clip,
         video=clip.video,
         objects=objects,
         expression=ClipExpression(expression.text, expression.object_id),

@@ -119,6 +119,7 @@ class _Entry:
     """One expression: where its image is and what its mask and text are."""
 
     sample_id: str
+    unit: str  # the image's id, which the gate resamples its expressions by
     image: Path
     size: tuple[int, int] | None  # (height, width) the annotations state, if any
     segmentation: Any
@@ -156,7 +157,8 @@ class _ReferringSamples:
             )
         mask = _decode_segmentation(entry.segmentation, height, width, entry.where)
         image = torch.from_numpy(pixels.copy()).permute(2, 0, 1).contiguous()
-        return Sample(entry.sample_id, image, referring=ReferringTarget(entry.expression, torch.from_numpy(mask)))
+        target = ReferringTarget(entry.expression, torch.from_numpy(mask))
+        return Sample(entry.sample_id, image, referring=target, unit=entry.unit)
 
     def fingerprint(self) -> str:
         """Digest of the annotation files' bytes, the samples' ids and texts, and each image's name and size.
@@ -273,6 +275,7 @@ class RefCoco(_ReferringSamples):
             entries.append(
                 _Entry(
                     sample_id=f"{ref['image_id']}/{ref['ref_id']}/{sentence['sent_id']}",
+                    unit=str(ref["image_id"]),
                     image=self.images_dir / str(image["file_name"]),
                     size=(int(image["height"]), int(image["width"])),
                     segmentation=annotation["segmentation"],
@@ -357,7 +360,7 @@ class ReferringJsonl(_ReferringSamples):
             if not isinstance(text, str) or not text.strip():
                 raise DatasetError(f"{where}: expressions[{index}] must be a non-empty string, got {text!r}")
             entries.append(
-                _Entry(f"{image}/{ref}/{index}", self.images_dir / image, None, record["mask"], text.strip(), where)
+                _Entry(f"{image}/{ref}/{index}", image, self.images_dir / image, None, record["mask"], text.strip(), where)
             )
         return entries
 

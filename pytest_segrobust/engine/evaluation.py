@@ -45,7 +45,7 @@ from pytest_segrobust.tasks import Task, get_task
 
 CLEAN = "clean"
 # Version of EvalResult.to_json; a cached result of another version is recomputed.
-RESULT_FORMAT = 3
+RESULT_FORMAT = 4
 
 Progress = Callable[[int, int], None]
 
@@ -77,6 +77,9 @@ class EvalResult:
             (:meth:`~pytest_segrobust.metrics.base.Metric.image_statistics`: ``(num_images, ...)``
             for most, one row per detection for COCO mAP), in dataset order: what the
             statistical gate pairs with a baseline's. ``num_images`` is their image count.
+        units: Where the task groups samples (referring, R-VOS), the unit (image, clip) of each
+            row of a metric's statistics, ``(N,)`` str (:meth:`~pytest_segrobust.metrics.base.Metric.row_units`);
+            absent where each row is its own unit.
         image_scores: The headline score of each of the first
             :attr:`~EvalSettings.scored_images` samples on its own, in dataset order (NaN where
             undefined): what the report's worst images are picked from.
@@ -86,6 +89,7 @@ class EvalResult:
     num_images: int
     seconds: float
     statistics: Mapping[str, np.ndarray] = field(default_factory=dict, compare=False, repr=False)
+    units: Mapping[str, np.ndarray] = field(default_factory=dict, compare=False, repr=False)
     image_scores: tuple[float, ...] = field(default=(), compare=False, repr=False)
 
     @property
@@ -112,6 +116,7 @@ class EvalResult:
             "num_images": self.num_images,
             "seconds": self.seconds,
             "statistics": {name: pack(array) for name, array in self.statistics.items()},
+            "units": {name: pack(array) for name, array in self.units.items()},
             "image_scores": list(self.image_scores),
         }
 
@@ -128,8 +133,9 @@ class EvalResult:
         if not metrics:
             raise ValueError("a result without metrics")
         statistics = {str(name): unpack(text) for name, text in data.get("statistics", {}).items()}
+        units = {str(name): unpack(text) for name, text in data.get("units", {}).items()}
         image_scores = tuple(float(score) for score in data["image_scores"])
-        return cls(metrics, int(data["num_images"]), float(data["seconds"]), statistics, image_scores)
+        return cls(metrics, int(data["num_images"]), float(data["seconds"]), statistics, units, image_scores)
 
 
 @dataclass(frozen=True)
@@ -403,11 +409,16 @@ def result_of(
     image_scores: tuple[float, ...] = (),
 ) -> EvalResult:
     """The result of metrics that saw ``num_images`` images: each one's numbers, checked against
-    its scale, and (``statistics``) its per-image statistics; ``seconds`` is the time to report,
-    ``image_scores`` the first images' scores on their own (:func:`accumulate`)."""
+    its scale, and (``statistics``) its per-image statistics with the unit of each row where
+    it keeps them; ``seconds`` is the time to report, ``image_scores`` the first images' scores
+    on their own (:func:`accumulate`).
+
+    Raises:
+        ValueError: for units that are not one per row of the metric's statistics (a row without one).
+    """
     device = scorers[0].context.device if scorers else torch.device("cpu")
     timing = phases.timing if phases is not None else _untimed
-    results, kept = {}, {}
+    results, kept, units = {}, {}, {}
     with timing("results", device):
         for scorer in scorers:
             result = scorer.compute()
@@ -416,7 +427,17 @@ def result_of(
             per_image = scorer.image_statistics() if statistics else None
             if per_image is not None:
                 kept[scorer.name] = per_image
-    return EvalResult(results, num_images=num_images, seconds=seconds, statistics=kept, image_scores=image_scores)
+                row_units = scorer.row_units()
+                if row_units is not None:
+                    if row_units.shape != per_image.shape[:1]:
+                        raise ValueError(
+                            f"metric {scorer.name} kept {row_units.shape[0]} unit ids for {per_image.shape[0]} rows of "
+                            "statistics: every row needs the unit (image, clip) the gate resamples it by"
+                        )
+                    units[scorer.name] = row_units
+    return EvalResult(
+        results, num_images=num_images, seconds=seconds, statistics=kept, units=units, image_scores=image_scores
+    )
 
 
 def _score_alone(headline: Metric, predictions: Any, batch: Batch, index: int) -> float:

@@ -5,12 +5,17 @@ suite with ``gate:``, :class:`Evidence` looks the baseline cell's statistics up 
 (:mod:`pytest_segrobust.store.sidecar`), checks they pair with this run's (the same images), draws the
 bootstrap's weights once per model and image count, and splits the suite's confidence over the
 family of numbers it gates. It also packs a cell's statistics for the controller to store.
+
+Where the task groups samples (a referring task's expressions of one image, an R-VOS task's of
+one clip), every run's rows carry their unit; the four runs of a check must name the same unit
+row by row, and :func:`unit_rows` sums each unit's rows before the bootstrap draws units. A
+baseline recorded before its statistics carried units is refused, never compared.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,9 +23,9 @@ from typing import Any
 import numpy as np
 
 from pytest_segrobust.core.errors import BaselineError
-from pytest_segrobust.core.statistics import Change, RunScores, resample_weights
+from pytest_segrobust.core.statistics import Change, RunScores, resample_weights, unit_sums
 from pytest_segrobust.engine.evaluation import CellResult
-from pytest_segrobust.gate.release import cell_level
+from pytest_segrobust.gate.release import ClassRuns, cell_level
 from pytest_segrobust.gate.verdict import Observation, PairedCheck, PairedRuns, allowances, paired_checks
 from pytest_segrobust.metrics import METRICS
 from pytest_segrobust.randomness.seeding import sample_seed
@@ -28,14 +33,19 @@ from pytest_segrobust.store.baselines import UPDATE_FLAG, CellKey, key_path, upd
 from pytest_segrobust.store.records import CellRecord
 from pytest_segrobust.store.sidecar import Sidecar, SidecarEntry, pack, sidecar_path, unpack
 from pytest_segrobust.suite.schema import Suite
+from pytest_segrobust.tasks import Task, get_task
 
 
 def pack_statistics(suite: Suite, result: CellResult) -> dict[str, dict[str, Any]]:
     """The cell's statistics per metric (corrupted and clean, as text) and their image count,
     JSON a worker can send; empty for a suite without a statistical gate, whose baselines keep none.
 
+    Where the task groups samples, each metric's row units go with them (``units``, once: the
+    clean and the corrupted run must name the same unit for each row).
+
     Raises:
-        ValueError: when the clean and the corrupted run scored different numbers of images.
+        ValueError: when the clean and the corrupted run scored different numbers of images, or
+            (where the task groups samples) a metric kept no units or the runs' units differ.
     """
     if suite.gate is None:
         return {}
@@ -43,23 +53,89 @@ def pack_statistics(suite: Suite, result: CellResult) -> dict[str, dict[str, Any
         raise ValueError(
             f"the corrupted run scored {result.corrupted.num_images} images, the clean run {result.clean.num_images}"
         )
-    return {
-        name: {
+    task = get_task(suite.task)
+    packed: dict[str, dict[str, Any]] = {}
+    for name in suite.metrics:
+        if name not in result.corrupted.statistics or name not in result.clean.statistics:
+            continue
+        packed[name] = {
             "corrupted": pack(result.corrupted.statistics[name]),
             "clean": pack(result.clean.statistics[name]),
             "images": result.corrupted.num_images,
         }
-        for name in suite.metrics
-        if name in result.corrupted.statistics and name in result.clean.statistics
-    }
+        if task.groups_samples:
+            units = _run_units(task, name, ("clean", "corrupted"), (result.clean.units, result.corrupted.units))
+            packed[name]["units"] = pack(units)
+    return packed
 
 
 def sidecar_entries(key: CellKey, packed: Mapping[str, Mapping[str, Any]]) -> list[SidecarEntry]:
     """:func:`pack_statistics`'s output as the sidecar's entries of ``key``."""
     return [
-        SidecarEntry(key_path(key), metric, unpack(arrays["corrupted"]), unpack(arrays["clean"]), int(arrays["images"]))
+        SidecarEntry(
+            key_path(key),
+            metric,
+            unpack(arrays["corrupted"]),
+            unpack(arrays["clean"]),
+            int(arrays["images"]),
+            unpack(arrays["units"]) if "units" in arrays else None,
+        )
         for metric, arrays in packed.items()
     ]
+
+
+def _run_units(
+    task: Task, metric: str, labels: Sequence[str], found: Sequence[Mapping[str, np.ndarray]]
+) -> np.ndarray:
+    """The one array of row units that every run (``found``: each run's units by metric, named
+    ``labels`` in messages) keeps for ``metric``.
+
+    Raises:
+        ValueError: for a run whose statistics of ``metric`` carry no units, or two runs whose
+            units differ (their rows are not the same samples).
+    """
+    unit = task.resampling_unit
+    first: np.ndarray | None = None
+    for label, units in zip(labels, found, strict=True):
+        mine = units.get(metric)
+        if mine is None:
+            raise ValueError(
+                f"the {label} statistics of {metric} name no {unit} for their rows: the {task.name} task's gate "
+                f"resamples {unit}s, so the metric must keep each row's {unit} (Metric.keep_row_units)"
+            )
+        if first is not None and not np.array_equal(mine, first):
+            raise ValueError(
+                f"the {labels[0]} and {label} statistics of {metric} name different {unit}s for their rows "
+                f"({_first_difference(first, mine)}): they are not the same samples"
+            )
+        first = mine
+    assert first is not None
+    return first
+
+
+def _first_difference(one: np.ndarray, other: np.ndarray) -> str:
+    if one.shape != other.shape:
+        return f"{one.shape[0]} rows and {other.shape[0]}"
+    row = int(np.flatnonzero(one != other)[0])
+    return f"row {row}: {str(one[row])!r} and {str(other[row])!r}"
+
+
+def unit_rows(
+    task: Task, statistics: Sequence[np.ndarray], units: np.ndarray | None, images: int
+) -> tuple[list[np.ndarray], int]:
+    """Runs' statistics of ``images`` samples as the bootstrap draws them, and how many units
+    it draws: as they are (a sample per unit) where the task does not group samples; summed
+    per unit (:func:`~pytest_segrobust.core.statistics.unit_sums`) where it does, every run's
+    rows being of ``units``.
+
+    Raises:
+        ValueError: for a task that groups samples given no units.
+    """
+    if not task.groups_samples:
+        return list(statistics), images
+    if units is None:
+        raise ValueError(f"the {task.name} task resamples {task.resampling_unit}s: the rows need their units")
+    return [unit_sums(array, units) for array in statistics], int(np.unique(units).size)
 
 
 @dataclass(frozen=True)
@@ -114,8 +190,9 @@ class Evidence:
             self._sidecars[path] = Sidecar(baseline, store, str(sidecar_path(Path(shown))) if store is None else None)
         sidecar = self._sidecars[path]
         images = result.corrupted.num_images
-        weights = self.weights(suite, key, images)
+        task = get_task(suite.task)
         runs: dict[str, PairedRuns] = {}
+        drawn = images
         for index, name in enumerate(suite.metrics):
             prefix = "" if index == 0 else f"{name}."
             kind = METRICS.get(name)
@@ -125,10 +202,10 @@ class Evidence:
                 found = sidecar.lookup(key_path(key), name, kind.resampled_scores, wanted, worst)
             except BaselineError as exc:
                 return None, str(exc), None
+            shown_sidecar = sidecar.path.name if store is None else sidecar.path
             if found is None:
                 return None, (
-                    f"{shown} stores this cell's numbers, but its statistics file "
-                    f"{sidecar.path.name if store is None else sidecar.path} has no per-image "
+                    f"{shown} stores this cell's numbers, but its statistics file {shown_sidecar} has no per-image "
                     f"statistics of {name} for it, which the statistical gate (gate: in the suite) pairs; record them "
                     f"with {update_command(nodeid)}"
                 ), None
@@ -141,20 +218,30 @@ class Evidence:
                     f"this run's {images} {tuple(corrupted.shape[1:])}: they cannot be paired; "
                     f"re-record with pytest --segrobust {UPDATE_FLAG}"
                 ), None
+            if task.groups_samples and found.units is None:
+                unit = task.resampling_unit
+                return None, (
+                    f"{shown}: its statistics file {shown_sidecar} was recorded before statistics carried each row's "
+                    f"{unit}: the {task.name} task's gate resamples {unit}s (the samples of one {unit} change "
+                    f"together), so the baseline is not compared; re-record it with {update_command(nodeid)}"
+                ), None
             try:
-                runs[prefix] = PairedRuns(
-                    self.scores(name, found.clean, weights),
-                    self.scores(name, found.corrupted, weights),
-                    self.scores(name, clean, weights),
-                    self.scores(name, corrupted, weights),
-                    worst,
-                )
+                units = None
+                if task.groups_samples:
+                    labels = ("baseline's clean", "baseline's corrupted", "clean", "corrupted")
+                    stored_units = {name: found.units} if found.units is not None else {}
+                    found_units = (stored_units, stored_units, result.clean.units, result.corrupted.units)
+                    units = _run_units(task, name, labels, found_units)
+                arrays, drawn = unit_rows(task, (found.clean, found.corrupted, clean, corrupted), units, images)
+                weights = self.weights(suite, key, drawn)
+                scored = [self.scores(name, array, weights) for array in arrays]
+                runs[prefix] = PairedRuns(*scored, worst, task.resampling_unit)
             except ValueError as exc:
                 return None, f"the statistics of {name} cannot be paired with the baseline's: {exc}", None
         margins, lower_is_better = allowances(policy.margin, suite.metrics, corrupted=key.severity > 0)
         headline = runs[""]
         resampled = {
-            "images": images,
+            "images": drawn,
             "clean": pack(np.stack([headline.clean.resampled, headline.baseline_clean.resampled]).astype(np.float32)),
             "corrupted": pack(
                 np.stack([headline.corrupted.resampled, headline.baseline_corrupted.resampled]).astype(np.float32)
@@ -168,28 +255,44 @@ class Evidence:
         (the model's resamples, as :meth:`checks` pairs them): what requirements are decided by.
 
         Raises:
-            ValueError: for a metric that gave no per-image statistics in this run.
+            ValueError: for a metric that gave no per-image statistics in this run, or (where the
+                task groups samples) no units or units that differ between its clean and corrupted run.
         """
-        weights = self.weights(suite, key, result.corrupted.num_images)
         runs = {}
         for name in suite.metrics:
-            clean, corrupted = result.clean.statistics.get(name), result.corrupted.statistics.get(name)
-            if clean is None or corrupted is None:
-                raise ValueError(f"metric {name} gave no per-image statistics in this run")
+            clean, corrupted, drawn = self._own_rows(suite, result, name)
+            weights = self.weights(suite, key, drawn)
             runs[name] = (self.scores(name, clean, weights), self.scores(name, corrupted, weights))
         return runs
 
-    def class_runs(self, suite: Suite, key: CellKey, result: CellResult, metric: str) -> tuple[np.ndarray, np.ndarray] | None:
-        """``metric``'s per-class clean and corrupted scores in each resample, ``(R, K)`` each, or
-        ``None`` where the metric cannot resample classes."""
-        weights = self.weights(suite, key, result.corrupted.num_images)
+    def class_runs(self, suite: Suite, key: CellKey, result: CellResult, metric: str) -> ClassRuns | None:
+        """``metric``'s per-class clean and corrupted scores in each resample, or ``None`` where the
+        metric cannot resample classes (or gave no statistics)."""
         kind = METRICS.get(metric)
-        clean, corrupted = result.clean.statistics.get(metric), result.corrupted.statistics.get(metric)
-        if clean is None or corrupted is None:
+        if result.clean.statistics.get(metric) is None or result.corrupted.statistics.get(metric) is None:
             return None
+        clean, corrupted, drawn = self._own_rows(suite, result, metric)
+        weights = self.weights(suite, key, drawn)
         per_clean = kind.resampled_class_scores(clean, weights)
         per_corrupted = kind.resampled_class_scores(corrupted, weights)
-        return None if per_clean is None or per_corrupted is None else (per_clean, per_corrupted)
+        return None if per_clean is None or per_corrupted is None else ClassRuns(per_clean, per_corrupted, drawn)
+
+    def _own_rows(self, suite: Suite, result: CellResult, metric: str) -> tuple[np.ndarray, np.ndarray, int]:
+        """This run's clean and corrupted statistics of ``metric`` as the bootstrap draws them
+        (:func:`unit_rows`), and how many units it draws.
+
+        Raises:
+            ValueError: as :meth:`own_runs`.
+        """
+        clean, corrupted = result.clean.statistics.get(metric), result.corrupted.statistics.get(metric)
+        if clean is None or corrupted is None:
+            raise ValueError(f"metric {metric} gave no per-image statistics in this run")
+        task = get_task(suite.task)
+        units = None
+        if task.groups_samples:
+            units = _run_units(task, metric, ("clean", "corrupted"), (result.clean.units, result.corrupted.units))
+        (clean, corrupted), drawn = unit_rows(task, (clean, corrupted), units, result.corrupted.num_images)
+        return clean, corrupted, drawn
 
     def scores(self, metric: str, statistics: np.ndarray, weights: np.ndarray) -> RunScores:
         """``metric``'s scores of a run's statistics under ``weights`` (from :meth:`weights`),

@@ -39,6 +39,7 @@ from pytest_segrobust.suite.requirements import (
     shown_number,
 )
 from pytest_segrobust.suite.schema import AGGREGATE_MARGINS, Suite
+from pytest_segrobust.tasks import get_task
 
 _FORMAT = 1
 
@@ -110,7 +111,7 @@ def cell_checks(
     record: CellRecord,
     observed: Mapping[str, float],
     runs: Mapping[str, tuple[Any, Any]] | None,
-    class_runs: Mapping[str, tuple[np.ndarray, np.ndarray] | None] | None = None,
+    class_runs: Mapping[str, ClassRuns | None] | None = None,
 ) -> list[RequirementCheck]:
     """The suite's requirements of one cell, decided.
 
@@ -120,7 +121,7 @@ def cell_checks(
         runs: Per metric, this run's clean and corrupted :class:`~pytest_segrobust.core.statistics.RunScores`
             under the model's resamples; ``None`` without a statistical gate.
         class_runs: Per metric, its per-class clean and corrupted scores per resample, where the
-            metric can resample classes.
+            metric can resample classes (:class:`ClassRuns`).
 
     Raises:
         ValueError: for a class rule naming a class the dataset does not have.
@@ -171,7 +172,7 @@ def _class_checks(
     metric: str,
     prefix: str,
     class_rules: Mapping[str, Mapping[str, Rule]],
-    per_class: tuple[np.ndarray, np.ndarray] | None,
+    per_class: ClassRuns | None,
     tail: float | None,
 ) -> list[RequirementCheck]:
     kind = METRICS.get(metric)
@@ -197,8 +198,8 @@ def _class_checks(
         resampled = None
         if per_class is not None and tail is not None:
             resampled = robustness(
-                per_class[0][:, k],
-                per_class[1][:, k],
+                per_class.clean[:, k],
+                per_class.corrupted[:, k],
                 higher_is_better=kind.higher_is_better,
                 worst=kind.worst(),
                 scale=kind.scale(),
@@ -208,12 +209,27 @@ def _class_checks(
             estimate = Estimate(
                 float(point[which]),
                 None if resampled is None else resampled[which],
-                record.num_images if resampled is not None else 0,
+                per_class.units if per_class is not None and resampled is not None else 0,
             )
             checks.append(
                 decide(record.nodeid, f"{prefix}{number} of {name}", rule, estimate, at_least=True, tail=tail)
             )
     return checks
+
+
+@dataclass(frozen=True)
+class ClassRuns:
+    """A metric's per-class scores of one cell's clean and corrupted run in each resample.
+
+    Attributes:
+        clean, corrupted: ``(R, K)``, NaN where a class is absent from a resample.
+        units: How many units (images, clips) the bootstrap drew from: what the per-class
+            intervals' degrees of freedom count.
+    """
+
+    clean: np.ndarray
+    corrupted: np.ndarray
+    units: int
 
 
 # -- a model's aggregates -----------------------------------------------------------------------
@@ -227,7 +243,7 @@ class CellEvidence:
         record: The cell's record (its baseline numbers in ``baseline`` where one was compared).
         clean, corrupted: The headline's clean and corrupted score in each of the model's
             resamples, ``(R,)``; ``None`` without a statistical gate.
-        images: Images resampled.
+        images: Units (images, clips) resampled: what the aggregates' degrees of freedom count.
         paired: The candidate's and the baseline's resampled scores (what
             :meth:`pytest_segrobust.gate.evidence.Evidence.checks` returns), where a baseline was paired.
     """
@@ -575,5 +591,6 @@ def _aggregate_regressions(suite: Suite, evidence: Sequence[CellEvidence]) -> tu
         else:
             values, per_resample = (seen[members] / seen_clean).mean(0), (scores[members] / clean).mean(0)
         change = Change(float(values[0] - values[1]), per_resample[0] - per_resample[1], images)
-        checks.append(PairedCheck.decide(GatedNumber(label, values[0], values[1]), change, margins[number], level))
+        gated = GatedNumber(label, values[0], values[1])
+        checks.append(PairedCheck.decide(gated, change, margins[number], level, get_task(suite.task).resampling_unit))
     return checks, None

@@ -223,12 +223,15 @@ class PairedCheck:
         outcome: ``fail`` (the whole interval below ``-margin``), ``pass`` (the whole
             interval above it) or ``inconclusive``; for a number where lower is better, the
             other way round about ``+margin``.
-        images: Images paired.
-        images_to_decide: About how many images would decide an inconclusive number.
+        images: Units paired: images, or clips (``unit``); several expressions of one image
+            count once, since the bootstrap draws units.
+        images_to_decide: About how many units would decide an inconclusive number, where the
+            change lies far enough from the margin for the estimate to mean something.
         detectable: The smallest margin an unchanged model is confirmed within at 80% power,
             from the paired change's spread; ``None`` when the two runs agree on every image
             (an unchanged model), which shows no spread to judge the power by.
         higher_is_better: The number regresses by falling (else by rising: an error metric's score).
+        unit: What ``images`` counts (the task's resampling unit: ``image``, ``clip``).
     """
 
     metric: str
@@ -242,12 +245,15 @@ class PairedCheck:
     images_to_decide: int | None = None
     detectable: float | None = None
     higher_is_better: bool = True
+    unit: str = "image"
 
     @classmethod
-    def decide(cls, number: GatedNumber, change: Change, margin: float, confidence: float) -> PairedCheck:
+    def decide(
+        cls, number: GatedNumber, change: Change, margin: float, confidence: float, unit: str = "image"
+    ) -> PairedCheck:
         """Non-inferiority of ``change`` (candidate - baseline) at ``margin``, from its interval at
         ``confidence``; a number where lower is better regresses by rising, so its gain is the
-        change reversed."""
+        change reversed. ``unit`` names what the change's ``images`` count."""
         low, high = change.interval(confidence)
         gain = change if number.higher_is_better else Change(-change.observed, -change.resampled, change.images)
         outcome = non_inferiority(*gain.interval(confidence), margin)
@@ -263,6 +269,7 @@ class PairedCheck:
             gain.images_to_decide(margin, confidence) if outcome is Outcome.INCONCLUSIVE else None,
             change.detectable(confidence) if change.standard_error > 0 else None,
             number.higher_is_better,
+            unit,
         )
 
     @property
@@ -286,9 +293,9 @@ class PairedCheck:
         interval = f"interval [{_number(self.low)}, {_number(self.high)}]"
         if self.outcome == Outcome.INCONCLUSIVE:
             more = (
-                f"about {self.images_to_decide} images (now {self.images}) would decide it"
+                f"about {self.images_to_decide} {self.unit}s (now {self.images}) would decide it"
                 if self.images_to_decide is not None
-                else "the change sits on the margin"
+                else f"the change lies within a standard error of the margin: more {self.unit}s may decide either way"
             )
             return f"  {self.metric}: change {_number(self.delta)}, {interval} straddles {_number(self.bound)}; {more}"
         where = "entirely below" if self.regressed is self.higher_is_better else "entirely above"
@@ -336,6 +343,7 @@ class PairedRuns:
         clean, corrupted: This run's clean and corrupted runs.
         worst: The worst end of the metric's scale, which gamma_r measures from (0: a
             percentage where higher is better).
+        unit: What the runs' bootstrap drew (the task's resampling unit: ``image``, ``clip``).
     """
 
     baseline_clean: RunScores
@@ -343,6 +351,7 @@ class PairedRuns:
     clean: RunScores
     corrupted: RunScores
     worst: float = 0.0
+    unit: str = "image"
 
 
 def paired_checks(
@@ -383,7 +392,7 @@ def paired_checks(
                 )
             )
             gated = GatedNumber(name, observed[name], stored[name], higher_is_better=name not in rising)
-            checks.append(PairedCheck.decide(gated, change, margins[name], confidence))
+            checks.append(PairedCheck.decide(gated, change, margins[name], confidence, run.unit))
     return tuple(checks)
 
 

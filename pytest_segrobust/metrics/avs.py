@@ -150,6 +150,7 @@ class AudioVisualMetric(Metric):
     def __init__(self, context: MetricContext) -> None:
         super().__init__(context)
         self.add_state("clips", [], Reduction.CONCAT)
+        self.keep_row_units()  # under R-VOS, an expression's clip: the gate resamples clips
 
     def update(self, predictions: Any, batch: Batch) -> None:
         """Add a batch of clips (:class:`SoundingMasks`, or ids ``(B, T, H, W)`` where 1 sounds)."""
@@ -170,6 +171,7 @@ class AudioVisualMetric(Metric):
         rows = torch.zeros(target.batch_size(), self.columns, dtype=torch.float64, device=device)
         rows.index_add_(0, clip_of, values)
         self.clips.append(rows.cpu())
+        self.add_row_units(batch)
 
     def frame_values(
         self, probabilities: torch.Tensor | None, predicted: torch.Tensor, truth: torch.Tensor, scored: torch.Tensor

@@ -30,7 +30,7 @@ import torch
 
 from pytest_segrobust.core.extras import Extra
 from pytest_segrobust.core.statistics import of_sums
-from pytest_segrobust.core.types import Batch, Field
+from pytest_segrobust.core.types import Batch, Field, SampleIndex
 
 
 class Reduction(str, Enum):
@@ -220,6 +220,30 @@ class Metric(ABC):
         """
         return None
 
+    def keep_row_units(self) -> None:
+        """Declare the ``row_unit_ids`` state, for a metric whose statistics have one row per
+        sample: :meth:`add_row_units` fills it and :meth:`row_units` reads it. Call it in
+        ``__init__``; without it a metric keeps no units, and a task that groups samples
+        (referring, R-VOS) cannot be gated statistically with it."""
+        self.add_state("row_unit_ids", [], Reduction.CONCAT)
+
+    def add_row_units(self, batch: Batch) -> None:
+        """Keep the unit of each sample of ``batch`` (its :class:`~pytest_segrobust.core.types.SampleIndex`'s
+        ``units``), where its task groups samples; call it with each batch's rows."""
+        if "row_unit_ids" not in self._states:
+            raise TypeError(f"{type(self).__name__}: call self.keep_row_units() in __init__ first")
+        index = next((f for f in batch.values() if isinstance(f, SampleIndex)), None)
+        if index is not None and index.units is not None:
+            self.row_unit_ids.extend(index.units)  # type: ignore[attr-defined]
+
+    def row_units(self) -> np.ndarray | None:
+        """The unit (image, clip) of each row of :meth:`image_statistics`, ``(N,)`` str, where the
+        task groups samples; ``None`` where it does not (each row is its own unit) or the metric
+        keeps no units. What the gate sums rows by (:func:`~pytest_segrobust.core.statistics.unit_sums`)."""
+        if "row_unit_ids" not in self._states or not self.row_unit_ids:  # type: ignore[attr-defined]
+            return None
+        return np.asarray([str(unit) for unit in self.row_unit_ids], dtype=np.str_)  # type: ignore[attr-defined]
+
     @classmethod
     def score_of(cls, summed: np.ndarray) -> np.ndarray:
         """The score of summed per-image statistics ``(..., *S)`` -> ``(...)`` (vectorised over resamples)."""
@@ -257,6 +281,15 @@ class Metric(ABC):
         return any(
             getattr(cls, name).__func__ is not getattr(Metric, name).__func__  # type: ignore[attr-defined]
             for name in ("score_of", "resampled_scores")
+        )
+
+    @classmethod
+    def statistics_add_up(cls) -> bool:
+        """Whether a multiset's score is the score of its rows' sums (:meth:`resampled_scores` is
+        the default's): only then can rows be summed per unit (several expressions of one image)."""
+        return (
+            cls.resampled_scores.__func__ is Metric.resampled_scores.__func__  # type: ignore[attr-defined]
+            and cls.keeps_image_statistics()
         )
 
     @classmethod

@@ -104,6 +104,7 @@ class ReferringMetric(Metric):
         super().__init__(context)
         self.add_state("intersections", [], Reduction.CONCAT)
         self.add_state("unions", [], Reduction.CONCAT)
+        self.keep_row_units()  # an expression's image: the gate resamples images
 
     def update(self, predictions: torch.Tensor, batch: Batch) -> None:
         """Add a batch of bool masks ``(B, H, W)`` (the task has thresholded logits).
@@ -121,6 +122,7 @@ class ReferringMetric(Metric):
         # Kept on the model's device: no copy (and no GPU sync) per batch.
         self.intersections.append(intersection)
         self.unions.append(union)
+        self.add_row_units(batch)
 
     def compute(self) -> MetricResult:
         scores = {name: float(value) for name, value in scores_of(self.image_statistics().sum(axis=0)).items()}

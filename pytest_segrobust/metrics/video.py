@@ -341,6 +341,7 @@ class VideoObjectMetric(Metric):
     def __init__(self, context: MetricContext) -> None:
         super().__init__(context)
         self.add_state("clips", [], Reduction.CONCAT)
+        self.keep_row_units()  # an R-VOS expression's clip: the gate resamples clips
 
     @classmethod
     def columns(cls) -> tuple[str, ...]:
@@ -383,6 +384,7 @@ class VideoObjectMetric(Metric):
             statistics = [object_statistics(values[measure]) for measure in self.measures]
             rows[clip] = [*np.concatenate(statistics, axis=1).sum(axis=0), len(objects)]
         self.clips.append(torch.from_numpy(rows))
+        self.add_row_units(batch)
 
     def _object_frame_values(
         self, predicted: torch.Tensor, truth: torch.Tensor, objects: tuple[int, ...], ignore_index: int, radius: int

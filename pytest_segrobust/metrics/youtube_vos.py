@@ -55,6 +55,7 @@ class YoutubeVosG(Metric):
     def __init__(self, context: MetricContext) -> None:
         super().__init__(context)
         self.add_state("clips", [], Reduction.CONCAT)
+        self.keep_row_units()  # an R-VOS expression's clip: the gate resamples clips
 
     @classmethod
     def details_of(cls, summed: np.ndarray) -> dict[str, np.ndarray]:
@@ -104,6 +105,7 @@ class YoutubeVosG(Metric):
                 rows[clip, split + 2] += 1
         # A tensor, not the array: state_dict() writes tensors as JSON, and arrays not at all.
         self.clips.append(torch.from_numpy(rows))
+        self.add_row_units(batch)
 
     def image_statistics(self) -> np.ndarray:
         """``(N, 6)``: per clip, for seen then unseen objects, the sums of their J-Mean and F-Mean and their count."""

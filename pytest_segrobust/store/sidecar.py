@@ -15,7 +15,11 @@ The file is an ``.npz`` (no pickles: it is read with ``allow_pickle=False``) wit
      "cells": {"tiny-unet::rotate::3": {"miou": {"corrupted": "a1", "clean": "a0", "images": 64}}}}
 
 and one array member per distinct array. ``images`` is stored, not read off an array: a
-metric's statistics need not have one row per image (COCO mAP keeps one per detection). A
+metric's statistics need not have one row per image (COCO mAP keeps one per detection).
+Where the task groups samples (a referring task's expressions of one image, an R-VOS task's
+of one clip), an entry also names ``units``: a string array, the unit (image, clip) of each
+row of both runs, which the gate sums rows by before it resamples units; ``images`` then
+counts rows. Other entries have none, as before. A
 reader proves the statistics belong to the JSON's numbers by recomputing the cell's score
 and gamma_r from them (the metric's ``resampled_scores`` with every image once): a sidecar
 that disagrees with its baseline (one file changed without the other) is refused.
@@ -102,11 +106,14 @@ class CellStatistics:
             (:meth:`~pytest_segrobust.metrics.base.Metric.image_statistics`).
         images: How many images both runs scored. It is stored, not read off an array: a
             metric's statistics need not have a row per image (COCO mAP keeps one per detection).
+        units: The unit (image, clip) of each row of both runs, ``(N,)`` str, where the task
+            groups samples; ``None`` where each row is its own unit.
     """
 
     corrupted: np.ndarray
     clean: np.ndarray
     images: int
+    units: np.ndarray | None = None
 
 
 class Sidecar:
@@ -290,18 +297,28 @@ def _cell_statistics(members: dict[str, np.ndarray], entry: Any, at: str) -> Cel
         raise BaselineError(
             f"{at}: arrays of shapes {corrupted.shape} and {clean.shape} for {images} images{_REWRITE}"
         )
-    return CellStatistics(corrupted, clean, images)
+    if "units" not in entry:
+        return CellStatistics(corrupted, clean, images)
+    units = members.get(entry["units"]) if isinstance(entry["units"], str) else None
+    if units is None or units.dtype.kind != "U" or units.shape != (corrupted.shape[0],) or clean.shape != corrupted.shape:
+        found = "no array" if units is None else f"{units.dtype} {units.shape}"
+        raise BaselineError(
+            f"{at}.units: expected a unit id per row of {corrupted.shape} and {clean.shape}, found {found}{_REWRITE}"
+        )
+    return CellStatistics(corrupted, clean, images, units)
 
 
 @dataclass(frozen=True)
 class SidecarEntry:
-    """One metric of one cell to store: the corrupted run's statistics and its clean run's, of ``images`` images."""
+    """One metric of one cell to store: the corrupted run's statistics and its clean run's, of
+    ``images`` images, and the unit of each row where the task groups samples."""
 
     cell: str
     metric: str
     corrupted: np.ndarray
     clean: np.ndarray
     images: int
+    units: np.ndarray | None = None
 
 
 def write_sidecar(
@@ -331,7 +348,7 @@ def merged_cells(
 ) -> dict[str, dict[str, CellStatistics]]:
     """``cells`` with ``entries`` stored over them, less the cells not in ``keep_only``."""
     for e in entries:
-        cells.setdefault(e.cell, {})[e.metric] = CellStatistics(e.corrupted, e.clean, e.images)
+        cells.setdefault(e.cell, {})[e.metric] = CellStatistics(e.corrupted, e.clean, e.images, e.units)
     return cells if keep_only is None else {cell: value for cell, value in cells.items() if cell in keep_only}
 
 
@@ -347,16 +364,13 @@ def sidecar_bytes(suite: str, cells: dict[str, dict[str, CellStatistics]]) -> by
             arrays[names[digest]] = array
         return names[digest]
 
+    def entry(stats: CellStatistics) -> dict[str, Any]:
+        names: dict[str, Any] = {"corrupted": member(stats.corrupted), "clean": member(stats.clean)}
+        return names | {"images": stats.images} | ({} if stats.units is None else {"units": member(stats.units)})
+
     index: dict[str, Any] = {"format": SIDECAR_FORMAT, "suite": suite, "cells": {}}
     for cell in sorted(cells):
-        index["cells"][cell] = {
-            metric: {
-                "corrupted": member(stats.corrupted),
-                "clean": member(stats.clean),
-                "images": stats.images,
-            }
-            for metric, stats in sorted(cells[cell].items())
-        }
+        index["cells"][cell] = {metric: entry(stats) for metric, stats in sorted(cells[cell].items())}
     buffer = io.BytesIO()
     index_bytes = np.frombuffer(json.dumps(index, sort_keys=True).encode(), dtype=np.uint8)
     np.savez_compressed(buffer, index=index_bytes, **arrays)

@@ -456,11 +456,18 @@ class _Validator:
         unknown = sorted(set(spec) - set(_GATE_KEYS))
         if unknown:
             raise self.fail(f"gate.{unknown[0]}", f"unknown field; expected one of {', '.join(_GATE_KEYS)}")
+        task = get_task(self.task_name)
         for name in metrics:
             if not METRICS.get(name).keeps_image_statistics():
                 raise self.fail(
                     "gate", f"metric {name} keeps no per-image statistics, which the statistical gate pairs; "
                     "gate it by tolerance instead"
+                )
+            if task.groups_samples and not METRICS.get(name).statistics_add_up():
+                unit = task.resampling_unit
+                raise self.fail(
+                    "gate", f"metric {name}'s statistics do not add up, so the rows of one {unit} cannot be summed: "
+                    f"the {task.name} task's gate resamples {unit}s; gate it by tolerance instead"
                 )
         if spec.get("aggregates") and not METRICS.get(metrics[0]).higher_is_better:
             raise self.fail(

@@ -278,6 +278,7 @@ class AudioVisualTask(Task):
     )
 
     suite_keys = (*CLIP_SUITE_KEYS, "acoustic", "mixture")
+    resampling_unit = "clip"
 
     def suite_cells(
         self, options: Mapping[str, Any], corruptions: tuple[str, ...], resolve: Callable[[str], Any]

@@ -146,6 +146,13 @@ class Task(ABC):
             task's ``static`` and ``dynamic``, a referring task's ``text_replay`` and ``mixture``):
             :meth:`suite_names` reads what they let the suite's ``corruptions:`` name, then
             :meth:`suite_cells` what they make of its cells.
+        resampling_unit: What the statistical gate's bootstrap draws (``image``, ``clip``), and
+            what its degrees of freedom and sample-size hints count.
+        groups_samples: Several samples share one unit (a referring task's expressions of one
+            image, an R-VOS task's of one clip): each sample names its unit
+            (:attr:`Sample.unit <pytest_segrobust.data.base.Sample.unit>`), metrics keep it per
+            row and the gate sums each unit's rows before it resamples them. Otherwise a sample
+            is its unit.
     """
 
     name: ClassVar[str]
@@ -157,6 +164,8 @@ class Task(ABC):
     reads: ClassVar[tuple[str, ...]] = ("image",)
     collates: ClassVar[Mapping[str, type[Field]]] = {"image": Image, "index": SampleIndex}
     suite_keys: ClassVar[tuple[str, ...]] = ()
+    resampling_unit: ClassVar[str] = "image"
+    groups_samples: ClassVar[bool] = False
 
     def suite_names(self, options: Mapping[str, Any], folder: Path) -> SuiteNames:
         """What the suite keys of :attr:`suite_keys` that a suite sets (``options``) let its ``corruptions:``
@@ -211,11 +220,30 @@ class Task(ABC):
                     f"got {image.dtype} {tuple(image.shape)}"
                 )
         images = upload(torch.stack([s.image for s in samples]), device).float().div_(255.0)  # type: ignore[misc]
-        fields: dict[str, Field] = {
-            "image": Image(images),
-            "index": SampleIndex(tuple(positions), tuple(s.sample_id for s in samples)),
-        }
-        return self.declared(fields | self.targets(samples, dataset, device))
+        targets = self.targets(samples, dataset, device)  # a sample's own fields are checked first
+        fields: dict[str, Field] = {"image": Image(images), "index": self.sample_index(samples, positions, dataset)}
+        return self.declared(fields | targets)
+
+    def sample_index(self, samples: Sequence[Sample], positions: Sequence[int], dataset: SegmentationDataset) -> SampleIndex:
+        """The batch's :class:`~pytest_segrobust.core.types.SampleIndex`: positions, sample ids and,
+        where the task groups samples, each one's unit.
+
+        Raises:
+            DatasetError: for a sample without a unit where the task groups samples, naming the
+                dataset and the sample.
+        """
+        ids = tuple(s.sample_id for s in samples)
+        if not self.groups_samples:
+            return SampleIndex(tuple(positions), ids)
+        for sample in samples:
+            if not isinstance(sample.unit, str) or not sample.unit:
+                raise DatasetError(
+                    f"{dataset.name}: sample {sample.sample_id} names no {self.resampling_unit} (Sample.unit is "
+                    f"{sample.unit!r}): the {self.name} task's statistical gate resamples {self.resampling_unit}s, "
+                    f"since the samples of one {self.resampling_unit} change together; give each sample the id of "
+                    f"its {self.resampling_unit}"
+                )
+        return SampleIndex(tuple(positions), ids, tuple(str(s.unit) for s in samples))
 
     def read(self, sample: Sample, name: str, dataset: SegmentationDataset) -> Any:
         """The field ``name`` of ``sample``.

@@ -43,6 +43,7 @@ class ReferringTask(TextKeys, Task):
         "device, fingerprint)"
     )
     suite_keys = TEXT_SUITE_KEYS
+    groups_samples = True  # a sample is an expression; several describe one image
 
     def suite_cells(
         self, options: Mapping[str, Any], corruptions: tuple[str, ...], resolve: Callable[..., Any]

@@ -52,6 +52,7 @@ class ReferringVideoTask(TextKeys, ClipTask):
         "a ReferringVideoModel (predict(clips, texts) -> (B, T, H, W) bool masks or float logits, device, fingerprint)"
     )
     suite_keys = (*CLIP_SUITE_KEYS, *TEXT_SUITE_KEYS)
+    groups_samples = True  # a sample is an expression; several describe one clip
 
     def suite_cells(
         self, options: Mapping[str, Any], corruptions: tuple[str, ...], resolve: Callable[..., Any]

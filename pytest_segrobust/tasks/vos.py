@@ -125,6 +125,7 @@ class ClipTask(Task):
     beside the task's targets."""
 
     suite_keys = CLIP_SUITE_KEYS
+    resampling_unit = "clip"
 
     def suite_cells(
         self, options: Mapping[str, Any], corruptions: tuple[str, ...], resolve: Callable[[str], Any]
@@ -139,11 +140,12 @@ class ClipTask(Task):
         self, samples: Sequence[Sample], positions: Sequence[int], dataset: SegmentationDataset, device: torch.device
     ) -> dict[str, Field]:
         clips = clip_fields(self, samples, dataset)
+        targets = self.targets(samples, dataset, device)  # a sample's own fields are checked first
         fields: dict[str, Field] = {
             "video": upload_clips([video for video, _ in clips], device),
-            "index": SampleIndex(tuple(positions), tuple(s.sample_id for s in samples)),
+            "index": self.sample_index(samples, positions, dataset),
         }
-        return self.declared(fields | self.targets(samples, dataset, device))
+        return self.declared(fields | targets)
 
 
 @register_task
