@@ -12,6 +12,7 @@ from pytest_segrobust.engine.suite_pictures import describe_frames, frame_kept, 
 from pytest_segrobust.pictures.values import SuitePictures
 from pytest_segrobust.randomness.seeding import sample_seed
 from pytest_segrobust.report import tables
+from pytest_segrobust.report.model import FrameKept
 
 # -- frame kept -------------------------------------------------------------------------------
 
@@ -27,7 +28,7 @@ def test_translation_keeps_less_of_a_smaller_frame_and_is_flagged_in_pixels() ->
     assert translate["in_pixels"]
     rotate = frames["corruptions"]["rotate"]
     assert 0.8 < rotate["kept"][0] < 0.95 and not rotate["in_pixels"]
-    table = tables.frame_kept(frames)
+    table = tables.frame_kept(FrameKept.from_json(frames))  # the report's typed leaf, as the report builds it
     assert table.header == ("corruption", "s1", "s5", "depends on image size", "parameters")
     assert table.rows[1] == ("translate", "47%", "0%", "yes: constants in pixels", "pixels=20 … pixels=100")
 

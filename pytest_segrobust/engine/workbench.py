@@ -260,18 +260,20 @@ class Workbench:
             model_device(model).type,
             # A statistically gated suite needs the per-image statistics, which others leave out.
             "statistics" if suite.gate is not None else "scores",
-            # The report's worst images are picked from the first images' own scores, kept where figures are drawn.
+            # The report's worst images are picked from the first images' own scores.
             f"scored images {self.settings(suite).scored_images}",
         )
 
     def settings(self, suite: Suite) -> EvalSettings:
         """How the suite's evaluations run in this process: the plan's settings, with the run's
         batch size (``--segrobust-batch-size``) and loader workers, and the first images scored
-        on their own where the report's pictures are measured (the worst images pick among them)."""
+        on their own (the report's worst images pick among them). They are scored whether or
+        not this run draws figures (about 1% of a demo cell's time), so that a clean result
+        cached by a run without figures serves one with them."""
         return self.plan(suite).settings(
             batch_size=self.options.batch_size,
             loader_workers=self.options.loader_workers,
-            scored_images=CONSIDERED if self.options.figures else 0,
+            scored_images=CONSIDERED,
         )
 
     def _evaluate(
