@@ -320,7 +320,19 @@ def predicted_object_ids(predictions: Any, target: VideoMasks, name: str) -> tor
     return predicted.to(target.data.device)
 
 
-class VideoObjectMetric(Metric):
+class ClipRowsMetric(Metric):
+    """A metric whose state is a row of summed statistics per clip (``clips``), each row named by
+    its clip, so that the gate resamples clips (an R-VOS clip's expressions are drawn together)."""
+
+    clips: list[torch.Tensor]
+
+    def __init__(self, context: MetricContext) -> None:
+        super().__init__(context)
+        self.add_state("clips", [], Reduction.CONCAT)
+        self.keep_row_units()
+
+
+class VideoObjectMetric(ClipRowsMetric):
     """What J, F and J&F share: a row of summed per-object statistics per clip.
 
     Subclasses set :attr:`measures`; the score is the mean of their Means.
@@ -336,12 +348,6 @@ class VideoObjectMetric(Metric):
     drops_ends: ClassVar[bool] = True
     boundary_ratio: ClassVar[float] = BOUNDARY_RATIO
     accepts = (VideoMasks,)
-    clips: list[torch.Tensor]
-
-    def __init__(self, context: MetricContext) -> None:
-        super().__init__(context)
-        self.add_state("clips", [], Reduction.CONCAT)
-        self.keep_row_units()  # an R-VOS expression's clip: the gate resamples clips
 
     @classmethod
     def columns(cls) -> tuple[str, ...]:

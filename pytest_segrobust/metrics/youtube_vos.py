@@ -22,9 +22,14 @@ import numpy as np
 import torch
 
 from pytest_segrobust.core.types import Batch, VideoMasks, field_of
-from pytest_segrobust.metrics.base import Metric, MetricContext, MetricResult, Reduction
+from pytest_segrobust.metrics.base import MetricResult
 from pytest_segrobust.metrics.registry import register_metric
-from pytest_segrobust.metrics.video import RegionAndBoundaryAllFrames, boundary_radius, predicted_object_ids
+from pytest_segrobust.metrics.video import (
+    ClipRowsMetric,
+    RegionAndBoundaryAllFrames,
+    boundary_radius,
+    predicted_object_ids,
+)
 
 SPLITS = ("seen", "unseen")
 COLUMNS = tuple(f"{name}_{split}" for split in SPLITS for name in ("j", "f", "objects"))
@@ -42,7 +47,7 @@ def given_frames(masks: VideoMasks, clip: int) -> list[int | None]:
 
 
 @register_metric
-class YoutubeVosG(Metric):
+class YoutubeVosG(ClipRowsMetric):
     """G: the mean of J_seen, J_unseen, F_seen and F_unseen (percent), YouTube-VOS's headline."""
 
     name, label = "youtube_vos_g", "G"
@@ -50,12 +55,6 @@ class YoutubeVosG(Metric):
     detail_labels: ClassVar[dict[str, str]] = {
         f"{name}_{split}": f"{name.upper()}_{split}" for split in SPLITS for name in ("j", "f")
     }
-    clips: list[torch.Tensor]
-
-    def __init__(self, context: MetricContext) -> None:
-        super().__init__(context)
-        self.add_state("clips", [], Reduction.CONCAT)
-        self.keep_row_units()  # an R-VOS expression's clip: the gate resamples clips
 
     @classmethod
     def details_of(cls, summed: np.ndarray) -> dict[str, np.ndarray]:
