@@ -79,6 +79,7 @@ import json, sys, time
 from pathlib import Path
 import torch
 torch.set_num_threads(1)
+from pytest_segrobust.engine.runner import CellRunner
 from pytest_segrobust.run.session import SegRobustSession
 from pytest_segrobust.runtime.options import Options
 from pytest_segrobust.report import write_report
@@ -87,7 +88,7 @@ from pytest_segrobust.report.html import write_html
 root = Path.cwd()
 options = Options(enabled=True, update_baselines=False, suites_dir=root / "suites", baselines_dir=root / "baselines",
                   report_path=root / "segrobust-report", report_html=True)
-session = SegRobustSession(options, root)
+session = SegRobustSession(CellRunner(options, root))
 for path in sorted((root / "suites").glob("*.yaml")):
     session.suite(path)
 report = json.loads(Path(sys.argv[1]).read_text())

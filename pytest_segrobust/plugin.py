@@ -208,6 +208,7 @@ def start_session(config: pytest.Config) -> SegRobustSession:
     """
     import torch
 
+    from pytest_segrobust.engine.runner import CellRunner
     from pytest_segrobust.report.paths import report_base
     from pytest_segrobust.run.session import SegRobustSession
     from pytest_segrobust.runtime.options import Options
@@ -245,9 +246,8 @@ def start_session(config: pytest.Config) -> SegRobustSession:
     )
     if enabled:  # the process that runs the gate; plain pytest and the fixture alone leave malloc alone
         allocator.configure(options.malloc)
-    segrobust = config.stash[SESSION_KEY] = SegRobustSession(
-        options, root, registry=run_registry(config), adapt_hook=config.hook.pytest_segrobust_adapt_model
-    )
+    runner = CellRunner(options, root, registry=run_registry(config), adapt_hook=config.hook.pytest_segrobust_adapt_model)
+    segrobust = config.stash[SESSION_KEY] = SegRobustSession(runner)
     config.stash[_THREADS_BEFORE_KEY] = threads.count()
     threads.apply(threads.choose(options.threads, workers=_xdist_workers(config)))
     return segrobust

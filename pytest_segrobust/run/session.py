@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import time
 import warnings
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +26,7 @@ from pytest_segrobust.backends.local import Local
 from pytest_segrobust.core.errors import InconclusiveWarning, SuiteError
 from pytest_segrobust.core.files import remove_stale_temporaries
 from pytest_segrobust.core.wording import plural
-from pytest_segrobust.corruptions import REGISTRY, CorruptionRegistry
+from pytest_segrobust.corruptions import CorruptionRegistry
 from pytest_segrobust.engine.evaluation import CellResult
 from pytest_segrobust.engine.plan import suite_cells
 from pytest_segrobust.engine.runner import CellRunner, RemoteCellError, error_message
@@ -58,26 +57,18 @@ class SegRobustSession:
     """State of one pytest run with ``--segrobust``.
 
     Args:
-        options: Parsed settings.
-        rootpath: pytest's rootdir: relative paths in suites mean paths under it, its modules
-            and those beside the suites are importable, and messages show paths relative to it.
-        registry: The run's corruptions; the built-ins by default.
-        adapt_hook: pytest's ``pytest_segrobust_adapt_model`` hook caller.
+        runner: This process's cell runner; its settings (:attr:`options`), pytest's rootdir
+            (:attr:`rootpath`: relative paths in suites mean paths under it, and messages show
+            paths relative to it) and corruptions (:attr:`registry`) are the run's.
     """
 
-    def __init__(
-        self,
-        options: Options,
-        rootpath: Path,
-        registry: CorruptionRegistry = REGISTRY,
-        adapt_hook: Callable[..., Any] | None = None,
-    ) -> None:
-        self.options = options
-        self.rootpath = rootpath
-        self.registry = registry
-        self.runner = CellRunner(options, rootpath, registry, adapt_hook)
-        self.gatekeeper = Gatekeeper(options, self.runner, self.shown)
-        self.reporter = ReportWriter(rootpath, started=time.time())
+    def __init__(self, runner: CellRunner) -> None:
+        self.runner = runner
+        self.options: Options = runner.options
+        self.rootpath: Path = runner.rootpath
+        self.registry: CorruptionRegistry = runner.registry
+        self.gatekeeper = Gatekeeper(self.options, self.runner, self.shown)
+        self.reporter = ReportWriter(self.rootpath, started=time.time())
         # The outcomes of the run's items, as they came back.
         self.records: list[CellRecord] = []
         self.errors: dict[str, str] = {}  # node id -> what went wrong, for items with no result
@@ -94,7 +85,7 @@ class SegRobustSession:
         self.scope = Selection()
         self.coverage: RunCoverage | None = None
         self.suite_order: dict[str, Suite] = {}
-        self._suites_dir = options.suites_dir.resolve()  # asked for every file pytest visits
+        self._suites_dir = self.options.suites_dir.resolve()  # asked for every file pytest visits
         self.explicit_paths: set[Path] = set()
         self._declared_names: dict[Path, dict[Path, str | None]] = {}
         # The end of the run: files written, lines on the baselines, what failed, what the report left
