@@ -209,10 +209,12 @@ class AggregateCheck(_Flat):
         margin: How far it may truly fall.
         low, high: The interval of its change.
         outcome: ``pass``, ``fail`` or ``inconclusive``.
-        images: Images paired.
-        images_to_decide: About how many images would decide an inconclusive number.
+        images: Units paired (images, or clips: :attr:`unit`).
+        images_to_decide: About how many units would decide an inconclusive number.
         detectable: The smallest margin an unchanged model is confirmed within at 80% power.
         higher_is_better: The number regresses by falling.
+        unit: What ``images`` and ``images_to_decide`` count: ``image`` or ``clip`` (the
+            task's resampling unit).
         regressed: The change is shown to exceed the margin.
         improved: The change is shown to be an improvement.
     """
@@ -228,6 +230,7 @@ class AggregateCheck(_Flat):
     images_to_decide: int | None
     detectable: float | None
     higher_is_better: bool
+    unit: str
     regressed: bool
     improved: bool
 

@@ -73,8 +73,8 @@ def test_a_producer_that_changes_its_fields_is_refused_by_name() -> None:
     data = outcome_json()
     with pytest.raises(ValueError, match=r"missing \['measured_here'\], unknown \['cluster'\]"):
         ModelDecision.from_json({k: v for k, v in data.items() if k != "measured_here"} | {"cluster": 3})
-    with pytest.raises(ValueError, match=r"an aggregate check has fields .*unknown \['unit'\]"):
-        ModelDecision.from_json(data | {"checks": [data["checks"][0] | {"unit": "image"}]})
+    with pytest.raises(ValueError, match=r"an aggregate check has fields .*unknown \['units_per_image'\]"):
+        ModelDecision.from_json(data | {"checks": [data["checks"][0] | {"units_per_image": 7}]})
     with pytest.raises(ValueError, match=r"an aggregate change .*missing \['cells'\]"):
         AggregateChange.from_json({"model": "m", "number": "mPC", "change": 0.1, "low": 0.0, "high": 0.2})
 
@@ -148,3 +148,13 @@ def test_worst_entries_are_made_once_from_the_measured_images_and_write_their_su
     markdown = render_markdown(report)
     said = ' | "the red one" | "teh red one"' if texts else ""
     assert f"| a | gaussian_noise s5 | 0.250 | img/3{said} | 81.00 | 12.50 | -68.50 |" in markdown
+
+
+def test_the_reports_copies_of_the_gates_decisions_name_the_same_fields_in_the_same_order() -> None:
+    # The report imports nothing of the gate, so it declares these leaves itself: a field the gate
+    # adds (as the resampling unit was) must be added here too, or every report fails to build.
+    gate_check = [field.name for field in dataclasses.fields(PairedCheck)] + ["regressed", "improved"]
+    assert [field.name for field in dataclasses.fields(AggregateCheck)] == gate_check
+    assert [field.name for field in dataclasses.fields(RequirementDecision)] == [
+        field.name for field in dataclasses.fields(RequirementCheck)
+    ]

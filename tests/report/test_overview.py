@@ -244,7 +244,7 @@ def test_a_zero_margin_never_shows_as_minus_zero_and_one_cell_is_singular() -> N
 
     check = {"metric": "rPC", "observed": 0.5, "baseline": 0.5, "low": 0.0, "high": 0.0, "margin": 0.0}
     aggregate = AggregateCheck(**check, outcome="inconclusive", images=4, images_to_decide=None, detectable=None,
-                               higher_is_better=True, regressed=False, improved=False)  # fmt: skip
+                               higher_is_better=True, unit="image", regressed=False, improved=False)  # fmt: skip
     decision = ModelDecision(1, "s.yaml::a::aggregates", "s", "a", "inconclusive", (), (aggregate,), (), None, 0)
     release = ReleaseSummary(requirements=(), models=(decision,), basis="bootstrap")
     (row,) = tables.model_gates({"s": SuiteReport("s", release=release)}).rows
