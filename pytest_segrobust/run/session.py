@@ -431,9 +431,14 @@ class SegRobustSession:
         run that evaluated nothing (a shard's line is its :attr:`conclusion`'s)."""
         if self.report is not None:
             return self.report.verdict
+        return self._outcomes_verdict(self.coverage)
+
+    def _outcomes_verdict(self, coverage: RunCoverage | None) -> RunVerdict | None:
+        """The run's verdict taken from its outcomes and ``coverage`` (its cells not run);
+        ``None`` for a run that evaluated nothing."""
         if not (self.records or self.errors or self.model_outcomes):
             return None
-        missing = list(self.coverage.not_run) if self.coverage is not None else []
+        missing = list(coverage.not_run) if coverage is not None else []
         statuses = [o.status for o in self.ordered_model_outcomes() if o.nodeid not in self.errors]
         return run_verdict(self.ordered_records(), self.errors, missing, statuses)
 
@@ -499,17 +504,13 @@ class SegRobustSession:
     def results(self) -> RunResults:
         """What the run ends with, for a backend that writes it in place of the report."""
         coverage = self.run_coverage()
-        verdict = None
-        if self.records or self.errors or self.model_outcomes:
-            statuses = [o.status for nodeid, o in self.model_outcomes.items() if nodeid not in self.errors]
-            verdict = run_verdict(self.ordered_records(), self.errors, list(coverage.not_run), statuses)
         nodeids = [r.nodeid for r in self.ordered_records()] + list(self.model_outcomes)
         outcomes = [self.outcome(nodeid) for nodeid in dict.fromkeys(nodeids)]
         scope = self.scope
         return RunResults(
             outcomes=[outcome for outcome in outcomes if outcome is not None],
             errors=dict(self.errors),
-            verdict=verdict,
+            verdict=self._outcomes_verdict(coverage),
             expected=list(scope.expected),
             deselected=list(scope.deselected),
             not_run=dict(coverage.not_run),
