@@ -14,7 +14,7 @@ It reads the baseline files and the statistics files; it writes nothing (the con
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,8 +26,8 @@ from pytest_segrobust.gate.outcomes import ModelChange, PendingWrite
 from pytest_segrobust.gate.release import CellEvidence, ModelOutcome, cell_checks, judge_model
 from pytest_segrobust.gate.verdict import Criteria, Observation, allowances, judge
 from pytest_segrobust.store.baselines import BaselineFile, CellKey
+from pytest_segrobust.store.decisions import RequirementCheck, check_json
 from pytest_segrobust.store.records import CellRecord
-from pytest_segrobust.suite.requirements import RequirementCheck
 from pytest_segrobust.suite.schema import Suite
 
 if TYPE_CHECKING:
@@ -153,7 +153,7 @@ class Gatekeeper:
         record.status = verdict.status
         if verdict.checks:  # an update's too: the report keeps the numbers it replaces
             record.baseline = dict(stored or {})
-            record.checks = [asdict(c) | {"regressed": c.regressed, "improved": c.improved} for c in verdict.checks]
+            record.checks = [check_json(c) for c in verdict.checks]
         write = None
         if verdict.write:
             write = PendingWrite(

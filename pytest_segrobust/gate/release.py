@@ -22,9 +22,11 @@ import numpy as np
 
 from pytest_segrobust.core.formats import check_format
 from pytest_segrobust.core.statistics import Change
-from pytest_segrobust.gate.verdict import GatedNumber, PairedCheck
+from pytest_segrobust.core.wording import shown_number
+from pytest_segrobust.gate.verdict import GatedNumber, decide_paired
 from pytest_segrobust.metrics import METRICS
 from pytest_segrobust.metrics.robustness import corruption_degradation, error, mean, relative_corruption_degradation
+from pytest_segrobust.store.decisions import PairedCheck, RequirementCheck
 from pytest_segrobust.store.records import CellRecord, Status
 from pytest_segrobust.store.sidecar import unpack
 from pytest_segrobust.suite.requirements import (
@@ -32,11 +34,9 @@ from pytest_segrobust.suite.requirements import (
     CROSS_MODEL,
     CellPlace,
     Estimate,
-    RequirementCheck,
     Rule,
     decide,
     robustness,
-    shown_number,
 )
 from pytest_segrobust.suite.schema import AGGREGATE_MARGINS, Suite
 from pytest_segrobust.tasks import get_task
@@ -264,7 +264,7 @@ class ModelOutcome:
         suite, model: Whose aggregates.
         status: A :class:`~pytest_segrobust.gate.verdict.Status` value.
         requirements: Every aggregate requirement decided.
-        checks: Every aggregate margin decided (:class:`~pytest_segrobust.gate.verdict.PairedCheck` fields).
+        checks: Every aggregate margin decided.
         notes: What was not decided, and why (no baseline to pair with, say).
         message: Why the item failed; ``None`` when it passed.
         measured_here: Cells the item measured itself (they had not run in its process).
@@ -275,7 +275,7 @@ class ModelOutcome:
     model: str
     status: str
     requirements: list[RequirementCheck] = field(default_factory=list)
-    checks: list[dict[str, Any]] = field(default_factory=list)
+    checks: list[PairedCheck] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     message: str | None = None
     measured_here: int = 0
@@ -292,7 +292,7 @@ class ModelOutcome:
             "model": self.model,
             "status": self.status,
             "requirements": [c.to_json() for c in self.requirements],
-            "checks": list(self.checks),
+            "checks": [c.to_json() for c in self.checks],
             "notes": list(self.notes),
             "message": self.message,
             "measured_here": self.measured_here,
@@ -303,7 +303,7 @@ class ModelOutcome:
         """Parse :meth:`to_json`'s output.
 
         Raises:
-            ValueError: for another format or a missing field.
+            ValueError: for another format, a missing field, or a check or requirement naming other fields.
         """
         check_format(data, _FORMAT, "model outcome")
         try:
@@ -313,7 +313,7 @@ class ModelOutcome:
                 model=str(data["model"]),
                 status=Status(data["status"]).value,
                 requirements=[RequirementCheck.from_json(c) for c in data["requirements"]],
-                checks=[dict(c) for c in data["checks"]],
+                checks=[PairedCheck.from_json(c) for c in data["checks"]],
                 notes=[str(n) for n in data["notes"]],
                 message=data["message"],
                 measured_here=int(data["measured_here"]),
@@ -384,16 +384,10 @@ def judge_model(
         model,
         status.value,
         requirements,
-        [_check_json(c) for c in checks],
+        checks,
         notes + (undecided_lines if undecided and policy == "warn" else []),
         "\n".join(lines) if lines else None,
     )
-
-
-def _check_json(check: PairedCheck) -> dict[str, Any]:
-    from dataclasses import asdict
-
-    return asdict(check) | {"regressed": check.regressed, "improved": check.improved}
 
 
 def model_checks(
@@ -592,5 +586,5 @@ def _aggregate_regressions(suite: Suite, evidence: Sequence[CellEvidence]) -> tu
             values, per_resample = (seen[members] / seen_clean).mean(0), (scores[members] / clean).mean(0)
         change = Change(float(values[0] - values[1]), per_resample[0] - per_resample[1], images)
         gated = GatedNumber(label, values[0], values[1])
-        checks.append(PairedCheck.decide(gated, change, margins[number], level, get_task(suite.task).resampling_unit))
+        checks.append(decide_paired(gated, change, margins[number], level, get_task(suite.task).resampling_unit))
     return checks, None

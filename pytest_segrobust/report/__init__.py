@@ -29,7 +29,6 @@ from pytest_segrobust.report.model import (
     COUNTED,
     REPORT_FORMAT,
     AggregateChange,
-    AggregateCheck,
     ChanceLevel,
     CorruptionErrorReference,
     CorruptionFrame,
@@ -41,8 +40,6 @@ from pytest_segrobust.report.model import (
     ModelSummary,
     ReleaseSummary,
     Report,
-    RequirementDecision,
-    RequirementRow,
     RunVerdict,
     ShiftSplits,
     SuiteReport,
@@ -77,7 +74,6 @@ __all__ = [
     "RUN_SECTIONS",
     "SUITE_SECTIONS",
     "AggregateChange",
-    "AggregateCheck",
     "ChanceLevel",
     "CorruptionErrorReference",
     "CorruptionFrame",
@@ -91,8 +87,6 @@ __all__ = [
     "ReleaseSummary",
     "Report",
     "ReportIncomplete",
-    "RequirementDecision",
-    "RequirementRow",
     "RunVerdict",
     "ShiftSplits",
     "SuiteReport",
@@ -421,7 +415,7 @@ def markdown_table(table: Table) -> list[str]:
 def text_table(table: Table) -> list[str]:
     """A plain aligned table for the terminal."""
     widths = [max([len(h), *(len(r[i]) for r in table.rows)]) for i, h in enumerate(table.header)]
-    line = lambda cells: "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))  # noqa: E731
+    line = lambda cells: "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))
     return [line(table.header), *(line(r) for r in table.rows)]
 
 

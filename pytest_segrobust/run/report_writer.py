@@ -30,8 +30,6 @@ from pytest_segrobust.report import (
     ReleaseSummary,
     Report,
     ReportIncomplete,
-    RequirementDecision,
-    RequirementRow,
     SuiteReport,
     WorstEntry,
     build_report,
@@ -43,8 +41,9 @@ from pytest_segrobust.report.coverage import RunCoverage
 from pytest_segrobust.report.environment import run_environment
 from pytest_segrobust.report.html import write_html
 from pytest_segrobust.report.tables import row_name, worst_cell
+from pytest_segrobust.store.decisions import RequirementCheck
 from pytest_segrobust.store.records import CellRecord, Status
-from pytest_segrobust.suite.requirements import RequirementCheck, summarize, unmet_lines
+from pytest_segrobust.suite.requirements import summarize, unmet_lines
 from pytest_segrobust.suite.schema import Suite
 from pytest_segrobust.text.cells import modality
 
@@ -283,23 +282,9 @@ def release_summaries(
         by_row = [r for row in dict.fromkeys(row_name(r) for r in cells) for r in cells if row_name(r) == row]
         unmet = [RequirementCheck.from_json(c) for r in by_row for c in r.requirements]
         unmet += [RequirementCheck.from_json(c) for o in mine for c in o["requirements"]]
-        rows = [
-            RequirementRow(
-                s.rule,
-                s.line,
-                s.number,
-                s.threshold,
-                s.at_least,
-                s.outcome,
-                dict(s.outcomes),
-                RequirementDecision.from_json(s.worst.to_json()),
-                s.confirmable,
-            )
-            for s in summarize(checks)
-        ]
         statistical = suite is not None and suite.gate is not None
         summaries[name] = ReleaseSummary(
-            requirements=tuple(rows),
+            requirements=tuple(summarize(checks)),
             models=tuple(ModelDecision.from_json(o) for o in mine),
             basis="bootstrap" if statistical else "point",
             unmet=tuple(unmet_lines(unmet, shown_path(suite.path, root) if suite else "")),

@@ -578,6 +578,6 @@ def _outcome_properties(outcome: ModelOutcome) -> list[tuple[str, object]]:
     """A model's aggregates item as JUnit properties: its status, each aggregate margin and requirement."""
     properties: list[tuple[str, object]] = [("status", outcome.status)]
     for check in outcome.checks:
-        properties += [(str(check["metric"]), check["observed"]), (f"baseline {check['metric']}", check["baseline"])]
-        properties += [(f"margin {check['metric']}", check["margin"])]
+        properties += [(check.metric, check.observed), (f"baseline {check.metric}", check.baseline)]
+        properties += [(f"margin {check.metric}", check.margin)]
     return properties + _requirement_properties([c.to_json() for c in outcome.requirements])

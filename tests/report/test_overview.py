@@ -10,7 +10,6 @@ import pytest
 import torch
 
 from pytest_segrobust.report import (
-    AggregateCheck,
     GateSummary,
     ModelDecision,
     ReleaseSummary,
@@ -24,6 +23,7 @@ from pytest_segrobust.report import (
 )
 from pytest_segrobust.report.environment import describe_device, run_environment
 from pytest_segrobust.report.model import RunEnvironment
+from pytest_segrobust.store.decisions import PairedCheck
 from pytest_segrobust.store.records import CellRecord
 from tests.report.test_report import SCORES_A, cells
 
@@ -243,8 +243,7 @@ def test_a_zero_margin_never_shows_as_minus_zero_and_one_cell_is_singular() -> N
     from pytest_segrobust.run.baseline_writes import replaced_sidecar
 
     check = {"metric": "rPC", "observed": 0.5, "baseline": 0.5, "low": 0.0, "high": 0.0, "margin": 0.0}
-    aggregate = AggregateCheck(**check, outcome="inconclusive", images=4, images_to_decide=None, detectable=None,
-                               higher_is_better=True, unit="image", regressed=False, improved=False)  # fmt: skip
+    aggregate = PairedCheck(**check, outcome="inconclusive", images=4)
     decision = ModelDecision(1, "s.yaml::a::aggregates", "s", "a", "inconclusive", (), (aggregate,), (), None, 0)
     release = ReleaseSummary(requirements=(), models=(decision,), basis="bootstrap")
     (row,) = tables.model_gates({"s": SuiteReport("s", release=release)}).rows
