@@ -14,7 +14,7 @@ It reads the baseline files and the statistics files; it writes nothing (the con
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,10 +23,10 @@ from pytest_segrobust.core.files import WriteError
 from pytest_segrobust.engine.evaluation import CellResult
 from pytest_segrobust.gate.evidence import BaselineFiles, Evidence, pack_statistics
 from pytest_segrobust.gate.outcomes import ModelChange, PendingWrite
-from pytest_segrobust.gate.release import CellEvidence, ModelOutcome, cell_checks, judge_model
+from pytest_segrobust.gate.release import CellEvidence, cell_checks, judge_model
 from pytest_segrobust.gate.verdict import Criteria, Observation, allowances, judge
 from pytest_segrobust.store.baselines import BaselineFile, CellKey
-from pytest_segrobust.store.decisions import RequirementCheck, check_json
+from pytest_segrobust.store.decisions import ModelOutcome, RequirementCheck, check_json
 from pytest_segrobust.store.records import CellRecord
 from pytest_segrobust.suite.schema import Suite
 
@@ -227,8 +227,7 @@ class Gatekeeper:
             else:
                 reference.setdefault(key.split, []).append(evidence.record)
         outcome = judge_model(suite, model, nodeid, by_split, reference, self.shown(suite.path))
-        outcome.measured_here = measured
-        return outcome
+        return replace(outcome, measured_here=measured)
 
     def _ungated_evidence(
         self, suite: Suite, key: CellKey, record: CellRecord, observed: dict[str, float], result: CellResult

@@ -8,25 +8,25 @@ every cell of the model: the model's ``aggregates`` item (``suites/demo.yaml::ti
 decides them, with the aggregate regression gate (``gate.aggregates``), from the cells this
 process evaluated, measuring (never gating) any it did not, so that ``--lf``, ``-k aggregates``
 and a worker that was sent the item alone all decide the same. Its outcome is a
-:class:`ModelOutcome`, which crosses processes as JSON like a cell's record.
+:class:`~pytest_segrobust.store.decisions.ModelOutcome`, which crosses processes as JSON like a
+cell's record.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from pytest_segrobust.core.formats import check_format
 from pytest_segrobust.core.statistics import Change
 from pytest_segrobust.core.wording import shown_number
 from pytest_segrobust.gate.verdict import GatedNumber, decide_paired
 from pytest_segrobust.metrics import METRICS
 from pytest_segrobust.metrics.robustness import corruption_degradation, error, mean, relative_corruption_degradation
-from pytest_segrobust.store.decisions import PairedCheck, RequirementCheck
+from pytest_segrobust.store.decisions import ModelOutcome, PairedCheck, RequirementCheck
 from pytest_segrobust.store.records import CellRecord, Status
 from pytest_segrobust.store.sidecar import unpack
 from pytest_segrobust.suite.requirements import (
@@ -40,8 +40,6 @@ from pytest_segrobust.suite.requirements import (
 )
 from pytest_segrobust.suite.schema import AGGREGATE_MARGINS, Suite
 from pytest_segrobust.tasks import get_task
-
-_FORMAT = 1
 
 
 def family_size(suite: Suite) -> int:
@@ -255,73 +253,6 @@ class CellEvidence:
     paired: Mapping[str, Any] | None = None
 
 
-@dataclass
-class ModelOutcome:
-    """A model's ``aggregates`` item: its aggregate requirements and aggregate regression checks.
-
-    Attributes:
-        nodeid: The item's node id.
-        suite, model: Whose aggregates.
-        status: A :class:`~pytest_segrobust.gate.verdict.Status` value.
-        requirements: Every aggregate requirement decided.
-        checks: Every aggregate margin decided.
-        notes: What was not decided, and why (no baseline to pair with, say).
-        message: Why the item failed; ``None`` when it passed.
-        measured_here: Cells the item measured itself (they had not run in its process).
-    """
-
-    nodeid: str
-    suite: str
-    model: str
-    status: str
-    requirements: list[RequirementCheck] = field(default_factory=list)
-    checks: list[PairedCheck] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    message: str | None = None
-    measured_here: int = 0
-
-    @property
-    def passed(self) -> bool:
-        return self.message is None
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "format": _FORMAT,
-            "nodeid": self.nodeid,
-            "suite": self.suite,
-            "model": self.model,
-            "status": self.status,
-            "requirements": [c.to_json() for c in self.requirements],
-            "checks": [c.to_json() for c in self.checks],
-            "notes": list(self.notes),
-            "message": self.message,
-            "measured_here": self.measured_here,
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> ModelOutcome:
-        """Parse :meth:`to_json`'s output.
-
-        Raises:
-            ValueError: for another format, a missing field, or a check or requirement naming other fields.
-        """
-        check_format(data, _FORMAT, "model outcome")
-        try:
-            return cls(
-                nodeid=str(data["nodeid"]),
-                suite=str(data["suite"]),
-                model=str(data["model"]),
-                status=Status(data["status"]).value,
-                requirements=[RequirementCheck.from_json(c) for c in data["requirements"]],
-                checks=[PairedCheck.from_json(c) for c in data["checks"]],
-                notes=[str(n) for n in data["notes"]],
-                message=data["message"],
-                measured_here=int(data["measured_here"]),
-            )
-        except KeyError as exc:
-            raise ValueError(f"model outcome without {exc}") from None
-
-
 def judge_model(
     suite: Suite,
     model: str,
@@ -383,9 +314,9 @@ def judge_model(
         suite.name,
         model,
         status.value,
-        requirements,
-        checks,
-        notes + (undecided_lines if undecided and policy == "warn" else []),
+        tuple(requirements),
+        tuple(checks),
+        tuple(notes + (undecided_lines if undecided and policy == "warn" else [])),
         "\n".join(lines) if lines else None,
     )
 

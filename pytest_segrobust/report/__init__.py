@@ -35,7 +35,6 @@ from pytest_segrobust.report.model import (
     FrameKept,
     GateSummary,
     ImageDrop,
-    ModelDecision,
     ModelReport,
     ModelSummary,
     ReleaseSummary,
@@ -81,7 +80,6 @@ __all__ = [
     "FrameKept",
     "GateSummary",
     "ImageDrop",
-    "ModelDecision",
     "ModelReport",
     "ModelSummary",
     "ReleaseSummary",
@@ -160,7 +158,7 @@ def build_report(
         root: Suite files are shown relative to this folder (the project's root) when under it.
         errors: Cells that raised instead of producing a result: node id -> message.
         model_outcomes: Each model's ``aggregates`` item decided
-            (:meth:`pytest_segrobust.gate.release.ModelOutcome.to_json`), in report order.
+            (:meth:`pytest_segrobust.store.decisions.ModelOutcome.to_json`), in report order.
         gates: Each statistically gated suite's gate, by suite name.
         releases: Each suite's release criteria as decided, by suite name (suites that state
             none and decided nothing have none).

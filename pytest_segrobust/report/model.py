@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Self
 from pytest_segrobust.core.formats import same_fields
 from pytest_segrobust.core.wording import plural
 from pytest_segrobust.report.coverage import RunCoverage
-from pytest_segrobust.store.decisions import PairedCheck, RequirementCheck, RuleSummary
+from pytest_segrobust.store.decisions import ModelOutcome, RuleSummary
 from pytest_segrobust.store.records import CellRecord
 
 if TYPE_CHECKING:  # the pictures hold tensors: the report's values are made from them, never import them
@@ -135,60 +135,6 @@ class _Flat:
 
 
 @dataclass(frozen=True)
-class ModelDecision:
-    """A model's ``aggregates`` item as the gate decided it: its aggregate requirements and margins.
-
-    Attributes:
-        format: The gate's format version of the decision.
-        nodeid: The item's node id.
-        suite: The suite.
-        model: The model.
-        status: How the item ended (a gate status).
-        requirements: Every aggregate requirement decided.
-        checks: Every aggregate margin decided.
-        notes: What was not decided, and why.
-        message: Why the item failed; ``None`` when it passed.
-        measured_here: Cells the item measured itself.
-    """
-
-    format: int
-    nodeid: str
-    suite: str
-    model: str
-    status: str
-    requirements: tuple[RequirementCheck, ...]
-    checks: tuple[PairedCheck, ...]
-    notes: tuple[str, ...]
-    message: str | None
-    measured_here: int
-
-    def to_json(self) -> dict[str, Any]:
-        """The gate's JSON of the decision (``ModelOutcome.to_json()``), key for key."""
-        return _fields_json(self) | {
-            "requirements": [c.to_json() for c in self.requirements],
-            "checks": [c.to_json() for c in self.checks],
-            "notes": list(self.notes),
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> ModelDecision:
-        """The value of ``ModelOutcome.to_json()``.
-
-        Raises:
-            ValueError: for other fields than this value's (its checks' and requirements' too).
-        """
-        fields = same_fields(cls, data, "a model's aggregates decision")
-        return cls(
-            **fields
-            | {
-                "requirements": tuple(RequirementCheck.from_json(c) for c in data["requirements"]),
-                "checks": tuple(PairedCheck.from_json(c) for c in data["checks"]),
-                "notes": tuple(data["notes"]),
-            }
-        )
-
-
-@dataclass(frozen=True)
 class ReleaseSummary:
     """A suite's release criteria as decided: one row per requirement, each model's aggregates item.
 
@@ -201,7 +147,7 @@ class ReleaseSummary:
     """
 
     requirements: tuple[RuleSummary, ...]
-    models: tuple[ModelDecision, ...]
+    models: tuple[ModelOutcome, ...]
     basis: str
     unmet: tuple[str, ...] = ()
 

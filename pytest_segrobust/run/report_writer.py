@@ -21,12 +21,11 @@ from typing import Any
 
 from pytest_segrobust.core.errors import SegRobustError
 from pytest_segrobust.gate.evidence import aggregate_changes
-from pytest_segrobust.gate.release import ModelOutcome, cell_level, family_size
+from pytest_segrobust.gate.release import cell_level, family_size
 from pytest_segrobust.pictures.values import GalleryTiles, RunPictures, WorstImages
 from pytest_segrobust.report import (
     FrameKept,
     GateSummary,
-    ModelDecision,
     ReleaseSummary,
     Report,
     ReportIncomplete,
@@ -41,7 +40,7 @@ from pytest_segrobust.report.coverage import RunCoverage
 from pytest_segrobust.report.environment import run_environment
 from pytest_segrobust.report.html import write_html
 from pytest_segrobust.report.tables import row_name, worst_cell
-from pytest_segrobust.store.decisions import RequirementCheck
+from pytest_segrobust.store.decisions import ModelOutcome, RequirementCheck
 from pytest_segrobust.store.records import CellRecord, Status
 from pytest_segrobust.suite.requirements import summarize, unmet_lines
 from pytest_segrobust.suite.schema import Suite
@@ -285,7 +284,7 @@ def release_summaries(
         statistical = suite is not None and suite.gate is not None
         summaries[name] = ReleaseSummary(
             requirements=tuple(summarize(checks)),
-            models=tuple(ModelDecision.from_json(o) for o in mine),
+            models=tuple(ModelOutcome.from_json(o) for o in mine),
             basis="bootstrap" if statistical else "point",
             unmet=tuple(unmet_lines(unmet, shown_path(suite.path, root) if suite else "")),
         )

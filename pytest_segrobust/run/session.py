@@ -32,7 +32,6 @@ from pytest_segrobust.engine.plan import suite_cells
 from pytest_segrobust.engine.runner import CellRunner, RemoteCellError, error_message
 from pytest_segrobust.gate.gatekeeper import CellFailure, Gatekeeper
 from pytest_segrobust.gate.outcomes import ModelChange, Outcome, PendingWrite
-from pytest_segrobust.gate.release import ModelOutcome
 from pytest_segrobust.pictures.values import RunPictures
 from pytest_segrobust.report import Report, RunVerdict, run_verdict
 from pytest_segrobust.report.coverage import RunCoverage, partial_report_path
@@ -44,6 +43,7 @@ from pytest_segrobust.run.selection import Selection
 from pytest_segrobust.runtime.options import Options
 from pytest_segrobust.runtime.progress import TerminalProgress
 from pytest_segrobust.store.baselines import CellKey
+from pytest_segrobust.store.decisions import ModelOutcome
 from pytest_segrobust.store.records import CellRecord, Status
 from pytest_segrobust.suite.schema import Suite, declared_name
 

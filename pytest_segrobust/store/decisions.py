@@ -1,6 +1,6 @@
 """The decisions a run hands on, as values: one requirement decided for a cell or a model, a
-requirement summarised over its decisions, and one number's paired change decided against its
-margin.
+requirement summarised over its decisions, one number's paired change decided against its
+margin, and a model's ``aggregates`` item made of them.
 
 The release criteria (:mod:`pytest_segrobust.suite.requirements`) and the gate
 (:mod:`pytest_segrobust.gate`) make them; a cell's record and a model's aggregates item carry
@@ -15,13 +15,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_segrobust.core.formats import same_fields
+from pytest_segrobust.core.formats import check_format, same_fields
 from pytest_segrobust.core.statistics import Outcome
 from pytest_segrobust.core.wording import shown_number
+from pytest_segrobust.store.records import Status
 
 # What a check's JSON carries besides its fields: computed from them, so that a reader of the
 # JSON alone (a report, a JUnit property, a record's reader) need not know how.
 CHECK_VERDICTS = ("regressed", "improved")
+
+# Version of ModelOutcome.to_json; an outcome of another version is refused, never half-read.
+MODEL_OUTCOME_FORMAT = 1
 
 
 @dataclass(frozen=True)
@@ -94,6 +98,8 @@ class RuleSummary:
 
     Attributes:
         rule, line, number, threshold, at_least: The requirement.
+        outcome: ``fail`` if any decision failed, else ``inconclusive`` if any was undecided,
+            else ``pass`` (from ``outcomes``, not given).
         outcomes: How many decisions ended ``pass``, ``fail``, ``inconclusive``.
         worst: The decision closest to (or furthest beyond) the threshold: the one a reviewer looks at.
         confirmable: The strictest threshold every decision would confirm at 80% power (the
@@ -105,32 +111,23 @@ class RuleSummary:
     number: str
     threshold: float
     at_least: bool
+    outcome: str = dataclasses.field(init=False)
     outcomes: Mapping[str, int]
     worst: RequirementCheck
     confirmable: float | None
 
-    @property
-    def outcome(self) -> str:
-        """``fail`` if any decision failed, else ``inconclusive`` if any was undecided, else ``pass``."""
-        return "fail" if self.outcomes.get("fail") else "inconclusive" if self.outcomes.get("inconclusive") else "pass"
+    def __post_init__(self) -> None:
+        counts = self.outcomes
+        outcome = "fail" if counts.get("fail") else "inconclusive" if counts.get("inconclusive") else "pass"
+        object.__setattr__(self, "outcome", outcome)
 
     @property
     def decisions(self) -> int:
         return sum(self.outcomes.values())
 
     def to_json(self) -> dict[str, Any]:
-        """The requirement, its outcome over all its decisions, their counts, the worst and the confirmable threshold."""
-        return {
-            "rule": self.rule,
-            "line": self.line,
-            "number": self.number,
-            "threshold": self.threshold,
-            "at_least": self.at_least,
-            "outcome": self.outcome,
-            "outcomes": dict(self.outcomes),
-            "worst": self.worst.to_json(),
-            "confirmable": self.confirmable,
-        }
+        """The fields by name, in their order (the worst decision as its own JSON)."""
+        return dataclasses.asdict(self)
 
 
 @dataclass(frozen=True)
@@ -220,3 +217,65 @@ def check_json(check: Any) -> dict[str, Any]:
     """A decided check's JSON (a :class:`PairedCheck`, or the gate's tolerance check): its fields
     by name, in their order, then whether it regressed and whether it improved."""
     return dataclasses.asdict(check) | {verdict: getattr(check, verdict) for verdict in CHECK_VERDICTS}
+
+
+@dataclass(frozen=True)
+class ModelOutcome:
+    """A model's ``aggregates`` item as the gate decided it
+    (:func:`pytest_segrobust.gate.release.judge_model`): its aggregate requirements and margins.
+
+    Attributes:
+        nodeid: The item's node id.
+        suite, model: Whose aggregates.
+        status: A :class:`~pytest_segrobust.store.records.Status` value.
+        requirements: Every aggregate requirement decided.
+        checks: Every aggregate margin decided.
+        notes: What was not decided, and why (no baseline to pair with, say).
+        message: Why the item failed; ``None`` when it passed.
+        measured_here: Cells the item measured itself (they had not run in its process).
+    """
+
+    nodeid: str
+    suite: str
+    model: str
+    status: str
+    requirements: tuple[RequirementCheck, ...] = ()
+    checks: tuple[PairedCheck, ...] = ()
+    notes: tuple[str, ...] = ()
+    message: str | None = None
+    measured_here: int = 0
+
+    @property
+    def passed(self) -> bool:
+        return self.message is None
+
+    def to_json(self) -> dict[str, Any]:
+        """The format version, then the fields by name, in their order."""
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        return {
+            "format": MODEL_OUTCOME_FORMAT,
+            **fields,
+            "requirements": [c.to_json() for c in self.requirements],
+            "checks": [c.to_json() for c in self.checks],
+            "notes": list(self.notes),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ModelOutcome:
+        """The value of :meth:`to_json`'s output.
+
+        Raises:
+            ValueError: for another format, an unknown status, or other fields than this value's
+                (its requirements' and checks' too), naming those missing and unknown.
+        """
+        check_format(data, MODEL_OUTCOME_FORMAT, "model outcome")
+        fields = same_fields(cls, data, "a model outcome", derived=("format",))
+        return cls(
+            **fields
+            | {
+                "status": Status(fields["status"]).value,
+                "requirements": tuple(RequirementCheck.from_json(c) for c in fields["requirements"]),
+                "checks": tuple(PairedCheck.from_json(c) for c in fields["checks"]),
+                "notes": tuple(str(note) for note in fields["notes"]),
+            }
+        )

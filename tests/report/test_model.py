@@ -15,13 +15,11 @@ import torch
 from pytest_segrobust.core.statistics import Change
 from pytest_segrobust.corruptions import REGISTRY
 from pytest_segrobust.engine.suite_pictures import describe_frames
-from pytest_segrobust.gate.release import ModelOutcome
 from pytest_segrobust.gate.verdict import GatedNumber, decide_paired
 from pytest_segrobust.pictures.values import ImageLoss, WorstImages
 from pytest_segrobust.report import (
     AggregateChange,
     FrameKept,
-    ModelDecision,
     ReleaseSummary,
     SuiteReport,
     WorstEntry,
@@ -30,7 +28,7 @@ from pytest_segrobust.report import (
     tables,
 )
 from pytest_segrobust.store import decisions
-from pytest_segrobust.store.decisions import PairedCheck, RequirementCheck, RuleSummary
+from pytest_segrobust.store.decisions import ModelOutcome, PairedCheck, RequirementCheck, RuleSummary
 from tests.report.test_report import SCORES_A, cells
 
 
@@ -45,17 +43,21 @@ def requirement(subject: str = "m aggregates", observed: float = 41.5) -> Requir
     )
 
 
-def outcome_json() -> dict[str, Any]:
+def model_outcome() -> ModelOutcome:
     change = Change(-0.004, np.linspace(-0.01, 0.002, 50), 16)
     check = decide_paired(GatedNumber("rPC", 0.52, 0.524), change, 0.01, 0.95)
-    outcome = ModelOutcome("s.yaml::m::aggregates", "s", "m", "passed", [requirement()], [check], ["a note"], None, 2)
-    return outcome.to_json()
+    return ModelOutcome("s.yaml::m::aggregates", "s", "m", "passed", (requirement(),), (check,), ("a note",), None, 2)
 
 
-def test_a_models_decision_is_typed_and_writes_the_gates_json_key_for_key() -> None:
+def outcome_json() -> dict[str, Any]:
+    return model_outcome().to_json()
+
+
+def test_a_models_outcome_is_read_back_from_its_json_as_it_was_and_writes_it_key_for_key() -> None:
     data = outcome_json()
-    decision = ModelDecision.from_json(data)
-    assert dataclasses.is_dataclass(decision) and decision.model == "m" and decision.status == "passed"
+    decision = ModelOutcome.from_json(data)
+    assert decision == model_outcome() and decision.model == "m" and decision.status == "passed"
+    assert list(data) == ["format", *(f.name for f in dataclasses.fields(ModelOutcome))]
     (check,) = decision.checks
     assert isinstance(check, PairedCheck) and check.metric == "rPC" and check.outcome in ("pass", "inconclusive")
     assert decision.requirements == (requirement(),)
@@ -71,9 +73,9 @@ def test_a_models_decision_is_typed_and_writes_the_gates_json_key_for_key() -> N
 def test_a_producer_that_changes_its_fields_is_refused_by_name() -> None:
     data = outcome_json()
     with pytest.raises(ValueError, match=r"missing \['measured_here'\], unknown \['cluster'\]"):
-        ModelDecision.from_json({k: v for k, v in data.items() if k != "measured_here"} | {"cluster": 3})
+        ModelOutcome.from_json({k: v for k, v in data.items() if k != "measured_here"} | {"cluster": 3})
     with pytest.raises(ValueError, match=r"a paired check has fields .*unknown \['units_per_image'\]"):
-        ModelDecision.from_json(data | {"checks": [data["checks"][0] | {"units_per_image": 7}]})
+        ModelOutcome.from_json(data | {"checks": [data["checks"][0] | {"units_per_image": 7}]})
     with pytest.raises(ValueError, match=r"an aggregate change .*missing \['cells'\]"):
         AggregateChange.from_json({"model": "m", "number": "mPC", "change": 0.1, "low": 0.0, "high": 0.2})
 
@@ -173,7 +175,7 @@ def test_the_decisions_have_one_definition_that_no_other_dataclass_copies() -> N
     package = Path(decisions.__file__).parents[1]
     home = Path(decisions.__file__)
     originals = _dataclass_fields(ast.parse(home.read_text(encoding="utf-8")))
-    assert {"RequirementCheck", "RuleSummary", "PairedCheck"} <= set(originals)
+    assert {"RequirementCheck", "RuleSummary", "PairedCheck", "ModelOutcome"} <= set(originals)
     copies = [
         f"{path.relative_to(package)}::{name} has every field of {original}"
         for path in sorted(package.rglob("*.py"))

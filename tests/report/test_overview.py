@@ -11,7 +11,6 @@ import torch
 
 from pytest_segrobust.report import (
     GateSummary,
-    ModelDecision,
     ReleaseSummary,
     SuiteReport,
     build_report,
@@ -23,7 +22,7 @@ from pytest_segrobust.report import (
 )
 from pytest_segrobust.report.environment import describe_device, run_environment
 from pytest_segrobust.report.model import RunEnvironment
-from pytest_segrobust.store.decisions import PairedCheck
+from pytest_segrobust.store.decisions import ModelOutcome, PairedCheck
 from pytest_segrobust.store.records import CellRecord
 from tests.report.test_report import SCORES_A, cells
 
@@ -244,7 +243,7 @@ def test_a_zero_margin_never_shows_as_minus_zero_and_one_cell_is_singular() -> N
 
     check = {"metric": "rPC", "observed": 0.5, "baseline": 0.5, "low": 0.0, "high": 0.0, "margin": 0.0}
     aggregate = PairedCheck(**check, outcome="inconclusive", images=4)
-    decision = ModelDecision(1, "s.yaml::a::aggregates", "s", "a", "inconclusive", (), (aggregate,), (), None, 0)
+    decision = ModelOutcome("s.yaml::a::aggregates", "s", "a", "inconclusive", checks=(aggregate,))
     release = ReleaseSummary(requirements=(), models=(decision,), basis="bootstrap")
     (row,) = tables.model_gates({"s": SuiteReport("s", release=release)}).rows
     assert row[6:8] == ("[0.0000, 0.0000]", "0.0000")
