@@ -4,9 +4,6 @@ On the CPU most corruptions work image by image (``Corruption.image_by_image_on_
 ones below run one kernel over the batch instead, where that costs less than kornia's batched
 path (``benchmarks/peers.py --against-kornia``). A sample's result may not depend on the
 batch it sits in, so each is compared here, bit for bit, with its samples corrupted one by one.
-The FFT correlation under the motion blurs (and large defocus blurs) transforms each channel
-back on its own on the CPU: the same bits as the three channels at once and as each image
-alone, checked here too.
 """
 
 from __future__ import annotations
@@ -15,9 +12,6 @@ import pytest
 import torch
 
 from pytest_segrobust.corruptions import REGISTRY
-from pytest_segrobust.corruptions import functional as Fn
-from pytest_segrobust.corruptions.functional import filters
-from pytest_segrobust.corruptions.functional.padding import Border, pad
 
 WHOLE_BATCH_ON_CPU = [("brightness", "imagenet-c"), ("darkness", "coco-p"), ("pixelate", "imagenet-c")]
 
@@ -57,48 +51,4 @@ def test_a_whole_batch_is_its_samples_corrupted_one_by_one(name: str, preset: st
         # The order of the batch is the samples' own: reversed in, reversed out.
         flipped = corruption(images.flip(0), severity, seeds[::-1])
         assert torch.equal(bits(flipped), bits(batched.flip(0))), f"{name}[{severity}]: depends on its place"
-
-
-def three_plane_fft_shift_sum(images: torch.Tensor, taps: list[Fn.Tap], border: Border) -> torch.Tensor:
-    """:func:`~.filters.fft_shift_sum` as it was: a float64 kernel converted whole, every channel transformed back at once."""
-    _, _, h, w = images.shape
-    left, right, top, bottom = filters._reach(taps)
-    hp, wp = filters._fast_length(h + top + bottom), filters._fast_length(w + left + right)
-    work = torch.float64 if images.dtype == torch.float64 else torch.float32
-    kernel = torch.zeros(hp, wp, dtype=torch.float64)
-    for dy, dx, weight in taps:
-        kernel[dy % hp, dx % wp] += weight
-    spectrum = torch.fft.rfft2(kernel.to(work))
-    out = []
-    for image in images:
-        padded = pad(image, (left, wp - w - left, top, hp - h - top), border).to(work)
-        product = torch.fft.rfft2(padded).mul_(spectrum)
-        out.append(torch.fft.irfft2(product, s=(hp, wp))[:, top : top + h, left : left + w])
-    return torch.stack(out)
-
-
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_fft_shift_sum_transforms_back_plane_by_plane_with_the_three_plane_bits(dtype: torch.dtype) -> None:
-    images = distinct_images(height=90, width=84).to(dtype)
-    inverse = torch.fft.irfft2
-    channels: list[int] = []
-
-    def counted(spectra: torch.Tensor, *args: object, **kwargs: object) -> torch.Tensor:
-        channels.append(spectra.shape[0])
-        return inverse(spectra, *args, **kwargs)
-
-    cases = [
-        (Fn.kernel_taps(Fn.motion_line_kernel(13, 20.0, 0.3)), Border.MIRROR),
-        (Fn.motion_trail_taps(15, 8.0, -30.0, 90, 84), Border.NEAREST),
-    ]
-    for taps, border in cases:
-        channels.clear()
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(torch.fft, "irfft2", counted)
-            batched = Fn.fft_shift_sum(images, taps, border)
-        assert channels == [1] * 9, "on the CPU each channel of each image is transformed back on its own"
-        assert batched.dtype == dtype
-        assert torch.equal(batched, three_plane_fft_shift_sum(images, taps, border))
-        alone = torch.cat([Fn.fft_shift_sum(images[i : i + 1], taps, border) for i in range(3)])
-        assert torch.equal(batched, alone)
 
