@@ -592,9 +592,7 @@ def paired_ratio(times: Times, index: int, numerator: str, denominator: str) -> 
     """
     if (index, numerator) not in times or (index, denominator) not in times:
         return None
-    return statistics.median(
-        n / d for n, d in zip(times[index, numerator], times[index, denominator], strict=True)
-    )
+    return statistics.median(n / d for n, d in zip(times[index, numerator], times[index, denominator], strict=True))
 
 
 def plain_ratio(times: Times, index: int) -> float | None:
@@ -729,8 +727,10 @@ def against_kornia(rows: Sequence[Row], kornia: Any, batch: torch.Tensor, rounds
     swapped = [contenders[i + step] for i in range(0, len(contenders), 2) for step in (1, 0)]
     times = timed_rounds((contenders, swapped), rounds)
     lines = [
-        f"{width}x{height}, batch {size}, severity {SEVERITY}, torch threads {torch.get_num_threads()}, {rounds} "
-        f"interleaved rounds; torch {torch.__version__}, kornia {kornia.__version__}",
+        (
+            f"{width}x{height}, batch {size}, severity {SEVERITY}, torch threads {torch.get_num_threads()}, "
+            f"{rounds} interleaved rounds; torch {torch.__version__}, kornia {kornia.__version__}"
+        ),
         "thread CPU ms per image, min / median; ours / kornia: the median of the rounds' ratios\n",
         f"| corruption | ours b{size} | ours runs | kornia b{size} | ours / kornia |",
         "|---|---:|---|---:|---:|",

@@ -69,9 +69,8 @@ def enhance_brightness(images: torch.Tensor, factor: float) -> torch.Tensor:
             # One compiled pass (the product and the clip, the same IEEE steps: the same bits)
             # instead of a product and an in-place clip.
             out = torch.empty_like(images, memory_format=torch.contiguous_format)
-            kernel.scale_into(
-                images.detach().numpy(), _scalar(images, factor), _scalar(images, 0.0), _scalar(images, 1.0), out.numpy()
-            )
+            scalars = (_scalar(images, factor), _scalar(images, 0.0), _scalar(images, 1.0))
+            kernel.scale_into(images.detach().numpy(), *scalars, out.numpy())
             return out
     return (images * factor).clamp_(0.0, 1.0)
 
