@@ -166,7 +166,7 @@ def test_compiled_contrast_blends_are_the_tensor_path_bit_for_bit(factor: float)
         assert reduced.dtype == images.dtype and reduced.is_contiguous()
 
 
-@pytest.mark.parametrize("factor", [0.9, 0.5, 1.3])
+@pytest.mark.parametrize("factor", [0.5, 1.3])
 def test_compiled_darkness_is_the_tensor_path_bit_for_bit(factor: float) -> None:
     for images in inputs():
         with counted_kernel() as calls:
