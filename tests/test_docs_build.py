@@ -50,6 +50,24 @@ def test_the_configuration_is_strict_about_links() -> None:
         assert re.search(rf"^  {check}: warn$", text, re.MULTILINE), check
 
 
+@pytest.mark.parametrize("link", ["[a page](missing.md)", "[a heading](#no-such-heading)"])
+def test_a_broken_link_fails_the_build(link: str, tmp_path: Path) -> None:
+    """The site's own link checks, on a one-page site: what the real build would refuse."""
+    pytest.importorskip("mkdocs", reason="the docs need the docs extra: pip install -e '.[docs]'")
+    import yaml
+    from mkdocs.commands.build import build
+    from mkdocs.config import load_config
+    from mkdocs.exceptions import Abort
+
+    ours = yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "index.md").write_text(f"# Home\n\nSee {link}.\n", encoding="utf-8")
+    config = {key: ours[key] for key in ("strict", "validation", "markdown_extensions")}
+    (tmp_path / "mkdocs.yml").write_text(yaml.safe_dump({"site_name": "t", **config}), encoding="utf-8")
+    with pytest.raises(Abort):
+        build(load_config(config_file=str(tmp_path / "mkdocs.yml"), site_dir=str(tmp_path / "site")))
+
+
 def test_every_page_of_the_navigation_is_built(site: Path) -> None:
     listed = re.findall(r"^\s*(?:- )?(?:[^:#\n]+: )?([\w/.-]+\.md)$", (ROOT / "mkdocs.yml").read_text(encoding="utf-8"), re.MULTILINE)
     assert len(listed) > 30
