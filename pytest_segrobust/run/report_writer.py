@@ -44,6 +44,7 @@ from pytest_segrobust.store.decisions import ModelOutcome, RequirementCheck
 from pytest_segrobust.store.records import CellRecord, Status
 from pytest_segrobust.suite.requirements import summarize, unmet_lines
 from pytest_segrobust.suite.schema import Suite
+from pytest_segrobust.tasks import get_task
 from pytest_segrobust.text.cells import modality
 
 
@@ -252,6 +253,7 @@ def gate_summary(suite: Suite) -> GateSummary:
         level=cell_level(suite),
         inconclusive=policy.inconclusive,
         resamples=policy.resamples,
+        unit=get_task(suite.task).resampling_unit,
     )
 
 

@@ -101,9 +101,11 @@ class RuleSummary:
         outcome: ``fail`` if any decision failed, else ``inconclusive`` if any was undecided,
             else ``pass`` (from ``outcomes``, not given).
         outcomes: How many decisions ended ``pass``, ``fail``, ``inconclusive``.
-        worst: The decision closest to (or furthest beyond) the threshold: the one a reviewer looks at.
+        worst: The decision with the least room on the threshold's side (the furthest beyond it
+            where any misses it): the one a reviewer of a failure looks at.
         confirmable: The strictest threshold every decision would confirm at 80% power (the
             loosest of theirs); ``None`` for point comparisons.
+        closest: The decision nearest the threshold, on either side (``None``: the worst is).
     """
 
     rule: str
@@ -115,6 +117,7 @@ class RuleSummary:
     outcomes: Mapping[str, int]
     worst: RequirementCheck
     confirmable: float | None
+    closest: RequirementCheck | None = None
 
     def __post_init__(self) -> None:
         counts = self.outcomes
@@ -125,9 +128,14 @@ class RuleSummary:
     def decisions(self) -> int:
         return sum(self.outcomes.values())
 
+    @property
+    def nearest(self) -> RequirementCheck:
+        """The decision nearest the threshold (the worst, where no other was handed in)."""
+        return self.worst if self.closest is None else self.closest
+
     def to_json(self) -> dict[str, Any]:
-        """The fields by name, in their order (the worst decision as its own JSON)."""
-        return dataclasses.asdict(self)
+        """The fields by name, in their order (decisions as their own JSON; ``closest``: :attr:`nearest`)."""
+        return dataclasses.asdict(self) | {"closest": self.nearest.to_json()}
 
 
 @dataclass(frozen=True)

@@ -582,6 +582,7 @@ def summarize(checks: Iterable[RequirementCheck]) -> list[RuleSummary]:
                 outcomes,
                 min(members, key=slack),
                 confirmable,
+                closest=min(members, key=lambda c: abs(slack(c))),
             )
         )
     return out

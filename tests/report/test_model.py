@@ -84,7 +84,7 @@ def test_a_requirement_rows_worst_decision_is_the_requirement_check_itself() -> 
     worst = requirement("s.yaml::m::fog::3", 39.0)
     row = RuleSummary("require.gamma_r", 12, "mPC", 40.0, True, {"fail": 1, "pass": 2}, worst, None)
     data = row.to_json()
-    assert list(data) == ["rule", "line", "number", "threshold", "at_least", "outcome", "outcomes", "worst", "confirmable"]
+    assert list(data) == ["rule", "line", "number", "threshold", "at_least", "outcome", "outcomes", "worst", "confirmable", "closest"]
     assert data["outcome"] == "fail"
     same_json(data["worst"], requirement("s.yaml::m::fog::3", 39.0).to_json())
     (shown,) = tables.release_criteria({"s": SuiteReport("s", release=ReleaseSummary((row,), (), "bootstrap"))}).rows
