@@ -78,7 +78,9 @@ def test_an_unchanged_rerun_takes_every_cell_from_the_cache(project: pytest.Pyte
 
     again = cached_run(project, "-v")
     again.assert_outcomes(passed=CELLS)
-    again.stdout.fnmatch_lines(["clean results: 0 computed, 1 from cache*", f"corrupted cells: 0 measured, {CORRUPTED} from cache"])
+    again.stdout.fnmatch_lines(
+        ["clean results: 0 computed, 1 from cache*", f"corrupted cells: 0 measured, {CORRUPTED} from cache"]
+    )
     assert len(_cached_lines(again)) == CELLS, again.outlines  # per cell: PASSED (cached)
     cells = _cells_in_report(project)
     assert len(cells) == CELLS and all(cells.values()), cells
@@ -98,7 +100,9 @@ def test_a_run_killed_mid_way_leaves_the_cells_it_finished(
     monkeypatch.delenv("KILL_AFTER_CELLS")
     resumed = cached_run(project, "-v", "-p", "no:randomly")
     resumed.assert_outcomes(passed=CELLS)
-    resumed.stdout.fnmatch_lines(["clean results: 0 computed, 1 from cache*", "corrupted cells: 2 measured, 2 from cache"])
+    resumed.stdout.fnmatch_lines(
+        ["clean results: 0 computed, 1 from cache*", "corrupted cells: 2 measured, 2 from cache"]
+    )
     # The cells that had finished come from the cache; the others were measured.
     assert [line.split(" ")[0].split("::", 1)[1] for line in _cached_lines(resumed)] == [
         "binner::clean",
@@ -121,7 +125,10 @@ def test_a_corrupt_entry_is_measured_again_with_a_warning_naming_it(project: pyt
     again.assert_outcomes(passed=CELLS)
     again.stdout.fnmatch_lines([f"corrupted cells: 2 measured, {CORRUPTED - 2} from cache"])
     again.stdout.fnmatch_lines_random(
-        [f"*CacheWarning: the result cache's entry {cut} is not used: not JSON*", f"*entry {edited} is not used: its content does not match its digest*"]
+        [
+            f"*CacheWarning: the result cache's entry {cut} is not used: not JSON*",
+            f"*entry {edited} is not used: its content does not match its digest*",
+        ]
     )
     assert json.loads(cut.read_text())["kind"] == "cell"  # stored anew
     cached_run(project).stdout.fnmatch_lines([f"corrupted cells: 0 measured, {CORRUPTED} from cache"])
@@ -144,7 +151,9 @@ def test_no_cache_reads_and_stores_nothing_and_a_named_folder_serves_without_pyt
     assert len(_cached_lines(cached_run(project, *shared, "--segrobust-no-cache", "-v"))) == 0
 
 
-def test_the_end_of_a_run_prunes_the_entries_used_longest_ago_to_the_bound(project: pytest.Pytester, cache_dir: Path) -> None:
+def test_the_end_of_a_run_prunes_the_entries_used_longest_ago_to_the_bound(
+    project: pytest.Pytester, cache_dir: Path
+) -> None:
     recorded(project)
     cache_dir.mkdir(parents=True)
     stale = cache_dir / ("0" * 40 + ".json")  # an entry of an older run, larger than the bound
@@ -153,7 +162,9 @@ def test_the_end_of_a_run_prunes_the_entries_used_longest_ago_to_the_bound(proje
     project.makeini("[pytest]\npythonpath = .\nsegrobust_cache_size = 1\n")
     pruned = cached_run(project)
     pruned.assert_outcomes(passed=CELLS)
-    pruned.stdout.fnmatch_lines(["result cache: removed 1 entry used longest ago (2.0 MiB) to stay within 1 MiB (--segrobust-cache-size)"])
+    pruned.stdout.fnmatch_lines(
+        ["result cache: removed 1 entry used longest ago (2.0 MiB) to stay within 1 MiB (--segrobust-cache-size)"]
+    )
     assert not stale.exists() and len(_entries(cache_dir, "cell")) == CORRUPTED  # this run's entries fit
 
     project.makeini("[pytest]\npythonpath = .\nsegrobust_cache_size = 0\n")

@@ -11,10 +11,10 @@ import pytest
 from filelock import FileLock
 
 from pytest_segrobust import __version__
-from pytest_segrobust.engine import evaluation
 from pytest_segrobust.core.errors import CacheWarning
-from pytest_segrobust.engine.result_cache import Pruned, ResultCache, prune
+from pytest_segrobust.engine import evaluation
 from pytest_segrobust.engine.evaluation import EvalResult, evaluator_version
+from pytest_segrobust.engine.result_cache import Pruned, ResultCache, prune
 from pytest_segrobust.metrics import MetricResult
 from pytest_segrobust.metrics.boundary_iou import BoundaryIoU
 from pytest_segrobust.metrics.miou import MeanIoU

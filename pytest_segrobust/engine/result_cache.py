@@ -119,11 +119,11 @@ def read_entry(path: Path, key: str) -> EvalResult | None:
         data = json.loads(text)
         if not isinstance(data, dict) or data.get("format") != ENTRY_FORMAT:
             found = data.get("format") if isinstance(data, dict) else None
-            raise ValueError(f"entry format {found!r}, expected {ENTRY_FORMAT}")  # noqa: TRY301 (one message for all)
+            raise ValueError(f"entry format {found!r}, expected {ENTRY_FORMAT}")
         if data.get("key") != key:
-            raise ValueError(f"it holds the entry of {data.get('key')!r}")  # noqa: TRY301
+            raise ValueError(f"it holds the entry of {data.get('key')!r}")
         if data.get("digest") != _content_digest(data.get("result")):
-            raise ValueError("its content does not match its digest")  # noqa: TRY301
+            raise ValueError("its content does not match its digest")
         return EvalResult.from_json(data["result"])
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
         _distrust(path, str(exc) if not isinstance(exc, json.JSONDecodeError) else f"not JSON ({exc})")

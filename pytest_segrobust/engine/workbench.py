@@ -22,7 +22,6 @@ from pytest_segrobust.core.errors import DatasetError, ModelError, ModelOutputEr
 from pytest_segrobust.corruptions import DEFAULT_PRESET, REGISTRY, Corruption, CorruptionRegistry
 from pytest_segrobust.data.base import SegmentationDataset, check_dataset
 from pytest_segrobust.data.sample_cache import MEBIBYTE, SampleCache, default_budget
-from pytest_segrobust.engine.result_cache import ResultCache
 from pytest_segrobust.engine.evaluation import (
     CLEAN,
     CellResult,
@@ -34,6 +33,7 @@ from pytest_segrobust.engine.evaluation import (
 )
 from pytest_segrobust.engine.pieces import Piece, Split, evaluate_piece, merge_pieces
 from pytest_segrobust.engine.plan import Plan
+from pytest_segrobust.engine.result_cache import ResultCache
 from pytest_segrobust.engine.worst_images import CONSIDERED
 from pytest_segrobust.metrics import MetricContext
 from pytest_segrobust.models.adapters import adapt_model
@@ -110,7 +110,7 @@ class Workbench:
             # A checkpoint's labels are matched to the dataset's classes; other models never read them.
             names = tuple(self.dataset(suite, suite.splits[0]).class_names) if planned.source.needs_class_names else ()
             request = ModelRequest(self.options.device, suite.task, names)
-            build = lambda: self.adapt(planned.build(request), suite.task)  # noqa: E731
+            build = lambda: self.adapt(planned.build(request), suite.task)
             if self.cache is None:
                 self._models[key] = _build(suite, planned.described, planned.field, build)
             else:  # what the build reads keys the model's cached clean result
@@ -192,7 +192,7 @@ class Workbench:
         if key.severity == 0:
             return CellResult(corrupted=clean, clean=clean), dataset, CLEAN
         corruption = self.plan(suite).corruption(key.corruption)
-        measure = lambda: self._corrupted(suite, model, dataset, corruption, key, split)  # noqa: E731
+        measure = lambda: self._corrupted(suite, model, dataset, corruption, key, split)
         cell_key = None if self.cache is None else self._cell_key(suite, key, corruption)
         if self.cache is None or cell_key is None:
             corrupted, read = measure(), False
@@ -254,7 +254,7 @@ class Workbench:
         if key not in self._clean:
             model, dataset = self.model(suite, model_name), self.dataset(suite, split)
             clean_key = CellKey(suite.name, model_name, CLEAN, 0, split)
-            compute = lambda: self._evaluate(suite, model, dataset, None, clean_key)  # noqa: E731
+            compute = lambda: self._evaluate(suite, model, dataset, None, clean_key)
             fingerprint = None if self.cache is None else self._clean_key(suite, model_name, split)
             if self.cache is None or fingerprint is None:
                 self._clean[key] = compute()

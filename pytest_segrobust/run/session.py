@@ -27,8 +27,8 @@ from pytest_segrobust.core.errors import InconclusiveWarning, SuiteError
 from pytest_segrobust.core.files import remove_stale_temporaries
 from pytest_segrobust.core.wording import plural
 from pytest_segrobust.corruptions import CorruptionRegistry
-from pytest_segrobust.engine.evaluation import CellResult
 from pytest_segrobust.data.sample_cache import MEBIBYTE
+from pytest_segrobust.engine.evaluation import CellResult
 from pytest_segrobust.engine.plan import suite_cells
 from pytest_segrobust.engine.result_cache import prune
 from pytest_segrobust.engine.runner import CellRunner, RemoteCellError, error_message
