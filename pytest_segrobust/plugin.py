@@ -23,8 +23,8 @@ from pytest_segrobust.backends.shard_plan import SHARD_FLAG
 from pytest_segrobust.core.errors import SegRobustError
 from pytest_segrobust.core.wording import plural
 from pytest_segrobust.run import hookspecs
-from pytest_segrobust.run.junit import JunitClassnames
-from pytest_segrobust.run.stash import CACHED_PROPERTY, PAYLOAD_KEY, REGISTRY_KEY, SESSION_KEY
+from pytest_segrobust.run.junit import CACHED_PROPERTY, JunitClassnames
+from pytest_segrobust.run.stash import PAYLOAD_KEY, REGISTRY_KEY, SESSION_KEY
 from pytest_segrobust.runtime import allocator, arguments, threads
 from pytest_segrobust.runtime.devices import parse_device, worker_index
 

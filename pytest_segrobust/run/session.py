@@ -40,10 +40,10 @@ from pytest_segrobust.report import Report, RunVerdict, run_verdict
 from pytest_segrobust.report.coverage import RunCoverage, partial_report_path
 from pytest_segrobust.report.paths import report_file
 from pytest_segrobust.run.baseline_writes import BaselineWriter
+from pytest_segrobust.run.junit import CACHED_PROPERTY
 from pytest_segrobust.run.ordering import ordered_model_outcomes, ordered_records, ordered_suites
 from pytest_segrobust.run.report_writer import ReportWriter
 from pytest_segrobust.run.selection import Selection
-from pytest_segrobust.run.stash import CACHED_PROPERTY
 from pytest_segrobust.runtime.options import Options
 from pytest_segrobust.runtime.progress import TerminalProgress
 from pytest_segrobust.store.baselines import CellKey

@@ -17,6 +17,3 @@ SESSION_KEY: pytest.StashKey[SegRobustSession] = pytest.StashKey()
 REGISTRY_KEY: pytest.StashKey[CorruptionRegistry] = pytest.StashKey()
 # Key of a worker's payload in xdist's workeroutput.
 PAYLOAD_KEY = "segrobust"
-# The JUnit property (user_properties) of a cell whose numbers came from the result cache:
-# xdist ships it with the test report, and the terminal marks the cell "(cached)".
-CACHED_PROPERTY = "cached"
