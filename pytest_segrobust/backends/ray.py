@@ -136,6 +136,14 @@ class RaySettings:
     device: DeviceChoice
     split: int = 1
 
+    def join(self) -> str | None:
+        """The address for ``ray.init``: the option's, else ``None`` where ``RAY_ADDRESS`` names one
+        (Ray reads it), else ``local``: a new instance, never the cluster a ``ray start`` on this
+        machine left its address for, which ``ray.init`` would join given no address."""
+        if self.address:
+            return self.address
+        return None if os.environ.get(ADDRESS_VARIABLE) else "local"
+
     def cluster(self) -> str:
         """The cluster the run joins, in words: the option's, else the one ``RAY_ADDRESS`` names
         (as ``ray.init`` reads it), else a local instance started for the run."""
@@ -348,7 +356,7 @@ class RayBackend(Backend):
         self._ray, self._started_ray, self._total = ray, not ray.is_initialized(), len(cells)
         if self._started_ray:
             try:
-                ray.init(address=settings.address, include_dashboard=False, configure_logging=False)
+                ray.init(address=settings.join(), include_dashboard=False, configure_logging=False)
             except Exception as exc:  # noqa: BLE001 - whatever Ray raised, say which cluster
                 self._started_ray = False
                 raise SegRobustError(
