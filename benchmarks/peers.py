@@ -30,6 +30,14 @@ packages behind it: a folder of links to ``albumentations``, ``albucore``, ``kor
 ``kornia_rs``, ``simsimd*`` and ``stringzilla*`` from that environment's site-packages, then
 ``PYTHONPATH=.:/that/folder .venv/bin/python benchmarks/peers.py``.
 
+``--against-kornia`` prints another table instead: on each row kornia has an equivalent of
+(its filter, enhance or geometry function, or its augmentation, on the ``(B, C, H, W)``
+batch tensor, with a parameter per image where ours draws one), ours at ``--batch`` as the
+harness calls it next to kornia's batched path, same thread count, in turn, with the median
+of the rounds' ratios ours / kornia and a last line naming the rows behind kornia. It needs
+kornia (``pip install -e '.[bench]'``) and says so when it is missing. kornia's noise and
+weather augmentations draw from torch's global generator; ours from per-sample streams.
+
 ``--profile`` then explains every row where ours at batch 1 (what the CPU harness runs: it
 corrupts image by image) is slower than the best peer: the calls where our time goes, by
 self time under cProfile (torch ops, OpenCV and numpy calls alike, as Python sees them) and
@@ -132,19 +140,41 @@ def _albu(make: Callable[[Any], Any]) -> Callable[[Any], Callable[[np.ndarray], 
     return factory
 
 
+def per_sample(images: torch.Tensor, *values: float) -> torch.Tensor:
+    """A row's parameters repeated for every image of the batch, as kornia's batched path takes them.
+
+    Shape:
+        images: ``(B, C, H, W)``; return: ``(B,)`` for one value, ``(B, len(values))`` for several.
+    """
+    repeated = torch.tensor(values, dtype=torch.float32).repeat(images.shape[0], 1)
+    return repeated[:, 0] if len(values) == 1 else repeated
+
+
+_DISK = (torch.hypot(*torch.meshgrid(torch.arange(-8.0, 9.0), torch.arange(-8.0, 9.0), indexing="ij")) <= 6).float()
+_DISK /= _DISK.sum()  # severity 3's radius, on ImageNet-C's 17x17 support
+
+
 def _kornia_radial(kornia: Any) -> Callable[[torch.Tensor], torch.Tensor]:
     # Focal length the half-diagonal, principal point the centre: our normalisation of r.
     def distort(image: torch.Tensor) -> torch.Tensor:
         height, width = image.shape[-2:]
         focal = math.hypot((width - 1) / 2, (height - 1) / 2)
-        camera = torch.tensor([[[focal, 0.0, (width - 1) / 2], [0.0, focal, (height - 1) / 2], [0.0, 0.0, 1.0]]])
-        return kornia.geometry.calibration.undistort_image(image, camera, torch.tensor([[0.10, 0.03, 0.0, 0.0]]))
+        camera = torch.tensor([[focal, 0.0, (width - 1) / 2], [0.0, focal, (height - 1) / 2], [0.0, 0.0, 1.0]])
+        return kornia.geometry.calibration.undistort_image(
+            image, camera.repeat(image.shape[0], 1, 1), per_sample(image, 0.10, 0.03, 0.0, 0.0)
+        )
 
     return distort
 
 
-def _kornia_motion(kornia: Any) -> Callable[[torch.Tensor], torch.Tensor]:
-    return lambda image: kornia.filters.motion_blur(image, 31, 20.0, 0.0, border_type="replicate")
+def _kornia_motion(size: int, border: str) -> Callable[[Any], Callable[[torch.Tensor], torch.Tensor]]:
+    # An angle and a direction per image, as ours draws them: a kernel per sample, one grouped
+    # convolution over the batch.
+    return lambda K: (
+        lambda image: K.filters.motion_blur(
+            image, size, per_sample(image, 20.0), per_sample(image, 0.0), border_type=border
+        )
+    )
 
 
 ROWS = (
@@ -170,7 +200,7 @@ ROWS = (
         "rotate",
         "coco-p",
         _albu(lambda A: A.Rotate(limit=(40, 40), border_mode=0, p=1.0)),
-        lambda K: lambda image: K.geometry.transform.rotate(image, torch.tensor([40.0])),
+        lambda K: lambda image: K.geometry.transform.rotate(image, per_sample(image, 40.0)),
         albumentations_does="cv2.warpAffine of the uint8 HWC image, INTER_LINEAR: 1/32-pixel coordinates, fixed-point weights",
     ),
     Row(
@@ -178,7 +208,7 @@ ROWS = (
         "shear",
         "coco-p",
         _albu(lambda A: A.Affine(shear={"x": (15, 15), "y": (0, 0)}, p=1.0)),
-        lambda K: lambda image: K.geometry.transform.shear(image, torch.tensor([[0.268, 0.0]])),
+        lambda K: lambda image: K.geometry.transform.shear(image, per_sample(image, 0.268, 0.0)),
         albumentations_does="cv2.warpAffine of the uint8 HWC image, INTER_LINEAR: 1/32-pixel coordinates, fixed-point weights",
     ),
     Row(
@@ -186,7 +216,7 @@ ROWS = (
         "translate",
         "coco-p",
         _albu(lambda A: A.Affine(translate_px={"x": (60, 60), "y": (0, 0)}, p=1.0)),
-        lambda K: lambda image: K.geometry.transform.translate(image, torch.tensor([[60.0, 0.0]])),
+        lambda K: lambda image: K.geometry.transform.translate(image, per_sample(image, 60.0, 0.0)),
         albumentations_does="cv2.warpAffine of the uint8 HWC image, INTER_LINEAR: 1/32-pixel coordinates, fixed-point weights",
     ),
     Row(
@@ -194,7 +224,7 @@ ROWS = (
         "jpeg_compression",
         "imagenet-c",
         _albu(lambda A: A.ImageCompression(quality_range=(15, 15), p=1.0)),
-        lambda K: lambda image: K.enhance.jpeg_codec_differentiable(image, torch.tensor([15.0])),
+        lambda K: lambda image: K.enhance.jpeg_codec_differentiable(image, per_sample(image, 15.0)),
         albumentations_does="cv2.imencode/imdecode straight on the uint8 HWC array (RGB handed over as BGR), no float conversion",
     ),
     Row(
@@ -273,7 +303,7 @@ ROWS = (
         _albu(lambda A: A.ElasticTransform(alpha=21.25 * 512 / 244, sigma=512 * 0.01, p=1.0)),
         lambda K: (
             lambda image: K.geometry.transform.elastic_transform2d(
-                image, torch.rand(1, 2, image.shape[-2], image.shape[-1]) * 2 - 1, (63, 63), (5.12, 5.12), (44.6, 44.6)
+                image, torch.rand(image.shape[0], 2, *image.shape[-2:]) * 2 - 1, (63, 63), (5.12, 5.12), (44.6, 44.6)
             )
         ),
         albumentations_does="numpy float32 normal fields, cv2.GaussianBlur on them, cv2.remap of the uint8 image (1/32-pixel bilinear)",
@@ -283,7 +313,7 @@ ROWS = (
         "gaussian_noise",
         "imagenet-c",
         _albu(lambda A: A.GaussNoise(std_range=(0.18, 0.18), p=1.0)),
-        lambda K: lambda image: (image + 0.18 * torch.randn_like(image)).clamp_(0.0, 1.0),
+        lambda K: K.augmentation.RandomGaussianNoise(std=0.18, p=1.0),
         albumentations_does="cv2.randn into a float64 HWC array, .astype(float32), cv2.add to the image as float32, clip, back to uint8",
         albumentations_computes="float32 add of cv2.randn, uint8 in and out",
     ),
@@ -293,7 +323,7 @@ ROWS = (
         "imagenet-c",
         # ImageNet-C's severity 3 is 12 photons per unit intensity: Poisson(12 x) / 12.
         _albu(lambda A: A.ShotNoise(scale_range=(1 / 12, 1 / 12), p=1.0)),
-        lambda K: lambda image: (torch.poisson(image * 12.0) / 12.0).clamp_(0.0, 1.0),
+        None,  # kornia has no Poisson noise; the plain call is the formula
         albumentations_does="numpy Generator.poisson of the float32 image in linear light (cv2.pow 2.2), scaled back, gamma reapplied",
     ),
     Row(
@@ -310,8 +340,7 @@ ROWS = (
         "imagenet-c",
         # Ours multiplies by 1 + 0.35 N(0, 1); albumentations draws uniform multipliers of the same spread.
         _albu(lambda A: A.MultiplicativeNoise(multiplier=(0.394, 1.606), per_channel=True, elementwise=True, p=1.0)),
-        # Our formula, drawn from torch's global generator.
-        lambda K: lambda image: (image * (1.0 + 0.35 * torch.randn_like(image))).clamp_(0.0, 1.0),
+        None,  # kornia has no multiplicative noise; the plain call is the formula
         albumentations_does="numpy Generator.uniform HWC multipliers (not normal), cv2.multiply in float32, clipped to uint8",
         albumentations_computes="float32, uniform multipliers (ours: normal), uint8 in and out",
     ),
@@ -320,12 +349,7 @@ ROWS = (
         "intensity_noise",
         "cityscapes-c",
         _albu(lambda A: A.ISONoise(color_shift=(0.03, 0.03), intensity=(0.12, 0.12), p=1.0)),
-        # Our formula, drawn from torch's global generator.
-        lambda K: (
-            lambda image: torch.log2(
-                torch.exp2(image) + 0.06 * (torch.randn_like(image[:, :1]) + torch.randn_like(image))
-            ).clamp_(0.0, 1.0)
-        ),
+        None,  # kornia has no such noise; the plain call is the formula
         albumentations_does="float32 HLS round trip by cv2.cvtColor, numpy normal hue and lightness noise (not linear light)",
     ),
     Row(
@@ -333,7 +357,8 @@ ROWS = (
         "defocus_blur",
         "imagenet-c",
         _albu(lambda A: A.Defocus(radius=(6, 6), alias_blur=(0.5, 0.5), p=1.0)),
-        None,
+        # kornia has no defocus: its filter2d with the 17x17 disk (a dense correlation, as ours).
+        lambda K: lambda image: K.filters.filter2d(image, _DISK[None]),
         albumentations_does="cv2.filter2D of the uint8 image with a float32 disc kernel (itself cv2.GaussianBlur-ed)",
     ),
     Row(
@@ -386,14 +411,14 @@ ROWS = (
         "motion_blur",
         "imagenet-c",
         None,
-        _kornia_motion,
+        _kornia_motion(31, "replicate"),
     ),
     Row(
         "motion_blur (line, 13x13)",
         "motion_blur",
         "coco-p",
         _albu(lambda A: A.MotionBlur(blur_limit=(13, 13), p=1.0)),
-        lambda K: lambda image: K.filters.motion_blur(image, 13, 20.0, 0.0),
+        _kornia_motion(13, "reflect"),
         albumentations_does="cv2.filter2D of the uint8 image with a 13x13 line kernel",
     ),
 )
@@ -551,19 +576,49 @@ PLAIN_CALL_BOUND = 1.5
 """Ours at batch 1 may take at most this many times the plain call's CPU (issue 32's goal)."""
 
 
-def plain_ratio(times: dict[tuple[int, str], list[float]], index: int) -> float | None:
-    """Ours at batch 1 over the plain call: the median over rounds of the two times taken back to back.
+Times = dict[tuple[int, str], list[float]]
+"""Per (row index, column), the thread CPU ms per image of every timed round."""
+
+Contender = tuple[int, str, int, Callable[[], Any]]
+"""One timed call: its row index, column, the images it handles (the divisor), the call."""
+
+
+def paired_ratio(times: Times, index: int, numerator: str, denominator: str) -> float | None:
+    """One column over another on a row: the median over rounds of the two times taken back to back.
 
     The two run next to each other in every round, so a slow spell of the machine (another
     tenant, frequency changes) weighs on both sides of each ratio; the minima of the two
-    columns can come from different spells. ``None`` where the row has no plain call.
+    columns can come from different spells. ``None`` where the row lacks either column.
     """
-    if (index, "plain call") not in times:
+    if (index, numerator) not in times or (index, denominator) not in times:
         return None
-    return statistics.median(o / p for o, p in zip(times[index, "ours b1"], times[index, "plain call"], strict=True))
+    return statistics.median(n / d for n, d in zip(times[index, numerator], times[index, denominator], strict=True))
 
 
-def verdicts(rows: Sequence[Row], times: dict[tuple[int, str], list[float]]) -> list[str]:
+def plain_ratio(times: Times, index: int) -> float | None:
+    """Ours at batch 1 over the plain call (:func:`paired_ratio`); ``None`` where the row has no plain call."""
+    return paired_ratio(times, index, "ours b1", "plain call")
+
+
+def timed_rounds(orders: Sequence[Sequence[Contender]], rounds: int) -> Times:
+    """Every contender once per round after one warm-up call each, in ``orders[round % len(orders)]``.
+
+    Times are the calling thread's CPU (``time.thread_time``) per image, in ms. Alternating
+    orders let each of a pair go first in every other round: whichever runs first finds the
+    other's data and code out of the caches.
+    """
+    for _, _, _, call in orders[0]:
+        call()  # warm-up: lazy imports, caches, first-call allocations
+    times: Times = {(index, column): [] for index, column, _, _ in orders[0]}
+    for round_ in range(rounds):
+        for index, column, per, call in orders[round_ % len(orders)]:
+            start = time.thread_time()
+            call()
+            times[index, column].append((time.thread_time() - start) * 1e3 / per)
+    return times
+
+
+def verdicts(rows: Sequence[Row], times: Times) -> list[str]:
     """The goal's two checks: rows over :data:`PLAIN_CALL_BOUND` times the plain call (by
     :func:`plain_ratio`), and rows behind the best peer on the minima, each with what that
     peer computes on."""
@@ -634,12 +689,68 @@ def profile(call: Callable[[], Any], calls: int, top: int) -> list[str]:
     return lines
 
 
-def _import(name: str) -> Any:
+KORNIA_MISSING = (
+    "kornia is not installed, so there is no kornia column: pip install -e '.[bench]' "
+    "(or put kornia beside the peers, see this script's docstring)"
+)
+
+
+def _import(name: str, missing: str = "") -> Any:
     try:
         return __import__(name)
     except ImportError as exc:
-        print(f"(skipping {name}: {exc})")
+        print(f"({missing or f'skipping {name}'}: {exc})")
         return None
+
+
+def against_kornia(rows: Sequence[Row], kornia: Any, batch: torch.Tensor, rounds: int) -> list[str]:
+    """Ours as the harness calls it on a CPU batch against kornia's batched path on the same batch.
+
+    Only the rows kornia has an equivalent of. Ours is one call on the whole batch with a seed
+    per image (image by image or whole, as the corruption's class chooses on the CPU); kornia's
+    is its function or augmentation on the ``(B, C, H, W)`` tensor, with a parameter per image
+    where ours draws one per image. The two take turns going first in each round.
+
+    Returns:
+        The table's lines, then one naming the rows where ours is behind (by :func:`paired_ratio`).
+    """
+    size, height, width = batch.shape[0], *batch.shape[-2:]
+    seeds = list(range(size))
+    contenders: list[Contender] = []
+    for index, row in enumerate(rows):
+        if row.kornia is None:
+            continue
+        corruption = REGISTRY.get(row.name, row.preset)
+        transform = row.kornia(kornia)
+        contenders.append((index, "ours", size, lambda c=corruption: c(batch, SEVERITY, seeds)))
+        contenders.append((index, "kornia", size, lambda t=transform: t(batch)))
+    swapped = [contenders[i + step] for i in range(0, len(contenders), 2) for step in (1, 0)]
+    times = timed_rounds((contenders, swapped), rounds)
+    lines = [
+        (
+            f"{width}x{height}, batch {size}, severity {SEVERITY}, torch threads {torch.get_num_threads()}, "
+            f"{rounds} interleaved rounds; torch {torch.__version__}, kornia {kornia.__version__}"
+        ),
+        "thread CPU ms per image, min / median; ours / kornia: the median of the rounds' ratios\n",
+        f"| corruption | ours b{size} | ours runs | kornia b{size} | ours / kornia |",
+        "|---|---:|---|---:|---:|",
+    ]
+    behind = []
+    for index, row in enumerate(rows):
+        if (index, "kornia") not in times:
+            continue
+        ours, theirs = times[index, "ours"], times[index, "kornia"]
+        ratio = paired_ratio(times, index, "ours", "kornia")
+        assert ratio is not None  # both columns were timed
+        schedule = "image by image" if REGISTRY.get(row.name, row.preset).image_by_image_on_cpu else "whole batch"
+        lines.append(
+            f"| {row.label} | {min(ours):.2f} / {statistics.median(ours):.2f} | {schedule} | "
+            f"{min(theirs):.2f} / {statistics.median(theirs):.2f} | {ratio:.2f}x |"
+        )
+        if ratio > 1.0:
+            behind.append(f"{row.label} ({ratio:.2f}x)")
+    lines.append(f"\nBehind kornia's batched path at batch {size}: " + (", ".join(behind) or "none"))
+    return lines
 
 
 def main() -> None:
@@ -660,12 +771,17 @@ def main() -> None:
         help="the process's allocator, for every column alike: 'tuned' as pytest --segrobust runs by "
         "default, 'system' glibc's defaults (each image's result then faults in fresh pages)",
     )
+    parser.add_argument(
+        "--against-kornia",
+        action="store_true",
+        help="only ours at --batch against kornia's batched path on the same batch, on the rows kornia has",
+    )
     args = parser.parse_args()
 
     malloc = allocator.configure(args.malloc)
     torch.set_num_threads(1)
-    albumentations = _import("albumentations")
-    kornia = _import("kornia")
+    albumentations = None if args.against_kornia else _import("albumentations")
+    kornia = _import("kornia", KORNIA_MISSING)
     cv2 = _import("cv2")
     if cv2 is not None:
         cv2.setNumThreads(1)
@@ -677,12 +793,18 @@ def main() -> None:
     batch = single.expand(args.batch, -1, -1, -1).contiguous()
     wanted = set(args.only.split(",")) if args.only else None
     rows = [row for row in ROWS if wanted is None or row.name in wanted]
+    if args.against_kornia:
+        if kornia is None:
+            raise SystemExit(f"--against-kornia: {KORNIA_MISSING}")
+        print(f"\nmalloc {malloc.describe()}")
+        print("\n".join(against_kornia(rows, kornia, batch, args.rounds)))
+        return
 
     plain = plain_calls(cv2, photo) if cv2 is not None else {}
     # Every contender as (row index, column, per-image divisor, callable). The plain call
     # runs next to ours at batch 1, so that both find the caches alike (ours at batch 16
     # streams 16 images through memory and leaves them cold).
-    contenders: list[tuple[int, str, int, Callable[[], Any]]] = []
+    contenders: list[Contender] = []
     for index, row in enumerate(rows):
         corruption = REGISTRY.get(row.name, row.preset)
         seeds = list(range(args.batch))
@@ -699,20 +821,12 @@ def main() -> None:
             transform = row.kornia(kornia)
             contenders.append((index, "kornia", 1, lambda t=transform: t(single)))
 
-    for _, _, _, call in contenders:
-        call()  # warm-up: lazy imports, caches, first-call allocations
-    times: dict[tuple[int, str], list[float]] = {(i, column): [] for i, column, _, _ in contenders}
-    # Every other round, each row's plain call goes before ours at batch 1: whichever runs
-    # first finds the other's data and code out of the caches.
+    # Every other round, each row's plain call goes before ours at batch 1.
     swapped = list(contenders)
     for i, (_, column, _, _) in enumerate(contenders):
         if column == "plain call":
             swapped[i - 1], swapped[i] = contenders[i], contenders[i - 1]
-    for round_ in range(args.rounds):
-        for index, column, per, call in swapped if round_ % 2 else contenders:
-            start = time.thread_time()
-            call()
-            times[index, column].append((time.thread_time() - start) * 1e3 / per)
+    times = timed_rounds((contenders, swapped), args.rounds)
     differences = {}
     for index, row in enumerate(rows):
         corruption = REGISTRY.get(row.name, row.preset)

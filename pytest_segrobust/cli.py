@@ -255,7 +255,7 @@ def _calibrate(path: Path, severities: list[int] | None, rootdir: Path) -> int:
             options = replace(
                 session.options, device=execution.device, amp=execution.amp, batch_size=execution.batch_size, cache_dir=None
             )
-            return Workbench(options, session.registry, session.runner.bench.adapt_hook)
+            return Workbench(options, session.registry, session.runner.bench.adapt_hook, session.runner.bench.shown)
 
         variants = executions(suite.batch_size, available_devices())
         with session.runner.in_project():

@@ -68,13 +68,13 @@ def failure_lines(result: pytest.RunResult) -> list[str]:
         (
             "bad_parts:as_list",
             (
-                "*/suites/bands.yaml: field 'dataset': factory bad_parts:as_list returned a list, which is not a dataset: "
+                "suites/bands.yaml: field 'dataset': factory bad_parts:as_list returned a list, which is not a dataset: "
                 "it has no fingerprint()*"
             ),
         ),
         (
             "bad_parts:as_dicts",
-            "*/suites/bands.yaml: field 'dataset': evaluating clean: bands-4-32x32-0: dataset[[]0[]] is a dict, not a Sample*",
+            "suites/bands.yaml: field 'dataset': evaluating clean: bands-4-32x32-0: dataset[[]0[]] is a dict, not a Sample*",
         ),
     ],
     ids=["list", "dict-samples"],
@@ -97,7 +97,7 @@ def test_a_model_that_raises_in_one_batch_names_cell_batch_and_exception_in_one_
     lines = failure_lines(result)
     assert len(lines) == 4, "\n".join(lines)
     assert lines[1] == (
-        f"{project.path}/suites/bands.yaml: field 'models[1]' (binner): evaluating clean: the model raised on the "
+        "suites/bands.yaml: field 'models[1]' (binner): evaluating clean: the model raised on the "
         "batch of samples bands/6, bands/7: RuntimeError: CUDA error: device-side assert triggered"
     )
 

@@ -38,7 +38,7 @@ def test_an_update_prints_old_to_new_per_cell_and_the_report_keeps_the_old_value
     first = run(project, "--segrobust-update-baselines")
     first.assert_outcomes(passed=CELLS)
     first.stdout.fnmatch_lines(
-        ["baselines/bands.json: 0 cells changed, 5 new, 0 unchanged", "  binner::clean: new (score *)", "wrote *bands.json"]
+        ["baselines/bands.json: 0 cells changed, 5 new, 0 unchanged", "  suites/bands.yaml::binner::clean: new (score *)", "wrote *bands.json"]
     )
     before = baseline(project)["models"]["binner"]
     write_suite(project, smoothing=1)  # far less robust to noise
@@ -49,7 +49,7 @@ def test_an_update_prints_old_to_new_per_cell_and_the_report_keeps_the_old_value
     second.stdout.fnmatch_lines(
         [
             "baselines/bands.json: * changed, 0 new, * unchanged",  # cell or cells
-            f"  binner::gaussian_noise::5: score {old['score']:.6g} -> {new['score']:.6g}, "
+            f"  suites/bands.yaml::binner::gaussian_noise[5]: score {old['score']:.6g} -> {new['score']:.6g}, "
             f"gamma_r {old['gamma_r']:.6g} -> {new['gamma_r']:.6g}",
         ]
     )

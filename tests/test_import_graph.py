@@ -2,7 +2,7 @@
 inside functions (lazy imports) and under ``if TYPE_CHECKING:`` (an annotation that names a
 module of a higher layer is a dependency on it all the same).
 
-The folders are layers (README, "Architecture"); a module imports its own folder and the
+The folders are layers (docs/maintainers/architecture.md); a module imports its own folder and the
 folders of lower layers, and the folders that share a layer with it where that layer allows
 (the perturbation families; models and tasks). No import cycles.
 """
@@ -143,8 +143,8 @@ def test_every_folder_states_its_layer() -> None:
         assert docstring and f"Layer {_layer(folder)}" in docstring, folder
 
 
-def _readme_layers(text: str) -> dict[int, set[str]]:
-    """The layer table of README's "Architecture": ``layer N  folder/ module.py ...  words``."""
+def _drawn_layers(text: str) -> dict[int, set[str]]:
+    """The layer table of the architecture page: ``layer N  folder/ module.py ...  words``."""
     block = text.split("<!-- layers:", 1)[1].split("```", 2)[1]
     layers: dict[int, set[str]] = {}
     for line in block.splitlines():
@@ -155,15 +155,18 @@ def _readme_layers(text: str) -> dict[int, set[str]]:
     return layers
 
 
-def test_the_readme_draws_the_layers() -> None:
-    readme = (PACKAGE.parent / "README.md").read_text(encoding="utf-8")
-    assert _readme_layers(readme) == {index: set(layer) for index, layer in enumerate(LAYERS)}
+ARCHITECTURE = PACKAGE.parent / "docs" / "maintainers" / "architecture.md"
 
 
-def test_the_readme_check_sees_a_wrong_layer() -> None:
-    readme = (PACKAGE.parent / "README.md").read_text(encoding="utf-8")
-    wrong = readme.replace("layer  6  gate/", "layer  5  gate/", 1)
-    assert _readme_layers(wrong) != {index: set(layer) for index, layer in enumerate(LAYERS)}
+def test_the_architecture_page_draws_the_layers() -> None:
+    page = ARCHITECTURE.read_text(encoding="utf-8")
+    assert _drawn_layers(page) == {index: set(layer) for index, layer in enumerate(LAYERS)}
+
+
+def test_the_architecture_check_sees_a_wrong_layer() -> None:
+    page = ARCHITECTURE.read_text(encoding="utf-8")
+    wrong = page.replace("layer  6  gate/", "layer  5  gate/", 1)
+    assert _drawn_layers(wrong) != {index: set(layer) for index, layer in enumerate(LAYERS)}
 
 
 def test_the_layering_holds() -> None:

@@ -33,13 +33,13 @@ from tests.test_rerun import ALL, cached, last_failed
 from tests.test_shards import baselines, take_report
 from tests.test_trust import one_cell_suite
 
-REQUIRE_EXTRAS = "SEGROBUST_REQUIRE_EXTRAS"
+CI_VARIABLE = "SEGROBUST_CI"
 
 
 def import_ray() -> ModuleType:
-    """Ray, or a skip where it is not installed; under ``SEGROBUST_REQUIRE_EXTRAS=1`` (CI, whose
+    """Ray, or a skip where it is not installed; under ``SEGROBUST_CI=1`` (set by .ci/run, whose
     test extra installs Ray) a missing Ray fails instead, so that these tests never skip there."""
-    if os.environ.get(REQUIRE_EXTRAS) == "1":
+    if os.environ.get(CI_VARIABLE) == "1":
         import ray as module
 
         return module

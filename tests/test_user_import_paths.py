@@ -1,4 +1,4 @@
-"""Every import path a user writes still imports: those README.md names, the factories of the
+"""Every import path a user writes still imports: those README.md and the docs/ pages name, the factories of the
 shipped suites, and the flat module names the package had before its folders.
 
 A path is ``pytest_segrobust.a.b`` (a module, or a name in one) or ``pytest_segrobust.a.b:name``
@@ -44,7 +44,7 @@ def _resolve(path: str) -> object:
 
 
 def _documented() -> list[str]:
-    texts = [PROJECT / "README.md", *sorted((PROJECT / "suites").glob("*.yaml"))]
+    texts = [PROJECT / "README.md", *sorted((PROJECT / "docs").rglob("*.md")), *sorted((PROJECT / "suites").glob("*.yaml"))]
     return sorted({match for text in texts for match in PATH.findall(text.read_text(encoding="utf-8"))})
 
 

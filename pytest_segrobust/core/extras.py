@@ -69,4 +69,28 @@ def import_failure(exc: BaseException, extra: Extra) -> str:
     cause = exc.__cause__
     if cause is not None and str(cause) not in str(exc):
         described += f" (caused by {type(cause).__name__}: {cause})"
-    return described
+    fix = torchvision_mismatch(exc)
+    return described if fix is None else f"{described}; {fix}"
+
+
+# What torch says when torchvision's compiled operators were built for another torch.
+_TORCHVISION_OPERATOR = "operator torchvision::"
+TORCHVISION_FIX = (
+    "torchvision does not match the installed torch (installed from another index than torch's, or another "
+    "version): install torchvision from the same index as torch, at the version that matches it "
+    "(pip install torchvision==<match> --index-url <torch's index>), or uninstall it (pip uninstall torchvision) "
+    "if nothing you run needs it"
+)
+
+
+def torchvision_mismatch(exc: BaseException) -> str | None:
+    """The fix for a torchvision built for another torch (``operator torchvision::nms does not exist``),
+    found in ``exc`` or the exceptions it was raised from; ``None`` for any other failure."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if _TORCHVISION_OPERATOR in str(current) and "does not exist" in str(current):
+            return TORCHVISION_FIX
+        current = current.__cause__ or current.__context__
+    return None

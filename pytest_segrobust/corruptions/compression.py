@@ -39,6 +39,11 @@ class JpegCompression(PhotometricCorruption[JpegParams]):
 class Pixelate(PhotometricCorruption[PixelateParams]):
     """Blocky low resolution: Pillow's box down-scale, then nearest-neighbour up-scale."""
 
+    # One box sum, gather and row copy over the whole batch on the CPU costs less than 16 of
+    # each (benchmarks/peers.py --against-kornia); every output value is summed from its own
+    # window in pixel order and copied, whatever the batch, so no value changes.
+    image_by_image_on_cpu = False
+
     def corrupt_images(self, images: torch.Tensor, params: PixelateParams, streams: SampleStreams) -> torch.Tensor:
         return Fn.pixelate(images, params.factor)
 

@@ -75,6 +75,11 @@ class ContrastReduction(PhotometricCorruption[ContrastReductionParams]):
 class Brightness(PhotometricCorruption[BrightnessParams]):
     """Raise the HSV value of every pixel (ImageNet-C's ``brightness``)."""
 
+    # Pixel by pixel, one compiled pass over the whole batch on the CPU: cheaper than image by
+    # image, whose per-image calls and copies into the output cost more than the pass itself
+    # (benchmarks/peers.py --against-kornia). A pixel's value depends on that pixel alone.
+    image_by_image_on_cpu = False
+
     def corrupt_images(
         self, images: torch.Tensor, params: BrightnessParams, streams: SampleStreams
     ) -> torch.Tensor:
@@ -83,6 +88,9 @@ class Brightness(PhotometricCorruption[BrightnessParams]):
 
 class Darkness(PhotometricCorruption[DarknessParams]):
     """Blend with black (Schiappa et al.'s darkness, PIL's ``ImageEnhance.Brightness``)."""
+
+    # As Brightness: one pass over the whole batch (a value depends on that value alone).
+    image_by_image_on_cpu = False
 
     def corrupt_images(self, images: torch.Tensor, params: DarknessParams, streams: SampleStreams) -> torch.Tensor:
         return Fn.enhance_brightness(images, params.factor)

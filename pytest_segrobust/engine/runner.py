@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_segrobust.core.errors import BaselineError, SegRobustError, error_message
+from pytest_segrobust.core.files import relative
 from pytest_segrobust.core.formats import check_format
 from pytest_segrobust.corruptions import REGISTRY, CorruptionRegistry
 from pytest_segrobust.data.base import supercategories
@@ -195,7 +196,7 @@ class CellRunner:
         self.options = options
         self.rootpath = rootpath
         self.registry = registry
-        self.bench = Workbench(options, registry, adapt_hook)
+        self.bench = Workbench(options, registry, adapt_hook, shown=lambda path: relative(path, rootpath))
         if options.cache_dir is not None:  # what models read under the project keys their cached clean results
             reads.watch(rootpath)
         self._suites: dict[Path, Suite] = {}

@@ -15,6 +15,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_segrobust.core.errors import DatasetError, ModelError, ModelOutputError, SegRobustError
@@ -62,14 +63,20 @@ class Workbench:
         registry: The run's corruptions (the built-ins and what plugins registered).
         adapt_hook: pytest's ``pytest_segrobust_adapt_model`` hook caller, asked before the
             registered adapters.
+        shown: How errors show a suite file's path (relative to the rootdir, as pytest's node ids do).
     """
 
     def __init__(
-        self, options: Options, registry: CorruptionRegistry = REGISTRY, adapt_hook: Callable[..., Any] | None = None
+        self,
+        options: Options,
+        registry: CorruptionRegistry = REGISTRY,
+        adapt_hook: Callable[..., Any] | None = None,
+        shown: Callable[[Path], str] = str,
     ) -> None:
         self.options = options
         self.registry = registry
         self.adapt_hook = adapt_hook
+        self.shown = shown
         self.cache = CleanCache(options.cache_dir) if options.cache_dir is not None else None
         self.uncached = 0
         # Suite datasets are built once per process, so their decoded samples can serve every cell.
@@ -107,10 +114,10 @@ class Workbench:
             request = ModelRequest(self.options.device, suite.task, names)
             build = lambda: self.adapt(planned.build(request), suite.task)  # noqa: E731
             if self.cache is None:
-                self._models[key] = _build(suite, planned.described, planned.field, build)
+                self._models[key] = _build(self.shown(suite.path), planned.described, planned.field, build)
             else:  # what the build reads keys the model's cached clean result
                 with reads.recording() as self._reads[key]:
-                    self._models[key] = _build(suite, planned.described, planned.field, build)
+                    self._models[key] = _build(self.shown(suite.path), planned.described, planned.field, build)
             self.builds += 1
         return self._models[key]
 
@@ -136,7 +143,7 @@ class Workbench:
             spec = self.plan(suite).dataset(split)
             source = f"factory {spec.target}"
             build = lambda: check_dataset(spec.build(), source)
-            self._datasets[key] = _build(suite, source, _dataset_field(split), build)
+            self._datasets[key] = _build(self.shown(suite.path), source, _dataset_field(split), build)
         return self._datasets[key]
 
     def dataset_fingerprint(self, suite: Suite, split: str | None = None) -> str:
@@ -203,7 +210,7 @@ class Workbench:
     def piece(self, suite: Suite, key: CellKey, index: int, count: int) -> Piece:
         """Piece ``index`` of ``count`` of a corrupted cell's evaluation (:mod:`pytest_segrobust.engine.pieces`)."""
         model, dataset = self.model(suite, key.model), self.dataset(suite, key.split)
-        with _blame(self.plan(suite), key):
+        with _blame(self.plan(suite), key, self.shown(suite.path)):
             return evaluate_piece(
                 model,
                 dataset,
@@ -279,7 +286,7 @@ class Workbench:
     def _evaluate(
         self, suite: Suite, model: Any, dataset: SegmentationDataset, corruption: Corruption | None, key: CellKey
     ) -> EvalResult:
-        with _blame(self.plan(suite), key):
+        with _blame(self.plan(suite), key, self.shown(suite.path)):
             settings = self.settings(suite)
             return self.run(
                 model, dataset, corruption, key.severity, settings, cell=key.label, sample_cache=self.samples
@@ -353,16 +360,17 @@ class Workbench:
         return CellResult(corrupted=corrupted, clean=self._clean[key])
 
 
-def _build(suite: Suite, source: str, where: str, build: Callable[[], Any]) -> Any:
-    """Build a suite's model or dataset; any failure but our own becomes an error naming file, field and source."""
+def _build(suite_file: str, source: str, where: str, build: Callable[[], Any]) -> Any:
+    """Build a suite's model or dataset; any failure but our own becomes an error naming file (as
+    ``suite_file`` shows it), field and source."""
     try:
         return build()
     except SegRobustError as exc:
-        if str(exc).startswith(str(suite.path)):
+        if str(exc).startswith(suite_file):
             raise
-        raise type(exc)(f"{suite.path}: {where}: {exc}") from exc  # say which suite's entry it was
+        raise type(exc)(f"{suite_file}: {where}: {exc}") from exc  # say which suite's entry it was
     except Exception as exc:
-        raise SegRobustError(f"{suite.path}: {where}: {source} failed: {type(exc).__name__}: {exc}") from exc
+        raise SegRobustError(f"{suite_file}: {where}: {source} failed: {type(exc).__name__}: {exc}") from exc
 
 
 def _dataset_field(split: str | None) -> str:
@@ -371,23 +379,23 @@ def _dataset_field(split: str | None) -> str:
 
 
 @contextmanager
-def _blame(plan: Plan, key: CellKey) -> Iterator[None]:
-    """An evaluation of ``key``'s model and dataset, whose errors name the suite, the field at fault and the cell.
+def _blame(plan: Plan, key: CellKey, suite_file: str) -> Iterator[None]:
+    """An evaluation of ``key``'s model and dataset, whose errors name the suite (its file as
+    ``suite_file`` shows it), the field at fault and the cell.
 
     Any error of the dataset is the dataset entry's; any error of a prediction, the model entry's.
     """
-    suite = plan.suite
     evaluated = ("" if key.split is None else f"{key.split}::") + (
         CLEAN if key.severity == 0 else f"{key.corruption}[{key.severity}]"
     )
     try:
         yield
     except DatasetError as exc:
-        if str(exc).startswith(str(suite.path)):
+        if str(exc).startswith(suite_file):
             raise
-        raise type(exc)(f"{suite.path}: {_dataset_field(key.split)}: evaluating {evaluated}: {exc}") from exc
+        raise type(exc)(f"{suite_file}: {_dataset_field(key.split)}: evaluating {evaluated}: {exc}") from exc
     except (ModelError, ModelOutputError) as exc:
-        raise type(exc)(f"{suite.path}: {plan.model(key.model).field}: evaluating {evaluated}: {exc}") from exc
+        raise type(exc)(f"{suite_file}: {plan.model(key.model).field}: evaluating {evaluated}: {exc}") from exc
 
 
 class _ProgressLog:

@@ -165,6 +165,7 @@ class Gatekeeper:
                 verdict.replace_all,
                 self.runner.model_fingerprint(suite, key.model),
                 pack_statistics(suite, result),
+                record.nodeid,
             )
         return Gated(verdict.passed, verdict.message, verdict.warning, write)
 

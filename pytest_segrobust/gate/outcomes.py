@@ -35,6 +35,7 @@ class PendingWrite:
     Attributes:
         statistics: Per metric, the cell's packed per-image statistics (corrupted and clean) and
             their image count, for the statistics file of a suite with a statistical gate; empty otherwise.
+        nodeid: The cell's node id, which the update's lines name it by (one can paste it).
     """
 
     path: str
@@ -45,6 +46,7 @@ class PendingWrite:
     replace_all: bool
     model_fingerprint: str | None = None
     statistics: dict[str, dict[str, Any]] = field(default_factory=dict)
+    nodeid: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -581,7 +581,19 @@ def _against_baseline(observation: Observation, criteria: Criteria, cell: _Cell)
             message=why if inconclusive == "fail" else None,
             warning=why if inconclusive == "warn" else None,
         )
-    return Verdict(Status.IMPROVED if any(c.improved for c in checks) else Status.PASSED, checks)
+    return Verdict(_passing_status(checks), checks)
+
+
+def _passing_status(checks: Sequence[Check]) -> Status:
+    """How a cell that passes ended: improved only where a number got better and the corrupted
+    score did not fall; a gamma_r that rose while the score fell rose only as the clean score fell
+    further, which is no improvement."""
+    if not any(c.improved for c in checks):
+        return Status.PASSED
+    score_fell = any(
+        c.metric.rsplit(".", 1)[-1] == "score" and (c.delta < 0 if c.higher_is_better else c.delta > 0) for c in checks
+    )
+    return Status.ROSE_AS_CLEAN_FELL if score_fell else Status.IMPROVED
 
 
 def _non_finite(observed: Mapping[str, float], label: str, clean_score: float | None) -> str | None:

@@ -144,6 +144,7 @@ class AudioVisualMetric(Metric):
     """What ``avs_miou`` and ``avs_f`` share: a row of sums over each clip's scored frames."""
 
     accepts = (VideoMasks,)
+    chance_by_classes = False  # the sounding masks against their truth: all background scores 0
     columns: ClassVar[int]
     clips: list[torch.Tensor]
 

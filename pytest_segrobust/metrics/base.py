@@ -146,6 +146,11 @@ class Metric(ABC):
         detail_labels: How tables show the keys of :attr:`MetricResult.details`.
         requires: The extras whose packages ``__init__`` imports; a suite naming the metric is
             refused when they are not installed.
+        chance_by_classes: Whether the score has a chance level of ``1/K`` of its scale over its
+            ``K`` classes (about what one constant class or random labels reach under mIoU, AP or
+            PQ); false for a score of objects or referred masks (J&F, referring and audio-visual
+            IoU and F), where predicting background everywhere scores the worst end: the report
+            then marks no model near chance.
         version: Bumped when a change of the metric can change its numbers: it invalidates the
             cached clean results it scored (:func:`~pytest_segrobust.engine.evaluation.evaluator_version`).
     """
@@ -157,6 +162,7 @@ class Metric(ABC):
     accepts: ClassVar[tuple[type[Field], ...]] = ()
     detail_labels: ClassVar[dict[str, str]] = {}
     requires: ClassVar[tuple[Extra, ...]] = ()
+    chance_by_classes: ClassVar[bool] = True
     version: ClassVar[str] = "1"
 
     def __init_subclass__(cls, **kwargs: Any) -> None:

@@ -96,6 +96,7 @@ class ReferringMetric(Metric):
 
     key: ClassVar[str]
     accepts = (ReferringMask,)
+    chance_by_classes = False  # the referred mask against its truth: all background scores 0
     detail_labels = DETAIL_LABELS
     intersections: list[torch.Tensor]
     unions: list[torch.Tensor]

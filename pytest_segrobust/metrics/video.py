@@ -324,6 +324,7 @@ class ClipRowsMetric(Metric):
     """A metric whose state is a row of summed statistics per clip (``clips``), each row named by
     its clip, so that the gate resamples clips (an R-VOS clip's expressions are drawn together)."""
 
+    chance_by_classes = False  # objects are scored against their own masks: all background scores 0
     clips: list[torch.Tensor]
 
     def __init__(self, context: MetricContext) -> None:

@@ -30,7 +30,7 @@ from typing import Any
 import torch
 
 from pytest_segrobust.core.errors import SegRobustError
-from pytest_segrobust.core.extras import installed
+from pytest_segrobust.core.extras import installed, torchvision_mismatch
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -165,9 +165,8 @@ def _import(module: str, package: str) -> ModuleType:
     except Exception as exc:  # noqa: BLE001 - a broken install raises more than ImportError (torchvision::nms)
         if isinstance(exc, ModuleNotFoundError) and not installed(package):
             raise SegRobustError(f"{package} is not installed: pip install {package.replace('_', '-')}") from exc
-        raise SegRobustError(
-            f"{package} cannot be imported ({type(exc).__name__}: {exc}); install a build that matches your torch"
-        ) from exc
+        fix = torchvision_mismatch(exc) or "install a build that matches your torch"
+        raise SegRobustError(f"{package} cannot be imported ({type(exc).__name__}: {exc}); {fix}") from exc
 
 
 def _builder(module: ModuleType, arch: str, where: str) -> Any:

@@ -47,6 +47,7 @@ from pytest_segrobust.report.model import (
     ShiftSplits,
     SuiteReport,
     WorstEntry,
+    counted,
 )
 from pytest_segrobust.report.paths import report_file
 from pytest_segrobust.report.r2bench import r2bench_entry
@@ -225,7 +226,8 @@ def build_report(
 
 
 def _scale(metric: str | None) -> tuple[tuple[float, float] | None, bool]:
-    """A metric's bounds and direction, or ``(None, True)`` for an unknown metric."""
+    """A metric's bounds and direction, which a model's chance level is measured on, or ``(None, True)``
+    for an unknown metric and one without a chance level (:attr:`~pytest_segrobust.metrics.base.Metric.chance_by_classes`)."""
     from pytest_segrobust.core.errors import UnknownNameError
     from pytest_segrobust.metrics import METRICS
 
@@ -235,6 +237,8 @@ def _scale(metric: str | None) -> tuple[tuple[float, float] | None, bool]:
         kind = METRICS.get(metric)
     except UnknownNameError:
         return None, True
+    if not kind.chance_by_classes:
+        return None, kind.higher_is_better
     return tuple(kind.bounds), kind.higher_is_better  # type: ignore[return-value]
 
 
@@ -275,8 +279,20 @@ def release_sections(report: Report) -> list[Section]:
 
 
 def release_lines(report: Report) -> list[str]:
-    """One terminal line per unmet (or undecided) requirement, naming the suite line to change."""
-    return [line for suite in report.suites.values() if suite.release is not None for line in suite.release.unmet]
+    """One terminal line per unmet (or undecided) requirement, naming the suite line to change, and
+    one per suite whose every requirement held (a passing ``require:`` says so, once)."""
+    lines = []
+    for name, suite in report.suites.items():
+        rows = suite.release.requirements if suite.release is not None else ()
+        if suite.release is not None and suite.release.unmet:
+            lines += suite.release.unmet
+        elif rows and all(row.outcome == "pass" for row in rows):
+            decisions = sum(sum(row.outcomes.values()) for row in rows)
+            where = suite.file or f"suite {name}"
+            lines.append(
+                f"{where}: require: held: {plural(len(rows), 'requirement')} met ({plural(decisions, 'decision')})"
+            )
+    return lines
 
 
 def model_lines(report: Report) -> list[str]:
@@ -305,6 +321,9 @@ def model_lines(report: Report) -> list[str]:
             model = records[0].model if records else row
             if (name, model) in outcomes and row == model:
                 line += f"; aggregates {COUNTED.get(outcomes[name, model], outcomes[name, model])}"
+            chance = suite.models[row].summary.chance if row in suite.models else None
+            if chance is not None and chance.near:  # the verdict above may be green: say it where it is read
+                line += f"; {tables.chance_mark(chance)}, so its γr says little about robustness"
             lines.append(line)
     # Models none of whose cells came back (a model that cannot be built errs in every cell).
     by_model: dict[str, int] = {}
@@ -319,7 +338,7 @@ def model_lines(report: Report) -> list[str]:
 def _model_line(records: Sequence[CellRecord], errors: Sequence[str], label: str) -> str:
     counts = run_verdict(records, dict.fromkeys(errors, ""), []).counts
     total = sum(counts.values())
-    ended = ", ".join(f"{count} {COUNTED.get(status, status)}" for status, count in counts.items())
+    ended = ", ".join(counted(count, status) for status, count in counts.items())
     changed = [r for r in records if any(_moved(c) for c in r.checks)]
     if "updated" in counts:  # an update writes every cell: say how many it changed
         ended += f" ({len(changed)} changed)"
@@ -335,7 +354,7 @@ def _model_line(records: Sequence[CellRecord], errors: Sequence[str], label: str
         else:
             change = tables.signed(clean.score - before)
             parts.append(f"clean {label} {change} ({tables.fmt(before)} → {tables.fmt(clean.score)})")
-    parts.append(f"{'1 cell' if total == 1 else f'{total} cells'}: {ended}" if total else "no cells")
+    parts.append(f"{plural(total, 'cell')}: {ended}" if total else "no cells")
     return "; ".join(parts)
 
 

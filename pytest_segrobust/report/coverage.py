@@ -85,11 +85,20 @@ class RunCoverage:
 
 
 def headline(coverage: RunCoverage) -> str:
-    """One sentence: what a partial run covers and where the full report is."""
+    """One sentence: what a partial run covers and where the full report is.
+
+    A run narrowed to some suite files (or folders) that ran every cell it collected there is
+    whole for them: it says so, and that it is partial only for the suites folder.
+    """
     errors = f", {coverage.errors} of them with an error" if coverage.errors else ""
-    covered = f"{coverage.evaluated + coverage.errors} of the {plural(coverage.collected, 'cell')} it collected{errors}"
-    narrowed = f" (collected from {', '.join(coverage.narrowed_to)} only)" if coverage.narrowed_to else ""
     full = f"; the full report, {coverage.full_report}, is left as it was" if coverage.full_report else ""
+    ran = coverage.evaluated + coverage.errors
+    if coverage.narrowed_to and ran == coverage.collected and not coverage.collection_unknown:
+        where = ", ".join(coverage.narrowed_to)
+        every = "its cell" if ran == 1 else f"all {plural(ran, 'cell')}"
+        return f"Run of {where} only: this report covers {every}{errors}, not the rest of the suites folder{full}."
+    covered = f"{ran} of the {plural(coverage.collected, 'cell')} it collected{errors}"
+    narrowed = f" (collected from {', '.join(coverage.narrowed_to)} only)" if coverage.narrowed_to else ""
     return f"Partial run: this report covers {covered}{narrowed}{full}."
 
 

@@ -35,10 +35,19 @@ COUNTED = {
     "no result": "without a result",
     "passed": "passed",
     "improved": "improved",
+    "rose-as-clean-fell": "where γr rose as the clean score fell",
     "inconclusive-allowed": "inconclusive (allowed by the suite)",
     "updated": "written to the baseline",  # every cell of an update, changed or not
     "recorded": "recorded (no baseline yet; requirements met)",
 }
+# The outcomes COUNTED names by a noun, which takes a plural: "1 error", "2 errors".
+_NOUNS = frozenset({"error"})
+
+
+def counted(count: int, status: str) -> str:
+    """``3 regressed``, ``1 error``, ``2 errors``: ``count`` cells (or items) that ended ``status``."""
+    word = COUNTED.get(status, status)
+    return plural(count, word) if status in _NOUNS else f"{count} {word}"
 
 
 @dataclass(frozen=True)
@@ -59,11 +68,11 @@ class RunVerdict:
     def line(self) -> str:
         """``FAIL · 62 cells: 3 regressed, 1 new (no baseline), 58 passed; 2 models' aggregates: 1 unmet, 1 passed``."""
         total = sum(self.counts.values())
-        parts = [f"{count} {COUNTED.get(status, status)}" for status, count in self.counts.items() if count]
+        parts = [counted(count, status) for status, count in self.counts.items() if count]
         line = f"{'PASS' if self.passed else 'FAIL'} · {plural(total, 'cell')}: {', '.join(parts) or 'none'}"
         if self.models:
             models = sum(self.models.values())
-            shown = ", ".join(f"{count} {COUNTED.get(status, status)}" for status, count in self.models.items())
+            shown = ", ".join(counted(count, status) for status, count in self.models.items())
             whose = "models'" if models > 1 else "model's"
             line += f"; {models} {whose} aggregates: {shown}"
         return line
@@ -89,6 +98,7 @@ class GateSummary:
         level: The level each number is tested at.
         inconclusive: What an undecided cell counts as.
         resamples: Bootstrap resamples per cell.
+        unit: What the bootstrap resamples (the task's unit: ``image``, ``clip``).
     """
 
     margin_gamma_r: float
@@ -99,6 +109,7 @@ class GateSummary:
     level: float
     inconclusive: str
     resamples: int
+    unit: str = "image"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -109,6 +120,7 @@ class GateSummary:
             "level": self.level,
             "inconclusive": self.inconclusive,
             "resamples": self.resamples,
+            "unit": self.unit,
         }
 
 
@@ -179,8 +191,10 @@ class RequirementRow:
         at_least: The number must be at least the threshold (else at most).
         outcome: ``pass``, ``fail`` or ``inconclusive`` over all its decisions.
         outcomes: How many decisions ended how.
-        worst: The decision closest to (or furthest past) the threshold: its subject, value and bounds.
+        worst: The decision with the least room on the threshold's side (the furthest past it
+            where any misses it): its subject, value and bounds.
         confirmable: The strictest threshold every decision would confirm with 80% power.
+        closest: The decision nearest the threshold, on either side (``None``: the worst is).
     """
 
     rule: str
@@ -192,10 +206,20 @@ class RequirementRow:
     outcomes: Mapping[str, int]
     worst: RequirementDecision
     confirmable: float | None
+    closest: RequirementDecision | None = None
+
+    @property
+    def nearest(self) -> RequirementDecision:
+        """The decision nearest the threshold (the worst, where no other was handed in)."""
+        return self.worst if self.closest is None else self.closest
 
     def to_json(self) -> dict[str, Any]:
         """The fields by name, in their order."""
-        return _fields_json(self) | {"outcomes": dict(self.outcomes), "worst": self.worst.to_json()}
+        return _fields_json(self) | {
+            "outcomes": dict(self.outcomes),
+            "worst": self.worst.to_json(),
+            "closest": self.nearest.to_json(),
+        }
 
 
 @dataclass(frozen=True)

@@ -193,7 +193,7 @@ def statistical_gate(suite: SuiteReport) -> list[Section]:
         return []
     out: list[Section] = [tables.statistical_gate(suite.gate, suite.all_records())[0]]
     if suite.aggregates:
-        out.append(tables.aggregate_changes(suite.aggregates, suite.gate.confidence))
+        out.append(tables.aggregate_changes(suite.aggregates, suite.gate.confidence, suite.gate.unit))
     return out
 
 
@@ -311,7 +311,10 @@ def supercategories(suite: SuiteReport) -> list[Section]:
 
 @SUITE_SECTIONS.register("per class")
 def per_class(suite: SuiteReport) -> list[Section]:
-    return [tables.per_class(suite.records(), metric_label(suite.metric))] if _corrupted(suite) else []
+    if not _corrupted(suite):
+        return []
+    table = tables.per_class(suite.records(), metric_label(suite.metric))
+    return [table] if table.rows else []  # a metric of objects (J&F) has no class to show
 
 
 @SUITE_SECTIONS.register("corruption error")

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pytest_segrobust.core.wording import abbreviations, decimals
+from pytest_segrobust.core.wording import abbreviations, decimals, plural
 from pytest_segrobust.metrics.robustness import mean, per_class_relative_robustness
 from pytest_segrobust.report.model import (
     AggregateChange,
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 STATUS_MARK = {
     "passed": "ok",
     "improved": "▲ improved",
+    "rose-as-clean-fell": "γr rose as the clean score fell",
     "regressed": "▼ REGRESSED",
     "unmet": "✗ REQUIREMENT UNMET",
     "inconclusive": "? INCONCLUSIVE",
@@ -67,7 +68,9 @@ def corrupted(records: Iterable[CellRecord]) -> list[CellRecord]:
 
 
 def headline(summary: Mapping[str, ModelSummary], metric: str) -> Table:
-    """Per model: clean score, mean gamma_r and gamma_a over every cell, mPC and rPC, against chance."""
+    """Per model: clean score, mean gamma_r and gamma_a over every cell, mPC and rPC, and against
+    chance where the metric has a chance level (the column is left out where no model has one)."""
+    against = any(s.chance is not None for s in summary.values())
     rows = [
         (
             model,
@@ -77,20 +80,19 @@ def headline(summary: Mapping[str, ModelSummary], metric: str) -> Table:
             fmt(s.mpc),
             fmt(s.rpc, 3),
             str(s.cells),
-            chance_mark(s.chance),
+            *((chance_mark(s.chance),) if against else ()),
         )
         for model, s in summary.items()
     ]
     note = (
         "γr = 1 - (A_c - A_ps)/A_c, γa = 1 - (A_c - A_ps)/100; means over every corruption and severity run; "
-        "mPC = mean corrupted score, rPC = mPC / clean. "
-        f"{CHANCE_NOTE}"
+        "mPC = mean corrupted score, rPC = mPC / clean."
     )
     return Table(
         "Headline",
-        ("model", f"clean {metric}", "mean γr", "mean γa", "mPC", "rPC", "cells", "clean vs chance"),
+        ("model", f"clean {metric}", "mean γr", "mean γa", "mPC", "rPC", "cells", *(("clean vs chance",) if against else ())),
         tuple(rows),
-        note,
+        f"{note} {CHANCE_NOTE}" if against else note,
     )
 
 
@@ -268,7 +270,7 @@ def statistical_gate(gate: GateSummary, records: Sequence[CellRecord]) -> tuple[
     """
     margin = {"gamma_r": gate.margin_gamma_r, "score": gate.margin_score}
     rows = [
-        ("method", "paired bootstrap of per-image statistics against the baseline's (same corrupted pixels)"),
+        ("method", f"paired bootstrap of per-{gate.unit} statistics against the baseline's (same corrupted pixels)"),
         ("margin", f"γr {gate.margin_gamma_r:g}, score {gate.margin_score:g} points"),
         ("confidence", f"{gate.confidence:g} for the family of {gate.numbers} gated numbers"),
         ("multiplicity", gate.multiplicity + (f" (each number at {gate.level:.6g})" if gate.multiplicity == "bonferroni" else "")),
@@ -281,11 +283,11 @@ def statistical_gate(gate: GateSummary, records: Sequence[CellRecord]) -> tuple[
     for r, c in checks:
         outcomes[str(c["outcome"])] += 1
         if c["outcome"] == "inconclusive":
-            more = c.get("images_to_decide")
+            more, unit = c.get("images_to_decide"), str(c.get("unit", gate.unit))
             warnings.append(
                 f"{r.suite}::{row_name(r)}::{r.corruption}[{r.severity}] {c['metric']}: inconclusive, interval "
                 f"{_interval(c)} straddles {-float(c['margin']) + 0.0:g}"
-                + (f"; about {more} images (now {c['images']}) would decide it" if more else "")
+                + (f"; about {plural(int(more), unit)} (now {c['images']}) would decide it" if more else "")
             )
     if checks:
         rows.append(("numbers", ", ".join(f"{n} {o}" for o, n in outcomes.items())))
@@ -303,15 +305,16 @@ def statistical_gate(gate: GateSummary, records: Sequence[CellRecord]) -> tuple[
         if worst > allowed:
             needed = math.ceil(images * (worst / allowed) ** 2) if allowed > 0 else None
             warnings.append(
-                f"suite {records[0].suite}: with {images} images it cannot confirm a {number} margin of {allowed:g} at 80% "
-                f"power in every cell (it needs {worst:.4g})"
-                + (f"; about {needed} images would" if needed else "")
+                f"suite {records[0].suite}: with {plural(images, gate.unit)} it cannot confirm a {number} margin of "
+                f"{allowed:g} at 80% power in every cell (it needs {worst:.4g})"
+                + (f"; about {plural(needed, gate.unit)} would" if needed else "")
             )
     return Table("Statistical gate", ("", "setting"), tuple(rows)), warnings
 
 
-def aggregate_changes(rows: Sequence[AggregateChange], confidence: float) -> Table:
-    """Each model's aggregates against its baseline: the paired change and its interval."""
+def aggregate_changes(rows: Sequence[AggregateChange], confidence: float, unit: str = "image") -> Table:
+    """Each model's aggregates against its baseline: the paired change and its interval (``unit``: what
+    the bootstrap resampled)."""
     shown = []
     for row in rows:
         digits = 2 if row.number == "mPC" else 4
@@ -328,7 +331,7 @@ def aggregate_changes(rows: Sequence[AggregateChange], confidence: float) -> Tab
         f"Aggregate changes against the baseline ({confidence:g} intervals, paired bootstrap)",
         ("model", "number", "change", "interval", "cells"),
         tuple(shown),
-        "Every cell of a model is resampled with the same images, so each aggregate's interval accounts for "
+        f"Every cell of a model is resampled with the same {unit}s, so each aggregate's interval accounts for "
         "its cells' correlation; these intervals describe, the per-cell gate decides.",
     )
 
@@ -341,29 +344,33 @@ def release_criteria(suites: Mapping[str, SuiteReport]) -> Table:
     """Each suite's requirements: the threshold, the decisive value with its bounds, the outcome.
 
     One row per requirement (a rule of the suite for one number), over every cell or model it
-    was decided for; the value shown is the one closest to (or furthest past) the threshold.
+    was decided for; the value shown is the decision nearest the threshold, and where another
+    decision misses it by more, that one is named as the worst.
     """
     rows = []
     point = False
     for name, suite in suites.items():
         for row in suite.release.requirements if suite.release is not None else ():
-            worst = row.worst
+            closest, worst = row.nearest, row.worst
             digits = _digits(row.number)
-            bounds = "–" if worst.low is None else f"[{fmt(worst.low, digits)}, {fmt(worst.high, digits)}]"
-            point = point or worst.low is None
+            bounds = "–" if closest.low is None else f"[{fmt(closest.low, digits)}, {fmt(closest.high, digits)}]"
+            point = point or closest.low is None
             total = sum(row.outcomes.values())
             outcome = _OUTCOME_MARK[row.outcome]
             if total > 1:
                 outcome += f" ({', '.join(f'{n} {_OUTCOME_WORD[o]}' for o, n in row.outcomes.items())})"
             where = f"{row.rule}" + (f" (line {row.line})" if row.line else "")
             sign = "≥" if row.at_least else "≤"
+            decided = closest.subject if total == 1 else f"{total} decisions; closest: {closest.subject}"
+            if worst.subject != closest.subject:
+                decided += f"; worst: {worst.subject} ({fmt(worst.observed, digits)})"
             rows.append(
                 (
                     name,
                     where,
                     f"{sign} {fmt(row.threshold, digits)}",
-                    worst.subject if total == 1 else f"{total} decisions; closest: {worst.subject}",
-                    fmt(worst.observed, digits),
+                    decided,
+                    fmt(closest.observed, digits),
                     bounds,
                     "–" if row.confirmable is None else f"{sign} {fmt(row.confirmable, digits)}",
                     outcome,
@@ -397,7 +404,7 @@ def model_gates(suites: Mapping[str, SuiteReport]) -> Table:
                         fmt(check.baseline, digits),
                         signed(check.observed - check.baseline, digits),
                         f"[{signed(check.low, digits)}, {signed(check.high, digits)}]",
-                        fmt(-check.margin, digits),
+                        fmt(check.margin, digits),  # as the suite declares it
                         "–" if check.detectable is None else fmt(check.detectable, digits),
                         {"fail": "▼ REGRESSED", "pass": "ok", "inconclusive": "? inconclusive"}[check.outcome],
                     )

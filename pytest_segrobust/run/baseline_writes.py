@@ -114,7 +114,8 @@ class BaselineWriter:
                 continue
             if writes or update.removed:
                 done.written.append(path)
-            done.summary += update.summary(self.shown(path)) + notes
+            names = {w.key: w.nodeid for w in writes if w.nodeid is not None}
+            done.summary += update.summary(self.shown(path), names) + notes
             if not tidy:
                 done.summary += self._unused(path, name, cells)
         return done

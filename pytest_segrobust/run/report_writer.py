@@ -46,6 +46,7 @@ from pytest_segrobust.report.tables import row_name, worst_cell
 from pytest_segrobust.store.records import CellRecord, Status
 from pytest_segrobust.suite.requirements import RequirementCheck, summarize, unmet_lines
 from pytest_segrobust.suite.schema import Suite
+from pytest_segrobust.tasks import get_task
 from pytest_segrobust.text.cells import modality
 
 
@@ -254,6 +255,7 @@ def gate_summary(suite: Suite) -> GateSummary:
         level=cell_level(suite),
         inconclusive=policy.inconclusive,
         resamples=policy.resamples,
+        unit=get_task(suite.task).resampling_unit,
     )
 
 
@@ -294,6 +296,7 @@ def release_summaries(
                 dict(s.outcomes),
                 RequirementDecision.from_json(s.worst.to_json()),
                 s.confirmable,
+                RequirementDecision.from_json(s.closest.to_json()),
             )
             for s in summarize(checks)
         ]

@@ -288,9 +288,14 @@ class CellChange:
     def changed(self) -> bool:
         return self.old is None or {k: round_value(v) for k, v in self.old.items()} != dict(self.new)
 
-    def describe(self) -> str:
-        """``model::cell: score 61.2 -> 58.1, gamma_r 0.71 -> 0.68``, or ``...: new (score 70.1, ...)``."""
-        cell = key_path(self.key)
+    def describe(self, name: str | None = None) -> str:
+        """``suites/s.yaml::model::cell[3]: score 61.2 -> 58.1, gamma_r 0.71 -> 0.68``, or ``...: new (score 70.1, ...)``.
+
+        Args:
+            name: The cell's node id (what a failure names and ``pytest`` takes); without it, its
+                address in the file (:func:`key_path`).
+        """
+        cell = name or key_path(self.key)
         shown = [name for name in self.new if _headline_number(name)] or list(self.new)
         if self.old is None:
             return f"{cell}: new ({', '.join(f'{name} {_digits(self.new[name])}' for name in shown)})"
@@ -307,15 +312,16 @@ class BaselineUpdate:
     changes: tuple[CellChange, ...] = ()
     removed: tuple[str, ...] = ()
 
-    def summary(self, shown: str) -> list[str]:
-        """Terminal lines: counts, then one ``old -> new`` line per changed or new cell, then the removals."""
+    def summary(self, shown: str, names: Mapping[CellKey, str] | None = None) -> list[str]:
+        """Terminal lines: counts, then one ``old -> new`` line per changed or new cell (named by its node id
+        in ``names``, where it has one), then the removals."""
         changed = [c for c in self.changes if c.changed and c.old is not None]
         new = [c for c in self.changes if c.old is None]
         unchanged = len(self.changes) - len(changed) - len(new)
         lines = []
         if self.changes:
             lines.append(f"{shown}: {plural(len(changed), 'cell')} changed, {len(new)} new, {unchanged} unchanged")
-            lines += [f"  {c.describe()}" for c in self.changes if c.changed]
+            lines += [f"  {c.describe((names or {}).get(c.key))}" for c in self.changes if c.changed]
         if self.removed:
             removed = plural(len(self.removed), "unused entry", "unused entries")
             lines.append(f"{shown}: removed {removed}: {', '.join(self.removed)}")

@@ -17,7 +17,8 @@ class Status(str, Enum):
     """What became of a cell; the value is what records and reports show."""
 
     PASSED = "passed"
-    IMPROVED = "improved"
+    IMPROVED = "improved"  # a number got better, and the corrupted score did not fall
+    ROSE_AS_CLEAN_FELL = "rose-as-clean-fell"  # passes: gamma_r rose, but only as the clean score fell further
     REGRESSED = "regressed"
     INCONCLUSIVE = "inconclusive"  # fails: the suite's policy is inconclusive: fail
     INCONCLUSIVE_ALLOWED = "inconclusive-allowed"  # passes, under inconclusive: warn or pass

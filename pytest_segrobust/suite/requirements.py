@@ -630,7 +630,9 @@ class RuleSummary:
     Attributes:
         rule, line, number, threshold, at_least: The requirement.
         outcomes: How many decisions ended ``pass``, ``fail``, ``inconclusive``.
-        worst: The decision closest to (or furthest beyond) the threshold: the one a reviewer looks at.
+        worst: The decision with the least room on the threshold's side (the furthest beyond it
+            where any misses it): the one a reviewer of a failure looks at.
+        closest: The decision nearest the threshold, on either side; the worst where every one clears it.
         confirmable: The strictest threshold every decision would confirm at 80% power (the
             loosest of theirs); ``None`` for point comparisons.
     """
@@ -642,6 +644,7 @@ class RuleSummary:
     at_least: bool
     outcomes: Mapping[str, int]
     worst: RequirementCheck
+    closest: RequirementCheck
     confirmable: float | None
 
     @property
@@ -682,6 +685,7 @@ def summarize(checks: Iterable[RequirementCheck]) -> list[RuleSummary]:
                 first.at_least,
                 outcomes,
                 min(members, key=slack),
+                min(members, key=lambda c: abs(slack(c))),
                 confirmable,
             )
         )

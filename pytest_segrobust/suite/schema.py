@@ -79,11 +79,55 @@ def name_problem(text: str) -> str | None:
     return None if _NAME.match(text) else f"{text!r} is not a valid name (letters, digits, '_', '.', '+', '-')"
 
 
-_KNOWN_KEYS = {
-    "name", "description", "task", "dataset", "models", "preset", "corruptions", "severities",
-    "metric", "metrics", "tolerance", "batch_size", "seed", "limit", "cd", "timeout", "shifts", "gate",
-    "require",
-}
+DEFAULT_TASK = "semantic"
+DEFAULT_BATCH_SIZE = 16
+DEFAULT_SEED = 0
+
+
+@dataclass(frozen=True)
+class SuiteKey:
+    """One top-level key every suite may set (a task's own keys are the task's: ``Task.suite_keys``).
+
+    The documentation's suite reference is generated from :data:`SUITE_KEYS`, and the loader
+    accepts exactly these keys, so the two cannot drift apart.
+
+    Attributes:
+        name: The key as a suite writes it.
+        kind: What its value is, in words (``integer >= 1``, ``mapping``...).
+        default: What an absent key means, as YAML or in words (``required`` where it must be given).
+        meaning: One sentence: what it sets.
+    """
+
+    name: str
+    kind: str
+    default: str
+    meaning: str
+
+
+SUITE_KEYS: tuple[SuiteKey, ...] = (
+    SuiteKey("name", "string", "the file's name without .yaml", "names the suite, its node ids and its baseline file baselines/NAME.json"),
+    SuiteKey("description", "string", '""', "one line about the suite, shown in the report"),
+    SuiteKey("task", "task name", DEFAULT_TASK, "what the models segment: the fields read, the default metrics, the keys of its own"),
+    SuiteKey("dataset", "mapping {factory, kwargs}", "required", "the dataset factory (package.module:callable) and its keyword arguments"),
+    SuiteKey("models", "list of model entries", "required", "each model: a name and one model source key (factory, onnx, transformers), with its options"),
+    SuiteKey("preset", "preset name", DEFAULT_PRESET, "the corruption table the names of corruptions come from"),
+    SuiteKey("corruptions", "list of names", "every corruption of the preset", "the perturbations cells run under (a+b composes two)"),
+    SuiteKey("severities", "list of integers 1..5", str(list(range(1, MAX_SEVERITY + 1))), "the levels each corruption runs at"),
+    SuiteKey("metric", "metric name", "the task's default", "the one-item form of metrics"),
+    SuiteKey("metrics", "list of metric names", "the task's default metrics", "what is scored; the first is the headline, each is gated and stored"),
+    SuiteKey("tolerance", "mapping {score, gamma_r, metrics}", "{gamma_r: 0.01, score: 1.0}", "how far a number may move the wrong way from its baseline (point values)"),
+    SuiteKey("batch_size", "integer >= 1", str(DEFAULT_BATCH_SIZE), "samples per forward pass (--segrobust-batch-size overrides it)"),
+    SuiteKey("seed", "integer >= 0", str(DEFAULT_SEED), "the seed every random draw of a perturbation is keyed by"),
+    SuiteKey("limit", "integer >= 1", "null (every sample)", "evaluate only the first N samples"),
+    SuiteKey("cd", "mapping {reference, noise_severities}", "null", "Kamann & Rother's CD and rCD against a reference model of the suite"),
+    SuiteKey("timeout", "seconds > 0", "null (no limit)", "how long a cell may take (--segrobust-timeout overrides it)"),
+    SuiteKey("shifts", "mapping {reference, splits}", "null", "a natural-shift suite: every cell on each split of the data"),
+    SuiteKey("gate", "mapping", "null", "the statistical gate: paired bootstrap intervals against non-inferiority margins (instead of tolerance)"),
+    SuiteKey("require", "mapping", "null", "release criteria: absolute thresholds on any number the suite computes"),
+)
+"""Every top-level key a suite of any task may set, in the order the reference lists them."""
+
+_KNOWN_KEYS = frozenset(key.name for key in SUITE_KEYS)
 # Multiplicity procedures that need every p-value of the family at once (refused, with the reason).
 _STEPWISE = frozenset({"holm", "hochberg", "benjamini-hochberg", "bh", "fdr", "by", "benjamini-yekutieli"})
 _GATE_KEYS = ("margin", "confidence", "inconclusive", "multiplicity", "resamples", "statistics", "aggregates")
@@ -333,7 +377,7 @@ class _Validator:
         self.import_factories = import_factories
         self.text = TextPerturbationRegistry()  # what the task's keys let the suite name (Task.suite_names)
         self.reserved: Mapping[str, str] = {}
-        self.task_name = "semantic"
+        self.task_name = DEFAULT_TASK
         self.task_reads_text = False
 
     def fail(self, field_name: str, message: str) -> SuiteError:
@@ -347,7 +391,7 @@ class _Validator:
         if unknown:
             raise self.fail(unknown[0], f"unknown field; expected one of {', '.join(sorted(_KNOWN_KEYS | set(task_keys)))}")
         name = self.name("name", raw.get("name", self.path.stem))
-        task = self.choice("task", raw.get("task", "semantic"), tuple(TASKS.names()))
+        task = self.choice("task", raw.get("task", DEFAULT_TASK), tuple(TASKS.names()))
         preset = self.string("preset", raw.get("preset", DEFAULT_PRESET))
         if preset not in self.registry.presets():
             raise self.fail("preset", f"unknown preset {preset!r}; known: {', '.join(self.registry.presets())}")
@@ -399,8 +443,8 @@ class _Validator:
             severities=severities,
             metrics=metrics,
             tolerance=self.tolerance(raw.get("tolerance", {}), metrics),
-            batch_size=self.integer("batch_size", raw.get("batch_size", 16), minimum=1),
-            seed=self.integer("seed", raw.get("seed", 0), minimum=0),
+            batch_size=self.integer("batch_size", raw.get("batch_size", DEFAULT_BATCH_SIZE), minimum=1),
+            seed=self.integer("seed", raw.get("seed", DEFAULT_SEED), minimum=0),
             limit=None if raw.get("limit") is None else self.integer("limit", raw["limit"], minimum=1),
             degradation=None if raw.get("cd") is None else self.degradation(raw["cd"], models),
             timeout=None if raw.get("timeout") is None else self.positive("timeout", raw["timeout"]),

@@ -1,9 +1,9 @@
-"""saturate's, brightness's and the contrasts' compiled loops (numba) give the numpy and tensor paths' bits.
+"""saturate's, brightness's, darkness's and the contrasts' compiled loops (numba) give the numpy and tensor paths' bits.
 
 Images of ``COMPILED_COLOR_MIN_VALUES`` values or more take :mod:`.color_kernel` on the
 CPU where numba is installed; smaller ones, and installs without numba, the numpy planes
-(saturate, brightness) or torch's in-place blend (the contrasts).
-All three are compared here bit for bit at every severity, on photo-like images with grey,
+(saturate, brightness) or torch's in-place blend and product (the contrasts, darkness).
+All four are compared here bit for bit at every severity, on photo-like images with grey,
 black and clipped pixels, uniform noise, float64, values outside [0, 1] and channels-last.
 """
 
@@ -54,7 +54,7 @@ def counted_kernel() -> Iterator[dict[str, int]]:
     """The compiled loops, counting their calls."""
     kernel = color._compiled_color()
     assert kernel is not None, "numba is installed but the compiled loops are not loaded"
-    calls = {"scale_saturation_into": 0, "shift_value_into": 0, "blend_into": 0}
+    calls = {"scale_saturation_into": 0, "shift_value_into": 0, "blend_into": 0, "scale_into": 0}
 
     class Spy:
         @staticmethod
@@ -71,6 +71,11 @@ def counted_kernel() -> Iterator[dict[str, int]]:
         def blend_into(*args: object) -> None:
             calls["blend_into"] += 1
             kernel.blend_into(*args)
+
+        @staticmethod
+        def scale_into(*args: object) -> None:
+            calls["scale_into"] += 1
+            kernel.scale_into(*args)
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(color, "_compiled_color", functools_cached(Spy))
@@ -159,3 +164,14 @@ def test_compiled_contrast_blends_are_the_tensor_path_bit_for_bit(factor: float)
             if enhanced is not None:
                 assert torch.equal(enhanced, Fn.enhance_contrast(images, factor))
         assert reduced.dtype == images.dtype and reduced.is_contiguous()
+
+
+@pytest.mark.parametrize("factor", [0.5, 1.3])
+def test_compiled_darkness_is_the_tensor_path_bit_for_bit(factor: float) -> None:
+    for images in inputs():
+        with counted_kernel() as calls:
+            darker = Fn.enhance_brightness(images, factor)
+        assert calls["scale_into"] == 1
+        with numpy_planes():  # no compiled loops: the tensor product and clip
+            assert torch.equal(darker, Fn.enhance_brightness(images, factor))
+        assert darker.dtype == images.dtype and darker.is_contiguous()

@@ -57,9 +57,21 @@ def to_uint8(images: torch.Tensor) -> torch.Tensor:
 def enhance_brightness(images: torch.Tensor, factor: float) -> torch.Tensor:
     """PIL's ``ImageEnhance.Brightness``: blend with black, i.e. scale every value by ``factor``.
 
+    On the CPU in one compiled pass where numba is installed (:mod:`.color_kernel`), bit for
+    bit what the tensor operations give.
+
     Shape:
         images: ``(B, C, H, W)``; return: same.
     """
+    if images.device.type == "cpu" and images.dtype in _NUMPY_FLOATS and not images.requires_grad:
+        kernel = _compiled_color_for(images)
+        if kernel is not None:
+            # One compiled pass (the product and the clip, the same IEEE steps: the same bits)
+            # instead of a product and an in-place clip.
+            out = torch.empty_like(images, memory_format=torch.contiguous_format)
+            scalars = (_scalar(images, factor), _scalar(images, 0.0), _scalar(images, 1.0))
+            kernel.scale_into(images.detach().numpy(), *scalars, out.numpy())
+            return out
     return (images * factor).clamp_(0.0, 1.0)
 
 

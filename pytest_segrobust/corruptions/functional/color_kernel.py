@@ -1,5 +1,5 @@
 """saturate's and brightness's HSV arithmetic as compiled loops (numba), for the CPU path of :mod:`.color`
-(and contrast's blend, and the additive and multiplicative noises' clipped sums for :mod:`.noise`).
+(and contrast's blend, darkness's scale, and the additive and multiplicative noises' clipped sums for :mod:`.noise`).
 
 Imported only by :func:`pytest_segrobust.corruptions.functional.color._compiled_color`, and
 only where numba is installed. Each loop makes, pixel by pixel, the IEEE operations of the
@@ -94,6 +94,20 @@ def blend_into(
                 source, target = images[b, c, y], out[b, c, y]
                 for x in range(width):
                     target[x] = min(max((source[x] - mean) * factor + mean, zero), one)
+
+
+@numba.njit(cache=True, nogil=True, error_model="numpy")
+def scale_into(
+    images: np.ndarray, factor: float, zero: float, one: float, out: np.ndarray
+) -> None:  # pragma: no cover - compiled
+    """``clip(x factor)`` (darkness) of ``(B, C, H, W)`` images, into ``out``: ``(images * factor).clamp_(0, 1)`` in one pass."""
+    batch, channels, height, width = images.shape
+    for b in range(batch):
+        for c in range(channels):
+            for y in range(height):
+                source, target = images[b, c, y], out[b, c, y]
+                for x in range(width):
+                    target[x] = min(max(source[x] * factor, zero), one)
 
 
 @numba.njit(cache=True, nogil=True, error_model="numpy")
