@@ -251,6 +251,9 @@ class Workbench:
         return CleanCache.key(
             suite.task,
             suite.metrics,
+            # A promptable suite's prompt protocol (no part at all for a task without a setting,
+            # so that other tasks' cached results keep their keys).
+            *filter(None, [self.plan(suite).task.setting]),
             repr(planned.spec),
             model.fingerprint(),
             code,
