@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import torch
 
-from pytest_segrobust.core.types import Field
+from pytest_segrobust.core.types import Field, ImageTargets
 
 FOREGROUND = 1
 """The label of a click on the instance."""
@@ -127,15 +127,9 @@ class InstancePrompts:
 
 
 @dataclass(frozen=True)
-class PromptedInstances(Field):
+class PromptedInstances(ImageTargets, Field):
     """The prompted instances of every image of a batch (the promptable task's ground truth and prompts)."""
 
     targets: tuple[InstancePrompts, ...]
     height: int
     width: int
-
-    def batch_size(self) -> int:
-        return len(self.targets)
-
-    def size(self) -> tuple[int, int]:
-        return self.height, self.width
