@@ -299,6 +299,9 @@ class Workbench:
         return ResultCache.key(
             suite.task,
             suite.metrics,
+            # A promptable suite's prompt protocol (no part at all for a task without a setting,
+            # so that other tasks' cached results keep their keys).
+            *filter(None, [self.plan(suite).task.setting]),
             repr(planned.spec),
             model.fingerprint(),
             code,
