@@ -50,6 +50,7 @@ class PromptableMIoU(Metric):
     """Mean IoU over prompt sets, in percent (see the module)."""
 
     name = "promptable_miou"
+    chance_by_classes = False  # each prompted instance against its own mask: all background scores 0
     label = "mIoU (prompted)"
     accepts = (PromptedInstances,)
     detail_labels = {group: f"mIoU {group}" for group in GROUPS[1:]}
