@@ -23,7 +23,11 @@ CELLS = {"semantic": 7, "vos": 7, "avs": 7}
 
 @pytest.mark.parametrize(("task", "layout"), list(SCAFFOLDS), ids=[f"{t}-{l}" for t, l in SCAFFOLDS])
 def test_init_in_an_empty_folder_records_then_passes(
-    task: str, layout: str, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    task: str,
+    layout: str,
+    pytester: pytest.Pytester,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     monkeypatch.chdir(pytester.path)
     assert main(["init", "--task", task, "--layout", layout, "--name", "mine"]) == 0
@@ -48,7 +52,9 @@ def test_init_refuses_to_overwrite_and_names_the_files(tmp_path: Path) -> None:
 def test_init_without_a_terminal_names_the_missing_flag(tmp_path: Path) -> None:
     with pytest.raises(SegRobustError, match=r"--layout: required when stdin is not a terminal; choose from davis"):
         init(tmp_path, "vos", None, None, None, ask=None)
-    with pytest.raises(SegRobustError, match=r"--task: no scaffold for task 'panoptic'; choose from semantic, vos, avs"):
+    with pytest.raises(
+        SegRobustError, match=r"--task: no scaffold for task 'panoptic'; choose from semantic, vos, avs"
+    ):
         init(tmp_path, "panoptic", "coco", None, None, ask=None)
     assert not list(tmp_path.iterdir())
 

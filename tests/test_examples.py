@@ -44,7 +44,9 @@ CASES = [
 def copy_example(example: Example, target: Path) -> None:
     """The example's shipped files in ``target``, and its data where a script writes them."""
     source = EXAMPLES / example.folder
-    shutil.copytree(source, target, dirs_exist_ok=True, ignore=shutil.ignore_patterns("segrobust-report*", "__pycache__"))
+    shutil.copytree(
+        source, target, dirs_exist_ok=True, ignore=shutil.ignore_patterns("segrobust-report*", "__pycache__")
+    )
     if not (target / "data").exists():
         runpy.run_path(str(target / "make_data.py"), run_name="__main__")
 

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from shapes_net import CLASS_NAMES, WEIGHTS, ShapesNet
 
 from pytest_segrobust.data.demo import DemoScenes
 from pytest_segrobust.data.semantic_folder import SemanticFolder
-from shapes_net import CLASS_NAMES, WEIGHTS, ShapesNet
 
 HERE = Path(__file__).resolve().parent
 

@@ -110,7 +110,11 @@ def _avsbench_files() -> list[str]:
     files = ["s4_meta_data.csv"]
     for clip in range(_AVS_CLIPS):
         name = f"clip-{clip}"
-        files += [f"{data}/{kind}/test/sound/{name}/{name}_{k}.png" for kind in ("visual_frames", "gt_masks") for k in range(1, 6)]
+        files += [
+            f"{data}/{kind}/test/sound/{name}/{name}_{k}.png"
+            for kind in ("visual_frames", "gt_masks")
+            for k in range(1, 6)
+        ]
         files.append(f"{data}/audio_wav/test/sound/{name}.wav")
     return files
 
