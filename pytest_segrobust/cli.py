@@ -129,8 +129,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "goes, runnable as is) and a dataset stub in the layout, refusing to overwrite anything; then print the next "
         "command. Asks for what the flags leave out when stdin is a terminal.",
     )
-    init.add_argument("--task", default=None, help="semantic, vos or avs")
-    init.add_argument("--layout", default=None, help="image-folder (semantic), davis (vos) or avsbench (avs)")
+    init.add_argument("--task", default=None, help="semantic, instance, vos or avs")
+    init.add_argument("--layout", default=None, help="image-folder (semantic), coco (instance), davis (vos) or avsbench (avs)")
     init.add_argument("--data", default=None, metavar="DIR", help="your data folder in the layout (default: a stub)")
     init.add_argument("--name", default=None, help="the suite's name (default: the task)")
     args = parser.parse_args(argv)

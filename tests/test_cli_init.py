@@ -18,7 +18,7 @@ from pytest_segrobust.core.errors import SegRobustError
 from pytest_segrobust.suite.scaffold import SCAFFOLDS, init
 from tests.plugin_project import run
 
-CELLS = {"semantic": 7, "vos": 7, "avs": 7}
+CELLS = {"semantic": 7, "instance": 7, "vos": 7, "avs": 7}
 
 
 @pytest.mark.parametrize(("task", "layout"), list(SCAFFOLDS), ids=[f"{t}-{l}" for t, l in SCAFFOLDS])
@@ -53,7 +53,7 @@ def test_init_without_a_terminal_names_the_missing_flag(tmp_path: Path) -> None:
     with pytest.raises(SegRobustError, match=r"--layout: required when stdin is not a terminal; choose from davis"):
         init(tmp_path, "vos", None, None, None, ask=None)
     with pytest.raises(
-        SegRobustError, match=r"--task: no scaffold for task 'panoptic'; choose from semantic, vos, avs"
+        SegRobustError, match=r"--task: no scaffold for task 'panoptic'; choose from semantic, instance, vos, avs"
     ):
         init(tmp_path, "panoptic", "coco", None, None, ask=None)
     assert not list(tmp_path.iterdir())
@@ -61,7 +61,7 @@ def test_init_without_a_terminal_names_the_missing_flag(tmp_path: Path) -> None:
 
 def test_init_asks_for_what_the_flags_leave_out_and_reads_a_given_data_folder(tmp_path: Path) -> None:
     (tmp_path / "frames").mkdir()
-    answers = iter(["2", "davis", ""])  # task by number, layout by name, the default suite name
+    answers = iter(["3", "davis", ""])  # task by number, layout by name, the default suite name
     prompts: list[str] = []
 
     def ask(prompt: str) -> str:
@@ -69,7 +69,7 @@ def test_init_asks_for_what_the_flags_leave_out_and_reads_a_given_data_folder(tm
         return next(answers)
 
     init(tmp_path, None, None, "frames", None, ask=ask)
-    assert prompts[0].startswith("task: 1) semantic  2) vos  3) avs")
+    assert prompts[0].startswith("task: 1) semantic  2) instance  3) vos  4) avs")
     suite = (tmp_path / "suites" / "vos.yaml").read_text()
     assert "kwargs: {root: frames, split: val}" in suite
     assert not (tmp_path / "data").exists()  # the user's data: no stub

@@ -67,6 +67,42 @@ def _write_image_folder(folder: Path) -> None:
         _save_png(folder / "masks" / f"sample-{index}.png", scene.labels.astype(np.uint8))
 
 
+def _coco_files() -> list[str]:
+    return ["annotations.json", *(f"images/sample-{i}.png" for i in range(_STUB_SAMPLES))]
+
+
+def _write_coco(folder: Path) -> None:
+    import json
+
+    from pycocotools import mask as mask_utils
+
+    from pytest_segrobust.data.demo import CATEGORIES, generate_scene
+
+    images: list[dict[str, object]] = []
+    annotations: list[dict[str, object]] = []
+    for index in range(_STUB_SAMPLES):
+        scene = generate_scene("val", index, image_size=64)
+        file_name = f"sample-{index}.png"
+        _save_png(folder / "images" / file_name, scene.pixels.transpose(1, 2, 0))
+        images.append({"id": index + 1, "file_name": file_name, "height": 64, "width": 64})
+        target = scene.instances()
+        for mask, label in zip(target.masks.numpy(), target.labels.tolist(), strict=True):
+            rle = mask_utils.encode(np.asfortranarray(mask.astype(np.uint8)))
+            annotations.append(
+                {
+                    "id": len(annotations) + 1,
+                    "image_id": index + 1,
+                    "category_id": int(label),
+                    "segmentation": {"size": [64, 64], "counts": rle["counts"].decode("ascii")},
+                    "area": float(mask.sum()),
+                    "bbox": [float(v) for v in mask_utils.toBbox(rle)],
+                    "iscrowd": 0,
+                }
+            )
+    document = {"images": images, "annotations": annotations, "categories": [dict(c) for c in CATEGORIES]}
+    (folder / "annotations.json").write_text(json.dumps(document))
+
+
 # Demo clips that show every object in their first frame, where DAVIS gives its objects.
 _DAVIS_DEMO_CLIPS = (1, 2)
 
@@ -177,6 +213,28 @@ SCAFFOLDS: Mapping[tuple[str, str], Scaffold] = {
             default_data="data",
             write_data=_write_image_folder,
             data_files=_image_folder_files,
+        ),
+        Scaffold(
+            task="instance",
+            layout="coco",
+            what="instance segmentation on a COCO json and its folder of images",
+            dataset=(
+                "  factory: pytest_segrobust.data.coco:CocoInstances\n"
+                "  # annotations.json: images, annotations (polygons or RLE), categories; file names under images/\n"
+                "  kwargs: {{images_dir: {data}/images, annotation_file: {data}/annotations.json}}\n"
+            ),
+            cells="corruptions: [gaussian_noise, defocus_blur, rotate]\nmetric: map\n",
+            model_factory=(
+                "    from pytest_segrobust.models.demo import tiny_unet_instances\n\n"
+                "    return tiny_unet_instances()  # the package's demo network, its regions as instances\n"
+            ),
+            model_contract=(
+                "takes float RGB images in [0, 1], (B, 3, H, W), and returns per image a mapping with masks "
+                "(N, H, W) bool, labels (N,) int64 (1-based, in category id order) and scores (N,) float"
+            ),
+            default_data="data",
+            write_data=_write_coco,
+            data_files=_coco_files,
         ),
         Scaffold(
             task="vos",
