@@ -16,7 +16,14 @@ import pytest_segrobust.models.demo_video  # noqa: F401
 from pytest_segrobust.cli import main
 from pytest_segrobust.core.errors import SegRobustError
 from pytest_segrobust.suite.scaffold import SCAFFOLDS, init
-from tests.plugin_project import run
+from tests.plugin_project import run as run_project
+
+# One thread: these small models wait on a second thread longer than it saves them (CPU-s counted in CI).
+ONE_THREAD = ("--segrobust-threads", "1")
+
+
+def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return run_project(pytester, *ONE_THREAD, *args)
 
 CELLS = {"semantic": 7, "instance": 7, "vos": 7, "avs": 7}
 

@@ -20,7 +20,14 @@ import pytest_segrobust.data.davis
 import pytest_segrobust.data.semantic_folder
 import pytest_segrobust.models.demo_avs
 import pytest_segrobust.models.demo_video  # noqa: F401
-from tests.plugin_project import run
+from tests.plugin_project import run as run_project
+
+# One thread: these small models wait on a second thread longer than it saves them (CPU-s counted in CI).
+ONE_THREAD = ("--segrobust-threads", "1")
+
+
+def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return run_project(pytester, *ONE_THREAD, *args)
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 DEGRADE = "SEGROBUST_EXAMPLE_DEGRADE"
