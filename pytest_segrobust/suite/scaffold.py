@@ -23,6 +23,7 @@ from pytest_segrobust.core.errors import SegRobustError
 # DAVIS's palette for the first objects (index 0 black); the rest black.
 _DAVIS_PALETTE = [0, 0, 0, 128, 0, 0, 0, 128, 0, 128, 128, 0, 0, 0, 128] + [0, 0, 0] * 251
 _STUB_SAMPLES = 4  # demo samples a dataset stub writes: enough to run, few enough to read
+_AVS_CLIPS = 2  # AVSBench clips the stub writes (5 s of 16 kHz sound each)
 
 
 @dataclass(frozen=True)
@@ -153,9 +154,6 @@ def _avsbench_files() -> list[str]:
         ]
         files.append(f"{data}/audio_wav/test/sound/{name}.wav")
     return files
-
-
-_AVS_CLIPS = 2
 
 
 def _write_avsbench(source: Path) -> None:
