@@ -122,8 +122,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     calibrate.add_argument(
         "--rootdir", type=Path, default=None, metavar="DIR", help="the project the suite belongs to (default: the current folder)"
     )
+    init = commands.add_parser(
+        "init",
+        help="start a project here: a suite, baselines/, a model-factory stub and a dataset stub for a task and data layout",
+        description="Write suites/<name>.yaml, an empty baselines/, model.py (a factory stub marked where your model "
+        "goes, runnable as is) and a dataset stub in the layout, refusing to overwrite anything; then print the next "
+        "command. Asks for what the flags leave out when stdin is a terminal.",
+    )
+    init.add_argument("--task", default=None, help="semantic, instance, vos or avs")
+    init.add_argument("--layout", default=None, help="image-folder (semantic), coco (instance), davis (vos) or avsbench (avs)")
+    init.add_argument("--data", default=None, metavar="DIR", help="your data folder in the layout (default: a stub)")
+    init.add_argument("--name", default=None, help="the suite's name (default: the task)")
     args = parser.parse_args(argv)
     try:
+        if args.command == "init":
+            from pytest_segrobust.suite.scaffold import init as init_project
+
+            ask = input if sys.stdin.isatty() else None
+            print("\n".join(init_project(Path.cwd(), args.task, args.layout, args.data, args.name, ask)))
+            return 0
         if args.command == "calibrate":
             return _calibrate(args.suite, args.severities, args.rootdir or Path.cwd())
         if args.command == "convert-refs":

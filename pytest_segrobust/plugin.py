@@ -23,13 +23,14 @@ from pytest_segrobust.backends.shard_plan import SHARD_FLAG
 from pytest_segrobust.core.errors import SegRobustError
 from pytest_segrobust.core.wording import plural
 from pytest_segrobust.run import hookspecs
-from pytest_segrobust.run.junit import JunitClassnames
+from pytest_segrobust.run.junit import CACHED_PROPERTY, JunitClassnames
 from pytest_segrobust.run.stash import PAYLOAD_KEY, REGISTRY_KEY, SESSION_KEY
 from pytest_segrobust.runtime import allocator, arguments, threads
 from pytest_segrobust.runtime.devices import parse_device, worker_index
 
 # ``--segrobust-figures``: every figure and picture of the report, or none of them (the tables alone).
 FIGURE_CHOICES = ("all", "none")
+DEFAULT_CACHE_SIZE_MB = 2048  # what the result cache may hold (--segrobust-cache-size, ini segrobust_cache_size)
 
 if TYPE_CHECKING:
     from pytest_segrobust.corruptions import CorruptionRegistry
@@ -75,7 +76,22 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="auto (default: cuda if available), cpu, mps, cuda (xdist workers spread over GPUs) or cuda:N",
     )
     group.addoption(
-        "--segrobust-no-cache", action="store_true", help="recompute clean results instead of reading pytest's cache"
+        "--segrobust-no-cache",
+        action="store_true",
+        help="measure every clean result and cell instead of reading the result cache (and store none)",
+    )
+    group.addoption(
+        "--segrobust-cache-dir",
+        metavar="DIR",
+        help="folder of the result cache (clean results and cells), relative to rootdir; shareable between CI "
+        "jobs (default: pytest's cache folder, .pytest_cache/d/segrobust-results)",
+    )
+    group.addoption(
+        "--segrobust-cache-size",
+        type=arguments.positive_integer,
+        metavar="MB",
+        help=f"MiB the result cache may hold; at the end of a run the entries used longest ago are removed until "
+        f"it fits (default {DEFAULT_CACHE_SIZE_MB})",
     )
     group.addoption(
         "--segrobust-amp", action="store_true", help="run torch modules under autocast (float16 on CUDA, bfloat16 on CPU)"
@@ -139,6 +155,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("segrobust_suites", "folder of robustness suites, relative to rootdir", default="suites")
     parser.addini("segrobust_baselines", "folder of baseline files, relative to rootdir", default="baselines")
     parser.addini("segrobust_report", "report path without suffix, relative to rootdir", default="segrobust-report")
+    parser.addini("segrobust_cache_dir", "default of --segrobust-cache-dir (relative to rootdir)", default="")
+    parser.addini("segrobust_cache_size", "default of --segrobust-cache-size (MiB)", default=str(DEFAULT_CACHE_SIZE_MB))
 
 
 
@@ -223,7 +241,6 @@ def start_session(config: pytest.Config) -> SegRobustSession:
             raise pytest.UsageError(str(exc)) from None
         device = torch.device("cpu")  # the gate is off: the fixture falls back to the CPU
     cache = getattr(config, "cache", None)  # absent under -p no:cacheprovider
-    use_cache = cache is not None and not config.getoption("segrobust_no_cache")
     options = Options(
         enabled=enabled,
         update_baselines=config.getoption("segrobust_update_baselines"),
@@ -233,7 +250,8 @@ def start_session(config: pytest.Config) -> SegRobustSession:
         report_html=config.getoption("segrobust_report_html"),
         figures=config.getoption("segrobust_figures") != "none",
         device=device,
-        cache_dir=cache.mkdir("segrobust-clean") if use_cache else None,
+        cache_dir=_cache_dir(config),
+        cache_size_mb=_cache_size(config),
         statistics_dir=None if cache is None else cache.mkdir("segrobust-statistics"),
         amp=config.getoption("segrobust_amp"),
         batch_size=config.getoption("segrobust_batch_size"),
@@ -251,6 +269,29 @@ def start_session(config: pytest.Config) -> SegRobustSession:
     config.stash[_THREADS_BEFORE_KEY] = threads.count()
     threads.apply(threads.choose(options.threads, workers=_xdist_workers(config)))
     return segrobust
+
+
+def _cache_dir(config: pytest.Config) -> Path | None:
+    """The result cache's folder: ``--segrobust-cache-dir`` (or its ini value) under the rootdir, else
+    pytest's cache folder; ``None`` under ``--segrobust-no-cache`` or without either."""
+    if config.getoption("segrobust_no_cache"):
+        return None
+    named = config.getoption("segrobust_cache_dir") or str(config.getini("segrobust_cache_dir"))
+    if named:
+        return config.rootpath / Path(named).expanduser()
+    cache = getattr(config, "cache", None)  # absent under -p no:cacheprovider
+    return None if cache is None else cache.mkdir("segrobust-results")
+
+
+def _cache_size(config: pytest.Config) -> int:
+    """``--segrobust-cache-size``, else the ``segrobust_cache_size`` ini value (checked as the flag is)."""
+    chosen = config.getoption("segrobust_cache_size")
+    if chosen is not None:
+        return int(chosen)
+    try:
+        return arguments.positive_integer(str(config.getini("segrobust_cache_size")))
+    except argparse.ArgumentTypeError as exc:
+        raise pytest.UsageError(f"ini option segrobust_cache_size: {exc} (MiB the result cache may hold)") from None
 
 
 def _thread_choice(config: pytest.Config) -> int | str:
@@ -319,6 +360,8 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         if options.cache_dir
         else "clean results not cached"
     )
+    if options.cache_dir:
+        cache += f"; cells too, up to {options.cache_size_mb} MiB (--segrobust-cache-size)"
     lines = [
         f"segrobust: suites in {options.suites_dir}, {mode} in {options.baselines_dir}",
         f"segrobust: device {options.device}{' (autocast)' if options.amp else ''}; {cache}",
@@ -415,6 +458,14 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
             item.user_properties.extend(segrobust.cell_properties(item.nodeid))
 
 
+def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -> tuple[str, str, str] | None:
+    """A cell whose numbers came from the result cache shows ``PASSED (cached)`` (or failed...) under ``-v``."""
+    if report.when != "call" or (CACHED_PROPERTY, True) not in report.user_properties:
+        return None
+    letters = {"passed": ".", "failed": "F", "skipped": "s"}
+    return report.outcome, letters.get(report.outcome, "?"), f"{report.outcome.upper()} (cached)"
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     # On the xdist controller, reports arrive from workers (decorated with the worker node).
     payload = getattr(report, "segrobust", None)
@@ -466,6 +517,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     segrobust.scope.selection = _selection(config)
     segrobust.scope.stop_reason = _why_stopped(session, config.stash.get(_WATCH_KEY, None))
     segrobust.finish()
+    segrobust.prune_cache()  # after every worker has written its entries
     if segrobust.problems and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED  # what was not written must not go unnoticed
 
@@ -538,7 +590,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: p
         terminalreporter.write_line(line)
     for line in segrobust.device_notices():
         terminalreporter.write_line(line, yellow=True)
-    if not brief and (line := segrobust.cache_summary()) is not None:
+    for line in [] if brief else segrobust.cache_summary():
         terminalreporter.write_line(line)
     for line in segrobust.baseline_summary:
         if not (brief and line.startswith(" ")):  # a changed cell's old -> new line

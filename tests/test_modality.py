@@ -59,7 +59,7 @@ def test_every_registered_corruption_has_a_category_whose_modality_its_record_ke
 def test_stored_strings_are_the_ones_reports_always_held() -> None:
     assert [c.value for c in Category] == [
         "noise", "blur", "compression", "digital", "camera", "environment", "temporal", "composed",
-        "acoustic", "text", "cross-modal", "mixture",
+        "acoustic", "text", "prompt", "cross-modal", "mixture",
     ]  # fmt: skip
     assert modality_of_category("a plugin's own") is Modality.VISUAL
     assert cell_modality("composed", f"{DYNAMIC_PREFIX}fog,rotate]") is Modality.DYNAMIC

@@ -263,7 +263,7 @@ def test_clean_results_are_cached_across_runs_and_workers(project: pytest.Pytest
     recorded(project)
     first = cached_run(project, *dist)
     first.assert_outcomes(passed=CELLS)
-    first.stdout.fnmatch_lines(["*segrobust: device cpu; clean results cached in *segrobust-clean*", "clean results: 1 computed, * from cache*"])
+    first.stdout.fnmatch_lines(["*segrobust: device cpu; clean results cached in *segrobust-results*", "clean results: 1 computed, * from cache*"])
     second = cached_run(project, *dist)
     second.assert_outcomes(passed=CELLS)
     second.stdout.fnmatch_lines(["clean results: 0 computed, * from cache*"])
@@ -284,13 +284,17 @@ def test_changed_weights_miss_the_cache(project: pytest.Pytester) -> None:
     cached_run(project, "--segrobust-update-baselines").stdout.fnmatch_lines(["clean results: 1 computed, 0 from cache*"])
     cached_run(project).stdout.fnmatch_lines(["clean results: 0 computed, 1 from cache*"])
     torch.save((torch.arange(4) + 0.45) / 4, weights)  # same file name and kwargs, new weights
-    cached_run(project, "--segrobust-update-baselines").stdout.fnmatch_lines(["clean results: 1 computed, 0 from cache*"])
+    cached_run(project, "--segrobust-update-baselines").stdout.fnmatch_lines(
+        ["clean results: 1 computed, 0 from cache*", f"corrupted cells: {CELLS - 1} measured, 0 from cache"]
+    )
 
 
 def test_changed_factory_arguments_miss_the_cache(project: pytest.Pytester) -> None:
     cached_run(project, "--segrobust-update-baselines").stdout.fnmatch_lines(["clean results: 1 computed, 0 from cache*"])
     write_suite(project, smoothing=1)  # not a weight: only the factory call differs
-    cached_run(project, "--segrobust-update-baselines").stdout.fnmatch_lines(["clean results: 1 computed, 0 from cache*"])
+    cached_run(project, "--segrobust-update-baselines").stdout.fnmatch_lines(
+        ["clean results: 1 computed, 0 from cache*", f"corrupted cells: {CELLS - 1} measured, 0 from cache"]
+    )
 
 
 def test_interrupted_run_lists_cells_without_result(project: pytest.Pytester) -> None:
@@ -562,7 +566,7 @@ def test_the_xdist_controller_records_compares_and_caches(project: pytest.Pytest
     first.assert_outcomes(failed=CELLS)
     first.stdout.fnmatch_lines(
         [
-            "*segrobust: device cpu; clean results cached in *segrobust-clean*",
+            "*segrobust: device cpu; clean results cached in *segrobust-results*",
             "suites/bands.yaml::binner::gaussian_noise[[]5[]]: no baseline yet in baselines/bands.json*",
             "clean results: 1 computed, * from cache*",
         ]

@@ -1,4 +1,4 @@
-"""What a model's build reads keys its cached clean result: files under the project, modules imported by name."""
+"""What a model's build reads keys its cached results (clean and cells): files under the project, modules imported by name."""
 
 from __future__ import annotations
 
@@ -56,16 +56,17 @@ EDITS = {  # model: what an edit of its input looks like
 }
 
 
-def test_an_input_the_factory_reads_keys_its_models_clean_cache(project: pytest.Pytester, dist: list[str]) -> None:
+def test_an_input_the_factory_reads_keys_its_models_cached_results(project: pytest.Pytester, dist: list[str]) -> None:
     """A JSON file the factory reads, and a module it imports by name, each key the clean result
-    of the model they built, and of no other."""
+    and the corrupted cells of the model they built, and of no other."""
     _configured_project(project)
+    corrupted = CELLS - 1  # per model
     cached_run(project, "--segrobust-update-baselines").stdout.fnmatch_lines(
-        ["clean results: 2 computed, 0 from cache*"]
+        ["clean results: 2 computed, 0 from cache*", f"corrupted cells: {2 * corrupted} measured, 0 from cache"]
     )
-    unchanged = cached_run(project, *dist)  # nothing changed: the stored clean results serve, in any process
+    unchanged = cached_run(project, *dist)  # nothing changed: the stored results serve, in any process
     unchanged.assert_outcomes(passed=2 * CELLS)
-    unchanged.stdout.fnmatch_lines(["clean results: 0 computed, 2 from cache*"])
+    unchanged.stdout.fnmatch_lines(["clean results: 0 computed, 2 from cache*", f"corrupted cells: 0 measured, {2 * corrupted} from cache"])
 
     edited: set[str] = set()
     for model, (name, text) in EDITS.items():
@@ -74,8 +75,10 @@ def test_an_input_the_factory_reads_keys_its_models_clean_cache(project: pytest.
         fresh = cached_run(project, "--segrobust-no-cache")  # the reference, computed afresh: one process will do
         assert _failed_models(fresh) == edited, "the edit must change what the gate sees of that model alone"
         cached = cached_run(project, *dist)
-        # The other model's result still serves; after the first edit, that is the one just computed.
-        cached.stdout.fnmatch_lines(["clean results: 1 computed, 1 from cache*"])
+        # The other model's results still serve; after the first edit, those are the ones just computed.
+        cached.stdout.fnmatch_lines(
+            ["clean results: 1 computed, 1 from cache*", f"corrupted cells: {corrupted} measured, {corrupted} from cache"]
+        )
         assert _outcomes(cached) == _outcomes(fresh)
 
 

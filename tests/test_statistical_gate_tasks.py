@@ -148,9 +148,9 @@ def test_an_ungated_suite_keeps_no_statistics_and_a_gated_one_does_not_reuse_its
     cached_run(pytester, "--segrobust-update-baselines")  # clean results cached in .pytest_cache
     assert not sidecar_path(pytester.path / "baselines" / "gated.json").exists()
     stored = [
-        json.loads(p.read_text()) for p in (pytester.path / ".pytest_cache" / "d" / "segrobust-clean").glob("*.json")
+        json.loads(p.read_text()) for p in (pytester.path / ".pytest_cache" / "d" / "segrobust-results").glob("*.json")
     ]
-    assert stored and all(result["statistics"] == {} for result in stored)
+    assert stored and all(entry["result"]["statistics"] == {} for entry in stored)
 
     # The same model and data under the statistical gate: the cached clean result holds no
     # statistics, so it is computed again with them rather than failing the cells.

@@ -135,14 +135,18 @@ def test_edited_model_code_is_never_served_from_the_cache(project: pytest.Pytest
         (project.path / "suites" / "bands.yaml").read_text().replace("segrobust_fakes:binner", "my_model:binner")
     )
     # One process builds the model once, for its cells and for the report's pictures alike.
-    cached_run(project, "--segrobust-update-baselines").stdout.fnmatch_lines(["clean results: 1 computed, 0 from cache (*); 1 model build"])
-    cached_run(project).stdout.fnmatch_lines(["clean results: 0 computed, 1 from cache*"])
+    # Its corrupted cell is cached as its clean result is, and made stale by the same edits.
+    measured = ["clean results: 1 computed, 0 from cache*", "corrupted cells: 1 measured, 0 from cache"]
+    cached_run(project, "--segrobust-update-baselines").stdout.fnmatch_lines(
+        ["clean results: 1 computed, 0 from cache (*); 1 model build", measured[1]]
+    )
+    cached_run(project).stdout.fnmatch_lines(["clean results: 0 computed, 1 from cache*", "corrupted cells: 0 measured, 1 from cache"])
     # Same weights, same factory call; only the code of forward changed.
     project.makepyfile(my_model=MODEL_MODULE.format(scale=2))
-    cached_run(project).stdout.fnmatch_lines(["clean results: 1 computed, 0 from cache*"])
+    cached_run(project).stdout.fnmatch_lines(measured)
     # A module the model's module imports is the model's code too.
     project.makepyfile(my_helpers="CENTRE_OFFSET = 0.4\n")
-    cached_run(project, "--segrobust-update-baselines").stdout.fnmatch_lines(["clean results: 1 computed, 0 from cache*"])
+    cached_run(project, "--segrobust-update-baselines").stdout.fnmatch_lines(measured)
 
 
 # -- baselines made under other conditions ---------------------------------------------------------

@@ -152,7 +152,8 @@ severities: [1, 5]
 tolerance: {gamma_r: 0.01, score: 1.0}
 batch_size: 3
 """
-RESULT_LINE = re.compile(r"\[(gw\d+)\] \[\s*\d+%\] (PASSED|FAILED) (suites/\S+)")
+# A cell read from the result cache says so after its outcome: ``PASSED (cached)``.
+RESULT_LINE = re.compile(r"\[(gw\d+)\] \[\s*\d+%\] (PASSED|FAILED)(?: \(cached\))? (suites/\S+)")
 
 
 @pytest.fixture

@@ -56,6 +56,8 @@ logger = logging.getLogger("pytest_segrobust")
 # A dead actor is started again once, and the cell it was running evaluated once more.
 RESTARTS = 1
 INSTALL_HINT = 'pip install "pytest-segrobust[ray]"'
+# Where ray.init looks for a running cluster when it is given no address.
+ADDRESS_VARIABLE = "RAY_ADDRESS"
 # Seconds a stopped run waits for an actor's pictures (it may still finish the cell it was measuring).
 PICTURES_TIMEOUT = 60.0
 
@@ -133,6 +135,23 @@ class RaySettings:
     gpus: float
     device: DeviceChoice
     split: int = 1
+
+    def join(self) -> str | None:
+        """The address for ``ray.init``: the option's, else ``None`` where ``RAY_ADDRESS`` names one
+        (Ray reads it), else ``local``: a new instance, never the cluster a ``ray start`` on this
+        machine left its address for, which ``ray.init`` would join given no address."""
+        if self.address:
+            return self.address
+        return None if os.environ.get(ADDRESS_VARIABLE) else "local"
+
+    def cluster(self) -> str:
+        """The cluster the run joins, in words: the option's, else the one ``RAY_ADDRESS`` names
+        (as ``ray.init`` reads it), else a local instance started for the run."""
+        if self.address:
+            return f"the Ray cluster at {self.address} (--segrobust-ray-address)"
+        if os.environ.get(ADDRESS_VARIABLE):
+            return f"the Ray cluster at {os.environ[ADDRESS_VARIABLE]} ({ADDRESS_VARIABLE})"
+        return "a local Ray instance"
 
     @classmethod
     def of(cls, config: pytest.Config, runner: CellRunner) -> RaySettings:
@@ -285,7 +304,7 @@ class RayBackend(Backend):
         from pytest_segrobust.runtime import threads
 
         settings = self.settings
-        cluster = settings.address or "a local Ray instance"
+        cluster = settings.cluster()
         resources = f"{plural(float(settings.cpus), 'CPU')}, {plural(float(settings.gpus), 'GPU')} each"
         chosen = threads.choose(self._runner.options.threads, reserved_cpus=settings.cpus).describe()
         lines = [
@@ -337,11 +356,12 @@ class RayBackend(Backend):
         self._ray, self._started_ray, self._total = ray, not ray.is_initialized(), len(cells)
         if self._started_ray:
             try:
-                ray.init(address=settings.address, include_dashboard=False, configure_logging=False)
+                ray.init(address=settings.join(), include_dashboard=False, configure_logging=False)
             except Exception as exc:  # noqa: BLE001 - whatever Ray raised, say which cluster
                 self._started_ray = False
-                where = f"the cluster at --segrobust-ray-address {settings.address}" if settings.address else "a local instance"
-                raise SegRobustError(f"--segrobust-backend ray: Ray could not start {where}: {type(exc).__name__}: {exc}") from None
+                raise SegRobustError(
+                    f"--segrobust-backend ray: Ray could not start or join {settings.cluster()}: {type(exc).__name__}: {exc}"
+                ) from None
         try:
             worker = ray.remote(CellWorker)
             options = {

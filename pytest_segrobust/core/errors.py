@@ -72,6 +72,11 @@ class DatasetWarning(UserWarning):
     keeps it where there is one."""
 
 
+class CacheWarning(UserWarning):
+    """An entry of the result cache could not be trusted (unreadable, cut short, its content not
+    what its digest says): the warning names the file; the result is measured again."""
+
+
 def error_message(exc: BaseException) -> str:
     """How a failure is recorded (a cell's error, a picture left out): our own errors say
     everything, others are named by type."""

@@ -32,6 +32,7 @@ class Modality(str, Enum):
     TEMPORAL = "temporal"  # the order of a clip's frames
     AUDIO = "audio"  # a clip's waveform
     TEXT = "text"  # a referring expression
+    PROMPT = "prompt"  # the clicks and boxes given to a promptable model
     BOTH = "both"  # a visual and a non-visual perturbation at once (R2-Bench's cross-modal pair)
     COMPOSITION = "composition"  # a chain of perturbations applied in stage order
     DYNAMIC = "dynamic"  # a perturbation and a level drawn per frame (or per clip)
@@ -56,7 +57,8 @@ class Category(str, Enum):
     COMPOSED = "composed"
     ACOUSTIC = "acoustic"  # R2-Bench's acoustic modality: every acoustic perturbation
     TEXT = "text"
-    CROSS_MODAL = "cross-modal"  # one image corruption then one text perturbation
+    PROMPT = "prompt"  # the clicks and boxes of a promptable suite
+    CROSS_MODAL = "cross-modal"  # one image corruption then one text (or prompt) perturbation
     MIXTURE = "mixture"  # R2-Bench's per-sample mixture (referring and audio-visual)
 
     @property
@@ -70,6 +72,7 @@ _MODALITY = {
     Category.COMPOSED: Modality.COMPOSITION,
     Category.ACOUSTIC: Modality.AUDIO,
     Category.TEXT: Modality.TEXT,
+    Category.PROMPT: Modality.PROMPT,
     Category.CROSS_MODAL: Modality.BOTH,
     Category.MIXTURE: Modality.MIXTURE,
 }

@@ -324,11 +324,11 @@ class InstanceTarget:
         )
 
 
-@dataclass(frozen=True)
-class InstanceMasks(Field):
-    """Instances of every image of a batch; an image's masks have the image's size."""
+class ImageTargets:
+    """Sizes of a field that holds one target per image in ``targets``, every image ``height`` x ``width``
+    (instances, prompted instances). Listed before :class:`Field` among a field's bases."""
 
-    targets: tuple[InstanceTarget, ...]
+    targets: tuple[Any, ...]
     height: int
     width: int
 
@@ -337,6 +337,15 @@ class InstanceMasks(Field):
 
     def size(self) -> tuple[int, int]:
         return self.height, self.width
+
+
+@dataclass(frozen=True)
+class InstanceMasks(ImageTargets, Field):
+    """Instances of every image of a batch; an image's masks have the image's size."""
+
+    targets: tuple[InstanceTarget, ...]
+    height: int
+    width: int
 
 
 @dataclass(frozen=True)

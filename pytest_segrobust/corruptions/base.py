@@ -447,7 +447,29 @@ class TemporalCorruption(Corruption[Params]):
             )
         return frames
 
+    def refuse_still_clips(self, batch: Batch, order: torch.Tensor, severity: int) -> None:
+        """Refuse an order that shows a clip as one frame repeated: a still picture scores a
+        video metric trivially (a propagated first-frame mask is right on every frame), so the
+        cell's score would say the model got better under perturbation.
+
+        Raises:
+            DatasetError: naming each such clip, its frame count and the frames that remain.
+        """
+        still = (order == order[:, :1]).all(dim=1)
+        if not bool(still.any()):
+            return
+        index = next((f for f in batch.values() if isinstance(f, SampleIndex)), None)
+        rows = still.nonzero().flatten().tolist()
+        clips = ", ".join(index.sample_ids[row] for row in rows) if index is not None else f"{len(rows)} clips"
+        frames = order.shape[1]
+        raise DatasetError(
+            f"{self.name}[{severity}] leaves clip(s) {clips} ({frames} frames) with 1 distinct frame: a still "
+            "picture scores a video metric trivially, so this cell would say nothing about the model. Leave "
+            f"severity {severity} of {self.name} out of the suite, or clips this short out of its dataset"
+        )
+
     def _corrupt(self, batch, severity, seeds, size, device):  # type: ignore[no-untyped-def]
         frames = self.frame_count(batch)
         order = self.frame_order(self.table[severity], SampleStreams(seeds, device), frames, device)
+        self.refuse_still_clips(batch, order, severity)
         return {name: kernels.reorder(field, order) for name, field in batch.items()}

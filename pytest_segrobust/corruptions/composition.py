@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from enum import IntEnum
 from typing import Any
 
+from pytest_segrobust.core.modality import Modality
+from pytest_segrobust.core.types import PixelField
 from pytest_segrobust.corruptions.base import Category, Corruption, SeverityTable
 from pytest_segrobust.randomness.seeding import FrameDraws
 
@@ -27,6 +29,7 @@ class Stage(IntEnum):
     ENVIRONMENT = 1  # weather and illumination between scene and camera
     SENSOR = 2  # optics and sensor: blur, noise, tone, lens distortion
     TRANSMISSION = 3  # coding and resampling after capture
+    PROMPT = 4  # the prompts a user gives a promptable model, on the image as it arrived
 
 
 # Weather and illumination belong to the environment whatever family reports them.
@@ -37,6 +40,8 @@ _SENSOR_GEOMETRY = {"geometric_distortion"}
 
 def stage_of(corruption: Corruption[Any]) -> Stage:
     """The imaging stage of a corruption (R2-Bench's ordering)."""
+    if corruption.modality is Modality.PROMPT:
+        return Stage.PROMPT
     if corruption.name in _ENVIRONMENT or corruption.category is Category.ENVIRONMENT:
         return Stage.ENVIRONMENT
     if corruption.category is Category.COMPRESSION or corruption.temporal:  # a stalled or resampled stream
@@ -71,7 +76,10 @@ class Composition(Corruption[tuple[Any, ...]]):
             raise ValueError(f"a composition cannot repeat a corruption: {SEPARATOR.join(names)}")
         self.parts = tuple(sorted(parts, key=stage_of))
         rows = tuple(tuple(p.table[s] for p in self.parts) for s in range(1, 6))
-        super().__init__(SEPARATOR.join(p.name for p in self.parts), Category.COMPOSED, SeverityTable(rows))
+        # Pixels and another field (a promptable suite's prompts) at once: R2-Bench's cross-modal pair.
+        pixels = [all(issubclass(kind, PixelField) for kind in p.acts_on) for p in self.parts]
+        category = Category.CROSS_MODAL if any(pixels) and not all(pixels) else Category.COMPOSED
+        super().__init__(SEPARATOR.join(p.name for p in self.parts), category, SeverityTable(rows))
         self.geometric = any(p.geometric for p in self.parts)
         self.temporal = any(p.temporal for p in self.parts)
         self.acts_on = tuple(dict.fromkeys(kind for p in self.parts for kind in p.acts_on))

@@ -17,7 +17,7 @@ from typing import Any
 
 from pytest_segrobust.core.errors import UnknownCorruptionError
 from pytest_segrobust.core.wording import did_you_mean
-from pytest_segrobust.corruptions import acoustic, blur, compression, digital, geometric, noise, temporal, weather
+from pytest_segrobust.corruptions import acoustic, blur, compression, digital, geometric, noise, prompts, temporal, weather
 from pytest_segrobust.corruptions.base import Corruption
 from pytest_segrobust.corruptions.composition import SEPARATOR, Composition
 
@@ -86,6 +86,12 @@ PRESETS: Mapping[str, Preset] = MappingProxyType(
                 "coco-p-legacy-shear",
                 "COCO-P with shear as imgaug 0.4.0 drew it on scikit-image <= 0.20 (sin shear, rows squeezed by cos)",
                 _coco_p(geometric.shear_legacy),
+            ),
+            Preset(
+                "coco-p-prompts",
+                "COCO-P's 17 corruptions and six perturbations of the prompts of a promptable model (ours): box "
+                "jitter and shift, point displacement, a missing click, a false click, a neighbour's box",
+                (*_coco_p(geometric.shear), *prompts.PROMPT_PERTURBATIONS),
             ),
             Preset(
                 "imagenet-c",

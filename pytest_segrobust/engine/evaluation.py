@@ -52,7 +52,7 @@ Progress = Callable[[int, int], None]
 
 def evaluator_version(task: str, metrics: Sequence[str]) -> str:
     """What a clean result of ``task`` scored by ``metrics`` is computed with, as it keys cached
-    results (:mod:`pytest_segrobust.engine.clean_cache`): this package's version, and the declared ``version``
+    results (:mod:`pytest_segrobust.engine.result_cache`): this package's version, and the declared ``version``
     of the task and of each metric.
 
     A release invalidates every cached result; between releases, a task or metric whose change

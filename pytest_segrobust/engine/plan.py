@@ -86,7 +86,7 @@ class Plan:
         """The suite resolved against ``registry`` (the run's, with any corruptions a conftest registered)."""
         return cls(
             suite=suite,
-            task=get_task(suite.task),
+            task=get_task(suite.task).for_suite(suite.task_cells, suite.seed),
             metrics={name: METRICS.get(name) for name in suite.metrics},
             cells={name: suite.corruption(name, registry) for name in suite.corruptions},
             models={

@@ -84,7 +84,7 @@ class Measurement:
             (:meth:`~pytest_segrobust.engine.workbench.Workbench.model_code`: a shard takes it).
         error: Why the cell has no result, as the report shows it.
         failure: The worker's traceback of an error not our own, shown as the test's failure.
-        cache_counts: Clean results computed and read from the cache, and models built, for this cell.
+        cache_counts: Clean results and cells computed and read from the cache, and models built, for this cell.
     """
 
     nodeid: str
@@ -305,6 +305,7 @@ class CellRunner:
                 model_fingerprint=self.model_fingerprint(suite, key.model),
                 dataset_fingerprint=self.bench.dataset_fingerprint(suite, key.split),
                 device=str(model_device(self.bench.model(suite, key.model))),
+                cached=self.bench.from_cache(suite, key),
                 metrics={
                     name: {
                         "score": corrupted.metrics[name].score,
@@ -390,9 +391,17 @@ class CellRunner:
         return self._fingerprints[key]
 
     def cache_counts(self) -> dict[str, int]:
-        """Clean results computed and read from the disk cache, those never cached, and models built."""
+        """Clean results computed and read from the disk cache (``misses``, ``hits``), corrupted
+        cells alike (``cell_misses``, ``cell_hits``), models whose results are never cached, and models built."""
         cache = self.bench.cache
-        counts = {"hits": 0, "misses": 0} if cache is None else {"hits": cache.hits, "misses": cache.misses}
+        counts = {"hits": 0, "misses": 0, "cell_hits": 0, "cell_misses": 0}
+        if cache is not None:
+            counts = {
+                "hits": cache.hits["clean"],
+                "misses": cache.misses["clean"],
+                "cell_hits": cache.hits["cell"],
+                "cell_misses": cache.misses["cell"],
+            }
         return counts | {"uncached": self.bench.uncached, "builds": self.bench.builds}
 
     def _counts_since(self, before: dict[str, int]) -> dict[str, int]:

@@ -4,8 +4,9 @@ Both the suite items and the ``segrobust`` fixture evaluate through one :class:`
 so both honour the run's device, autocast, batch size, loader workers and clean-result disk
 cache. A model is adapted to its suite's task once (registered adapters, then the
 ``pytest_segrobust_adapt_model`` hook); a dataset is built once per suite and split; a clean
-result is computed once per model x dataset and kept on disk when the model's code can be
-identified. Decoded samples of a suite's dataset are kept in memory across its cells, within
+result is computed once per model x dataset, and each corrupted cell's result once, and both
+are kept on disk when the model's code can be identified
+(:mod:`~pytest_segrobust.engine.result_cache`). Decoded samples of a suite's dataset are kept in memory across its cells, within
 the run's budget (:class:`~pytest_segrobust.data.sample_cache.SampleCache`).
 """
 
@@ -22,7 +23,6 @@ from pytest_segrobust.core.errors import DatasetError, ModelError, ModelOutputEr
 from pytest_segrobust.corruptions import DEFAULT_PRESET, REGISTRY, Corruption, CorruptionRegistry
 from pytest_segrobust.data.base import SegmentationDataset, check_dataset
 from pytest_segrobust.data.sample_cache import MEBIBYTE, SampleCache, default_budget
-from pytest_segrobust.engine.clean_cache import CleanCache
 from pytest_segrobust.engine.evaluation import (
     CLEAN,
     CellResult,
@@ -34,6 +34,7 @@ from pytest_segrobust.engine.evaluation import (
 )
 from pytest_segrobust.engine.pieces import Piece, Split, evaluate_piece, merge_pieces
 from pytest_segrobust.engine.plan import Plan
+from pytest_segrobust.engine.result_cache import ResultCache
 from pytest_segrobust.engine.worst_images import CONSIDERED
 from pytest_segrobust.metrics import MetricContext
 from pytest_segrobust.models.adapters import adapt_model
@@ -77,8 +78,8 @@ class Workbench:
         self.registry = registry
         self.adapt_hook = adapt_hook
         self.shown = shown
-        self.cache = CleanCache(options.cache_dir) if options.cache_dir is not None else None
-        self.uncached = 0
+        self.cache = ResultCache(options.cache_dir) if options.cache_dir is not None else None
+        self.uncached = 0  # models whose results are not cached across runs (their code is unknown)
         # Suite datasets are built once per process, so their decoded samples can serve every cell.
         mebibytes = options.sample_cache_mb
         budget = default_budget() if mebibytes is None else mebibytes * MEBIBYTE
@@ -93,6 +94,10 @@ class Workbench:
         self._model_codes: dict[tuple[str, str], str | None] = {}
         self._conditions: dict[str, Conditions] = {}
         self._clean: dict[tuple[str, ...], EvalResult] = {}
+        self._clean_keys: dict[tuple[str, str, str], str | None] = {}  # a clean result's cache key, taken once
+        self._clean_read: set[tuple[str, ...]] = set()  # clean results this process read from the disk cache
+        self._cells_read: set[tuple[str, CellKey]] = set()  # corrupted cells whose last result came from it
+        self._corruption_codes: dict[type, str | None] = {}
         self._plans: dict[str, Plan] = {}
 
     def plan(self, suite: Suite) -> Plan:
@@ -112,7 +117,7 @@ class Workbench:
             # A checkpoint's labels are matched to the dataset's classes; other models never read them.
             names = tuple(self.dataset(suite, suite.splits[0]).class_names) if planned.source.needs_class_names else ()
             request = ModelRequest(self.options.device, suite.task, names)
-            build = lambda: self.adapt(planned.build(request), suite.task)  # noqa: E731
+            build = lambda: self.adapt(planned.build(request), suite.task)
             if self.cache is None:
                 self._models[key] = _build(self.shown(suite.path), planned.described, planned.field, build)
             else:  # what the build reads keys the model's cached clean result
@@ -183,8 +188,10 @@ class Workbench:
     def cell(self, suite: Suite, key: CellKey, split: Split | None = None) -> tuple[CellResult, SegmentationDataset, str]:
         """The cell's corrupted and clean results, the dataset they ran on and the corruption's category.
 
-        With ``split``, this process evaluates the first piece of the corrupted samples, and
-        merges it with the others it is handed (the clean result is never split).
+        Each result is read from the disk cache where it holds the cell's (:meth:`from_cache`
+        says whether it did), else measured and stored. With ``split``, this process evaluates
+        the first piece of the corrupted samples, and merges it with the others it is handed
+        (the clean result is never split).
         """
         model = self.model(suite, key.model)
         dataset = self.dataset(suite, key.split)
@@ -192,20 +199,44 @@ class Workbench:
         if key.severity == 0:
             return CellResult(corrupted=clean, clean=clean), dataset, CLEAN
         corruption = self.plan(suite).corruption(key.corruption)
-        if split is None:
-            corrupted = self._evaluate(suite, model, dataset, corruption, key)
+        measure = lambda: self._corrupted(suite, model, dataset, corruption, key, split)
+        cell_key = None if self.cache is None else self._cell_key(suite, key, corruption)
+        if self.cache is None or cell_key is None:
+            corrupted, read = measure(), False
         else:
-            start = time.perf_counter()
-            pieces = [self.piece(suite, key, 0, split.count), *split.others()]
-            context = MetricContext.of(dataset, model_device(model))
-            corrupted = merge_pieces(
-                pieces,
-                sample_count(dataset, suite.limit),
-                context,
-                statistics=suite.gate is not None,
-                seconds=time.perf_counter() - start,
-            )
+            corrupted, read = self.cache.lookup_or_compute(cell_key, measure, "cell")
+        cell = (str(suite.path), key)
+        self._cells_read.add(cell) if read else self._cells_read.discard(cell)
         return CellResult(corrupted=corrupted, clean=clean), dataset, corruption.category.value
+
+    def from_cache(self, suite: Suite, key: CellKey) -> bool:
+        """Whether this process's last result of the cell (its clean result, for a clean cell) was read from the disk cache."""
+        if key.severity == 0:
+            return (str(suite.path), key.model, str(key.split)) in self._clean_read
+        return (str(suite.path), key) in self._cells_read
+
+    def _corrupted(
+        self,
+        suite: Suite,
+        model: Any,
+        dataset: SegmentationDataset,
+        corruption: Corruption,
+        key: CellKey,
+        split: Split | None,
+    ) -> EvalResult:
+        """The corrupted result of a cell, measured here (with ``split``: its first piece here, the others handed in)."""
+        if split is None:
+            return self._evaluate(suite, model, dataset, corruption, key)
+        start = time.perf_counter()
+        pieces = [self.piece(suite, key, 0, split.count), *split.others()]
+        context = MetricContext.of(dataset, model_device(model))
+        return merge_pieces(
+            pieces,
+            sample_count(dataset, suite.limit),
+            context,
+            statistics=suite.gate is not None,
+            seconds=time.perf_counter() - start,
+        )
 
     def piece(self, suite: Suite, key: CellKey, index: int, count: int) -> Piece:
         """Piece ``index`` of ``count`` of a corrupted cell's evaluation (:mod:`pytest_segrobust.engine.pieces`)."""
@@ -230,13 +261,23 @@ class Workbench:
         if key not in self._clean:
             model, dataset = self.model(suite, model_name), self.dataset(suite, split)
             clean_key = CellKey(suite.name, model_name, CLEAN, 0, split)
-            compute = lambda: self._evaluate(suite, model, dataset, None, clean_key)  # noqa: E731
-            fingerprint = None if self.cache is None else self._fingerprint(suite, model_name, model, split)
+            compute = lambda: self._evaluate(suite, model, dataset, None, clean_key)
+            fingerprint = None if self.cache is None else self._clean_key(suite, model_name, split)
             if self.cache is None or fingerprint is None:
                 self._clean[key] = compute()
             else:
-                self._clean[key] = self.cache.get_or_compute(fingerprint, compute)
+                self._clean[key], read = self.cache.lookup_or_compute(fingerprint, compute, "clean")
+                if read:
+                    self._clean_read.add(key)
         return self._clean[key]
+
+    def _clean_key(self, suite: Suite, model_name: str, split: str | None) -> str | None:
+        """The cache key of a clean evaluation, taken once (the model's code identity reads its
+        source); ``None`` where the model's code cannot be identified."""
+        memo = (str(suite.path), model_name, str(split))
+        if memo not in self._clean_keys:
+            self._clean_keys[memo] = self._fingerprint(suite, model_name, self.model(suite, model_name), split)
+        return self._clean_keys[memo]
 
     def _fingerprint(self, suite: Suite, model_name: str, model: Any, split: str | None) -> str | None:
         """The identity of a clean evaluation, or ``None`` where the model's code cannot be identified."""
@@ -252,12 +293,15 @@ class Workbench:
             code = code_identity(*planned.code_objects(model), modules=seen.modules, files=seen.files)
         except UnknownIdentity as exc:
             self.uncached += 1
-            logger.warning("%s: the clean result is not cached across runs: %s", suite.path, exc)
+            logger.warning("%s: model %s: its results are not cached across runs: %s", suite.path, model_name, exc)
             return None
         # The factory call is part of the identity: constructor arguments need not be weights.
-        return CleanCache.key(
+        return ResultCache.key(
             suite.task,
             suite.metrics,
+            # A promptable suite's prompt protocol (no part at all for a task without a setting,
+            # so that other tasks' cached results keep their keys).
+            *filter(None, [self.plan(suite).task.setting]),
             repr(planned.spec),
             model.fingerprint(),
             code,
@@ -270,6 +314,40 @@ class Workbench:
             # The report's worst images are picked from the first images' own scores.
             f"scored images {self.settings(suite).scored_images}",
         )
+
+    def _cell_key(self, suite: Suite, key: CellKey, corruption: Corruption) -> str | None:
+        """The cache key of a corrupted cell: its clean evaluation's (every input of the model and
+        the dataset), then the corruption with its parameters, the severity and the seed.
+        ``None`` where the model's code or a plugin's corruption's cannot be identified."""
+        clean_key = self._clean_key(suite, key.model, key.split)
+        perturbation = self._perturbation_code(corruption)
+        if clean_key is None or perturbation is None:
+            return None
+        return ResultCache.cell_key(
+            clean_key,
+            key.corruption,
+            repr(corruption),
+            f"{type(corruption).__module__}.{type(corruption).__qualname__}",
+            "\n".join(corruption.table.describe()),
+            f"draws {getattr(corruption, 'frame_draws', None)}",
+            f"severity {key.severity}",
+            f"seed {suite.seed}",
+            perturbation,
+        )
+
+    def _perturbation_code(self, corruption: Corruption) -> str | None:
+        """The identity of a corruption's code: this package's own are its version's (in every
+        key); a plugin's or a conftest's class is identified by its source as a model's code is."""
+        kind = type(corruption)
+        if kind.__module__.split(".")[0] == "pytest_segrobust":
+            return "built-in"
+        if kind not in self._corruption_codes:
+            try:
+                self._corruption_codes[kind] = code_identity(kind)
+            except UnknownIdentity as exc:
+                logger.warning("corruption %s: its cells are not cached across runs: %s", corruption.name, exc)
+                self._corruption_codes[kind] = None
+        return self._corruption_codes[kind]
 
     def settings(self, suite: Suite) -> EvalSettings:
         """How the suite's evaluations run in this process: the plan's settings, with the run's

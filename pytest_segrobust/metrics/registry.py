@@ -18,6 +18,7 @@ METRICS: NamedRegistry = NamedRegistry(
         "pytest_segrobust.metrics.video",
         "pytest_segrobust.metrics.youtube_vos",
         "pytest_segrobust.metrics.avs",
+        "pytest_segrobust.metrics.promptable",
     ),
 )
 register_metric = METRICS.register

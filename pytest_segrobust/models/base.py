@@ -10,11 +10,12 @@ the model's business.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 
 from pytest_segrobust.core.errors import ModelOutputError
+from pytest_segrobust.core.prompts import PromptSet
 from pytest_segrobust.core.types import InstancePredictions, PanopticPredictions
 
 __all__ = [
@@ -23,6 +24,7 @@ __all__ = [
     "InstanceSegmentationModel",
     "PanopticPredictions",
     "PanopticSegmentationModel",
+    "PromptableSegmentationModel",
     "ReferringSegmentationModel",
     "SegmentationModel",
     "model_device",
@@ -111,6 +113,34 @@ class ReferringSegmentationModel(Protocol):
         Shape:
             images: ``(B, 3, H, W)``, float in ``[0, 1]``; texts: ``B`` strings;
             return: ``(B, H, W)``, bool masks or float logits.
+        """
+        ...
+
+    def fingerprint(self) -> str:
+        """A string that changes whenever the model's behaviour may change (weights, config)."""
+        ...
+
+
+@runtime_checkable
+class PromptableSegmentationModel(Protocol):
+    """A promptable (SAM-style) segmentation model: one mask per prompt set.
+
+    ``prompts[b]`` holds image ``b``'s prompt sets
+    (:class:`~pytest_segrobust.core.prompts.PromptSet`: clicks with labels, or a box, in pixels
+    of the image as given); a set with no prompt left is never passed.
+    """
+
+    device: torch.device
+
+    def predict(self, images: torch.Tensor, prompts: Sequence[Sequence[PromptSet]]) -> Sequence[Any]:
+        """Segment what each prompt set points at.
+
+        Return, per image, ``(P, H, W)`` bool masks or float logits (thresholded at 0), or a pair
+        ``(masks (P, M, H, W), scores (P, M))`` of several candidates per set, of which the task
+        takes the best-scoring one.
+
+        Shape:
+            images: ``(B, 3, H, W)``, float in ``[0, 1]``; return: ``B`` items, ``P = len(prompts[b])``.
         """
         ...
 

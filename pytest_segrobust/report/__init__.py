@@ -104,8 +104,9 @@ __all__ = [
 ]
 
 
-# Fields of the JSON report that say when and how long, not what was measured.
-TIMING_FIELDS = frozenset({"seconds", "environment", "wall_seconds", "started"})
+# Fields of the JSON report that say when and how long, not what was measured (``cached``: a
+# cell's numbers were read from the result cache, with the seconds of the run that measured them).
+TIMING_FIELDS = frozenset({"seconds", "environment", "wall_seconds", "started", "cached"})
 
 
 def without_timing(data: Any) -> Any:

@@ -29,6 +29,7 @@ from pytest_segrobust.core.errors import UnknownNameError
 from pytest_segrobust.metrics import METRICS
 from pytest_segrobust.report import tables
 from pytest_segrobust.report.model import Report, SuiteReport
+from pytest_segrobust.report.prompt_kinds import prompt_kind_tables
 from pytest_segrobust.report.r2bench import r2bench_tables
 from pytest_segrobust.report.tables import Table
 from pytest_segrobust.report.video import video_tables
@@ -237,6 +238,11 @@ def text(suite: SuiteReport) -> list[Section]:
         title = f"Expressions whose {metric} fell most in each model's worst text cell"
         out.append(tables.worst_images(suite.worst_expressions, metric, title))
     return out
+
+
+@SUITE_SECTIONS.register("prompt kinds")
+def prompt_kinds(suite: SuiteReport) -> list[Section]:
+    return list(prompt_kind_tables(suite.records(), metric_label(suite.metric)))
 
 
 @SUITE_SECTIONS.register("robustness by category")

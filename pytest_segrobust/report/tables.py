@@ -837,7 +837,7 @@ def measured(report_suites: Mapping[str, SuiteReport]) -> Table:
                 "/".join(map(str, images)),
                 short(first.dataset_fingerprint, dataset),
                 short(first.model_fingerprint, model),
-                str(len(cells)),
+                str(len(cells)) + (f" ({cached} cached)" if (cached := sum(c.cached for c in cells)) else ""),
                 duration(sum(c.seconds for c in cells)),
             )
         )

@@ -23,6 +23,10 @@ except ImportError:  # pragma: no cover - a pytest without it
 
 SUITE_SUFFIX = re.compile(r"\.ya?ml$")
 
+# The JUnit property (user_properties) of a cell whose numbers came from the result cache:
+# xdist ships it with the test report, and the terminal marks the cell "(cached)".
+CACHED_PROPERTY = "cached"
+
 
 def classname(nodeid: str, prefix: str | None = None) -> str:
     """The ``classname`` of a cell (or a model's ``aggregates`` item) from its node id:

@@ -27,8 +27,10 @@ from pytest_segrobust.core.errors import InconclusiveWarning, SuiteError
 from pytest_segrobust.core.files import remove_stale_temporaries
 from pytest_segrobust.core.wording import plural
 from pytest_segrobust.corruptions import CorruptionRegistry
+from pytest_segrobust.data.sample_cache import MEBIBYTE
 from pytest_segrobust.engine.evaluation import CellResult
 from pytest_segrobust.engine.plan import suite_cells
+from pytest_segrobust.engine.result_cache import prune
 from pytest_segrobust.engine.runner import CellRunner, RemoteCellError, error_message
 from pytest_segrobust.gate.gatekeeper import CellFailure, Gatekeeper
 from pytest_segrobust.gate.outcomes import ModelChange, Outcome, PendingWrite
@@ -37,6 +39,7 @@ from pytest_segrobust.report import Report, RunVerdict, run_verdict
 from pytest_segrobust.report.coverage import RunCoverage, partial_report_path
 from pytest_segrobust.report.paths import report_file
 from pytest_segrobust.run.baseline_writes import BaselineWriter
+from pytest_segrobust.run.junit import CACHED_PROPERTY
 from pytest_segrobust.run.ordering import ordered_model_outcomes, ordered_records, ordered_suites
 from pytest_segrobust.run.report_writer import ReportWriter
 from pytest_segrobust.run.selection import Selection
@@ -78,7 +81,8 @@ class SegRobustSession:
         # gatekeeper's own (this process's cells), with the workers' added.
         self.resampled = self.gatekeeper.resampled
         self.model_changes = self.gatekeeper.model_changes
-        self.absorbed_counts = {"hits": 0, "misses": 0, "uncached": 0}
+        self.absorbed_counts = {"hits": 0, "misses": 0, "cell_hits": 0, "cell_misses": 0, "uncached": 0}
+        self.cache_notes: list[str] = []  # what pruning the result cache removed
         # The report's pictures other processes made (xdist workers, Ray actors, shards); this
         # process's own are made at the end (:meth:`finish`), while its models are still built.
         self.pictures = RunPictures()
@@ -287,6 +291,8 @@ class SegRobustSession:
             return []
         stored = record.baseline or {}
         properties: list[tuple[str, object]] = [("status", Status(record.status).value), ("score", record.score)]
+        if record.cached:
+            properties.append((CACHED_PROPERTY, True))
         if record.gamma_r is not None:
             properties.append(("gamma_r", record.gamma_r))
         if (suite := self.suite_order.get(record.suite)) is not None:
@@ -413,17 +419,31 @@ class SegRobustSession:
         own = self.runner.cache_counts()
         return {name: own.get(name, 0) + self.absorbed_counts.get(name, 0) for name in {*own, *self.absorbed_counts}}
 
-    def cache_summary(self) -> str | None:
-        """One line on clean results computed versus read from the cache, if there is a cache."""
+    def cache_summary(self) -> list[str]:
+        """Lines on clean results and corrupted cells computed versus read from the cache, if there is a cache."""
         if self.options.cache_dir is None:
-            return None
+            return []
         counts = self.cache_counts()
         line = f"clean results: {counts['misses']} computed, {counts['hits']} from cache ({self.options.cache_dir})"
         if counts.get("uncached"):
             line += f"; {counts['uncached']} not cacheable (what the model computes cannot be identified; see the warnings)"
         if counts.get("builds"):
             line += f"; {plural(counts['builds'], 'model build')}"
-        return line
+        cells = f"corrupted cells: {counts.get('cell_misses', 0)} measured, {counts.get('cell_hits', 0)} from cache"
+        return [line, cells, *self.cache_notes]
+
+    def prune_cache(self) -> None:
+        """Bring the result cache within its bound (``--segrobust-cache-size``) at the end of a run,
+        removing the entries used longest ago first; the terminal says what went."""
+        folder, size = self.options.cache_dir, self.options.cache_size_mb
+        if folder is None or size is None or not folder.is_dir():
+            return
+        pruned = prune(folder, size * MEBIBYTE)
+        if pruned.removed:
+            self.cache_notes.append(
+                f"result cache: removed {plural(pruned.removed, 'entry', 'entries')} used longest ago "
+                f"({pruned.freed / MEBIBYTE:.1f} MiB) to stay within {size} MiB (--segrobust-cache-size)"
+            )
 
     def last_verdict(self) -> RunVerdict | None:
         """The verdict the run's last line shows: the report's, and where the report could not be

@@ -15,7 +15,10 @@ class Options:
 
     Attributes:
         device: Where models, corruptions and metrics run in this process.
-        cache_dir: Folder of cached clean results; ``None`` disables the disk cache.
+        cache_dir: Folder of the result cache (clean results and corrupted cells,
+            :mod:`pytest_segrobust.engine.result_cache`); ``None`` disables it.
+        cache_size_mb: MiB the result cache may hold once the run has ended (its entries used
+            longest ago are removed first); ``None``: never pruned by this run.
         statistics_dir: Folder of the statistics files of suites with ``gate: {statistics:
             cache}`` (in pytest's cache, kept with ``--segrobust-no-cache`` too); ``None``
             without pytest's cache.
@@ -46,6 +49,7 @@ class Options:
     figures: bool = True
     device: torch.device = torch.device("cpu")
     cache_dir: Path | None = None
+    cache_size_mb: int | None = None
     statistics_dir: Path | None = None
     amp: bool = False
     batch_size: int | None = None

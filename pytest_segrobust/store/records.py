@@ -43,6 +43,8 @@ class CellRecord:
     ``dataset_fingerprint`` identify what was measured (``None`` where they could not be taken);
     ``device`` is where the model said it ran. ``requirements`` holds the suite's requirements
     decided for the cell (:class:`~pytest_segrobust.store.decisions.RequirementCheck` as JSON).
+    ``cached`` says that its numbers were read from the result cache, not measured by this run
+    (:mod:`pytest_segrobust.engine.result_cache`); they are gated all the same.
     """
 
     nodeid: str
@@ -72,6 +74,7 @@ class CellRecord:
     dataset_fingerprint: str | None = None
     device: str | None = None
     requirements: list[dict[str, Any]] = field(default_factory=list)
+    cached: bool = False
 
     def to_json(self) -> dict[str, Any]:
         """JSON-safe fields with the format version (statuses as their value)."""

@@ -1,4 +1,4 @@
-"""Tasks by name: semantic, instance, panoptic, referring, vos, rvos, avs, and those of installed plugins (``segrobust.tasks``).
+"""Tasks by name: semantic, instance, panoptic, referring, vos, rvos, avs, promptable, and those of installed plugins (``segrobust.tasks``).
 
 Layer 3: imports the layers below and :mod:`pytest_segrobust.models`.
 """
@@ -21,6 +21,7 @@ TASKS: InstanceRegistry[Task] = InstanceRegistry(
         "pytest_segrobust.tasks.vos",
         "pytest_segrobust.tasks.rvos",
         "pytest_segrobust.tasks.avs",
+        "pytest_segrobust.tasks.promptable",
     ),
 )
 

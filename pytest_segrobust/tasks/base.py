@@ -204,6 +204,17 @@ class Task(ABC):
         """
         return SuiteCells()
 
+    def for_suite(self, cells: SuiteCells, seed: int) -> Task:
+        """The task as a suite whose keys made ``cells`` (:meth:`suite_cells`) and whose seed is ``seed``
+        runs it: itself, unless its keys change its batches (the promptable task's prompt protocol)."""
+        return self
+
+    @property
+    def setting(self) -> str:
+        """What :meth:`for_suite` bound that changes a result, in words (``""``: nothing): part of the
+        key of a cached clean result."""
+        return ""
+
     def collate(self, samples: Sequence[Sample], positions: Sequence[int], dataset: SegmentationDataset,
                 device: torch.device) -> dict[str, Field]:
         """The batch of ``samples`` on ``device``: images in ``[0, 1]``, their index and the task's targets.

@@ -29,7 +29,7 @@ def test_names_cannot_contain_the_composition_separator() -> None:
 def test_unknown_names_and_presets_list_what_is_known() -> None:
     with pytest.raises(UnknownCorruptionError, match="unknown corruption 'nope' in preset 'coco-p'; known: .*gaussian_noise"):
         REGISTRY.get("nope")
-    with pytest.raises(UnknownCorruptionError, match="unknown preset 'nope'; known: avs-acoustic, cityscapes-c, coco-p, coco-p-legacy-shear, imagenet-c, video-temporal"):
+    with pytest.raises(UnknownCorruptionError, match="unknown preset 'nope'; known: avs-acoustic, cityscapes-c, coco-p, coco-p-legacy-shear, coco-p-prompts, imagenet-c, video-temporal"):
         REGISTRY.get("gaussian_noise", preset="nope")
 
 
@@ -105,6 +105,10 @@ PAPER_ORDER = {
 
 
 PAPER_ORDER["coco-p-legacy-shear"] = PAPER_ORDER["coco-p"]
+PAPER_ORDER["coco-p-prompts"] = [
+    *PAPER_ORDER["coco-p"],
+    "box_jitter", "box_shift", "point_displacement", "missing_click", "false_click", "neighbour_box",
+]
 
 
 def test_legacy_shear_preset_differs_from_coco_p_in_shear_alone() -> None:
@@ -145,7 +149,7 @@ def test_registering_into_a_new_preset_creates_it() -> None:
     registry = CorruptionRegistry.builtin()
     extra = GaussianNoise("extra_noise", Category.NOISE, GAUSSIAN_NOISE)
     registry.register(extra, presets=("mine",))
-    assert registry.presets() == ["avs-acoustic", "cityscapes-c", "coco-p", "coco-p-legacy-shear", "imagenet-c", "mine", "video-temporal"]
+    assert registry.presets() == ["avs-acoustic", "cityscapes-c", "coco-p", "coco-p-legacy-shear", "coco-p-prompts", "imagenet-c", "mine", "video-temporal"]
     assert registry.preset("mine") == [extra]
 
 

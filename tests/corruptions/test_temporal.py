@@ -9,6 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pytest_segrobust.core.errors import DatasetError
 from pytest_segrobust.core.types import Image, Video, VideoMasks
 from pytest_segrobust.corruptions import REGISTRY, Corruption
 from pytest_segrobust.corruptions.base import TemporalCorruption, whole_batches
@@ -58,6 +59,10 @@ def test_frames_masks_annotations_and_ids_move_together_at_every_severity(
     sparse = torch.arange(frames).expand(3, frames) % 3 == 0  # every third frame annotated
     fields["masks"] = masks = VideoMasks(masks.data, masks.object_ids, sparse, masks.frame_ids)
     for severity in range(1, 6):
+        if bool((order_of(corruption, severity, frames, seeds).diff(dim=1) == 0).all(dim=1).any()):
+            with pytest.raises(DatasetError, match="1 distinct frame"):  # a still clip is refused
+                corruption(fields, severity, seeds)
+            continue
         out = corruption(fields, severity, seeds)
         shown = out["video"].frame_ids
         assert shown.shape == (3, frames) and shown.dtype == torch.int64
@@ -69,6 +74,25 @@ def test_frames_masks_annotations_and_ids_move_together_at_every_severity(
             assert torch.equal(out["masks"].annotated[b], sparse[b, shown[b]]), (severity, b)
         assert out["masks"].object_ids == masks.object_ids
         assert out["audio"] is fields["audio"] and out["index"] is fields["index"]
+
+
+def test_an_order_that_leaves_a_clip_one_frame_is_refused_naming_the_clip_and_what_remains() -> None:
+    # Capped at half the clip, the levels can still freeze a 2-frame clip into one picture, whose
+    # J&F is trivially high (the first-frame mask is right on every frame): the cell is refused.
+    fields, seeds = clips(batch=3, frames=2)
+    with pytest.raises(DatasetError) as refused:
+        frame_freeze(fields, 1, seeds)
+    message = str(refused.value)
+    assert "frame_freeze[1]" in message and "clip/0, clip/1, clip/2 (2 frames) with 1 distinct frame" in message
+    assert "Leave severity 1 of frame_freeze out" in message
+    # Orders that keep two frames or more pass, on clips as short and as long as the demo's.
+    for corruption in (reverse_sampling, jumble, box_jumble):
+        for severity in range(1, 6):
+            corruption(fields, severity, seeds)
+    long_fields, long_seeds = clips(batch=3, frames=12)
+    for corruption in TEMPORAL:
+        for severity in range(1, 6):
+            corruption(long_fields, severity, long_seeds)
 
 
 @pytest.mark.parametrize("corruption", TEMPORAL, ids=lambda c: c.name)

@@ -1,0 +1,166 @@
+"""Promptable segmentation (SAM-style): the model is given the image and prompts, and returns a mask per prompt set.
+
+Each ground-truth instance yields prompts by the protocol the suite declares
+(:mod:`pytest_segrobust.data.prompt_protocol`)::
+
+    task: promptable
+    prompts: {points: {count: 1, where: center}, box: tight, mask: false}
+
+and one prompt set per declared kind (``points``, ``box``). Models follow
+:class:`~pytest_segrobust.models.base.PromptableSegmentationModel`: ``predict(images, prompts)``
+with ``prompts[b]`` image ``b``'s prompt sets returns, per image, ``(P, H, W)`` bool masks or
+float logits (thresholded at 0), or ``(masks (P, M, H, W), scores (P, M))`` of which the best
+candidate is taken. A set whose prompts a corruption dropped entirely is not asked; it scores an
+empty mask. Geometric corruptions move prompts with the masks
+(:mod:`pytest_segrobust.corruptions.prompt_kernels`); prompt perturbations change them
+(:mod:`pytest_segrobust.corruptions.prompts`). The default metric is ``promptable_miou``
+(:mod:`pytest_segrobust.metrics.promptable`). The gate resamples images.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ClassVar
+
+import torch
+
+from pytest_segrobust.core.errors import DatasetError, FieldError, ModelOutputError
+from pytest_segrobust.core.prompts import InstancePrompts, PromptedInstances, PromptSet
+from pytest_segrobust.core.types import Batch, Field, Image, SampleIndex, field_of
+from pytest_segrobust.data.base import Sample, SegmentationDataset
+from pytest_segrobust.data.prompt_protocol import PromptProtocol, StandardProtocol, protocol_of
+from pytest_segrobust.models.base import PromptableSegmentationModel
+from pytest_segrobust.tasks import register_task
+from pytest_segrobust.tasks.base import SuiteCells, SuiteKeyError, Task, first_id, logit_masks
+
+
+@dataclasses.dataclass(frozen=True)
+class PromptCells(SuiteCells):
+    """A promptable suite's ``prompts:`` protocol (its cells are those it lists)."""
+
+    protocol: PromptProtocol = dataclasses.field(default_factory=StandardProtocol)
+
+
+@register_task
+class PromptableTask(Task):
+    name = "promptable"
+    version = "1"
+    default_metrics = ("promptable_miou",)
+    target_types = (PromptedInstances,)
+    reads = ("image", "instances")
+    collates: ClassVar[Mapping[str, type[Field]]] = {**Task.collates, "prompted": PromptedInstances}
+    model_protocol = PromptableSegmentationModel
+    model_description = (
+        "a PromptableSegmentationModel (predict(images, prompts) -> per image (P, H, W) masks or logits, "
+        "or (masks (P, M, H, W), scores (P, M)); device, fingerprint)"
+    )
+    suite_keys = ("prompts",)
+
+    def __init__(self, protocol: PromptProtocol | None = None, seed: int = 0) -> None:
+        self.protocol = protocol or StandardProtocol()
+        self.seed = seed
+        # Each sample's prompts, drawn once: every cell of a suite starts from the same ones.
+        self._drawn: dict[str, InstancePrompts] = {}
+
+    def suite_cells(
+        self, options: Mapping[str, Any], corruptions: tuple[str, ...], resolve: Callable[..., Any]
+    ) -> SuiteCells:
+        """``prompts:`` (the protocol; the standard one, one centre click and no box, when left out)."""
+        if "prompts" not in options:
+            return PromptCells()
+        try:
+            return PromptCells(protocol_of(options["prompts"]))
+        except FieldError as exc:
+            raise SuiteKeyError(f"prompts.{exc.field}".rstrip("."), str(exc)) from None
+
+    def for_suite(self, cells: SuiteCells, seed: int) -> PromptableTask:
+        """This task drawing prompts by the suite's protocol, with its seed."""
+        protocol = cells.protocol if isinstance(cells, PromptCells) else self.protocol
+        return PromptableTask(protocol, seed)
+
+    @property
+    def setting(self) -> str:
+        return f"{self.protocol.describe()}; seed {self.seed}"
+
+    def targets(self, samples: Sequence[Sample], dataset: SegmentationDataset, device: torch.device) -> dict[str, Field]:
+        prompted = []
+        for sample in samples:
+            instances = sample.instances
+            if instances is None:
+                raise DatasetError(
+                    f"{dataset.name}: sample {sample.sample_id} has no instance annotations; a promptable evaluation "
+                    "draws its prompts from instances, e.g. COCO-format data"
+                )
+            if tuple(instances.masks.shape[1:]) != tuple(sample.image.shape[1:]):
+                raise DatasetError(
+                    f"{dataset.name}: sample {sample.sample_id}: instance masks of size "
+                    f"{tuple(instances.masks.shape[1:])} differ from image size {tuple(sample.image.shape[1:])}"
+                )
+            if sample.sample_id not in self._drawn:
+                self._drawn[sample.sample_id] = self.protocol.prompts(instances.to("cpu"), sample.sample_id, self.seed)
+            prompted.append(self._drawn[sample.sample_id].to(device))
+        height, width = samples[0].image.shape[1:]
+        return {"prompted": PromptedInstances(tuple(prompted), int(height), int(width))}
+
+    def predict(self, model: Any, batch: Batch) -> Any:
+        """``model.predict(images, prompts)`` with each image's non-empty prompt sets."""
+        return model.predict(field_of(batch, Image).data, asked_sets(batch))
+
+    def check_predictions(self, predictions: Any, batch: Batch) -> list[torch.Tensor]:
+        """One bool mask per prompt set of every image, ``(P_all, H, W)`` per image (empty sets empty).
+
+        Raises:
+            ModelOutputError: for a wrong count, type, shape or dtype, naming the image.
+        """
+        prompted = field_of(batch, PromptedInstances)
+        ids = field_of(batch, SampleIndex).sample_ids
+        size = prompted.size()
+        if isinstance(predictions, torch.Tensor) or not isinstance(predictions, Sequence) or len(predictions) != len(ids):
+            got = len(predictions) if isinstance(predictions, Sequence) and not isinstance(predictions, torch.Tensor) else None
+            raise ModelOutputError(
+                f"model returned {type(predictions).__name__}{'' if got is None else f' of {got}'}, expected a list of "
+                f"{len(ids)} results (one per image; first sample {first_id(batch)})"
+            )
+        masks = []
+        for sample_id, target, returned in zip(ids, prompted.targets, predictions):
+            sets = target.prompt_sets()
+            asked = [s for s in sets if not s.empty]
+            chosen = _best(returned, len(asked), size, sample_id)
+            full = torch.zeros(len(sets), *size, dtype=torch.bool, device=target.masks.device)
+            rows = [i for i, s in enumerate(sets) if not s.empty]
+            if rows:
+                full[torch.tensor(rows, device=full.device)] = logit_masks(chosen, batch).to(full.device)
+            masks.append(full)
+        return masks
+
+
+def asked_sets(batch: Batch) -> list[list[PromptSet]]:
+    """Each image's prompt sets that hold a prompt: what the model is asked."""
+    return [[s for s in target.prompt_sets() if not s.empty] for target in field_of(batch, PromptedInstances).targets]
+
+
+def _best(returned: Any, count: int, size: tuple[int, int], sample_id: str) -> torch.Tensor:
+    """``(count, H, W)`` masks or logits: as returned, or each set's best-scoring candidate."""
+    if isinstance(returned, tuple) and len(returned) == 2:
+        candidates, scores = returned
+        if not isinstance(candidates, torch.Tensor) or candidates.dim() != 4 or tuple(candidates.shape[-2:]) != size:
+            raise ModelOutputError(
+                f"sample {sample_id}: expected candidate masks of shape ({count}, M, {size[0]}, {size[1]}), got "
+                f"{getattr(candidates, 'shape', type(candidates).__name__)}"
+            )
+        if not isinstance(scores, torch.Tensor) or tuple(scores.shape) != tuple(candidates.shape[:2]):
+            raise ModelOutputError(
+                f"sample {sample_id}: expected scores of shape {tuple(candidates.shape[:2])} beside the candidates"
+            )
+        best = scores.argmax(dim=1).to(candidates.device)
+        returned = candidates[torch.arange(candidates.shape[0], device=candidates.device), best]
+    if not isinstance(returned, torch.Tensor):
+        raise ModelOutputError(f"sample {sample_id}: model returned {type(returned).__name__}, expected masks ({count}, H, W)")
+    if tuple(returned.shape) != (count, *size):
+        raise ModelOutputError(
+            f"sample {sample_id}: model returned masks of shape {tuple(returned.shape)}, expected {(count, *size)} "
+            "(one mask per prompt set at the input resolution)"
+        )
+    return returned
+
