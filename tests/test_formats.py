@@ -11,8 +11,8 @@ from pytest_segrobust.backends.shard_plan import ShardPlan
 from pytest_segrobust.core.formats import check_format
 from pytest_segrobust.engine.runner import Measurement
 from pytest_segrobust.gate.outcomes import Outcome
-from pytest_segrobust.gate.release import ModelOutcome
 from pytest_segrobust.report.coverage import RunCoverage
+from pytest_segrobust.store.decisions import ModelOutcome
 from pytest_segrobust.store.records import CellRecord
 
 READERS: list[tuple[Callable[[Mapping[str, Any]], object], str]] = [

@@ -13,13 +13,14 @@ from pytest_segrobust.gate.verdict import (
     Criteria,
     GatedNumber,
     Observation,
-    PairedCheck,
     Status,
     ToleranceCheck,
+    decide_paired,
     judge,
     tolerance_checks,
 )
 from pytest_segrobust.store.baselines import CellKey
+from pytest_segrobust.store.decisions import PairedCheck
 
 NOISE = CellKey("demo", "m", "gaussian_noise", 3)
 TOLERANCES = {"score": 1.0, "gamma_r": 0.01}
@@ -212,7 +213,7 @@ def test_a_non_finite_number_on_either_side_is_always_a_regression(observed: flo
 )
 def test_a_paired_check_decides_by_the_one_three_state_rule(values: np.ndarray, expected: str) -> None:
     change = Change(float(values.mean()), values, images=10_000)
-    check = PairedCheck.decide(GatedNumber("score", 60.0 + change.observed, 60.0), change, margin=1.0, confidence=0.9)
+    check = decide_paired(GatedNumber("score", 60.0 + change.observed, 60.0), change, margin=1.0, confidence=0.9)
     assert check.outcome == expected == non_inferiority(*change.interval(0.9), 1.0)
     assert check.regressed is (expected == "fail")
     assert (check.images_to_decide is not None) is (expected == "inconclusive")

@@ -237,9 +237,9 @@ def test_the_aggregate_margin_catches_a_drop_too_small_for_any_cell(tmp_path) ->
     assert unchanged.passed, unchanged.message
     worse = judge_model(suite, "m", "s.yaml::m::aggregates", synthetic_model(0.025))
     assert worse.status == "regressed" and "mean γr" in worse.message
-    (mean_check,) = [c for c in worse.checks if c["metric"] == "mean γr"]
-    assert mean_check["high"] < -0.01
-    assert mean_check["detectable"] is not None and mean_check["detectable"] < 0.025
+    (mean_check,) = [c for c in worse.checks if c.metric == "mean γr"]
+    assert mean_check.high < -0.01
+    assert mean_check.detectable is not None and mean_check.detectable < 0.025
     # Hardly any cell alone confirms its drop of 0.025 beyond the margin of 0.01: their intervals straddle it.
     from pytest_segrobust.core.statistics import Change
     from pytest_segrobust.gate.evidence import cell_level

@@ -1,9 +1,11 @@
-"""Format versions of what crosses a process or a file (records, outcomes, shard plans, the
-report's coverage): a value written in another version is refused, never half-read."""
+"""Format versions and fields of what crosses a process or a file (records, outcomes, shard
+plans, the report's coverage, decisions): a value written in another version, or naming other
+fields, is refused, never half-read."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 
@@ -20,3 +22,25 @@ def check_format(data: Mapping[str, Any], expected: int, what: str) -> None:
     """
     if data.get("format") != expected:
         raise ValueError(f"{what} of format {data.get('format')!r}, expected {expected}")
+
+
+def same_fields(cls: type, data: Mapping[str, Any], what: str, derived: Iterable[str] = ()) -> dict[str, Any]:
+    """``data`` as keyword arguments of the dataclass ``cls``, whose fields it must name, no more and no fewer.
+
+    Args:
+        cls: The dataclass the JSON is made into.
+        data: The JSON value as read.
+        what: What the value is, for the message (``"a requirement check"``).
+        derived: Keys the JSON carries besides the fields, computed from them (checked to be
+            there, left out of the result).
+
+    Raises:
+        ValueError: naming the fields missing and unknown, so that a change of the producer's
+            JSON is seen where it is read, not lost.
+    """
+    extra = tuple(derived)
+    expected = [f.name for f in dataclasses.fields(cls)] + list(extra)
+    if set(data) != set(expected):
+        missing, unknown = sorted(set(expected) - set(data)), sorted(set(data) - set(expected))
+        raise ValueError(f"{what} has fields {expected}; missing {missing}, unknown {unknown}")
+    return {key: value for key, value in data.items() if key not in extra}

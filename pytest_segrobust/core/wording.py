@@ -36,6 +36,12 @@ def decimals(value: float, digits: int, *, sign: bool = False) -> str:
     return text.lstrip("+-") if float(text) == 0 else text
 
 
+def shown_number(value: float | None) -> str:
+    """A number as decisions' messages show it: 4 decimals (:func:`decimals`: never ``-0.0000``),
+    ``nan`` or ``inf`` as they are, ``-`` for none."""
+    return "-" if value is None else decimals(value, 4)
+
+
 def abbreviations(values: Iterable[str], length: int = 16, whole_up_to: int = 48) -> dict[str, str]:
     """Each of ``values`` as shown beside the others: whole up to ``whole_up_to`` characters, a
     longer one cut after ``length`` characters, or as many more as keep it apart from every other

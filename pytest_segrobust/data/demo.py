@@ -38,9 +38,9 @@ from __future__ import annotations
 import colorsys
 import hashlib
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 import numpy as np
 import torch
@@ -567,6 +567,28 @@ class DemoDataset:
     def __repr__(self) -> str:
         settings = ", ".join(f"{key}={getattr(self, key)!r}" for key in self._settings)
         return f"{type(self).__name__}({settings})"
+
+
+_Drawn = TypeVar("_Drawn")
+
+
+class LastDrawn(Generic[_Drawn]):
+    """What ``draw`` gives for an index (a scene, a clip), the last one kept until another index
+    is asked for: the samples of one scene or clip (its expressions) come one after another.
+
+    Args:
+        draw: Draws the item of an index; a pure function of it (module-level or a bound
+            method, so that a dataset holding it still pickles for loader processes).
+    """
+
+    def __init__(self, draw: Callable[[int], _Drawn]) -> None:
+        self._draw = draw
+        self._last: tuple[int, _Drawn] | None = None
+
+    def __call__(self, index: int) -> _Drawn:
+        if self._last is None or self._last[0] != index:
+            self._last = (index, self._draw(index))
+        return self._last[1]
 
 
 class DemoScenes(DemoDataset):

@@ -34,6 +34,7 @@ number; sentence ``k``), and its mask is the object's visible part.
 from __future__ import annotations
 
 import colorsys
+import functools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -45,6 +46,7 @@ from pytest_segrobust.data.demo import (
     CLASS_NAMES,
     GENERATOR_VERSION,
     DemoDataset,
+    LastDrawn,
     Scene,
     generate_scene,
     split_size,
@@ -283,8 +285,7 @@ class DemoReferring(DemoDataset):
             for target in objects:
                 for sentence, expression in enumerate(describe(target, objects)):
                     self._entries.append(_Entry(index, target.number, sentence, expression))
-        # The last scene drawn: consecutive samples mostly share one.
-        self._cached: tuple[int, Scene] | None = None
+        self._scenes = LastDrawn(functools.partial(generate_scene, split, image_size=image_size))
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -302,9 +303,7 @@ class DemoReferring(DemoDataset):
 
     def scene(self, index: int) -> Scene:
         """Scene ``index`` of the split (the image that expressions of that scene refer to)."""
-        if self._cached is None or self._cached[0] != index:
-            self._cached = (index, generate_scene(self.split, index, self.image_size))
-        return self._cached[1]
+        return self._scenes(index)
 
     def __getitem__(self, index: int) -> Sample:
         """Expression ``index`` with its scene and its object's visible mask; negative indices count from the end.

@@ -52,6 +52,7 @@ from pytest_segrobust.data.demo import (
     CLASS_NAMES,
     IN_DISTRIBUTION,
     DemoDataset,
+    LastDrawn,
     _hsv,
     _texture,
     _value_noise,
@@ -479,8 +480,7 @@ class DemoReferringClips(DemoDataset):
             objects = self._videos.clip(index).objects
             for obj, texts in zip(objects, describe_objects(objects), strict=True):
                 self._entries.extend(_Entry(index, obj.number, k, text) for k, text in enumerate(texts))
-        # The last clip drawn: consecutive samples share one.
-        self._cached: tuple[int, Clip] | None = None
+        self._clips = LastDrawn(self._videos.clip)
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -495,9 +495,7 @@ class DemoReferringClips(DemoDataset):
         return tuple(entry.clip for entry in self._entries)
 
     def clip(self, index: int) -> Clip:
-        if self._cached is None or self._cached[0] != index:
-            self._cached = (index, self._videos.clip(index))
-        return self._cached[1]
+        return self._clips(index)
 
     def __getitem__(self, index: int) -> Sample:
         """Expression ``index`` with its clip; negative indices count from the end.

@@ -41,6 +41,7 @@ import numpy as np
 import torch
 
 from pytest_segrobust.data.base import Sample, SegmentationDataset
+from pytest_segrobust.runtime.budgeted_cache import BudgetedCache
 
 MEBIBYTE = 2**20
 # A process keeps at most this much, and the processes of a run at most this part of the machine's memory.
@@ -59,7 +60,7 @@ _IMMUTABLE = (str, bytes, int, float, bool, complex, type(None))
 Reader = Callable[[Sequence[int]], Iterator[Sample]]
 
 
-class SampleCache:
+class SampleCache(BudgetedCache):
     """Samples of the process's datasets by position, within ``budget`` bytes of tensors.
 
     A dataset is known by the object itself (held here, so its ``id`` is never reused for
@@ -76,10 +77,7 @@ class SampleCache:
     """
 
     def __init__(self, budget: int) -> None:
-        if budget < 0:
-            raise ValueError(f"a sample cache budget is a number of bytes >= 0, got {budget}")
-        self.budget = budget
-        self.used = 0
+        super().__init__(budget, "sample")
         self.hits = 0
         self.reads = 0
         self._kept: dict[int, tuple[SegmentationDataset, dict[int, Sample]]] = {}
@@ -110,12 +108,9 @@ class SampleCache:
 
     def _keep(self, kept: dict[int, Sample], index: int, sample: Sample) -> None:
         compact = _compact(sample)  # never the dataset's own object: the cell keeps that and may change it
-        size = nbytes(compact)
-        if self.used + size > self.budget:
-            return
         # Counted before stored: a cell interrupted in between (timeout) can only overstate what is held.
-        self.used += size
-        kept[index] = compact
+        if self._spend(nbytes(compact)):
+            kept[index] = compact
 
     @staticmethod
     def footprint(sample: Sample) -> int:

@@ -26,10 +26,11 @@ from pytest_segrobust.core.errors import BaselineError
 from pytest_segrobust.core.statistics import Change, RunScores, resample_weights, unit_sums
 from pytest_segrobust.engine.evaluation import CellResult
 from pytest_segrobust.gate.release import ClassRuns, cell_level
-from pytest_segrobust.gate.verdict import Observation, PairedCheck, PairedRuns, allowances, paired_checks
+from pytest_segrobust.gate.verdict import Observation, PairedRuns, allowances, paired_checks
 from pytest_segrobust.metrics import METRICS
 from pytest_segrobust.randomness.seeding import sample_seed
 from pytest_segrobust.store.baselines import UPDATE_FLAG, CellKey, key_path, update_command
+from pytest_segrobust.store.decisions import PairedCheck
 from pytest_segrobust.store.records import CellRecord
 from pytest_segrobust.store.sidecar import Sidecar, SidecarEntry, pack, sidecar_path, unpack
 from pytest_segrobust.suite.schema import Suite

@@ -14,7 +14,7 @@ It reads the baseline files and the statistics files; it writes nothing (the con
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,11 +23,11 @@ from pytest_segrobust.core.files import WriteError
 from pytest_segrobust.engine.evaluation import CellResult
 from pytest_segrobust.gate.evidence import BaselineFiles, Evidence, pack_statistics
 from pytest_segrobust.gate.outcomes import ModelChange, PendingWrite
-from pytest_segrobust.gate.release import CellEvidence, ModelOutcome, cell_checks, judge_model
+from pytest_segrobust.gate.release import CellEvidence, cell_checks, judge_model
 from pytest_segrobust.gate.verdict import Criteria, Observation, allowances, judge
 from pytest_segrobust.store.baselines import BaselineFile, CellKey
+from pytest_segrobust.store.decisions import ModelOutcome, RequirementCheck, check_json
 from pytest_segrobust.store.records import CellRecord
-from pytest_segrobust.suite.requirements import RequirementCheck
 from pytest_segrobust.suite.schema import Suite
 
 if TYPE_CHECKING:
@@ -153,7 +153,7 @@ class Gatekeeper:
         record.status = verdict.status
         if verdict.checks:  # an update's too: the report keeps the numbers it replaces
             record.baseline = dict(stored or {})
-            record.checks = [asdict(c) | {"regressed": c.regressed, "improved": c.improved} for c in verdict.checks]
+            record.checks = [check_json(c) for c in verdict.checks]
         write = None
         if verdict.write:
             write = PendingWrite(
@@ -228,8 +228,7 @@ class Gatekeeper:
             else:
                 reference.setdefault(key.split, []).append(evidence.record)
         outcome = judge_model(suite, model, nodeid, by_split, reference, self.shown(suite.path))
-        outcome.measured_here = measured
-        return outcome
+        return replace(outcome, measured_here=measured)
 
     def _ungated_evidence(
         self, suite: Suite, key: CellKey, record: CellRecord, observed: dict[str, float], result: CellResult

@@ -3,7 +3,7 @@
 A cell's :class:`Outcome` is its gated record, the baseline entries it asks to write, the
 bootstrap's resamples of its headline score and how its model differs from the baseline's
 (or the error that stopped it); a model's aggregates item's is its
-:class:`~pytest_segrobust.gate.release.ModelOutcome`. The xdist payload of an item and an entry of
+:class:`~pytest_segrobust.store.decisions.ModelOutcome`. The xdist payload of an item and an entry of
 a shard file are both :meth:`Outcome.to_json`; the controller reads them back with
 :meth:`Outcome.from_json`, which refuses another format instead of half-reading it.
 """
@@ -19,8 +19,8 @@ from pytest_segrobust.core.files import relative
 from pytest_segrobust.core.formats import check_format
 from pytest_segrobust.core.wording import abbreviations
 from pytest_segrobust.engine.runner import Measurement
-from pytest_segrobust.gate.release import ModelOutcome
 from pytest_segrobust.store.baselines import CellKey
+from pytest_segrobust.store.decisions import ModelOutcome
 from pytest_segrobust.store.records import CellRecord
 
 # Version of Outcome.to_json; an outcome of another version is refused, never half-read.

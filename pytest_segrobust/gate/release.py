@@ -8,23 +8,25 @@ every cell of the model: the model's ``aggregates`` item (``suites/demo.yaml::ti
 decides them, with the aggregate regression gate (``gate.aggregates``), from the cells this
 process evaluated, measuring (never gating) any it did not, so that ``--lf``, ``-k aggregates``
 and a worker that was sent the item alone all decide the same. Its outcome is a
-:class:`ModelOutcome`, which crosses processes as JSON like a cell's record.
+:class:`~pytest_segrobust.store.decisions.ModelOutcome`, which crosses processes as JSON like a
+cell's record.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from pytest_segrobust.core.formats import check_format
 from pytest_segrobust.core.statistics import Change
-from pytest_segrobust.gate.verdict import GatedNumber, PairedCheck
+from pytest_segrobust.core.wording import shown_number
+from pytest_segrobust.gate.verdict import GatedNumber, decide_paired
 from pytest_segrobust.metrics import METRICS
 from pytest_segrobust.metrics.robustness import corruption_degradation, error, mean, relative_corruption_degradation
+from pytest_segrobust.store.decisions import ModelOutcome, PairedCheck, RequirementCheck
 from pytest_segrobust.store.records import CellRecord, Status
 from pytest_segrobust.store.sidecar import unpack
 from pytest_segrobust.suite.requirements import (
@@ -32,16 +34,12 @@ from pytest_segrobust.suite.requirements import (
     CROSS_MODEL,
     CellPlace,
     Estimate,
-    RequirementCheck,
     Rule,
     decide,
     robustness,
-    shown_number,
 )
 from pytest_segrobust.suite.schema import AGGREGATE_MARGINS, Suite
 from pytest_segrobust.tasks import get_task
-
-_FORMAT = 1
 
 
 def family_size(suite: Suite) -> int:
@@ -255,73 +253,6 @@ class CellEvidence:
     paired: Mapping[str, Any] | None = None
 
 
-@dataclass
-class ModelOutcome:
-    """A model's ``aggregates`` item: its aggregate requirements and aggregate regression checks.
-
-    Attributes:
-        nodeid: The item's node id.
-        suite, model: Whose aggregates.
-        status: A :class:`~pytest_segrobust.gate.verdict.Status` value.
-        requirements: Every aggregate requirement decided.
-        checks: Every aggregate margin decided (:class:`~pytest_segrobust.gate.verdict.PairedCheck` fields).
-        notes: What was not decided, and why (no baseline to pair with, say).
-        message: Why the item failed; ``None`` when it passed.
-        measured_here: Cells the item measured itself (they had not run in its process).
-    """
-
-    nodeid: str
-    suite: str
-    model: str
-    status: str
-    requirements: list[RequirementCheck] = field(default_factory=list)
-    checks: list[dict[str, Any]] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    message: str | None = None
-    measured_here: int = 0
-
-    @property
-    def passed(self) -> bool:
-        return self.message is None
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "format": _FORMAT,
-            "nodeid": self.nodeid,
-            "suite": self.suite,
-            "model": self.model,
-            "status": self.status,
-            "requirements": [c.to_json() for c in self.requirements],
-            "checks": list(self.checks),
-            "notes": list(self.notes),
-            "message": self.message,
-            "measured_here": self.measured_here,
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> ModelOutcome:
-        """Parse :meth:`to_json`'s output.
-
-        Raises:
-            ValueError: for another format or a missing field.
-        """
-        check_format(data, _FORMAT, "model outcome")
-        try:
-            return cls(
-                nodeid=str(data["nodeid"]),
-                suite=str(data["suite"]),
-                model=str(data["model"]),
-                status=Status(data["status"]).value,
-                requirements=[RequirementCheck.from_json(c) for c in data["requirements"]],
-                checks=[dict(c) for c in data["checks"]],
-                notes=[str(n) for n in data["notes"]],
-                message=data["message"],
-                measured_here=int(data["measured_here"]),
-            )
-        except KeyError as exc:
-            raise ValueError(f"model outcome without {exc}") from None
-
-
 def judge_model(
     suite: Suite,
     model: str,
@@ -383,17 +314,11 @@ def judge_model(
         suite.name,
         model,
         status.value,
-        requirements,
-        [_check_json(c) for c in checks],
-        notes + (undecided_lines if undecided and policy == "warn" else []),
+        tuple(requirements),
+        tuple(checks),
+        tuple(notes + (undecided_lines if undecided and policy == "warn" else [])),
         "\n".join(lines) if lines else None,
     )
-
-
-def _check_json(check: PairedCheck) -> dict[str, Any]:
-    from dataclasses import asdict
-
-    return asdict(check) | {"regressed": check.regressed, "improved": check.improved}
 
 
 def model_checks(
@@ -592,5 +517,5 @@ def _aggregate_regressions(suite: Suite, evidence: Sequence[CellEvidence]) -> tu
             values, per_resample = (seen[members] / seen_clean).mean(0), (scores[members] / clean).mean(0)
         change = Change(float(values[0] - values[1]), per_resample[0] - per_resample[1], images)
         gated = GatedNumber(label, values[0], values[1])
-        checks.append(PairedCheck.decide(gated, change, margins[number], level, get_task(suite.task).resampling_unit))
+        checks.append(decide_paired(gated, change, margins[number], level, get_task(suite.task).resampling_unit))
     return checks, None

@@ -45,8 +45,8 @@ from pytest_segrobust.core.statistics import (
 from pytest_segrobust.core.wording import decimals
 from pytest_segrobust.metrics import METRICS
 from pytest_segrobust.store.baselines import CellKey, key_path, update_command
+from pytest_segrobust.store.decisions import PairedCheck, RequirementCheck
 from pytest_segrobust.store.records import Status
-from pytest_segrobust.suite.requirements import RequirementCheck
 
 if TYPE_CHECKING:
     from pytest_segrobust.suite.schema import Tolerance
@@ -211,98 +211,29 @@ class GatedNumber:
     higher_is_better: bool = True
 
 
-@dataclass(frozen=True)
-class PairedCheck:
-    """One number's paired change from its baseline, with its interval, against the margin.
-
-    Attributes:
-        metric: The number (``score``, ``gamma_r``, ``<metric>.score``...).
-        observed, baseline: The number in this run and in the baseline.
-        margin: How far it may truly fall (non-inferiority margin).
-        low, high: The interval of the change (candidate - baseline) at the cell's level.
-        outcome: ``fail`` (the whole interval below ``-margin``), ``pass`` (the whole
-            interval above it) or ``inconclusive``; for a number where lower is better, the
-            other way round about ``+margin``.
-        images: Units paired: images, or clips (``unit``); several expressions of one image
-            count once, since the bootstrap draws units.
-        images_to_decide: About how many units would decide an inconclusive number, where the
-            change lies far enough from the margin for the estimate to mean something.
-        detectable: The smallest margin an unchanged model is confirmed within at 80% power,
-            from the paired change's spread; ``None`` when the two runs agree on every image
-            (an unchanged model), which shows no spread to judge the power by.
-        higher_is_better: The number regresses by falling (else by rising: an error metric's score).
-        unit: What ``images`` counts (the task's resampling unit: ``image``, ``clip``).
-    """
-
-    metric: str
-    observed: float
-    baseline: float
-    margin: float
-    low: float
-    high: float
-    outcome: str
-    images: int
-    images_to_decide: int | None = None
-    detectable: float | None = None
-    higher_is_better: bool = True
-    unit: str = "image"
-
-    @classmethod
-    def decide(
-        cls, number: GatedNumber, change: Change, margin: float, confidence: float, unit: str = "image"
-    ) -> PairedCheck:
-        """Non-inferiority of ``change`` (candidate - baseline) at ``margin``, from its interval at
-        ``confidence``; a number where lower is better regresses by rising, so its gain is the
-        change reversed. ``unit`` names what the change's ``images`` count."""
-        low, high = change.interval(confidence)
-        gain = change if number.higher_is_better else Change(-change.observed, -change.resampled, change.images)
-        outcome = non_inferiority(*gain.interval(confidence), margin)
-        return cls(
-            number.metric,
-            float(number.observed),
-            float(number.baseline),
-            margin,
-            low,
-            high,
-            outcome.value,
-            change.images,
-            gain.images_to_decide(margin, confidence) if outcome is Outcome.INCONCLUSIVE else None,
-            change.detectable(confidence) if change.standard_error > 0 else None,
-            number.higher_is_better,
-            unit,
-        )
-
-    @property
-    def delta(self) -> float:
-        return self.observed - self.baseline
-
-    @property
-    def regressed(self) -> bool:
-        return self.outcome == Outcome.FAIL
-
-    @property
-    def improved(self) -> bool:
-        return self.low > 0 if self.higher_is_better else self.high < 0
-
-    @property
-    def bound(self) -> float:
-        """The change the margin allows: ``-margin``, or ``+margin`` where lower is better."""
-        return -self.margin if self.higher_is_better else self.margin
-
-    def describe(self) -> str:
-        interval = f"interval [{_number(self.low)}, {_number(self.high)}]"
-        if self.outcome == Outcome.INCONCLUSIVE:
-            more = (
-                f"about {self.images_to_decide} {self.unit}s (now {self.images}) would decide it"
-                if self.images_to_decide is not None
-                else f"the change lies within a standard error of the margin: more {self.unit}s may decide either way"
-            )
-            return f"  {self.metric}: change {_number(self.delta)}, {interval} straddles {_number(self.bound)}; {more}"
-        where = "entirely below" if self.regressed is self.higher_is_better else "entirely above"
-        return (
-            f"  {self.metric}: observed {_number(self.observed)}, baseline {_number(self.baseline)}, "
-            f"delta {_number(self.delta)}, {interval} {where} the margin {_number(self.bound)}"
-        )
+def decide_paired(
+    number: GatedNumber, change: Change, margin: float, confidence: float, unit: str = "image"
+) -> PairedCheck:
+    """Non-inferiority of ``change`` (candidate - baseline) at ``margin``, from its interval at
+    ``confidence``; a number where lower is better regresses by rising, so its gain is the
+    change reversed. ``unit`` names what the change's ``images`` count."""
+    low, high = change.interval(confidence)
+    gain = change if number.higher_is_better else Change(-change.observed, -change.resampled, change.images)
+    outcome = non_inferiority(*gain.interval(confidence), margin)
+    return PairedCheck(
+        number.metric,
+        float(number.observed),
+        float(number.baseline),
+        margin,
+        low,
+        high,
+        outcome.value,
+        change.images,
+        gain.images_to_decide(margin, confidence) if outcome is Outcome.INCONCLUSIVE else None,
+        change.detectable(confidence) if change.standard_error > 0 else None,
+        number.higher_is_better,
+        unit,
+    )
 
 
 def allowances(
@@ -392,7 +323,7 @@ def paired_checks(
                 )
             )
             gated = GatedNumber(name, observed[name], stored[name], higher_is_better=name not in rising)
-            checks.append(PairedCheck.decide(gated, change, margins[name], confidence, run.unit))
+            checks.append(decide_paired(gated, change, margins[name], confidence, run.unit))
     return tuple(checks)
 
 

@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 from pytest_segrobust.core.opencv import opencv
+from pytest_segrobust.runtime.budgeted_cache import BudgetedCache
 
 MEBIBYTE = 2**20
 # Held by the process's cache by default: COCO's 5000 validation images take about 40 MiB.
@@ -120,7 +121,7 @@ def _uint8_planes(masks: torch.Tensor) -> np.ndarray:
     return masks.cpu().contiguous().numpy().view(np.uint8)
 
 
-class EncodingCache:
+class EncodingCache(BudgetedCache):
     """Encodings of masks by content, within ``budget`` bytes, shared by the evaluations of a process.
 
     Nothing is evicted: once the budget is spent, masks that did not fit are encoded each
@@ -137,10 +138,7 @@ class EncodingCache:
     """
 
     def __init__(self, budget: int = DEFAULT_BUDGET) -> None:
-        if budget < 0:
-            raise ValueError(f"an encoding cache budget is a number of bytes >= 0, got {budget}")
-        self.budget = budget
-        self.used = 0
+        super().__init__(budget, "encoding")
         self.hits = 0
         self.misses = 0
         self._kept: dict[bytes, EncodedMasks] = {}
@@ -163,9 +161,7 @@ class EncodingCache:
             return found
         self.misses += 1
         encoded = _encode_planes(mask_utils, planes)
-        size = encoded.nbytes()
-        if self.used + size <= self.budget:
-            self.used += size
+        if self._spend(encoded.nbytes()):
             self._kept[key] = encoded
         return encoded
 

@@ -29,20 +29,16 @@ from pytest_segrobust.report.model import (
     COUNTED,
     REPORT_FORMAT,
     AggregateChange,
-    AggregateCheck,
     ChanceLevel,
     CorruptionErrorReference,
     CorruptionFrame,
     FrameKept,
     GateSummary,
     ImageDrop,
-    ModelDecision,
     ModelReport,
     ModelSummary,
     ReleaseSummary,
     Report,
-    RequirementDecision,
-    RequirementRow,
     RunVerdict,
     ShiftSplits,
     SuiteReport,
@@ -78,7 +74,6 @@ __all__ = [
     "RUN_SECTIONS",
     "SUITE_SECTIONS",
     "AggregateChange",
-    "AggregateCheck",
     "ChanceLevel",
     "CorruptionErrorReference",
     "CorruptionFrame",
@@ -86,14 +81,11 @@ __all__ = [
     "FrameKept",
     "GateSummary",
     "ImageDrop",
-    "ModelDecision",
     "ModelReport",
     "ModelSummary",
     "ReleaseSummary",
     "Report",
     "ReportIncomplete",
-    "RequirementDecision",
-    "RequirementRow",
     "RunVerdict",
     "ShiftSplits",
     "SuiteReport",
@@ -168,7 +160,7 @@ def build_report(
         root: Suite files are shown relative to this folder (the project's root) when under it.
         errors: Cells that raised instead of producing a result: node id -> message.
         model_outcomes: Each model's ``aggregates`` item decided
-            (:meth:`pytest_segrobust.gate.release.ModelOutcome.to_json`), in report order.
+            (:meth:`pytest_segrobust.store.decisions.ModelOutcome.to_json`), in report order.
         gates: Each statistically gated suite's gate, by suite name.
         releases: Each suite's release criteria as decided, by suite name (suites that state
             none and decided nothing have none).
@@ -441,7 +433,7 @@ def markdown_table(table: Table) -> list[str]:
 def text_table(table: Table) -> list[str]:
     """A plain aligned table for the terminal."""
     widths = [max([len(h), *(len(r[i]) for r in table.rows)]) for i, h in enumerate(table.header)]
-    line = lambda cells: "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))  # noqa: E731
+    line = lambda cells: "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))
     return [line(table.header), *(line(r) for r in table.rows)]
 
 

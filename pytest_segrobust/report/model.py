@@ -16,8 +16,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Self
 
+from pytest_segrobust.core.formats import same_fields
 from pytest_segrobust.core.wording import plural
 from pytest_segrobust.report.coverage import RunCoverage
+from pytest_segrobust.store.decisions import ModelOutcome, RuleSummary
 from pytest_segrobust.store.records import CellRecord
 
 if TYPE_CHECKING:  # the pictures hold tensors: the report's values are made from them, never import them
@@ -126,7 +128,7 @@ class GateSummary:
 
 class _Flat:
     """A value whose JSON is its fields by name, in their order, as they are; made from that JSON
-    only when it names every field and no other (:func:`_same_fields`)."""
+    only when it names every field and no other (:func:`~pytest_segrobust.core.formats.same_fields`)."""
 
     what: ClassVar[str]  # what the value is, for the message that refuses its JSON
 
@@ -141,178 +143,7 @@ class _Flat:
         Raises:
             ValueError: for other fields than this value's.
         """
-        return cls(**_same_fields(cls, data, cls.what))
-
-
-@dataclass(frozen=True)
-class RequirementDecision(_Flat):
-    """One requirement decided for one cell, class or model, as the report shows it (the gate's
-    decision, handed in as its JSON: the report imports nothing of the gate).
-
-    Attributes:
-        subject: What was measured: a cell's node id, or ``<model> aggregates``.
-        number: The number as shown (``gamma_r``, ``mPC``...).
-        rule: The dotted path of the rule in the suite.
-        line: The rule's line in the suite file.
-        threshold: The threshold.
-        at_least: ``True`` for a minimum, ``False`` for a maximum.
-        observed: The number's value.
-        low, high: Its one-sided confidence bounds; ``None`` for a point comparison.
-        outcome: ``pass``, ``fail`` or ``inconclusive``.
-        confirmable: The threshold the number would be confirmed against with 80% power.
-        images: Images the bootstrap resampled; 0 for a point comparison.
-    """
-
-    subject: str
-    number: str
-    rule: str
-    line: int | None
-    threshold: float
-    at_least: bool
-    observed: float
-    low: float | None
-    high: float | None
-    outcome: str
-    confirmable: float | None
-    images: int
-
-    what: ClassVar[str] = "a requirement decision"  # from RequirementCheck.to_json()
-
-
-@dataclass(frozen=True)
-class RequirementRow:
-    """One requirement (a rule of the suite for one number) over every cell or model it was decided for.
-
-    Attributes:
-        rule: The rule as the suite states it.
-        line: Its line in the suite file (``None``: not known).
-        number: The number it bounds (``mpc``, ``gamma_r``, ...).
-        threshold: The bound.
-        at_least: The number must be at least the threshold (else at most).
-        outcome: ``pass``, ``fail`` or ``inconclusive`` over all its decisions.
-        outcomes: How many decisions ended how.
-        worst: The decision with the least room on the threshold's side (the furthest past it
-            where any misses it): its subject, value and bounds.
-        confirmable: The strictest threshold every decision would confirm with 80% power.
-        closest: The decision nearest the threshold, on either side (``None``: the worst is).
-    """
-
-    rule: str
-    line: int | None
-    number: str
-    threshold: float
-    at_least: bool
-    outcome: str
-    outcomes: Mapping[str, int]
-    worst: RequirementDecision
-    confirmable: float | None
-    closest: RequirementDecision | None = None
-
-    @property
-    def nearest(self) -> RequirementDecision:
-        """The decision nearest the threshold (the worst, where no other was handed in)."""
-        return self.worst if self.closest is None else self.closest
-
-    def to_json(self) -> dict[str, Any]:
-        """The fields by name, in their order."""
-        return _fields_json(self) | {
-            "outcomes": dict(self.outcomes),
-            "worst": self.worst.to_json(),
-            "closest": self.nearest.to_json(),
-        }
-
-
-@dataclass(frozen=True)
-class AggregateCheck(_Flat):
-    """One aggregate of a model against its baseline's, decided against its margin (``gate.aggregates``).
-
-    Attributes:
-        metric: The aggregate (``mPC``, ``rPC``, ``mean γr``...).
-        observed: Its value in this run.
-        baseline: Its baseline's value.
-        margin: How far it may truly fall.
-        low, high: The interval of its change.
-        outcome: ``pass``, ``fail`` or ``inconclusive``.
-        images: Units paired (images, or clips: :attr:`unit`).
-        images_to_decide: About how many units would decide an inconclusive number.
-        detectable: The smallest margin an unchanged model is confirmed within at 80% power.
-        higher_is_better: The number regresses by falling.
-        unit: What ``images`` and ``images_to_decide`` count: ``image`` or ``clip`` (the
-            task's resampling unit).
-        regressed: The change is shown to exceed the margin.
-        improved: The change is shown to be an improvement.
-    """
-
-    metric: str
-    observed: float
-    baseline: float
-    margin: float
-    low: float
-    high: float
-    outcome: str
-    images: int
-    images_to_decide: int | None
-    detectable: float | None
-    higher_is_better: bool
-    unit: str
-    regressed: bool
-    improved: bool
-
-    what: ClassVar[str] = "an aggregate check"  # from ModelOutcome.to_json()["checks"]
-
-
-@dataclass(frozen=True)
-class ModelDecision:
-    """A model's ``aggregates`` item as the gate decided it: its aggregate requirements and margins.
-
-    Attributes:
-        format: The gate's format version of the decision.
-        nodeid: The item's node id.
-        suite: The suite.
-        model: The model.
-        status: How the item ended (a gate status).
-        requirements: Every aggregate requirement decided.
-        checks: Every aggregate margin decided.
-        notes: What was not decided, and why.
-        message: Why the item failed; ``None`` when it passed.
-        measured_here: Cells the item measured itself.
-    """
-
-    format: int
-    nodeid: str
-    suite: str
-    model: str
-    status: str
-    requirements: tuple[RequirementDecision, ...]
-    checks: tuple[AggregateCheck, ...]
-    notes: tuple[str, ...]
-    message: str | None
-    measured_here: int
-
-    def to_json(self) -> dict[str, Any]:
-        """The gate's JSON of the decision (``ModelOutcome.to_json()``), key for key."""
-        return _fields_json(self) | {
-            "requirements": [c.to_json() for c in self.requirements],
-            "checks": [c.to_json() for c in self.checks],
-            "notes": list(self.notes),
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> ModelDecision:
-        """The value of ``ModelOutcome.to_json()``.
-
-        Raises:
-            ValueError: for other fields than this value's (its checks' and requirements' too).
-        """
-        fields = _same_fields(cls, data, "a model's aggregates decision")
-        return cls(
-            **fields
-            | {
-                "requirements": tuple(RequirementDecision.from_json(c) for c in data["requirements"]),
-                "checks": tuple(AggregateCheck.from_json(c) for c in data["checks"]),
-                "notes": tuple(data["notes"]),
-            }
-        )
+        return cls(**same_fields(cls, data, cls.what))
 
 
 @dataclass(frozen=True)
@@ -327,8 +158,8 @@ class ReleaseSummary:
             to change; not part of the JSON report.
     """
 
-    requirements: tuple[RequirementRow, ...]
-    models: tuple[ModelDecision, ...]
+    requirements: tuple[RuleSummary, ...]
+    models: tuple[ModelOutcome, ...]
     basis: str
     unmet: tuple[str, ...] = ()
 
@@ -728,11 +559,11 @@ class FrameKept:
         Raises:
             ValueError: for other fields than this value's (its corruptions' too).
         """
-        _same_fields(cls, data, "a frame table")
+        same_fields(cls, data, "a frame table")
         height, width = data["size"]
         corruptions = {}
         for name, entry in data["corruptions"].items():
-            fields = _same_fields(CorruptionFrame, entry, f"the frame table of {name}")
+            fields = same_fields(CorruptionFrame, entry, f"the frame table of {name}")
             corruptions[str(name)] = CorruptionFrame(
                 parameters=tuple(fields["parameters"]),
                 kept=tuple(fields["kept"]),
@@ -975,20 +806,6 @@ class Report:
 def _fields_json(value: Any) -> dict[str, Any]:
     """A dataclass's fields by name, in their order, as they are."""
     return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
-
-
-def _same_fields(cls: type, data: Mapping[str, Any], what: str) -> dict[str, Any]:
-    """``data`` as keyword arguments of ``cls``, whose fields it must name, no more and no fewer.
-
-    Raises:
-        ValueError: naming the fields missing or unknown, so that a change of the producer's
-            JSON is seen where the report is built, not lost from the report.
-    """
-    expected = [f.name for f in dataclasses.fields(cls)]
-    if set(data) != set(expected):
-        missing, unknown = sorted(set(expected) - set(data)), sorted(set(data) - set(expected))
-        raise ValueError(f"{what} has fields {expected}; missing {missing}, unknown {unknown}")
-    return dict(data)
 
 
 def _entries_json(entries: Mapping[str, WorstEntry] | None) -> dict[str, Any] | None:

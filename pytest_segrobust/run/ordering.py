@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_segrobust.core.files import relative
-from pytest_segrobust.gate.release import ModelOutcome
+from pytest_segrobust.store.decisions import ModelOutcome
 from pytest_segrobust.store.records import CellRecord
 from pytest_segrobust.suite.schema import Suite
 

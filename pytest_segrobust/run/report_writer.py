@@ -21,17 +21,14 @@ from typing import Any
 
 from pytest_segrobust.core.errors import SegRobustError
 from pytest_segrobust.gate.evidence import aggregate_changes
-from pytest_segrobust.gate.release import ModelOutcome, cell_level, family_size
+from pytest_segrobust.gate.release import cell_level, family_size
 from pytest_segrobust.pictures.values import GalleryTiles, RunPictures, WorstImages
 from pytest_segrobust.report import (
     FrameKept,
     GateSummary,
-    ModelDecision,
     ReleaseSummary,
     Report,
     ReportIncomplete,
-    RequirementDecision,
-    RequirementRow,
     SuiteReport,
     WorstEntry,
     build_report,
@@ -43,8 +40,9 @@ from pytest_segrobust.report.coverage import RunCoverage
 from pytest_segrobust.report.environment import run_environment
 from pytest_segrobust.report.html import write_html
 from pytest_segrobust.report.tables import row_name, worst_cell
+from pytest_segrobust.store.decisions import ModelOutcome, RequirementCheck
 from pytest_segrobust.store.records import CellRecord, Status
-from pytest_segrobust.suite.requirements import RequirementCheck, summarize, unmet_lines
+from pytest_segrobust.suite.requirements import summarize, unmet_lines
 from pytest_segrobust.suite.schema import Suite
 from pytest_segrobust.tasks import get_task
 from pytest_segrobust.text.cells import modality
@@ -285,25 +283,10 @@ def release_summaries(
         by_row = [r for row in dict.fromkeys(row_name(r) for r in cells) for r in cells if row_name(r) == row]
         unmet = [RequirementCheck.from_json(c) for r in by_row for c in r.requirements]
         unmet += [RequirementCheck.from_json(c) for o in mine for c in o["requirements"]]
-        rows = [
-            RequirementRow(
-                s.rule,
-                s.line,
-                s.number,
-                s.threshold,
-                s.at_least,
-                s.outcome,
-                dict(s.outcomes),
-                RequirementDecision.from_json(s.worst.to_json()),
-                s.confirmable,
-                RequirementDecision.from_json(s.closest.to_json()),
-            )
-            for s in summarize(checks)
-        ]
         statistical = suite is not None and suite.gate is not None
         summaries[name] = ReleaseSummary(
-            requirements=tuple(rows),
-            models=tuple(ModelDecision.from_json(o) for o in mine),
+            requirements=tuple(summarize(checks)),
+            models=tuple(ModelOutcome.from_json(o) for o in mine),
             basis="bootstrap" if statistical else "point",
             unmet=tuple(unmet_lines(unmet, shown_path(suite.path, root) if suite else "")),
         )

@@ -34,7 +34,6 @@ from pytest_segrobust.engine.result_cache import prune
 from pytest_segrobust.engine.runner import CellRunner, RemoteCellError, error_message
 from pytest_segrobust.gate.gatekeeper import CellFailure, Gatekeeper
 from pytest_segrobust.gate.outcomes import ModelChange, Outcome, PendingWrite
-from pytest_segrobust.gate.release import ModelOutcome
 from pytest_segrobust.pictures.values import RunPictures
 from pytest_segrobust.report import Report, RunVerdict, run_verdict
 from pytest_segrobust.report.coverage import RunCoverage, partial_report_path
@@ -47,6 +46,7 @@ from pytest_segrobust.run.selection import Selection
 from pytest_segrobust.runtime.options import Options
 from pytest_segrobust.runtime.progress import TerminalProgress
 from pytest_segrobust.store.baselines import CellKey
+from pytest_segrobust.store.decisions import ModelOutcome
 from pytest_segrobust.store.records import CellRecord, Status
 from pytest_segrobust.suite.schema import Suite, declared_name
 
@@ -598,6 +598,6 @@ def _outcome_properties(outcome: ModelOutcome) -> list[tuple[str, object]]:
     """A model's aggregates item as JUnit properties: its status, each aggregate margin and requirement."""
     properties: list[tuple[str, object]] = [("status", outcome.status)]
     for check in outcome.checks:
-        properties += [(str(check["metric"]), check["observed"]), (f"baseline {check['metric']}", check["baseline"])]
-        properties += [(f"margin {check['metric']}", check["margin"])]
+        properties += [(check.metric, check.observed), (f"baseline {check.metric}", check.baseline)]
+        properties += [(f"margin {check.metric}", check.margin)]
     return properties + _requirement_properties([c.to_json() for c in outcome.requirements])

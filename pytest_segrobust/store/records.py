@@ -42,7 +42,7 @@ class CellRecord:
     the dataset split of a natural-shift suite's cell. ``model_fingerprint`` and
     ``dataset_fingerprint`` identify what was measured (``None`` where they could not be taken);
     ``device`` is where the model said it ran. ``requirements`` holds the suite's requirements
-    decided for the cell (:class:`~pytest_segrobust.suite.requirements.RequirementCheck` as JSON).
+    decided for the cell (:class:`~pytest_segrobust.store.decisions.RequirementCheck` as JSON).
     ``cached`` says that its numbers were read from the result cache, not measured by this run
     (:mod:`pytest_segrobust.engine.result_cache`); they are gated all the same.
     """

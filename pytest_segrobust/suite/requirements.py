@@ -37,7 +37,8 @@ turns into a failure, a warning or a pass. Without a statistical gate, the point
 compared, and the report says so. mCE and rmCE compare two models, which the per-model bootstrap
 does not resample together: they are always compared by point value.
 
-This module is pure: it parses, resolves and decides; the session feeds it numbers.
+This module is pure: it parses, resolves and decides; the session feeds it numbers. Its decisions
+are values of :mod:`pytest_segrobust.store.decisions`, which records and the report carry.
 """
 
 from __future__ import annotations
@@ -54,6 +55,8 @@ import yaml
 
 from pytest_segrobust.core.errors import FieldError
 from pytest_segrobust.core.statistics import t_quantile
+from pytest_segrobust.core.wording import shown_number
+from pytest_segrobust.store.decisions import RequirementCheck, RuleSummary
 from pytest_segrobust.suite.yaml_loader import compose_yaml
 
 CELL_NUMBERS = ("score", "gamma_r", "gamma_a")
@@ -489,80 +492,6 @@ class Estimate:
         return spread * math.sqrt(self.images / (self.images - 1)) if self.images > 1 else spread
 
 
-@dataclass(frozen=True)
-class RequirementCheck:
-    """One requirement decided for one cell, class or model.
-
-    Attributes:
-        subject: What was measured: a cell's node id, or ``<model> aggregates``.
-        number: The number as shown (``gamma_r``, ``boundary_iou.gamma_r``, ``gamma_r of person``, ``mPC``).
-        rule: The dotted path of the rule in the suite (``require.gamma_r``).
-        line: The rule's line in the suite file.
-        threshold: The threshold.
-        at_least: ``True`` for a minimum, ``False`` for a maximum.
-        observed: The number's value.
-        low, high: Its one-sided confidence bounds (each at the suite's per-test level); ``None``
-            for a point comparison.
-        outcome: ``pass``, ``fail`` or ``inconclusive``.
-        confirmable: The threshold the number would be confirmed against with 80% power
-            (``observed -/+ (t + z_0.8) * se``); ``None`` for a point comparison.
-        images: Images (clips, samples) the bootstrap resampled; 0 for a point comparison.
-    """
-
-    subject: str
-    number: str
-    rule: str
-    line: int | None
-    threshold: float
-    at_least: bool
-    observed: float
-    low: float | None
-    high: float | None
-    outcome: str
-    confirmable: float | None = None
-    images: int = 0
-
-    @property
-    def basis(self) -> str:
-        return "point" if self.low is None else "bootstrap"
-
-    @property
-    def relation(self) -> str:
-        return "≥" if self.at_least else "≤"
-
-    def describe(self) -> str:
-        """``gamma_r 0.4120, bound [0.3900, 0.4300], requires ≥ 0.8000 (require.gamma_r)``."""
-        interval = "" if self.low is None else f", bounds [{shown_number(self.low)}, {shown_number(self.high)}]"
-        basis = "" if self.low is not None else " (point value: no statistical gate)"
-        return (
-            f"{self.number} {shown_number(self.observed)}{interval}, requires {self.relation} {shown_number(self.threshold)}{basis} "
-            f"({self.rule}{f', line {self.line}' if self.line else ''})"
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "subject": self.subject,
-            "number": self.number,
-            "rule": self.rule,
-            "line": self.line,
-            "threshold": self.threshold,
-            "at_least": self.at_least,
-            "observed": self.observed,
-            "low": self.low,
-            "high": self.high,
-            "outcome": self.outcome,
-            "confirmable": self.confirmable,
-            "images": self.images,
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> RequirementCheck:
-        expected = set(cls.__dataclass_fields__)
-        if set(data) != expected:
-            raise ValueError(f"a requirement check has fields {sorted(expected)}, got {sorted(data)}")
-        return cls(**data)
-
-
 def decide(
     subject: str, number: str, rule: Rule, estimate: Estimate, *, at_least: bool, tail: float | None
 ) -> RequirementCheck:
@@ -623,39 +552,6 @@ def robustness(
     return gamma_r, 1.0 - degradation / scale
 
 
-@dataclass(frozen=True)
-class RuleSummary:
-    """A requirement (one rule of the suite, for one number) over everything it was decided for.
-
-    Attributes:
-        rule, line, number, threshold, at_least: The requirement.
-        outcomes: How many decisions ended ``pass``, ``fail``, ``inconclusive``.
-        worst: The decision with the least room on the threshold's side (the furthest beyond it
-            where any misses it): the one a reviewer of a failure looks at.
-        closest: The decision nearest the threshold, on either side; the worst where every one clears it.
-        confirmable: The strictest threshold every decision would confirm at 80% power (the
-            loosest of theirs); ``None`` for point comparisons.
-    """
-
-    rule: str
-    line: int | None
-    number: str
-    threshold: float
-    at_least: bool
-    outcomes: Mapping[str, int]
-    worst: RequirementCheck
-    closest: RequirementCheck
-    confirmable: float | None
-
-    @property
-    def outcome(self) -> str:
-        return "fail" if self.outcomes.get("fail") else "inconclusive" if self.outcomes.get("inconclusive") else "pass"
-
-    @property
-    def decisions(self) -> int:
-        return sum(self.outcomes.values())
-
-
 def summarize(checks: Iterable[RequirementCheck]) -> list[RuleSummary]:
     """One :class:`RuleSummary` per rule and number, in the order they first appear."""
     groups: dict[tuple[str, str], list[RequirementCheck]] = {}
@@ -685,8 +581,8 @@ def summarize(checks: Iterable[RequirementCheck]) -> list[RuleSummary]:
                 first.at_least,
                 outcomes,
                 min(members, key=slack),
-                min(members, key=lambda c: abs(slack(c))),
                 confirmable,
+                closest=min(members, key=lambda c: abs(slack(c))),
             )
         )
     return out
@@ -708,13 +604,3 @@ def unmet_lines(checks: Iterable[RequirementCheck], suite_file: str) -> list[str
             f"(worst: {c.subject}: {c.number} {shown_number(c.observed)}{bounds})"
         )
     return lines
-
-
-def shown_number(value: float | None) -> str:
-    """A number as messages show it: 4 decimals, ``-`` for none, never ``-0.0000``."""
-    if value is None:
-        return "-"
-    if not math.isfinite(value):
-        return str(value)
-    text = f"{value:.4f}"
-    return "0.0000" if text == "-0.0000" else text

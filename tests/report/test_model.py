@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import json
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -13,24 +15,20 @@ import torch
 from pytest_segrobust.core.statistics import Change
 from pytest_segrobust.corruptions import REGISTRY
 from pytest_segrobust.engine.suite_pictures import describe_frames
-from pytest_segrobust.gate.release import ModelOutcome
-from pytest_segrobust.gate.verdict import GatedNumber, PairedCheck
+from pytest_segrobust.gate.verdict import GatedNumber, decide_paired
 from pytest_segrobust.pictures.values import ImageLoss, WorstImages
 from pytest_segrobust.report import (
     AggregateChange,
-    AggregateCheck,
     FrameKept,
-    ModelDecision,
     ReleaseSummary,
-    RequirementDecision,
-    RequirementRow,
     SuiteReport,
     WorstEntry,
     build_report,
     render_markdown,
     tables,
 )
-from pytest_segrobust.suite.requirements import RequirementCheck
+from pytest_segrobust.store import decisions
+from pytest_segrobust.store.decisions import ModelOutcome, PairedCheck, RequirementCheck, RuleSummary
 from tests.report.test_report import SCORES_A, cells
 
 
@@ -45,21 +43,24 @@ def requirement(subject: str = "m aggregates", observed: float = 41.5) -> Requir
     )
 
 
-def outcome_json() -> dict[str, Any]:
+def model_outcome() -> ModelOutcome:
     change = Change(-0.004, np.linspace(-0.01, 0.002, 50), 16)
-    check = PairedCheck.decide(GatedNumber("rPC", 0.52, 0.524), change, 0.01, 0.95)
-    checks = [dataclasses.asdict(check) | {"regressed": check.regressed, "improved": check.improved}]
-    outcome = ModelOutcome("s.yaml::m::aggregates", "s", "m", "passed", [requirement()], checks, ["a note"], None, 2)
-    return outcome.to_json()
+    check = decide_paired(GatedNumber("rPC", 0.52, 0.524), change, 0.01, 0.95)
+    return ModelOutcome("s.yaml::m::aggregates", "s", "m", "passed", (requirement(),), (check,), ("a note",), None, 2)
 
 
-def test_a_models_decision_is_typed_and_writes_the_gates_json_key_for_key() -> None:
+def outcome_json() -> dict[str, Any]:
+    return model_outcome().to_json()
+
+
+def test_a_models_outcome_is_read_back_from_its_json_as_it_was_and_writes_it_key_for_key() -> None:
     data = outcome_json()
-    decision = ModelDecision.from_json(data)
-    assert dataclasses.is_dataclass(decision) and decision.model == "m" and decision.status == "passed"
+    decision = ModelOutcome.from_json(data)
+    assert decision == model_outcome() and decision.model == "m" and decision.status == "passed"
+    assert list(data) == ["format", *(f.name for f in dataclasses.fields(ModelOutcome))]
     (check,) = decision.checks
-    assert isinstance(check, AggregateCheck) and check.metric == "rPC" and check.outcome in ("pass", "inconclusive")
-    assert decision.requirements == (RequirementDecision.from_json(requirement().to_json()),)
+    assert isinstance(check, PairedCheck) and check.metric == "rPC" and check.outcome in ("pass", "inconclusive")
+    assert decision.requirements == (requirement(),)
     assert decision.requirements[0].subject == "m aggregates" and decision.notes == ("a note",)
     same_json(decision.to_json(), data)
     with pytest.raises(dataclasses.FrozenInstanceError):
@@ -72,18 +73,19 @@ def test_a_models_decision_is_typed_and_writes_the_gates_json_key_for_key() -> N
 def test_a_producer_that_changes_its_fields_is_refused_by_name() -> None:
     data = outcome_json()
     with pytest.raises(ValueError, match=r"missing \['measured_here'\], unknown \['cluster'\]"):
-        ModelDecision.from_json({k: v for k, v in data.items() if k != "measured_here"} | {"cluster": 3})
-    with pytest.raises(ValueError, match=r"an aggregate check has fields .*unknown \['units_per_image'\]"):
-        ModelDecision.from_json(data | {"checks": [data["checks"][0] | {"units_per_image": 7}]})
+        ModelOutcome.from_json({k: v for k, v in data.items() if k != "measured_here"} | {"cluster": 3})
+    with pytest.raises(ValueError, match=r"a paired check has fields .*unknown \['units_per_image'\]"):
+        ModelOutcome.from_json(data | {"checks": [data["checks"][0] | {"units_per_image": 7}]})
     with pytest.raises(ValueError, match=r"an aggregate change .*missing \['cells'\]"):
         AggregateChange.from_json({"model": "m", "number": "mPC", "change": 0.1, "low": 0.0, "high": 0.2})
 
 
 def test_a_requirement_rows_worst_decision_is_the_requirement_check_itself() -> None:
-    worst = RequirementDecision.from_json(requirement("s.yaml::m::fog::3", 39.0).to_json())
-    row = RequirementRow("require.gamma_r", 12, "mPC", 40.0, True, "fail", {"fail": 1, "pass": 2}, worst, None)
+    worst = requirement("s.yaml::m::fog::3", 39.0)
+    row = RuleSummary("require.gamma_r", 12, "mPC", 40.0, True, {"fail": 1, "pass": 2}, worst, None)
     data = row.to_json()
-    assert list(data) == [f.name for f in dataclasses.fields(RequirementRow)]
+    assert list(data) == ["rule", "line", "number", "threshold", "at_least", "outcome", "outcomes", "worst", "confirmable", "closest"]
+    assert data["outcome"] == "fail"
     same_json(data["worst"], requirement("s.yaml::m::fog::3", 39.0).to_json())
     (shown,) = tables.release_criteria({"s": SuiteReport("s", release=ReleaseSummary((row,), (), "bootstrap"))}).rows
     assert shown[3] == "3 decisions; closest: s.yaml::m::fog::3" and shown[5] == "[40.50, 42.50]"
@@ -150,11 +152,38 @@ def test_worst_entries_are_made_once_from_the_measured_images_and_write_their_su
     assert f"| a | gaussian_noise s5 | 0.250 | img/3{said} | 81.00 | 12.50 | -68.50 |" in markdown
 
 
-def test_the_reports_copies_of_the_gates_decisions_name_the_same_fields_in_the_same_order() -> None:
-    # The report imports nothing of the gate, so it declares these leaves itself: a field the gate
-    # adds (as the resampling unit was) must be added here too, or every report fails to build.
-    gate_check = [field.name for field in dataclasses.fields(PairedCheck)] + ["regressed", "improved"]
-    assert [field.name for field in dataclasses.fields(AggregateCheck)] == gate_check
-    assert [field.name for field in dataclasses.fields(RequirementDecision)] == [
-        field.name for field in dataclasses.fields(RequirementCheck)
+def _dataclass_fields(source: str) -> dict[str, list[str]]:
+    """Each module-level ``@dataclass`` class of a module's source by name: its fields as written, in their order."""
+    if "dataclass" not in source:
+        return {}
+    found = {}
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.ClassDef) and any("dataclass" in ast.unparse(d) for d in node.decorator_list):
+            found[node.name] = [
+                item.target.id
+                for item in node.body
+                if isinstance(item, ast.AnnAssign)
+                and isinstance(item.target, ast.Name)
+                and "ClassVar" not in ast.unparse(item.annotation)
+            ]
+    return found
+
+
+def test_the_decisions_have_one_definition_that_no_other_dataclass_copies() -> None:
+    # The gate, the release criteria and the report once each declared these values, and a field
+    # the gate added (the resampling unit) had to be added to the report's copy by hand, or every
+    # report failed to build. A dataclass elsewhere in the package with every field of one of them
+    # is such a copy: read, import or extend the one in store/decisions.py instead.
+    package = Path(decisions.__file__).parents[1]
+    home = Path(decisions.__file__)
+    originals = _dataclass_fields(home.read_text(encoding="utf-8"))
+    assert {"RequirementCheck", "RuleSummary", "PairedCheck", "ModelOutcome"} <= set(originals)
+    copies = [
+        f"{path.relative_to(package)}::{name} has every field of {original}"
+        for path in sorted(package.rglob("*.py"))
+        if path != home
+        for name, fields in _dataclass_fields(path.read_text(encoding="utf-8")).items()
+        for original, wanted in originals.items()
+        if set(wanted) <= set(fields)
     ]
+    assert copies == []

@@ -10,9 +10,7 @@ import pytest
 import torch
 
 from pytest_segrobust.report import (
-    AggregateCheck,
     GateSummary,
-    ModelDecision,
     ReleaseSummary,
     SuiteReport,
     build_report,
@@ -24,6 +22,7 @@ from pytest_segrobust.report import (
 )
 from pytest_segrobust.report.environment import describe_device, run_environment
 from pytest_segrobust.report.model import RunEnvironment
+from pytest_segrobust.store.decisions import ModelOutcome, PairedCheck
 from pytest_segrobust.store.records import CellRecord
 from tests.report.test_report import SCORES_A, cells
 
@@ -243,9 +242,8 @@ def test_a_zero_margin_never_shows_as_minus_zero_and_one_cell_is_singular() -> N
     from pytest_segrobust.run.baseline_writes import replaced_sidecar
 
     check = {"metric": "rPC", "observed": 0.5, "baseline": 0.5, "low": 0.0, "high": 0.0, "margin": 0.0}
-    aggregate = AggregateCheck(**check, outcome="inconclusive", images=4, images_to_decide=None, detectable=None,
-                               higher_is_better=True, unit="image", regressed=False, improved=False)  # fmt: skip
-    decision = ModelDecision(1, "s.yaml::a::aggregates", "s", "a", "inconclusive", (), (aggregate,), (), None, 0)
+    aggregate = PairedCheck(**check, outcome="inconclusive", images=4)
+    decision = ModelOutcome("s.yaml::a::aggregates", "s", "a", "inconclusive", checks=(aggregate,))
     release = ReleaseSummary(requirements=(), models=(decision,), basis="bootstrap")
     (row,) = tables.model_gates({"s": SuiteReport("s", release=release)}).rows
     assert row[6:8] == ("[0.0000, 0.0000]", "0.0000")

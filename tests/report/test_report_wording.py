@@ -9,12 +9,8 @@ from typing import Any
 
 from pytest_segrobust.gate.verdict import Criteria, Observation, Status, judge
 from pytest_segrobust.report import (
-    AggregateCheck,
     GateSummary,
-    ModelDecision,
     ReleaseSummary,
-    RequirementDecision,
-    RequirementRow,
     RunVerdict,
     SuiteReport,
     build_report,
@@ -24,8 +20,9 @@ from pytest_segrobust.report import (
 )
 from pytest_segrobust.report.coverage import RunCoverage, headline
 from pytest_segrobust.store.baselines import CellKey
+from pytest_segrobust.store.decisions import ModelOutcome, PairedCheck, RequirementCheck, RuleSummary
 from pytest_segrobust.store.records import CellRecord
-from pytest_segrobust.suite.requirements import RequirementCheck, summarize
+from pytest_segrobust.suite.requirements import summarize
 from tests.report.test_report import SCORES_A, cells
 
 NOISE = CellKey("demo", "m", "gaussian_noise", 3)
@@ -49,8 +46,8 @@ def test_counts_of_errors_take_their_plural() -> None:
 
 
 def test_the_aggregate_gate_shows_margins_as_the_suite_declares_them() -> None:
-    aggregate = AggregateCheck("rPC", 0.5, 0.52, 0.02, -0.03, -0.01, "pass", 12, None, None, True, "clip", False, False)
-    decision = ModelDecision(1, "s.yaml::a::aggregates", "s", "a", "passed", (), (aggregate,), (), None, 0)
+    aggregate = PairedCheck("rPC", 0.5, 0.52, 0.02, -0.03, -0.01, "pass", 12, None, None, True, "clip")
+    decision = ModelOutcome("s.yaml::a::aggregates", "s", "a", "passed", checks=(aggregate,))
     release = ReleaseSummary(requirements=(), models=(decision,), basis="bootstrap")
     (row,) = tables.model_gates({"s": SuiteReport("s", release=release)}).rows
     assert row[7] == "0.0200"
@@ -67,12 +64,9 @@ def test_the_release_table_shows_the_closest_decision_and_names_a_worse_one() ->
         decision("s.yaml::m::snow[1]", 55.0, 54.0, 56.0, "pass"),
     ]
     (summary,) = summarize(checks)
-    assert summary.worst.subject == "s.yaml::m::fog[5]" and summary.closest.subject == "s.yaml::m::fog[1]"
-    row = RequirementRow(
-        summary.rule, summary.line, summary.number, summary.threshold, summary.at_least, summary.outcome,
-        dict(summary.outcomes), RequirementDecision.from_json(summary.worst.to_json()), summary.confirmable,
-        RequirementDecision.from_json(summary.closest.to_json()),
-    )  # fmt: skip
+    assert summary.worst.subject == "s.yaml::m::fog[5]"
+    assert summary.closest is not None and summary.closest.subject == "s.yaml::m::fog[1]"
+    row = summary  # the report shows the release criteria's own summary
     (shown,) = tables.release_criteria({"s": SuiteReport("s", release=ReleaseSummary((row,), (), "bootstrap"))}).rows
     assert shown[3] == "3 decisions; closest: s.yaml::m::fog[1]; worst: s.yaml::m::fog[5] (30.00)"
     assert shown[4:6] == ("41.00", "[40.20, 41.80]")
@@ -80,11 +74,10 @@ def test_the_release_table_shows_the_closest_decision_and_names_a_worse_one() ->
 
 
 def test_a_passing_require_says_it_held_and_an_unmet_one_says_where() -> None:
-    row = RequirementRow("require.mpc", 7, "mPC", 40.0, True, "pass", {"pass": 3},
-                         RequirementDecision.from_json(decision("m", 41.0, 40.2, 41.8, "pass").to_json()), None)  # fmt: skip
+    row = RuleSummary("require.mpc", 7, "mPC", 40.0, True, {"pass": 3}, decision("m", 41.0, 40.2, 41.8, "pass"), None)
     held = build_report(cells("a", 80.0, SCORES_A), {}).with_suite("s", release=ReleaseSummary((row,), (), "bootstrap"))
     assert release_lines(held) == ["suite s: require: held: 1 requirement met (3 decisions)"]
-    unmet = ReleaseSummary((dataclasses.replace(row, outcome="fail"),), (), "bootstrap", ("s.yaml:7: unmet",))
+    unmet = ReleaseSummary((dataclasses.replace(row, outcomes={"fail": 3}),), (), "bootstrap", ("s.yaml:7: unmet",))
     assert release_lines(held.with_suite("s", release=unmet)) == ["s.yaml:7: unmet"]
 
 
