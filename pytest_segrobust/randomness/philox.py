@@ -40,6 +40,9 @@ Derived draws, and how exact they are across devices:
   computed in float64, where vendors' libraries differ by at most an ulp or two (~1e-15 relative),
   then rounded to float32: the results agree to the last float32 bit except where that
   rounding falls on a tie of float64 noise, a difference of 1 float32 ulp at most;
+* :func:`exact_normal`: :func:`normal`'s pairs from the same words in float32 steps that are
+  exact or correctly rounded (no library transcendental function): the same bits on every
+  device, within 3 float32 ulps of :func:`normal`;
 * :func:`poisson`: inversion of the CDF for rates up to :data:`POISSON_INVERSION_LIMIT`
   (exact given the uniforms, up to the float64 rounding of the CDF's terms: a count can
   differ across devices only where a uniform lies within a few float64 ulps of a CDF step;
@@ -111,8 +114,6 @@ _GUIDE_BINS = 2**10
 _NUMPY_DTYPES = {torch.int64: np.int64, torch.int32: np.int32, torch.float32: np.float32, torch.float64: np.float64}
 # A word's angle in the Box-Muller transform is the word times this (2 pi 2^-32, a float64).
 _ANGLE_PER_WORD = 2.0 * math.pi * 2.0**-32
-
-
 
 
 def philox4x32(counter: torch.Tensor, key: torch.Tensor, rounds: int = ROUNDS) -> torch.Tensor:
@@ -975,7 +976,9 @@ def _cdf_tables(rates: torch.Tensor, pmf: torch.Tensor, cdf: torch.Tensor) -> tu
     return torch.cat([values, closing], dim=1), torch.cat([labels, torch.full_like(closing, -1.0)], dim=1)
 
 
-def exact_normal(seeds: Sequence[int], shape: Sequence[int], device: torch.device | str, stream: int = 0) -> torch.Tensor:
+def exact_normal(
+    seeds: Sequence[int], shape: Sequence[int], device: torch.device | str, stream: int = 0
+) -> torch.Tensor:
     """:func:`normal`'s Box-Muller pairs from the same words, in float32 steps only: the same bits everywhere.
 
     Pair ``p`` (words ``2 p`` and ``2 p + 1`` of the stream, cosine values first, then sine

@@ -39,7 +39,9 @@ def test_compiled_sums_are_shift_sums_bit_for_bit(border: Border, size: int, ang
 def test_a_trail_wider_than_its_reach_sums_alike() -> None:
     pixels = image(5)
     taps = Fn.motion_trail_taps(20, 15.0, -30.0, *SHAPE[1:])
-    assert torch.equal(filters.compiled_shift_sum(pixels, taps, Border.NEAREST), Fn.shift_sum(pixels, taps, Border.NEAREST))
+    assert torch.equal(
+        filters.compiled_shift_sum(pixels, taps, Border.NEAREST), Fn.shift_sum(pixels, taps, Border.NEAREST)
+    )
 
 
 def test_only_float32_cpu_images_without_a_graph_are_compiled() -> None:
