@@ -19,6 +19,8 @@ import math
 import numba
 import numpy as np
 
+from pytest_segrobust.randomness.normal_constants import EXACT_ANGLE_CONSTANTS, EXACT_LOG_CONSTANTS
+
 _M0 = np.uint64(0xD2511F53)
 _M1 = np.uint64(0xCD9E8D57)
 _W0 = np.uint32(0x9E3779B9)
@@ -108,3 +110,51 @@ def round_into(
     for i in range(x.shape[0]):
         x_out[i] = np.float32(x[i])
         y_out[i] = np.float32(y[i])
+
+
+# :func:`pytest_segrobust.randomness.philox.exact_normal`'s transform, compiled: float32 IEEE
+# steps only (integer bit arithmetic, +, -, *, / and sqrt, no library log, cos or sin), each
+# written in the order of the tensor path's operations, so the same bits. Its constants are
+# the tensor path's, frozen into the loop by numba.
+
+_F = np.float32
+_TWO, _A3, _A5, _A7, _A9, _LN2_HEAD, _LN2_TAIL, _MINUS_TWO = (_F(c) for c in EXACT_LOG_CONSTANTS)
+_STEP, _S3, _S5, _S7, _S9, _C2, _C4, _C6, _C8, _C10 = (_F(c) for c in EXACT_ANGLE_CONSTANTS)
+# v / 2^e > sqrt 2 exactly when v > floor(sqrt(2) 2^e): for e <= 33 no integer lies between
+# sqrt(2) 2^e and its float64, so the float64 comparison gives the integer one
+# (tests/randomness check it against EXACT_FOLDS).
+_SQRT2 = math.sqrt(2.0)
+
+
+@numba.njit(inline="always")
+def _radius(word: int) -> float:  # pragma: no cover - compiled
+    # sqrt(-2 log u), u = (word + 1) 2^-32 = (1 + f) 2^(e - 32) with 1 + f in (1/sqrt 2, sqrt 2].
+    v = np.int64(word) + 1
+    wide = np.float64(v)
+    e = np.int64(wide.view(np.uint64) >> np.uint64(52)) - 1023
+    e += np.int64(wide > _SQRT2 * np.float64(np.int64(1) << e))
+    f = _F(v - (np.int64(1) << e)) * np.uint32((127 - e) << 23).view(np.float32)
+    s = f / (f + _TWO)
+    z = s * s
+    log1p = s * _TWO + s * z * (z * (z * (z * _A9 + _A7) + _A5) + _A3)
+    k = _F(e - 32)
+    return np.sqrt((k * _LN2_HEAD + (k * _LN2_TAIL + log1p)) * _MINUS_TWO)
+
+
+@numba.njit("void(uint32[::1], float32[::1], float32[::1])", cache=True, nogil=True, error_model="numpy")
+def exact_box_muller(words: np.ndarray, cosines: np.ndarray, sines: np.ndarray) -> None:  # pragma: no cover - compiled
+    """Pair ``p`` of ``words`` (words ``2 p`` and ``2 p + 1``) into ``cosines[p]`` and ``sines[p]``."""
+    for p in range(cosines.shape[0]):
+        r = _radius(words[2 * p])
+        w = np.int64(words[2 * p + 1])
+        octant = w >> 29
+        rho = w & 0x1FFFFFFF
+        t = _F((1 << 29) - rho if (octant & 1) != 0 else rho) * _STEP
+        z = t * t
+        sine = t + t * z * (z * (z * (z * _S9 + _S7) + _S5) + _S3)
+        cosine = z * (z * (z * (z * (z * _C10 + _C8) + _C6) + _C4) + _C2) + _F(1.0)
+        swap = ((octant + 1) & 2) != 0
+        c = sine if swap else cosine
+        s = cosine if swap else sine
+        cosines[p] = r * (-c if ((octant + 2) & 4) != 0 else c)
+        sines[p] = r * (-s if (octant & 4) != 0 else s)

@@ -168,6 +168,16 @@ class SampleStreams:
         """
         return philox.normal(self.seeds, tuple(shape), self.device, self._take()).to(dtype)
 
+    def exact_normal(self, shape: Sequence[int], dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        """Standard normal per sample from float32 steps alone, the same bits on every device
+        (:func:`~pytest_segrobust.randomness.philox.exact_normal`, one draw); within 3 float32 ulps of
+        what :meth:`normal` draws from the same stream.
+
+        Shape:
+            return: ``(B, *shape)``, ``dtype``.
+        """
+        return philox.exact_normal(self.seeds, tuple(shape), self.device, self._take()).to(dtype)
+
     def integers(self, low: int, high: int, shape: Sequence[int]) -> torch.Tensor:
         """Integers uniform on ``[low, high)`` per sample.
 
