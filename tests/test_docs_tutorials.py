@@ -67,7 +67,7 @@ for _module in sorted({m for page in _pages() for m in FACTORY.findall(page.read
 
 def test_every_task_has_a_tutorial_that_records_then_passes() -> None:
     read = {page.stem: read_tutorial(page.read_text(encoding="utf-8")) for page in _pages()}
-    wanted = {"semantic", "instance", "panoptic", "referring", "natural-shift", "vos", "rvos", "avs"}
+    wanted = {"semantic", "instance", "panoptic", "referring", "natural-shift", "vos", "rvos", "avs", "promptable"}
     assert wanted <= set(read)
     for name in wanted:
         shown = [line for command in read[name].commands for line in command.shown]
