@@ -79,7 +79,7 @@ def test_the_plugin_blames_the_dataset_entry_not_the_first_model(project: pytest
     result = run(project, "--segrobust", "-k", "labels")
     result.assert_outcomes(failed=4)
     expected = (
-        "*/suites/labels.yaml: field 'dataset': evaluating clean: bands-4-32x32-0: sample bands/2: ground truth "
+        "*suites/labels.yaml: field 'dataset': evaluating clean: bands-4-32x32-0: sample bands/2: ground truth "
         f"holds class id 9, outside 0..{len(CLASS_NAMES) - 1}*"
     )
     result.stdout.fnmatch_lines([expected])

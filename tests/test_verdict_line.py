@@ -122,7 +122,7 @@ class HangsAfterTwoCells(RedBinner):
 def hangs_after_two_cells():
     return HangsAfterTwoCells()
 """
-PATIENCE = 30.0  # seconds from Ctrl-C to the end of the run before the test gives up (and kills it)
+PATIENCE = 60.0  # seconds (a loaded 2-core machine needs more than 30) from Ctrl-C to the end of the run before the test gives up (and kills it)
 
 
 def test_ctrl_c_ends_a_run_whose_end_would_wait_on_a_hanging_model(project: pytest.Pytester) -> None:
