@@ -110,7 +110,7 @@ def load_transformers(
     if task == "promptable":
         from pytest_segrobust.models.transformers_promptable import load_promptable
 
-        return load_promptable(transformers, checkpoint, config, local, device)
+        return load_promptable(transformers, checkpoint, config, local, device, _load)
     family = _family(checkpoint, config, task)
     processor = _load(checkpoint, "image processor", lambda: _image_processor(transformers, checkpoint, local))
     auto = transformers.AutoModelForSemanticSegmentation if family == "semantic" else transformers.AutoModelForUniversalSegmentation

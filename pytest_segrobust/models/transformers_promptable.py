@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -39,7 +39,12 @@ PROMPT_ARGUMENTS = ("input_points", "input_labels", "input_boxes")
 
 
 def load_promptable(
-    transformers: Any, checkpoint: str, config: Any, local: bool, device: torch.device
+    transformers: Any,
+    checkpoint: str,
+    config: Any,
+    local: bool,
+    device: torch.device,
+    load: Callable[[str, str, Any], Any],
 ) -> TransformersPromptable:
     """A SAM-family checkpoint (model and processor) as a promptable model on ``device``.
 
@@ -49,6 +54,9 @@ def load_promptable(
         config: Its config (``AutoConfig``), whose ``model_type`` picks the model class.
         local: Read local files only.
         device: Where the model runs.
+        load: ``load(checkpoint, what, read)``: ``read()``, with transformers' errors as a
+            :class:`SegRobustError` naming the checkpoint and ``what`` was read (the other
+            checkpoints' rule, :func:`~pytest_segrobust.models.transformers.load_transformers`).
 
     Raises:
         SegRobustError: naming the checkpoint, when its model is not a mask-generation model or
@@ -56,15 +64,13 @@ def load_promptable(
     """
     from transformers.models.auto.modeling_auto import MODEL_FOR_MASK_GENERATION_MAPPING_NAMES
 
-    from pytest_segrobust.models.transformers import _load
-
     model_type = getattr(config, "model_type", "")
     if model_type not in MODEL_FOR_MASK_GENERATION_MAPPING_NAMES:
         raise SegRobustError(
             f"transformers model {checkpoint}: model type {model_type!r} is not a promptable (mask-generation) model; "
             f"supported: {', '.join(sorted(MODEL_FOR_MASK_GENERATION_MAPPING_NAMES))}"
         )
-    processor = _load(checkpoint, "processor", lambda: _processor(transformers, checkpoint, local))
+    processor = load(checkpoint, "processor", lambda: _processor(transformers, checkpoint, local))
     accepted = inspect.signature(type(processor).__call__).parameters
     missing = [name for name in PROMPT_ARGUMENTS if name not in accepted]
     if missing or not hasattr(processor, "post_process_masks"):
@@ -74,7 +80,7 @@ def load_promptable(
             "model needs a SAM-style processor (input_points, input_labels, input_boxes, post_process_masks)"
         )
     model_class = getattr(transformers, MODEL_FOR_MASK_GENERATION_MAPPING_NAMES[model_type])
-    network = _load(checkpoint, "model", lambda: model_class.from_pretrained(checkpoint, local_files_only=local))
+    network = load(checkpoint, "model", lambda: model_class.from_pretrained(checkpoint, local_files_only=local))
     return TransformersPromptable(network, processor, device, transformers.__version__)
 
 
