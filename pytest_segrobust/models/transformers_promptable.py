@@ -27,11 +27,11 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import numpy as np
 import torch
 
 from pytest_segrobust.core.errors import SegRobustError
 from pytest_segrobust.core.prompts import PromptSet
+from pytest_segrobust.models.promptable_functions import image_array
 from pytest_segrobust.models.torch_module import module_fingerprint, require_finite
 
 # What a processor's __call__ must accept for the adapter to speak its language.
@@ -92,15 +92,6 @@ def _processor(transformers: Any, checkpoint: str, local: bool) -> Any:
         except (TypeError, ValueError):  # a processor without a PIL backend (SAM 2's is torch-only)
             pass
     return transformers.AutoProcessor.from_pretrained(checkpoint, local_files_only=local)
-
-
-def image_array(image: torch.Tensor) -> np.ndarray:
-    """An image in ``[0, 1]`` as the ``uint8`` array a processor is given (rounded, as a saved image would be).
-
-    Shape:
-        image: ``(3, H, W)``; return: ``(H, W, 3)``.
-    """
-    return (image.detach().float().clamp(0, 1) * 255).round().to(torch.uint8).permute(1, 2, 0).cpu().numpy()
 
 
 def prompt_arguments(prompt: PromptSet) -> dict[str, Any]:
