@@ -154,10 +154,10 @@ class TransformersPromptable:
         output = self.network(image_embeddings=embeddings, multimask_output=True, **prompt)
         logits = output.pred_masks.float()
         require_finite(logits, "mask logits")
-        sizes = [inputs["original_sizes"]]
+        sizes = {"original_sizes": inputs["original_sizes"].cpu()}
         if "reshaped_input_sizes" in inputs:  # SAM's processor pads after resizing; SAM 2's does not
-            sizes.append(inputs["reshaped_input_sizes"])
-        masks = self.processor.post_process_masks(logits.cpu(), *[s.cpu() for s in sizes], binarize=False)
+            sizes["reshaped_input_sizes"] = inputs["reshaped_input_sizes"].cpu()
+        masks = self.processor.post_process_masks(logits.cpu(), **sizes, binarize=False)
         return masks[0][0].float(), output.iou_scores[0, 0].float().cpu()
 
     def fingerprint(self) -> str:
