@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -9,15 +10,18 @@ import numpy as np
 import pytest
 import torch
 
-from pytest_segrobust.core.errors import ModelOutputError, SuiteError
+from pytest_segrobust.core.errors import BaselineError, ModelOutputError, SuiteError
 from pytest_segrobust.core.prompts import PromptedInstances
 from pytest_segrobust.core.types import InstanceTarget
 from pytest_segrobust.data.base import Sample
 from pytest_segrobust.data.prompt_protocol import StandardProtocol, StandardProtocolSettings, innermost_pixel
 from pytest_segrobust.engine.evaluation import EvalSettings, evaluate
 from pytest_segrobust.engine.plan import Plan
+from pytest_segrobust.engine.workbench import Workbench
 from pytest_segrobust.metrics.base import MetricContext
 from pytest_segrobust.metrics.promptable import PromptableMIoU
+from pytest_segrobust.runtime.options import Options
+from pytest_segrobust.store.baselines import BaselineFile, CellKey, write_baseline
 from pytest_segrobust.suite.schema import load_suite
 from pytest_segrobust.tasks import get_task
 from pytest_segrobust.tasks.promptable import PromptableTask, asked_sets
@@ -190,3 +194,20 @@ def test_a_suite_declares_its_protocol_and_the_plan_binds_it(tmp_path: Path) -> 
 def test_a_bad_protocol_names_the_file_and_field(tmp_path: Path, prompts: str, field: str) -> None:
     with pytest.raises(SuiteError, match=rf"p\.yaml: field '{field}'"):
         load_suite(_suite(tmp_path, prompts))
+
+
+def test_a_baseline_records_the_prompt_protocol_and_refuses_a_run_under_another(tmp_path: Path) -> None:
+    options = Options(True, False, tmp_path, tmp_path, tmp_path / "report.md")
+    clean = CellKey("p", "m", "clean", 0)
+    one_click = load_suite(_suite(tmp_path, "prompts: {points: {count: 1, where: center}, box: tight}\n"))
+    conditions = Workbench(options).conditions(one_click)
+    path = tmp_path / "baselines" / "p.json"
+    write_baseline(path, "p", conditions, [(clean, {"score": 90.0})], False)
+    protocol = {"protocol": "standard", "version": "1", "options": {"clicks": 1, "where": "center", "box": True}}
+    assert json.loads(path.read_text())["conditions"]["task_setting"] == {"prompts": protocol}
+    assert BaselineFile(path).lookup(clean, conditions) == {"score": 90.0}
+    two_clicks = load_suite(_suite(tmp_path, "prompts: {points: {count: 2, where: center}, box: tight}\n"))
+    with pytest.raises(BaselineError, match="recorded under other conditions") as error:
+        BaselineFile(path).lookup(clean, Workbench(options).conditions(two_clicks))
+    assert "task_setting: baseline {'prompts': " in str(error.value) and "'clicks': 2" in str(error.value)
+    assert "--segrobust-update-baselines" in str(error.value)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
 import torch
@@ -74,6 +74,14 @@ class PromptProtocol(ABC):
     @abstractmethod
     def prompts(self, instances: InstanceTarget, sample_id: str, seed: int) -> InstancePrompts:
         """The prompts of one image's instances (crowd regions are left out)."""
+
+    def options(self) -> dict[str, Any]:
+        """The protocol's options as JSON values; by default its :meth:`describe` line."""
+        return {"described": self.describe()}
+
+    def record(self) -> dict[str, Any]:
+        """The protocol as a baseline records it: ``{"protocol": name, "version": v, "options": {...}}``."""
+        return {"protocol": self.name, "version": self.version, "options": self.options()}
 
 
 PROMPT_PROTOCOLS: NamedRegistry[type[PromptProtocol]] = NamedRegistry(
@@ -136,6 +144,9 @@ class StandardProtocol(PromptProtocol):
     @property
     def kinds(self) -> tuple[str, ...]:
         return (*((POINTS,) if self.settings.clicks else ()), *((BOX,) if self.settings.box else ()))
+
+    def options(self) -> dict[str, Any]:
+        return asdict(self.settings)
 
     def describe(self) -> str:
         s = self.settings

@@ -173,6 +173,7 @@ class Workbench:
                 seed=suite.seed,
                 limit=suite.limit,
                 dataset=dataset,
+                task_setting=self.plan(suite).task.recorded_setting,
                 severity_tables={
                     name: tuple(corruption.table.describe()) for name, corruption in self.plan(suite).cells.items()
                 },

@@ -41,6 +41,7 @@ _BUILTINS = (
     "pytest_segrobust.models.torch_module",
     "pytest_segrobust.models.video",
     "pytest_segrobust.models.audio_visual",
+    "pytest_segrobust.models.promptable_functions",
 )
 
 

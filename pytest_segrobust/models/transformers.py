@@ -11,7 +11,8 @@
 Per-pixel models (``AutoModelForSemanticSegmentation``: SegFormer, UperNet, DPT, BEiT,
 MobileViT, ...) serve semantic suites; mask-classification models (Mask2Former, MaskFormer)
 serve semantic, instance and panoptic suites through their image processor's
-``post_process_*_segmentation``. OneFormer is refused: it needs a task prompt from its
+``post_process_*_segmentation``; SAM-family models serve promptable suites
+(:mod:`pytest_segrobust.models.transformers_promptable`). OneFormer is refused: it needs a task prompt from its
 processor's tokenizer.
 
 Images are prepared in torch, batched, on the model's device, as the checkpoint's image
@@ -57,7 +58,7 @@ REQUIRES = (TRANSFORMERS,)
 """What ``transformers: dir`` models need installed; a suite with one is checked when it is loaded."""
 # Mask-classification models whose image processors post-process all three tasks.
 _UNIVERSAL = ("mask2former", "maskformer")
-_TASKS = ("semantic", "instance", "panoptic")
+_TASKS = ("semantic", "instance", "panoptic", "promptable")
 # Instance post-processing keeps every query with a mask: AP ranks by score, a cut only loses recall.
 _INSTANCE_THRESHOLD = 0.0
 # Panoptic post-processing keeps transformers' defaults: query score, mask probability, overlap.
@@ -80,7 +81,8 @@ def load_transformers(
     Args:
         checkpoint: A directory written by ``save_pretrained`` (model and image processor),
             relative to the working directory; with ``allow_download``, also a hub id.
-        task: The suite's task: ``semantic``, ``instance`` or ``panoptic``.
+        task: The suite's task: ``semantic``, ``instance``, ``panoptic`` or ``promptable`` (SAM-family
+            checkpoints, :mod:`pytest_segrobust.models.transformers_promptable`).
         device: Where the model runs.
         class_names: The dataset's classes, which the model's labels are matched to.
         label_map: Model label -> dataset class name, for labels whose names differ.
@@ -105,6 +107,10 @@ def load_transformers(
         )
     local = not allow_download
     config = _load(checkpoint, "config", lambda: transformers.AutoConfig.from_pretrained(checkpoint, local_files_only=local))
+    if task == "promptable":
+        from pytest_segrobust.models.transformers_promptable import load_promptable
+
+        return load_promptable(transformers, checkpoint, config, local, device, _load)
     family = _family(checkpoint, config, task)
     processor = _load(checkpoint, "image processor", lambda: _image_processor(transformers, checkpoint, local))
     auto = transformers.AutoModelForSemanticSegmentation if family == "semantic" else transformers.AutoModelForUniversalSegmentation

@@ -102,6 +102,9 @@ class Conditions:
         limit: Images evaluated (``None``: the whole dataset).
         dataset: The dataset's fingerprint.
         severity_tables: Each corruption's five parameter rows, as text.
+        task_setting: What the suite binds its task to that moves its numbers, as JSON values
+            (a promptable suite's prompt protocol: name, version and options); empty for a
+            task that binds nothing, and then not written.
     """
 
     task: str
@@ -113,9 +116,10 @@ class Conditions:
     severity_tables: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     metrics: tuple[str, ...] = ()
     splits: tuple[str, ...] = ()
+    task_setting: Mapping[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        optional = {"metrics": list(self.metrics), "splits": list(self.splits)}
+        optional = {"metrics": list(self.metrics), "splits": list(self.splits), "task_setting": dict(self.task_setting)}
         return {
             "task": self.task,
             "metric": self.metric,
@@ -156,6 +160,9 @@ class Conditions:
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                 raise BaselineError(f"{where}: conditions.{name}: expected a list of names, got {value!r}")
             names[name] = tuple(value)
+        setting = data.get("task_setting", {})
+        if not isinstance(setting, dict):
+            raise BaselineError(f"{where}: conditions.task_setting: expected a mapping, got {setting!r}")
         return cls(
             task=data["task"],
             metric=data["metric"],
@@ -164,6 +171,7 @@ class Conditions:
             limit=limit,
             dataset=data["dataset"],
             severity_tables={name: tuple(rows) for name, rows in tables.items()},
+            task_setting=setting,
             **names,
         )
 
@@ -171,7 +179,7 @@ class Conditions:
         """``field: baseline X, this run Y`` for each condition shared by all cells that differs."""
         return [
             f"{name}: baseline {getattr(stored, name)!r}, this run {getattr(self, name)!r}"
-            for name in ("task", "metric", "metrics", "splits", "preset", "seed", "limit", "dataset")
+            for name in ("task", "metric", "metrics", "splits", "preset", "seed", "limit", "dataset", "task_setting")
             if getattr(stored, name) != getattr(self, name)
         ]
 

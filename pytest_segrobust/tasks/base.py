@@ -215,6 +215,12 @@ class Task(ABC):
         key of a cached clean result."""
         return ""
 
+    @property
+    def recorded_setting(self) -> dict[str, Any]:
+        """What :meth:`for_suite` bound that changes a result, as JSON values a baseline's conditions
+        record (``{}``: nothing): a run under another setting is not compared with them."""
+        return {}
+
     def collate(self, samples: Sequence[Sample], positions: Sequence[int], dataset: SegmentationDataset,
                 device: torch.device) -> dict[str, Field]:
         """The batch of ``samples`` on ``device``: images in ``[0, 1]``, their index and the task's targets.

@@ -83,6 +83,11 @@ class PromptableTask(Task):
     def setting(self) -> str:
         return f"{self.protocol.describe()}; seed {self.seed}"
 
+    @property
+    def recorded_setting(self) -> dict[str, Any]:
+        """The prompt protocol (the seed is a condition of every suite already)."""
+        return {"prompts": self.protocol.record()}
+
     def targets(self, samples: Sequence[Sample], dataset: SegmentationDataset, device: torch.device) -> dict[str, Field]:
         prompted = []
         for sample in samples:
