@@ -66,7 +66,7 @@ def test_a_bare_preset_means_all_its_corruptions(tmp_path: Path) -> None:
         ("corruptions: [rotate]\ntolerance: {gama_r: 1}", "tolerance.gama_r", "unknown field"),
         ("corruptions: [rotate]\nmetric: map", "metric", "metric 'map' reads InstanceMasks, which task semantic does not provide"),
         ("corruptions: [rotate]\ntask: instance\nmetric: miou", "metric", "reads SemanticMask, which task instance does not"),
-        ("corruptions: [rotate]\ntask: depth", "task", "expected one of avs, instance, panoptic, referring, rvos, semantic, vos, got 'depth'"),
+        ("corruptions: [rotate]\ntask: depth", "task", "expected one of avs, instance, panoptic, promptable, referring, rvos, semantic, vos, got 'depth'"),
         ("corruptions: [rotate]\nmetrics: [miou, dice]", "metrics[1]", "unknown metric 'dice'; known: avs_f, avs_miou, boundary_iou, map, miou, pq"),
         ("corruptions: [rotate]\nmetrics: [miou, miou]", "metrics[1]", "metric 'miou' is listed twice"),
         ("corruptions: [rotate]\nmetrics: []", "metrics", "expected a non-empty list of metric names"),

@@ -125,6 +125,12 @@ def hangs_after_two_cells():
 PATIENCE = 60.0  # seconds (a loaded 2-core machine needs more than 30) from Ctrl-C to the end of the run before the test gives up (and kills it)
 
 
+def _as_a_foreground_job() -> None:
+    """In the child before it runs: Ctrl-C's default action, unblocked, as a shell's foreground job has."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
+
+
 def test_ctrl_c_ends_a_run_whose_end_would_wait_on_a_hanging_model(project: pytest.Pytester) -> None:
     project.makepyfile(hanging_model=HANGING_MODEL)
     (project.path / "suites" / "bands.yaml").write_text(
@@ -136,7 +142,14 @@ def test_ctrl_c_ends_a_run_whose_end_would_wait_on_a_hanging_model(project: pyte
     # With the report's figures: its worst images are what runs the model at the end of the run.
     command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--segrobust-update-baselines"]
     # Its own process group, as a terminal's foreground job: Ctrl-C reaches every process in it.
-    with subprocess.Popen(command, cwd=project.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True) as child:
+    # What this process would hand down (a CI run failed here after other tests had run in the same
+    # xdist worker, never alone): said if the run does not end. The child starts as a shell starts a
+    # foreground job, with Ctrl-C's default action and unblocked, whatever this process inherited.
+    handed_down = f"SIGINT here: {signal.getsignal(signal.SIGINT)}, blocked: {signal.pthread_sigmask(signal.SIG_BLOCK, [])}"
+    with subprocess.Popen(
+        command, cwd=project.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+        preexec_fn=_as_a_foreground_job, env={**os.environ, "PYTHONUNBUFFERED": "1"},  # all it printed, if it hangs
+    ) as child:
         try:
             deadline = time.monotonic() + 120
             while not (project.path / "hanging").exists():
@@ -144,7 +157,12 @@ def test_ctrl_c_ends_a_run_whose_end_would_wait_on_a_hanging_model(project: pyte
                 time.sleep(0.1)
             os.killpg(child.pid, signal.SIGINT)
             interrupted = time.monotonic()
-            output, _ = child.communicate(timeout=PATIENCE)
+            try:
+                output, _ = child.communicate(timeout=PATIENCE)
+            except subprocess.TimeoutExpired:
+                os.killpg(child.pid, signal.SIGKILL)
+                output, _ = child.communicate()
+                pytest.fail(f"the run did not end {PATIENCE:.0f} s after Ctrl-C ({handed_down}):\n{output.decode()}")
         finally:
             if child.poll() is None:
                 os.killpg(child.pid, signal.SIGKILL)

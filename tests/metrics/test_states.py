@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from pytest_segrobust.core.extras import unmet
+from pytest_segrobust.core.prompts import FOREGROUND, InstancePrompts, PromptedInstances
 from pytest_segrobust.core.types import (
     Batch,
     Field,
@@ -74,6 +75,23 @@ def panoptic_example() -> tuple[Any, Batch]:
     return [predicted], {"panoptic": PanopticMap((target,))}
 
 
+def promptable_example() -> tuple[Any, Batch]:
+    masks = torch.stack([labels() == 1, labels() == 2])
+    target = InstancePrompts(
+        masks,
+        torch.tensor([[[2.0, 3.0]], [[5.0, 6.0]]]),
+        torch.full((2, 1), FOREGROUND),
+        torch.tensor([[0.0, 0.0, 8.0, 8.0], [1.0, 1.0, 7.0, 7.0]]),
+        torch.ones(2, dtype=torch.bool),
+        torch.ones(2, dtype=torch.bool),
+        masks.flatten(1).sum(dim=1),
+        "points,box",
+    )
+    sets = target.prompt_sets()
+    predicted = torch.stack([masks[s.instance].roll(1, dims=1) for s in sets])  # one mask per prompt set
+    return [predicted], {"prompted": PromptedInstances((target,), 8, 8)}
+
+
 # One batch per ground-truth type: a metric reading a new type needs its example here.
 EXAMPLES: dict[type[Field], Callable[[], tuple[Any, Batch]]] = {
     SemanticMask: semantic_example,
@@ -81,6 +99,7 @@ EXAMPLES: dict[type[Field], Callable[[], tuple[Any, Batch]]] = {
     VideoMasks: video_example,
     InstanceMasks: instance_example,
     PanopticMap: panoptic_example,
+    PromptedInstances: promptable_example,
 }
 BUILT_IN = [metric.name for metric in METRICS]
 
