@@ -408,6 +408,14 @@ class AffineCorruption(GeometricCorruption[Params]):
         return {name: kernels.warp_affine(field, matrices, coords) for name, field in batch.items()}
 
 
+def _clip_names(batch: Batch, rows: list[int] | None, unnamed: str) -> str:
+    """The ids of the batch's clips ``rows`` (all where None), from its SampleIndex; ``unnamed`` without one."""
+    index = next((f for f in batch.values() if isinstance(f, SampleIndex)), None)
+    if index is None:
+        return unnamed
+    return ", ".join(index.sample_ids if rows is None else [index.sample_ids[row] for row in rows])
+
+
 class TemporalCorruption(Corruption[Params]):
     """Reorders or repeats frames; every field with a time axis follows (:func:`kernels.reorder`).
 
@@ -439,8 +447,7 @@ class TemporalCorruption(Corruption[Params]):
         frames = frames_of(batch)
         assert frames is not None  # a Video field has frames
         if frames < 2:
-            index = next((f for f in batch.values() if isinstance(f, SampleIndex)), None)
-            clips = ", ".join(index.sample_ids) if index is not None else "of the batch"
+            clips = _clip_names(batch, None, "of the batch")
             raise DatasetError(
                 f"{self.name}: clips {clips} have {frames} frame; a temporal perturbation reorders 2 or more, so "
                 "it cannot change them (leave clips of one frame out of the dataset of a suite with temporal cells)"
@@ -458,9 +465,8 @@ class TemporalCorruption(Corruption[Params]):
         still = (order == order[:, :1]).all(dim=1)
         if not bool(still.any()):
             return
-        index = next((f for f in batch.values() if isinstance(f, SampleIndex)), None)
         rows = still.nonzero().flatten().tolist()
-        clips = ", ".join(index.sample_ids[row] for row in rows) if index is not None else f"{len(rows)} clips"
+        clips = _clip_names(batch, rows, f"{len(rows)} clips")
         frames = order.shape[1]
         raise DatasetError(
             f"{self.name}[{severity}] leaves clip(s) {clips} ({frames} frames) with 1 distinct frame: a still "
