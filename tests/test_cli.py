@@ -5,8 +5,8 @@ import itertools
 import pytest
 
 from pytest_segrobust.cli import main
-from pytest_segrobust.suite.catalogue import family_of
 from pytest_segrobust.corruptions import DEFAULT_PRESET, PRESETS, Modality
+from pytest_segrobust.suite.catalogue import family_of
 
 
 def test_list_prints_every_corruption_with_category_and_five_rows(capsys: pytest.CaptureFixture[str]) -> None:

@@ -41,7 +41,6 @@ class _Broken(MetaPathFinder):
     def find_spec(self, name: str, path: object = None, target: ModuleType | None = None) -> None:
         if name == "transformers":
             raise RuntimeError(BROKEN)
-        return None
 
 
 def test_a_transformers_model_names_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:

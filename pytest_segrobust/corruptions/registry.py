@@ -17,7 +17,17 @@ from typing import Any
 
 from pytest_segrobust.core.errors import UnknownCorruptionError
 from pytest_segrobust.core.wording import did_you_mean
-from pytest_segrobust.corruptions import acoustic, blur, compression, digital, geometric, noise, prompts, temporal, weather
+from pytest_segrobust.corruptions import (
+    acoustic,
+    blur,
+    compression,
+    digital,
+    geometric,
+    noise,
+    prompts,
+    temporal,
+    weather,
+)
 from pytest_segrobust.corruptions.base import Corruption
 from pytest_segrobust.corruptions.composition import SEPARATOR, Composition
 

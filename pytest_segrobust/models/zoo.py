@@ -162,7 +162,7 @@ def smp_model(
 def _import(module: str, package: str) -> ModuleType:
     try:
         return importlib.import_module(module)
-    except Exception as exc:  # noqa: BLE001 - a broken install raises more than ImportError (torchvision::nms)
+    except Exception as exc:  # a broken install raises more than ImportError (torchvision::nms)
         if isinstance(exc, ModuleNotFoundError) and not installed(package):
             raise SegRobustError(f"{package} is not installed: pip install {package.replace('_', '-')}") from exc
         fix = torchvision_mismatch(exc) or "install a build that matches your torch"
@@ -182,7 +182,7 @@ def _load(network: torch.nn.Module, weights: str | Path) -> None:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except FileNotFoundError as exc:
         raise SegRobustError(f"{path}: no such weights file") from exc
-    except Exception as exc:  # noqa: BLE001 - torch.load's errors vary with the file
+    except Exception as exc:  # torch.load's errors vary with the file
         raise SegRobustError(f"{path}: not a state dict torch can load: {type(exc).__name__}: {exc}") from exc
     if isinstance(state, Mapping) and "state_dict" in state and isinstance(state["state_dict"], Mapping):
         state = state["state_dict"]  # a training checkpoint

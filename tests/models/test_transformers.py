@@ -20,11 +20,11 @@ from tests.fakes import CLASS_NAMES, band_scenes
 transformers = pytest.importorskip("transformers", reason="Hugging Face checkpoints need the transformers extra")
 pytest.importorskip("scipy", reason="Mask2Former and MaskFormer need scipy (the transformers extra)")
 
-from transformers.models.mask2former.image_processing_pil_mask2former import Mask2FormerImageProcessorPil  # noqa: E402
-from transformers.models.maskformer.image_processing_pil_maskformer import MaskFormerImageProcessorPil  # noqa: E402
-from transformers.models.segformer.image_processing_pil_segformer import SegformerImageProcessorPil  # noqa: E402
+from transformers.models.mask2former.image_processing_pil_mask2former import Mask2FormerImageProcessorPil
+from transformers.models.maskformer.image_processing_pil_maskformer import MaskFormerImageProcessorPil
+from transformers.models.segformer.image_processing_pil_segformer import SegformerImageProcessorPil
 
-from pytest_segrobust.models.transformers import Preprocessing, load_transformers  # noqa: E402
+from pytest_segrobust.models.transformers import Preprocessing, load_transformers
 
 CPU = torch.device("cpu")
 
