@@ -63,6 +63,26 @@ class PromptSet:
 
 
 @dataclass(frozen=True)
+class FramePrompt:
+    """The prompts that start one object of a clip (promptable video object segmentation).
+
+    A video task whose reference is prompts rather than masks gives each object one
+    :class:`PromptSet` (its clicks and/or its box together, ``kind`` naming them, e.g.
+    ``"points,box"``) at the first frame the object is shown in, after a temporal perturbation
+    reordered the frames and a geometric one moved the prompts.
+
+    Attributes:
+        object_id: The object's id in the clip's ground truth (what the model returns for it).
+        frame: The index of the frame the prompts are given in (in the clip as the model sees it).
+        prompt: The clicks and box, in pixels of that frame.
+    """
+
+    object_id: int
+    frame: int
+    prompt: PromptSet
+
+
+@dataclass(frozen=True)
 class InstancePrompts:
     """One image's prompted instances.
 

@@ -1,6 +1,6 @@
 """Video models: object segmentation given the first masks (offline or online) and referring video segmentation.
 
-Three protocols, fixed so that the tasks (:mod:`pytest_segrobust.tasks.vos`,
+Four protocols, fixed so that the tasks (:mod:`pytest_segrobust.tasks.vos`,
 :mod:`pytest_segrobust.tasks.rvos`), the demo model and a user's model agree:
 
 * :class:`VideoObjectModel` (``task = "vos"``, offline): ``predict(clips, reference)`` sees a
@@ -8,6 +8,8 @@ Three protocols, fixed so that the tasks (:mod:`pytest_segrobust.tasks.vos`,
 * :class:`OnlineVideoObjectModel` (``task = "vos"``, trackers): ``start(frame, reference)``
   opens a clip, ``step(frame, reference)`` takes each later frame and returns its ids; the
   task drives it frame by frame, clip by clip, so its state is per clip.
+* :class:`PromptableVideoObjectModel` (``task = "vos"`` with a prompt reference, SAM 2 style):
+  ``predict(clips, prompts)`` gets each object's clicks and/or box at the first frame it is shown in.
 * :class:`ReferringVideoModel` (``task = "rvos"``): ``predict(clips, texts)`` returns a mask
   (bool, or float logits thresholded at 0) per frame of the object each expression names.
 
@@ -35,6 +37,7 @@ import numpy as np
 import torch
 
 from pytest_segrobust.core.errors import ModelOutputError
+from pytest_segrobust.core.prompts import FramePrompt
 from pytest_segrobust.models.adapters import register_adapter
 from pytest_segrobust.models.torch_module import _TorchModuleAdapter, module_fingerprint, require_finite
 
@@ -43,6 +46,7 @@ __all__ = [
     "ArrayReferringVideoModel",
     "ArrayVideoObjectModel",
     "OnlineVideoObjectModel",
+    "PromptableVideoObjectModel",
     "ReferringVideoModel",
     "TorchModuleOnlineVideoObjectSegmenter",
     "TorchModuleReferringVideoSegmenter",
@@ -93,6 +97,32 @@ class OnlineVideoObjectModel(Protocol):
 
         Shape:
             frame: ``(3, H, W)``; reference: ``(H, W)``, int64; return: ``(H, W)``, integer ids.
+        """
+        ...
+
+    def fingerprint(self) -> str:
+        """A string that changes whenever the model's behaviour may change (weights, config)."""
+        ...
+
+
+@runtime_checkable
+class PromptableVideoObjectModel(Protocol):
+    """Promptable video object segmentation (SAM 2 style): objects started by clicks or a box, offline.
+
+    ``prompts[b]`` holds clip ``b``'s objects, each a
+    :class:`~pytest_segrobust.core.prompts.FramePrompt`: its id, the frame it is first shown in,
+    and its prompts in pixels of that frame. An object whose prompts all left the frame is not passed.
+    """
+
+    device: torch.device
+
+    def predict(self, clips: torch.Tensor, prompts: Sequence[Sequence[FramePrompt]]) -> torch.Tensor:
+        """Segment every frame of each clip into the objects its prompts start.
+
+        Shape:
+            clips: ``(B, T, 3, H, W)``, float in ``[0, 1]``; return: ``(B, T, H, W)``, integer
+            object ids (0 background; an object's id is its ``FramePrompt.object_id``), or float
+            scores ``(B, T, K, H, W)`` as :func:`ids_of` reads them.
         """
         ...
 
