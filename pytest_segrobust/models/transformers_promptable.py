@@ -70,7 +70,7 @@ def load_promptable(
             f"transformers model {checkpoint}: model type {model_type!r} is not a promptable (mask-generation) model; "
             f"supported: {', '.join(sorted(MODEL_FOR_MASK_GENERATION_MAPPING_NAMES))}"
         )
-    processor = load(checkpoint, "processor", lambda: _processor(transformers, checkpoint, local))
+    processor = load(checkpoint, "processor", lambda: load_processor(transformers, checkpoint, local))
     accepted = inspect.signature(type(processor).__call__).parameters
     missing = [name for name in PROMPT_ARGUMENTS if name not in accepted]
     if missing or not hasattr(processor, "post_process_masks"):
@@ -84,14 +84,23 @@ def load_promptable(
     return TransformersPromptable(network, processor, device, transformers.__version__)
 
 
-def _processor(transformers: Any, checkpoint: str, local: bool) -> Any:
-    """The checkpoint's processor, on the PIL/numpy backend where transformers offers a choice (the fast one imports torchvision)."""
+def load_processor(transformers: Any, checkpoint: str, local: bool) -> Any:
+    """The checkpoint's processor, on the PIL/numpy backend where transformers offers a choice (the fast one
+    imports torchvision); for a SAM 2 checkpoint whose processor needs a torchvision that cannot be imported,
+    :class:`~pytest_segrobust.models.sam2_processing.Sam2Processing` read from the checkpoint folder."""
     if int(transformers.__version__.split(".")[0]) >= 5:
         try:
             return transformers.AutoProcessor.from_pretrained(checkpoint, backend="pil", local_files_only=local)
-        except (TypeError, ValueError):  # a processor without a PIL backend (SAM 2's is torch-only)
+        except (TypeError, ValueError, ImportError):  # a processor without a PIL backend (SAM 2's is torch-only)
             pass
-    return transformers.AutoProcessor.from_pretrained(checkpoint, local_files_only=local)
+    try:
+        return transformers.AutoProcessor.from_pretrained(checkpoint, local_files_only=local)
+    except (ImportError, ValueError, RuntimeError) as exc:
+        if "torchvision" not in str(exc):
+            raise
+        from pytest_segrobust.models.sam2_processing import Sam2Processing
+
+        return Sam2Processing.from_checkpoint(checkpoint)
 
 
 def prompt_arguments(prompt: PromptSet) -> dict[str, Any]:
@@ -162,15 +171,13 @@ class TransformersPromptable:
 
     def fingerprint(self) -> str:
         """Digest of the weights, the model's config, the processor's settings and the adapter."""
-        config = {k: v for k, v in self.network.config.to_dict().items() if k != "_name_or_path"}
-        processor = (
-            json.dumps(self.processor.to_dict(), sort_keys=True, default=str)
-            if hasattr(self.processor, "to_dict")
-            else ""
-        )
-        return module_fingerprint(
-            self.network,
-            f"{type(self).__name__} transformers {self.version}",
-            json.dumps(config, sort_keys=True, default=str),
-            processor,
-        )
+        return checkpoint_fingerprint(self, self.network, self.processor, self.version)
+
+
+def checkpoint_fingerprint(adapter: object, network: torch.nn.Module, processor: Any, version: str) -> str:
+    """Digest of a SAM-family adapter's weights, model config, processor settings, class and transformers version."""
+    config = {k: v for k, v in network.config.to_dict().items() if k != "_name_or_path"}
+    settings = json.dumps(processor.to_dict(), sort_keys=True, default=str) if hasattr(processor, "to_dict") else ""
+    return module_fingerprint(
+        network, f"{type(adapter).__name__} transformers {version}", json.dumps(config, sort_keys=True, default=str), settings
+    )
