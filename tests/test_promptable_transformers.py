@@ -20,6 +20,7 @@ from pytest_segrobust.data.prompt_protocol import StandardProtocol, StandardProt
 from pytest_segrobust.engine.evaluation import EvalSettings, evaluate
 from pytest_segrobust.models.transformers import load_transformers
 from pytest_segrobust.tasks.promptable import PromptableTask
+from tests.models.test_sam2_processing import SAM2_PIXELS, SAM2_PROCESSOR
 
 # One click at the centre and the tight box: both prompt kinds, one request each per instance.
 PROTOCOL = StandardProtocol(StandardProtocolSettings(1, "center", True))
@@ -70,27 +71,6 @@ def tiny_sam(path: Path) -> Path:
     model_class(config).save_pretrained(path)
     processor_class(image_processor).save_pretrained(path)
     return path
-
-
-# What ``save_pretrained`` writes for ``Sam2Processor(Sam2ImageProcessor(size=64, mask_size=16))`` (transformers 5),
-# written by hand where that processor cannot be built because torchvision cannot be imported.
-SAM2_PIXELS = {
-    "do_convert_rgb": True,
-    "do_normalize": True,
-    "do_rescale": True,
-    "do_resize": True,
-    "image_mean": [0.485, 0.456, 0.406],
-    "image_std": [0.229, 0.224, 0.225],
-    "resample": 2,
-    "rescale_factor": 1 / 255,
-    "size": {"height": 64, "width": 64},
-}
-SAM2_PROCESSOR = {
-    "image_processor": {**SAM2_PIXELS, "image_processor_type": "Sam2ImageProcessor", "mask_size": {"height": 16, "width": 16}},
-    "point_pad_value": -10,
-    "processor_class": "Sam2Processor",
-    "target_size": 64,
-}
 
 
 def sam2_vision_config(fpn_hidden_size: int) -> dict[str, Any]:

@@ -17,9 +17,8 @@ from pytest_segrobust.core.errors import SegRobustError
 from pytest_segrobust.core.prompts import FramePrompt, PromptSet
 from pytest_segrobust.models.transformers import load_transformers
 from pytest_segrobust.models.video import PromptableVideoObjectModel
+from tests.models.test_sam2_processing import SAM2_PIXELS, SAM2_PROCESSOR
 from tests.test_promptable_transformers import (
-    SAM2_PIXELS,
-    SAM2_PROCESSOR,
     _classes,
     bilinear,
     sam2_vision_config,
