@@ -18,6 +18,11 @@ padded with another's); the image is encoded once and its embeddings reused for 
 The three multimask candidates come back with their ``iou_scores``, at the input size through
 the processor's ``post_process_masks`` (logits, not binarised): the task takes the best-scoring
 candidate and thresholds it at 0, the processor's own ``mask_threshold``.
+
+SAM 2's processors are built on transformers' torchvision backend: where torchvision cannot be
+imported, a SAM 2 checkpoint's inputs are prepared by
+:class:`~pytest_segrobust.models.sam2_processing.Sam2Processing` from the settings saved in its
+folder, as the processor would prepare them.
 """
 
 from __future__ import annotations
