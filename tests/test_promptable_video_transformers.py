@@ -147,7 +147,7 @@ def test_a_sam2_video_checkpoint_segments_a_clip_as_a_hand_written_session_does(
 
 def test_an_image_checkpoint_is_refused_for_a_vos_suite(tmp_path: Path) -> None:
     path = tiny_sam2(tmp_path / "sam2")
-    with pytest.raises(SegRobustError, match=r"sam2.*model type 'sam2' is not a promptable video model; .*sam2_video"):
+    with pytest.raises(SegRobustError, match=r"sam2.*model type 'sam2' is not a promptable video model \(for a vos suite\); supported: .*sam2_video"):
         load_transformers(
             str(path), task="vos", device=torch.device("cpu"), class_names=(), label_map=None, allow_download=False
         )

@@ -41,7 +41,12 @@ from pytest_segrobust.core.errors import SegRobustError
 from pytest_segrobust.core.prompts import FramePrompt
 from pytest_segrobust.models.promptable_functions import image_array
 from pytest_segrobust.models.torch_module import require_finite
-from pytest_segrobust.models.transformers_promptable import checkpoint_fingerprint, load_processor, prompt_arguments
+from pytest_segrobust.models.transformers_promptable import (
+    CheckpointAdapter,
+    class_of,
+    load_processor,
+    prompt_arguments,
+)
 
 VIDEO_MODELS = ("sam2_video", "edgetam_video")
 """The ``model_type`` values read as promptable video models (their processor is ``Sam2VideoProcessor``)."""
@@ -55,43 +60,25 @@ def load_promptable_video(
     device: torch.device,
     load: Callable[[str, str, Any], Any],
 ) -> TransformersPromptableVideo:
-    """A SAM 2 video checkpoint (model and processor) as a promptable video object model on ``device``.
-
-    Args:
-        transformers: The imported ``transformers`` package.
-        checkpoint: The checkpoint directory (or, where downloads are allowed, a hub id).
-        config: Its config (``AutoConfig``), whose ``model_type`` picks the model class.
-        local: Read local files only.
-        device: Where the model runs.
-        load: ``load(checkpoint, what, read)``, as for :func:`~pytest_segrobust.models.transformers_promptable.load_promptable`.
+    """A SAM 2 video checkpoint (model and processor) as a promptable video object model on ``device``; the
+    arguments are :func:`~pytest_segrobust.models.transformers_promptable.load_promptable`'s.
 
     Raises:
         SegRobustError: naming the checkpoint, when its model is not a promptable video model.
     """
     from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
 
-    model_type = getattr(config, "model_type", "")
-    if model_type not in VIDEO_MODELS:
-        raise SegRobustError(
-            f"transformers model {checkpoint}: model type {model_type!r} is not a promptable video model; a vos "
-            f"suite reads {', '.join(VIDEO_MODELS)} checkpoints"
-        )
+    classes = {model_type: MODEL_MAPPING_NAMES[model_type] for model_type in VIDEO_MODELS if model_type in MODEL_MAPPING_NAMES}
+    model_class = class_of(transformers, checkpoint, config, classes, "a promptable video model (for a vos suite)")
     processor = load(checkpoint, "processor", lambda: load_processor(transformers, checkpoint, local))
-    model_class = getattr(transformers, MODEL_MAPPING_NAMES[model_type])
     network = load(checkpoint, "model", lambda: model_class.from_pretrained(checkpoint, local_files_only=local))
     return TransformersPromptableVideo(network, processor, device, transformers.__version__)
 
 
-class TransformersPromptableVideo:
+class TransformersPromptableVideo(CheckpointAdapter):
     """A SAM 2 video model and its processor as a :class:`~pytest_segrobust.models.video.PromptableVideoObjectModel`."""
 
     task = "vos"
-
-    def __init__(self, network: torch.nn.Module, processor: Any, device: torch.device | str, version: str) -> None:
-        self.device = torch.device(device)
-        self.network = network.to(self.device).eval()
-        self.processor = processor
-        self.version = version
 
     @torch.inference_mode()
     def predict(self, clips: torch.Tensor, prompts: Sequence[Sequence[FramePrompt]]) -> torch.Tensor:
@@ -149,7 +136,3 @@ class TransformersPromptableVideo:
             for k, object_id in enumerate(output.object_ids):
                 logits[t, position[int(object_id)]] = resized[k, 0].to(self.device)
         return logits
-
-    def fingerprint(self) -> str:
-        """Digest of the weights, the model's config, the processor's settings and the adapter."""
-        return checkpoint_fingerprint(self, self.network, self.processor, self.version)
