@@ -143,6 +143,8 @@ def test_a_sam2_video_checkpoint_segments_a_clip_as_a_hand_written_session_does(
     assert torch.equal(ids[0], by_hand(checkpoint, clip, objects))
     assert not (ids[0, 0] == 5).any()  # object 5 is started at frame 1: frame 0 has no mask of it
     assert {0, 3, 5} <= set(ids.unique().tolist())  # random weights: neither nothing nor everything
+    with pytest.raises(SegRobustError, match="starts objects from prompts, not masks: give the vos suite a prompt reference"):
+        model.predict(clip[None], torch.zeros(1, FRAMES, SIDE, SIDE, dtype=torch.int64))  # type: ignore[arg-type]
 
 
 def test_an_image_checkpoint_is_refused_for_a_vos_suite(tmp_path: Path) -> None:

@@ -86,7 +86,15 @@ class TransformersPromptableVideo(CheckpointAdapter):
 
         Shape:
             clips: ``(B, T, 3, H, W)`` in ``[0, 1]``; return: ``(B, T, H, W)`` int64.
+
+        Raises:
+            SegRobustError: when given reference masks instead of prompts (a vos suite whose reference is masks).
         """
+        if isinstance(prompts, torch.Tensor):
+            raise SegRobustError(
+                "a SAM 2 video model starts objects from prompts, not masks: give the vos suite a prompt reference "
+                "(reference: {points: ..., box: ...})"
+            )
         return torch.stack([self.clip_ids(clip, objects) for clip, objects in zip(clips, prompts)])
 
     def clip_ids(self, clip: torch.Tensor, objects: Sequence[FramePrompt]) -> torch.Tensor:
