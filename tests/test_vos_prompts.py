@@ -289,3 +289,18 @@ def test_a_prompt_reference_suite_records_passes_and_catches_a_worse_model(pytes
     result = run(pytester, "--segrobust", cell)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*task_setting: baseline*"])
+
+
+def test_a_dynamic_cell_moves_each_frames_prompts_with_it() -> None:
+    from pytest_segrobust.corruptions.dynamic import DynamicMixture, DynamicMode
+
+    dataset = ClipScenes(count=3, frames=6)
+    batch = collated(VideoObjectTask(RANDOM), dataset, range(3))
+    mixture = DynamicMixture([REGISTRY.get("rotate"), REGISTRY.get("translate")], DynamicMode(levels=(5,)))
+    moved = corrupted(batch, mixture, 5)
+    truth, prompts = field_of(moved, VideoMasks), field_of(moved, ClipPrompts)
+    assert torch.equal(prompts.masks, truth.data) and not torch.equal(truth.data, field_of(batch, VideoMasks).data)
+    for b, started_here in enumerate(frame_prompts(truth, prompts)):
+        for started in started_here:
+            for x, y in started.prompt.points.long().tolist():
+                assert int(truth.data[b, started.frame, y, x]) == started.object_id
