@@ -243,3 +243,11 @@ def test_an_image_task_reads_and_collates_the_annotation_it_declares() -> None:
     assert Outlines.target_types == (SemanticMask,)
     batch = Outlines().collate([_annotated("target", (4, 5))], [0], _Named(), torch.device("cpu"))
     assert {name: type(value) for name, value in batch.items()} == dict(Outlines.collates)
+
+    class OutlinesAndDepth(Outlines):
+        annotation = Outlines.annotation
+        reads = ("image", "target", "depth")
+
+    # What the task declares itself stands; the rest follows from the annotation.
+    assert OutlinesAndDepth.reads == ("image", "target", "depth")
+    assert OutlinesAndDepth.target_types == (SemanticMask,)

@@ -2,9 +2,10 @@
 
 A task declares the fields of a sample it reads (:attr:`Task.reads`, names in
 :attr:`Sample.fields <pytest_segrobust.data.base.Sample.fields>`) and the typed fields it
-collates them into (:attr:`Task.collates`, :mod:`pytest_segrobust.core.types`), says which model
-protocol its models follow, validates what a model returned (in one place), and names its
-default metrics. Suites name a task; the engine looks it up in
+collates them into (:attr:`Task.collates`, :mod:`pytest_segrobust.core.types`), or, an image
+task scored against one annotation of each sample, that annotation (:class:`ImageAnnotation`),
+which both follow from; says which model protocol its models follow, validates what a model
+returned (in one place), and names its default metrics. Suites name a task; the engine looks it up in
 :data:`pytest_segrobust.tasks.TASKS` and never branches on it. A task of a new modality
 (clips, audio, a plugin's own field type) is one module: it reads its fields with
 :meth:`Task.read`, overrides :meth:`Task.collate` where its samples have no image, and says
@@ -180,7 +181,8 @@ class Task(ABC):
         resampling_unit: What the statistical gate's bootstrap draws (``image``, ``clip``), and
             what its degrees of freedom and sample-size hints count.
         annotation: The one annotation of each sample an image task scores against, where it has
-            one: :attr:`reads`, :attr:`collates` and :attr:`target_types` follow from it.
+            one: :attr:`reads`, :attr:`collates` and :attr:`target_types` follow from it, unless
+            the task declares them itself.
         groups_samples: Several samples share one unit (a referring task's expressions of one
             image, an R-VOS task's of one clip): each sample names its unit
             (:attr:`Sample.unit <pytest_segrobust.data.base.Sample.unit>`), metrics keep it per
@@ -204,10 +206,16 @@ class Task(ABC):
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         annotation = vars(cls).get("annotation")
-        if annotation is not None:
-            cls.reads = ("image", annotation.source)
-            cls.collates = {**Task.collates, annotation.field: annotation.kind}
-            cls.target_types = (annotation.kind,)
+        if annotation is None:
+            return
+        implied = {
+            "reads": ("image", annotation.source),
+            "collates": {**Task.collates, annotation.field: annotation.kind},
+            "target_types": (annotation.kind,),
+        }
+        for name, value in implied.items():
+            if name not in vars(cls):  # a task that reads or collates more says so itself
+                setattr(cls, name, value)
 
     def suite_names(self, options: Mapping[str, Any], folder: Path) -> SuiteNames:
         """What the suite keys of :attr:`suite_keys` that a suite sets (``options``) let its ``corruptions:``
