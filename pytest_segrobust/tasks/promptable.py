@@ -21,18 +21,18 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any
 
 import torch
 
-from pytest_segrobust.core.errors import DatasetError, FieldError, ModelOutputError
+from pytest_segrobust.core.errors import FieldError, ModelOutputError
 from pytest_segrobust.core.prompts import InstancePrompts, PromptedInstances, PromptSet
 from pytest_segrobust.core.types import Batch, Field, Image, SampleIndex, field_of
 from pytest_segrobust.data.base import Sample, SegmentationDataset
 from pytest_segrobust.data.prompt_protocol import PromptProtocol, StandardProtocol, protocol_of
 from pytest_segrobust.models.base import PromptableSegmentationModel
 from pytest_segrobust.tasks import register_task
-from pytest_segrobust.tasks.base import SuiteCells, SuiteKeyError, Task, first_id, logit_masks
+from pytest_segrobust.tasks.base import ImageAnnotation, SuiteCells, SuiteKeyError, Task, first_id, logit_masks
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,9 +47,16 @@ class PromptableTask(Task):
     name = "promptable"
     version = "1"
     default_metrics = ("promptable_miou",)
-    target_types = (PromptedInstances,)
-    reads = ("image", "instances")
-    collates: ClassVar[Mapping[str, type[Field]]] = {**Task.collates, "prompted": PromptedInstances}
+    annotation = ImageAnnotation(
+        "instances",
+        "prompted",
+        PromptedInstances,
+        tensor="masks",
+        leading=1,
+        what="instance annotations",
+        needs="a promptable evaluation draws its prompts from instances, e.g. COCO-format data",
+        mismatch="instance masks of size {} differ",
+    )
     model_protocol = PromptableSegmentationModel
     model_description = (
         "a PromptableSegmentationModel (predict(images, prompts) -> per image (P, H, W) masks or logits, "
@@ -90,18 +97,7 @@ class PromptableTask(Task):
 
     def targets(self, samples: Sequence[Sample], dataset: SegmentationDataset, device: torch.device) -> dict[str, Field]:
         prompted = []
-        for sample in samples:
-            instances = sample.instances
-            if instances is None:
-                raise DatasetError(
-                    f"{dataset.name}: sample {sample.sample_id} has no instance annotations; a promptable evaluation "
-                    "draws its prompts from instances, e.g. COCO-format data"
-                )
-            if tuple(instances.masks.shape[1:]) != tuple(sample.image.shape[1:]):
-                raise DatasetError(
-                    f"{dataset.name}: sample {sample.sample_id}: instance masks of size "
-                    f"{tuple(instances.masks.shape[1:])} differ from image size {tuple(sample.image.shape[1:])}"
-                )
+        for sample, instances in zip(samples, self.annotations(samples, dataset), strict=True):
             if sample.sample_id not in self._drawn:
                 self._drawn[sample.sample_id] = self.protocol.prompts(instances.to("cpu"), sample.sample_id, self.seed)
             prompted.append(self._drawn[sample.sample_id].to(device))
