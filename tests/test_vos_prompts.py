@@ -216,6 +216,8 @@ def test_the_task_takes_prompt_models_under_a_prompt_reference_only() -> None:
     batch = collated(prompted, ClipScenes(count=2, frames=4), range(2))
     ids = prompted.check_predictions(prompted.predict(module, batch), batch)
     assert torch.equal(ids[:, 0] != 0, field_of(batch, VideoMasks).data[:, 0] != 0)  # the squares, by their boxes
+    scores = torch.nn.functional.one_hot(ids, 4).permute(0, 1, 4, 2, 3).float()  # (B, T, K, H, W), as the protocol allows
+    assert torch.equal(prompted.check_predictions(scores, batch), ids)
     assert adapt_model(prompted_colour_segmenter(), prompted).reference == "prompts"
     with pytest.raises(TypeError, match="PromptableVideoObjectModel"):
         adapt_model(adapt_model(colour_segmenter(), masked), prompted)  # a mask model, as it is

@@ -42,7 +42,7 @@ from pytest_segrobust.data.base import Sample, SegmentationDataset
 from pytest_segrobust.data.clip_prompts import clip_prompts
 from pytest_segrobust.data.clips import ClipFrames, ClipObjects
 from pytest_segrobust.data.prompt_protocol import PromptProtocol, protocol_of
-from pytest_segrobust.models.video import OnlineVideoObjectModel, PromptableVideoObjectModel, VideoObjectModel
+from pytest_segrobust.models.video import OnlineVideoObjectModel, PromptableVideoObjectModel, VideoObjectModel, ids_of
 from pytest_segrobust.tasks import register_task
 from pytest_segrobust.tasks.base import SuiteCells, SuiteKeyError, Task, clip_tensor, upload
 from pytest_segrobust.tasks.clip_cells import CLIP_SUITE_KEYS, ClipCells, clip_cells
@@ -297,7 +297,7 @@ class VideoObjectTask(ClipTask):
 
     def check_predictions(self, predictions: Any, batch: Batch) -> torch.Tensor:
         """Integer object ids ``(B, T, H, W)`` among the clip's objects (under a prompt reference, those
-        it was given) and 0.
+        it was given, or per-id scores ``(B, T, K, H, W)`` read by :func:`~pytest_segrobust.models.video.ids_of`) and 0.
 
         Raises:
             ModelOutputError: for a non-tensor, a wrong shape, float or bool values, or an id
@@ -308,6 +308,8 @@ class VideoObjectTask(ClipTask):
             return checked_ids(predictions, masks, batch)
         given = frame_prompts(masks, field_of(batch, ClipPrompts))
         asked = dataclasses.replace(masks, object_ids=tuple(tuple(p.object_id for p in clip) for clip in given), unseen=())
+        if isinstance(predictions, torch.Tensor) and predictions.is_floating_point() and predictions.dim() == 5:
+            predictions = ids_of(predictions, masks.data.shape)  # per-id scores, as the protocol allows
         return checked_ids(predictions, asked, batch)
 
 
