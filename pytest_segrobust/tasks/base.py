@@ -386,6 +386,13 @@ class Task(ABC):
     def check_predictions(self, predictions: Any, batch: Batch) -> Any:
         """What the model returned for ``batch``, validated; raises :class:`ModelOutputError`."""
 
+    @property
+    def model_kind(self) -> str:
+        """The name the adapters that fit a model to this task are registered under
+        (:func:`~pytest_segrobust.models.adapters.register_adapter`): the task's name, unless what
+        :meth:`for_suite` bound changes what its models take (a VOS suite's prompt reference)."""
+        return self.name
+
     def accepts_model(self, obj: object) -> bool:
         """Whether ``obj`` is a model of this task as it is.
 
