@@ -319,12 +319,12 @@ PROMPTED_SUITE = """\
 name: prompted
 task: promptable
 preset: coco-p-prompts
-prompts: {points: {count: 2, where: random}, box: tight}
+prompts: {points: {count: 2, where: random}}
 seed: 7
 dataset: {factory: tests.test_tasks_promptable:Squares}
 models:
   - {name: oracle, factory: tests.test_worst:recording_oracle}
-corruptions: [box_jitter]
+corruptions: [point_displacement]
 severities: [5]
 batch_size: 2
 """
@@ -344,20 +344,23 @@ def test_a_promptable_runs_worst_images_are_asked_with_the_suites_prompt_protoco
     try:
         suite = runner.load(tmp_path / "suites" / "prompted.yaml")
         runner.measure(suite, CellKey("prompted", "oracle", "clean", 0), "prompted::oracle::clean[0]")
-        cell = runner.measure(suite, CellKey("prompted", "oracle", "box_jitter", 5), "prompted::oracle::box_jitter[5]")
+        key = CellKey("prompted", "oracle", "point_displacement", 5)
+        cell = runner.measure(suite, key, "prompted::oracle::point_displacement[5]")
         (oracle,) = ORACLES
         measured = len(oracle.calls)
+        assert measured == 2  # one batch of both images per cell
         runner.pictures()
     finally:
         runner.close()
     # The first picked image, asked again clean and corrupted (a promptable prediction has no class view
-    # to draw, so the search stops there): with the suite's prompt sets, not the default protocol's.
+    # to draw, so the search stops there): with the suite's prompt sets (two random clicks drawn with the
+    # suite's seed, no box), not the default protocol's (one centre click and the box).
     (clean_images, clean_prompts, clean_answers), (_, corrupted_prompts, corrupted_answers) = oracle.calls[measured:]
     dataset = Squares()
     (position,) = [p for p, sample in enumerate(dataset.samples) if torch.equal(clean_images[0], sample.image / 255.0)]
-    _, asked, _ = oracle.calls[0]  # the clean cell's one batch, both images
-    assert [s.kind for s in clean_prompts[0]] == [s.kind for s in asked[position]] == ["points", "box"] * 2
-    assert [s.kind for s in corrupted_prompts[0]] == [s.kind for s in asked[position]]
+    for (_, asked, _), again in zip(oracle.calls[:measured], (clean_prompts, corrupted_prompts)):  # the cells' batches
+        assert [s.kind for s in again[0]] == [s.kind for s in asked[position]] == ["points", "points"]
+        assert all(torch.equal(a.points, b.points) for a, b in zip(again[0], asked[position]))
     # Scored as the cell scored them, the answers give the image's own scores in the cell.
     task = Plan.of(suite).task
     batch = task.collate([dataset[position]], [position], dataset, torch.device("cpu"))  # type: ignore[arg-type]
@@ -365,6 +368,6 @@ def test_a_promptable_runs_worst_images_are_asked_with_the_suites_prompt_protoco
     assert results is not None
     for answers, expected in ((clean_answers, results.clean.image_scores), (corrupted_answers, results.corrupted.image_scores)):
         scorer = PromptableMIoU(MetricContext(dataset.class_names, dataset.ignore_index))
-        scorer.update(task.check_predictions(answers, batch), batch)  # box_jitter leaves the masks where they are
+        scorer.update(task.check_predictions(answers, batch), batch)  # the clicks moved, the masks did not
         assert scorer.compute().score == pytest.approx(expected[position], abs=1e-9)
     assert results.corrupted.image_scores[position] < results.clean.image_scores[position]
