@@ -535,6 +535,11 @@ def _holds(value: float | None) -> bool:
     return value is not None and not math.isnan(value)
 
 
+def _number(value: float | None) -> float:
+    """A number that may be missing as a float: NaN where it is."""
+    return math.nan if value is None else value
+
+
 def carries_per_class(models: Mapping[str, Sequence[CellRecord]]) -> bool:
     """Whether some record holds a per-class value, clean or corrupted: a metric of objects (J&F) or of
     prompted instances keeps its class list and no number per class."""
@@ -597,7 +602,8 @@ def metric_details(models: dict[str, list[CellRecord]], metric: str, labels: dic
             rows.append((model, "clean", fmt(first.clean_score), *(fmt(first.clean_details.get(k)) for k in keys)))
         for _, name in _columns_by_category(records):
             cells = [r for r in corrupted(records) if r.corruption == name]
-            means = [mean(r.details[k] for r in cells if k in r.details) for k in keys]
+            # A detail read back from JSON is None where it was NaN (no instance of a size): undefined alike.
+            means = [mean(_number(r.details[k]) for r in cells if k in r.details) for k in keys]
             rows.append((model, name, fmt(mean(r.score for r in cells)), *(fmt(m) for m in means)))
     return Table(
         f"{metric} and its companions (mean over severities)",

@@ -16,7 +16,8 @@ CLEAN = {"points": 30.0, "box": 60.0, "small": 50.0, "medium": 40.0, "large": No
 # Per corrupted cell: its score and its details (no large instance in the data: no value anywhere).
 CORRUPTED = {
     ("rotate", "camera", 3): (40.0, {"points": 25.0, "box": 55.0, "small": 44.0, "medium": 36.0, "large": None}),
-    ("rotate", "camera", 5): (35.0, {"points": 20.0, "box": 50.0, "small": 38.0, "medium": 32.0, "large": None}),
+    # Its medium instances all rotated out of the frame: that detail undefined here alone.
+    ("rotate", "camera", 5): (35.0, {"points": 20.0, "box": 50.0, "small": 38.0, "medium": None, "large": None}),
     ("box_jitter", "prompt", 5): (38.0, {"points": 30.0, "box": 46.0, "small": 41.0, "medium": 35.0, "large": None}),
 }
 
@@ -84,7 +85,10 @@ def test_the_size_tables_show_the_numbers_the_json_report_carries(report: Report
         assert float(rows[0][2]) == cells[0]["clean_details"][size]
         by_cell = {(row[1], severity): value for row in rows[1:] for severity, value in zip((3, 5), row[3:])}
         for cell in cells[1:]:
-            assert by_cell[cell["corruption"], cell["severity"]] == f"{cell['details'][size]:.2f}"
+            value = cell["details"][size]
+            assert by_cell[cell["corruption"], cell["severity"]] == ("–" if value is None else f"{value:.2f}")
+    companions = tables_of((tmp_path / "out.md").read_text())["mIoU (prompted) and its companions (mean over severities)"]
+    assert companions[3].startswith("| m | rotate | 37.50 | 22.50 | 52.50 | 41.00 | – |")  # medium: s5 undefined
 
 
 def test_no_section_shows_a_table_the_records_give_nothing_to(report: Report) -> None:
