@@ -8,7 +8,15 @@ from pathlib import Path
 import pytest
 
 from pytest_segrobust.metrics.robustness import relative_robustness
-from pytest_segrobust.report import SUITE_SECTIONS, Report, SuiteReport, WorstEntry, build_report, render_markdown, write_report
+from pytest_segrobust.report import (
+    SUITE_SECTIONS,
+    Report,
+    SuiteReport,
+    WorstEntry,
+    build_report,
+    render_markdown,
+    write_report,
+)
 from pytest_segrobust.report.tables import Table
 from pytest_segrobust.store.records import CellRecord
 
