@@ -20,6 +20,7 @@ empty mask. Geometric corruptions move prompts with the masks
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -73,7 +74,7 @@ class PromptableTask(Task):
     def suite_cells(
         self, options: Mapping[str, Any], corruptions: tuple[str, ...], resolve: Callable[..., Any]
     ) -> SuiteCells:
-        """``prompts:`` (the protocol; the standard one, one centre click and no box, when left out)."""
+        """``prompts:`` (the protocol; the standard one, one centre click and the tight box, when left out)."""
         if "prompts" not in options:
             return PromptCells()
         try:
@@ -88,7 +89,9 @@ class PromptableTask(Task):
 
     @property
     def setting(self) -> str:
-        return f"{self.protocol.describe()}; seed {self.seed}"
+        """The recorded setting (:attr:`recorded_setting`) as canonical JSON, and the seed, which random
+        clicks are drawn with: a cached clean result is keyed by both."""
+        return f"{json.dumps(self.recorded_setting, sort_keys=True)}; seed {self.seed}"
 
     @property
     def recorded_setting(self) -> dict[str, Any]:
