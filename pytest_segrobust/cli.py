@@ -28,6 +28,13 @@ from pytest_segrobust.engine.suite_pictures import (
 from pytest_segrobust.report.gallery import render_gallery
 
 
+def _add_rootdir(command: argparse.ArgumentParser, project: str) -> None:
+    """A command's ``--rootdir DIR``: ``project`` (what the folder is to the command), the current folder by default."""
+    command.add_argument(
+        "--rootdir", type=Path, default=Path.cwd(), metavar="DIR", help=f"{project} (default: the current folder)"
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="segrobust", description="Segmentation robustness gate for pytest.")
     parser.add_argument("--version", action="version", version=f"segrobust {__version__} (torch {torch.__version__})")
@@ -96,9 +103,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="write the baselines the shards measured; given exactly when the shards ran with --segrobust-update-baselines",
     )
-    merge.add_argument(
-        "--rootdir", type=Path, default=None, metavar="DIR", help="the project the shards ran in (default: the current folder)"
-    )
+    _add_rootdir(merge, "the project the shards ran in")
     convert = commands.add_parser(
         "convert-refs",
         help="convert a RefCOCO-style refs pickle (refs(unc).p) to JSON, refusing any pickle that asks for code",
@@ -119,9 +124,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     calibrate.add_argument("suite", type=Path, help="the suite file, e.g. suites/demo.yaml")
     calibrate.add_argument("--severities", type=int, nargs="+", default=None, help="severities to measure (1..5)")
-    calibrate.add_argument(
-        "--rootdir", type=Path, default=None, metavar="DIR", help="the project the suite belongs to (default: the current folder)"
-    )
+    _add_rootdir(calibrate, "the project the suite belongs to")
     init = commands.add_parser(
         "init",
         help="start a project here: a suite, baselines/, a model-factory stub and a dataset stub for a task and data layout",
@@ -142,11 +145,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             print("\n".join(init_project(Path.cwd(), args.task, args.layout, args.data, args.name, ask)))
             return 0
         if args.command == "calibrate":
-            return _calibrate(args.suite, args.severities, args.rootdir or Path.cwd())
+            return _calibrate(args.suite, args.severities, args.rootdir)
         if args.command == "convert-refs":
             return _convert_refs(args.source, args.target)
         if args.command == "merge":
-            return _merge(args.shards, args.report, args.update_baselines, args.rootdir or Path.cwd())
+            return _merge(args.shards, args.report, args.update_baselines, args.rootdir)
         REGISTRY.load_entry_points()
         if args.command == "gallery":
             return _gallery(args.image, args.out, args.preset, args.corruptions, args.severities, args.size, args.seed)

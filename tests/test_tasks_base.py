@@ -7,16 +7,27 @@ so one helper serving several tasks must give each the words it gave alone.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
 import torch
 
-from pytest_segrobust.core.errors import ModelOutputError
-from pytest_segrobust.core.types import SampleIndex, VideoMasks
+from pytest_segrobust.core.errors import DatasetError, ModelOutputError
+from pytest_segrobust.core.types import (
+    Batch,
+    Field,
+    Image,
+    InstanceTarget,
+    PanopticTarget,
+    SampleIndex,
+    SemanticMask,
+    VideoMasks,
+)
+from pytest_segrobust.data.base import Sample, SemanticTarget
 from pytest_segrobust.tasks import get_task
 from pytest_segrobust.tasks.avs import audio_visual_cells
-from pytest_segrobust.tasks.base import SuiteKeyError, suite_list, suite_mapping
+from pytest_segrobust.tasks.base import ImageAnnotation, SuiteKeyError, Task, suite_list, suite_mapping
 
 SHAPE = (2, 3, 4, 5)
 
@@ -142,3 +153,101 @@ def test_the_avs_keys_name_a_wrong_mapping(options: dict[str, Any], field: str, 
     with pytest.raises(SuiteKeyError, match=f"^{re.escape(message)}$") as caught:
         audio_visual_cells(options, (), lambda *args: None)
     assert caught.value.field == field
+
+
+class _Named:
+    """A dataset as a task's annotation check reads it: its name."""
+
+    name = "scenes"
+
+
+def _annotated(field: str, size: tuple[int, int]) -> Sample:
+    """Sample ``s0``: a (3, 4, 5) image and, where ``field`` names one, that annotation of size ``size``."""
+    image = torch.zeros(3, 4, 5, dtype=torch.uint8)
+    mask = torch.zeros(size, dtype=torch.int64)
+    one = torch.ones(1, dtype=torch.int64)
+    annotations: dict[str, Any] = {
+        "target": SemanticTarget(mask),
+        "instances": InstanceTarget.from_masks(mask[None].bool(), one),
+        "panoptic": PanopticTarget(mask, one, one, torch.zeros(1, dtype=torch.bool)),
+    }
+    return Sample("s0", image, **{name: value for name, value in annotations.items() if name == field})
+
+
+ANNOTATION_ERRORS = [
+    (
+        "semantic",
+        "target",
+        (
+            "has no semantic label map; a semantic evaluation needs a dataset with one, "
+            "e.g. pytest_segrobust.data.semantic_folder:SemanticFolder"
+        ),
+        ": mask size (4, 6) differs from image size (4, 5)",
+    ),
+    (
+        "instance",
+        "instances",
+        "has no instance annotations; an instance evaluation needs a dataset with instances, e.g. COCO-format data",
+        ": instance masks of size (4, 6) differ from image size (4, 5)",
+    ),
+    (
+        "panoptic",
+        "panoptic",
+        (
+            "has no panoptic annotation; a panoptic evaluation needs a dataset with segments, "
+            "e.g. pytest_segrobust.data.coco_panoptic:CocoPanoptic"
+        ),
+        ": panoptic map of size (4, 6) differs from image size (4, 5)",
+    ),
+    (
+        "promptable",
+        "instances",
+        "has no instance annotations; a promptable evaluation draws its prompts from instances, e.g. COCO-format data",
+        ": instance masks of size (4, 6) differ from image size (4, 5)",
+    ),
+]
+
+
+@pytest.mark.parametrize(("task", "field", "missing", "mismatch"), ANNOTATION_ERRORS)
+def test_an_image_task_names_a_sample_without_its_annotation_or_of_another_size(
+    task: str, field: str, missing: str, mismatch: str
+) -> None:
+    image_task = get_task(task)
+    sample = _annotated(field, (4, 5))
+    [found] = image_task.annotations([sample], _Named())
+    assert found is sample.fields[field]
+    with pytest.raises(DatasetError, match=f"^{re.escape(f'scenes: sample s0 {missing}')}$"):
+        image_task.annotations([_annotated("", (4, 5))], _Named())
+    with pytest.raises(DatasetError, match=f"^{re.escape(f'scenes: sample s0{mismatch}')}$"):
+        image_task.annotations([_annotated(field, (4, 6))], _Named())
+
+
+def test_an_image_task_reads_and_collates_the_annotation_it_declares() -> None:
+    class Outlines(Task):
+        name = "outlines"
+        default_metrics = ("miou",)
+        annotation = ImageAnnotation(
+            "target", "outline", SemanticMask, "mask", 0, "outline", "needs outlines", "outline of size {} differs"
+        )
+        model_protocol = object
+        model_description = "any object"
+
+        def targets(self, samples: Sequence[Sample], dataset: Any, device: torch.device) -> dict[str, Field]:
+            return {"outline": SemanticMask(torch.stack([target.mask for target in self.annotations(samples, dataset)]))}
+
+        def check_predictions(self, predictions: Any, batch: Batch) -> Any:
+            return predictions
+
+    assert Outlines.reads == ("image", "target")
+    assert dict(Outlines.collates) == {"image": Image, "index": SampleIndex, "outline": SemanticMask}
+    assert Outlines.target_types == (SemanticMask,)
+    batch = Outlines().collate([_annotated("target", (4, 5))], [0], _Named(), torch.device("cpu"))
+    assert {name: type(value) for name, value in batch.items()} == dict(Outlines.collates)
+
+    class OutlinesAndDepth(Outlines):
+        annotation = Outlines.annotation
+        reads = ("image", "target", "depth")
+
+    # What the task declares itself stands; the rest follows from the annotation.
+    assert OutlinesAndDepth.reads == ("image", "target", "depth")
+    assert OutlinesAndDepth.target_types == (SemanticMask,)

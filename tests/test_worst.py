@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 
+from pytest_segrobust.core.prompts import PromptSet
 from pytest_segrobust.corruptions import REGISTRY, Corruption
 from pytest_segrobust.data.base import SegmentationDataset
 from pytest_segrobust.engine.evaluation import EvalSettings, evaluate
@@ -22,6 +24,7 @@ from pytest_segrobust.engine.worst_images import (
     worst_images,
 )
 from pytest_segrobust.metrics import METRICS, MetricContext
+from pytest_segrobust.metrics.promptable import PromptableMIoU
 from pytest_segrobust.models.adapters import adapt_model
 from pytest_segrobust.pictures.values import WorstImages
 from pytest_segrobust.pictures.views import NoClassView
@@ -29,6 +32,7 @@ from pytest_segrobust.randomness.seeding import sample_seed
 from pytest_segrobust.report import WorstEntry
 from pytest_segrobust.tasks import get_task
 from tests.fakes import BandScenes, RedBinner
+from tests.test_tasks_promptable import Oracle, Squares
 
 
 class CountingBinner(RedBinner):
@@ -71,7 +75,7 @@ def describe(model: object, dataset: SegmentationDataset, name: str, severity: i
     limit = options.pop("limit", None)
     scores = scores_of(model, dataset, corruption, severity, seed=seed, limit=limit)  # type: ignore[arg-type]
     return describe_worst(
-        model, dataset, corruption, severity, scores, task="semantic", metric="miou", seed=seed, **options
+        model, dataset, corruption, severity, scores, task=get_task("semantic"), metric="miou", seed=seed, **options
     )  # type: ignore[arg-type]
 
 
@@ -126,7 +130,7 @@ def test_picks_come_from_the_scores_alone_and_only_the_picked_images_are_run_aga
     scores = scores_of(model, dataset, noise, 5)
     assert network.images == 2 * 8  # the clean and the corrupted evaluation, one pass each
     picks = pick_worst(scores, higher_is_better=True, shown=3)
-    worst = describe_worst(model, dataset, noise, 5, scores, task="semantic", metric="miou", seed=0, gamma_r=0.5)
+    worst = describe_worst(model, dataset, noise, 5, scores, task=get_task("semantic"), metric="miou", seed=0, gamma_r=0.5)
     # Only the three picked images, clean and corrupted: no second pass over the eight.
     assert network.images == 2 * 8 + 2 * 3
     assert [loss.sample_id for loss in worst.images] == [f"bands/{pick.position}" for pick in picks]
@@ -211,7 +215,7 @@ def test_shared_clean_views_give_the_evidence_of_a_fresh_search_and_predict_clea
     scores = {cell: scores_of(model, dataset, REGISTRY.get(cell[0]), cell[1], seed=3, limit=4) for cell in cells}
     network.images = 0
     shared = [
-        describe_worst(model, dataset, REGISTRY.get(name), severity, scores[name, severity], task="semantic",
+        describe_worst(model, dataset, REGISTRY.get(name), severity, scores[name, severity], task=get_task("semantic"),
                        metric="miou", seed=3, gamma_r=0.5, clean_views=views, shown=2)
         for name, severity in cells
     ]  # fmt: skip
@@ -220,13 +224,13 @@ def test_shared_clean_views_give_the_evidence_of_a_fresh_search_and_predict_clea
     assert network.images == len(picked) + 2 * len(cells) and views.computed() == len(picked) < 2 * len(cells)
     fresh = [
         worst_images(binner_model(), dataset, REGISTRY.get(name), severity,
-                     pick_worst(scores[name, severity], higher_is_better=True, shown=2), task="semantic", seed=3)
+                     pick_worst(scores[name, severity], higher_is_better=True, shown=2), task=get_task("semantic"), seed=3)
         for name, severity in cells
     ]  # fmt: skip
     assert [worst.images for worst in shared] == [tuple(losses) for losses in fresh] and all(fresh)
     # Another model, or another dataset, has clean images of its own.
     other = BandScenes(size=5, height=24, width=24)
-    worst_images(binner_model(), other, REGISTRY.get("rotate"), 1, [ImagePick(0, 1.0, 0.0, 1.0)], task="semantic",
+    worst_images(binner_model(), other, REGISTRY.get("rotate"), 1, [ImagePick(0, 1.0, 0.0, 1.0)], task=get_task("semantic"),
                  seed=3, clean_views=views)  # fmt: skip
     assert views.computed() == len(picked) + 1
     views.clear()
@@ -284,3 +288,86 @@ def test_a_runs_worst_images_run_the_model_on_the_picked_images_alone(tmp_path: 
     assert len(worst.images) == 3 and worst.considered == 10
     # The three picked images, clean and corrupted, and nothing else: the picks came from the cells' passes.
     assert network.images == 10 * len(cells) + 2 * 3
+
+
+# -- a promptable run: the picked images asked as the suite asked them -----------------------
+
+
+class RecordingOracle(Oracle):
+    """The promptable oracle, keeping each call's images, prompt sets and answers."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple[torch.Tensor, list[list[PromptSet]], list[Any]]] = []
+
+    def predict(self, images: torch.Tensor, prompts: Any) -> list[Any]:
+        answers = super().predict(images, prompts)
+        self.calls.append((images, prompts, answers))
+        return answers
+
+
+ORACLES: list[RecordingOracle] = []
+
+
+def recording_oracle() -> RecordingOracle:
+    """A suite's model factory that keeps what it built, for the test to read its calls."""
+    ORACLES.append(RecordingOracle())
+    return ORACLES[-1]
+
+
+PROMPTED_SUITE = """\
+name: prompted
+task: promptable
+preset: coco-p-prompts
+prompts: {points: {count: 2, where: random}}
+seed: 7
+dataset: {factory: tests.test_tasks_promptable:Squares}
+models:
+  - {name: oracle, factory: tests.test_worst:recording_oracle}
+corruptions: [point_displacement]
+severities: [5]
+batch_size: 2
+"""
+
+
+def test_a_promptable_runs_worst_images_are_asked_with_the_suites_prompt_protocol(tmp_path: Path) -> None:
+    from pytest_segrobust.engine.plan import Plan
+    from pytest_segrobust.engine.runner import CellRunner
+    from pytest_segrobust.runtime.options import Options
+    from pytest_segrobust.store.baselines import CellKey
+
+    (tmp_path / "suites").mkdir()
+    (tmp_path / "suites" / "prompted.yaml").write_text(PROMPTED_SUITE)
+    options = Options(True, False, tmp_path / "suites", tmp_path / "baselines", tmp_path / "report")
+    runner = CellRunner(options, tmp_path)
+    ORACLES.clear()
+    try:
+        suite = runner.load(tmp_path / "suites" / "prompted.yaml")
+        runner.measure(suite, CellKey("prompted", "oracle", "clean", 0), "prompted::oracle::clean[0]")
+        key = CellKey("prompted", "oracle", "point_displacement", 5)
+        cell = runner.measure(suite, key, "prompted::oracle::point_displacement[5]")
+        (oracle,) = ORACLES
+        measured = len(oracle.calls)
+        assert measured == 2  # one batch of both images per cell
+        runner.pictures()
+    finally:
+        runner.close()
+    # The first picked image, asked again clean and corrupted (a promptable prediction has no class view
+    # to draw, so the search stops there): with the suite's prompt sets (two random clicks drawn with the
+    # suite's seed, no box), not the default protocol's (one centre click and the box).
+    (clean_images, clean_prompts, clean_answers), (_, corrupted_prompts, corrupted_answers) = oracle.calls[measured:]
+    dataset = Squares()
+    (position,) = [p for p, sample in enumerate(dataset.samples) if torch.equal(clean_images[0], sample.image / 255.0)]
+    for (_, asked, _), again in zip(oracle.calls[:measured], (clean_prompts, corrupted_prompts)):  # the cells' batches
+        assert [s.kind for s in again[0]] == [s.kind for s in asked[position]] == ["points", "points"]
+        assert all(torch.equal(a.points, b.points) for a, b in zip(again[0], asked[position]))
+    # Scored as the cell scored them, the answers give the image's own scores in the cell.
+    task = Plan.of(suite).task
+    batch = task.collate([dataset[position]], [position], dataset, torch.device("cpu"))  # type: ignore[arg-type]
+    results = cell.result
+    assert results is not None
+    for answers, expected in ((clean_answers, results.clean.image_scores), (corrupted_answers, results.corrupted.image_scores)):
+        scorer = PromptableMIoU(MetricContext(dataset.class_names, dataset.ignore_index))
+        scorer.update(task.check_predictions(answers, batch), batch)  # the clicks moved, the masks did not
+        assert scorer.compute().score == pytest.approx(expected[position], abs=1e-9)
+    assert results.corrupted.image_scores[position] < results.clean.image_scores[position]

@@ -108,6 +108,21 @@ def colour_segmenter(erode: int = 0) -> Any:
     return segment
 
 
+def prompted_colour_segmenter(erode: int = 0) -> Any:
+    """A promptable numpy model (a VOS suite's prompt reference), called per clip: each object given is
+    segmented by colour from the frame its prompts come in, nothing before it."""
+
+    def segment(frames: np.ndarray, prompts: list[dict[str, Any]]) -> np.ndarray:
+        out = np.zeros(frames.shape[:3], dtype=np.int64)
+        for t in range(frames.shape[0]):
+            known = [int(p["object_id"]) for p in prompts if p["frame"] <= t]
+            out[t] = by_colour(frames[t].transpose(2, 0, 1).astype(np.float32) / 255.0, known, erode)
+        return out
+
+    segment.__qualname__ = f"prompted_colour_segmenter.erode{erode}"
+    return segment
+
+
 class ColourTracker(torch.nn.Module):
     """An online torch tracker computing what :func:`colour_segmenter` computes, frame by frame."""
 

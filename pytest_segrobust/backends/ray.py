@@ -470,7 +470,7 @@ class RayBackend(Backend):
 
     def _wait(self, cell: _Cell) -> None:
         """Block until the cell is done, drawing how many of the run's cells are (on a terminal)."""
-        bar, begun = self._runner.progress_bar, False
+        bar, begun = self._runner.bench.progress_bar, False
         while not self._ray.wait([cell.ref], timeout=0.5)[0]:
             if bar is not None:
                 if not begun:

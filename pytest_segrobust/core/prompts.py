@@ -153,3 +153,76 @@ class PromptedInstances(ImageTargets, Field):
     targets: tuple[InstancePrompts, ...]
     height: int
     width: int
+
+
+@dataclass(frozen=True)
+class ClipObjectPrompts:
+    """One clip's objects and their prompts at every frame (promptable video object segmentation).
+
+    A protocol draws each object's prompts at every annotated frame that shows it
+    (:mod:`pytest_segrobust.data.clip_prompts`); they move with their frame, and the model is
+    given those of the first frame that shows the object in the clip as it sees it
+    (:meth:`frame_prompt`).
+
+    Attributes:
+        object_ids: The clip's objects, in order (axis ``O``).
+        points: ``(T, O, K, 2)`` float32 ``(x, y)`` click slots per frame and object.
+        labels: ``(T, O, K)`` int64: :data:`FOREGROUND`, :data:`BACKGROUND` or :data:`ABSENT`.
+        boxes: ``(T, O, 4)`` float32 ``(x0, y0, x1, y1)`` (exclusive ends).
+        box_given: ``(T, O)`` bool, whether the object has a box prompt at that frame.
+    """
+
+    object_ids: tuple[int, ...]
+    points: torch.Tensor
+    labels: torch.Tensor
+    boxes: torch.Tensor
+    box_given: torch.Tensor
+
+    def at_frames(self, order: torch.Tensor) -> ClipObjectPrompts:
+        """The prompts of source frame ``order[t]`` at position ``t`` (a temporal perturbation's order ``(T',)``)."""
+        order = order.to(self.points.device)
+        return ClipObjectPrompts(
+            self.object_ids, self.points[order], self.labels[order], self.boxes[order], self.box_given[order]
+        )
+
+    def to(self, device: torch.device | str) -> ClipObjectPrompts:
+        """The same prompts on ``device``."""
+        moved = (t.to(device) for t in (self.points, self.labels, self.boxes, self.box_given))
+        return ClipObjectPrompts(self.object_ids, *moved)
+
+    def frame_prompt(self, index: int, frame: int, kinds: str) -> FramePrompt:
+        """Object ``object_ids[index]``'s prompts at position ``frame``, as one set of kinds ``kinds``
+        (empty where every click was dropped and no box is given)."""
+        present = self.labels[frame, index] != ABSENT
+        box = self.boxes[frame, index] if bool(self.box_given[frame, index]) else None
+        prompt = PromptSet(self.points[frame, index][present], self.labels[frame, index][present], box, kinds, index)
+        return FramePrompt(self.object_ids[index], frame, prompt)
+
+
+@dataclass(frozen=True)
+class ClipPrompts(Field):
+    """The prompts of every clip of a batch, with the object masks they were drawn from (a VOS suite's
+    prompt reference).
+
+    The masks travel with the prompts for the reason :class:`PromptedInstances`' do: a geometric
+    corruption moves both through one map and keeps what the moved masks hold
+    (:mod:`pytest_segrobust.corruptions.prompt_kernels`); a temporal one moves both with their frames.
+
+    Attributes:
+        masks: ``(B, T, H, W)`` integer object ids per pixel (the clips' annotations, 0 background).
+        clips: Each clip's :class:`ClipObjectPrompts`.
+        kinds: The prompt kinds drawn, comma-separated in :data:`PROMPT_KINDS` order (``"points,box"``).
+    """
+
+    masks: torch.Tensor
+    clips: tuple[ClipObjectPrompts, ...]
+    kinds: str
+
+    def batch_size(self) -> int:
+        return int(self.masks.shape[0])
+
+    def size(self) -> tuple[int, int]:
+        return int(self.masks.shape[-2]), int(self.masks.shape[-1])
+
+    def frames(self) -> int:
+        return int(self.masks.shape[1])

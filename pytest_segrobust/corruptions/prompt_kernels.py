@@ -26,7 +26,15 @@ from __future__ import annotations
 
 import torch
 
-from pytest_segrobust.core.prompts import ABSENT, BACKGROUND, FOREGROUND, InstancePrompts, PromptedInstances
+from pytest_segrobust.core.prompts import (
+    ABSENT,
+    BACKGROUND,
+    FOREGROUND,
+    ClipObjectPrompts,
+    ClipPrompts,
+    InstancePrompts,
+    PromptedInstances,
+)
 from pytest_segrobust.core.types import boxes_from_masks
 from pytest_segrobust.corruptions import functional as Fn
 from pytest_segrobust.corruptions import kernels
@@ -91,6 +99,17 @@ def move_prompts(target: InstancePrompts, coords: torch.Tensor) -> InstancePromp
     if len(target) == 0:
         return target
     masks = Fn.sample_nearest(target.masks[None].to(torch.uint8), coords[None], fill=0)[0].bool()
+    moved = prompts_on_moved(target, masks, coords)
+    return moved.kept(masks.flatten(1).any(dim=1))
+
+
+def prompts_on_moved(target: InstancePrompts, masks: torch.Tensor, coords: torch.Tensor) -> InstancePrompts:
+    """``target``'s prompts moved through ``coords`` beside its masks already moved through it (``masks``):
+    every instance kept, one whose moved mask is empty with its clicks dropped and an empty box.
+
+    Shape:
+        masks: ``(N, H', W')``, bool; coords: ``(H', W', 2)``.
+    """
     count, slots = int(target.points.shape[0]), int(target.points.shape[1])
     where, inside = moved_positions(target.points.reshape(-1, 2), coords)
     xs, ys = where[:, 0].long(), where[:, 1].long()
@@ -105,10 +124,9 @@ def move_prompts(target: InstancePrompts, coords: torch.Tensor) -> InstancePromp
     if not bool(target.tight.all()):
         loose = ~target.tight
         boxes[loose] = _moved_boxes(target.boxes[loose], coords)
-    moved = InstancePrompts(
+    return InstancePrompts(
         masks, points, labels.reshape(count, slots), boxes, target.box_given, target.tight, target.areas, target.kinds
     )
-    return moved.kept(masks.flatten(1).any(dim=1))
 
 
 def _moved_boxes(boxes: torch.Tensor, coords: torch.Tensor) -> torch.Tensor:
@@ -121,3 +139,79 @@ def _moved_boxes(boxes: torch.Tensor, coords: torch.Tensor) -> torch.Tensor:
     where = where.reshape(-1, 4, 2)
     low, high = where.amin(dim=1), where.amax(dim=1) + 1
     return torch.cat([low, high], dim=1)
+
+
+# Clips (a VOS suite's prompt reference): each frame's prompts move through that frame's map, as
+# its masks do (a sampling field (B, H, W, 2) is the clip's, one of (B, T, H, W, 2) each frame's);
+# a temporal corruption moves them with their frames.
+
+
+@kernels.warp.register
+def _(field: ClipPrompts, coords: torch.Tensor) -> ClipPrompts:
+    per_frame = coords.dim() == 5
+    if per_frame:
+        masks = Fn.sample_nearest(field.masks.flatten(0, 1), coords.flatten(0, 1), fill=0).unflatten(0, field.masks.shape[:2])
+    else:
+        masks = Fn.sample_nearest(field.masks, coords, fill=0)
+    clips = []
+    for b, clip in enumerate(field.clips):
+        frame_coords = [coords[b, t] if per_frame else coords[b] for t in range(field.frames())]
+        clips.append(_moved_clip(clip, masks[b], frame_coords, field.kinds))
+    return ClipPrompts(masks, tuple(clips), field.kinds)
+
+
+def _moved_clip(
+    clip: ClipObjectPrompts, masks: torch.Tensor, coords: list[torch.Tensor], kinds: str
+) -> ClipObjectPrompts:
+    """One clip's prompts moved frame by frame beside its moved masks ``(T, H', W')``."""
+    frames, count = int(masks.shape[0]), len(clip.object_ids)
+    points = torch.zeros(frames, count, *clip.points.shape[2:], dtype=clip.points.dtype, device=masks.device)
+    labels = torch.full((frames, count, int(clip.labels.shape[2])), ABSENT, dtype=torch.int64, device=masks.device)
+    boxes = torch.zeros(frames, count, 4, dtype=clip.boxes.dtype, device=masks.device)
+    box_given = torch.zeros(frames, count, dtype=torch.bool, device=masks.device)
+    ids = torch.tensor(clip.object_ids, dtype=masks.dtype, device=masks.device).view(-1, 1, 1)
+    for frame in range(frames):
+        if not bool((clip.labels[frame] != ABSENT).any() | clip.box_given[frame].any()):
+            continue  # no object is shown here: nothing to move
+        objects = masks[frame].unsqueeze(0) == ids  # (O, H', W'): the moved masks
+        target = InstancePrompts(
+            objects, clip.points[frame], clip.labels[frame], clip.boxes[frame], clip.box_given[frame],
+            torch.ones(count, dtype=torch.bool, device=masks.device), torch.zeros(count, dtype=torch.int64, device=masks.device), kinds,
+        )
+        moved = prompts_on_moved(target, objects, coords[frame])
+        points[frame], labels[frame], boxes[frame] = moved.points, moved.point_labels, moved.boxes
+        box_given[frame] = moved.box_given & objects.flatten(1).any(dim=1)  # a mask gone takes its box along
+    return ClipObjectPrompts(clip.object_ids, points, labels, boxes, box_given)
+
+
+@kernels.reorder.register
+def _(field: ClipPrompts, order: torch.Tensor) -> ClipPrompts:
+    # A frame's prompts go where the frame goes: a repeated frame repeats them, a dropped one takes them along.
+    rows = torch.arange(field.masks.shape[0], device=field.masks.device)[:, None]
+    masks = field.masks[rows, order.to(field.masks.device)]
+    return ClipPrompts(masks, tuple(clip.at_frames(order[b]) for b, clip in enumerate(field.clips)), field.kinds)
+
+
+@kernels.split_frames.register
+def _(field: ClipPrompts) -> ClipPrompts:
+    frames = field.frames()
+    one = [torch.tensor([t]) for t in range(frames)]
+    clips = tuple(clip.at_frames(t) for clip in field.clips for t in one)
+    return ClipPrompts(field.masks.flatten(0, 1).unsqueeze(1), clips, field.kinds)
+
+
+@kernels.join_frames.register
+def _(field: ClipPrompts, frames: int) -> ClipPrompts:
+    clips = []
+    for start in range(0, len(field.clips), frames):
+        parts = field.clips[start : start + frames]
+        clips.append(
+            ClipObjectPrompts(
+                parts[0].object_ids,
+                torch.cat([p.points for p in parts]),
+                torch.cat([p.labels for p in parts]),
+                torch.cat([p.boxes for p in parts]),
+                torch.cat([p.box_given for p in parts]),
+            )
+        )
+    return ClipPrompts(field.masks.squeeze(1).unflatten(0, (-1, frames)), tuple(clips), field.kinds)

@@ -25,7 +25,7 @@ Each declared kind is a prompt set of its own (:meth:`~pytest_segrobust.core.pro
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
@@ -71,9 +71,21 @@ class PromptProtocol(ABC):
     def describe(self) -> str:
         """One line naming the protocol, its version and options (what a clean result is keyed by)."""
 
-    @abstractmethod
     def prompts(self, instances: InstanceTarget, sample_id: str, seed: int) -> InstancePrompts:
-        """The prompts of one image's instances (crowd regions are left out)."""
+        """The prompts of one image's instances (crowd regions are left out), instance ``i`` keyed by
+        ``(sample_id, i)``."""
+        masks = instances.masks[~instances.iscrowd].bool()
+        return self.keyed_prompts(masks, [(sample_id, i) for i in range(int(masks.shape[0]))], seed)
+
+    @abstractmethod
+    def keyed_prompts(self, masks: torch.Tensor, keys: Sequence[tuple[object, ...]], seed: int) -> InstancePrompts:
+        """The prompts of the masks ``masks``, each drawn from its own stream keyed by ``(seed, *keys[i], kind)``:
+        an image's instances (:meth:`prompts`), or a clip's objects at one frame
+        (:mod:`pytest_segrobust.data.clip_prompts`).
+
+        Shape:
+            masks: ``(N, H, W)``, bool; keys: ``N`` tuples.
+        """
 
     def options(self) -> dict[str, Any]:
         """The protocol's options as JSON values; by default its :meth:`describe` line."""
@@ -152,8 +164,7 @@ class StandardProtocol(PromptProtocol):
         s = self.settings
         return f"prompt protocol {self.name} v{self.version}: {s.clicks} click(s) at {s.where}, box {'tight' if s.box else 'none'}"
 
-    def prompts(self, instances: InstanceTarget, sample_id: str, seed: int) -> InstancePrompts:
-        masks = instances.masks[~instances.iscrowd].bool()
+    def keyed_prompts(self, masks: torch.Tensor, keys: Sequence[tuple[object, ...]], seed: int) -> InstancePrompts:
         count, slots = int(masks.shape[0]), max(self.settings.clicks, 1)
         points = torch.zeros(count, slots, 2, dtype=torch.float32)
         labels = torch.full((count, slots), ABSENT, dtype=torch.int64)
@@ -161,7 +172,7 @@ class StandardProtocol(PromptProtocol):
         for i in range(count):
             if not self.settings.clicks or not bool(cpu[i].any()):
                 continue
-            streams = SampleStreams([derived_seed(seed, sample_id, i, POINTS)], "cpu")
+            streams = SampleStreams([derived_seed(seed, *keys[i], POINTS)], "cpu")
             chosen = self._clicks(cpu[i], streams)
             points[i, : len(chosen)] = chosen
             labels[i, : len(chosen)] = FOREGROUND

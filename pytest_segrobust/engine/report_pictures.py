@@ -114,7 +114,7 @@ class Album:
                         bench.plan(suite).corruption(key.corruption),
                         key.severity,
                         candidate.scores,
-                        task=suite.task,
+                        task=bench.plan(suite).task,
                         metric=suite.metric,
                         seed=suite.seed,
                         gamma_r=candidate.gamma_r,
@@ -139,7 +139,7 @@ class Album:
             with bounds(suite, f"the first image of suite {suite.name}"):
                 dataset = bench.dataset(suite, reference)
                 sample = dataset[0]
-                image = picture_of(sample, suite.task, dataset)  # a clip shows its middle frame
+                image = picture_of(sample, bench.plan(suite).task, dataset)  # a clip shows its middle frame
             # Text cells leave the image alone, temporal ones act on clips alone, and a mixture draws
             # per sample: the pictures show the corruptions of images.
             chosen = bench.plan(suite).cells.values()

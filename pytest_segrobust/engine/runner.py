@@ -43,7 +43,6 @@ from pytest_segrobust.suite.schema import Suite, load_suite
 
 if TYPE_CHECKING:
     from pytest_segrobust.runtime.options import Options
-    from pytest_segrobust.runtime.progress import TerminalProgress
 
 logger = logging.getLogger("pytest_segrobust")
 
@@ -205,15 +204,6 @@ class CellRunner:
         self.album = Album()  # the report's pictures of the cells measured here
         self._fingerprints: dict[tuple[str, str], str | None] = {}
         self._import_paths: list[str] = []
-
-    @property
-    def progress_bar(self) -> TerminalProgress | None:
-        """Set by the plugin when a terminal shows this process's output (not under xdist)."""
-        return self.bench.progress_bar
-
-    @progress_bar.setter
-    def progress_bar(self, bar: TerminalProgress | None) -> None:
-        self.bench.progress_bar = bar
 
     # -- suites and the project ------------------------------------------------------------
 

@@ -46,6 +46,7 @@ from pytest_segrobust.store.baselines import CellKey, Conditions
 from pytest_segrobust.suite.model_sources import ModelRequest
 from pytest_segrobust.suite.schema import Suite
 from pytest_segrobust.tasks import get_task
+from pytest_segrobust.tasks.base import Task
 from pytest_segrobust.text.cells import resolve_cell
 from pytest_segrobust.text.registry import TEXT_PERTURBATIONS
 
@@ -117,7 +118,7 @@ class Workbench:
             # A checkpoint's labels are matched to the dataset's classes; other models never read them.
             names = tuple(self.dataset(suite, suite.splits[0]).class_names) if planned.source.needs_class_names else ()
             request = ModelRequest(self.options.device, suite.task, names)
-            build = lambda: self.adapt(planned.build(request), suite.task)
+            build = lambda: self.adapt(planned.build(request), self.plan(suite).task)
             if self.cache is None:
                 self._models[key] = _build(self.shown(suite.path), planned.described, planned.field, build)
             else:  # what the build reads keys the model's cached clean result
@@ -138,8 +139,10 @@ class Workbench:
                 self._model_codes[key] = None
         return self._model_codes[key]
 
-    def adapt(self, obj: Any, task: str) -> Any:
-        return adapt_model(obj, get_task(task), device=self.options.device, amp=self.options.amp, hook=self.adapt_hook)
+    def adapt(self, obj: Any, task: str | Task) -> Any:
+        """``obj`` as a model of ``task`` (a registry name, or a suite's task as its keys bound it)."""
+        chosen = get_task(task) if isinstance(task, str) else task
+        return adapt_model(obj, chosen, device=self.options.device, amp=self.options.amp, hook=self.adapt_hook)
 
     def dataset(self, suite: Suite, split: str | None = None) -> SegmentationDataset:
         """The suite's dataset (of ``split``, for a natural-shift suite)."""

@@ -33,7 +33,7 @@ from pytest_segrobust.models.base import model_device
 from pytest_segrobust.pictures.values import ImageLoss, WorstImages
 from pytest_segrobust.pictures.views import NoClassView, class_maps, still, truth_maps
 from pytest_segrobust.randomness.seeding import sample_seed
-from pytest_segrobust.tasks import get_task
+from pytest_segrobust.tasks import Task
 
 # Images scored on their own per evaluation, and rows drawn: enough to find a telling one, cheap to run.
 CONSIDERED = 16
@@ -141,17 +141,18 @@ class _Entry:
 class CleanViews:
     """The clean pictures of the picked images, per model and dataset, kept for one process.
 
-    Keyed by the model's and the dataset's identity (and the task), so the caller passes the
-    same warm objects it evaluates with (a workbench's cached model and dataset of a split). It
-    holds them until :meth:`clear`: drop it, or clear it, when the models go.
+    Keyed by the model's and the dataset's identity and by the task with its setting (two suites
+    of one model and dataset under two prompt protocols see different clean predictions), so the
+    caller passes the same warm objects it evaluates with (a workbench's cached model and dataset
+    of a split). It holds them until :meth:`clear`: drop it, or clear it, when the models go.
     """
 
     def __init__(self) -> None:
-        self._entries: dict[tuple[int, int, str], _Entry] = {}
+        self._entries: dict[tuple[int, int, str, str], _Entry] = {}
 
-    def image(self, model: Any, dataset: SegmentationDataset, position: int, *, task: str) -> CleanImage:
+    def image(self, model: Any, dataset: SegmentationDataset, position: int, *, task: Task) -> CleanImage:
         """The image at ``position``, predicted the first time it is asked for."""
-        key = (id(model), id(dataset), task)
+        key = (id(model), id(dataset), task.name, task.setting)
         entry = self._entries.get(key)
         if entry is None or entry.model is not model or entry.dataset is not dataset:
             entry = self._entries[key] = _Entry(model, dataset)
@@ -167,11 +168,10 @@ class CleanViews:
         self._entries.clear()
 
 
-def _clean(model: Any, dataset: SegmentationDataset, position: int, *, task: str) -> CleanImage:
-    chosen_task = get_task(task)
+def _clean(model: Any, dataset: SegmentationDataset, position: int, *, task: Task) -> CleanImage:
     sample = dataset[position]
-    batch = chosen_task.collate([sample], [position], dataset, model_device(model))
-    predictions = chosen_task.check_predictions(chosen_task.predict(model, batch), batch)
+    batch = task.collate([sample], [position], dataset, model_device(model))
+    predictions = task.check_predictions(task.predict(model, batch), batch)
     shown, shown_predictions = still(batch, predictions)  # a clip is drawn by its middle frame
     return CleanImage(
         sample=sample,
@@ -192,7 +192,7 @@ def worst_images(
     severity: int,
     picks: Sequence[ImagePick],
     *,
-    task: str,
+    task: Task,
     seed: int,
     clean_views: CleanViews | None = None,
 ) -> list[ImageLoss]:
@@ -207,7 +207,8 @@ def worst_images(
         corruption: The cell's corruption.
         severity: The cell's severity, 1..5.
         picks: The images to draw.
-        task: The suite's task.
+        task: The suite's task as its plan binds it (:meth:`~pytest_segrobust.tasks.base.Task.for_suite`:
+            a promptable suite's prompt protocol), so the picked images are collated as the cell collated them.
         seed: The suite's global seed.
         clean_views: The run's clean pictures, shared by the cells of a model and dataset
             (``None``: made for this call alone; the result is the same).
@@ -215,16 +216,15 @@ def worst_images(
     Raises:
         NoClassView: when the task's predictions have no class view.
     """
-    chosen_task = get_task(task)
     device = model_device(model)
     views = CleanViews() if clean_views is None else clean_views
     found: list[ImageLoss] = []
     for pick in picks:
         clean = views.image(model, dataset, pick.position, task=task)
         sample = clean.sample
-        batch = chosen_task.collate([sample], [pick.position], dataset, device)
+        batch = task.collate([sample], [pick.position], dataset, device)
         corrupted = corruption(batch, severity, [sample_seed(seed, sample.sample_id, corruption.name, severity)])
-        predictions = chosen_task.check_predictions(chosen_task.predict(model, corrupted), corrupted)
+        predictions = task.check_predictions(task.predict(model, corrupted), corrupted)
         frame, frame_predictions = still(corrupted, predictions)  # a clip is drawn by its middle frame
         found.append(
             ImageLoss(
@@ -252,7 +252,7 @@ def describe_worst(
     severity: int,
     scores: ImageScores,
     *,
-    task: str,
+    task: Task,
     metric: str,
     seed: int,
     gamma_r: float | None,
@@ -296,15 +296,16 @@ def describe_worst(
     return replace(found, images=tuple(losses))
 
 
-def picture_of(sample: Sample, task: str, dataset: SegmentationDataset) -> torch.Tensor:
-    """The image that stands for ``sample`` in a gallery: its image, or a clip's middle frame.
+def picture_of(sample: Sample, task: Task, dataset: SegmentationDataset) -> torch.Tensor:
+    """The image that stands for ``sample`` in a gallery: its image, or a clip's middle frame
+    (``task``: the suite's, as its plan binds it).
 
     Shape:
         return: ``(3, H, W)``, ``uint8``, on the CPU.
     """
     if sample.image is not None:
         return sample.image
-    batch = get_task(task).collate([sample], [0], dataset, torch.device("cpu"))
+    batch = task.collate([sample], [0], dataset, torch.device("cpu"))
     shown, _ = still(batch)
     return to_uint8(field_of(shown, Image).data[0])
 

@@ -127,6 +127,23 @@ class MetricContext:
         )
 
 
+@dataclass(frozen=True)
+class DetailGroup:
+    """Details of a metric that split its score one way (per prompt kind, per instance size): the
+    report shows one table per detail of the group, clean and per corruption and severity.
+
+    Attributes:
+        details: The group's keys of :attr:`MetricResult.details`, in the order the report shows them.
+        title: A table's title after the metric's label, ``{detail}`` standing for the key
+            (``"with {detail} prompts"``).
+        note: What a table's numbers are, ``{detail}`` likewise (``""``: no note).
+    """
+
+    details: tuple[str, ...]
+    title: str
+    note: str = ""
+
+
 class Metric(ABC):
     """A dataset-level metric built from sufficient statistics.
 
@@ -144,6 +161,7 @@ class Metric(ABC):
             ``(best, worst)`` otherwise; percent metrics use ``(0, 100)``.
         accepts: The ground-truth field types :meth:`update` reads from a batch.
         detail_labels: How tables show the keys of :attr:`MetricResult.details`.
+        detail_groups: The ways its details split the score (:class:`DetailGroup`): a report table per detail.
         requires: The extras whose packages ``__init__`` imports; a suite naming the metric is
             refused when they are not installed.
         chance_by_classes: Whether the score has a chance level of ``1/K`` of its scale over its
@@ -161,6 +179,7 @@ class Metric(ABC):
     bounds: ClassVar[tuple[float, float]] = (0.0, 100.0)
     accepts: ClassVar[tuple[type[Field], ...]] = ()
     detail_labels: ClassVar[dict[str, str]] = {}
+    detail_groups: ClassVar[tuple[DetailGroup, ...]] = ()
     requires: ClassVar[tuple[Extra, ...]] = ()
     chance_by_classes: ClassVar[bool] = True
     version: ClassVar[str] = "1"

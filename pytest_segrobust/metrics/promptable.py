@@ -20,7 +20,7 @@ import torch
 from pytest_segrobust.core.errors import ModelOutputError
 from pytest_segrobust.core.prompts import PROMPT_KINDS, PromptedInstances
 from pytest_segrobust.core.types import Batch, field_of
-from pytest_segrobust.metrics.base import Metric, MetricContext, MetricResult, Reduction
+from pytest_segrobust.metrics.base import DetailGroup, Metric, MetricContext, MetricResult, Reduction
 from pytest_segrobust.metrics.registry import register_metric
 
 SIZES: tuple[tuple[str, float], ...] = (("small", 32.0**2), ("medium", 96.0**2), ("large", float("inf")))
@@ -54,6 +54,19 @@ class PromptableMIoU(Metric):
     label = "mIoU (prompted)"
     accepts = (PromptedInstances,)
     detail_labels = {group: f"mIoU {group}" for group in GROUPS[1:]}
+    detail_groups = (
+        DetailGroup(
+            PROMPT_KINDS,
+            "with {detail} prompts",
+            "Each instance asked with its {detail} prompt alone; the other kinds' sets are left out of these numbers.",
+        ),
+        DetailGroup(
+            tuple(name for name, _ in SIZES),
+            "of {detail} instances",
+            "The prompt sets of {detail} instances alone, every kind (COCO's areas in the clean image: "
+            "small below 32², medium below 96², large the rest).",
+        ),
+    )
     rows: list[torch.Tensor]
 
     def __init__(self, context: MetricContext) -> None:

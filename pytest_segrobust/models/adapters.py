@@ -62,6 +62,9 @@ _loaded = False
 def register_adapter(task: str, matches: Callable[[Any], bool], name: str | None = None) -> Callable[[Build], Build]:
     """Register ``build`` as the adapter of ``task`` for objects ``matches`` accepts (a decorator).
 
+    ``task`` is a task's :attr:`~pytest_segrobust.tasks.base.Task.model_kind`: its name, or a kind of
+    model it takes under a suite's setting (``vos-prompts``: a VOS suite's prompt reference).
+
     Adapters registered later are tried first, so a specific adapter registered by a plugin
     wins over a generic built-in one (``nn.Module``).
     """
@@ -136,12 +139,12 @@ def adapt_model(
             return _checked(adapted, task, f"the pytest_segrobust_adapt_model hook for {type(obj).__name__}")
     if task.accepts_model(obj):
         return obj
-    for adapter in adapters(task.name):
+    for adapter in adapters(task.model_kind):
         if adapter.matches(obj):
             return _checked(adapter.build(obj, device=device, amp=amp), task, f"adapter {adapter.name}")
     declared = getattr(obj, "task", None)
     why = f" (it declares task {declared!r})" if declared not in (None, task.name) else ""
-    kinds = ", ".join(a.name for a in adapters(task.name))
+    kinds = ", ".join(a.name for a in adapters(task.model_kind))
     raise TypeError(
         f"expected {task.model_description} or an object an adapter wraps ({kinds}), "
         f"got {type(obj).__name__}{why}"

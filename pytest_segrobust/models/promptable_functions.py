@@ -1,7 +1,8 @@
 """Promptable models that are plain functions of numpy arrays (a SAM predictor behind any runtime).
 
 A suite's factory that returns a function (not a module, nothing with ``predict``) for a
-``task: promptable`` suite gets it wrapped here. The function is called once per image, as
+``task: promptable`` suite, or a ``task: vos`` suite with a prompt reference
+(:class:`ArrayPromptableVideoModel`), gets it wrapped here. The function is called once per image, as
 SAM-style predictors are (``set_image``, then prompts)::
 
     def segment(image, prompts):
@@ -24,11 +25,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from pytest_segrobust.core.prompts import PromptSet
+from pytest_segrobust.core.prompts import FramePrompt, PromptSet
 from pytest_segrobust.models.adapters import register_adapter
 from pytest_segrobust.models.video import _ArrayAdapter, _fingerprint_of, _is_function
 
-__all__ = ["ArrayPromptableModel", "image_array", "prompt_dict"]
+__all__ = ["ArrayPromptableModel", "ArrayPromptableVideoModel", "image_array", "prompt_dict"]
 
 
 def image_array(image: torch.Tensor) -> np.ndarray:
@@ -71,6 +72,35 @@ class ArrayPromptableModel(_ArrayAdapter):
         return _fingerprint_of(self.obj, "promptable-array")
 
 
+class ArrayPromptableVideoModel(_ArrayAdapter):
+    """Wraps ``fn(frames, prompts)`` (a VOS suite's prompt reference), called once per clip, as video
+    predictors are (one state per video)::
+
+        def track(frames, prompts):
+            # frames: (T, H, W, 3) uint8, the corrupted clip, rounded to 8 bits
+            # prompts: one dict per object given: {"object_id": int, "frame": int (where its prompts
+            #   are given), "kind", "points", "labels", "box"} as for images
+            return ids  # (T, H, W) integer object ids (0 background), or scores (T, K, H, W)
+    """
+
+    task = "vos"
+    reference = "prompts"
+
+    def predict(self, clips: torch.Tensor, prompts: Sequence[Sequence[FramePrompt]]) -> torch.Tensor:
+        results = []
+        for clip, given in zip(clips, prompts):
+            frames = np.stack([image_array(frame) for frame in clip])
+            asked = [{"object_id": p.object_id, "frame": p.frame, **prompt_dict(p.prompt)} for p in given]
+            results.append(self._back(self.obj(frames, asked), (int(clip.shape[0]), *clip.shape[-2:])))
+        return torch.stack(results)
+
+    def fingerprint(self) -> str:
+        return _fingerprint_of(self.obj, "vos-prompts-array")
+
+
+register_adapter("vos-prompts", _is_function, "function of numpy frames (T, H, W, 3) uint8 and prompt dicts, per clip")(
+    ArrayPromptableVideoModel
+)
 register_adapter("promptable", _is_function, "function of a numpy image (H, W, 3) uint8 and prompt dicts")(
     ArrayPromptableModel
 )

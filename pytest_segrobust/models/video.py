@@ -8,8 +8,9 @@ Four protocols, fixed so that the tasks (:mod:`pytest_segrobust.tasks.vos`,
 * :class:`OnlineVideoObjectModel` (``task = "vos"``, trackers): ``start(frame, reference)``
   opens a clip, ``step(frame, reference)`` takes each later frame and returns its ids; the
   task drives it frame by frame, clip by clip, so its state is per clip.
-* :class:`PromptableVideoObjectModel` (``task = "vos"`` with a prompt reference, SAM 2 style):
-  ``predict(clips, prompts)`` gets each object's clicks and/or box at the first frame it is shown in.
+* :class:`PromptableVideoObjectModel` (``task = "vos"`` with a prompt reference, SAM 2 style, and
+  ``reference = "prompts"``): ``predict(clips, prompts)`` gets each object's clicks and/or box at
+  the first frame it is shown in.
 * :class:`ReferringVideoModel` (``task = "rvos"``): ``predict(clips, texts)`` returns a mask
   (bool, or float logits thresholded at 0) per frame of the object each expression names.
 
@@ -21,7 +22,9 @@ later.
 Adapters fit plain models to them, as the image tasks' do: an ``nn.Module`` (offline:
 ``module(clips, reference)``; online: a module with ``start`` and ``step`` methods; R-VOS:
 ``module(clips, texts)``) and a function of numpy arrays (offline: ``fn(clips, reference)``;
-online: an object with ``start`` and ``step`` taking arrays; R-VOS: ``fn(clips, texts)``).
+online: an object with ``start`` and ``step`` taking arrays; R-VOS: ``fn(clips, texts)``). Under a
+prompt reference, a module is called as ``module(clips, prompts)`` and a function once per clip
+(:class:`~pytest_segrobust.models.promptable_functions.ArrayPromptableVideoModel`).
 A module or function may return integer ids, or float scores with one channel per object
 id after the batch and time axes (``(B, T, K, H, W)``: channel ``k`` is id ``k``, 0 the
 background), of which the highest wins.
@@ -49,6 +52,7 @@ __all__ = [
     "PromptableVideoObjectModel",
     "ReferringVideoModel",
     "TorchModuleOnlineVideoObjectSegmenter",
+    "TorchModulePromptableVideoSegmenter",
     "TorchModuleReferringVideoSegmenter",
     "TorchModuleVideoObjectSegmenter",
     "VideoObjectModel",
@@ -112,6 +116,10 @@ class PromptableVideoObjectModel(Protocol):
     ``prompts[b]`` holds clip ``b``'s objects, each a
     :class:`~pytest_segrobust.core.prompts.FramePrompt`: its id, the frame it is first shown in,
     and its prompts in pixels of that frame. An object whose prompts all left the frame is not passed.
+
+    Such a model says that it takes prompts with a ``reference = "prompts"`` attribute (the
+    structure alone cannot tell it from a :class:`VideoObjectModel`): the VOS task refuses it
+    under the mask reference, and refuses a model without it under a prompt reference.
     """
 
     device: torch.device
@@ -197,6 +205,22 @@ class TorchModuleVideoObjectSegmenter(_TorchModuleAdapter):
 
     def fingerprint(self) -> str:
         return module_fingerprint(self.module, "vos")
+
+
+class TorchModulePromptableVideoSegmenter(_TorchModuleAdapter):
+    """Wraps an ``nn.Module`` called as ``module(clips, prompts)`` (a VOS suite's prompt reference) returning
+    ids ``(B, T, H, W)`` or per-id scores ``(B, T, K, H, W)``."""
+
+    task = "vos"
+    reference = "prompts"
+
+    @torch.inference_mode()
+    def predict(self, clips: torch.Tensor, prompts: Sequence[Sequence[FramePrompt]]) -> torch.Tensor:
+        shape = (*clips.shape[:2], *clips.shape[-2:])
+        return ids_of(self._forward(clips, [list(p) for p in prompts]), shape)
+
+    def fingerprint(self) -> str:
+        return module_fingerprint(self.module, "vos-prompts")
 
 
 class TorchModuleOnlineVideoObjectSegmenter(_TorchModuleAdapter):
@@ -334,6 +358,7 @@ _register(
     "torch.nn.Module with start/step (a tracker)",
     TorchModuleOnlineVideoObjectSegmenter,
 )
+_register("vos-prompts", _is_module, "torch.nn.Module(clips, prompts) returning ids or scores", TorchModulePromptableVideoSegmenter)
 _register("rvos", _is_function, "function of numpy clips and texts", ArrayReferringVideoModel)
 _register(
     "rvos", _is_module, "torch.nn.Module(clips, texts) returning masks or logits", TorchModuleReferringVideoSegmenter

@@ -7,8 +7,7 @@ places, and the documents (markdown, HTML) show them in registration order.
 * :data:`SUITE_SECTIONS`: each suite's tables and figures, in reading order.
 
 A new table is a new module that registers a renderer; a renderer reads the typed report
-(:mod:`pytest_segrobust.report.model`) and returns its sections (none where it has nothing to
-show)::
+(:mod:`pytest_segrobust.report.model`) and returns its sections::
 
     from pytest_segrobust.report.sections import SUITE_SECTIONS
     from pytest_segrobust.report.tables import Table
@@ -17,6 +16,10 @@ show)::
     def images_per_model(suite):
         rows = tuple((row, str(len(model.cells))) for row, model in suite.models.items())
         return [Table("Cells per model", ("model", "cells"), rows)]
+
+A section shows only what the records carry: a renderer returns none where they hold nothing it
+shows (per-class values, a metric's details, worst images), and a table without a row is never
+shown (:meth:`SectionRegistry.render`), whoever registered it.
 """
 
 from __future__ import annotations
@@ -27,9 +30,10 @@ from typing import Generic, TypeVar
 
 from pytest_segrobust.core.errors import UnknownNameError
 from pytest_segrobust.metrics import METRICS
+from pytest_segrobust.metrics.base import DetailGroup
 from pytest_segrobust.report import tables
+from pytest_segrobust.report.detail_groups import detail_group_tables
 from pytest_segrobust.report.model import Report, SuiteReport
-from pytest_segrobust.report.prompt_kinds import prompt_kind_tables
 from pytest_segrobust.report.r2bench import r2bench_tables
 from pytest_segrobust.report.tables import Table
 from pytest_segrobust.report.video import video_tables
@@ -93,8 +97,13 @@ class SectionRegistry(Generic[T]):
         return list(self._renderers)
 
     def render(self, value: T) -> list[Section]:
-        """Every section of ``value``, in order."""
-        return [section for renderer in self._renderers.values() for section in renderer(value)]
+        """Every section of ``value``, in order; a table without a row is left out (it would show a header alone)."""
+        return [
+            section
+            for renderer in self._renderers.values()
+            for section in renderer(value)
+            if not (isinstance(section, Table) and not section.rows)
+        ]
 
 
 DECISION_SECTIONS: SectionRegistry[Report] = SectionRegistry("decision")
@@ -116,6 +125,14 @@ def detail_labels(metric: str) -> dict[str, str]:
         return dict(METRICS.get(metric).detail_labels)
     except UnknownNameError:
         return {}
+
+
+def detail_groups(metric: str) -> tuple[DetailGroup, ...]:
+    """The ways a metric's details split its score (per prompt kind, per instance size); none for an unknown metric."""
+    try:
+        return METRICS.get(metric).detail_groups
+    except UnknownNameError:
+        return ()
 
 
 # -- after the verdict -------------------------------------------------------------------------
@@ -145,8 +162,7 @@ def regressed_cells(report: Report) -> list[Section]:
         name: {"": metric_label(suite.metric), **{m: metric_label(m) for m in suite.metrics[1:]}}
         for name, suite in report.suites.items()
     }
-    regressed = tables.regressed_cells(report.records(), labels)
-    return [regressed] if regressed.rows else []
+    return [tables.regressed_cells(report.records(), labels)]
 
 
 # -- the run's provenance ----------------------------------------------------------------------
@@ -203,10 +219,10 @@ def natural_shift(suite: SuiteReport) -> list[Section]:
     if not suite.shifts:
         return []
     models, reference, splits = suite.records(), suite.shifts.reference, list(suite.shifts.splits)
-    return [
-        tables.natural_shift(models, reference, splits, metric_label(suite.metric)),
-        tables.natural_shift_per_class(models, reference, splits),
-    ]
+    out: list[Section] = [tables.natural_shift(models, reference, splits, metric_label(suite.metric))]
+    if tables.carries_per_class(models):
+        out.append(tables.natural_shift_per_class(models, reference, splits))
+    return out
 
 
 @SUITE_SECTIONS.register("further metrics")
@@ -218,7 +234,7 @@ def further_metrics(suite: SuiteReport) -> list[Section]:
 @SUITE_SECTIONS.register("metric details")
 def metric_details(suite: SuiteReport) -> list[Section]:
     models = suite.records()
-    if not tables.has_details(models):
+    if not tables.carried_details(r for records in models.values() for r in records):
         return []
     return [tables.metric_details(models, metric_label(suite.metric), detail_labels(suite.metric))]
 
@@ -233,16 +249,17 @@ def text(suite: SuiteReport) -> list[Section]:
     if suite.r2bench is None:
         return []
     out: list[Section] = list(r2bench_tables(suite.r2bench))
-    if suite.worst_expressions:
+    if suite.worst_expressions and any(entry.images for entry in suite.worst_expressions.values()):
         metric = metric_label(suite.metric)
         title = f"Expressions whose {metric} fell most in each model's worst text cell"
         out.append(tables.worst_images(suite.worst_expressions, metric, title))
     return out
 
 
-@SUITE_SECTIONS.register("prompt kinds")
-def prompt_kinds(suite: SuiteReport) -> list[Section]:
-    return list(prompt_kind_tables(suite.records(), metric_label(suite.metric)))
+@SUITE_SECTIONS.register("detail groups")
+def details_by_group(suite: SuiteReport) -> list[Section]:
+    """A table per detail of each group the headline metric declares (per prompt kind, per instance size)."""
+    return list(detail_group_tables(suite.records(), metric_label(suite.metric), detail_groups(suite.metric)))
 
 
 @SUITE_SECTIONS.register("robustness by category")
@@ -259,8 +276,9 @@ def robustness_by_category(suite: SuiteReport) -> list[Section]:
 
 @SUITE_SECTIONS.register("worst images")
 def worst_images(suite: SuiteReport) -> list[Section]:
-    """The table of each model's images that lost most in its worst cell, then their pictures."""
-    if not _corrupted(suite) or not suite.worst_images:
+    """The table of each model's images that lost most in its worst cell, then their pictures; nothing
+    where no model's worst cell has an image to show (a task whose predictions have no class view)."""
+    if not _corrupted(suite) or not suite.worst_images or not any(entry.images for entry in suite.worst_images.values()):
         return []
     out: list[Section] = [tables.worst_images(suite.worst_images, metric_label(suite.metric))]
     for row, entry in suite.worst_images.items():
@@ -317,10 +335,10 @@ def supercategories(suite: SuiteReport) -> list[Section]:
 
 @SUITE_SECTIONS.register("per class")
 def per_class(suite: SuiteReport) -> list[Section]:
-    if not _corrupted(suite):
-        return []
-    table = tables.per_class(suite.records(), metric_label(suite.metric))
-    return [table] if table.rows else []  # a metric of objects (J&F) has no class to show
+    models = suite.records()
+    if not _corrupted(suite) or not tables.carries_per_class(models):
+        return []  # a metric of objects (J&F) or of prompted instances has no class to show
+    return [tables.per_class(models, metric_label(suite.metric))]
 
 
 @SUITE_SECTIONS.register("corruption error")

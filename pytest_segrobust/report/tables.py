@@ -530,8 +530,25 @@ def _clean_per_class(records: Sequence[CellRecord]) -> dict[str, float | None]:
     return dict(zip(first.class_names, first.clean_per_class or [None] * len(first.class_names)))
 
 
+def _holds(value: float | None) -> bool:
+    """Whether a number is there to show (not missing, not NaN)."""
+    return value is not None and not math.isnan(value)
+
+
+def _number(value: float | None) -> float:
+    """A number that may be missing as a float: NaN where it is."""
+    return math.nan if value is None else value
+
+
+def carries_per_class(models: Mapping[str, Sequence[CellRecord]]) -> bool:
+    """Whether some record holds a per-class value, clean or corrupted: a metric of objects (J&F) or of
+    prompted instances keeps its class list and no number per class."""
+    return any(_holds(v) for records in models.values() for r in records for v in (*r.per_class, *(r.clean_per_class or ())))
+
+
 def has_supercategories(models: dict[str, list[CellRecord]]) -> bool:
-    return any(g is not None for records in models.values() for r in corrupted(records) for g in r.supercategories)
+    """Whether some corrupted cell has a γr per supercategory: supercategories and per-class values both."""
+    return any(_cell_supercategories(r) for records in models.values() for r in corrupted(records))
 
 
 def supercategories(models: dict[str, list[CellRecord]]) -> Table:
@@ -564,13 +581,20 @@ def supercategory_by_category(models: dict[str, list[CellRecord]]) -> Table:
     )
 
 
-def has_details(models: dict[str, list[CellRecord]]) -> bool:
-    return any(r.details or r.clean_details for records in models.values() for r in records)
+def carried_details(records: Iterable[CellRecord]) -> list[str]:
+    """The detail keys some record holds a value of, clean or corrupted, in the order first met: a
+    detail without one anywhere (no large instance in the data) gets no column and no table."""
+    keys: dict[str, None] = {}
+    for r in records:
+        for details in (r.clean_details, r.details):
+            keys.update((key, None) for key, value in details.items() if _holds(value))
+    return list(keys)
 
 
 def metric_details(models: dict[str, list[CellRecord]], metric: str, labels: dict[str, str] | None = None) -> Table:
-    """The metric with its further numbers (AP50, AP75, box AP), clean and per corruption."""
-    keys = list(dict.fromkeys(k for records in models.values() for r in records for k in (*r.clean_details, *r.details)))
+    """The metric with its further numbers (AP50, AP75, box AP), clean and per corruption: a column
+    per detail the records hold a value of (:func:`carried_details`)."""
+    keys = carried_details(r for records in models.values() for r in records)
     rows = []
     for model, records in models.items():
         if records:
@@ -578,7 +602,8 @@ def metric_details(models: dict[str, list[CellRecord]], metric: str, labels: dic
             rows.append((model, "clean", fmt(first.clean_score), *(fmt(first.clean_details.get(k)) for k in keys)))
         for _, name in _columns_by_category(records):
             cells = [r for r in corrupted(records) if r.corruption == name]
-            means = [mean(r.details[k] for r in cells if k in r.details) for k in keys]
+            # A detail read back from JSON is None where it was NaN (no instance of a size): undefined alike.
+            means = [mean(_number(r.details[k]) for r in cells if k in r.details) for k in keys]
             rows.append((model, name, fmt(mean(r.score for r in cells)), *(fmt(m) for m in means)))
     return Table(
         f"{metric} and its companions (mean over severities)",

@@ -107,11 +107,11 @@ class SegRobustSession:
     @property
     def progress_bar(self) -> TerminalProgress | None:
         """Set by the plugin when a terminal shows this process's output (not under xdist)."""
-        return self.runner.progress_bar
+        return self.runner.bench.progress_bar
 
     @progress_bar.setter
     def progress_bar(self, bar: TerminalProgress | None) -> None:
-        self.runner.progress_bar = bar
+        self.runner.bench.progress_bar = bar
 
     @property
     def report(self) -> Report | None:

@@ -2,9 +2,10 @@
 
 A task declares the fields of a sample it reads (:attr:`Task.reads`, names in
 :attr:`Sample.fields <pytest_segrobust.data.base.Sample.fields>`) and the typed fields it
-collates them into (:attr:`Task.collates`, :mod:`pytest_segrobust.core.types`), says which model
-protocol its models follow, validates what a model returned (in one place), and names its
-default metrics. Suites name a task; the engine looks it up in
+collates them into (:attr:`Task.collates`, :mod:`pytest_segrobust.core.types`), or, an image
+task scored against one annotation of each sample, that annotation (:class:`ImageAnnotation`),
+which both follow from; says which model protocol its models follow, validates what a model
+returned (in one place), and names its default metrics. Suites name a task; the engine looks it up in
 :data:`pytest_segrobust.tasks.TASKS` and never branches on it. A task of a new modality
 (clips, audio, a plugin's own field type) is one module: it reads its fields with
 :meth:`Task.read`, overrides :meth:`Task.collate` where its samples have no image, and says
@@ -127,6 +128,37 @@ class SuiteCells:
         return hash(type(self))
 
 
+@dataclass(frozen=True)
+class ImageAnnotation:
+    """The ground truth of an image task: one annotation of each sample, the size of its image, that
+    :meth:`Task.targets` collates into one typed field. A task that declares one
+    (:attr:`Task.annotation`) reads the image and that annotation and collates them into the image,
+    the index and that field; :meth:`Task.annotations` refuses a sample without the annotation or
+    with one of another size than its image.
+
+    Attributes:
+        source: The sample's field the annotation is (a name in ``Sample.fields``: ``instances``).
+        field: The batch field :meth:`Task.targets` makes of them (``instances``).
+        kind: That field's type (:class:`~pytest_segrobust.core.types.InstanceMasks`).
+        tensor: The annotation's tensor that has its image's ``(H, W)`` (``masks``).
+        leading: How many dimensions that tensor has before ``(H, W)`` (1 for ``(N, H, W)`` masks).
+        what: What the annotation is, for the message of a sample without it (``instance annotations``).
+        needs: Why a sample needs it, for that message: the evaluation, and a dataset that has it
+            (``an instance evaluation needs ..., e.g. COCO-format data``).
+        mismatch: The message's words for an annotation of another size than its image, ``{}``
+            its size (``instance masks of size {} differ``).
+    """
+
+    source: str
+    field: str
+    kind: type[Field]
+    tensor: str
+    leading: int
+    what: str
+    needs: str
+    mismatch: str
+
+
 class Task(ABC):
     """A segmentation task.
 
@@ -148,6 +180,9 @@ class Task(ABC):
             :meth:`suite_cells` what they make of its cells.
         resampling_unit: What the statistical gate's bootstrap draws (``image``, ``clip``), and
             what its degrees of freedom and sample-size hints count.
+        annotation: The one annotation of each sample an image task scores against, where it has
+            one: :attr:`reads`, :attr:`collates` and :attr:`target_types` follow from it, unless
+            the task declares them itself.
         groups_samples: Several samples share one unit (a referring task's expressions of one
             image, an R-VOS task's of one clip): each sample names its unit
             (:attr:`Sample.unit <pytest_segrobust.data.base.Sample.unit>`), metrics keep it per
@@ -166,6 +201,21 @@ class Task(ABC):
     suite_keys: ClassVar[tuple[str, ...]] = ()
     resampling_unit: ClassVar[str] = "image"
     groups_samples: ClassVar[bool] = False
+    annotation: ClassVar[ImageAnnotation | None] = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        annotation = vars(cls).get("annotation")
+        if annotation is None:
+            return
+        implied = {
+            "reads": ("image", annotation.source),
+            "collates": {**Task.collates, annotation.field: annotation.kind},
+            "target_types": (annotation.kind,),
+        }
+        for name, value in implied.items():
+            if name not in vars(cls):  # a task that reads or collates more says so itself
+                setattr(cls, name, value)
 
     def suite_names(self, options: Mapping[str, Any], folder: Path) -> SuiteNames:
         """What the suite keys of :attr:`suite_keys` that a suite sets (``options``) let its ``corruptions:``
@@ -297,6 +347,29 @@ class Task(ABC):
         image = sample.image
         return None if image is None else tuple(image.shape)
 
+    def annotations(self, samples: Sequence[Sample], dataset: SegmentationDataset) -> list[Any]:
+        """Each sample's :attr:`annotation`, checked to be there and of its image's size.
+
+        Raises:
+            DatasetError: naming the dataset, the sample and the annotation, for one without it
+                (and what needs it) or with one of another size than its image.
+        """
+        spec = self.annotation
+        if spec is None:
+            raise TypeError(f"task {self.name} declares no annotation")
+        found = []
+        for sample in samples:
+            annotation = sample.fields.get(spec.source)
+            if annotation is None:
+                raise DatasetError(f"{dataset.name}: sample {sample.sample_id} has no {spec.what}; {spec.needs}")
+            size, image = tuple(getattr(annotation, spec.tensor).shape[spec.leading :]), tuple(sample.image.shape[1:])
+            if size != image:
+                raise DatasetError(
+                    f"{dataset.name}: sample {sample.sample_id}: {spec.mismatch.format(size)} from image size {image}"
+                )
+            found.append(annotation)
+        return found
+
     @abstractmethod
     def targets(self, samples: Sequence[Sample], dataset: SegmentationDataset, device: torch.device) -> dict[str, Field]:
         """The ground truth of ``samples`` as typed fields, checked against their images."""
@@ -312,6 +385,13 @@ class Task(ABC):
     @abstractmethod
     def check_predictions(self, predictions: Any, batch: Batch) -> Any:
         """What the model returned for ``batch``, validated; raises :class:`ModelOutputError`."""
+
+    @property
+    def model_kind(self) -> str:
+        """The name the adapters that fit a model to this task are registered under
+        (:func:`~pytest_segrobust.models.adapters.register_adapter`): the task's name, unless what
+        :meth:`for_suite` bound changes what its models take (a VOS suite's prompt reference)."""
+        return self.name
 
     def accepts_model(self, obj: object) -> bool:
         """Whether ``obj`` is a model of this task as it is.

@@ -2,43 +2,38 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 
-from pytest_segrobust.core.errors import DatasetError, ModelOutputError
+from pytest_segrobust.core.errors import ModelOutputError
 from pytest_segrobust.core.types import Batch, Field, InstanceMasks, InstancePredictions, SampleIndex, field_of
 from pytest_segrobust.data.base import Sample, SegmentationDataset
 from pytest_segrobust.models.base import InstanceSegmentationModel
 from pytest_segrobust.tasks import register_task
-from pytest_segrobust.tasks.base import Task, first_id
+from pytest_segrobust.tasks.base import ImageAnnotation, Task, first_id
 
 
 @register_task
 class InstanceTask(Task):
     name = "instance"
     default_metrics = ("map",)
-    target_types = (InstanceMasks,)
-    reads = ("image", "instances")
-    collates: ClassVar[Mapping[str, type[Field]]] = {**Task.collates, "instances": InstanceMasks}
+    annotation = ImageAnnotation(
+        "instances",
+        "instances",
+        InstanceMasks,
+        tensor="masks",
+        leading=1,
+        what="instance annotations",
+        needs="an instance evaluation needs a dataset with instances, e.g. COCO-format data",
+        mismatch="instance masks of size {} differ",
+    )
     model_protocol = InstanceSegmentationModel
     model_description = "an InstanceSegmentationModel (predict -> one InstancePredictions per image, device, fingerprint)"
 
     def targets(self, samples: Sequence[Sample], dataset: SegmentationDataset, device: torch.device) -> dict[str, Field]:
-        targets = []
-        for sample in samples:
-            if sample.instances is None:
-                raise DatasetError(
-                    f"{dataset.name}: sample {sample.sample_id} has no instance annotations; "
-                    "an instance evaluation needs a dataset with instances, e.g. COCO-format data"
-                )
-            if tuple(sample.instances.masks.shape[1:]) != tuple(sample.image.shape[1:]):
-                raise DatasetError(
-                    f"{dataset.name}: sample {sample.sample_id}: instance masks of size "
-                    f"{tuple(sample.instances.masks.shape[1:])} differ from image size {tuple(sample.image.shape[1:])}"
-                )
-            targets.append(sample.instances.to(device, non_blocking=True))
+        targets = [instances.to(device, non_blocking=True) for instances in self.annotations(samples, dataset)]
         height, width = samples[0].image.shape[1:]
         return {"instances": InstanceMasks(tuple(targets), int(height), int(width))}
 

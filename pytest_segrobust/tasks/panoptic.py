@@ -2,44 +2,39 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 
-from pytest_segrobust.core.errors import DatasetError, ModelOutputError
+from pytest_segrobust.core.errors import ModelOutputError
 from pytest_segrobust.core.types import Batch, Field, Image, PanopticMap, PanopticPredictions, SampleIndex, field_of
 from pytest_segrobust.core.wording import plural
 from pytest_segrobust.data.base import Sample, SegmentationDataset
 from pytest_segrobust.models.base import PanopticSegmentationModel
 from pytest_segrobust.tasks import register_task
-from pytest_segrobust.tasks.base import Task
+from pytest_segrobust.tasks.base import ImageAnnotation, Task
 
 
 @register_task
 class PanopticTask(Task):
     name = "panoptic"
     default_metrics = ("pq",)
-    target_types = (PanopticMap,)
-    reads = ("image", "panoptic")
-    collates: ClassVar[Mapping[str, type[Field]]] = {**Task.collates, "panoptic": PanopticMap}
+    annotation = ImageAnnotation(
+        "panoptic",
+        "panoptic",
+        PanopticMap,
+        tensor="segments",
+        leading=0,
+        what="panoptic annotation",
+        needs="a panoptic evaluation needs a dataset with segments, e.g. pytest_segrobust.data.coco_panoptic:CocoPanoptic",
+        mismatch="panoptic map of size {} differs",
+    )
     model_protocol = PanopticSegmentationModel
     model_description = "a PanopticSegmentationModel (predict -> one PanopticPredictions per image, device, fingerprint)"
 
     def targets(self, samples: Sequence[Sample], dataset: SegmentationDataset, device: torch.device) -> dict[str, Field]:
-        targets = []
-        for sample in samples:
-            if sample.panoptic is None:
-                raise DatasetError(
-                    f"{dataset.name}: sample {sample.sample_id} has no panoptic annotation; a panoptic evaluation "
-                    "needs a dataset with segments, e.g. pytest_segrobust.data.coco_panoptic:CocoPanoptic"
-                )
-            if tuple(sample.panoptic.segments.shape) != tuple(sample.image.shape[1:]):
-                raise DatasetError(
-                    f"{dataset.name}: sample {sample.sample_id}: panoptic map of size "
-                    f"{tuple(sample.panoptic.segments.shape)} differs from image size {tuple(sample.image.shape[1:])}"
-                )
-            targets.append(sample.panoptic.to(device, non_blocking=True))
+        targets = (panoptic.to(device, non_blocking=True) for panoptic in self.annotations(samples, dataset))
         return {"panoptic": PanopticMap(tuple(targets))}
 
     def check_predictions(self, predictions: Any, batch: Batch) -> Sequence[PanopticPredictions]:

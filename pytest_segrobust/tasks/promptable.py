@@ -20,19 +20,20 @@ empty mask. Geometric corruptions move prompts with the masks
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any
 
 import torch
 
-from pytest_segrobust.core.errors import DatasetError, FieldError, ModelOutputError
+from pytest_segrobust.core.errors import FieldError, ModelOutputError
 from pytest_segrobust.core.prompts import InstancePrompts, PromptedInstances, PromptSet
 from pytest_segrobust.core.types import Batch, Field, Image, SampleIndex, field_of
 from pytest_segrobust.data.base import Sample, SegmentationDataset
 from pytest_segrobust.data.prompt_protocol import PromptProtocol, StandardProtocol, protocol_of
 from pytest_segrobust.models.base import PromptableSegmentationModel
 from pytest_segrobust.tasks import register_task
-from pytest_segrobust.tasks.base import SuiteCells, SuiteKeyError, Task, first_id, logit_masks
+from pytest_segrobust.tasks.base import ImageAnnotation, SuiteCells, SuiteKeyError, Task, first_id, logit_masks
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,9 +48,16 @@ class PromptableTask(Task):
     name = "promptable"
     version = "1"
     default_metrics = ("promptable_miou",)
-    target_types = (PromptedInstances,)
-    reads = ("image", "instances")
-    collates: ClassVar[Mapping[str, type[Field]]] = {**Task.collates, "prompted": PromptedInstances}
+    annotation = ImageAnnotation(
+        "instances",
+        "prompted",
+        PromptedInstances,
+        tensor="masks",
+        leading=1,
+        what="instance annotations",
+        needs="a promptable evaluation draws its prompts from instances, e.g. COCO-format data",
+        mismatch="instance masks of size {} differ",
+    )
     model_protocol = PromptableSegmentationModel
     model_description = (
         "a PromptableSegmentationModel (predict(images, prompts) -> per image (P, H, W) masks or logits, "
@@ -66,7 +74,7 @@ class PromptableTask(Task):
     def suite_cells(
         self, options: Mapping[str, Any], corruptions: tuple[str, ...], resolve: Callable[..., Any]
     ) -> SuiteCells:
-        """``prompts:`` (the protocol; the standard one, one centre click and no box, when left out)."""
+        """``prompts:`` (the protocol; the standard one, one centre click and the tight box, when left out)."""
         if "prompts" not in options:
             return PromptCells()
         try:
@@ -81,7 +89,9 @@ class PromptableTask(Task):
 
     @property
     def setting(self) -> str:
-        return f"{self.protocol.describe()}; seed {self.seed}"
+        """The recorded setting (:attr:`recorded_setting`) as canonical JSON, and the seed, which random
+        clicks are drawn with: a cached clean result is keyed by both."""
+        return f"{json.dumps(self.recorded_setting, sort_keys=True)}; seed {self.seed}"
 
     @property
     def recorded_setting(self) -> dict[str, Any]:
@@ -90,18 +100,7 @@ class PromptableTask(Task):
 
     def targets(self, samples: Sequence[Sample], dataset: SegmentationDataset, device: torch.device) -> dict[str, Field]:
         prompted = []
-        for sample in samples:
-            instances = sample.instances
-            if instances is None:
-                raise DatasetError(
-                    f"{dataset.name}: sample {sample.sample_id} has no instance annotations; a promptable evaluation "
-                    "draws its prompts from instances, e.g. COCO-format data"
-                )
-            if tuple(instances.masks.shape[1:]) != tuple(sample.image.shape[1:]):
-                raise DatasetError(
-                    f"{dataset.name}: sample {sample.sample_id}: instance masks of size "
-                    f"{tuple(instances.masks.shape[1:])} differ from image size {tuple(sample.image.shape[1:])}"
-                )
+        for sample, instances in zip(samples, self.annotations(samples, dataset), strict=True):
             if sample.sample_id not in self._drawn:
                 self._drawn[sample.sample_id] = self.protocol.prompts(instances.to("cpu"), sample.sample_id, self.seed)
             prompted.append(self._drawn[sample.sample_id].to(device))

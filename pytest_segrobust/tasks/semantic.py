@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 
@@ -12,33 +12,31 @@ from pytest_segrobust.core.types import Batch, Field, Image, SemanticMask, field
 from pytest_segrobust.data.base import Sample, SegmentationDataset
 from pytest_segrobust.models.base import SegmentationModel
 from pytest_segrobust.tasks import register_task
-from pytest_segrobust.tasks.base import Task, first_id, shaped_tensor, upload
+from pytest_segrobust.tasks.base import ImageAnnotation, Task, first_id, shaped_tensor, upload
 
 
 @register_task
 class SemanticTask(Task):
     name = "semantic"
     default_metrics = ("miou",)
-    target_types = (SemanticMask,)
-    reads = ("image", "target")
-    collates: ClassVar[Mapping[str, type[Field]]] = {**Task.collates, "mask": SemanticMask}
+    annotation = ImageAnnotation(
+        "target",
+        "mask",
+        SemanticMask,
+        tensor="mask",
+        leading=0,
+        what="semantic label map",
+        needs="a semantic evaluation needs a dataset with one, e.g. pytest_segrobust.data.semantic_folder:SemanticFolder",
+        mismatch="mask size {} differs",
+    )
     model_protocol = SegmentationModel
     model_description = "a SegmentationModel (predict -> (B, H, W) class ids, device, fingerprint)"
 
     def targets(self, samples: Sequence[Sample], dataset: SegmentationDataset, device: torch.device) -> dict[str, Field]:
+        labels = self.annotations(samples, dataset)
         for sample in samples:
-            if sample.target is None:
-                raise DatasetError(
-                    f"{dataset.name}: sample {sample.sample_id} has no semantic label map; a semantic evaluation "
-                    "needs a dataset with one, e.g. pytest_segrobust.data.semantic_folder:SemanticFolder"
-                )
-            if sample.target.mask.shape != sample.image.shape[1:]:
-                raise DatasetError(
-                    f"{dataset.name}: sample {sample.sample_id}: mask size {tuple(sample.target.mask.shape)} differs "
-                    f"from image size {tuple(sample.image.shape[1:])}"
-                )
             check_class_ids(sample, dataset)
-        masks = upload(torch.stack([s.target.mask for s in samples if s.target is not None]), device)
+        masks = upload(torch.stack([target.mask for target in labels]), device)
         return {"mask": SemanticMask(masks, dataset.ignore_index)}
 
     def check_predictions(self, predictions: Any, batch: Batch) -> torch.Tensor:

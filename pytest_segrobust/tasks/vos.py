@@ -14,23 +14,41 @@ it comes back. Models follow :class:`~pytest_segrobust.models.video.VideoObjectM
 by frame and clip by clip: ``start`` with the first frame, ``step`` with each later one; the
 first frame's prediction is the reference given with it). Default metrics: J&F, J, F
 (:mod:`pytest_segrobust.metrics.video`).
+
+A suite may start the objects with prompts instead (promptable video object segmentation,
+SAM 2 style)::
+
+    reference: {points: {count: 1, where: center}, box: tight}   # default: masks
+
+with a promptable suite's options (:mod:`pytest_segrobust.data.clip_prompts`). Its models follow
+:class:`~pytest_segrobust.models.video.PromptableVideoObjectModel` and are given each object's
+prompts at the first frame that shows it (:func:`frame_prompts`); an object whose prompts a
+corruption dropped entirely is not passed and scores as an object the model never found. Mask
+models are refused under a prompt reference and prompt models under the mask reference.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any, ClassVar
 
 import torch
 
-from pytest_segrobust.core.errors import DatasetError, ModelOutputError
+from pytest_segrobust.core.errors import DatasetError, FieldError, ModelOutputError
+from pytest_segrobust.core.prompts import ClipObjectPrompts, ClipPrompts, FramePrompt
 from pytest_segrobust.core.types import Batch, Field, SampleIndex, Video, VideoMasks, field_of
 from pytest_segrobust.data.base import Sample, SegmentationDataset
+from pytest_segrobust.data.clip_prompts import clip_prompts
 from pytest_segrobust.data.clips import ClipFrames, ClipObjects
-from pytest_segrobust.models.video import OnlineVideoObjectModel, VideoObjectModel
+from pytest_segrobust.data.prompt_protocol import PromptProtocol, protocol_of
+from pytest_segrobust.models.video import OnlineVideoObjectModel, PromptableVideoObjectModel, VideoObjectModel, ids_of
 from pytest_segrobust.tasks import register_task
-from pytest_segrobust.tasks.base import SuiteCells, Task, clip_tensor, upload
-from pytest_segrobust.tasks.clip_cells import CLIP_SUITE_KEYS, clip_cells
+from pytest_segrobust.tasks.base import SuiteCells, SuiteKeyError, Task, clip_tensor, upload
+from pytest_segrobust.tasks.clip_cells import CLIP_SUITE_KEYS, ClipCells, clip_cells
+
+PROMPTS = "prompts"
+"""What a model declares (``reference = "prompts"``) when it is started by prompts, not masks."""
 
 
 def reference_masks(masks: VideoMasks) -> torch.Tensor:
@@ -40,19 +58,38 @@ def reference_masks(masks: VideoMasks) -> torch.Tensor:
         masks.data: ``(B, T, H, W)``; return: ``(B, T, H, W)``, int64, on the masks' device.
     """
     reference = torch.zeros_like(masks.data, dtype=torch.int64)
+    for clip, firsts in enumerate(first_shown(masks)):
+        truth = masks.data[clip].long()
+        for object_id, frame in zip(masks.object_ids[clip], firsts):
+            if frame is not None:
+                reference[clip, frame][truth[frame] == object_id] = object_id
+    return reference
+
+
+def first_shown(masks: VideoMasks) -> list[list[int | None]]:
+    """Per clip and object, the first position whose frame is annotated and shows it (``None``: none does)."""
+    found: list[list[int | None]] = []
     for clip, objects in enumerate(masks.object_ids):
         if not objects:
+            found.append([])
             continue
         ids = torch.tensor(objects, dtype=torch.int64, device=masks.data.device)
         truth = masks.data[clip].long()
         shown = (truth.unsqueeze(0) == ids.view(-1, 1, 1, 1)).flatten(2).any(dim=2)  # (O, T)
         shown &= masks.annotated[clip].to(torch.bool).unsqueeze(0)
         first = shown.long().argmax(dim=1)  # the first True (0 where there is none)
-        for index, object_id in enumerate(objects):
-            if bool(shown[index, first[index]]):
-                frame = int(first[index])
-                reference[clip, frame][truth[frame] == object_id] = object_id
-    return reference
+        found.append([int(first[i]) if bool(shown[i, first[i]]) else None for i in range(len(objects))])
+    return found
+
+
+def frame_prompts(masks: VideoMasks, prompts: ClipPrompts) -> list[list[FramePrompt]]:
+    """Per clip, each object's prompts at the first position whose frame is annotated and shows it,
+    in object order; an object no frame shows, or whose prompts there were all dropped, is left out."""
+    given: list[list[FramePrompt]] = []
+    for clip, firsts in zip(prompts.clips, first_shown(masks)):
+        started = [clip.frame_prompt(index, frame, prompts.kinds) for index, frame in enumerate(firsts) if frame is not None]
+        given.append([p for p in started if not p.prompt.empty])
+    return given
 
 
 def clip_fields(
@@ -148,6 +185,23 @@ class ClipTask(Task):
         return self.declared(fields | targets)
 
 
+@dataclasses.dataclass(frozen=True)
+class VideoObjectCells(ClipCells):
+    """A VOS suite's video keys and its ``reference:`` (``None``: the objects' masks)."""
+
+    reference: PromptProtocol | None = None
+
+
+MASK_MODELS = (
+    "a VideoObjectModel (predict(clips, reference) -> (B, T, H, W) object ids, device, fingerprint) or an "
+    "OnlineVideoObjectModel (start(frame, reference), step(frame, reference) -> (H, W) ids, device, fingerprint)"
+)
+PROMPT_MODELS = (
+    "a PromptableVideoObjectModel (reference = 'prompts'; predict(clips, prompts) -> (B, T, H, W) object ids, "
+    "prompts[b] clip b's FramePrompts; device, fingerprint)"
+)
+
+
 @register_task
 class VideoObjectTask(ClipTask):
     name = "vos"
@@ -156,39 +210,107 @@ class VideoObjectTask(ClipTask):
     reads = ("video", "objects")
     collates: ClassVar[Mapping[str, type[Field]]] = {"video": Video, "objects": VideoMasks, "index": SampleIndex}
     model_protocol = VideoObjectModel
-    model_description = (
-        "a VideoObjectModel (predict(clips, reference) -> (B, T, H, W) object ids, device, fingerprint) or an "
-        "OnlineVideoObjectModel (start(frame, reference), step(frame, reference) -> (H, W) ids, device, fingerprint)"
-    )
+    model_description = MASK_MODELS
+    suite_keys = (*CLIP_SUITE_KEYS, "reference")
+
+    def __init__(self, reference: PromptProtocol | None = None, seed: int = 0) -> None:
+        self.reference = reference
+        self.seed = seed
+        if reference is not None:
+            self.collates = {**type(self).collates, "prompts": ClipPrompts}  # type: ignore[misc]
+            self.model_description = PROMPT_MODELS  # type: ignore[misc]
+        # Each clip's prompts, drawn once: every cell of a suite starts from the same ones.
+        self._drawn: dict[str, ClipObjectPrompts] = {}
+
+    def suite_cells(
+        self, options: Mapping[str, Any], corruptions: tuple[str, ...], resolve: Callable[[str], Any]
+    ) -> SuiteCells:
+        """``static:``, ``dynamic:`` and ``temporal:`` (:mod:`pytest_segrobust.tasks.clip_cells`) and
+        ``reference:`` (``masks``, the default, or a prompt protocol's options)."""
+        clip = clip_cells({k: v for k, v in options.items() if k in CLIP_SUITE_KEYS}, corruptions, resolve)
+        raw = options.get("reference", "masks")
+        reference = None
+        if raw != "masks":
+            if not isinstance(raw, Mapping):
+                raise SuiteKeyError(
+                    "reference", f"expected masks or a mapping such as {{points: {{count: 1, where: center}}, box: tight}}, got {raw!r}"
+                )
+            try:
+                reference = protocol_of(raw)
+            except FieldError as exc:
+                raise SuiteKeyError(f"reference.{exc.field}".rstrip("."), str(exc)) from None
+        fields = {f.name: getattr(clip, f.name) for f in dataclasses.fields(clip)}
+        return VideoObjectCells(**fields, reference=reference)
+
+    def for_suite(self, cells: SuiteCells, seed: int) -> VideoObjectTask:
+        """This task starting objects as the suite's ``reference:`` says, with its seed."""
+        reference = cells.reference if isinstance(cells, VideoObjectCells) else self.reference
+        return VideoObjectTask(reference, seed)
+
+    @property
+    def setting(self) -> str:
+        return "" if self.reference is None else f"reference {self.reference.describe()}; seed {self.seed}"
+
+    @property
+    def recorded_setting(self) -> dict[str, Any]:
+        """The prompt reference's protocol (nothing for the mask reference, the default)."""
+        return {} if self.reference is None else {"reference": self.reference.record()}
+
+    @property
+    def model_kind(self) -> str:
+        """``vos-prompts`` under a prompt reference: its models take prompts, and other adapters fit them."""
+        return self.name if self.reference is None else f"{self.name}-{PROMPTS}"
 
     def accepts_model(self, obj: object) -> bool:
-        """An offline or an online model (a tracker) of this task."""
+        """Under the mask reference, an offline or an online model (a tracker) of this task; under a prompt
+        reference, a promptable one (which says so: ``reference = "prompts"``)."""
         declared = getattr(obj, "task", None)
+        prompted = getattr(obj, "reference", None) == PROMPTS
+        if self.reference is not None:
+            return prompted and isinstance(obj, PromptableVideoObjectModel) and declared in (None, self.name)
         fits = isinstance(obj, (VideoObjectModel, OnlineVideoObjectModel))
-        return fits and declared in (None, self.name)
+        return fits and not prompted and declared in (None, self.name)
 
     def targets(
         self, samples: Sequence[Sample], dataset: SegmentationDataset, device: torch.device
     ) -> dict[str, Field]:
         objects = [objects for _, objects in clip_fields(self, samples, dataset)]
-        return {"objects": upload_objects(objects, device)}
+        masks = upload_objects(objects, device)
+        if self.reference is None:
+            return {"objects": masks}
+        for sample, clip in zip(samples, objects):
+            if sample.sample_id not in self._drawn:
+                self._drawn[sample.sample_id] = clip_prompts(self.reference, clip, sample.sample_id, self.seed)
+        drawn = tuple(self._drawn[s.sample_id].to(device) for s in samples)
+        return {"objects": masks, "prompts": ClipPrompts(masks.data, drawn, ",".join(self.reference.kinds))}
 
     def predict(self, model: Any, batch: Batch) -> Any:
-        """The model's ids for every frame: offline in one call, online frame by frame (see the module)."""
+        """The model's ids for every frame: offline in one call, online frame by frame (see the module),
+        or from each object's prompts at its first shown frame."""
         clips = field_of(batch, Video).data
+        if self.reference is not None:
+            return model.predict(clips, frame_prompts(field_of(batch, VideoMasks), field_of(batch, ClipPrompts)))
         reference = reference_masks(field_of(batch, VideoMasks))
         if isinstance(model, VideoObjectModel):
             return model.predict(clips, reference)
         return drive_online(model, clips, reference)
 
     def check_predictions(self, predictions: Any, batch: Batch) -> torch.Tensor:
-        """Integer object ids ``(B, T, H, W)`` among the clip's objects and 0.
+        """Integer object ids ``(B, T, H, W)`` among the clip's objects (under a prompt reference, those
+        it was given, or per-id scores ``(B, T, K, H, W)`` read by :func:`~pytest_segrobust.models.video.ids_of`) and 0.
 
         Raises:
             ModelOutputError: for a non-tensor, a wrong shape, float or bool values, or an id
                 the clip did not ask for.
         """
-        return checked_ids(predictions, field_of(batch, VideoMasks), batch)
+        masks = field_of(batch, VideoMasks)
+        if self.reference is None:
+            return checked_ids(predictions, masks, batch)
+        given = frame_prompts(masks, field_of(batch, ClipPrompts))
+        asked = dataclasses.replace(masks, object_ids=tuple(tuple(p.object_id for p in clip) for clip in given), unseen=())
+        if isinstance(predictions, torch.Tensor) and predictions.is_floating_point() and predictions.dim() == 5:
+            predictions = ids_of(predictions, masks.data.shape)  # per-id scores, as the protocol allows
+        return checked_ids(predictions, asked, batch)
 
 
 def drive_online(model: OnlineVideoObjectModel, clips: torch.Tensor, reference: torch.Tensor) -> torch.Tensor:

@@ -53,7 +53,7 @@ def rotated_worst() -> WorstImages:
     settings = EvalSettings.of("semantic", ["miou"], scored_images=CONSIDERED)
     clean, rotated = evaluate(model, dataset, None, 0, settings), evaluate(model, dataset, rotate, 5, settings)
     scores = ImageScores(clean.image_scores, rotated.image_scores)
-    return describe_worst(model, dataset, rotate, 5, scores, task="semantic", metric="miou", seed=0, gamma_r=0.5)
+    return describe_worst(model, dataset, rotate, 5, scores, task=get_task("semantic"), metric="miou", seed=0, gamma_r=0.5)
 
 
 def test_worst_cell_picture_shows_moved_ground_truth_for_geometric_corruptions() -> None:
