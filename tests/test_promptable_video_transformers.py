@@ -15,8 +15,12 @@ transformers = pytest.importorskip("transformers", reason="SAM 2 video checkpoin
 
 from pytest_segrobust.core.errors import SegRobustError
 from pytest_segrobust.core.prompts import FramePrompt, PromptSet
+from pytest_segrobust.data.prompt_protocol import StandardProtocol, StandardProtocolSettings
+from pytest_segrobust.models.adapters import adapt_model
 from pytest_segrobust.models.transformers import load_transformers
 from pytest_segrobust.models.video import PromptableVideoObjectModel
+from pytest_segrobust.tasks import get_task
+from pytest_segrobust.tasks.vos import VideoObjectTask
 from tests.models.test_sam2_processing import SAM2_PIXELS, SAM2_PROCESSOR
 from tests.test_promptable_transformers import (
     _classes,
@@ -25,6 +29,7 @@ from tests.test_promptable_transformers import (
     save_sam2_processor,
     tiny_sam2,
 )
+from tests.video_fakes import ClipScenes
 
 SIDE = 64
 FRAMES = 3
@@ -143,8 +148,22 @@ def test_a_sam2_video_checkpoint_segments_a_clip_as_a_hand_written_session_does(
     assert torch.equal(ids[0], by_hand(checkpoint, clip, objects))
     assert not (ids[0, 0] == 5).any()  # object 5 is started at frame 1: frame 0 has no mask of it
     assert {0, 3, 5} <= set(ids.unique().tolist())  # random weights: neither nothing nor everything
-    with pytest.raises(SegRobustError, match="starts objects from prompts, not masks: give the vos suite a prompt reference"):
-        model.predict(clip[None], torch.zeros(1, FRAMES, SIDE, SIDE, dtype=torch.int64))  # type: ignore[arg-type]
+
+
+def test_the_vos_task_runs_a_sam2_video_checkpoint_under_a_prompt_reference_only(checkpoint: Path) -> None:
+    model = load_transformers(
+        str(checkpoint), task="vos", device=torch.device("cpu"), class_names=(), label_map=None, allow_download=False
+    )
+    prompted = VideoObjectTask(StandardProtocol(StandardProtocolSettings(1, "center", True)))
+    assert adapt_model(model, prompted) is model
+    with pytest.raises(TypeError, match="VideoObjectModel"):
+        adapt_model(model, get_task("vos"))  # the mask reference: a prompt model is refused
+    # 32-pixel clips (the processor resizes them to 64), the second with an object that appears at frame 3.
+    dataset = ClipScenes(count=2, frames=4)
+    batch = prompted.collate([dataset[i] for i in range(2)], range(2), dataset, torch.device("cpu"))
+    ids = prompted.check_predictions(prompted.predict(model, batch), batch)  # only the ids each clip asks for
+    assert ids.shape == (2, 4, 32, 32)
+    assert not (ids[1, :3] == 3).any()  # object 3 is started at frame 3: no mask of it before
 
 
 def test_an_image_checkpoint_is_refused_for_a_vos_suite(tmp_path: Path) -> None:

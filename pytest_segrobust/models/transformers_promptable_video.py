@@ -79,6 +79,7 @@ class TransformersPromptableVideo(CheckpointAdapter):
     """A SAM 2 video model and its processor as a :class:`~pytest_segrobust.models.video.PromptableVideoObjectModel`."""
 
     task = "vos"
+    reference = "prompts"  # started by prompts: the VOS task takes it under a prompt reference only
 
     @torch.inference_mode()
     def predict(self, clips: torch.Tensor, prompts: Sequence[Sequence[FramePrompt]]) -> torch.Tensor:
@@ -86,15 +87,7 @@ class TransformersPromptableVideo(CheckpointAdapter):
 
         Shape:
             clips: ``(B, T, 3, H, W)`` in ``[0, 1]``; return: ``(B, T, H, W)`` int64.
-
-        Raises:
-            SegRobustError: when given reference masks instead of prompts (a vos suite whose reference is masks).
         """
-        if isinstance(prompts, torch.Tensor):
-            raise SegRobustError(
-                "a SAM 2 video model starts objects from prompts, not masks: give the vos suite a prompt reference "
-                "(reference: {points: ..., box: ...})"
-            )
         return torch.stack([self.clip_ids(clip, objects) for clip, objects in zip(clips, prompts)])
 
     def clip_ids(self, clip: torch.Tensor, objects: Sequence[FramePrompt]) -> torch.Tensor:
