@@ -12,7 +12,8 @@ Per-pixel models (``AutoModelForSemanticSegmentation``: SegFormer, UperNet, DPT,
 MobileViT, ...) serve semantic suites; mask-classification models (Mask2Former, MaskFormer)
 serve semantic, instance and panoptic suites through their image processor's
 ``post_process_*_segmentation``; SAM-family models serve promptable suites
-(:mod:`pytest_segrobust.models.transformers_promptable`). OneFormer is refused: it needs a task prompt from its
+(:mod:`pytest_segrobust.models.transformers_promptable`), SAM 2 video models vos suites whose reference
+is prompts (:mod:`pytest_segrobust.models.transformers_promptable_video`). OneFormer is refused: it needs a task prompt from its
 processor's tokenizer.
 
 Images are prepared in torch, batched, on the model's device, as the checkpoint's image
@@ -58,7 +59,7 @@ REQUIRES = (TRANSFORMERS,)
 """What ``transformers: dir`` models need installed; a suite with one is checked when it is loaded."""
 # Mask-classification models whose image processors post-process all three tasks.
 _UNIVERSAL = ("mask2former", "maskformer")
-_TASKS = ("semantic", "instance", "panoptic", "promptable")
+_TASKS = ("semantic", "instance", "panoptic", "promptable", "vos")
 # Instance post-processing keeps every query with a mask: AP ranks by score, a cut only loses recall.
 _INSTANCE_THRESHOLD = 0.0
 # Panoptic post-processing keeps transformers' defaults: query score, mask probability, overlap.
@@ -81,8 +82,9 @@ def load_transformers(
     Args:
         checkpoint: A directory written by ``save_pretrained`` (model and image processor),
             relative to the working directory; with ``allow_download``, also a hub id.
-        task: The suite's task: ``semantic``, ``instance``, ``panoptic`` or ``promptable`` (SAM-family
-            checkpoints, :mod:`pytest_segrobust.models.transformers_promptable`).
+        task: The suite's task: ``semantic``, ``instance``, ``panoptic``, ``promptable`` (SAM-family
+            checkpoints, :mod:`pytest_segrobust.models.transformers_promptable`) or ``vos`` (SAM 2 video
+            checkpoints given prompts, :mod:`pytest_segrobust.models.transformers_promptable_video`).
         device: Where the model runs.
         class_names: The dataset's classes, which the model's labels are matched to.
         label_map: Model label -> dataset class name, for labels whose names differ.
@@ -111,6 +113,10 @@ def load_transformers(
         from pytest_segrobust.models.transformers_promptable import load_promptable
 
         return load_promptable(transformers, checkpoint, config, local, device, _load)
+    if task == "vos":
+        from pytest_segrobust.models.transformers_promptable_video import load_promptable_video
+
+        return load_promptable_video(transformers, checkpoint, config, local, device, _load)
     family = _family(checkpoint, config, task)
     processor = _load(checkpoint, "image processor", lambda: _image_processor(transformers, checkpoint, local))
     auto = transformers.AutoModelForSemanticSegmentation if family == "semantic" else transformers.AutoModelForUniversalSegmentation

@@ -18,13 +18,18 @@ padded with another's); the image is encoded once and its embeddings reused for 
 The three multimask candidates come back with their ``iou_scores``, at the input size through
 the processor's ``post_process_masks`` (logits, not binarised): the task takes the best-scoring
 candidate and thresholds it at 0, the processor's own ``mask_threshold``.
+
+SAM 2's processors are built on transformers' torchvision backend: where torchvision cannot be
+imported, a SAM 2 checkpoint's inputs are prepared by
+:class:`~pytest_segrobust.models.sam2_processing.Sam2Processing` from the settings saved in its
+folder, as the processor would prepare them.
 """
 
 from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -64,13 +69,10 @@ def load_promptable(
     """
     from transformers.models.auto.modeling_auto import MODEL_FOR_MASK_GENERATION_MAPPING_NAMES
 
-    model_type = getattr(config, "model_type", "")
-    if model_type not in MODEL_FOR_MASK_GENERATION_MAPPING_NAMES:
-        raise SegRobustError(
-            f"transformers model {checkpoint}: model type {model_type!r} is not a promptable (mask-generation) model; "
-            f"supported: {', '.join(sorted(MODEL_FOR_MASK_GENERATION_MAPPING_NAMES))}"
-        )
-    processor = load(checkpoint, "processor", lambda: _processor(transformers, checkpoint, local))
+    model_class = class_of(
+        transformers, checkpoint, config, MODEL_FOR_MASK_GENERATION_MAPPING_NAMES, "a promptable (mask-generation) model"
+    )
+    processor = load(checkpoint, "processor", lambda: load_processor(transformers, checkpoint, local))
     accepted = inspect.signature(type(processor).__call__).parameters
     missing = [name for name in PROMPT_ARGUMENTS if name not in accepted]
     if missing or not hasattr(processor, "post_process_masks"):
@@ -79,19 +81,43 @@ def load_promptable(
             f"transformers model {checkpoint}: its processor {type(processor).__name__} lacks {lacks}; a promptable "
             "model needs a SAM-style processor (input_points, input_labels, input_boxes, post_process_masks)"
         )
-    model_class = getattr(transformers, MODEL_FOR_MASK_GENERATION_MAPPING_NAMES[model_type])
     network = load(checkpoint, "model", lambda: model_class.from_pretrained(checkpoint, local_files_only=local))
     return TransformersPromptable(network, processor, device, transformers.__version__)
 
 
-def _processor(transformers: Any, checkpoint: str, local: bool) -> Any:
-    """The checkpoint's processor, on the PIL/numpy backend where transformers offers a choice (the fast one imports torchvision)."""
+def class_of(transformers: Any, checkpoint: str, config: Any, classes: Mapping[str, str], kind: str) -> Any:
+    """The transformers class ``classes`` names for the config's ``model_type``.
+
+    Raises:
+        SegRobustError: naming the checkpoint, its model type and the supported ones, when ``classes`` has none
+            for it (it is not ``kind``).
+    """
+    model_type = getattr(config, "model_type", "")
+    if model_type not in classes:
+        raise SegRobustError(
+            f"transformers model {checkpoint}: model type {model_type!r} is not {kind}; "
+            f"supported: {', '.join(sorted(classes))}"
+        )
+    return getattr(transformers, classes[model_type])
+
+
+def load_processor(transformers: Any, checkpoint: str, local: bool) -> Any:
+    """The checkpoint's processor, on the PIL/numpy backend where transformers offers a choice (the fast one
+    imports torchvision); for a SAM 2 checkpoint whose processor needs a torchvision that cannot be imported,
+    :class:`~pytest_segrobust.models.sam2_processing.Sam2Processing` read from the checkpoint folder."""
     if int(transformers.__version__.split(".")[0]) >= 5:
         try:
             return transformers.AutoProcessor.from_pretrained(checkpoint, backend="pil", local_files_only=local)
-        except (TypeError, ValueError):  # a processor without a PIL backend (SAM 2's is torch-only)
+        except (TypeError, ValueError, ImportError):  # a processor without a PIL backend (SAM 2's is torch-only)
             pass
-    return transformers.AutoProcessor.from_pretrained(checkpoint, local_files_only=local)
+    try:
+        return transformers.AutoProcessor.from_pretrained(checkpoint, local_files_only=local)
+    except (ImportError, ValueError, RuntimeError) as exc:
+        if "torchvision" not in str(exc):
+            raise
+        from pytest_segrobust.models.sam2_processing import Sam2Processing
+
+        return Sam2Processing.from_checkpoint(checkpoint)
 
 
 def prompt_arguments(prompt: PromptSet) -> dict[str, Any]:
@@ -106,16 +132,40 @@ def prompt_arguments(prompt: PromptSet) -> dict[str, Any]:
     return arguments
 
 
-class TransformersPromptable:
-    """A SAM-family model and its processor as a :class:`~pytest_segrobust.models.base.PromptableSegmentationModel`."""
+class CheckpointAdapter:
+    """What the SAM-family adapters share: the network on ``device`` in eval mode, its processor, and a
+    fingerprint of both.
 
-    task = "promptable"
+    Args:
+        network: The loaded model.
+        processor: Its processor (or :class:`~pytest_segrobust.models.sam2_processing.Sam2Processing`).
+        device: Where the model runs.
+        version: transformers' version, part of the fingerprint.
+    """
 
     def __init__(self, network: torch.nn.Module, processor: Any, device: torch.device | str, version: str) -> None:
         self.device = torch.device(device)
         self.network = network.to(self.device).eval()
         self.processor = processor
         self.version = version
+
+    def fingerprint(self) -> str:
+        """Digest of the weights, the model's config, the processor's settings, the adapter and transformers' version."""
+        config = {k: v for k, v in self.network.config.to_dict().items() if k != "_name_or_path"}
+        processor = self.processor
+        settings = json.dumps(processor.to_dict(), sort_keys=True, default=str) if hasattr(processor, "to_dict") else ""
+        return module_fingerprint(
+            self.network,
+            f"{type(self).__name__} transformers {self.version}",
+            json.dumps(config, sort_keys=True, default=str),
+            settings,
+        )
+
+
+class TransformersPromptable(CheckpointAdapter):
+    """A SAM-family model and its processor as a :class:`~pytest_segrobust.models.base.PromptableSegmentationModel`."""
+
+    task = "promptable"
 
     @torch.inference_mode()
     def predict(
@@ -159,18 +209,3 @@ class TransformersPromptable:
             sizes["reshaped_input_sizes"] = inputs["reshaped_input_sizes"].cpu()
         masks = self.processor.post_process_masks(logits.cpu(), **sizes, binarize=False)
         return masks[0][0].float(), output.iou_scores[0, 0].float().cpu()
-
-    def fingerprint(self) -> str:
-        """Digest of the weights, the model's config, the processor's settings and the adapter."""
-        config = {k: v for k, v in self.network.config.to_dict().items() if k != "_name_or_path"}
-        processor = (
-            json.dumps(self.processor.to_dict(), sort_keys=True, default=str)
-            if hasattr(self.processor, "to_dict")
-            else ""
-        )
-        return module_fingerprint(
-            self.network,
-            f"{type(self).__name__} transformers {self.version}",
-            json.dumps(config, sort_keys=True, default=str),
-            processor,
-        )
