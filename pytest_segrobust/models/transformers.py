@@ -109,14 +109,12 @@ def load_transformers(
         )
     local = not allow_download
     config = _load(checkpoint, "config", lambda: transformers.AutoConfig.from_pretrained(checkpoint, local_files_only=local))
-    if task == "promptable":
-        from pytest_segrobust.models.transformers_promptable import load_promptable
-
-        return load_promptable(transformers, checkpoint, config, local, device, _load)
-    if task == "vos":
+    if task in ("promptable", "vos"):
+        from pytest_segrobust.models.transformers_promptable import OpenCheckpoint, load_promptable
         from pytest_segrobust.models.transformers_promptable_video import load_promptable_video
 
-        return load_promptable_video(transformers, checkpoint, config, local, device, _load)
+        opened = OpenCheckpoint(transformers, checkpoint, config, local, device, _load)
+        return load_promptable(opened) if task == "promptable" else load_promptable_video(opened)
     family = _family(checkpoint, config, task)
     processor = _load(checkpoint, "image processor", lambda: _image_processor(transformers, checkpoint, local))
     auto = transformers.AutoModelForSemanticSegmentation if family == "semantic" else transformers.AutoModelForUniversalSegmentation

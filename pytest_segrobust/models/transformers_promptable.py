@@ -30,6 +30,7 @@ from __future__ import annotations
 import inspect
 import json
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -43,25 +44,43 @@ from pytest_segrobust.models.torch_module import module_fingerprint, require_fin
 PROMPT_ARGUMENTS = ("input_points", "input_labels", "input_boxes")
 
 
-def load_promptable(
-    transformers: Any,
-    checkpoint: str,
-    config: Any,
-    local: bool,
-    device: torch.device,
-    load: Callable[[str, str, Any], Any],
-) -> TransformersPromptable:
-    """A SAM-family checkpoint (model and processor) as a promptable model on ``device``.
+@dataclass(frozen=True)
+class OpenCheckpoint:
+    """A SAM-family checkpoint whose config is read: what its loaders need, as one value.
 
-    Args:
+    Attributes:
         transformers: The imported ``transformers`` package.
-        checkpoint: The checkpoint directory (or, where downloads are allowed, a hub id).
+        path: The checkpoint directory (or, where downloads are allowed, a hub id).
         config: Its config (``AutoConfig``), whose ``model_type`` picks the model class.
         local: Read local files only.
         device: Where the model runs.
-        load: ``load(checkpoint, what, read)``: ``read()``, with transformers' errors as a
+        load: ``load(path, what, read)``: ``read()``, with transformers' errors as a
             :class:`SegRobustError` naming the checkpoint and ``what`` was read (the other
             checkpoints' rule, :func:`~pytest_segrobust.models.transformers.load_transformers`).
+    """
+
+    transformers: Any
+    path: str
+    config: Any
+    local: bool
+    device: torch.device
+    load: Callable[[str, str, Callable[[], Any]], Any]
+
+    def model_class(self, classes: Mapping[str, str], kind: str) -> Any:
+        """The class ``classes`` names for the config's model type (:func:`class_of`)."""
+        return class_of(self.transformers, self.path, self.config, classes, kind)
+
+    def processor(self) -> Any:
+        """The checkpoint's processor (:func:`load_processor`), its errors naming the checkpoint."""
+        return self.load(self.path, "processor", lambda: load_processor(self.transformers, self.path, self.local))
+
+    def network(self, model_class: Any) -> Any:
+        """``model_class``'s pretrained weights from the checkpoint, its errors naming the checkpoint."""
+        return self.load(self.path, "model", lambda: model_class.from_pretrained(self.path, local_files_only=self.local))
+
+
+def load_promptable(checkpoint: OpenCheckpoint) -> TransformersPromptable:
+    """A SAM-family checkpoint (model and processor) as a promptable model on its device.
 
     Raises:
         SegRobustError: naming the checkpoint, when its model is not a mask-generation model or
@@ -69,20 +88,18 @@ def load_promptable(
     """
     from transformers.models.auto.modeling_auto import MODEL_FOR_MASK_GENERATION_MAPPING_NAMES
 
-    model_class = class_of(
-        transformers, checkpoint, config, MODEL_FOR_MASK_GENERATION_MAPPING_NAMES, "a promptable (mask-generation) model"
-    )
-    processor = load(checkpoint, "processor", lambda: load_processor(transformers, checkpoint, local))
+    model_class = checkpoint.model_class(MODEL_FOR_MASK_GENERATION_MAPPING_NAMES, "a promptable (mask-generation) model")
+    processor = checkpoint.processor()
     accepted = inspect.signature(type(processor).__call__).parameters
     missing = [name for name in PROMPT_ARGUMENTS if name not in accepted]
     if missing or not hasattr(processor, "post_process_masks"):
         lacks = ", ".join(missing) if missing else "post_process_masks"
         raise SegRobustError(
-            f"transformers model {checkpoint}: its processor {type(processor).__name__} lacks {lacks}; a promptable "
+            f"transformers model {checkpoint.path}: its processor {type(processor).__name__} lacks {lacks}; a promptable "
             "model needs a SAM-style processor (input_points, input_labels, input_boxes, post_process_masks)"
         )
-    network = load(checkpoint, "model", lambda: model_class.from_pretrained(checkpoint, local_files_only=local))
-    return TransformersPromptable(network, processor, device, transformers.__version__)
+    network = checkpoint.network(model_class)
+    return TransformersPromptable(network, processor, checkpoint.device, checkpoint.transformers.__version__)
 
 
 def class_of(transformers: Any, checkpoint: str, config: Any, classes: Mapping[str, str], kind: str) -> Any:

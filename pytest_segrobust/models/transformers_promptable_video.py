@@ -31,8 +31,7 @@ Where torchvision cannot be imported the processor is
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -41,27 +40,14 @@ from pytest_segrobust.core.errors import SegRobustError
 from pytest_segrobust.core.prompts import FramePrompt
 from pytest_segrobust.models.promptable_functions import image_array
 from pytest_segrobust.models.torch_module import require_finite
-from pytest_segrobust.models.transformers_promptable import (
-    CheckpointAdapter,
-    class_of,
-    load_processor,
-    prompt_arguments,
-)
+from pytest_segrobust.models.transformers_promptable import CheckpointAdapter, OpenCheckpoint, prompt_arguments
 
 VIDEO_MODELS = ("sam2_video", "edgetam_video")
 """The ``model_type`` values read as promptable video models (their processor is ``Sam2VideoProcessor``)."""
 
 
-def load_promptable_video(
-    transformers: Any,
-    checkpoint: str,
-    config: Any,
-    local: bool,
-    device: torch.device,
-    load: Callable[[str, str, Any], Any],
-) -> TransformersPromptableVideo:
-    """A SAM 2 video checkpoint (model and processor) as a promptable video object model on ``device``; the
-    arguments are :func:`~pytest_segrobust.models.transformers_promptable.load_promptable`'s.
+def load_promptable_video(checkpoint: OpenCheckpoint) -> TransformersPromptableVideo:
+    """A SAM 2 video checkpoint (model and processor) as a promptable video object model on its device.
 
     Raises:
         SegRobustError: naming the checkpoint, when its model is not a promptable video model.
@@ -69,10 +55,10 @@ def load_promptable_video(
     from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
 
     classes = {model_type: MODEL_MAPPING_NAMES[model_type] for model_type in VIDEO_MODELS if model_type in MODEL_MAPPING_NAMES}
-    model_class = class_of(transformers, checkpoint, config, classes, "a promptable video model (for a vos suite)")
-    processor = load(checkpoint, "processor", lambda: load_processor(transformers, checkpoint, local))
-    network = load(checkpoint, "model", lambda: model_class.from_pretrained(checkpoint, local_files_only=local))
-    return TransformersPromptableVideo(network, processor, device, transformers.__version__)
+    model_class = checkpoint.model_class(classes, "a promptable video model (for a vos suite)")
+    processor = checkpoint.processor()
+    network = checkpoint.network(model_class)
+    return TransformersPromptableVideo(network, processor, checkpoint.device, checkpoint.transformers.__version__)
 
 
 class TransformersPromptableVideo(CheckpointAdapter):
