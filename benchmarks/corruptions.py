@@ -108,14 +108,14 @@ def main() -> None:
     for corruption in REGISTRY.available(args.preset):
         if wanted is not None and corruption.name not in wanted:
             continue
-        per_batch = timed(lambda: corruption(images, args.severity, seeds), repeats=args.repeats)
+        per_batch = timed(lambda c=corruption: c(images, args.severity, seeds), repeats=args.repeats)
         ours = per_batch / args.batch
         ours_total += ours
         if reference is None:
             print(f"| {corruption.name} | {ours * 1e3:.2f} | {1 / ours:.0f} | – | – |")
             continue
         repeats = 1 if corruption.name == "glass_blur" else 3
-        theirs = timed(lambda: reference(host, corruption.name, args.severity), repeats=repeats)
+        theirs = timed(lambda name=corruption.name: reference(host, name, args.severity), repeats=repeats)
         reference_total += theirs
         print(f"| {corruption.name} | {ours * 1e3:.2f} | {1 / ours:.0f} | {theirs * 1e3:.1f} | {theirs / ours:.1f}x |")
     if reference is not None:

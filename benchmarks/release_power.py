@@ -31,8 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from pytest_segrobust.core.statistics import RunScores, paired_change, paired_gamma_r_change, resample_weights
-from pytest_segrobust.gate.release import cell_level, family_size
-from pytest_segrobust.gate.release import CellEvidence, model_checks
+from pytest_segrobust.gate.release import CellEvidence, cell_level, family_size, model_checks
 from pytest_segrobust.metrics.miou import MeanIoU
 from pytest_segrobust.store.records import CellRecord
 from pytest_segrobust.store.sidecar import pack, read_sidecar

@@ -50,8 +50,8 @@ def main() -> None:
     for name, network in networks.items():
         with torch.inference_mode():
             logits = network(images)
-            forward = median_ms(lambda: network(images), args.repeats)
-            check = median_ms(lambda: require_finite(logits, "logits"), args.repeats)
+            forward = median_ms(lambda network=network: network(images), args.repeats)
+            check = median_ms(lambda logits=logits: require_finite(logits, "logits"), args.repeats)
         print(f"| {name} | {forward:.2f} | {check:.3f} | {100 * check / forward:.2f}% |")
 
     factory = load_object("pytest_segrobust.models.demo:tiny_unet")

@@ -35,7 +35,15 @@ _LAZY = {
     "relative_robustness": "pytest_segrobust.metrics.robustness",
 }
 
-__all__ = ["__version__", *_LAZY]
+__all__ = [  # every lazy name, spelled out for the tools that read __all__ as a literal
+    "REGISTRY",
+    "CellResult",
+    "EvalResult",
+    "__version__",
+    "absolute_robustness",
+    "evaluate",
+    "relative_robustness",
+]
 
 
 def __getattr__(name: str) -> Any:

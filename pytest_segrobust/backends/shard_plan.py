@@ -404,7 +404,7 @@ def _restore_clean_results(results: Any, shared: Any) -> Any:
         ValueError: for a measurement naming a clean result the file does not have.
     """
     if not isinstance(results, list) or not isinstance(shared, dict):
-        raise ValueError("fields 'results' and 'clean_results': expected a JSON array and a JSON object")  # noqa: TRY004 (a file's error)
+        raise ValueError("fields 'results' and 'clean_results': expected a JSON array and a JSON object")
     restored = []
     for entry in results:
         if not isinstance(entry, dict):

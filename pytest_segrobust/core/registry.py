@@ -49,7 +49,7 @@ class NamedRegistry(Generic[T]):
         Raises:
             ValueError: when another entry holds the name.
         """
-        name = getattr(entry, "name")
+        name = getattr(entry, "name")  # noqa: B009 - T is any registered kind; mypy cannot see its name
         existing = self._entries.get(name)
         # The same definition imported again (a module reloaded, as pytester's in-process runs
         # do) replaces its earlier self; another definition under a taken name is refused.

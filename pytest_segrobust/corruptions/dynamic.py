@@ -122,7 +122,7 @@ class DynamicMode:
         _unknown_keys(options, {"types", "levels"}, "dynamic")
         levels = options.get("levels", R2_LEVELS)
         if not isinstance(levels, (list, tuple)):
-            raise ValueError(f"dynamic.levels must be a list of severities, got {levels!r}")  # noqa: TRY004 (a suite error)
+            raise ValueError(f"dynamic.levels must be a list of severities, got {levels!r}")
         return cls(frame_draws_of(options.get("types", "per_frame"), "dynamic.types"), tuple(levels))
 
     def to_json(self) -> dict[str, object]:

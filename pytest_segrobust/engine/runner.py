@@ -145,7 +145,7 @@ class Measurement:
             ValueError: for another format, or a missing, unknown or mistyped field.
         """
         if not isinstance(data, dict):
-            raise ValueError("a measurement must be a JSON object")  # noqa: TRY004 (a file's error)
+            raise ValueError("a measurement must be a JSON object")
         check_format(data, MEASUREMENT_FORMAT, "measurement")
         known = {"format", "nodeid", "record", "corrupted", "clean", "conditions", "model_fingerprint", "evaluator", "model_code"}
         unknown, missing = sorted(set(data) - known), sorted(known - set(data))

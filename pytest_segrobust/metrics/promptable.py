@@ -14,6 +14,8 @@ read this metric as any other.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 import torch
 
@@ -53,7 +55,7 @@ class PromptableMIoU(Metric):
     chance_by_classes = False  # each prompted instance against its own mask: all background scores 0
     label = "mIoU (prompted)"
     accepts = (PromptedInstances,)
-    detail_labels = {group: f"mIoU {group}" for group in GROUPS[1:]}
+    detail_labels: ClassVar[dict[str, str]] = {group: f"mIoU {group}" for group in GROUPS[1:]}
     detail_groups = (
         DetailGroup(
             PROMPT_KINDS,

@@ -267,7 +267,7 @@ def _as_tensor(value: Any) -> torch.Tensor:
         return value.detach().cpu()
     try:
         array = np.asarray(value)
-    except Exception as exc:  # noqa: BLE001 - whatever it is, it is not an array
+    except Exception as exc:
         raise ModelOutputError(f"the model returned {type(value).__name__}, not an array") from exc
     if array.dtype == object or array.dtype.kind not in "biuf":
         raise ModelOutputError(f"the model returned an array of {array.dtype}, expected numbers")

@@ -68,7 +68,7 @@ def load_onnx(
         choices = onnxruntime.SessionOptions()
         choices.intra_op_num_threads = threads.count()  # the run's count (--segrobust-threads), not a pool per core
         session = onnxruntime.InferenceSession(content, choices, providers=providers)
-    except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own exception types
+    except Exception as exc:
         raise SegRobustError(f"{path}: ONNX Runtime cannot load the model: {type(exc).__name__}: {exc}") from exc
     runs_on = torch.device(device) if session.get_providers()[0] == "CUDAExecutionProvider" else torch.device("cpu")
     inputs = {i.name: i for i in session.get_inputs()}

@@ -170,9 +170,11 @@ class BaselineWriter:
         if not unused:
             return []
         return [
-            f"{self.shown(path)}: {plural(len(unused), 'unused entry', 'unused entries')} "
-            f"(no longer in suite {suite}): "
-            f"{', '.join(unused)}; remove them with {PRUNE_FLAG}"
+            (
+                f"{self.shown(path)}: {plural(len(unused), 'unused entry', 'unused entries')} "
+                f"(no longer in suite {suite}): "
+                f"{', '.join(unused)}; remove them with {PRUNE_FLAG}"
+            )
         ]
 
 

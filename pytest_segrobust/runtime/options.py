@@ -3,7 +3,7 @@ that evaluates cells is told about the run."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -47,7 +47,7 @@ class Options:
     report_path: Path
     report_html: bool = False
     figures: bool = True
-    device: torch.device = torch.device("cpu")
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
     cache_dir: Path | None = None
     cache_size_mb: int | None = None
     statistics_dir: Path | None = None
