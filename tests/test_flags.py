@@ -4,8 +4,10 @@ docstring) is one pytest or the ``segrobust`` command accepts."""
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -31,14 +33,18 @@ class OptionRecorder:
         pass
 
 
-def sources() -> list[tuple[Path, ast.Module]]:
-    return [
+# Parsing and walking the whole package took about 2 CPU-s a pass, four passes for two tests:
+# each answer below is computed once per process (the package does not change during a run).
+@functools.cache
+def sources() -> tuple[tuple[Path, ast.Module], ...]:
+    return tuple(
         (path, ast.parse(path.read_text(encoding="utf-8"), filename=str(path)))
         for path in sorted(PACKAGE.rglob("*.py"))
-    ]
+    )
 
 
-def named_flags() -> dict[str, list[str]]:
+@functools.cache
+def named_flags() -> Mapping[str, list[str]]:
     """Each flag in a string literal of the package (f-strings' literal parts included) -> where."""
     found: dict[str, list[str]] = {}
     for path, tree in sources():
@@ -49,14 +55,15 @@ def named_flags() -> dict[str, list[str]]:
     return found
 
 
-def pytest_flags() -> set[str]:
+@functools.cache
+def pytest_flags() -> frozenset[str]:
     """The flags of every ``pytest_addoption`` hook in the package (the plugin's calls the backends')."""
     recorder = OptionRecorder()
     for path, tree in sources():
         if any(isinstance(node, ast.FunctionDef) and node.name == "pytest_addoption" for node in tree.body):
             module = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts)
             importlib.import_module(module).pytest_addoption(recorder)
-    return recorder.flags
+    return frozenset(recorder.flags)
 
 
 def cli_flags() -> set[str]:

@@ -56,20 +56,29 @@ EDITS = {  # model: what an edit of its input looks like
 }
 
 
-def test_an_input_the_factory_reads_keys_its_models_cached_results(project: pytest.Pytester, dist: list[str]) -> None:
+XDIST = ("-n", "2")
+
+
+def test_an_input_the_factory_reads_keys_its_models_cached_results(project: pytest.Pytester) -> None:
     """A JSON file the factory reads, and a module it imports by name, each key the clean result
-    and the corrupted cells of the model they built, and of no other."""
+    and the corrupted cells of the model they built, and of no other, in any process.
+
+    Each edit is checked once, the first (JSON) with the cached run under xdist and the second
+    (module) in one process; a last xdist run with nothing changed takes every result from the
+    cache, so a worker keys both edited inputs as one process does (and one process keys an edit
+    apart from the original). The whole scenario once per kind of process (three ``-n 2`` runs, each
+    starting two workers that import torch and the plugin) took 68 CPU-s; this takes 40."""
     _configured_project(project)
     corrupted = CELLS - 1  # per model
     cached_run(project, "--segrobust-update-baselines").stdout.fnmatch_lines(
         ["clean results: 2 computed, 0 from cache*", f"corrupted cells: {2 * corrupted} measured, 0 from cache"]
     )
-    unchanged = cached_run(project, *dist)  # nothing changed: the stored results serve, in any process
+    unchanged = cached_run(project)  # nothing changed: the stored results serve
     unchanged.assert_outcomes(passed=2 * CELLS)
     unchanged.stdout.fnmatch_lines(["clean results: 0 computed, 2 from cache*", f"corrupted cells: 0 measured, {2 * corrupted} from cache"])
 
     edited: set[str] = set()
-    for model, (name, text) in EDITS.items():
+    for (model, (name, text)), dist in zip(EDITS.items(), (XDIST, ()), strict=True):
         (project.path / name).write_text(text)
         edited.add(model)
         fresh = cached_run(project, "--segrobust-no-cache")  # the reference, computed afresh: one process will do
@@ -80,6 +89,11 @@ def test_an_input_the_factory_reads_keys_its_models_cached_results(project: pyte
             ["clean results: 1 computed, 1 from cache*", f"corrupted cells: {corrupted} measured, {corrupted} from cache"]
         )
         assert _outcomes(cached) == _outcomes(fresh)
+
+    # Workers key both edited inputs as the process that stored the second model's results did.
+    again = cached_run(project, *XDIST)
+    again.stdout.fnmatch_lines(["clean results: 0 computed, 2 from cache*", f"corrupted cells: 0 measured, {2 * corrupted} from cache"])
+    assert _outcomes(again) == _outcomes(fresh)
 
 
 def test_a_read_during_a_build_is_recorded_relative_to_the_root(tmp_path: Path) -> None:
