@@ -110,6 +110,11 @@ _TABLE_MAX_STEPS = 1024
 _TABLE_STEPS_PER_CHECK = 8
 # Bins of U[0, 1) per rate in the guide of a table lookup, at most (and at most one per value).
 _GUIDE_BINS = 2**10
+# Fields of at least this many values (a (3, 128, 128) image) load numba's Poisson loops
+# (see _compiled_poisson_for); smaller ones before it take the torch path.
+_POISSON_COMPILED_MIN_VALUES = 3 * 128 * 128
+# Bins of U[0, 1) per rate in the guide of the compiled table lookup, at most.
+_COMPILED_GUIDE_BINS = 2**8
 # The dtypes that draws convert words to, and numpy's names for them.
 _NUMPY_DTYPES = {torch.int64: np.int64, torch.int32: np.int32, torch.float32: np.float32, torch.float64: np.float64}
 # A word's angle in the Box-Muller transform is the word times this (2 pi 2^-32, a float64).
@@ -728,6 +733,8 @@ def poisson(seeds: Sequence[int], rates: torch.Tensor, stream: int = 0) -> torch
         raise ValueError("Poisson rates must be finite and non-negative")
     shape = tuple(rates.shape[1:])
     lam = rates.to(torch.float64)
+    if _uses_numpy(rates.device) and rates.numel() >= _POISSON_COMPILED_MIN_VALUES:
+        _compiled_poisson()  # before the uniforms: loading it makes their words compiled too
     u = uniform(seeds, shape, rates.device, stream).to(torch.float64)
     if float(highest) <= POISSON_INVERSION_LIMIT and lam.is_contiguous():
         # What torch.where below would make of it: the same values in the same layout.
@@ -763,6 +770,9 @@ def _poisson_inversion(lam: torch.Tensor, u: torch.Tensor, tables: bool = True) 
     # depend on where it sits): evaluated once per distinct rate where rates repeat. exp and
     # log are vectorised (a SIMD body and a scalar tail that may part in the last bit):
     # evaluated over the whole field, exactly so, since every result below depends on these bits.
+    compiled = _compiled_poisson_for(lam, u) if tables else None
+    if compiled is not None and (counts := _compiled_inversion(compiled, lam, u)) is not None:
+        return counts
     flat_lam, flat_u = lam.reshape(-1), u.reshape(-1)
     groups = _rate_groups(lam) if tables else None
     if groups is None:
@@ -786,6 +796,114 @@ def _poisson_inversion(lam: torch.Tensor, u: torch.Tensor, tables: bool = True) 
             start_cdf.index_select(0, flat_inverse[unresolved]),
         )
     return k.view_as(lam)
+
+
+def _compiled_inversion(kernel: ModuleType, lam: torch.Tensor, u: torch.Tensor) -> torch.Tensor | None:
+    """:func:`_poisson_inversion` with numba's loops (:mod:`pytest_segrobust.randomness.poisson_kernel`); None where they stand aside.
+
+    torch evaluates what it evaluates on its own path, on tensors of ``lam``'s shape and
+    layout: ``gammaincc`` and ``lgamma`` once per distinct rate, ``log`` and ``exp`` over the
+    whole field (so every value gets the bits it gets there); the loops make the rest in
+    one pass over the field each: the groups of equal rates and ``where(lam > 0, lam, 1)``,
+    the exponent between ``log`` and ``exp``, then every count from its rate's CDF table
+    (or its walk, where the table does not answer). Where the rates barely repeat, the
+    start values are evaluated at every value, as there, and every value walks in the
+    loop. None (the torch path answers) for a rate outside ``[0, POISSON_INVERSION_LIMIT]``
+    or an empty field.
+
+    Shape:
+        lam, u: any, the same, contiguous float64 on the CPU; return: same, float64 integers.
+    """
+    flat_lam, flat_u = lam.reshape(-1).numpy(), u.reshape(-1).numpy()
+    size = flat_lam.size
+    most_rates = min(_MOST_TABLES, size // _VALUES_PER_RATE)
+    index = np.empty(size, dtype=np.int32)
+    rates, first = np.empty(most_rates), np.empty(most_rates, dtype=np.int64)
+    field = torch.empty_like(lam, memory_format=torch.contiguous_format)
+    flat_field = field.view(-1).numpy()
+    groups = kernel.group_rates(flat_lam, POISSON_INVERSION_LIMIT, index, rates, first, flat_field) if size else -2
+    if groups == -2:
+        return None
+    counts = np.empty(size)
+    if groups < 0:  # more distinct rates than tables pay for: start values at every value, every value walks
+        start_cdf, log_factorial = _start_values(lam.reshape(-1))
+        pmf = _mode_pmf(lam, log_factorial.view_as(lam)).reshape(-1)
+        kernel.walk_counts(flat_lam, flat_u, pmf.numpy(), start_cdf.numpy(), counts)
+        return torch.from_numpy(counts).view_as(lam)
+    start_cdf, log_factorial = _start_values(torch.from_numpy(rates[:groups]))
+    # pmf(m) over the field: _mode_pmf's steps, its log and exp by torch on a tensor of lam's shape.
+    field.log_()
+    kernel.pmf_exponent(flat_lam, flat_field, log_factorial.numpy(), index)
+    field.exp_()
+    bins = min(_COMPILED_GUIDE_BINS, 1 << ((size // groups).bit_length() - 1))
+    kernel.table_counts(
+        rates[:groups],
+        start_cdf.numpy(),
+        first[:groups],
+        index,
+        flat_field,
+        flat_u,
+        bins,
+        _TABLE_HIGH,
+        _TABLE_MAX_STEPS,
+        counts,
+    )
+    return torch.from_numpy(counts).view_as(lam)
+
+
+def _compiled_poisson_for(lam: torch.Tensor, u: torch.Tensor) -> ModuleType | None:
+    """numba's Poisson loops (:func:`_compiled_poisson`) for ``lam`` and ``u``, or None for the torch path.
+
+    Contiguous float64 fields on the CPU only; loading numba costs about 0.7 s of CPU once
+    per process, so fields smaller than :data:`_POISSON_COMPILED_MIN_VALUES` take the torch
+    path until something has loaded it. The one place the Poisson path is chosen: tests
+    and benchmarks force the torch path through it.
+    """
+    if not (
+        lam.device.type == "cpu"
+        and lam.dtype == u.dtype == torch.float64
+        and lam.shape == u.shape
+        and lam.is_contiguous()
+        and u.is_contiguous()
+        and not (lam.requires_grad or u.requires_grad)
+    ):
+        return None
+    if lam.numel() < _POISSON_COMPILED_MIN_VALUES and not _compiled_poisson.cache_info().currsize:
+        return None
+    return _compiled_poisson()
+
+
+@functools.cache
+def _compiled_poisson() -> ModuleType | None:
+    """:mod:`pytest_segrobust.randomness.poisson_kernel`, or None where numba is missing or its loops give other counts.
+
+    Checked once per process (about 10 ms) against the torch path's walk on fields that
+    take each of the loops' ways: 8-bit levels times photon counts with edge rates
+    (tables) and rates that barely repeat (every value walks), with uniforms spread over
+    ``[0, 1)`` and its extremes.
+    """
+    try:
+        kernel = importlib.import_module("pytest_segrobust.randomness.poisson_kernel")
+    except Exception:  # noqa: BLE001 - an optional accelerator, as in _compiled_blocks
+        return None
+    # numba is loaded now: the uniforms' words come from its Philox loop too (_compiled_for).
+    _compiled_blocks()
+    # A Weyl sequence of uniforms (multiples of 2**-24, as poisson draws them) and the extremes.
+    size = 4096
+    steps = torch.arange(size, dtype=torch.int64)
+    u = ((steps * _WEYL[0]) & _MASK32).bitwise_right_shift_(8).to(torch.float64).mul_(2.0**-24)
+    u[:2] = torch.tensor([0.0, 1.0 - 2.0**-24])
+    levels = ((steps * _WEYL[1]) & 0xFF).to(torch.float64) / 255
+    edges = torch.tensor([0.0, -0.0, 5e-324, 1e-9, 1.0, 12.0, math.nextafter(POISSON_INVERSION_LIMIT, 0.0)])
+    fields = [levels * photons for photons in (60.0, 3.0, POISSON_INVERSION_LIMIT)]
+    fields[0][: len(edges)] = edges.to(torch.float64)
+    fields.append(steps.to(torch.float64) * (POISSON_INVERSION_LIMIT / size))  # every rate once: every value walks
+    for lam in fields:
+        counts = _compiled_inversion(kernel, lam, u)
+        walked = _poisson_inversion(lam, u, tables=False)
+        if counts is None or not torch.equal(counts.view(torch.int64), walked.view(torch.int64)):
+            return None
+    return kernel
 
 
 def _start_values(rates: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
