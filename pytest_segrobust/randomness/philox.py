@@ -889,11 +889,12 @@ def _compiled_poisson() -> ModuleType | None:
     # numba is loaded now: the uniforms' words come from its Philox loop too (_compiled_for).
     _compiled_blocks()
     # A Weyl sequence of uniforms (multiples of 2**-24, as poisson draws them) and the extremes.
-    size = 4096
+    size = 8192
     steps = torch.arange(size, dtype=torch.int64)
     u = ((steps * _WEYL[0]) & _MASK32).bitwise_right_shift_(8).to(torch.float64).mul_(2.0**-24)
     u[:2] = torch.tensor([0.0, 1.0 - 2.0**-24])
-    levels = ((steps * _WEYL[1]) & 0xFF).to(torch.float64) / 255
+    # 128 levels and the edges: few enough rates for tables (at most size / _VALUES_PER_RATE).
+    levels = ((steps * _WEYL[1]) & 0x7F).to(torch.float64) / 127
     edges = torch.tensor([0.0, -0.0, 5e-324, 1e-9, 1.0, 12.0, math.nextafter(POISSON_INVERSION_LIMIT, 0.0)])
     fields = [levels * photons for photons in (60.0, 3.0, POISSON_INVERSION_LIMIT)]
     fields[0][: len(edges)] = edges.to(torch.float64)
