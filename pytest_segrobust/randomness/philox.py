@@ -877,10 +877,10 @@ def _compiled_poisson_for(lam: torch.Tensor, u: torch.Tensor) -> ModuleType | No
 def _compiled_poisson() -> ModuleType | None:
     """:mod:`pytest_segrobust.randomness.poisson_kernel`, or None where numba is missing or its loops give other counts.
 
-    Checked once per process (about 10 ms) against the torch path's walk on fields that
-    take each of the loops' ways: 8-bit levels times photon counts with edge rates
-    (tables) and rates that barely repeat (every value walks), with uniforms spread over
-    ``[0, 1)`` and its extremes.
+    Checked once per process (about 0.1 s) against the torch path's walk on fields that
+    take each of the loops' ways: levels times photon counts and edge rates with uniforms
+    on every step of their CDF tables and an ulp below (tables), and rates that do not
+    repeat (every value walks).
     """
     try:
         kernel = importlib.import_module("pytest_segrobust.randomness.poisson_kernel")
@@ -888,18 +888,21 @@ def _compiled_poisson() -> ModuleType | None:
         return None
     # numba is loaded now: the uniforms' words come from its Philox loop too (_compiled_for).
     _compiled_blocks()
-    # A Weyl sequence of uniforms (multiples of 2**-24, as poisson draws them) and the extremes.
-    size = 8192
-    steps = torch.arange(size, dtype=torch.int64)
-    u = ((steps * _WEYL[0]) & _MASK32).bitwise_right_shift_(8).to(torch.float64).mul_(2.0**-24)
-    u[:2] = torch.tensor([0.0, 1.0 - 2.0**-24])
-    # 128 levels and the edges: few enough rates for tables (at most size / _VALUES_PER_RATE).
-    levels = ((steps * _WEYL[1]) & 0x7F).to(torch.float64) / 127
+    levels = torch.arange(16, dtype=torch.float64) / 15
     edges = torch.tensor([0.0, -0.0, 5e-324, 1e-9, 1.0, 12.0, math.nextafter(POISSON_INVERSION_LIMIT, 0.0)])
-    fields = [levels * photons for photons in (60.0, 3.0, POISSON_INVERSION_LIMIT)]
-    fields[0][: len(edges)] = edges.to(torch.float64)
-    fields.append(steps.to(torch.float64) * (POISSON_INVERSION_LIMIT / size))  # every rate once: every value walks
-    for lam in fields:
+    rates = torch.cat([levels * 60.0, levels * 3.0, levels * POISSON_INVERSION_LIMIT, edges.to(torch.float64)])
+    # Uniforms on every value of each rate's CDF table and one float64 ulp below it: where a
+    # count changes, so that a CDF value with other bits in a loop gives another count.
+    start_cdf, log_factorial = _start_values(rates)
+    values = _cdf_tables(rates, _mode_pmf(rates, log_factorial), start_cdf)[0]
+    values = torch.cat([values, torch.nextafter(values, torch.zeros_like(values))], dim=1)
+    # Within poisson's uniforms (multiples of 2**-24 below 1): a walk up to u nearer 1 may never end.
+    steps = values.isfinite() & (values >= 0) & (values <= 1 - 2.0**-24)
+    on_steps = (rates.unsqueeze(1).expand_as(values)[steps].contiguous(), values[steps].contiguous())
+    # ... and 8192 rates that do not repeat (every value walks), with a Weyl sequence of uniforms.
+    weyl = (torch.arange(8192, dtype=torch.int64) * _WEYL[0]) & _MASK32
+    spread = (weyl.to(torch.float64) * (POISSON_INVERSION_LIMIT * 2.0**-32), weyl.flip(0).to(torch.float64) * 2.0**-32)
+    for lam, u in (on_steps, spread):
         counts = _compiled_inversion(kernel, lam, u)
         walked = _poisson_inversion(lam, u, tables=False)
         if counts is None or not torch.equal(counts.view(torch.int64), walked.view(torch.int64)):

@@ -179,7 +179,7 @@ def table_counts(
         offsets[g + 1] = offsets[g] + widths[g]
     values = np.empty(offsets[groups], dtype=np.float64)
     labels = np.empty(offsets[groups], dtype=np.float64)
-    guide = np.empty(groups * bins, dtype=np.int64)
+    guide = np.empty(groups * bins, dtype=np.int32)
     start_bits = np.empty(groups, dtype=np.int64)
     pmf_bits = pmf.view(np.int64)
     for g in range(groups):
