@@ -10,7 +10,7 @@ goes first, in one process, so that a busy machine weighs on both alike; the tab
 the median CPU milliseconds per call (``time.thread_time``) and whether both gave the same
 bits.
 
-    OMP_NUM_THREADS=1 python -m benchmarks.poisson [--rounds 7]
+    OMP_NUM_THREADS=1 python benchmarks/poisson.py [--rounds 7]
 """
 
 from __future__ import annotations
