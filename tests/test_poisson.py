@@ -424,5 +424,33 @@ def test_loops_that_give_other_counts_are_refused(kernel: Any) -> None:
     broken = types.SimpleNamespace(table_counts=off_by_one, **{name: getattr(kernel, name) for name in names})
     with mock.patch.object(philox.importlib, "import_module", lambda name: broken):
         assert philox._compiled_poisson.__wrapped__() is None
+
+    def missing(name: str) -> None:
+        raise ImportError("No module named 'numba'")
+
+    with mock.patch.object(philox.importlib, "import_module", missing):
+        assert philox._compiled_poisson.__wrapped__() is None
     with mock.patch.object(philox.importlib, "import_module", lambda name: kernel):
         assert philox._compiled_poisson.__wrapped__() is kernel
+
+
+def test_the_loops_pmf_field_has_the_torch_paths_bits(kernel: Any) -> None:
+    # A pmf(m) one ulp off changes a count only where a uniform lies within an ulp of a CDF
+    # step: compared here directly, on a field that torch splits between threads (odd sizes).
+    lam = photo_rates(60.0, size=131).double()
+    flat = lam.view(-1).numpy()
+    index, rates, first = np.empty(flat.size, np.int32), np.empty(flat.size // 32), np.empty(flat.size // 32, np.int64)
+    field = torch.empty_like(lam)
+    groups = kernel.group_rates(flat, LIMIT, index, rates, first, field.view(-1).numpy())
+    assert torch.equal(bits(torch.from_numpy(rates[:groups])[torch.from_numpy(index).long()]), bits(lam.view(-1)))
+    log_factorial = philox._start_values(torch.from_numpy(rates[:groups]))[1]
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        field.log_()
+        kernel.pmf_exponent(flat, field.view(-1).numpy(), log_factorial.numpy(), index)
+        field.exp_()
+        expected = philox._mode_pmf(lam, log_factorial[torch.from_numpy(index).long()].view_as(lam))
+    finally:
+        torch.set_num_threads(threads)
+    assert torch.equal(bits(field), bits(expected))
