@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import functools
 import math
+import types
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import partial
 from typing import Any
 from unittest import mock
 
+import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings
@@ -24,21 +27,33 @@ LIMIT = philox.POISSON_INVERSION_LIMIT
 EDGE_RATES = [0.0, -0.0, 5e-324, 1e-300, 1e-9, 0.5, 1.0, math.nextafter(1.0, 0.0), 2.0, 11.999, 12.0, 100.0]
 EDGE_RATES += [math.nextafter(LIMIT, 0.0), LIMIT, 255.5]
 RATE = st.one_of(st.sampled_from(EDGE_RATES), st.floats(0.0, LIMIT, allow_nan=False, allow_subnormal=True))
-# Float32 uniforms as poisson draws them (multiples of 2**-24), the extremes 0 and 1 - 2**-24 included.
-UNIFORM = st.one_of(st.sampled_from([0, 1, 2**23, 2**24 - 1]), st.integers(0, 2**24 - 1)).map(lambda j: j * 2.0**-24)
+# Float32 uniforms as poisson draws them are multiples of 2**-24: these levels are the extremes and the middle.
+EXTREME_LEVELS = [0, 1, 2**23, 2**24 - 1]
 
 
 @st.composite
 def rate_fields(draw: st.DrawFn) -> tuple[torch.Tensor, torch.Tensor]:
-    """A rate field with a few distinct rates (or one per value) and its uniforms; odd and tiny lengths too."""
+    """A rate field with a few distinct rates (or about one per value) and its uniforms; odd and tiny lengths too.
+
+    The values come from byte strings (a byte picks a value's rate from a drawn pool, four
+    a uniform's 24-bit level, eight a rate's 53-bit fraction of the limit): ten times
+    cheaper to generate than a list of floats drawn one by one, with the pool's edge
+    rates and subnormals, and extreme uniforms, still drawn into the field.
+    """
     length = draw(st.integers(1, 400))
-    if draw(st.booleans()):
-        rates = draw(st.lists(RATE, min_size=1, max_size=6))
-        lam = [rates[i] for i in draw(st.lists(st.integers(0, len(rates) - 1), min_size=length, max_size=length))]
-    else:
-        lam = draw(st.lists(RATE, min_size=length, max_size=length))
-    u = draw(st.lists(UNIFORM, min_size=length, max_size=length))
-    return torch.tensor(lam, dtype=torch.float64), torch.tensor(u, dtype=torch.float64)
+    pool = np.array(draw(st.lists(RATE, min_size=1, max_size=6)))
+    picks = np.frombuffer(draw(st.binary(min_size=length, max_size=length)), dtype=np.uint8)
+    lam = pool[picks % len(pool)]
+    if draw(st.booleans()):  # about one rate per value, the pool's at a sixteenth of the values
+        spread = np.frombuffer(draw(st.binary(min_size=8 * length, max_size=8 * length)), dtype=np.uint64) >> 11
+        lam = np.where(picks < 16, lam, spread * (2.0**-53 * LIMIT))
+    levels = np.frombuffer(draw(st.binary(min_size=4 * length, max_size=4 * length)), dtype=np.uint32) >> 8
+    levels = levels.copy()
+    for place, level in draw(
+        st.lists(st.tuples(st.integers(0, length - 1), st.sampled_from(EXTREME_LEVELS)), max_size=4)
+    ):
+        levels[place] = level
+    return torch.from_numpy(lam.astype(np.float64)), torch.from_numpy(levels * 2.0**-24)
 
 
 def bits(values: torch.Tensor) -> torch.Tensor:
@@ -47,9 +62,14 @@ def bits(values: torch.Tensor) -> torch.Tensor:
 
 @contextmanager
 def tables_for_every_field() -> Iterator[None]:
-    """Tables even where each rate has one value: small fields exercise them too."""
-    with mock.patch.object(philox, "_VALUES_PER_RATE", 1):
+    """The torch path's tables even where each rate has one value: small fields exercise them too."""
+    with mock.patch.object(philox, "_VALUES_PER_RATE", 1), torch_path():
         yield
+
+
+def torch_path() -> Any:
+    """:func:`philox._poisson_inversion` on tensors, where numba's loops would take it (a context manager)."""
+    return mock.patch.object(philox, "_compiled_poisson_for", lambda lam, u: None)
 
 
 def walked_values(lam: torch.Tensor, u: torch.Tensor) -> tuple[torch.Tensor, int]:
@@ -226,7 +246,7 @@ def test_an_off_by_one_table_is_caught() -> None:
         values, labels = tables(*start)
         return values, torch.where(labels >= 0, labels + 1, labels)
 
-    with mock.patch.object(philox, "_cdf_tables", off_by_one):
+    with mock.patch.object(philox, "_cdf_tables", off_by_one), torch_path():
         k = philox._poisson_inversion(lam, u)
     assert torch.equal(k, philox._poisson_inversion(lam, u, tables=False) + 1)
 
@@ -295,3 +315,142 @@ def test_poisson_corruptions_are_unchanged() -> None:
             with mock.patch.object(philox, "_poisson_inversion", walk):
                 walked = corruption(images, severity, [11, 12, 13])
             assert torch.equal(with_tables.view(torch.int32), walked.view(torch.int32)), (corruption.name, severity)
+
+
+# numba's loops (pytest_segrobust.randomness.poisson_kernel): the torch path's counts, bit for bit.
+
+
+@pytest.fixture(scope="module")
+def kernel() -> Any:
+    pytest.importorskip("numba")
+    compiled = philox._compiled_poisson()
+    assert compiled is not None, "numba is installed but its Poisson loops were refused"
+    return compiled
+
+
+def compiled_counts(kernel: Any, lam: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    counts = philox._compiled_inversion(kernel, lam, u)
+    assert counts is not None
+    return counts
+
+
+@settings(max_examples=30, deadline=None)
+@given(rate_fields(), st.booleans())
+def test_compiled_loops_give_the_walks_counts(
+    kernel: Any, field: tuple[torch.Tensor, torch.Tensor], tables: bool
+) -> None:
+    # With tables for any field, or only where they pay (tiny fields then walk in the loop).
+    lam, u = field
+    with mock.patch.object(philox, "_VALUES_PER_RATE", 1 if tables else philox._VALUES_PER_RATE):
+        counts = compiled_counts(kernel, lam, u)
+    assert torch.equal(bits(counts), bits(philox._poisson_inversion(lam, u, tables=False)))
+
+
+@pytest.mark.parametrize("photons", [60.0, 3.0, LIMIT])
+def test_compiled_loops_give_the_torch_paths_counts_on_images(kernel: Any, photons: float) -> None:
+    # The demo's kind of field (8-bit levels times photons, a batch), with uniforms on every
+    # CDF step of its first rate and one float64 ulp below each (where the count changes).
+    lam = photo_rates(photons).double()
+    u = philox.uniform([5, 6], lam.shape[1:], "cpu").double()
+    rate = lam.view(-1)[:1]
+    start_cdf, log_factorial = philox._start_values(rate)
+    start = (rate.item(), philox._mode_pmf(rate, log_factorial).item(), start_cdf.item(), math.floor(rate.item()) * 1.0)
+    steps = torch.tensor(scalar_cdf_steps(*start), dtype=torch.float64)
+    edges = torch.cat([steps, torch.nextafter(steps, torch.tensor(-1.0, dtype=torch.float64))]).clamp_(
+        0.0, 1 - 2.0**-24
+    )
+    u.view(-1)[: edges.numel()] = edges
+    lam.view(-1)[: edges.numel()] = rate
+    with torch_path():
+        expected = philox._poisson_inversion(lam, u)
+    assert torch.equal(bits(compiled_counts(kernel, lam, u)), bits(expected))
+
+
+def test_values_whose_start_pmf_has_other_bits_walk_in_the_loop(kernel: Any) -> None:
+    lam = photo_rates(12.0).double().view(-1)
+    u = philox.uniform([5], lam.shape, "cpu").double()[0]
+    most = lam.numel() // philox._VALUES_PER_RATE
+    index, rates, first = np.empty(lam.numel(), np.int32), np.empty(most), np.empty(most, np.int64)
+    groups = kernel.group_rates(lam.numpy(), LIMIT, index, rates, first, np.empty(lam.numel()))
+    start_cdf, log_factorial = philox._start_values(torch.from_numpy(rates[:groups]))
+    pmf = philox._mode_pmf(lam, log_factorial[torch.from_numpy(index).long()])
+    # Values that start no table (a value that does starts its table with its own bits).
+    nudged = torch.tensor([place for place in (7, 1000, lam.numel() - 1) if place not in first[:groups]])
+    pmf[nudged] = torch.nextafter(pmf[nudged], torch.tensor(2.0, dtype=torch.float64))
+    counts = np.empty(lam.numel())
+    args = (start_cdf.numpy(), first[:groups], index, pmf.numpy(), u.numpy(), 64, philox._TABLE_HIGH, 1024, counts)
+    assert kernel.table_counts(rates[:groups], *args) == nudged.numel() > 0
+    cdf = start_cdf[torch.from_numpy(index).long()]
+    assert torch.equal(bits(torch.from_numpy(counts)), bits(philox._poisson_walk(lam, u, pmf, cdf)))
+
+
+def test_rates_outside_the_inversion_are_left_to_torch(kernel: Any) -> None:
+    u = torch.full((64,), 0.5, dtype=torch.float64)
+    for rate in (math.nextafter(LIMIT, math.inf), math.nan, -1.0):
+        lam = torch.full((64,), 3.0, dtype=torch.float64)
+        lam[-1] = rate
+        assert philox._compiled_inversion(kernel, lam, u) is None
+    rates = photo_rates(300.0, size=128)  # some above the limit: the inversion sees them as 0
+    drawn = philox.poisson([3, 4], rates, 9)
+    with torch_path():
+        assert torch.equal(drawn, philox.poisson([3, 4], rates, 9))
+
+
+def test_the_loops_load_for_an_image_and_then_serve_every_field(monkeypatch: pytest.MonkeyPatch) -> None:
+    loads: list[int] = []
+
+    @functools.cache
+    def counting() -> str:
+        loads.append(1)
+        return "kernel"
+
+    monkeypatch.setattr(philox, "_compiled_poisson", counting)
+    small = torch.zeros(philox._POISSON_COMPILED_MIN_VALUES - 1, dtype=torch.float64)
+    large = torch.zeros(philox._POISSON_COMPILED_MIN_VALUES, dtype=torch.float64)
+    assert philox._compiled_poisson_for(small, small) is None and not loads
+    assert philox._compiled_poisson_for(large, large) == "kernel"
+    assert philox._compiled_poisson_for(small, small) == "kernel" and loads == [1]
+    assert philox._compiled_poisson_for(large.float(), large.float()) is None  # float64 fields only
+    assert philox._compiled_poisson_for(large.view(2, -1).t(), large.view(2, -1).t()) is None  # contiguous only
+
+
+def test_loops_that_give_other_counts_are_refused(kernel: Any) -> None:
+    def off_by_one(*args: Any) -> int:
+        walked = kernel.table_counts(*args)
+        args[-1][:] += 1
+        return walked
+
+    names = ("group_rates", "pmf_exponent", "walk_counts")
+    broken = types.SimpleNamespace(table_counts=off_by_one, **{name: getattr(kernel, name) for name in names})
+    with mock.patch.object(philox.importlib, "import_module", lambda name: broken):
+        assert philox._compiled_poisson.__wrapped__() is None
+
+    def missing(name: str) -> None:
+        raise ImportError("No module named 'numba'")
+
+    with mock.patch.object(philox.importlib, "import_module", missing):
+        assert philox._compiled_poisson.__wrapped__() is None
+    with mock.patch.object(philox.importlib, "import_module", lambda name: kernel):
+        assert philox._compiled_poisson.__wrapped__() is kernel
+
+
+def test_the_loops_pmf_field_has_the_torch_paths_bits(kernel: Any) -> None:
+    # A pmf(m) one ulp off changes a count only where a uniform lies within an ulp of a CDF
+    # step: compared here directly, on a field that torch splits between threads (odd sizes).
+    lam = photo_rates(60.0, size=131).double()
+    flat = lam.view(-1).numpy()
+    index, rates, first = np.empty(flat.size, np.int32), np.empty(flat.size // 32), np.empty(flat.size // 32, np.int64)
+    field = torch.empty_like(lam)
+    groups = kernel.group_rates(flat, LIMIT, index, rates, first, field.view(-1).numpy())
+    assert torch.equal(bits(torch.from_numpy(rates[:groups])[torch.from_numpy(index).long()]), bits(lam.view(-1)))
+    log_factorial = philox._start_values(torch.from_numpy(rates[:groups]))[1]
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        field.log_()
+        kernel.pmf_exponent(flat, field.view(-1).numpy(), log_factorial.numpy(), index)
+        field.exp_()
+        expected = philox._mode_pmf(lam, log_factorial[torch.from_numpy(index).long()].view_as(lam))
+    finally:
+        torch.set_num_threads(threads)
+    assert torch.equal(bits(field), bits(expected))
