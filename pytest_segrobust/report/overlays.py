@@ -165,7 +165,7 @@ def render_losses(
 
 
 def _prediction_titles(state: str, panels: Sequence[str]) -> list[str]:
-    return [f"{state} prediction, {panel}" for panel in panels] if panels else [f"{state} prediction"]
+    return [f"{state}, {panel}" for panel in panels] if panels else [f"{state} prediction"]
 
 
 _Tile = tuple[PILImage.Image, PromptMarks | None, torch.Tensor | None]
