@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import torch
 from PIL import Image as PILImage
 from PIL import ImageDraw
@@ -147,7 +148,7 @@ def render_losses(
                 enlarged = size[0] > shown.size[0]
                 shown = shown.resize(size, PILImage.Resampling.NEAREST if enlarged else PILImage.Resampling.LANCZOS)
             if outline is not None:
-                _draw_outline(shown, outline, colours)
+                shown = _outlined(shown, outline, colours)
             if marks is not None:
                 _draw_marks(shown, marks, colours, scale=size[0] / int(image_w))
             canvas.paste(shown, (label_width + column * (box_w + pad), top))
@@ -196,8 +197,8 @@ def _tiles(loss: ImageLoss, colours: Sequence[tuple[int, int, int]], moved: bool
     return tiles
 
 
-def _draw_outline(tile: PILImage.Image, classes: torch.Tensor, colours: Sequence[tuple[int, int, int]]) -> None:
-    """The boundary pixels of each class region in its colour, at the tile's size (nearest-neighbour)."""
+def _outlined(tile: PILImage.Image, classes: torch.Tensor, colours: Sequence[tuple[int, int, int]]) -> PILImage.Image:
+    """The tile with the boundary pixels of each class region in its colour, at the tile's size (nearest-neighbour)."""
     if tuple(classes.shape) != (tile.size[1], tile.size[0]):
         ys = (torch.arange(tile.size[1]) * classes.shape[0] // tile.size[1]).clamp(max=classes.shape[0] - 1)
         xs = (torch.arange(tile.size[0]) * classes.shape[1] // tile.size[0]).clamp(max=classes.shape[1] - 1)
@@ -207,9 +208,12 @@ def _draw_outline(tile: PILImage.Image, classes: torch.Tensor, colours: Sequence
     for dy, dx in ((0, 1), (2, 1), (1, 0), (1, 2)):
         edge |= padded[dy : dy + classes.shape[0], dx : dx + classes.shape[1]] != classes.float()
     edge &= (classes >= 0) & (classes < len(colours))
-    pixels = tile.load()
-    for y, x in edge.nonzero().tolist():
-        pixels[x, y] = colours[int(classes[y, x])]
+    if not colours or not bool(edge.any()):
+        return tile
+    table = torch.tensor(colours, dtype=torch.uint8)
+    pixels = torch.from_numpy(np.array(tile.convert("RGB")))
+    pixels[edge] = table[classes[edge]]
+    return PILImage.fromarray(pixels.numpy())
 
 
 def _draw_marks(tile: PILImage.Image, marks: PromptMarks, colours: Sequence[tuple[int, int, int]], *, scale: float) -> None:
