@@ -19,7 +19,6 @@ from pytest_segrobust.pictures.prompted import PROMPT_VIEW
 from pytest_segrobust.pictures.values import (
     ImageLoss,
     PicturesFormatError,
-    PromptMarks,
     RunPictures,
     WorstImages,
 )
