@@ -32,8 +32,9 @@ from pytest_segrobust.data.base import Sample, SegmentationDataset
 from pytest_segrobust.engine.evaluation import CellResult
 from pytest_segrobust.metrics import METRICS
 from pytest_segrobust.models.base import model_device
+from pytest_segrobust.pictures.task_views import Drawing, PictureView
 from pytest_segrobust.pictures.values import ImageLoss, WorstImages
-from pytest_segrobust.pictures.views import Drawing, NoClassView, PictureView, still
+from pytest_segrobust.pictures.views import NoClassView, still
 from pytest_segrobust.randomness.seeding import sample_seed
 from pytest_segrobust.tasks import Task
 
@@ -276,7 +277,7 @@ def describe_worst(
 
     A task whose predictions have no view gets the numbers of no image and a note saying why,
     not an error; so does a cell none of whose images has a defined score. The legend's names
-    are the view's (:meth:`~pytest_segrobust.pictures.views.PictureView.legend`).
+    are the view's (:meth:`~pytest_segrobust.pictures.task_views.PictureView.legend`).
 
     Args:
         scores: The cell's first images scored on their own, clean and corrupted.

@@ -22,8 +22,9 @@ import torch
 
 from pytest_segrobust.core.prompts import PromptedInstances
 from pytest_segrobust.core.types import Batch, field_of
+from pytest_segrobust.pictures.task_views import Drawing, PictureView
 from pytest_segrobust.pictures.values import ImageLoss, PromptMarks
-from pytest_segrobust.pictures.views import NOTHING, Drawing, NoClassView, PictureView
+from pytest_segrobust.pictures.views import NOTHING, NoClassView
 
 NO_INSTANCE = "no instance"
 """The legend's name of class id 0, which the pictures never paint."""

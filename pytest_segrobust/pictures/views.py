@@ -5,22 +5,16 @@ for a batch-level value, ``@class_map.register`` for one image's prediction): se
 they are, instances painted by class (highest score on top), panoptic segments by their class.
 A type without a view leaves its suite without pictures, and the report says why.
 
-A task declares how its predictions and ground truth become a picture: its
-:attr:`~pytest_segrobust.tasks.base.Task.picture_view`, a :class:`PictureView`. Most tasks'
-is :data:`CLASS_VIEW`, the class views above; a promptable task's draws one panel per prompt
-kind with the prompts on it (:class:`~pytest_segrobust.pictures.prompted.PromptView`). The
-search for a cell's worst images (:mod:`pytest_segrobust.engine.worst_images`) asks the view and
-never the task's name.
+Most tasks' :attr:`~pytest_segrobust.tasks.base.Task.picture_view` is made of these
+(:data:`pytest_segrobust.pictures.task_views.CLASS_VIEW`).
 
-This module is neutral: it imports :mod:`pytest_segrobust.core.types`, the pictures' values and
-torch only, so the code that measures pictures and any reader can share it.
+This module is neutral: it imports :mod:`pytest_segrobust.core.types` and torch only, so the code
+that measures pictures (:mod:`pytest_segrobust.engine.worst_images`) and any reader can share it.
 """
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass
 from functools import singledispatch
 from typing import Any
 
@@ -39,7 +33,6 @@ from pytest_segrobust.core.types import (
     Video,
     VideoMasks,
 )
-from pytest_segrobust.pictures.values import ImageLoss, PromptMarks
 
 # A pixel without a class in a view: ignored, void, or covered by no shown instance.
 NOTHING = -1
@@ -177,63 +170,3 @@ def truth_maps(batch: Batch) -> list[torch.Tensor] | None:
             continue
     return None
 
-
-# -- what a task's pictures show ------------------------------------------------------------
-
-
-@dataclass(frozen=True, eq=False)
-class Drawing:
-    """One image's prediction as its pictures show it.
-
-    Attributes:
-        maps: The class map, or one per panel.
-        panels: The panels' names (``()``: one class map).
-        prompts: Per panel, the prompts the model was given (``()``: none to draw).
-
-    Shape:
-        maps: ``(H, W)`` int64, or ``(len(panels), H, W)``.
-    """
-
-    maps: torch.Tensor
-    panels: tuple[str, ...] = ()
-    prompts: tuple[PromptMarks, ...] = ()
-
-
-class PictureView(ABC):
-    """How a task's predictions and ground truth become pictures of one image (a task's
-    :attr:`~pytest_segrobust.tasks.base.Task.picture_view`).
-
-    Each method reads a batch of one image, as the task collated it (and a corruption left it),
-    and the task's checked predictions of it; clips come as their middle frame (:func:`still`).
-    """
-
-    @abstractmethod
-    def prediction(self, batch: Batch, predictions: Any) -> Drawing:
-        """The picture of the batch's first image's prediction.
-
-        Raises:
-            NoClassView: when the predictions have no view to draw.
-        """
-
-    @abstractmethod
-    def truth(self, batch: Batch) -> torch.Tensor | None:
-        """The batch's first image's ground truth as a class map ``(H, W)`` int64 (``None``: none to draw)."""
-
-    def legend(self, class_names: Sequence[str], losses: Sequence[ImageLoss]) -> tuple[str, ...]:
-        """The name of each class id the pictures of ``losses`` paint: by default the dataset's classes."""
-        return tuple(str(name) for name in class_names)
-
-
-class ClassView(PictureView):
-    """A class id per pixel: the registered class views of the predictions' and targets' types."""
-
-    def prediction(self, batch: Batch, predictions: Any) -> Drawing:
-        return Drawing(class_maps(predictions)[0])
-
-    def truth(self, batch: Batch) -> torch.Tensor | None:
-        maps = truth_maps(batch)
-        return None if maps is None else maps[0]
-
-
-CLASS_VIEW = ClassView()
-"""The view of every task that declares no other."""

@@ -26,7 +26,7 @@ from pytest_segrobust.core.errors import DatasetError, FieldError, ModelOutputEr
 from pytest_segrobust.core.types import Batch, Expressions, Field, Image, SampleIndex, field_of
 from pytest_segrobust.data.base import Sample, SegmentationDataset
 from pytest_segrobust.models.base import REFERRING_LOGIT_THRESHOLD
-from pytest_segrobust.pictures.views import CLASS_VIEW, PictureView
+from pytest_segrobust.pictures.task_views import CLASS_VIEW, PictureView
 from pytest_segrobust.text.registry import TextPerturbationRegistry
 
 
@@ -190,7 +190,7 @@ class Task(ABC):
             row and the gate sums each unit's rows before it resamples them. Otherwise a sample
             is its unit.
         picture_view: How its predictions and ground truth become the report's pictures of an
-            image (:mod:`pytest_segrobust.pictures.views`): by default their class views.
+            image (:mod:`pytest_segrobust.pictures.task_views`): by default their class views.
     """
 
     name: ClassVar[str]
