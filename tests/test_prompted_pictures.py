@@ -15,17 +15,22 @@ from pytest_segrobust.data.prompt_protocol import StandardProtocol, StandardProt
 from pytest_segrobust.engine.evaluation import EvalSettings, evaluate
 from pytest_segrobust.engine.worst_images import CONSIDERED, CleanViews, ImageScores, describe_worst
 from pytest_segrobust.metrics.promptable import PromptableMIoU
+from pytest_segrobust.models.adapters import adapt_model
 from pytest_segrobust.pictures.prompted import PROMPT_VIEW
+from pytest_segrobust.pictures.task_views import Drawing, PictureView
 from pytest_segrobust.pictures.values import (
     ImageLoss,
     PicturesFormatError,
     RunPictures,
     WorstImages,
 )
-from pytest_segrobust.pictures.views import NOTHING
+from pytest_segrobust.pictures.views import NOTHING, class_maps, truth_maps
 from pytest_segrobust.randomness.seeding import sample_seed
 from pytest_segrobust.report.overlays import render_losses, render_worst
+from pytest_segrobust.tasks import get_task
 from pytest_segrobust.tasks.promptable import PromptableTask
+from pytest_segrobust.tasks.semantic import SemanticTask
+from tests.fakes import BandScenes, RedBinner
 from tests.test_tasks_promptable import Oracle, Squares
 
 PRESET = "coco-p-prompts"
@@ -175,3 +180,30 @@ def test_the_picture_draws_the_clicks_by_label_and_the_boxes_over_a_column_per_p
     # Two more columns than a picture with one prediction; the clicks' green only where prompts are drawn.
     assert drawn.size[0] - render_losses(one_panel, names, metric="mIoU", title="t").size[0] >= 2 * 64
     assert (40, 220, 60) in colours_of(drawn) and (40, 220, 60) not in colours_of(bare)
+
+
+class ErrorsView(PictureView):
+    """A plugin's view of semantic predictions: the classes, and beside them the pixels predicted wrong."""
+
+    def prediction(self, batch: Batch, predictions: object) -> Drawing:
+        predicted, truth = class_maps(predictions)[0], self.truth(batch)
+        wrong = torch.where((predicted != truth) & (truth != NOTHING), predicted, NOTHING)
+        return Drawing(torch.stack([predicted, wrong]), ("classes", "errors"))
+
+    def truth(self, batch: Batch) -> torch.Tensor:
+        return truth_maps(batch)[0]  # type: ignore[index]
+
+
+def test_the_search_draws_whatever_view_a_task_declares() -> None:
+    task = type("ErrorsTask", (SemanticTask,), {"picture_view": ErrorsView()})()
+    model = adapt_model(RedBinner(smoothing=1), get_task("semantic"), device=torch.device("cpu"))
+    dataset, noise = BandScenes(size=3, height=20, width=20), REGISTRY.get("gaussian_noise")
+    settings = EvalSettings(task, ("miou",), scored_images=CONSIDERED)
+    clean, corrupted = (evaluate(model, dataset, c, 5, settings) for c in (None, noise))  # type: ignore[arg-type]
+    worst = describe_worst(model, dataset, noise, 5, ImageScores(clean.image_scores, corrupted.image_scores),
+                           task=task, metric="miou", seed=0, gamma_r=0.5)  # fmt: skip
+    assert worst.images and all(loss.panels == ("classes", "errors") for loss in worst.images)
+    for loss in worst.images:
+        classes, errors = loss.corrupted_prediction
+        assert loss.truth is not None and torch.equal(errors != NOTHING, (classes != loss.truth) & (loss.truth != NOTHING))
+    assert render_worst(worst, "binner") is not None
