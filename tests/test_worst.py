@@ -349,25 +349,33 @@ def test_a_promptable_runs_worst_images_are_asked_with_the_suites_prompt_protoco
         (oracle,) = ORACLES
         measured = len(oracle.calls)
         assert measured == 2  # one batch of both images per cell
-        runner.pictures()
+        pictures = runner.pictures()
     finally:
         runner.close()
-    # The first picked image, asked again clean and corrupted (a promptable prediction has no class view
-    # to draw, so the search stops there): with the suite's prompt sets (two random clicks drawn with the
-    # suite's seed, no box), not the default protocol's (one centre click and the box).
-    (clean_images, clean_prompts, clean_answers), (_, corrupted_prompts, corrupted_answers) = oracle.calls[measured:]
+    # Each picked image, asked again clean and corrupted, with the suite's prompt sets (two random clicks
+    # drawn with the suite's seed, no box), not the default protocol's (one centre click and the box).
+    again = oracle.calls[measured:]
+    (worst,) = pictures.worst.values()
+    assert len(again) == 2 * len(worst.images) == 4
     dataset = Squares()
-    (position,) = [p for p, sample in enumerate(dataset.samples) if torch.equal(clean_images[0], sample.image / 255.0)]
-    for (_, asked, _), again in zip(oracle.calls[:measured], (clean_prompts, corrupted_prompts)):  # the cells' batches
-        assert [s.kind for s in again[0]] == [s.kind for s in asked[position]] == ["points", "points"]
-        assert all(torch.equal(a.points, b.points) for a, b in zip(again[0], asked[position]))
-    # Scored as the cell scored them, the answers give the image's own scores in the cell.
     task = Plan.of(suite).task
-    batch = task.collate([dataset[position]], [position], dataset, torch.device("cpu"))  # type: ignore[arg-type]
     results = cell.result
     assert results is not None
-    for answers, expected in ((clean_answers, results.clean.image_scores), (corrupted_answers, results.corrupted.image_scores)):
-        scorer = PromptableMIoU(MetricContext(dataset.class_names, dataset.ignore_index))
-        scorer.update(task.check_predictions(answers, batch), batch)  # the clicks moved, the masks did not
-        assert scorer.compute().score == pytest.approx(expected[position], abs=1e-9)
+    for loss, clean_call, corrupted_call in zip(worst.images, again[::2], again[1::2]):
+        (position,) = [p for p, sample in enumerate(dataset.samples) if torch.equal(clean_call[0][0], sample.image / 255.0)]
+        assert loss.sample_id == dataset.samples[position].sample_id
+        for (_, asked, _), (_, prompts, _) in zip(oracle.calls[:measured], (clean_call, corrupted_call)):  # the cells' batches
+            assert [s.kind for s in prompts[0]] == [s.kind for s in asked[position]] == ["points", "points"]
+            assert all(torch.equal(a.points, b.points) for a, b in zip(prompts[0], asked[position]))
+        # Scored as the cell scored them, the answers give the image's own scores in the cell, which the pictures show.
+        batch = task.collate([dataset[position]], [position], dataset, torch.device("cpu"))  # type: ignore[arg-type]
+        for (_, _, answers), expected, shown in (
+            (clean_call, results.clean.image_scores, loss.clean_score),
+            (corrupted_call, results.corrupted.image_scores, loss.corrupted_score),
+        ):
+            scorer = PromptableMIoU(MetricContext(dataset.class_names, dataset.ignore_index))
+            scorer.update(task.check_predictions(answers, batch), batch)  # the clicks moved, the masks did not
+            assert scorer.compute().score == pytest.approx(expected[position], abs=1e-9) == shown
+    assert worst.images[0].drop > 0 and worst.images[0].panels == ("points",)
+    position = int(worst.images[0].sample_id.removeprefix("img"))
     assert results.corrupted.image_scores[position] < results.clean.image_scores[position]

@@ -8,7 +8,9 @@ anyway. The images whose score fell most are picked from those numbers alone
 suite ran them (same collation, same per-image seed, same output checks), to draw them: what a
 picture needs (the images, the predictions) is not kept for every image of every cell. They
 come out as a :class:`~pytest_segrobust.pictures.values.WorstImages`; the report draws it
-(:func:`pytest_segrobust.report.overlays.render_worst`).
+(:func:`pytest_segrobust.report.overlays.render_worst`). What a picture shows of a prediction and of
+the ground truth is the task's :attr:`~pytest_segrobust.tasks.base.Task.picture_view` (class views,
+or a promptable task's panels with their prompts); the search asks the view, whatever the task.
 
 An image's clean picture is the same in every cell of one model and dataset: a
 :class:`CleanViews` kept for the run predicts it once.
@@ -30,8 +32,9 @@ from pytest_segrobust.data.base import Sample, SegmentationDataset
 from pytest_segrobust.engine.evaluation import CellResult
 from pytest_segrobust.metrics import METRICS
 from pytest_segrobust.models.base import model_device
+from pytest_segrobust.pictures.task_views import Drawing, PictureView
 from pytest_segrobust.pictures.values import ImageLoss, WorstImages
-from pytest_segrobust.pictures.views import NoClassView, class_maps, still, truth_maps
+from pytest_segrobust.pictures.views import NoClassView, still
 from pytest_segrobust.randomness.seeding import sample_seed
 from pytest_segrobust.tasks import Task
 
@@ -105,8 +108,7 @@ def pick_worst(scores: ImageScores, *, higher_is_better: bool, shown: int = SHOW
 class CleanImage:
     """One image of a dataset, collated and predicted clean on its own, as a picture shows it.
 
-    The class view of the prediction is made when first asked and kept: a task without a class
-    view must fail there.
+    The view of the prediction is made when first asked and kept: a task without one must fail there.
 
     Shape:
         image: ``(3, H, W)``, uint8, on the CPU; truth: ``(H, W)``, int64.
@@ -116,18 +118,21 @@ class CleanImage:
     image: torch.Tensor
     truth: torch.Tensor | None
     text: str | None
+    batch: Batch | None
     predictions: Any
-    _prediction: torch.Tensor | None = field(default=None, repr=False)
+    view: PictureView
+    _prediction: Drawing | None = field(default=None, repr=False)
 
-    def prediction(self) -> torch.Tensor:
-        """The class view of the clean prediction.
+    def prediction(self) -> Drawing:
+        """The task's view of the clean prediction.
 
         Raises:
             NoClassView: when the task's predictions have none.
         """
         if self._prediction is None:
-            self._prediction = class_maps(self.predictions)[0]
-            self.predictions = None  # the view is all a picture needs
+            assert self.batch is not None
+            self._prediction = self.view.prediction(self.batch, self.predictions)
+            self.batch = self.predictions = None  # the view is all a picture needs
         return self._prediction
 
 
@@ -176,9 +181,11 @@ def _clean(model: Any, dataset: SegmentationDataset, position: int, *, task: Tas
     return CleanImage(
         sample=sample,
         image=to_uint8(field_of(shown, Image).data[0]).cpu(),
-        truth=_first(truth_maps(shown)),
+        truth=task.picture_view.truth(shown),
         text=_text(batch),
+        batch=shown,
         predictions=shown_predictions,
+        view=task.picture_view,
     )
 
 
@@ -214,18 +221,21 @@ def worst_images(
             (``None``: made for this call alone; the result is the same).
 
     Raises:
-        NoClassView: when the task's predictions have no class view.
+        NoClassView: when the task's predictions have no view (before any corrupted image is run).
     """
     device = model_device(model)
     views = CleanViews() if clean_views is None else clean_views
+    view = task.picture_view
     found: list[ImageLoss] = []
     for pick in picks:
         clean = views.image(model, dataset, pick.position, task=task)
+        drawn = clean.prediction()
         sample = clean.sample
         batch = task.collate([sample], [pick.position], dataset, device)
         corrupted = corruption(batch, severity, [sample_seed(seed, sample.sample_id, corruption.name, severity)])
         predictions = task.check_predictions(task.predict(model, corrupted), corrupted)
         frame, frame_predictions = still(corrupted, predictions)  # a clip is drawn by its middle frame
+        corrupted_drawn = view.prediction(frame, frame_predictions)
         found.append(
             ImageLoss(
                 sample_id=sample.sample_id,
@@ -234,12 +244,15 @@ def worst_images(
                 drop=pick.drop,
                 clean_image=clean.image,
                 corrupted_image=to_uint8(field_of(frame, Image).data[0]).cpu(),
-                clean_prediction=clean.prediction(),
-                corrupted_prediction=class_maps(frame_predictions)[0],
+                clean_prediction=drawn.maps,
+                corrupted_prediction=corrupted_drawn.maps,
                 truth=clean.truth,
-                moved_truth=_moved(clean.truth, _first(truth_maps(frame)), corruption),
+                moved_truth=_moved(clean.truth, view.truth(frame), corruption),
                 clean_text=clean.text,
                 corrupted_text=_text(corrupted),
+                panels=drawn.panels,
+                clean_prompts=drawn.prompts,
+                corrupted_prompts=corrupted_drawn.prompts,
             )
         )
     return found
@@ -262,8 +275,9 @@ def describe_worst(
     """One cell's images that lost most, as the report's evidence of it: picked from ``scores``
     (:func:`pick_worst`), then drawn (:func:`worst_images`).
 
-    A task whose predictions have no class view gets the numbers of no image and a note
-    saying why, not an error; so does a cell none of whose images has a defined score.
+    A task whose predictions have no view gets the numbers of no image and a note saying why,
+    not an error; so does a cell none of whose images has a defined score. The legend's names
+    are the view's (:meth:`~pytest_segrobust.pictures.task_views.PictureView.legend`).
 
     Args:
         scores: The cell's first images scored on their own, clean and corrupted.
@@ -293,7 +307,7 @@ def describe_worst(
         )
     except NoClassView as exc:
         return replace(found, note=f"no pictures: {exc}")
-    return replace(found, images=tuple(losses))
+    return replace(found, images=tuple(losses), class_names=task.picture_view.legend(found.class_names, losses))
 
 
 def picture_of(sample: Sample, task: Task, dataset: SegmentationDataset) -> torch.Tensor:
@@ -316,10 +330,6 @@ def _moved(truth: torch.Tensor | None, shown: torch.Tensor | None, corruption: C
     if corruption.geometric or corruption.temporal:
         return shown
     return None if shown is None or truth is None or torch.equal(shown, truth) else shown
-
-
-def _first(maps: list[torch.Tensor] | None) -> torch.Tensor | None:
-    return None if maps is None else maps[0]
 
 
 def _text(batch: Batch) -> str | None:

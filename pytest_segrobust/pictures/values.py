@@ -13,6 +13,10 @@ and never runs a model or a corruption.
 Each value is JSON-safe through ``to_json`` / ``from_json`` (with a format version), so it can
 cross a process (an xdist worker's payload) or a file (a shard) and come back exactly: images
 and class views travel as lossless PNGs in base64.
+
+A promptable task's pictures (:mod:`pytest_segrobust.pictures.prompted`) add panels, one
+prediction per prompt kind, and the prompts the model was given on each (:class:`PromptMarks`):
+format 2, which reads format 1's values as they were.
 """
 
 from __future__ import annotations
@@ -27,7 +31,9 @@ import numpy as np
 import torch
 from PIL import Image as PILImage
 
-PICTURES_FORMAT = 1
+PICTURES_FORMAT = 2
+# The formats read back: format 1 had no panels nor prompts, and reads as a value without them.
+READABLE_FORMATS = (1, 2)
 # Longest side of a tile in the report's gallery: corrupted at full size, shown at this one.
 REPORT_TILE = 256
 
@@ -100,8 +106,70 @@ def _classes_tensor(packed: Mapping[str, str] | None) -> torch.Tensor | None:
 
 
 def _check_format(data: Mapping[str, Any], what: str) -> None:
-    if data.get("format") != PICTURES_FORMAT:
-        raise PicturesFormatError(f"{what}: format {data.get('format')!r}, expected {PICTURES_FORMAT}")
+    if data.get("format") not in READABLE_FORMATS:
+        raise PicturesFormatError(
+            f"{what}: format {data.get('format')!r}, expected one of {', '.join(map(str, READABLE_FORMATS))}"
+        )
+
+
+# -- prompts as drawn ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class PromptMarks:
+    """The prompts one panel of a picture shows: the clicks and boxes a model was given, in pixels.
+
+    Each click and box names the class id its instance is painted with (``owners``), so it is
+    drawn in that instance's colour; a click's label (:data:`~pytest_segrobust.core.prompts.FOREGROUND`
+    or :data:`~pytest_segrobust.core.prompts.BACKGROUND`) says which way it points.
+
+    Shape:
+        points: ``(N, 2)`` float32 ``(x, y)``; labels, point_owners: ``(N,)`` int64;
+        boxes: ``(M, 4)`` float32 ``(x0, y0, x1, y1)``, exclusive ends; box_owners: ``(M,)`` int64.
+    """
+
+    points: torch.Tensor
+    labels: torch.Tensor
+    point_owners: torch.Tensor
+    boxes: torch.Tensor
+    box_owners: torch.Tensor
+
+    def __eq__(self, other: object) -> bool:
+        """The same prompts (values and dtypes)."""
+        if not isinstance(other, PromptMarks):
+            return NotImplemented
+        return all(_same(getattr(self, name), getattr(other, name)) for name in _MARKS)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def to_json(self) -> dict[str, Any]:
+        """Lists of numbers: float32 coordinates are exact as JSON floats."""
+        return {name: getattr(self, name).tolist() for name in _MARKS}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> PromptMarks:
+        """The value of :meth:`to_json`.
+
+        Raises:
+            PicturesFormatError: for a missing list or one of the wrong shape.
+        """
+        try:
+            points = torch.tensor(data["points"], dtype=torch.float32).reshape(-1, 2)
+            boxes = torch.tensor(data["boxes"], dtype=torch.float32).reshape(-1, 4)
+            labels, point_owners, box_owners = (
+                torch.tensor(data[name], dtype=torch.int64).reshape(-1) for name in ("labels", "point_owners", "box_owners")
+            )
+        except (KeyError, TypeError, ValueError, RuntimeError) as exc:
+            raise PicturesFormatError(f"not prompt marks: {type(exc).__name__}: {exc}") from None
+        if not len(points) == len(labels) == len(point_owners) or len(boxes) != len(box_owners):
+            raise PicturesFormatError(
+                f"prompt marks: {len(points)} points, {len(labels)} labels and {len(point_owners)} owners; "
+                f"{len(boxes)} boxes and {len(box_owners)} owners"
+            )
+        return cls(points, labels, point_owners, boxes, box_owners)
+
+
+_MARKS = ("points", "labels", "point_owners", "boxes", "box_owners")
 
 
 # -- a cell's worst images -----------------------------------------------------------------
@@ -113,9 +181,14 @@ class ImageLoss:
 
     Attributes:
         drop: How much worse the corrupted score is, in the metric's direction (positive: worse).
+        panels: The names of the predictions' panels, where a view draws several (a promptable
+            image's ``points`` and ``box``: one prediction per prompt kind); ``()``: one class map.
+        clean_prompts: Per panel, the prompts the model was given clean (``()``: none drawn).
+        corrupted_prompts: Per panel, the prompts as a corruption left them.
 
     Shape:
-        clean_image, corrupted_image: ``(3, H, W)``, uint8; the maps: ``(H, W)``, int64.
+        clean_image, corrupted_image: ``(3, H, W)``, uint8; the predictions: ``(H, W)``, int64, or
+        ``(len(panels), H, W)`` with panels; truth, moved_truth: ``(H, W)``, int64.
     """
 
     sample_id: str
@@ -130,14 +203,39 @@ class ImageLoss:
     moved_truth: torch.Tensor | None
     clean_text: str | None = None
     corrupted_text: str | None = None
+    panels: tuple[str, ...] = ()
+    clean_prompts: tuple[PromptMarks, ...] = ()
+    corrupted_prompts: tuple[PromptMarks, ...] = ()
+
+    def __post_init__(self) -> None:
+        panels = max(len(self.panels), 1)
+        for name in ("clean_prediction", "corrupted_prediction"):
+            shape = tuple(getattr(self, name).shape)
+            if len(shape) != (3 if self.panels else 2) or (self.panels and shape[0] != panels):
+                raise ValueError(f"{name} of shape {shape} for {panels} panel(s) {self.panels}")
+        for name in ("clean_prompts", "corrupted_prompts"):
+            if getattr(self, name) and len(getattr(self, name)) != panels:
+                raise ValueError(f"{len(getattr(self, name))} {name} for {panels} panel(s) {self.panels}")
 
     def __eq__(self, other: object) -> bool:
-        """The same numbers, texts and arrays (of the same dtype)."""
+        """The same numbers, texts, panels, prompts and arrays (of the same dtype)."""
         if not isinstance(other, ImageLoss):
             return NotImplemented
-        return self.summary() == other.summary() and all(
-            _same(getattr(self, name), getattr(other, name)) for name in _ARRAYS
+        return (
+            self.summary() == other.summary()
+            and (self.panels, self.clean_prompts, self.corrupted_prompts)
+            == (other.panels, other.clean_prompts, other.corrupted_prompts)
+            and all(_same(getattr(self, name), getattr(other, name)) for name in _ARRAYS)
         )
+
+    def predictions(self, clean: bool) -> tuple[torch.Tensor, ...]:
+        """The clean (or corrupted) prediction's class map of each panel, in order.
+
+        Shape:
+            return: ``max(len(panels), 1)`` tensors of ``(H, W)``, int64.
+        """
+        maps = self.clean_prediction if clean else self.corrupted_prediction
+        return tuple(maps) if self.panels else (maps,)
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -155,35 +253,65 @@ class ImageLoss:
         return out
 
     def to_json(self) -> dict[str, Any]:
-        """The numbers and the pictures (lossless PNGs, base64)."""
-        return self.summary() | {
-            "pictures": {
-                "clean_image": pack_image(self.clean_image.permute(1, 2, 0).numpy()),
-                "corrupted_image": pack_image(self.corrupted_image.permute(1, 2, 0).numpy()),
-                "clean_prediction": pack_classes(self.clean_prediction.numpy()),
-                "corrupted_prediction": pack_classes(self.corrupted_prediction.numpy()),
-                "truth": None if self.truth is None else pack_classes(self.truth.numpy()),
-                "moved_truth": None if self.moved_truth is None else pack_classes(self.moved_truth.numpy()),
-            }
+        """The numbers and the pictures (lossless PNGs, base64); with panels, a list of maps per
+        prediction and the prompts of each panel."""
+        pictures: dict[str, Any] = {
+            "clean_image": pack_image(self.clean_image.permute(1, 2, 0).numpy()),
+            "corrupted_image": pack_image(self.corrupted_image.permute(1, 2, 0).numpy()),
+            "clean_prediction": self._pack_prediction(self.clean_prediction),
+            "corrupted_prediction": self._pack_prediction(self.corrupted_prediction),
+            "truth": None if self.truth is None else pack_classes(self.truth.numpy()),
+            "moved_truth": None if self.moved_truth is None else pack_classes(self.moved_truth.numpy()),
         }
+        if self.panels:
+            pictures["panels"] = list(self.panels)
+        if self.clean_prompts or self.corrupted_prompts:
+            pictures["clean_prompts"] = [marks.to_json() for marks in self.clean_prompts]
+            pictures["corrupted_prompts"] = [marks.to_json() for marks in self.corrupted_prompts]
+        return self.summary() | {"pictures": pictures}
+
+    def _pack_prediction(self, maps: torch.Tensor) -> Any:
+        return [pack_classes(panel.numpy()) for panel in maps] if self.panels else pack_classes(maps.numpy())
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ImageLoss:
+        """The value of :meth:`to_json` (format 1's, without panels, too).
+
+        Raises:
+            PicturesFormatError: for pictures that do not decode, or panels that do not fit them.
+        """
         pictures = data["pictures"]
-        return cls(
-            sample_id=str(data["sample_id"]),
-            clean_score=float(data["clean"]),
-            corrupted_score=float(data["corrupted"]),
-            drop=float(data["drop"]),
-            clean_image=_image_tensor(pictures["clean_image"]),
-            corrupted_image=_image_tensor(pictures["corrupted_image"]),
-            clean_prediction=_classes_tensor(pictures["clean_prediction"]),  # type: ignore[arg-type]
-            corrupted_prediction=_classes_tensor(pictures["corrupted_prediction"]),  # type: ignore[arg-type]
-            truth=_classes_tensor(pictures["truth"]),
-            moved_truth=_classes_tensor(pictures["moved_truth"]),
-            clean_text=data.get("clean_text"),
-            corrupted_text=data.get("corrupted_text"),
-        )
+        panels = tuple(str(name) for name in pictures.get("panels", ()))
+
+        def prediction(packed: Any) -> torch.Tensor:
+            if not panels:
+                return _classes_tensor(packed)  # type: ignore[return-value]
+            if not isinstance(packed, list) or len(packed) != len(panels) or not packed:
+                raise PicturesFormatError(f"{len(panels)} panels {panels} but {len(packed)} packed maps")
+            return torch.stack([torch.from_numpy(unpack_classes(panel).copy()) for panel in packed])
+
+        try:
+            return cls(
+                sample_id=str(data["sample_id"]),
+                clean_score=float(data["clean"]),
+                corrupted_score=float(data["corrupted"]),
+                drop=float(data["drop"]),
+                clean_image=_image_tensor(pictures["clean_image"]),
+                corrupted_image=_image_tensor(pictures["corrupted_image"]),
+                clean_prediction=prediction(pictures["clean_prediction"]),
+                corrupted_prediction=prediction(pictures["corrupted_prediction"]),
+                truth=_classes_tensor(pictures["truth"]),
+                moved_truth=_classes_tensor(pictures["moved_truth"]),
+                clean_text=data.get("clean_text"),
+                corrupted_text=data.get("corrupted_text"),
+                panels=panels,
+                clean_prompts=tuple(PromptMarks.from_json(m) for m in pictures.get("clean_prompts", ())),
+                corrupted_prompts=tuple(PromptMarks.from_json(m) for m in pictures.get("corrupted_prompts", ())),
+            )
+        except ValueError as exc:
+            if isinstance(exc, PicturesFormatError):
+                raise
+            raise PicturesFormatError(f"image {data.get('sample_id')!r}: {exc}") from None
 
 
 _ARRAYS = ("clean_image", "corrupted_image", "clean_prediction", "corrupted_prediction", "truth", "moved_truth")

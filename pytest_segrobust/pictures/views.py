@@ -5,6 +5,9 @@ for a batch-level value, ``@class_map.register`` for one image's prediction): se
 they are, instances painted by class (highest score on top), panoptic segments by their class.
 A type without a view leaves its suite without pictures, and the report says why.
 
+Most tasks' :attr:`~pytest_segrobust.tasks.base.Task.picture_view` is made of these
+(:data:`pytest_segrobust.pictures.task_views.CLASS_VIEW`).
+
 This module is neutral: it imports :mod:`pytest_segrobust.core.types` and torch only, so the code
 that measures pictures (:mod:`pytest_segrobust.engine.worst_images`) and any reader can share it.
 """
@@ -166,3 +169,4 @@ def truth_maps(batch: Batch) -> list[torch.Tensor] | None:
         except NoClassView:
             continue
     return None
+

@@ -611,6 +611,8 @@ class WorstEntry:
         images: The images that fell most, worst first.
         note: Why there are no pictures, when there are none.
         figure: The figure kind that draws them (``None``: no figure).
+        panels: The prediction panels its pictures show (a promptable task's prompt kinds; ``()``:
+            one prediction per picture).
     """
 
     corruption: str
@@ -620,6 +622,7 @@ class WorstEntry:
     images: tuple[ImageDrop, ...] = ()
     note: str | None = None
     figure: str | None = None
+    panels: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, found: WorstImages, figure: str | None = None) -> WorstEntry:
@@ -630,12 +633,14 @@ class WorstEntry:
             )
             for loss in found.images
         )
-        return cls(found.corruption, found.severity, found.gamma_r, found.considered, images, found.note, figure)
+        panels = found.images[0].panels if found.images else ()
+        return cls(found.corruption, found.severity, found.gamma_r, found.considered, images, found.note, figure, panels)
 
     def to_json(self) -> dict[str, Any]:
-        """``suites.<name>.worst_images.<row>``: the note and the figure where there are any."""
-        out = _fields_json(self) | {"images": [image.to_json() for image in self.images]}
-        return {key: value for key, value in out.items() if value is not None or key not in ("note", "figure")}
+        """``suites.<name>.worst_images.<row>``: the note, the figure and the panels where there are any."""
+        out = _fields_json(self) | {"images": [image.to_json() for image in self.images], "panels": list(self.panels)}
+        left_out = {"note": None, "figure": None, "panels": []}
+        return {key: value for key, value in out.items() if key not in left_out or value != left_out[key]}
 
 
 @dataclass(frozen=True)

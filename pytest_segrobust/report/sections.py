@@ -194,6 +194,14 @@ OVERLAY_CAPTION = (
     "from a score of 0.5."
 )
 
+PROMPTED_CAPTION = (
+    "Per row, one image: clean image | a prediction per prompt kind ({panels}) | corrupted image | the same, "
+    "corrupted | ground truth (and, for a geometric corruption, the ground truth moved with the image). Each "
+    "prompted instance has its colour: its predicted mask is blended over the image, the outline of its true "
+    "mask drawn on top, and its prompts as the model got them (moved by a geometric corruption, changed by a "
+    "prompt perturbation): clicks as dots, green on the instance and red off it, the box as a rectangle."
+)
+
 
 def _corrupted(suite: SuiteReport) -> bool:
     return any(tables.corrupted(model.cells) for model in suite.models.values())
@@ -286,7 +294,8 @@ def worst_images(suite: SuiteReport) -> list[Section]:
         if kind and kind in suite.figures:
             title = f"{row}: images that lost most under {entry.corruption} s{entry.severity}"
             first = not any(isinstance(section, Figure) for section in out)  # one explanation for them all
-            out.append(Figure(title, suite.figures[kind], OVERLAY_CAPTION if first else ""))
+            caption = PROMPTED_CAPTION.format(panels=", ".join(entry.panels)) if entry.panels else OVERLAY_CAPTION
+            out.append(Figure(title, suite.figures[kind], caption if first else ""))
     return out
 
 

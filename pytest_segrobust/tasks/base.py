@@ -26,6 +26,7 @@ from pytest_segrobust.core.errors import DatasetError, FieldError, ModelOutputEr
 from pytest_segrobust.core.types import Batch, Expressions, Field, Image, SampleIndex, field_of
 from pytest_segrobust.data.base import Sample, SegmentationDataset
 from pytest_segrobust.models.base import REFERRING_LOGIT_THRESHOLD
+from pytest_segrobust.pictures.task_views import CLASS_VIEW, PictureView
 from pytest_segrobust.text.registry import TextPerturbationRegistry
 
 
@@ -188,6 +189,8 @@ class Task(ABC):
             (:attr:`Sample.unit <pytest_segrobust.data.base.Sample.unit>`), metrics keep it per
             row and the gate sums each unit's rows before it resamples them. Otherwise a sample
             is its unit.
+        picture_view: How its predictions and ground truth become the report's pictures of an
+            image (:mod:`pytest_segrobust.pictures.task_views`): by default their class views.
     """
 
     name: ClassVar[str]
@@ -202,6 +205,7 @@ class Task(ABC):
     resampling_unit: ClassVar[str] = "image"
     groups_samples: ClassVar[bool] = False
     annotation: ClassVar[ImageAnnotation | None] = None
+    picture_view: ClassVar[PictureView] = CLASS_VIEW
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

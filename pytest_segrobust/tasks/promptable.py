@@ -32,6 +32,7 @@ from pytest_segrobust.core.types import Batch, Field, Image, SampleIndex, field_
 from pytest_segrobust.data.base import Sample, SegmentationDataset
 from pytest_segrobust.data.prompt_protocol import PromptProtocol, StandardProtocol, protocol_of
 from pytest_segrobust.models.base import PromptableSegmentationModel
+from pytest_segrobust.pictures.prompted import PROMPT_VIEW
 from pytest_segrobust.tasks import register_task
 from pytest_segrobust.tasks.base import ImageAnnotation, SuiteCells, SuiteKeyError, Task, first_id, logit_masks
 
@@ -64,6 +65,7 @@ class PromptableTask(Task):
         "or (masks (P, M, H, W), scores (P, M)); device, fingerprint)"
     )
     suite_keys = ("prompts",)
+    picture_view = PROMPT_VIEW  # a panel per prompt kind, with the prompts drawn
 
     def __init__(self, protocol: PromptProtocol | None = None, seed: int = 0) -> None:
         self.protocol = protocol or StandardProtocol()
