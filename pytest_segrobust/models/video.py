@@ -267,15 +267,19 @@ class _ArrayAdapter:
     def _back(self, output: Any, shape: Sequence[int]) -> torch.Tensor:
         return ids_of(output, shape, "function").to(self.device)
 
-    def _masks_back(self, output: Any) -> torch.Tensor:
+    def _masks_back(self, output: Any, expected: str = "an array (B, T, H, W)") -> torch.Tensor:
         """The function's masks or logits as a tensor on ``device`` (shapes are the task's to check).
+
+        Args:
+            output: What the function returned.
+            expected: What it should have returned, in the message when it did not.
 
         Raises:
             ModelOutputError: when the function returned something other than an array or tensor.
         """
         tensor = torch.as_tensor(output) if isinstance(output, np.ndarray) else output
         if not isinstance(tensor, torch.Tensor):
-            raise ModelOutputError(f"function returned {type(output).__name__}, expected an array (B, T, H, W)")
+            raise ModelOutputError(f"function returned {type(output).__name__}, expected {expected}")
         return tensor.to(self.device)
 
     @staticmethod
@@ -358,7 +362,13 @@ _register(
     "torch.nn.Module with start/step (a tracker)",
     TorchModuleOnlineVideoObjectSegmenter,
 )
-_register("vos-prompts", _is_module, "torch.nn.Module(clips, prompts) returning ids or scores", TorchModulePromptableVideoSegmenter)
+_register(
+    "vos-prompts",
+    # A module that declares another reference (``reference = "masks"``) is a mask model, not one of these.
+    lambda obj: _is_module(obj) and getattr(obj, "reference", "prompts") == "prompts",
+    "torch.nn.Module(clips, prompts) returning ids or scores",
+    TorchModulePromptableVideoSegmenter,
+)
 _register("rvos", _is_function, "function of numpy clips and texts", ArrayReferringVideoModel)
 _register(
     "rvos", _is_module, "torch.nn.Module(clips, texts) returning masks or logits", TorchModuleReferringVideoSegmenter
