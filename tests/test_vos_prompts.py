@@ -10,7 +10,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_segrobust.core.errors import ModelOutputError, SuiteError
+from pytest_segrobust.core.errors import ModelError, ModelOutputError, SuiteError
 from pytest_segrobust.core.prompts import ABSENT, FOREGROUND, ClipPrompts
 from pytest_segrobust.core.types import SampleIndex, Video, VideoMasks, boxes_from_masks, field_of
 from pytest_segrobust.corruptions import kernels
@@ -316,3 +316,18 @@ def test_a_model_of_the_other_reference_is_refused_saying_which_reference_it_nee
         adapt_model(TinyVOSNet(), prompted)
     with pytest.raises(TypeError, match=r"\(it declares reference = 'prompts'.*give the suite a prompt reference"):
         adapt_model(adapt_model(PromptedModule(), prompted), masked)
+
+
+class MaskModule(torch.nn.Module):
+    """A user's mask model that declares nothing: ``forward(clips, reference)`` reads the masks' shape."""
+
+    def forward(self, clips: torch.Tensor, reference: torch.Tensor) -> torch.Tensor:
+        return torch.zeros(reference.shape, dtype=torch.int64)
+
+
+def test_an_undeclared_mask_module_that_raises_on_prompts_is_told_how_it_was_called() -> None:
+    prompted = VideoObjectTask(RANDOM)
+    module = adapt_model(MaskModule(), prompted)
+    batch = collated(prompted, ClipScenes(count=1, frames=2), range(1))
+    with pytest.raises(ModelError, match=r"module MaskModule raised AttributeError: .*called as module\(clips, prompts\).*remove the suite's reference:"):
+        prompted.predict(module, batch)
