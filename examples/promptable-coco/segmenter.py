@@ -77,7 +77,7 @@ def segment_one(image: np.ndarray, prompt: dict[str, Any]) -> np.ndarray:
     seeds = np.zeros((height, width), dtype=bool)
     inside = np.ones((height, width), dtype=bool)
     if prompt["box"] is not None:
-        x0, y0, x1, y1 = (int(round(float(v))) for v in prompt["box"])
+        x0, y0, x1, y1 = (round(float(v)) for v in prompt["box"])
         inside[:] = False
         inside[max(y0, 0) : max(y1, 0), max(x0, 0) : max(x1, 0)] = True
         cx, cy = (x0 + x1) // 2, (y0 + y1) // 2
@@ -85,7 +85,7 @@ def segment_one(image: np.ndarray, prompt: dict[str, Any]) -> np.ndarray:
         seeds &= inside
     for (x, y), label in zip(prompt["points"], prompt["labels"]):
         if label == 1:
-            seeds[min(max(int(round(float(y))), 0), height - 1), min(max(int(round(float(x))), 0), width - 1)] = True
+            seeds[min(max(round(float(y)), 0), height - 1), min(max(round(float(x)), 0), width - 1)] = True
     if not seeds.any():
         return seeds
     near = seeds.copy()  # the seeds' 3x3 neighbourhoods give the colour: one noisy pixel does not
