@@ -12,6 +12,7 @@ import pytest_segrobust.data.davis
 import pytest_segrobust.data.semantic_folder
 import pytest_segrobust.models.demo
 import pytest_segrobust.models.demo_avs
+import pytest_segrobust.models.demo_promptable
 import pytest_segrobust.models.demo_video  # noqa: F401
 from pytest_segrobust.cli import main
 from pytest_segrobust.core.errors import SegRobustError
@@ -25,7 +26,7 @@ ONE_THREAD = ("--segrobust-threads", "1")
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     return run_project(pytester, *ONE_THREAD, *args)
 
-CELLS = {"semantic": 7, "instance": 7, "vos": 7, "avs": 7}
+CELLS = {"semantic": 7, "instance": 7, "vos": 7, "avs": 7, "promptable": 7}
 
 
 @pytest.mark.parametrize(("task", "layout"), list(SCAFFOLDS), ids=[f"{t}-{l}" for t, l in SCAFFOLDS])

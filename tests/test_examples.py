@@ -16,10 +16,12 @@ import pytest
 # it and drops the rest, and a class imported afresh in a later run is not the one the
 # package's modules imported before it checked samples against.
 import pytest_segrobust.data.avsbench
+import pytest_segrobust.data.coco
 import pytest_segrobust.data.davis
 import pytest_segrobust.data.semantic_folder
 import pytest_segrobust.models.demo_avs
-import pytest_segrobust.models.demo_video  # noqa: F401
+import pytest_segrobust.models.demo_video
+import pytest_segrobust.models.promptable_functions  # noqa: F401
 from tests.plugin_project import run as run_project
 
 # One thread: these small models wait on a second thread longer than it saves them (CPU-s counted in CI).
@@ -45,6 +47,7 @@ CASES = [
     Example("image-folder", "shapes", "shapes-net", 7),
     Example("davis-vos", "davis-vos", "tracker", 7),
     Example("avsbench-avs", "avsbench-avs", "listener", 7),
+    Example("promptable-coco", "promptable-coco", "grower", 6),
 ]
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from pytest_segrobust.core.errors import BaselineError, ModelOutputError, SuiteError
+from pytest_segrobust.core.errors import BaselineError, DatasetError, ModelOutputError, SuiteError
 from pytest_segrobust.core.prompts import PromptedInstances
 from pytest_segrobust.core.types import InstanceTarget
 from pytest_segrobust.data.base import Sample
@@ -214,3 +214,40 @@ def test_a_baseline_records_the_prompt_protocol_and_refuses_a_run_under_another(
         BaselineFile(path).lookup(clean, Workbench(options).conditions(two_clicks))
     assert "task_setting: baseline {'prompts': " in str(error.value) and "'clicks': 2" in str(error.value)
     assert "--segrobust-update-baselines" in str(error.value)
+
+
+def test_an_instance_with_an_empty_mask_is_refused_naming_the_sample_and_instance() -> None:
+    dataset = Squares()
+    first = dataset.samples[0]
+    masks = torch.cat([first.instances.masks, torch.zeros(1, 64, 64, dtype=torch.bool)])
+    emptied = InstanceTarget.from_masks(masks, torch.tensor([1, 1, 1]))
+    dataset.samples[0] = Sample("img0", first.image, instances=emptied)
+    task = PromptableTask()
+    # Left in, its sets would score an empty answer as IoU 1: a perfect score for nothing.
+    with pytest.raises(DatasetError, match=r"squares: sample img0: instance 2 \(label 1\) has an empty mask.*remove the annotation"):
+        task.collate(dataset.samples, [0, 1], dataset, torch.device("cpu"))  # type: ignore[arg-type]
+    crowd = InstanceTarget.from_masks(masks, torch.tensor([1, 1, 1]), torch.tensor([False, False, True]))
+    dataset.samples[0] = Sample("img0", first.image, instances=crowd)  # a crowd region is not prompted
+    task.collate(dataset.samples, [0, 1], dataset, torch.device("cpu"))  # type: ignore[arg-type]
+
+
+def test_candidate_scores_of_another_shape_or_not_finite_are_refused() -> None:
+    task = PromptableTask(StandardProtocol(StandardProtocolSettings(0, "center", True)), seed=0)
+    dataset = Squares()
+    batch = task.collate(dataset.samples, [0, 1], dataset, torch.device("cpu"))  # type: ignore[arg-type]
+    candidates = torch.zeros(2, 3, 64, 64, dtype=torch.bool)
+    with pytest.raises(ModelOutputError, match=r"sample img0: expected scores of shape \(2, 3\).*got \(2, 2\)"):
+        task.check_predictions([(candidates, torch.zeros(2, 2))] * 2, batch)
+    with pytest.raises(ModelOutputError, match="sample img0: model returned NaN or infinite candidate scores"):
+        task.check_predictions([(candidates, torch.tensor([[0.1, float("nan"), 0.2]] * 2))] * 2, batch)
+    with pytest.raises(ModelOutputError, match=r"it was given no prompt set for this image: return an empty \(0, H, W\)"):
+        task.check_predictions([torch.zeros(1, 64, 64, dtype=torch.bool)] * 2, {**batch, "prompted": _unprompted(batch)})
+
+
+def _unprompted(batch: Any) -> PromptedInstances:
+    """The batch's instances with every prompt dropped."""
+    targets = []
+    for target in batch["prompted"].targets:
+        labels = target.point_labels.clone().fill_(-1)
+        targets.append(target.with_prompts(target.points, labels, target.boxes, target.box_given & False, target.tight))
+    return PromptedInstances(tuple(targets), 64, 64)

@@ -10,7 +10,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_segrobust.core.errors import ModelOutputError, SuiteError
+from pytest_segrobust.core.errors import ModelError, ModelOutputError, SuiteError
 from pytest_segrobust.core.prompts import ABSENT, FOREGROUND, ClipPrompts
 from pytest_segrobust.core.types import SampleIndex, Video, VideoMasks, boxes_from_masks, field_of
 from pytest_segrobust.corruptions import kernels
@@ -22,6 +22,7 @@ from pytest_segrobust.data.clips import ClipFrames, ClipObjects
 from pytest_segrobust.data.prompt_protocol import StandardProtocol, StandardProtocolSettings
 from pytest_segrobust.engine.plan import Plan
 from pytest_segrobust.models.adapters import adapt_model
+from pytest_segrobust.models.demo_video import TinyVOSNet
 from pytest_segrobust.models.video import TorchModulePromptableVideoSegmenter
 from pytest_segrobust.randomness.seeding import FrameDraws, sample_seed
 from pytest_segrobust.suite.schema import load_suite
@@ -306,3 +307,27 @@ def test_a_dynamic_cell_moves_each_frames_prompts_with_it() -> None:
         for started in started_here:
             for x, y in started.prompt.points.long().tolist():
                 assert int(truth.data[b, started.frame, y, x]) == started.object_id
+
+
+def test_a_model_of_the_other_reference_is_refused_saying_which_reference_it_needs() -> None:
+    prompted, masked = VideoObjectTask(RANDOM), get_task("vos")
+    # A mask-started module (the demo tracker declares reference = 'masks') is not called with prompts.
+    with pytest.raises(TypeError, match=r"got TinyVOSNet \(it declares reference = 'masks'.*remove reference:"):
+        adapt_model(TinyVOSNet(), prompted)
+    with pytest.raises(TypeError, match=r"\(it declares reference = 'prompts'.*give the suite a prompt reference"):
+        adapt_model(adapt_model(PromptedModule(), prompted), masked)
+
+
+class MaskModule(torch.nn.Module):
+    """A user's mask model that declares nothing: ``forward(clips, reference)`` reads the masks' shape."""
+
+    def forward(self, clips: torch.Tensor, reference: torch.Tensor) -> torch.Tensor:
+        return torch.zeros(reference.shape, dtype=torch.int64)
+
+
+def test_an_undeclared_mask_module_that_raises_on_prompts_is_told_how_it_was_called() -> None:
+    prompted = VideoObjectTask(RANDOM)
+    module = adapt_model(MaskModule(), prompted)
+    batch = collated(prompted, ClipScenes(count=1, frames=2), range(1))
+    with pytest.raises(ModelError, match=r"module MaskModule raised AttributeError: .*called as module\(clips, prompts\).*remove the suite's reference:"):
+        prompted.predict(module, batch)

@@ -142,8 +142,7 @@ def adapt_model(
     for adapter in adapters(task.model_kind):
         if adapter.matches(obj):
             return _checked(adapter.build(obj, device=device, amp=amp), task, f"adapter {adapter.name}")
-    declared = getattr(obj, "task", None)
-    why = f" (it declares task {declared!r})" if declared not in (None, task.name) else ""
+    why = task.refusal(obj)
     kinds = ", ".join(a.name for a in adapters(task.model_kind))
     raise TypeError(
         f"expected {task.model_description} or an object an adapter wraps ({kinds}), "

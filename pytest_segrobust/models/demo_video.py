@@ -154,6 +154,7 @@ class TinyVOSNet(nn.Module):
     """Semi-supervised VOS by mask propagation (see the module docstring)."""
 
     task = "vos"
+    reference = "masks"  # its objects are started by masks: a suite's prompt reference refuses it
 
     def __init__(self) -> None:
         super().__init__()

@@ -3,7 +3,8 @@
 A suite's factory that returns a function (not a module, nothing with ``predict``) for a
 ``task: promptable`` suite, or a ``task: vos`` suite with a prompt reference
 (:class:`ArrayPromptableVideoModel`), gets it wrapped here. The function is called once per image, as
-SAM-style predictors are (``set_image``, then prompts)::
+SAM-style predictors are (``set_image``, then prompts); an image with no prompt set (no instance,
+or every prompt dropped) is not asked::
 
     def segment(image, prompts):
         # image: (H, W, 3) uint8, the corrupted image, rounded to 8 bits
@@ -30,6 +31,8 @@ from pytest_segrobust.models.adapters import register_adapter
 from pytest_segrobust.models.video import _ArrayAdapter, _fingerprint_of, _is_function
 
 __all__ = ["ArrayPromptableModel", "ArrayPromptableVideoModel", "image_array", "prompt_dict"]
+
+_EXPECTED = "an array (len(prompts), H, W) of bool masks or float logits, or a tuple (masks (P, M, H, W), scores (P, M))"
 
 
 def image_array(image: torch.Tensor) -> np.ndarray:
@@ -59,13 +62,18 @@ class ArrayPromptableModel(_ArrayAdapter):
     task = "promptable"
 
     def predict(self, images: torch.Tensor, prompts: Sequence[Sequence[PromptSet]]) -> list[Any]:
+        """The function's answer for each image that has a prompt set; an image with none (no instance,
+        or every prompt dropped) is not asked, as a SAM predictor given no prompt would refuse."""
         results: list[Any] = []
         for image, sets in zip(images, prompts):
+            if not sets:
+                results.append(torch.zeros(0, *image.shape[-2:], dtype=torch.bool, device=self.device))
+                continue
             returned = self.obj(image_array(image), [prompt_dict(s) for s in sets])
             if isinstance(returned, tuple) and len(returned) == 2:
-                results.append((self._masks_back(returned[0]), self._masks_back(returned[1])))
+                results.append(tuple(self._masks_back(part, _EXPECTED) for part in returned))
             else:
-                results.append(self._masks_back(returned))
+                results.append(self._masks_back(returned, _EXPECTED))
         return results
 
     def fingerprint(self) -> str:

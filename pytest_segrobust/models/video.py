@@ -39,7 +39,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import torch
 
-from pytest_segrobust.core.errors import ModelOutputError
+from pytest_segrobust.core.errors import ModelError, ModelOutputError
 from pytest_segrobust.core.prompts import FramePrompt
 from pytest_segrobust.models.adapters import register_adapter
 from pytest_segrobust.models.torch_module import _TorchModuleAdapter, module_fingerprint, require_finite
@@ -216,8 +216,23 @@ class TorchModulePromptableVideoSegmenter(_TorchModuleAdapter):
 
     @torch.inference_mode()
     def predict(self, clips: torch.Tensor, prompts: Sequence[Sequence[FramePrompt]]) -> torch.Tensor:
+        """The module's ids for ``clips`` started by ``prompts``.
+
+        Raises:
+            ModelError: when the module raises, with its exception and, since a mask model taken for a
+                prompt one fails just so, how it is called here and what a mask model needs instead.
+        """
         shape = (*clips.shape[:2], *clips.shape[-2:])
-        return ids_of(self._forward(clips, [list(p) for p in prompts]), shape)
+        try:
+            output = self._forward(clips, [list(p) for p in prompts])
+        except Exception as exc:  # the module's own code: its error is kept, with the call it got
+            raise ModelError(
+                f"module {type(self.module).__name__} raised {type(exc).__name__}: {exc}; under the suite's prompt "
+                "reference it is called as module(clips, prompts), prompts[b] clip b's FramePrompts; if it takes "
+                "reference masks (module(clips, reference)), remove the suite's reference: (or declare "
+                "reference = 'masks' on it to have it refused)"
+            ) from exc
+        return ids_of(output, shape)
 
     def fingerprint(self) -> str:
         return module_fingerprint(self.module, "vos-prompts")
@@ -267,15 +282,19 @@ class _ArrayAdapter:
     def _back(self, output: Any, shape: Sequence[int]) -> torch.Tensor:
         return ids_of(output, shape, "function").to(self.device)
 
-    def _masks_back(self, output: Any) -> torch.Tensor:
+    def _masks_back(self, output: Any, expected: str = "an array (B, T, H, W)") -> torch.Tensor:
         """The function's masks or logits as a tensor on ``device`` (shapes are the task's to check).
+
+        Args:
+            output: What the function returned.
+            expected: What it should have returned, in the message when it did not.
 
         Raises:
             ModelOutputError: when the function returned something other than an array or tensor.
         """
         tensor = torch.as_tensor(output) if isinstance(output, np.ndarray) else output
         if not isinstance(tensor, torch.Tensor):
-            raise ModelOutputError(f"function returned {type(output).__name__}, expected an array (B, T, H, W)")
+            raise ModelOutputError(f"function returned {type(output).__name__}, expected {expected}")
         return tensor.to(self.device)
 
     @staticmethod
@@ -358,7 +377,13 @@ _register(
     "torch.nn.Module with start/step (a tracker)",
     TorchModuleOnlineVideoObjectSegmenter,
 )
-_register("vos-prompts", _is_module, "torch.nn.Module(clips, prompts) returning ids or scores", TorchModulePromptableVideoSegmenter)
+_register(
+    "vos-prompts",
+    # A module that declares another reference (``reference = "masks"``) is a mask model, not one of these.
+    lambda obj: _is_module(obj) and getattr(obj, "reference", "prompts") == "prompts",
+    "torch.nn.Module(clips, prompts) returning ids or scores",
+    TorchModulePromptableVideoSegmenter,
+)
 _register("rvos", _is_function, "function of numpy clips and texts", ArrayReferringVideoModel)
 _register(
     "rvos", _is_module, "torch.nn.Module(clips, texts) returning masks or logits", TorchModuleReferringVideoSegmenter

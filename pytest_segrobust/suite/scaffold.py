@@ -279,6 +279,36 @@ SCAFFOLDS: Mapping[tuple[str, str], Scaffold] = {
             write_data=_write_avsbench,
             data_files=_avsbench_files,
         ),
+        Scaffold(
+            task="promptable",
+            layout="coco",
+            what="promptable (SAM-style) segmentation on a COCO json and its folder of images",
+            dataset=(
+                "  factory: pytest_segrobust.data.coco:CocoInstances\n"
+                "  # annotations.json: images, annotations (polygons or RLE), categories; file names under images/\n"
+                "  kwargs: {{images_dir: {data}/images, annotation_file: {data}/annotations.json}}\n"
+            ),
+            cells=(
+                "# Every instance is asked once with a click at its centre and once with its tight box.\n"
+                "prompts: {points: {count: 1, where: center}, box: tight, mask: false}\n"
+                "preset: coco-p-prompts   # COCO-P's corruptions and the prompt perturbations\n"
+                "corruptions: [gaussian_noise, box_jitter, rotate+point_displacement]\n"
+                "metrics: [promptable_miou]\n"
+            ),
+            model_factory=(
+                "    from pytest_segrobust.models.demo_promptable import tiny_promptable\n\n"
+                "    return tiny_promptable()  # the package's demo promptable network, trained on scenes like the stub's\n"
+            ),
+            model_contract=(
+                "has predict(images, prompts): images float RGB in [0, 1] (B, 3, H, W), prompts[b] image b's prompt "
+                "sets (points (P, 2) (x, y), labels, box (x0, y0, x1, y1) or None), returning per image one mask per "
+                "prompt set (P, H, W), bool or logits; or it is a function segment(image, prompts) of an (H, W, 3) "
+                "uint8 array and prompt dicts, returning (len(prompts), H, W) masks"
+            ),
+            default_data="data",
+            write_data=_write_coco,
+            data_files=_coco_files,
+        ),
     )
 }
 """Every (task, layout) ``init`` offers."""

@@ -407,6 +407,12 @@ class Task(ABC):
         declared = getattr(obj, "task", None)
         return isinstance(obj, self.model_protocol) and declared in (None, self.name)
 
+    def refusal(self, obj: object) -> str:
+        """Why ``obj``, which no adapter fits, is not a model of this task, as words after its type
+        (`` (it declares task 'semantic')``), or ``""`` where it declares nothing at odds with it."""
+        declared = getattr(obj, "task", None)
+        return f" (it declares task {declared!r})" if declared not in (None, self.name) else ""
+
 
 def non_empty_text(text: object, dataset: SegmentationDataset, sample: Sample, what: str) -> str:
     """``text``, when it is a string with more than white space (an expression a task reads).

@@ -26,9 +26,9 @@ from typing import Any
 
 import torch
 
-from pytest_segrobust.core.errors import FieldError, ModelOutputError
+from pytest_segrobust.core.errors import DatasetError, FieldError, ModelOutputError
 from pytest_segrobust.core.prompts import InstancePrompts, PromptedInstances, PromptSet
-from pytest_segrobust.core.types import Batch, Field, Image, SampleIndex, field_of
+from pytest_segrobust.core.types import Batch, Field, Image, InstanceTarget, SampleIndex, field_of
 from pytest_segrobust.data.base import Sample, SegmentationDataset
 from pytest_segrobust.data.prompt_protocol import PromptProtocol, StandardProtocol, protocol_of
 from pytest_segrobust.models.base import PromptableSegmentationModel
@@ -104,6 +104,7 @@ class PromptableTask(Task):
         prompted = []
         for sample, instances in zip(samples, self.annotations(samples, dataset), strict=True):
             if sample.sample_id not in self._drawn:
+                _refuse_empty_instances(instances, sample.sample_id, dataset.name)
                 self._drawn[sample.sample_id] = self.protocol.prompts(instances.to("cpu"), sample.sample_id, self.seed)
             prompted.append(self._drawn[sample.sample_id].to(device))
         height, width = samples[0].image.shape[1:]
@@ -141,6 +142,24 @@ class PromptableTask(Task):
         return masks
 
 
+def _refuse_empty_instances(instances: InstanceTarget, sample_id: str, dataset: str) -> None:
+    """Every instance to prompt has a pixel: an empty one has no click to draw and no box, and its prompt
+    sets would score an empty answer as a perfect one.
+
+    Raises:
+        DatasetError: naming the dataset, the sample and the instance (its position among the sample's).
+    """
+    empty = (instances.masks.flatten(1).count_nonzero(dim=1) == 0) & ~instances.iscrowd.bool()
+    if bool(empty.any()):
+        index = int(empty.nonzero()[0])
+        raise DatasetError(
+            f"{dataset}: sample {sample_id}: instance {index} (label {int(instances.labels[index])}) has an empty "
+            f"mask ({int(empty.sum())} of the sample's {len(instances)} instances): a promptable evaluation draws "
+            "each instance's prompts from its pixels and scores the answer against them; remove the annotation "
+            "or fix its segmentation"
+        )
+
+
 def asked_sets(batch: Batch) -> list[list[PromptSet]]:
     """Each image's prompt sets that hold a prompt: what the model is asked."""
     return [[s for s in target.prompt_sets() if not s.empty] for target in field_of(batch, PromptedInstances).targets]
@@ -153,11 +172,17 @@ def _best(returned: Any, count: int, size: tuple[int, int], sample_id: str) -> t
         if not isinstance(candidates, torch.Tensor) or candidates.dim() != 4 or tuple(candidates.shape[-2:]) != size:
             raise ModelOutputError(
                 f"sample {sample_id}: expected candidate masks of shape ({count}, M, {size[0]}, {size[1]}), got "
-                f"{getattr(candidates, 'shape', type(candidates).__name__)}"
+                f"{_shape_of(candidates)}"
             )
         if not isinstance(scores, torch.Tensor) or tuple(scores.shape) != tuple(candidates.shape[:2]):
             raise ModelOutputError(
-                f"sample {sample_id}: expected scores of shape {tuple(candidates.shape[:2])} beside the candidates"
+                f"sample {sample_id}: expected scores of shape {tuple(candidates.shape[:2])} beside the candidates "
+                f"(one per candidate mask), got {_shape_of(scores)}"
+            )
+        if scores.is_floating_point() and not bool(torch.isfinite(scores).all()):
+            raise ModelOutputError(
+                f"sample {sample_id}: model returned NaN or infinite candidate scores "
+                f"({int((~torch.isfinite(scores)).sum())} of {scores.numel()}): the best candidate cannot be chosen"
             )
         best = scores.argmax(dim=1).to(candidates.device)
         returned = candidates[torch.arange(candidates.shape[0], device=candidates.device), best]
@@ -166,7 +191,19 @@ def _best(returned: Any, count: int, size: tuple[int, int], sample_id: str) -> t
     if tuple(returned.shape) != (count, *size):
         raise ModelOutputError(
             f"sample {sample_id}: model returned masks of shape {tuple(returned.shape)}, expected {(count, *size)} "
-            "(one mask per prompt set at the input resolution)"
+            f"(one mask per prompt set it was given, in their order, at the input resolution; {_asked(count)})"
         )
     return returned
 
+
+def _asked(count: int) -> str:
+    """How many prompt sets the model was given, for a message about its answer."""
+    if count == 0:
+        return "it was given no prompt set for this image: return an empty (0, H, W) array"
+    return f"it was given {count}; a set whose prompts were all dropped is not given and needs no mask"
+
+
+def _shape_of(value: Any) -> str:
+    """A returned value's shape, or its type where it has none."""
+    shape = getattr(value, "shape", None)
+    return str(tuple(shape)) if shape is not None else type(value).__name__

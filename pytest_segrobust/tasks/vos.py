@@ -271,6 +271,21 @@ class VideoObjectTask(ClipTask):
         fits = isinstance(obj, (VideoObjectModel, OnlineVideoObjectModel))
         return fits and not prompted and declared in (None, self.name)
 
+    def refusal(self, obj: object) -> str:
+        """What a model's declared ``reference`` asks of the suite's ``reference:``, where they differ."""
+        declared = getattr(obj, "reference", None)
+        if self.reference is None and declared == PROMPTS:
+            return (
+                " (it declares reference = 'prompts': its objects are started by clicks and boxes, not masks; "
+                "give the suite a prompt reference, e.g. reference: {points: {count: 1, where: center}, box: tight})"
+            )
+        if self.reference is not None and declared not in (None, PROMPTS):
+            return (
+                f" (it declares reference = {declared!r}: its objects are started by masks; the suite's "
+                "reference: gives prompts instead: remove reference: to give it masks, or name a promptable model)"
+            )
+        return super().refusal(obj)
+
     def targets(
         self, samples: Sequence[Sample], dataset: SegmentationDataset, device: torch.device
     ) -> dict[str, Field]:

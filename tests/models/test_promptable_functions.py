@@ -6,7 +6,10 @@ from typing import Any
 
 import numpy as np
 import pytest
+import torch
 
+from pytest_segrobust.core.errors import ModelOutputError
+from pytest_segrobust.core.prompts import PromptSet
 from pytest_segrobust.data.prompt_protocol import StandardProtocol, StandardProtocolSettings
 from pytest_segrobust.engine.evaluation import EvalSettings, evaluate
 from pytest_segrobust.models import adapt_model
@@ -39,3 +42,22 @@ def test_a_function_of_arrays_is_asked_per_image_and_scored(candidates: bool) ->
     assert image.shape == (64, 64, 3) and image.dtype == np.uint8 and image.max() == 200
     assert [p["kind"] for p in prompts] == ["box", "box"] and prompts[0]["box"].dtype == np.float32
     assert prompts[0]["points"].shape == (0, 2) and prompts[0]["labels"].dtype == np.int64
+
+
+def test_an_image_without_a_prompt_set_is_not_asked_and_a_wrong_answer_says_what_is_expected() -> None:
+    asked: list[int] = []
+
+    def refuses_no_prompts(image: np.ndarray, prompts: list[dict[str, Any]]) -> Any:
+        """As a SAM predictor: no prompt is an error."""
+        if not prompts:
+            raise ValueError("no prompt given")
+        asked.append(len(prompts))
+        return None if len(prompts) == 1 else np.zeros((len(prompts), *image.shape[:2]), dtype=bool)
+
+    model = adapt_model(refuses_no_prompts, PromptableTask())
+    images = torch.zeros(2, 3, 8, 8)
+    none = model.predict(images, [[], []])
+    assert asked == [] and [tuple(masks.shape) for masks in none] == [(0, 8, 8), (0, 8, 8)]
+    box = PromptSet(torch.zeros(0, 2), torch.zeros(0, dtype=torch.int64), torch.tensor([1.0, 1.0, 4.0, 4.0]), "box", 0)
+    with pytest.raises(ModelOutputError, match=r"function returned NoneType, expected an array \(len\(prompts\), H, W\)"):
+        model.predict(images, [[], [box]])
