@@ -49,8 +49,10 @@ def test_an_update_prints_old_to_new_per_cell_and_the_report_keeps_the_old_value
     second.stdout.fnmatch_lines(
         [
             "baselines/bands.json: * changed, 0 new, * unchanged",  # cell or cells
-            f"  suites/bands.yaml::binner::gaussian_noise[5]: score {old['score']:.6g} -> {new['score']:.6g}, "
-            f"gamma_r {old['gamma_r']:.6g} -> {new['gamma_r']:.6g}",
+            (
+                f"  suites/bands.yaml::binner::gaussian_noise[5]: score {old['score']:.6g} -> {new['score']:.6g}, "
+                f"gamma_r {old['gamma_r']:.6g} -> {new['gamma_r']:.6g}"
+            ),
         ]
     )
     report = json.loads((project.path / "segrobust-report.json").read_text())
@@ -81,8 +83,10 @@ def test_unused_entries_are_reported_and_pruned(project: pytest.Pytester, dist: 
     result.assert_outcomes(passed=CELLS)
     result.stdout.fnmatch_lines(
         [
-            "baselines/bands.json: 2 unused entries (no longer in suite bands): binner::gaussian_noise::3, old-net; "
-            "remove them with --segrobust-prune"
+            (
+                "baselines/bands.json: 2 unused entries (no longer in suite bands): binner::gaussian_noise::3, old-net; "
+                "remove them with --segrobust-prune"
+            )
         ]
     )
     assert (project.path / "baselines" / "bands.json").read_text() == stale_text  # reported, not removed

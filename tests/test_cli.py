@@ -143,8 +143,10 @@ def test_calibrate_verdict_names_each_margin_the_noise_reaches_or_passes(tmp_pat
     quiet = CellNoise(rotate.key, 60.0, 0.85, 0.1, 0.003, "cpu, batch 1")
     assert calibration_verdict(suite, [clean, quiet]) == (
         True,
-        "PASS · 2 cells: every margin stands above the numeric noise: gate.margin.score 0.5 (largest noise ±0.1), "
-        "gate.margin.gamma_r 0.01 (largest noise ±0.003)",
+        (
+            "PASS · 2 cells: every margin stands above the numeric noise: gate.margin.score 0.5 (largest noise ±0.1), "
+            "gate.margin.gamma_r 0.01 (largest noise ±0.003)"
+        ),
     )
     broken = CellNoise(rotate.key, 60.0, 0.85, 0.1, float("inf"), "cpu, batch 1")  # gamma_r became NaN somewhere
     assert "gate.margin.gamma_r 0.01 in 1 of 1 cell" in calibration_verdict(suite, [clean, broken])[1]

@@ -66,7 +66,7 @@ def test_installed_packages_count_by_version(project: Path, monkeypatch: pytest.
 
 def test_a_model_defined_without_source_cannot_be_identified() -> None:
     module = types.ModuleType("made_at_run_time")
-    exec("import torch\nclass Net(torch.nn.Module):\n    pass\n", module.__dict__)
+    exec("import torch\nclass Net(torch.nn.Module):\n    pass\n", module.__dict__)  # noqa: S102 - a class with no source file
     sys.modules["made_at_run_time"] = module
     try:
         with pytest.raises(UnknownIdentity, match="made_at_run_time"):
@@ -87,6 +87,6 @@ def test_wrapped_networks_count_with_their_submodules(project: Path) -> None:
 
 def test_a_class_naming_its_packages_public_module_counts_by_the_packages_version() -> None:
     module = types.ModuleType("made_at_run_time")
-    exec("import torch\nclass Net(torch.nn.Module):\n    pass\n", module.__dict__)
+    exec("import torch\nclass Net(torch.nn.Module):\n    pass\n", module.__dict__)  # noqa: S102 - a class with no source file
     module.Net.__module__ = "torch.not_a_file"  # as compiled libraries name their public module
     assert code_identity(module.Net()) == code_identity(module.Net())

@@ -150,7 +150,7 @@ def _drawn_layers(text: str) -> dict[int, set[str]]:
     for line in block.splitlines():
         words = line.split()
         if len(words) >= 3 and words[0] == "layer":
-            names = [w for w in words[2:] if w.endswith("/") or w.endswith(".py")]
+            names = [w for w in words[2:] if w.endswith(("/", ".py"))]
             layers[int(words[1])] = {name.removesuffix("/").removesuffix(".py") for name in names}
     return layers
 

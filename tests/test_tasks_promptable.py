@@ -41,7 +41,7 @@ class Squares:
             masks[0, 2 + i : 10 + i, 3:11] = True
             masks[1, 20:60, 20:60] = True
             image = (masks.any(dim=0) * 200).to(torch.uint8).expand(3, 64, 64).clone()
-            self.samples.append(Sample("img%d" % i, image, instances=InstanceTarget.from_masks(masks, torch.tensor([1, 1]))))
+            self.samples.append(Sample(f"img{i}", image, instances=InstanceTarget.from_masks(masks, torch.tensor([1, 1]))))
 
     def __len__(self) -> int:
         return len(self.samples)

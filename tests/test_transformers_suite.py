@@ -12,8 +12,8 @@ from tests.plugin_project import run
 
 pytest.importorskip("transformers", reason="Hugging Face checkpoints need the transformers extra")
 
-from pytest_segrobust.models.transformers import load_transformers  # noqa: E402
-from tests.models.test_transformers import segformer  # noqa: E402
+from pytest_segrobust.models.transformers import load_transformers
+from tests.models.test_transformers import segformer
 
 SUITE = """\
 name: hub

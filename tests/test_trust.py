@@ -305,7 +305,7 @@ def test_an_unwritable_report_path_is_one_line_and_the_baselines_still_land(proj
 
 
 def test_temporaries_of_a_killed_write_are_removed_by_the_next_run(project: pytest.Pytester) -> None:
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True)
     (project.path / "baselines").mkdir()
     leftover = project.path / "baselines" / f".bands.json.{dead.stdout.strip()}.0123abcd.tmp"
     leftover.write_text('{"format": 2, "mod')
@@ -427,7 +427,7 @@ def test_the_cli_stops_quietly_when_its_reader_goes_away() -> None:
     os.close(read)  # like `segrobust list | head` once head has exited
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "pytest_segrobust.cli", "list"], stdout=write, stderr=subprocess.PIPE, text=True, timeout=120
+            [sys.executable, "-m", "pytest_segrobust.cli", "list"], stdout=write, stderr=subprocess.PIPE, text=True, timeout=120, check=False
         )
     finally:
         os.close(write)

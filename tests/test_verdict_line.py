@@ -125,10 +125,13 @@ def hangs_after_two_cells():
 PATIENCE = 60.0  # seconds (a loaded 2-core machine needs more than 30) from Ctrl-C to the end of the run before the test gives up (and kills it)
 
 
-def _as_a_foreground_job() -> None:
-    """In the child before it runs: Ctrl-C's default action, unblocked, as a shell's foreground job has."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
+# Run in the child before the command itself, as a shell starts a foreground job: Ctrl-C's default
+# action, unblocked, then exec. (A preexec_fn would do it between fork and exec, which is unsafe in a
+# process with threads, as an xdist worker is: the child can deadlock on a lock another thread held.)
+AS_A_FOREGROUND_JOB = (
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+    "signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT]); os.execv(sys.argv[1], sys.argv[1:])"
+)
 
 
 def test_ctrl_c_ends_a_run_whose_end_would_wait_on_a_hanging_model(project: pytest.Pytester) -> None:
@@ -140,7 +143,10 @@ def test_ctrl_c_ends_a_run_whose_end_would_wait_on_a_hanging_model(project: pyte
         + "batch_size: 4\n"
     )
     # With the report's figures: its worst images are what runs the model at the end of the run.
-    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--segrobust-update-baselines"]
+    command = [
+        sys.executable, "-c", AS_A_FOREGROUND_JOB,
+        sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--segrobust-update-baselines",
+    ]
     # Its own process group, as a terminal's foreground job: Ctrl-C reaches every process in it.
     # What this process would hand down (a CI run failed here after other tests had run in the same
     # xdist worker, never alone): said if the run does not end. The child starts as a shell starts a
@@ -148,7 +154,7 @@ def test_ctrl_c_ends_a_run_whose_end_would_wait_on_a_hanging_model(project: pyte
     handed_down = f"SIGINT here: {signal.getsignal(signal.SIGINT)}, blocked: {signal.pthread_sigmask(signal.SIG_BLOCK, [])}"
     with subprocess.Popen(
         command, cwd=project.path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
-        preexec_fn=_as_a_foreground_job, env={**os.environ, "PYTHONUNBUFFERED": "1"},  # all it printed, if it hangs
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},  # all it printed, if it hangs
     ) as child:
         try:
             deadline = time.monotonic() + 120

@@ -554,13 +554,13 @@ def write_report(
         figures: dict[str, str] = {}
         drawers: dict[str, Callable[[Path], Path | None]] = {}
         if drawing and any(tables.corrupted(records) for records in models.values()):
-            drawers["severity"] = lambda path: plots.severity_plot(models, metric_label(suite.metric), path)
+            drawers["severity"] = lambda path, models=models, suite=suite: plots.severity_plot(models, metric_label(suite.metric), path)
             near = [m for m, v in suite.models.items() if v.summary.near_chance]
-            drawers["heatmap"] = lambda path: plots.heatmap(models, path, near_chance=near)
+            drawers["heatmap"] = lambda path, models=models, near=near: plots.heatmap(models, path, near_chance=near)
         if drawing and galleries and suite_name in galleries:
-            drawers["gallery"] = lambda path: _save_png(_drawn(galleries[suite_name], suite, "gallery"), path)
+            drawers["gallery"] = lambda path, name=suite_name, suite=suite: _save_png(_drawn(galleries[name], suite, "gallery"), path)
         for kind, picture in (pictures or {}).get(suite_name, {}).items() if drawing else ():
-            drawers[kind] = lambda path, picture=picture, kind=kind: _save_png(_drawn(picture, suite, kind), path)
+            drawers[kind] = lambda path, picture=picture, kind=kind, suite=suite: _save_png(_drawn(picture, suite, kind), path)
         for kind, draw in drawers.items():
             path = folder / f"{suite_name}-{kind}.png"
             try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import importlib.metadata
 import platform
@@ -55,12 +56,11 @@ def versions() -> dict[str, str]:
 
 def describe_device(device: torch.device) -> str:
     """``cuda:0 (NVIDIA H100 80GB HBM3)``, ``cpu`` (the threads have a row of their own)."""
-    try:
+    # A description, never a reason to fail the report: whatever CUDA raises leaves the bare name.
+    with contextlib.suppress(Exception):
         if device.type == "cuda" and torch.cuda.is_available():
             index = device.index if device.index is not None else torch.cuda.current_device()
             return f"{device} ({torch.cuda.get_device_name(index)})"
-    except Exception:  # noqa: BLE001 - a description, never a reason to fail the report
-        pass
     return str(device)
 
 

@@ -233,8 +233,10 @@ def render_html(report: Report, figures_dir: Path, budget: int = EMBEDDED_BYTES)
             '<meta charset="utf-8">',
             '<meta name="viewport" content="width=device-width, initial-scale=1">',
             # Nothing on the page may reach the network: everything it shows is inline.
-            "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; img-src data:; "
-            "style-src 'unsafe-inline'; script-src 'unsafe-inline'\">",
+            (
+                "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; img-src data:; "
+                "style-src 'unsafe-inline'; script-src 'unsafe-inline'\">"
+            ),
             f"<title>{_text(_plain(title))}</title>",
             f"<style>{_CSS}</style>",
             "</head>",

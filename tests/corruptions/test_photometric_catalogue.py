@@ -298,7 +298,7 @@ def reference_zoom_blur(image: np.ndarray, factors: tuple[float, ...]) -> np.nda
         ch, cw = int(np.ceil(h / z)), int(np.ceil(w / z))
         top, left = (h - ch) // 2, (w - cw) // 2
         crop = image[top : top + ch, left : left + cw]
-        rows, cols = resample(ch, int(round(ch * z))), resample(cw, int(round(cw * z)))
+        rows, cols = resample(ch, round(ch * z)), resample(cw, round(cw * z))
         zoomed = np.einsum("ij,jkc,lk->ilc", rows, crop, cols, optimize=True)
         out += zoomed[:h, :w]
     return np.clip((image + out) / (len(factors) + 1), 0, 1)

@@ -4,6 +4,7 @@ order, legacy shear."""
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -114,7 +115,7 @@ def test_glass_blur_displacement_grows_with_severity() -> None:
     # instead travels less at severity 2 than at 1.
     table = REGISTRY.get("glass_blur", "imagenet-c").table
     travel = [mean_travel(table[s].max_delta, table[s].iterations) for s in range(1, 6)]
-    assert all(a < b for a, b in zip(travel, travel[1:])), travel
+    assert all(a < b for a, b in itertools.pairwise(travel)), travel
 
 
 # --------------------------------------------------------------------------- spatter

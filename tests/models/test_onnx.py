@@ -16,7 +16,7 @@ from tests.fakes import band_scenes
 onnxruntime = pytest.importorskip("onnxruntime", reason="ONNX models need the onnx extra (onnxruntime)")
 pytest.importorskip("onnx", reason="exporting the test's torch model needs the onnx package")
 
-from pytest_segrobust.models.onnx import load_onnx  # noqa: E402
+from pytest_segrobust.models.onnx import load_onnx
 
 
 class SmallNet(torch.nn.Module):

@@ -198,7 +198,7 @@ def test_flag_writes_the_html_report(project: pytest.Pytester) -> None:
 
 def check_in_browser(page: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, str(CHECK_SCRIPT), str(page), *args], capture_output=True, text=True, env=env, timeout=300
+        [sys.executable, str(CHECK_SCRIPT), str(page), *args], capture_output=True, text=True, env=env, timeout=300, check=False
     )
 
 
