@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from pytest_segrobust.core.errors import SuiteError
+from pytest_segrobust.core.modality import Modality, cell_modality
 from pytest_segrobust.core.prompts import PromptedInstances
 from pytest_segrobust.core.types import InstanceTarget
 from pytest_segrobust.corruptions import REGISTRY
@@ -119,7 +120,9 @@ def test_the_key_adds_one_mixture_cell_drawing_from_the_suites_own_lists(tmp_pat
     cell = suite.corruption(MIXTURE_CELL)
     assert isinstance(cell, PromptMixture) and cell.seed == 5 and cell.geometric
     assert list(cell.visual) == ["rotate", "gaussian_noise"] and list(cell.prompt) == ["box_jitter"]
-    assert cell.category.value == "mixture" and cell.table[3].startswith("visual 40%, prompt 40%, both 20%")
+    # What a report records and groups the cell by.
+    assert cell.category.value == "mixture" and cell_modality(cell.category.value, MIXTURE_CELL) is Modality.MIXTURE
+    assert cell.table[3].startswith("visual 40%, prompt 40%, both 20%")
     listed = load_suite(_suite(tmp_path, "{protocol: r2bench, visual: [contrast], prompt: [missing_click, box_shift]}"))
     assert list(listed.corruption(MIXTURE_CELL).prompt) == ["missing_click", "box_shift"]
 
