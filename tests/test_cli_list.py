@@ -76,6 +76,7 @@ def test_suite_key_families_say_what_their_key_adds(capsys: pytest.CaptureFixtur
     assert "types: per_clip or per_frame" in out
     assert "adds the cell r2bench-mixture: per sample visual 40%, text 40%, both 20%" in out
     assert "adds the cell av-mixture: per sample visual 40%, audio 40%, both 20%" in out
+    assert "mixture: r2bench (task promptable): adds the cell prompt-mixture: per sample visual 40%, prompt 40%, both 20%" in out
     assert "the cell replay-NAME" in out
     assert _listed(capsys, "--names", "--family", "mixture") == ["mixture"]
     assert _listed(capsys, "--names", "--family", "replay") == ["text_replay"]

@@ -59,7 +59,7 @@ class Category(str, Enum):
     TEXT = "text"
     PROMPT = "prompt"  # the clicks and boxes of a promptable suite
     CROSS_MODAL = "cross-modal"  # one image corruption then one text (or prompt) perturbation
-    MIXTURE = "mixture"  # R2-Bench's per-sample mixture (referring and audio-visual)
+    MIXTURE = "mixture"  # R2-Bench's per-sample mixture (referring, audio-visual, promptable)
 
     @property
     def modality(self) -> Modality:

@@ -3,9 +3,10 @@
 R2-Bench's generators apply at most two perturbations to a sample, at most one per modality:
 visual only with probability 0.4, the other modality only 0.4, both 0.2, each type drawn
 uniformly from its list. The other modality is the expression for referring segmentation
-(:mod:`pytest_segrobust.text.mixture`) and the sound for audio-visual segmentation
-(:mod:`pytest_segrobust.tasks.avs`): a :class:`MixtureProtocol` names it and the stream its
-draws come from, and :class:`CrossModalMixture` is the cell of either.
+(:mod:`pytest_segrobust.text.mixture`), the sound for audio-visual segmentation
+(:mod:`pytest_segrobust.tasks.avs`) and the prompts for promptable segmentation
+(:mod:`pytest_segrobust.tasks.prompt_mixture`): a :class:`MixtureProtocol` names it and the stream its
+draws come from, and :class:`CrossModalMixture` is the cell of each.
 
 A draw is a pure function of (seed, sample id, the two lists, the severities): four uniforms
 from the sample's own Philox stream choose the modality, the visual type, the other type and
@@ -46,7 +47,7 @@ class MixtureDraw:
         other: The other input's perturbation's name, or None for visual only.
         severity: The level both are applied at, 1..5; None where the cell's own level is
             applied (a draw asked for without severities).
-        other_modality: What the other perturbation acts on: text or audio.
+        other_modality: What the other perturbation acts on: text, audio or prompts.
     """
 
     modality: Modality
@@ -66,6 +67,11 @@ class MixtureDraw:
         return self.other if self.other_modality is Modality.AUDIO else None
 
     @property
+    def prompt(self) -> str | None:
+        """The prompt perturbation's name (promptable segmentation), or None."""
+        return self.other if self.other_modality is Modality.PROMPT else None
+
+    @property
     def name(self) -> str:
         """The cell-style name: ``"gaussian_noise"``, ``"misspelling"`` or ``"gaussian_noise+misspelling"``."""
         return SEPARATOR.join(part for part in (self.visual, self.other) if part is not None)
@@ -82,7 +88,7 @@ class MixtureDraw:
     @classmethod
     def from_json(cls, data: Mapping[str, object]) -> MixtureDraw:
         """The draw :meth:`to_json` wrote."""
-        other_modality = Modality.AUDIO if Modality.AUDIO.value in data else Modality.TEXT
+        other_modality = next((m for m in (Modality.AUDIO, Modality.PROMPT) if m.value in data), Modality.TEXT)
         severity = data["severity"]
         return cls(
             Modality(str(data["modality"])),
@@ -102,7 +108,7 @@ class MixtureProtocol:
     """R2-Bench's mixture between the visual input and one other.
 
     Attributes:
-        other: The other modality: :attr:`Modality.TEXT` or :attr:`Modality.AUDIO`.
+        other: The other modality: :attr:`Modality.TEXT`, :attr:`Modality.AUDIO` or :attr:`Modality.PROMPT`.
         stream: The name slot of :func:`~pytest_segrobust.randomness.seeding.sample_seed` for
             the draws (no perturbation has it).
     """

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_segrobust.core.modality import DYNAMIC_PREFIX, Category, Modality, modality_of_category
+from pytest_segrobust.core.prompts import PromptedInstances
 from pytest_segrobust.core.types import Audio, Expressions, Field
 from pytest_segrobust.corruptions import DEFAULT_PRESET, CorruptionRegistry
 from pytest_segrobust.corruptions.base import MAX_SEVERITY, Corruption, SeverityTable
@@ -30,6 +31,8 @@ from pytest_segrobust.tasks import TASKS, get_task
 from pytest_segrobust.tasks.avs import AUDIO_VISUAL_MIXTURE
 from pytest_segrobust.tasks.avs import MIXTURE_CELL as AUDIO_VISUAL_CELL
 from pytest_segrobust.tasks.base import Task
+from pytest_segrobust.tasks.prompt_mixture import MIXTURE_CELL as PROMPT_CELL
+from pytest_segrobust.tasks.prompt_mixture import PROMPT_MIXTURE
 from pytest_segrobust.tasks.referring_cells import REPLAY_PREFIX
 from pytest_segrobust.text.base import FAMILY as TEXT_FAMILY
 from pytest_segrobust.text.base import LEVELS, TextPerturbation
@@ -42,7 +45,11 @@ IMAGE = "image"
 
 DYNAMIC, MIXTURE, REPLAY = Modality.DYNAMIC.value, Modality.MIXTURE.value, "replay"
 # The field a task must have for a mixture protocol's other modality.
-_OTHER_FIELD: dict[Modality, type[Field]] = {Modality.TEXT: Expressions, Modality.AUDIO: Audio}
+_OTHER_FIELD: dict[Modality, type[Field]] = {
+    Modality.TEXT: Expressions,
+    Modality.AUDIO: Audio,
+    Modality.PROMPT: PromptedInstances,
+}
 
 
 @dataclass(frozen=True)
@@ -241,6 +248,7 @@ def _mixture(key: str) -> list[Group]:
     protocols: Sequence[tuple[MixtureProtocol, str]] = (
         (REFERRING_MIXTURE, REFERRING_CELL),
         (AUDIO_VISUAL_MIXTURE, AUDIO_VISUAL_CELL),
+        (PROMPT_MIXTURE, PROMPT_CELL),
     )
     groups = []
     for protocol, cell in protocols:

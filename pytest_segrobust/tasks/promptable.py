@@ -13,8 +13,9 @@ float logits (thresholded at 0), or ``(masks (P, M, H, W), scores (P, M))`` of w
 candidate is taken. A set whose prompts a corruption dropped entirely is not asked; it scores an
 empty mask. Geometric corruptions move prompts with the masks
 (:mod:`pytest_segrobust.corruptions.prompt_kernels`); prompt perturbations change them
-(:mod:`pytest_segrobust.corruptions.prompts`). The default metric is ``promptable_miou``
-(:mod:`pytest_segrobust.metrics.promptable`). The gate resamples images.
+(:mod:`pytest_segrobust.corruptions.prompts`), and ``mixture: r2bench`` adds R2-Bench's cross-modal
+mixture of both as one cell (:mod:`pytest_segrobust.tasks.prompt_mixture`). The default metric is
+``promptable_miou`` (:mod:`pytest_segrobust.metrics.promptable`). The gate resamples images.
 """
 
 from __future__ import annotations
@@ -35,13 +36,34 @@ from pytest_segrobust.models.base import PromptableSegmentationModel
 from pytest_segrobust.pictures.prompted import PROMPT_VIEW
 from pytest_segrobust.tasks import register_task
 from pytest_segrobust.tasks.base import ImageAnnotation, SuiteCells, SuiteKeyError, Task, first_id, logit_masks
+from pytest_segrobust.tasks.prompt_mixture import MIXTURE_CELL, PromptMixtureSpec, prompt_mixture
 
 
 @dataclasses.dataclass(frozen=True)
 class PromptCells(SuiteCells):
-    """A promptable suite's ``prompts:`` protocol (its cells are those it lists)."""
+    """A promptable suite's ``prompts:`` protocol and its ``mixture`` (the one cell it adds).
+
+    Attributes:
+        protocol: How each instance's prompts are drawn.
+        mixture: R2-Bench's mixture of image corruptions and prompt perturbations, where the suite sets it.
+        seed: The suite's global seed (the mixture's draws per image).
+    """
 
     protocol: PromptProtocol = dataclasses.field(default_factory=StandardProtocol)
+    mixture: PromptMixtureSpec | None = None
+    seed: int = 0
+
+    @property
+    def added(self) -> tuple[str, ...]:  # type: ignore[override]
+        return () if self.mixture is None else (MIXTURE_CELL,)
+
+    def with_seed(self, seed: int) -> SuiteCells:
+        return dataclasses.replace(self, seed=seed)
+
+    def cell(self, name: str, resolve: Callable[..., Any]) -> Any:
+        if self.mixture is not None and name == MIXTURE_CELL:
+            return self.mixture.cell(resolve, self.seed)
+        return resolve(name)
 
 
 @register_task
@@ -64,7 +86,7 @@ class PromptableTask(Task):
         "a PromptableSegmentationModel (predict(images, prompts) -> per image (P, H, W) masks or logits, "
         "or (masks (P, M, H, W), scores (P, M)); device, fingerprint)"
     )
-    suite_keys = ("prompts",)
+    suite_keys = ("prompts", "mixture")
     picture_view = PROMPT_VIEW  # a panel per prompt kind, with the prompts drawn
 
     def __init__(self, protocol: PromptProtocol | None = None, seed: int = 0) -> None:
@@ -76,13 +98,14 @@ class PromptableTask(Task):
     def suite_cells(
         self, options: Mapping[str, Any], corruptions: tuple[str, ...], resolve: Callable[..., Any]
     ) -> SuiteCells:
-        """``prompts:`` (the protocol; the standard one, one centre click and the tight box, when left out)."""
-        if "prompts" not in options:
-            return PromptCells()
+        """``prompts:`` (the protocol; the standard one, one centre click and the tight box, when left out) and
+        ``mixture`` (:mod:`pytest_segrobust.tasks.prompt_mixture`)."""
         try:
-            return PromptCells(protocol_of(options["prompts"]))
+            protocol = protocol_of(options["prompts"]) if "prompts" in options else StandardProtocol()
         except FieldError as exc:
             raise SuiteKeyError(f"prompts.{exc.field}".rstrip("."), str(exc)) from None
+        mixture = prompt_mixture(options["mixture"], corruptions, resolve) if "mixture" in options else None  # type: ignore[arg-type]
+        return PromptCells(protocol, mixture)
 
     def for_suite(self, cells: SuiteCells, seed: int) -> PromptableTask:
         """This task drawing prompts by the suite's protocol, with its seed."""

@@ -129,7 +129,10 @@ def text_key_refusal(key: str, task: Task) -> str | None:
     if key == "text_replay":
         return f"replayed texts perturb referring expressions; task {task.name} has none"
     if key == "mixture":
-        return f"the r2bench mixture perturbs images and referring expressions; task {task.name} has no expressions"
+        return (
+            "the r2bench mixture perturbs images and a second input (referring expressions, sound or prompts); "
+            f"task {task.name} has no expressions and takes no mixture"
+        )
     return None
 
 
