@@ -119,12 +119,12 @@ def test_the_key_adds_one_mixture_cell_drawing_from_the_suites_own_lists(tmp_pat
     assert suite.corruptions[-1] == MIXTURE_CELL
     cell = suite.corruption(MIXTURE_CELL)
     assert isinstance(cell, PromptMixture) and cell.seed == 5 and cell.geometric
-    assert list(cell.visual) == ["rotate", "gaussian_noise"] and list(cell.prompt) == ["box_jitter"]
+    assert list(cell.visual) == ["rotate", "gaussian_noise"] and list(cell.other) == ["box_jitter"]
     # What a report records and groups the cell by.
     assert cell.category.value == "mixture" and cell_modality(cell.category.value, MIXTURE_CELL) is Modality.MIXTURE
     assert cell.table[3].startswith("visual 40%, prompt 40%, both 20%")
     listed = load_suite(_suite(tmp_path, "{protocol: r2bench, visual: [contrast], prompt: [missing_click, box_shift]}"))
-    assert list(listed.corruption(MIXTURE_CELL).prompt) == ["missing_click", "box_shift"]
+    assert list(listed.corruption(MIXTURE_CELL).other) == ["missing_click", "box_shift"]
 
 
 @pytest.mark.parametrize(

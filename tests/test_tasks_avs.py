@@ -305,7 +305,7 @@ def test_the_avs_keys_add_acoustic_and_mixture_cells(tmp_path: Path, monkeypatch
     assert suite.corruptions == CELLS and suite.metrics == METRICS
     mixture = suite.corruption(MIXTURE_CELL)
     assert isinstance(mixture, AudioVisualMixture) and mixture.seed == suite.seed
-    assert list(mixture.visual) == ["gaussian_noise"] and list(mixture.audio) == ["low_pass"]
+    assert list(mixture.visual) == ["gaussian_noise"] and list(mixture.other) == ["low_pass"]
     assert suite.corruption("low_pass").category.value == "acoustic"
 
 

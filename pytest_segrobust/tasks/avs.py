@@ -93,12 +93,7 @@ class AudioVisualMixture(CrossModalMixture):
     """
 
     def __init__(self, visual: Sequence[Corruption[Any]], audio: Sequence[Corruption[Any]], seed: int) -> None:
-        super().__init__(MIXTURE_CELL, AUDIO_VISUAL_MIXTURE, visual, audio, seed)
-
-    @property
-    def audio(self) -> dict[str, Corruption[Any]]:
-        """The acoustic perturbations drawn from, by name."""
-        return self.other
+        super().__init__(MIXTURE_CELL, AUDIO_VISUAL_MIXTURE, visual, audio, seed)  # the sound is its ``other``
 
 
 @dataclass(frozen=True)

@@ -52,12 +52,7 @@ class PromptMixture(CrossModalMixture):
     """
 
     def __init__(self, visual: Sequence[Corruption[Any]], prompt: Sequence[Corruption[Any]], seed: int) -> None:
-        super().__init__(MIXTURE_CELL, PROMPT_MIXTURE, visual, prompt, seed)
-
-    @property
-    def prompt(self) -> dict[str, Corruption[Any]]:
-        """The prompt perturbations drawn from, by name."""
-        return self.other
+        super().__init__(MIXTURE_CELL, PROMPT_MIXTURE, visual, prompt, seed)  # the prompts are its ``other``
 
 
 @dataclass(frozen=True)
