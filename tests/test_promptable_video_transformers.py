@@ -3,7 +3,6 @@ here segments a clip into the same object ids as a hand-written inference sessio
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,7 @@ from tests.models.test_sam2_processing import SAM2_PIXELS, SAM2_PROCESSOR
 from tests.test_promptable_transformers import (
     _classes,
     bilinear,
+    one_thread,  # noqa: F401 - its autouse fixture: one thread here too
     sam2_vision_config,
     save_sam2_processor,
     tiny_sam2,
@@ -73,15 +73,6 @@ def tiny_sam2_video(path: Path) -> Path:
 
     save_sam2_processor(path, SAM2_VIDEO_PROCESSOR, build)
     return path
-
-
-@pytest.fixture(scope="module", autouse=True)
-def one_thread() -> Iterator[None]:
-    """Tiny models on one thread: on shared cores, more threads make each small matmul wait."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")
