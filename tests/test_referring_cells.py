@@ -60,7 +60,14 @@ def test_rvos_takes_the_text_keys_beneath_its_clip_keys(project_dir: Path) -> No
     ("task", "key", "message"),
     [
         ("vos", "text_replay: llm.json", "replayed texts perturb referring expressions; task vos has none"),
-        ("vos", "mixture: r2bench", "the r2bench mixture perturbs images and referring expressions; task vos has no"),
+        (
+            "vos",
+            "mixture: r2bench",
+            (
+                "the r2bench mixture perturbs images and a second input (referring expressions, sound or prompts); "
+                "task vos has no expressions and takes no mixture"
+            ),
+        ),
         ("avs", "text_replay: llm.json", "replayed texts perturb referring expressions; task avs has none"),
     ],
 )
