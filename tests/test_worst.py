@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -264,26 +266,33 @@ batch_size: 4
 """
 
 
-def test_a_runs_worst_images_run_the_model_on_the_picked_images_alone(tmp_path: Path) -> None:
+@contextlib.contextmanager
+def suite_runner(tmp_path: Path, name: str, text: str) -> Iterator[tuple[Any, Any]]:
+    """A cell runner in ``tmp_path`` and the suite ``text`` it loaded from ``suites/<name>.yaml``; closed after."""
     from pytest_segrobust.engine.runner import CellRunner
     from pytest_segrobust.runtime.options import Options
-    from pytest_segrobust.store.baselines import CellKey
 
     (tmp_path / "suites").mkdir()
-    (tmp_path / "suites" / "bands.yaml").write_text(RUN_SUITE)
+    (tmp_path / "suites" / f"{name}.yaml").write_text(text)
     options = Options(True, False, tmp_path / "suites", tmp_path / "baselines", tmp_path / "report")
     runner = CellRunner(options, tmp_path)
-    BUILT.clear()
     try:
-        suite = runner.load(tmp_path / "suites" / "bands.yaml")
+        yield runner, runner.load(tmp_path / "suites" / f"{name}.yaml")
+    finally:
+        runner.close()
+
+
+def test_a_runs_worst_images_run_the_model_on_the_picked_images_alone(tmp_path: Path) -> None:
+    from pytest_segrobust.store.baselines import CellKey
+
+    BUILT.clear()
+    with suite_runner(tmp_path, "bands", RUN_SUITE) as (runner, suite):
         cells = [("clean", 0), ("gaussian_noise", 1), ("gaussian_noise", 5), ("rotate", 1), ("rotate", 5)]
         for name, severity in cells:
             runner.measure(suite, CellKey("bands", "binner", name, severity), f"bands::binner::{name}[{severity}]")
         (network,) = BUILT
         assert network.images == 10 * len(cells)  # one pass per cell, the clean one included
         pictures = runner.pictures()
-    finally:
-        runner.close()
     (worst,) = pictures.worst.values()
     assert len(worst.images) == 3 and worst.considered == 10
     # The three picked images, clean and corrupted, and nothing else: the picks came from the cells' passes.
@@ -332,17 +341,10 @@ batch_size: 2
 
 def test_a_promptable_runs_worst_images_are_asked_with_the_suites_prompt_protocol(tmp_path: Path) -> None:
     from pytest_segrobust.engine.plan import Plan
-    from pytest_segrobust.engine.runner import CellRunner
-    from pytest_segrobust.runtime.options import Options
     from pytest_segrobust.store.baselines import CellKey
 
-    (tmp_path / "suites").mkdir()
-    (tmp_path / "suites" / "prompted.yaml").write_text(PROMPTED_SUITE)
-    options = Options(True, False, tmp_path / "suites", tmp_path / "baselines", tmp_path / "report")
-    runner = CellRunner(options, tmp_path)
     ORACLES.clear()
-    try:
-        suite = runner.load(tmp_path / "suites" / "prompted.yaml")
+    with suite_runner(tmp_path, "prompted", PROMPTED_SUITE) as (runner, suite):
         runner.measure(suite, CellKey("prompted", "oracle", "clean", 0), "prompted::oracle::clean[0]")
         key = CellKey("prompted", "oracle", "point_displacement", 5)
         cell = runner.measure(suite, key, "prompted::oracle::point_displacement[5]")
@@ -350,8 +352,6 @@ def test_a_promptable_runs_worst_images_are_asked_with_the_suites_prompt_protoco
         measured = len(oracle.calls)
         assert measured == 2  # one batch of both images per cell
         pictures = runner.pictures()
-    finally:
-        runner.close()
     # Each picked image, asked again clean and corrupted, with the suite's prompt sets (two random clicks
     # drawn with the suite's seed, no box), not the default protocol's (one centre click and the box).
     again = oracle.calls[measured:]
